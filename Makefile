@@ -1,0 +1,31 @@
+# The two entry points of the project. Each creates .venv and installs what it needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip uv
+	UV_COMPILE_BYTECODE=1 $(BIN)/uv pip install --python $(BIN)/python --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## Run the main job on the embedded default (today: the log-engine demonstration).
+demo: $(STAMP)
+	$(BIN)/storage-core demo --dir $${DEMO_DIR:-demo-data}
+
+## Run the whole test suite, then lint and type-check.
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy storage_core
+	$(BIN)/lint-imports
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/log_append.py
+
+clean:
+	rm -rf $(VENV) demo-data .pytest_cache .mypy_cache .ruff_cache

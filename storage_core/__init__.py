@@ -1,0 +1,1 @@
+"""A Kafka-compatible log engine with KIP-405 tiered storage."""

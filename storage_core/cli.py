@@ -1,0 +1,5 @@
+"""The ``storage-core`` command."""
+
+
+def main() -> int:
+    return 0

@@ -1,0 +1,93 @@
+"""Named errors of the storage engine.
+
+Every error says what was wrong and where (file, position, offset, partition) so that an
+operator can act on it. Invariants that protect stored data raise one of these; nothing
+relies on ``assert``.
+"""
+
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """Base class of every error raised by ``storage_core``."""
+
+
+class CorruptRecordError(StorageError):
+    """A record batch failed validation (size, magic, CRC or record framing).
+
+    Carries the file, the byte position of the batch in it and the batch's base offset when
+    known, so that the damaged spot can be found with ``storage-core dump-log``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        position: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        where = []
+        if file is not None:
+            where.append(f"file={file}")
+        if position is not None:
+            where.append(f"position={position}")
+        if offset is not None:
+            where.append(f"offset={offset}")
+        super().__init__(f"{message} ({', '.join(where)})" if where else message)
+        self.reason = message
+        self.file = file
+        self.position = position
+        self.offset = offset
+
+
+class InvalidRecordError(StorageError):
+    """A batch is well formed but not acceptable here (bad timestamps, control misuse...)."""
+
+
+class UnsupportedCompressionError(StorageError):
+    """The batch names a compression codec this engine does not know."""
+
+
+class CorruptIndexError(StorageError):
+    """An offset or time index file is inconsistent; it can be rebuilt from the log."""
+
+
+class IndexFullError(StorageError):
+    """An append was attempted on an index that has no room left (the segment must roll)."""
+
+
+class InvalidOffsetError(StorageError):
+    """An offset is out of order or does not fit the segment (e.g. relative offset overflow)."""
+
+
+class CorruptCheckpointError(StorageError):
+    """A checkpoint file (offsets, leader epochs, partition metadata) cannot be parsed."""
+
+
+class InconsistentTopicIdError(StorageError):
+    """``partition.metadata`` names a different topic id than the one expected."""
+
+
+class InvalidTopicError(StorageError):
+    """A topic name breaks Kafka's rules (legal characters, length, ``.``/``..``)."""
+
+
+class OffsetOutOfRangeError(StorageError):
+    """A read or truncation asked for an offset outside ``[log start offset, log end offset]``."""
+
+
+class UnexpectedAppendOffsetError(StorageError):
+    """A follower append does not start at the log end offset (offsets must be contiguous)."""
+
+
+class RecordBatchTooLargeError(StorageError):
+    """A batch is larger than the segment size or ``max.message.bytes`` allows."""
+
+
+class KafkaStorageError(StorageError):
+    """An I/O failure on a log dir; the affected partitions go offline."""
+
+
+class LogDirNotFoundError(StorageError):
+    """A configured log dir is missing or not a directory."""
