@@ -91,3 +91,14 @@ class KafkaStorageError(StorageError):
 
 class LogDirNotFoundError(StorageError):
     """A configured log dir is missing or not a directory."""
+
+
+class InvalidConfigError(StorageError):
+    """A broker or topic config has a wrong type or value; the message names the key."""
+
+
+class DecompressedSizeLimitError(CorruptRecordError):
+    """A compressed batch expands beyond the decompression limit (a hostile or oversized batch).
+
+    Raise ``max_decompressed_bytes`` if such batches are legitimate for the topic.
+    """

@@ -1,0 +1,61 @@
+"""Kafka record batches v2 (magic 2): codecs, batches in memory and the ``.log`` file.
+
+Modules, bottom up: ``varint`` (integer encodings), ``compression`` (codecs and their Kafka
+framings), ``record`` (record values), ``batch`` (the batch wire format), ``memory_records``
+(batches back to back in a buffer) and ``file_records`` (a segment's ``.log`` file).
+"""
+
+from storage_core.records.batch import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    RecordBatch,
+    RecordBatchHeader,
+    TimestampType,
+    build_batch,
+    parse_batch_header,
+    patch_log_append_time,
+    patch_offset_and_epoch,
+)
+from storage_core.records.compression import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    CompressionType,
+    compress,
+    decompress,
+)
+from storage_core.records.file_records import MAX_FILE_BYTES, FileRecords
+from storage_core.records.memory_records import iter_batches
+from storage_core.records.record import Header, Record, SimpleRecord
+
+__all__ = [
+    "BATCH_HEADER_SIZE",
+    "DEFAULT_MAX_DECOMPRESSED_BYTES",
+    "LOG_OVERHEAD",
+    "MAGIC_V2",
+    "MAX_FILE_BYTES",
+    "NO_PARTITION_LEADER_EPOCH",
+    "NO_PRODUCER_EPOCH",
+    "NO_PRODUCER_ID",
+    "NO_SEQUENCE",
+    "NO_TIMESTAMP",
+    "CompressionType",
+    "FileRecords",
+    "Header",
+    "Record",
+    "RecordBatch",
+    "RecordBatchHeader",
+    "SimpleRecord",
+    "TimestampType",
+    "build_batch",
+    "compress",
+    "decompress",
+    "iter_batches",
+    "parse_batch_header",
+    "patch_log_append_time",
+    "patch_offset_and_epoch",
+]
