@@ -1,5 +1,122 @@
-"""The ``storage-core`` command."""
+"""The ``storage-core`` command.
+
+storage-core dump-log PATH... [--print-data] [--verify-index] [--json]
+storage-core describe-log-dir DIR [--json]
+storage-core demo [--dir DIR] [--records N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from storage_core.errors import StorageError
 
 
-def main() -> int:
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="storage-core", description="A Kafka-compatible log engine with tiered storage."
+    )
+    parser.add_argument("--log-level", default="WARNING", help="Python log level (INFO, DEBUG...)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    dump = commands.add_parser(
+        "dump-log", help="print the batches, records, index entries or epochs of segment files"
+    )
+    dump.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    dump.add_argument("--print-data", action="store_true", help="also print every record")
+    dump.add_argument(
+        "--verify-index", action="store_true", help="check index entries against the .log file"
+    )
+    dump.add_argument("--json", action="store_true", help="one JSON object per line")
+
+    describe = commands.add_parser(
+        "describe-log-dir", help="partitions, segments, offsets and sizes of a log dir"
+    )
+    describe.add_argument("log_dir", type=Path, metavar="DIR")
+    describe.add_argument("--json", action="store_true", help="print one JSON document")
+
+    demo = commands.add_parser(
+        "demo", help="write, crash, recover, retain and dump a log on the embedded default"
+    )
+    demo.add_argument("--dir", type=Path, default=Path("demo-data"), help="working directory")
+    demo.add_argument("--records", type=int, default=30_000, help="records to write")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        if args.command == "dump-log":
+            return _dump_log(args)
+        if args.command == "describe-log-dir":
+            return _describe_log_dir(args)
+        if args.command == "demo":
+            from storage_core.demo import run_demo  # noqa: PLC0415 (keeps other commands light)
+
+            return run_demo(args.dir, record_count=args.records)
+    except StorageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    return 1
+
+
+def _dump_log(args: argparse.Namespace) -> int:
+    from storage_core.tools.dump_log import dump_path, format_row  # noqa: PLC0415
+
+    status = 0
+    for path in args.paths:
+        if not path.is_file():
+            print(f"error: {path} is not a file", file=sys.stderr)
+            status = 2
+            continue
+        for row in dump_path(path, print_data=args.print_data, verify_index=args.verify_index):
+            if row["type"] in ("error", "mismatch"):
+                status = 3
+            print(json.dumps(row) if args.json else format_row(row))
+    return status
+
+
+def _describe_log_dir(args: argparse.Namespace) -> int:
+    from storage_core.tools.describe_log_dir import describe_log_dir  # noqa: PLC0415
+
+    summary = describe_log_dir(args.log_dir)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    print(f"Log dir {summary['log_dir']} (clean shutdown marker: {summary['clean_shutdown']})")
+    for partition in summary["partitions"]:
+        print(
+            f"  {partition['partition']}: topic_id={partition['topic_id']}"
+            f" log_start_offset={partition['log_start_offset']}"
+            f" log_end_offset={partition['log_end_offset']}"
+            f" high_watermark={partition['high_watermark']}"
+            f" size_bytes={partition['size_bytes']} segments={len(partition['segments'])}"
+            f" epochs={partition['leader_epochs']}"
+        )
+        for segment in partition["segments"]:
+            print(
+                f"    segment {segment['base_offset']:>20}: offsets"
+                f" {segment['first_offset']}..{segment['last_offset']}"
+                f" batches={segment['batches']} size_bytes={segment['size_bytes']}"
+            )
+        for name in partition["quarantined_files"]:
+            print(f"    quarantined: {name}")
+        for problem in partition["problems"]:
+            print(f"    problem: {problem}")
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

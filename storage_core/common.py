@@ -22,7 +22,7 @@ def validate_topic_name(topic: str) -> None:
     if not topic:
         raise InvalidTopicError("Topic name is illegal, it can't be empty")
     if topic in (".", ".."):
-        raise InvalidTopicError("Topic name cannot be \".\" or \"..\"")
+        raise InvalidTopicError('Topic name cannot be "." or ".."')
     if len(topic) > MAX_TOPIC_NAME_LENGTH:
         raise InvalidTopicError(
             f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters,"

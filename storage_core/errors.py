@@ -102,3 +102,19 @@ class DecompressedSizeLimitError(CorruptRecordError):
 
     Raise ``max_decompressed_bytes`` if such batches are legitimate for the topic.
     """
+
+
+class InvalidTimestampError(StorageError):
+    """A time index append carries a timestamp below the index's last one.
+
+    Time index timestamps never decrease; the caller must append the largest timestamp seen so
+    far in the segment, not the batch's own.
+    """
+
+
+class CheckpointWriteError(KafkaStorageError):
+    """A checkpoint or metadata file could not be written (temp file, fsync or rename failed).
+
+    The previous version of the file, if any, is left in place. Check the log dir's disk and
+    permissions; the log dir should be treated as failed.
+    """

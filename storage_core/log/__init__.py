@@ -1,0 +1,1 @@
+"""The local log: segments, indexes, epochs, checkpoints."""

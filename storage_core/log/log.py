@@ -1,0 +1,694 @@
+"""The log of one partition: an ordered list of segments plus its offsets and epochs.
+
+Directory ``<log dir>/<topic>-<partition>/``::
+
+    00000000000000000000.log / .index / .timeindex     closed segments ...
+    00000000000000001234.log / .index / .timeindex     the active segment (takes appends)
+    leader-epoch-checkpoint                            LeaderEpochFileCache
+    partition.metadata                                 topic id
+
+Offsets (all inclusive lower / exclusive upper bounds as in Kafka)::
+
+    log_start_offset <= local_log_start_offset <= high_watermark <= log_end_offset
+
+``log_start_offset`` moves forward through retention or DeleteRecords; the high watermark is set
+by the replication layer; the log end offset (LEO) is the offset the next append gets.
+
+Thread safety: every mutation holds ``self._lock``. ``read`` takes it only to pick segments and
+reads file bytes without it; bytes below the observed end are immutable until truncation, which
+only happens on followers that are not serving reads.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from storage_core.clock import SYSTEM_CLOCK, Clock
+from storage_core.common import TopicPartition, Uuid
+from storage_core.errors import (
+    InvalidOffsetError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    UnexpectedAppendOffsetError,
+)
+from storage_core.log import log_file_utils as files
+from storage_core.log.leader_epoch_cache import (
+    LEADER_EPOCH_CHECKPOINT_FILENAME,
+    LeaderEpochCheckpointFile,
+    LeaderEpochFileCache,
+)
+from storage_core.log.log_config import LogConfig
+from storage_core.log.log_loader import load_log
+from storage_core.log.log_segment import (
+    FetchDataInfo,
+    LogOffsetMetadata,
+    LogSegment,
+    RollParams,
+)
+from storage_core.log.log_validator import LogAppendInfo, analyze_and_validate, assign_offsets
+from storage_core.log.partition_metadata import PARTITION_METADATA_FILENAME, PartitionMetadataFile
+from storage_core.log.retention import RetentionReason, SegmentSummary, plan_retention
+from storage_core.records import NO_TIMESTAMP, RecordBatch
+
+logger = logging.getLogger(__name__)
+
+# ListOffsets special timestamps (Kafka's ListOffsetsRequest).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+# A predicate that may forbid deleting a segment locally (tiered storage: "not yet copied").
+SegmentDeletionGuard = Callable[[SegmentSummary], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampAndOffset:
+    """Answer of ``offset_for_timestamp``: the record's timestamp, offset and leader epoch."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int | None
+
+
+class Log:
+    """One partition's log (Kafka's ``UnifiedLog`` over ``LocalLog``)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        had_clean_shutdown: bool = True,
+        topic_id: Uuid | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.dir = directory
+        self.topic_partition = TopicPartition.parse_dir_name(directory.name)
+        self.config = config
+        self._clock = clock
+        self._lock = threading.RLock()
+        directory.mkdir(parents=True, exist_ok=True)
+        self.leader_epoch_cache = LeaderEpochFileCache(
+            self.topic_partition,
+            LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT_FILENAME),
+        )
+        self.partition_metadata_file = PartitionMetadataFile(
+            directory / PARTITION_METADATA_FILENAME
+        )
+        self.topic_id: Uuid | None = None
+        if self.partition_metadata_file.exists():
+            self.topic_id = self.partition_metadata_file.read()
+        if topic_id is not None:
+            self.assign_topic_id(topic_id)
+        loaded = load_log(
+            directory,
+            config,
+            partition=str(self.topic_partition),
+            log_start_offset_checkpoint=log_start_offset,
+            recovery_point_checkpoint=recovery_point,
+            had_clean_shutdown=had_clean_shutdown,
+            leader_epoch_cache=self.leader_epoch_cache,
+            clock=clock,
+        )
+        self._segments: list[LogSegment] = loaded.segments
+        self._base_offsets: list[int] = [s.base_offset for s in self._segments]
+        self._log_start_offset = loaded.log_start_offset
+        self._recovery_point = loaded.recovery_point
+        self._log_end_offset = loaded.log_end_offset
+        self._high_watermark = self._log_start_offset
+        self._last_flush_ms = clock.milliseconds()
+        self._deletion_guard: SegmentDeletionGuard | None = None
+        self._closed = False
+        self.recovered_segments = loaded.recovered_segments
+        self.truncated_bytes_on_load = loaded.truncated_bytes
+        logger.info(
+            "loaded log partition=%s segments=%d log_start_offset=%d log_end_offset=%d"
+            " recovered_segments=%d truncated_bytes=%d",
+            self.topic_partition,
+            len(self._segments),
+            self._log_start_offset,
+            self._log_end_offset,
+            loaded.recovered_segments,
+            loaded.truncated_bytes,
+        )
+
+    # ================================================================== identity and offsets
+    def assign_topic_id(self, topic_id: Uuid) -> None:
+        """Record the topic id in ``partition.metadata`` (fails if a different one is there)."""
+        self.partition_metadata_file.record(topic_id)
+        self.partition_metadata_file.maybe_flush()
+        self.topic_id = topic_id
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """First offset held locally (inclusive); above ``log_start_offset`` once tiered."""
+        with self._lock:
+            return max(self._log_start_offset, self._segments[0].base_offset)
+
+    @property
+    def log_end_offset(self) -> int:
+        """Offset the next append receives (exclusive end of the log)."""
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        """Offsets below this are known to be fsynced (exclusive bound)."""
+        return self._recovery_point
+
+    @property
+    def size_in_bytes(self) -> int:
+        with self._lock:
+            return sum(s.size for s in self._segments)
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """A copy of the segment list, oldest first; the last one is active."""
+        with self._lock:
+            return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.leader_epoch_cache.latest_epoch
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, clamped to ``[log_start_offset, log_end_offset]``."""
+        with self._lock:
+            self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
+            return self._high_watermark
+
+    def maybe_increment_high_watermark(self, offset: int) -> bool:
+        with self._lock:
+            if offset <= self._high_watermark:
+                return False
+            self.update_high_watermark(offset)
+            return True
+
+    def set_segment_deletion_guard(self, guard: SegmentDeletionGuard | None) -> None:
+        """Install the rule that must allow each local deletion (used by tiered storage)."""
+        with self._lock:
+            self._deletion_guard = guard
+
+    # ================================================================== appends
+    def append_as_leader(
+        self, records: bytes | bytearray | memoryview, *, leader_epoch: int
+    ) -> LogAppendInfo:
+        """Validate, assign offsets from the LEO and the leader epoch, and append."""
+        buffer = records if isinstance(records, bytearray) else bytearray(records)
+        info = analyze_and_validate(
+            buffer,
+            max_message_bytes=self.config.max_message_bytes,
+            segment_bytes=self.config.segment_bytes,
+        )
+        with self._lock:
+            self._check_open()
+            append_time = self._clock.milliseconds() if self.config.uses_log_append_time else None
+            assigned = assign_offsets(
+                buffer,
+                info,
+                next_offset=self._log_end_offset,
+                leader_epoch=leader_epoch,
+                log_append_time_ms=append_time,
+            )
+            self._append(buffer, assigned)
+            return assigned
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
+        """Append batches that already carry offsets and epochs; they must start at the LEO."""
+        info = analyze_and_validate(
+            records,
+            max_message_bytes=max(self.config.max_message_bytes, self.config.segment_bytes),
+            segment_bytes=self.config.segment_bytes,
+        )
+        with self._lock:
+            self._check_open()
+            if info.first_offset != self._log_end_offset:
+                raise UnexpectedAppendOffsetError(
+                    f"partition {self.topic_partition}: follower append starts at offset"
+                    f" {info.first_offset} but the log end offset is {self._log_end_offset}"
+                )
+            expected = info.first_offset
+            for batch in info.batches:
+                if batch.base_offset != expected:
+                    raise UnexpectedAppendOffsetError(
+                        f"partition {self.topic_partition}: batch at offset {batch.base_offset}"
+                        f" does not follow offset {expected - 1} (offsets must be contiguous)"
+                    )
+                expected = batch.last_offset + 1
+            self._append(records, info)
+            return info
+
+    def _append(self, records: bytes | bytearray | memoryview, info: LogAppendInfo) -> None:
+        for batch in info.batches:
+            epoch = batch.partition_leader_epoch
+            latest = self.leader_epoch_cache.latest_epoch
+            if epoch >= 0 and (latest is None or epoch > latest):
+                self.leader_epoch_cache.assign(epoch, batch.base_offset)
+        segment = self._maybe_roll(len(records), info)
+        try:
+            segment.append(
+                largest_offset=info.last_offset,
+                largest_timestamp=info.max_timestamp,
+                offset_of_max_timestamp=info.offset_of_max_timestamp,
+                records=records,
+            )
+        except OSError as exc:
+            raise KafkaStorageError(
+                f"partition {self.topic_partition}: append to {segment.path} failed: {exc}"
+            ) from exc
+        self._log_end_offset = info.last_offset + 1
+        if self.unflushed_messages >= self.config.flush_messages:
+            self.flush()
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._log_end_offset - self._recovery_point
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaStorageError(f"partition {self.topic_partition}: the log is closed")
+
+    # ================================================================== rolling
+    def _maybe_roll(self, messages_size: int, info: LogAppendInfo) -> LogSegment:
+        segment = self._segments[-1]
+        params = RollParams(
+            max_segment_ms=self.config.segment_ms,
+            max_segment_bytes=self.config.segment_bytes,
+            max_timestamp_in_messages=info.max_timestamp,
+            max_offset_in_messages=info.last_offset,
+            messages_size=messages_size,
+            now_ms=self._clock.milliseconds(),
+        )
+        if segment.should_roll(params):
+            logger.debug(
+                "rolling partition=%s segment=%d size=%d",
+                self.topic_partition,
+                segment.base_offset,
+                segment.size,
+            )
+            return self.roll(info.first_offset)
+        return segment
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Close the active segment and start a new one at the LEO (Kafka's ``roll``)."""
+        with self._lock:
+            self._check_open()
+            new_offset = max(expected_next_offset or 0, self._log_end_offset)
+            active = self._segments[-1]
+            if active.base_offset == new_offset:
+                if active.size == 0:
+                    return active  # nothing to roll away from
+                raise InvalidOffsetError(
+                    f"partition {self.topic_partition}: cannot roll to offset {new_offset},"
+                    " the active segment already starts there"
+                )
+            for stale in (
+                files.log_file(self.dir, new_offset),
+                files.offset_index_file(self.dir, new_offset),
+                files.time_index_file(self.dir, new_offset),
+            ):
+                if stale.exists():  # left by an earlier truncation; holds nothing live
+                    stale.unlink()
+            active.on_becoming_inactive_segment()
+            segment = LogSegment.open(
+                self.dir,
+                new_offset,
+                index_interval_bytes=self.config.index_interval_bytes,
+                max_index_size=self.config.segment_index_bytes,
+                roll_jitter_ms=self.config.segment_jitter_ms,
+                clock=self._clock,
+            )
+            self._segments.append(segment)
+            self._base_offsets.append(new_offset)
+            _fsync_dir(self.dir)
+            # The rolled segment will not change again: make it durable now.
+            self.flush(new_offset)
+            return segment
+
+    # ================================================================== reads
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
+        """Batches from the one holding ``start_offset``, below ``max_offset`` (exclusive).
+
+        ``max_offset`` is the high watermark for consumers (HW isolation) and None (the LEO)
+        for followers. The first batch may start before ``start_offset``, as in Kafka.
+        Raises ``OffsetOutOfRangeError`` below the local log start or above the LEO.
+        """
+        with self._lock:
+            end = self._log_end_offset
+            segments = list(self._segments)
+            base_offsets = list(self._base_offsets)
+            local_start = max(self._log_start_offset, segments[0].base_offset)
+        if start_offset > end or start_offset < local_start:
+            raise OffsetOutOfRangeError(
+                f"partition {self.topic_partition}: offset {start_offset} is out of range"
+                f" [{local_start}, {end}]"
+            )
+        limit = end if max_offset is None else min(max_offset, end)
+        if start_offset >= limit:
+            active = segments[-1]
+            return FetchDataInfo(
+                LogOffsetMetadata(start_offset, active.base_offset, active.size), None
+            )
+        index = bisect.bisect_right(base_offsets, start_offset) - 1
+        for i in range(max(index, 0), len(segments)):
+            segment = segments[i]
+            if segment.base_offset >= limit:
+                break
+            next_base = base_offsets[i + 1] if i + 1 < len(segments) else None
+            max_position: int | None = None
+            if limit < end and (next_base is None or limit < next_base):
+                boundary = segment.translate_offset(limit)
+                max_position = segment.size if boundary is None else boundary.position
+            info = segment.read(
+                start_offset, max_bytes, max_position=max_position, min_one_message=min_one_message
+            )
+            if info is not None:
+                return info
+        active = segments[-1]
+        return FetchDataInfo(LogOffsetMetadata(end, active.base_offset, active.size), None)
+
+    def read_batches(
+        self, start_offset: int, *, max_offset: int | None = None
+    ) -> Iterator[RecordBatch]:
+        """Every whole batch holding an offset in ``[start_offset, max_offset)``, in order.
+
+        For tools and jobs that want decoded batches rather than fetch bytes; the segment sizes
+        are taken under the lock so a concurrent append is never seen half-written.
+        """
+        with self._lock:
+            end = self._log_end_offset
+            segments = list(self._segments)
+            sizes = [s.size for s in segments]
+            local_start = max(self._log_start_offset, segments[0].base_offset)
+        if start_offset > end or start_offset < local_start:
+            raise OffsetOutOfRangeError(
+                f"partition {self.topic_partition}: offset {start_offset} is out of range"
+                f" [{local_start}, {end}]"
+            )
+        limit = end if max_offset is None else min(max_offset, end)
+        first = max(bisect.bisect_right([s.base_offset for s in segments], start_offset) - 1, 0)
+        for segment, size in zip(segments[first:], sizes[first:], strict=True):
+            position = 0
+            if segment.base_offset <= start_offset:
+                position = segment.offset_index.lookup(start_offset).position
+            for _position, header in segment.log.batches(position, max_position=size):
+                if header.base_offset >= limit:
+                    return
+                if header.last_offset >= start_offset:
+                    yield header.load(segment.log)
+
+    # ================================================================== timestamps
+    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets semantics: special values -1/-2/-3/-4 or the first record at/after."""
+        with self._lock:
+            segments = list(self._segments)
+            log_start = self._log_start_offset
+            end = self._log_end_offset
+        if timestamp == EARLIEST_TIMESTAMP:
+            return TimestampAndOffset(
+                NO_TIMESTAMP, log_start, self.leader_epoch_cache.epoch_for_offset(log_start)
+            )
+        if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+            local = max(log_start, segments[0].base_offset)
+            return TimestampAndOffset(
+                NO_TIMESTAMP, local, self.leader_epoch_cache.epoch_for_offset(local)
+            )
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(NO_TIMESTAMP, end, self.leader_epoch_cache.latest_epoch)
+        if timestamp == MAX_TIMESTAMP:
+            return self._max_timestamp_and_offset(segments)
+        if timestamp < 0:
+            raise ValueError(f"unsupported special timestamp {timestamp}")
+        for segment in segments:
+            if segment.largest_timestamp < timestamp or segment.size == 0:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, log_start)
+            if found is not None:
+                ts, offset = found
+                return TimestampAndOffset(
+                    ts, offset, self.leader_epoch_cache.epoch_for_offset(offset)
+                )
+        return None
+
+    def _max_timestamp_and_offset(self, segments: list[LogSegment]) -> TimestampAndOffset | None:
+        best: LogSegment | None = None
+        for segment in segments:
+            if segment.size and (
+                best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far
+            ):
+                best = segment
+        if best is None or best.max_timestamp_so_far < 0:
+            return None
+        target = best.max_timestamp_so_far
+        for _position, header in best.log.batches(0):
+            if header.max_timestamp == target:
+                batch = header.load(best.log)
+                for record in batch.records():
+                    if record.timestamp == target:
+                        epoch = self.leader_epoch_cache.epoch_for_offset(record.offset)
+                        return TimestampAndOffset(target, record.offset, epoch)
+                epoch = self.leader_epoch_cache.epoch_for_offset(batch.last_offset)
+                return TimestampAndOffset(target, batch.last_offset, epoch)
+        return None
+
+    # ================================================================== durability
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """fsync every segment holding offsets in ``[recovery point, up_to_offset)``."""
+        with self._lock:
+            target = self._log_end_offset if up_to_offset is None else up_to_offset
+            if target <= self._recovery_point:
+                return
+            for i, segment in enumerate(self._segments):
+                next_base = self._base_offsets[i + 1] if i + 1 < len(self._segments) else None
+                if next_base is not None and next_base <= self._recovery_point:
+                    continue
+                if segment.base_offset >= target:
+                    break
+                segment.flush()
+            self._recovery_point = min(target, self._log_end_offset)
+            self._last_flush_ms = self._clock.milliseconds()
+
+    def maybe_flush_by_time(self) -> bool:
+        """Flush when ``flush.ms`` has passed since the last flush (background task)."""
+        with self._lock:
+            due = self._clock.milliseconds() - self._last_flush_ms >= self.config.flush_ms
+            if due and self.unflushed_messages > 0:
+                self.flush()
+                return True
+            return False
+
+    # ================================================================== truncation
+    def truncate_to(self, target_offset: int) -> bool:
+        """Remove every offset >= ``target_offset`` (follower truncation). True if anything went."""
+        if target_offset < 0:
+            raise InvalidOffsetError(f"cannot truncate to a negative offset {target_offset}")
+        with self._lock:
+            self._check_open()
+            if target_offset >= self._log_end_offset:
+                return False
+            logger.info(
+                "truncating partition=%s to_offset=%d log_end_offset=%d",
+                self.topic_partition,
+                target_offset,
+                self._log_end_offset,
+            )
+            if target_offset <= self._segments[0].base_offset:
+                self.truncate_fully_and_start_at(target_offset)
+                return True
+            keep = bisect.bisect_right(self._base_offsets, target_offset)
+            doomed = self._segments[keep:]
+            del self._segments[keep:]
+            del self._base_offsets[keep:]
+            self._delete_segment_files(doomed)
+            active = self._segments[-1]
+            active.truncate_to(target_offset)
+            self._log_end_offset = active.read_next_offset()
+            self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
+            self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+            self._recovery_point = min(self._recovery_point, self._log_end_offset)
+            self._high_watermark = min(self._high_watermark, self._log_end_offset)
+            return True
+
+    def truncate_fully_and_start_at(
+        self, new_offset: int, log_start_offset: int | None = None
+    ) -> None:
+        """Delete every segment and restart the log empty at ``new_offset``."""
+        if new_offset < 0:
+            raise InvalidOffsetError(f"cannot start a log at a negative offset {new_offset}")
+        with self._lock:
+            self._check_open()
+            doomed = list(self._segments)
+            self._delete_segment_files(doomed)
+            segment = LogSegment.open(
+                self.dir,
+                new_offset,
+                index_interval_bytes=self.config.index_interval_bytes,
+                max_index_size=self.config.segment_index_bytes,
+                roll_jitter_ms=self.config.segment_jitter_ms,
+                clock=self._clock,
+            )
+            self._segments = [segment]
+            self._base_offsets = [new_offset]
+            self.leader_epoch_cache.clear_and_flush()
+            self._log_end_offset = new_offset
+            self._log_start_offset = new_offset if log_start_offset is None else log_start_offset
+            self._recovery_point = new_offset
+            self._high_watermark = new_offset
+            _fsync_dir(self.dir)
+
+    # ================================================================== log start and retention
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str) -> bool:
+        """Move the log start offset forward (DeleteRecords, retention); never past the HW."""
+        with self._lock:
+            if new_log_start_offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"partition {self.topic_partition}: cannot move the log start offset to"
+                    f" {new_log_start_offset}, above the high watermark {self._high_watermark}"
+                )
+            if new_log_start_offset <= self._log_start_offset:
+                return False
+            logger.info(
+                "log start offset moved partition=%s from=%d to=%d reason=%r",
+                self.topic_partition,
+                self._log_start_offset,
+                new_log_start_offset,
+                reason,
+            )
+            self._log_start_offset = new_log_start_offset
+            self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
+            self._recovery_point = max(self._recovery_point, new_log_start_offset)
+            return True
+
+    def segment_summaries(self) -> list[SegmentSummary]:
+        with self._lock:
+            out = []
+            for i, segment in enumerate(self._segments):
+                next_base = self._base_offsets[i + 1] if i + 1 < len(self._segments) else None
+                out.append(
+                    SegmentSummary(
+                        base_offset=segment.base_offset,
+                        next_base_offset=next_base,
+                        size_bytes=segment.size,
+                        largest_timestamp_ms=segment.largest_timestamp,
+                    )
+                )
+            return out
+
+    def delete_old_segments(self) -> int:
+        """Apply local retention once; returns how many segments were deleted."""
+        with self._lock:
+            self._check_open()
+            config = self.config
+            decision = plan_retention(
+                self.segment_summaries(),
+                now_ms=self._clock.milliseconds(),
+                retention_ms=config.effective_local_retention_ms
+                if config.remote_storage_enable
+                else config.retention_ms,
+                retention_bytes=config.effective_local_retention_bytes
+                if config.remote_storage_enable
+                else config.retention_bytes,
+                log_start_offset=self._log_start_offset,
+                high_watermark=self._high_watermark,
+                delete_by_time_and_size=not config.is_compacted
+                or "delete" in config.cleanup_policy,
+                may_delete=self._deletion_guard,
+            )
+            if decision.segment_count == 0:
+                return 0
+            doomed = self._segments[: decision.segment_count]
+            del self._segments[: decision.segment_count]
+            del self._base_offsets[: decision.segment_count]
+            new_local_start = self._segments[0].base_offset
+            logger.info(
+                "deleting segments partition=%s count=%d up_to_offset=%d reason=%r",
+                self.topic_partition,
+                len(doomed),
+                new_local_start,
+                decision.reason.value if decision.reason else None,
+            )
+            self._delete_segment_files(doomed)
+            if (
+                not config.remote_storage_enable
+                or decision.reason is RetentionReason.LOG_START_OFFSET
+            ):
+                # With tiered storage, the remote copy still serves these offsets.
+                self._log_start_offset = max(self._log_start_offset, new_local_start)
+                self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+            self._recovery_point = max(self._recovery_point, new_local_start)
+            return len(doomed)
+
+    def _delete_segment_files(self, segments: list[LogSegment]) -> None:
+        """Rename to ``.deleted`` first so a crash mid-way leaves only stray files behind."""
+        for segment in segments:
+            segment.close()
+            segment.change_file_suffixes("", files.DELETED_FILE_SUFFIX)
+        for segment in segments:
+            segment.delete_if_exists()
+
+    # ================================================================== lifecycle
+    def close(self) -> None:
+        """Close files (trimming the active segment's indexes); no flush implied."""
+        with self._lock:
+            if self._closed:
+                return
+            for segment in self._segments:
+                segment.close()
+            self._closed = True
+
+    def delete(self) -> None:
+        """Close the log and remove its directory."""
+        with self._lock:
+            self.close()
+            shutil.rmtree(self.dir, ignore_errors=False)
+
+    def rename_dir(self, name: str) -> None:
+        """Move the partition directory (e.g. to ``<topic>-<p>.<uuid>-delete``) after closing."""
+        with self._lock:
+            self.close()
+            target = self.dir.with_name(name)
+            os.replace(self.dir, target)
+            _fsync_dir(target.parent)
+            self.dir = target
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.topic_partition}, start={self._log_start_offset},"
+            f" end={self._log_end_offset}, segments={len(self._segments)})"
+        )
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

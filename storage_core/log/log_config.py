@@ -1,0 +1,200 @@
+"""Topic-level log configuration with Kafka's property names, defaults and bounds.
+
+Values come from ``server.properties`` (as ``log.*`` broker defaults) and are overridden per topic
+by the topic's own properties (``segment.bytes``, ``retention.ms`` ...). ``LogConfig`` is an
+immutable value: changing a config builds a new one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from storage_core.errors import InvalidConfigError
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+# Topic config name -> (field name, default, minimum). The broker-level name is ``log.`` + topic
+# name for most keys (Kafka's ``ServerTopicConfigSynonyms``); the exceptions are listed below.
+_TOPIC_CONFIGS: dict[str, tuple[str, int, int]] = {
+    "segment.bytes": ("segment_bytes", 1024 * 1024 * 1024, 14),
+    "segment.ms": ("segment_ms", 7 * 24 * 60 * 60 * 1000, 1),
+    "segment.jitter.ms": ("segment_jitter_ms", 0, 0),
+    "segment.index.bytes": ("segment_index_bytes", 10 * 1024 * 1024, 4),
+    "index.interval.bytes": ("index_interval_bytes", 4096, 0),
+    "retention.ms": ("retention_ms", 7 * 24 * 60 * 60 * 1000, -1),
+    "retention.bytes": ("retention_bytes", -1, -1),
+    "local.retention.ms": ("local_retention_ms", -2, -2),
+    "local.retention.bytes": ("local_retention_bytes", -2, -2),
+    "flush.messages": ("flush_messages", LONG_MAX, 1),
+    "flush.ms": ("flush_ms", LONG_MAX, 0),
+    "max.message.bytes": ("max_message_bytes", 1024 * 1024 + 12, 0),
+    "file.delete.delay.ms": ("file_delete_delay_ms", 60_000, 0),
+    "min.insync.replicas": ("min_insync_replicas", 1, 1),
+}
+_BOOLEAN_CONFIGS: dict[str, tuple[str, bool]] = {
+    "preallocate": ("preallocate", False),
+    "remote.storage.enable": ("remote_storage_enable", False),
+    "unclean.leader.election.enable": ("unclean_leader_election_enable", False),
+}
+_STRING_CONFIGS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "cleanup.policy": ("cleanup_policy", "delete", ("delete", "compact", "compact,delete")),
+    "message.timestamp.type": (
+        "message_timestamp_type",
+        "CreateTime",
+        ("CreateTime", "LogAppendTime"),
+    ),
+    "compression.type": (
+        "compression_type",
+        "producer",
+        ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+    ),
+}
+# Broker names that are not simply "log." + the topic name.
+BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "segment.ms": ("log.roll.ms", "log.roll.hours"),
+    "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    "segment.index.bytes": ("log.index.size.max.bytes",),
+    "index.interval.bytes": ("log.index.interval.bytes",),
+    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "flush.messages": ("log.flush.interval.messages",),
+    "flush.ms": ("log.flush.interval.ms",),
+    "max.message.bytes": ("message.max.bytes",),
+    "file.delete.delay.ms": ("log.segment.delete.delay.ms",),
+    "local.retention.ms": ("log.local.retention.ms",),
+    "local.retention.bytes": ("log.local.retention.bytes",),
+    "remote.storage.enable": (),
+    "min.insync.replicas": ("min.insync.replicas",),
+    "unclean.leader.election.enable": ("unclean.leader.election.enable",),
+    "compression.type": ("compression.type",),
+}
+_UNIT_MS = {"minutes": 60_000, "hours": 3_600_000}
+
+TOPIC_CONFIG_NAMES = frozenset([*_TOPIC_CONFIGS, *_BOOLEAN_CONFIGS, *_STRING_CONFIGS])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogConfig:
+    """The configuration of one partition's log (Kafka's ``LogConfig``)."""
+
+    segment_bytes: int = 1024 * 1024 * 1024
+    segment_ms: int = 7 * 24 * 60 * 60 * 1000
+    segment_jitter_ms: int = 0
+    segment_index_bytes: int = 10 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    retention_ms: int = 7 * 24 * 60 * 60 * 1000
+    retention_bytes: int = -1
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    max_message_bytes: int = 1024 * 1024 + 12
+    file_delete_delay_ms: int = 60_000
+    min_insync_replicas: int = 1
+    preallocate: bool = False
+    remote_storage_enable: bool = False
+    unclean_leader_election_enable: bool = False
+    cleanup_policy: str = "delete"
+    message_timestamp_type: str = "CreateTime"
+    compression_type: str = "producer"
+
+    @property
+    def max_index_size_bytes(self) -> int:
+        """``segment.index.bytes``: the preallocated size of each index file."""
+        return self.segment_index_bytes
+
+    @property
+    def is_compacted(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def uses_log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def effective_local_retention_ms(self) -> int:
+        """``local.retention.ms``, where -2 means "same as ``retention.ms``"."""
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def effective_local_retention_bytes(self) -> int:
+        """``local.retention.bytes``, where -2 means "same as ``retention.bytes``"."""
+        if self.local_retention_bytes == -2:
+            return self.retention_bytes
+        return self.local_retention_bytes
+
+    def with_overrides(self, props: Mapping[str, Any]) -> LogConfig:
+        """A new config with topic-level properties (Kafka names) applied on top of this one."""
+        changes: dict[str, Any] = {}
+        for name, raw in props.items():
+            if name in _TOPIC_CONFIGS:
+                int_field, _default, minimum = _TOPIC_CONFIGS[name]
+                changes[int_field] = _parse_int(name, raw, minimum)
+            elif name in _BOOLEAN_CONFIGS:
+                changes[_BOOLEAN_CONFIGS[name][0]] = _parse_bool(name, raw)
+            elif name in _STRING_CONFIGS:
+                str_field, _default_text, allowed = _STRING_CONFIGS[name]
+                text = str(raw).strip()
+                if text not in allowed:
+                    raise InvalidConfigError(
+                        f"Invalid value {text!r} for configuration {name}: must be one of {allowed}"
+                    )
+                changes[str_field] = text
+            else:
+                raise InvalidConfigError(f"Unknown topic config name: {name}")
+        return dataclasses.replace(self, **changes)
+
+    @staticmethod
+    def from_broker_props(props: Mapping[str, Any]) -> LogConfig:
+        """The default topic config of a broker, read from its ``log.*`` properties."""
+        topic_props: dict[str, Any] = {}
+        for name in TOPIC_CONFIG_NAMES:
+            synonyms = BROKER_SYNONYMS.get(name, ("log." + name,))
+            for synonym in synonyms:  # the most precise unit wins, as in Kafka
+                if synonym in props:
+                    value = props[synonym]
+                    unit = synonym.rsplit(".", 1)[-1]
+                    if unit in _UNIT_MS:
+                        value = _parse_int(synonym, value, -1) * _UNIT_MS[unit]
+                    topic_props[name] = value
+                    break
+        return LogConfig().with_overrides(topic_props)
+
+    def to_props(self) -> dict[str, str]:
+        """Kafka-named string properties (for DescribeConfigs and persisted topic configs)."""
+        out: dict[str, str] = {}
+        for name, (int_field, _d, _m) in _TOPIC_CONFIGS.items():
+            out[name] = str(getattr(self, int_field))
+        for name, (bool_field, _b) in _BOOLEAN_CONFIGS.items():
+            out[name] = "true" if getattr(self, bool_field) else "false"
+        for name, (str_field, _s, _a) in _STRING_CONFIGS.items():
+            out[name] = str(getattr(self, str_field))
+        return out
+
+
+def _parse_int(name: str, raw: Any, minimum: int) -> int:
+    if isinstance(raw, bool):
+        raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: not a number")
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise InvalidConfigError(
+            f"Invalid value {raw!r} for configuration {name}: not a number"
+        ) from None
+    if value < minimum:
+        raise InvalidConfigError(
+            f"Invalid value {value} for configuration {name}: must be at least {minimum}"
+        )
+    return value
+
+
+def _parse_bool(name: str, raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: must be true/false")

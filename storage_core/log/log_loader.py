@@ -1,0 +1,272 @@
+"""Loading a partition directory at startup, with recovery after an unclean shutdown.
+
+Steps (Kafka's ``LogLoader``):
+
+1. Remove stray files: ``.deleted`` (a deletion that was interrupted), ``.cleaned`` and
+   ``.swap`` (an interrupted rewrite), ``.tmp`` (an interrupted checkpoint write), and index
+   files whose ``.log`` is gone.
+2. Open every segment. A missing or inconsistent index is rebuilt from its ``.log``.
+3. After an unclean shutdown, validate every batch of every segment from the one holding the
+   recovery point on. The first torn or corrupt batch ends the log: the segment is cut there and
+   later segments are set aside. Cut bytes that are more than a torn tail, and set-aside
+   segments, are kept as ``*.quarantined`` files, never deleted, so no byte that was on disk is
+   lost; an operator can inspect them with ``storage-core dump-log``.
+4. Offsets: the log end offset comes from the last segment; the log start offset is the larger
+   of its checkpoint and the first segment's base offset; the leader-epoch cache is cut to both.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from storage_core.clock import Clock
+from storage_core.errors import CorruptIndexError
+from storage_core.log import log_file_utils as files
+from storage_core.log.leader_epoch_cache import LeaderEpochFileCache
+from storage_core.log.log_config import LogConfig
+from storage_core.log.log_segment import LogSegment, RecoveryResult
+
+logger = logging.getLogger(__name__)
+
+# Files written through a temp name (checkpoints, partition.metadata) end in this.
+TEMP_FILE_SUFFIX = ".tmp"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadedLog:
+    """Segments in base-offset order (the last is active) and the offsets recovered."""
+
+    segments: list[LogSegment]
+    log_start_offset: int
+    recovery_point: int
+    log_end_offset: int
+    recovered_segments: int
+    truncated_bytes: int
+
+
+def remove_stray_files(directory: Path, partition: str) -> list[Path]:
+    """Step 1: delete leftovers of interrupted deletes, rewrites and checkpoint writes."""
+    removed: list[Path] = []
+    log_bases: set[str] = set()
+    for entry in directory.iterdir():
+        if entry.name.endswith(files.LOG_FILE_SUFFIX):
+            log_bases.add(entry.name.removesuffix(files.LOG_FILE_SUFFIX))
+    for entry in directory.iterdir():
+        name = entry.name
+        if not entry.is_file() or name.endswith(files.QUARANTINED_FILE_SUFFIX):
+            continue
+        stray = name.endswith(files.STRAY_SUFFIXES) or name.endswith(TEMP_FILE_SUFFIX)
+        orphan_index = (
+            name.endswith((files.INDEX_FILE_SUFFIX, files.TIME_INDEX_FILE_SUFFIX))
+            and name.split(".", 1)[0] not in log_bases
+        )
+        if stray or orphan_index:
+            entry.unlink()
+            removed.append(entry)
+            logger.info("removed stray file partition=%s file=%s", partition, name)
+    return removed
+
+
+def load_log(
+    directory: Path,
+    config: LogConfig,
+    *,
+    partition: str,
+    log_start_offset_checkpoint: int,
+    recovery_point_checkpoint: int,
+    had_clean_shutdown: bool,
+    leader_epoch_cache: LeaderEpochFileCache,
+    clock: Clock,
+) -> LoadedLog:
+    remove_stray_files(directory, partition)
+    segments = _open_segments(directory, config, partition, clock)
+    recovered = 0
+    truncated_bytes = 0
+    if not had_clean_shutdown and segments:
+        recovered, truncated_bytes = _recover_unflushed(
+            directory, segments, recovery_point_checkpoint, leader_epoch_cache, partition
+        )
+    if not segments:
+        segments.append(
+            _open_segment(directory, max(log_start_offset_checkpoint, 0), config, clock)
+        )
+    active = segments[-1]
+    active.resize_indexes(config.segment_index_bytes)
+    log_end_offset = active.read_next_offset()
+
+    if log_end_offset < log_start_offset_checkpoint:
+        # Everything local is below the checkpointed start (e.g. deleted by DeleteRecords
+        # before a crash): start afresh at the checkpointed log start offset.
+        for segment in segments:
+            segment.close()
+            segment.delete_if_exists()
+        segments = [_open_segment(directory, log_start_offset_checkpoint, config, clock)]
+        leader_epoch_cache.clear_and_flush()
+        log_end_offset = log_start_offset_checkpoint
+
+    log_start_offset = max(log_start_offset_checkpoint, segments[0].base_offset)
+    leader_epoch_cache.truncate_from_end(log_end_offset)
+    leader_epoch_cache.truncate_from_start(log_start_offset)
+    if had_clean_shutdown:
+        recovery_point = min(max(recovery_point_checkpoint, log_start_offset), log_end_offset)
+    else:
+        # What recovery validated is now made durable, so the recovery point can move to the end.
+        for segment in segments:
+            segment.flush()
+        recovery_point = log_end_offset
+    return LoadedLog(
+        segments=segments,
+        log_start_offset=log_start_offset,
+        recovery_point=recovery_point,
+        log_end_offset=log_end_offset,
+        recovered_segments=recovered,
+        truncated_bytes=truncated_bytes,
+    )
+
+
+def _open_segment(directory: Path, base_offset: int, config: LogConfig, clock: Clock) -> LogSegment:
+    return LogSegment.open(
+        directory,
+        base_offset,
+        index_interval_bytes=config.index_interval_bytes,
+        max_index_size=config.segment_index_bytes,
+        roll_jitter_ms=config.segment_jitter_ms,
+        clock=clock,
+    )
+
+
+def _open_segments(
+    directory: Path, config: LogConfig, partition: str, clock: Clock
+) -> list[LogSegment]:
+    """Step 2: open each ``.log`` with its indexes, rebuilding indexes that fail their check."""
+    base_offsets = sorted(
+        files.offset_from_file_name(entry.name)
+        for entry in directory.iterdir()
+        if entry.name.endswith(files.LOG_FILE_SUFFIX) and _is_segment_name(entry.name)
+    )
+    segments: list[LogSegment] = []
+    for base_offset in base_offsets:
+        index_missing = not (
+            files.offset_index_file(directory, base_offset).exists()
+            and files.time_index_file(directory, base_offset).exists()
+        )
+        segment = _open_segment(directory, base_offset, config, clock)
+        try:
+            segment.offset_index.sanity_check()
+            segment.time_index.sanity_check()
+            problem = "missing index file" if index_missing else None
+        except CorruptIndexError as exc:
+            problem = str(exc)
+        if problem is not None:
+            logger.warning(
+                "rebuilding indexes partition=%s segment=%d reason=%r",
+                partition,
+                base_offset,
+                problem,
+            )
+            result = segment.recover()
+            if result.truncated_bytes:
+                logger.warning(
+                    "segment cut while rebuilding indexes partition=%s segment=%d"
+                    " valid_bytes=%d cut_bytes=%d reason=%r",
+                    partition,
+                    base_offset,
+                    result.valid_bytes,
+                    result.truncated_bytes,
+                    result.reason,
+                )
+        segments.append(segment)
+    return segments
+
+
+def _is_segment_name(name: str) -> bool:
+    try:
+        files.offset_from_file_name(name)
+    except ValueError:
+        return False
+    return name.count(".") == 1
+
+
+def _recover_unflushed(
+    directory: Path,
+    segments: list[LogSegment],
+    recovery_point: int,
+    leader_epoch_cache: LeaderEpochFileCache,
+    partition: str,
+) -> tuple[int, int]:
+    """Step 3: validate segments from the one holding the recovery point; cut at first damage."""
+    first = 0
+    for i, segment in enumerate(segments):
+        if segment.base_offset <= recovery_point:
+            first = i
+    recovered = 0
+    truncated_bytes = 0
+    i = first
+    while i < len(segments):
+        segment = segments[i]
+        size_before = segment.size
+        result = _recover_segment_keeping_cut_bytes(segment, leader_epoch_cache)
+        recovered += 1
+        truncated_bytes += result.truncated_bytes
+        if result.truncated_bytes:
+            logger.warning(
+                "log cut during recovery partition=%s segment=%d valid_bytes=%d of=%d"
+                " torn_tail=%s reason=%r",
+                partition,
+                segment.base_offset,
+                result.valid_bytes,
+                size_before,
+                result.torn_tail,
+                result.reason,
+            )
+            for later in segments[i + 1 :]:
+                truncated_bytes += later.size
+                _quarantine_segment(directory, later, partition)
+            del segments[i + 1 :]
+            break
+        i += 1
+    return recovered, truncated_bytes
+
+
+def _recover_segment_keeping_cut_bytes(
+    segment: LogSegment, leader_epoch_cache: LeaderEpochFileCache
+) -> RecoveryResult:
+    """Recover a segment; bytes to be cut that are more than a torn tail are copied aside."""
+
+    def keep_cut_bytes(result: RecoveryResult) -> None:
+        if result.torn_tail:
+            return
+        target = segment.path.with_name(
+            f"{segment.path.name}.at-{result.valid_bytes}{files.QUARANTINED_FILE_SUFFIX}"
+        )
+        with open(target, "wb") as out:
+            position = result.valid_bytes
+            while position < segment.size:
+                chunk = segment.log.read(position, min(1 << 20, segment.size - position))
+                if not chunk:
+                    break
+                out.write(chunk)
+                position += len(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        logger.warning("quarantined cut bytes file=%s", target.name)
+
+    return segment.recover(leader_epoch_cache, before_cut=keep_cut_bytes)
+
+
+def _quarantine_segment(directory: Path, segment: LogSegment, partition: str) -> None:
+    """Set a whole later segment aside as ``<base>.log.quarantined``; drop its indexes."""
+    segment.close()
+    target = segment.path.with_name(segment.path.name + files.QUARANTINED_FILE_SUFFIX)
+    os.replace(segment.path, target)
+    segment.offset_index.delete_if_exists()
+    segment.time_index.delete_if_exists()
+    logger.warning(
+        "quarantined segment after a cut partition=%s file=%s dir=%s",
+        partition,
+        target.name,
+        directory,
+    )

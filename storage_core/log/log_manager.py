@@ -1,0 +1,284 @@
+"""All partition logs of a broker across its log dirs (Kafka's ``LogManager``).
+
+Each log dir holds::
+
+    <topic>-<partition>/                     one directory per partition (see ``Log``)
+    <topic>-<partition>.<id>-delete/         a partition being deleted (removed at startup)
+    recovery-point-offset-checkpoint         per partition: offsets below are fsynced
+    log-start-offset-checkpoint              per partition: the log start offset
+    replication-offset-checkpoint            per partition: the high watermark
+    .kafka_cleanshutdown                     present only between a clean shutdown and startup
+
+A missing clean-shutdown marker at startup means a crash: every log is recovered from its
+recovery point. A corrupt checkpoint is reported and treated as absent, which only makes
+recovery do more work; it never loses data.
+
+Thread safety: the partition map is guarded by ``self._lock``; each ``Log`` guards itself.
+Background tasks (retention, flush, checkpoints) run on one scheduler thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from storage_core.clock import SYSTEM_CLOCK, Clock
+from storage_core.common import TopicPartition, Uuid, validate_topic_name
+from storage_core.errors import CorruptCheckpointError, LogDirNotFoundError, StorageError
+from storage_core.log import log_file_utils as files
+from storage_core.log.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    OffsetCheckpointFile,
+    write_atomically,
+)
+from storage_core.log.log import Log
+from storage_core.log.log_config import LogConfig
+from storage_core.scheduler import Scheduler
+
+logger = logging.getLogger(__name__)
+
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+STRAY_DIR_SUFFIX = "-stray"
+
+
+class LogManager:
+    """Creates, loads, checkpoints, retains and closes the logs of one broker."""
+
+    def __init__(
+        self,
+        log_dirs: Sequence[Path],
+        default_config: LogConfig,
+        *,
+        topic_configs: Callable[[str], Mapping[str, str]] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        retention_check_interval_ms: int = 300_000,
+        flush_check_interval_ms: int = 60_000,
+        flush_recovery_point_interval_ms: int = 60_000,
+        flush_start_offset_interval_ms: int = 60_000,
+    ) -> None:
+        if not log_dirs:
+            raise LogDirNotFoundError("at least one log dir is required (log.dirs)")
+        self.log_dirs = [Path(d).resolve() for d in log_dirs]
+        if len(set(self.log_dirs)) != len(self.log_dirs):
+            raise LogDirNotFoundError(f"duplicate log dirs in {log_dirs}")
+        self.default_config = default_config
+        self._topic_configs = topic_configs or (lambda _topic: {})
+        self._clock = clock
+        self._intervals_ms = {
+            "retention": retention_check_interval_ms,
+            "flush": flush_check_interval_ms,
+            "recovery-point-checkpoint": flush_recovery_point_interval_ms,
+            "log-start-offset-checkpoint": flush_start_offset_interval_ms,
+        }
+        self._lock = threading.RLock()
+        self._logs: dict[TopicPartition, Log] = {}
+        self._scheduler = Scheduler("log-manager-scheduler")
+        self._started = False
+
+    # ------------------------------------------------------------------ startup / shutdown
+    def startup(self, *, background_tasks: bool = True) -> None:
+        """Load every log (recovering after a crash), then start the background tasks."""
+        with self._lock:
+            for log_dir in self.log_dirs:
+                self._load_log_dir(log_dir)
+            self._started = True
+        if background_tasks:
+            self._scheduler.startup()
+            actions: dict[str, Callable[[], object]] = {
+                "retention": self.cleanup_logs,
+                "flush": self.flush_dirty_logs,
+                "recovery-point-checkpoint": self.checkpoint_recovery_points,
+                "log-start-offset-checkpoint": self.checkpoint_log_start_offsets,
+            }
+            for name, action in actions.items():
+                interval = self._intervals_ms[name]
+                self._scheduler.schedule(name, action, delay_ms=interval, period_ms=interval)
+
+    def shutdown(self) -> None:
+        """Flush everything, write checkpoints, close logs and leave clean-shutdown markers."""
+        self._scheduler.shutdown()
+        with self._lock:
+            for log in self._logs.values():
+                log.flush()
+            self.checkpoint_recovery_points()
+            self.checkpoint_log_start_offsets()
+            self.checkpoint_high_watermarks()
+            for log in self._logs.values():
+                log.close()
+            for log_dir in self.log_dirs:
+                marker = log_dir / files.CLEAN_SHUTDOWN_FILE
+                write_atomically(marker, "")
+            self._logs.clear()
+            self._started = False
+        logger.info("log manager shut down cleanly dirs=%s", [str(d) for d in self.log_dirs])
+
+    def _load_log_dir(self, log_dir: Path) -> None:
+        if log_dir.exists() and not log_dir.is_dir():
+            raise LogDirNotFoundError(f"log dir {log_dir} exists but is not a directory")
+        log_dir.mkdir(parents=True, exist_ok=True)
+        marker = log_dir / files.CLEAN_SHUTDOWN_FILE
+        had_clean_shutdown = marker.exists()
+        recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
+        if recovery_points is None:
+            had_clean_shutdown = False  # recover everything rather than trust nothing
+            recovery_points = {}
+        log_start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT) or {}
+        high_watermarks = self._read_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT) or {}
+        for entry in sorted(log_dir.iterdir()):
+            if not entry.is_dir():
+                continue
+            if entry.name.endswith(DELETE_DIR_SUFFIX):
+                logger.info("removing partition dir marked for deletion dir=%s", entry)
+                shutil.rmtree(entry, ignore_errors=True)
+                continue
+            if entry.name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
+                continue
+            try:
+                tp = TopicPartition.parse_dir_name(entry.name)
+            except StorageError as exc:
+                logger.warning(
+                    "skipping a directory that is not a partition dir=%s (%s)", entry, exc
+                )
+                continue
+            if tp in self._logs:
+                raise LogDirNotFoundError(
+                    f"partition {tp} exists in two log dirs: {self._logs[tp].dir} and {entry}"
+                )
+            log = Log(
+                entry,
+                self._config_for(tp.topic),
+                log_start_offset=log_start_offsets.get(tp, 0),
+                recovery_point=recovery_points.get(tp, 0),
+                had_clean_shutdown=had_clean_shutdown,
+                clock=self._clock,
+            )
+            log.update_high_watermark(high_watermarks.get(tp, log.log_start_offset))
+            self._logs[tp] = log
+        # From now on a crash must trigger recovery.
+        marker.unlink(missing_ok=True)
+        logger.info(
+            "loaded log dir dir=%s clean_shutdown=%s partitions=%d",
+            log_dir,
+            had_clean_shutdown,
+            sum(1 for log in self._logs.values() if log.dir.parent == log_dir),
+        )
+
+    @staticmethod
+    def _read_checkpoint(path: Path) -> dict[TopicPartition, int] | None:
+        try:
+            return OffsetCheckpointFile(path).read()
+        except CorruptCheckpointError as exc:
+            logger.error("ignoring corrupt checkpoint file=%s error=%s", path, exc)
+            return None
+
+    # ------------------------------------------------------------------ partitions
+    def _config_for(self, topic: str) -> LogConfig:
+        return self.default_config.with_overrides(self._topic_configs(topic))
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        with self._lock:
+            return self._logs.get(tp)
+
+    def all_logs(self) -> dict[TopicPartition, Log]:
+        with self._lock:
+            return dict(self._logs)
+
+    def get_or_create_log(
+        self,
+        tp: TopicPartition,
+        *,
+        topic_id: Uuid | None = None,
+        config: LogConfig | None = None,
+    ) -> Log:
+        """The partition's log, created in the log dir with the fewest partitions if new."""
+        validate_topic_name(tp.topic)
+        if tp.partition < 0:
+            raise StorageError(f"partition number must be >= 0, got {tp.partition}")
+        with self._lock:
+            existing = self._logs.get(tp)
+            if existing is not None:
+                if topic_id is not None:
+                    existing.assign_topic_id(topic_id)
+                return existing
+            log_dir = self._next_log_dir()
+            directory = log_dir / tp.dir_name
+            if directory.resolve().parent != log_dir:
+                raise StorageError(f"partition dir {directory} would escape log dir {log_dir}")
+            log = Log(
+                directory,
+                config or self._config_for(tp.topic),
+                topic_id=topic_id,
+                clock=self._clock,
+            )
+            self._logs[tp] = log
+            logger.info("created log partition=%s dir=%s", tp, directory)
+            return log
+
+    def _next_log_dir(self) -> Path:
+        counts = {d: 0 for d in self.log_dirs}
+        for log in self._logs.values():
+            parent = log.dir.parent
+            if parent in counts:
+                counts[parent] += 1
+        return min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+
+    def update_topic_config(self, topic: str, config: LogConfig) -> None:
+        """Apply a changed topic config to every live partition of the topic."""
+        with self._lock:
+            for tp, log in self._logs.items():
+                if tp.topic == topic:
+                    log.config = config
+
+    def delete_log(self, tp: TopicPartition) -> None:
+        """Rename the partition dir to ``...-delete`` (atomic), then remove it."""
+        with self._lock:
+            log = self._logs.pop(tp, None)
+        if log is None:
+            return
+        log.rename_dir(f"{tp.dir_name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        shutil.rmtree(log.dir, ignore_errors=True)
+        logger.info("deleted log partition=%s", tp)
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+
+    # ------------------------------------------------------------------ background work
+    def cleanup_logs(self) -> int:
+        """Local retention for every log; returns the number of segments deleted."""
+        deleted = 0
+        for tp, log in self.all_logs().items():
+            try:
+                deleted += log.delete_old_segments()
+            except StorageError:
+                logger.exception("retention failed partition=%s", tp)
+        return deleted
+
+    def flush_dirty_logs(self) -> None:
+        for tp, log in self.all_logs().items():
+            try:
+                log.maybe_flush_by_time()
+            except StorageError:
+                logger.exception("flush failed partition=%s", tp)
+
+    def _checkpoint(self, file_name: str, value: Callable[[Log], int]) -> None:
+        with self._lock:
+            for log_dir in self.log_dirs:
+                offsets = {
+                    tp: value(log) for tp, log in self._logs.items() if log.dir.parent == log_dir
+                }
+                OffsetCheckpointFile(log_dir / file_name).write(offsets)
+
+    def checkpoint_recovery_points(self) -> None:
+        self._checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        self._checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
+
+    def checkpoint_high_watermarks(self) -> None:
+        self._checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)

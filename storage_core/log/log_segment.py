@@ -1,0 +1,460 @@
+"""One segment of a partition's log: a ``.log`` file and its two sparse indexes.
+
+Files (all named by the segment's 20-digit base offset):
+
+    .log        record batches v2, back to back, exactly as produced (see ``records.batch``)
+    .index      OffsetIndex: (relative last offset int32, position int32) every
+                ``index.interval.bytes`` of appended batches
+    .timeindex  TimeIndex: (max timestamp so far int64, relative offset int32) at the same points
+
+Roll rules are Kafka's (``LogSegment.shouldRoll``): the segment rolls before an append when the
+append would push it past ``segment.bytes``, when it is non-empty and older than ``segment.ms``
+(minus jitter), when either index is full (the time index counts as full one entry early), or
+when the new offsets do not fit a 32-bit relative offset.
+
+Thread safety: a segment has one writer, serialised by the owning ``Log``'s lock. Reads use
+positional reads and may run concurrently with the writer for bytes below the size they observed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from storage_core.clock import Clock
+from storage_core.errors import CorruptRecordError, InvalidOffsetError
+from storage_core.log import log_file_utils as files
+from storage_core.log.leader_epoch_cache import LeaderEpochFileCache
+from storage_core.log.offset_index import OffsetIndex
+from storage_core.log.time_index import TimeIndex
+from storage_core.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, NO_TIMESTAMP, FileRecords
+
+INT_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RollParams:
+    """What ``should_roll`` needs to know about the next append."""
+
+    max_segment_ms: int
+    max_segment_bytes: int
+    max_timestamp_in_messages: int
+    max_offset_in_messages: int
+    messages_size: int
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogOffsetPosition:
+    """Where the batch holding an offset sits: its last offset, position and size in bytes."""
+
+    offset: int
+    position: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogOffsetMetadata:
+    """An offset with the segment and byte position it maps to (Kafka's ``LogOffsetMetadata``)."""
+
+    message_offset: int
+    segment_base_offset: int = -1
+    relative_position_in_segment: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """A byte range of a segment's ``.log`` file, readable lazily (or sent with ``sendfile``)."""
+
+    file_records: FileRecords
+    position: int
+    size: int
+
+    def read(self) -> bytes:
+        return self.file_records.read(self.position, self.size)
+
+    @property
+    def path(self) -> Path:
+        return self.file_records.path
+
+
+@dataclass(frozen=True, slots=True)
+class FetchDataInfo:
+    """Result of a read: where it started and the bytes (a file slice or an empty buffer)."""
+
+    fetch_offset_metadata: LogOffsetMetadata
+    records: FileSlice | None
+    first_entry_incomplete: bool = False
+
+    @property
+    def size_in_bytes(self) -> int:
+        return 0 if self.records is None else self.records.size
+
+    def read_bytes(self) -> bytes:
+        return b"" if self.records is None else self.records.read()
+
+
+class LogSegment:
+    """A ``.log`` file with its offset and time indexes (Kafka's ``LogSegment``)."""
+
+    def __init__(
+        self,
+        *,
+        log: FileRecords,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+        base_offset: int,
+        index_interval_bytes: int,
+        roll_jitter_ms: int,
+        clock: Clock,
+    ) -> None:
+        self.log = log
+        self.offset_index = offset_index
+        self.time_index = time_index
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.roll_jitter_ms = roll_jitter_ms
+        self._clock = clock
+        self._created_ms = clock.milliseconds()
+        self._bytes_since_last_index_entry = 0
+        # Timestamp of the first batch appended: segment.ms is measured from it, as in Kafka.
+        self._rolling_based_timestamp: int | None = None
+        self._max_timestamp_so_far: int | None = None
+        self._offset_of_max_timestamp_so_far: int | None = None
+
+    # ------------------------------------------------------------------ opening
+    @staticmethod
+    def open(
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+        roll_jitter_ms: int = 0,
+        clock: Clock,
+        file_suffix: str = "",
+    ) -> LogSegment:
+        return LogSegment(
+            log=FileRecords.open(files.log_file(directory, base_offset, file_suffix)),
+            offset_index=OffsetIndex(
+                files.offset_index_file(directory, base_offset, file_suffix),
+                base_offset,
+                max_index_size,
+            ),
+            time_index=TimeIndex(
+                files.time_index_file(directory, base_offset, file_suffix),
+                base_offset,
+                max_index_size,
+            ),
+            base_offset=base_offset,
+            index_interval_bytes=index_interval_bytes,
+            roll_jitter_ms=roll_jitter_ms,
+            clock=clock,
+        )
+
+    # ------------------------------------------------------------------ facts
+    @property
+    def size(self) -> int:
+        """Bytes in the ``.log`` file."""
+        return self.log.size_in_bytes
+
+    @property
+    def path(self) -> Path:
+        return self.log.path
+
+    def _max_timestamp_and_offset(self) -> tuple[int, int]:
+        # Loaded lazily from the time index, as Kafka does, so opening a segment stays cheap.
+        if self._max_timestamp_so_far is None or self._offset_of_max_timestamp_so_far is None:
+            last = self.time_index.last_entry
+            self._max_timestamp_so_far = last.timestamp
+            self._offset_of_max_timestamp_so_far = last.offset
+        return self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self._max_timestamp_and_offset()[0]
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        return self._max_timestamp_and_offset()[1]
+
+    @property
+    def largest_timestamp(self) -> int:
+        """The largest record timestamp, or the file's mtime when no batch carries one (Kafka)."""
+        if self.max_timestamp_so_far >= 0:
+            return self.max_timestamp_so_far
+        return self.last_modified_ms
+
+    @property
+    def last_modified_ms(self) -> int:
+        return os.stat(self.log.path).st_mtime_ns // 1_000_000
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """How long this segment has been open, measured from its first batch's timestamp."""
+        if self._rolling_based_timestamp is None and self.size > 0:
+            first = next(iter(self.log.batches(0)), None)
+            if first is not None:
+                self._rolling_based_timestamp = first[1].max_timestamp
+        if self._rolling_based_timestamp is not None and self._rolling_based_timestamp >= 0:
+            return message_timestamp - self._rolling_based_timestamp
+        return now_ms - self._created_ms
+
+    def should_roll(self, params: RollParams) -> bool:
+        """Kafka's roll decision, evaluated before appending ``params.messages_size`` bytes."""
+        reached_roll_ms = (
+            self.time_waited_for_roll(params.now_ms, params.max_timestamp_in_messages)
+            > params.max_segment_ms - self.roll_jitter_ms
+        )
+        return (
+            self.size > params.max_segment_bytes - params.messages_size
+            or (self.size > 0 and reached_roll_ms)
+            or self.offset_index.is_full()
+            or self.time_index.is_full()
+            or not self.can_convert_to_relative_offset(params.max_offset_in_messages)
+        )
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT_MAX
+
+    # ------------------------------------------------------------------ writing
+    def append(
+        self,
+        *,
+        largest_offset: int,
+        largest_timestamp: int,
+        offset_of_max_timestamp: int,
+        records: bytes | bytearray | memoryview,
+    ) -> None:
+        """Append already-validated batches whose last offset is ``largest_offset``."""
+        if len(records) == 0:
+            return
+        if not self.can_convert_to_relative_offset(largest_offset):
+            raise InvalidOffsetError(
+                f"offset {largest_offset} cannot be stored in segment {self.base_offset}"
+                " (relative offset out of 32-bit range)"
+            )
+        physical_position = self.log.size_in_bytes
+        if physical_position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        self.log.append(records)
+        if largest_timestamp > self.max_timestamp_so_far:
+            self._max_timestamp_so_far = largest_timestamp
+            self._offset_of_max_timestamp_so_far = offset_of_max_timestamp
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, physical_position)
+            self.time_index.maybe_append(
+                self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
+            )
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += len(records)
+
+    def on_becoming_inactive_segment(self) -> None:
+        """Called when a newer segment takes over appends: final time-index entry, trim files."""
+        self.time_index.maybe_append(
+            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
+        )
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self.log.trim()
+
+    def resize_indexes(self, size: int) -> None:
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    def flush(self) -> None:
+        self.log.flush()
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    # ------------------------------------------------------------------ reading
+    def translate_offset(
+        self, offset: int, starting_file_position: int = 0
+    ) -> LogOffsetPosition | None:
+        """The batch holding ``offset`` (its last offset, position, size), or None if beyond."""
+        mapping = self.offset_index.lookup(offset)
+        found = self.log.search_for_offset_with_size(
+            offset, max(mapping.position, starting_file_position)
+        )
+        if found is None:
+            return None
+        last_offset, position, size = found
+        return LogOffsetPosition(last_offset, position, size)
+
+    def read(
+        self,
+        start_offset: int,
+        max_size: int,
+        *,
+        max_position: int | None = None,
+        min_one_message: bool = False,
+    ) -> FetchDataInfo | None:
+        """Bytes from the batch holding ``start_offset`` up to ``max_size`` (Kafka semantics).
+
+        The first batch may start before ``start_offset``; the last may be cut at ``max_size``
+        (clients discard a partial trailing batch). With ``min_one_message`` the first batch is
+        returned whole even if larger than ``max_size``. None when the offset is past the end.
+        """
+        if max_size < 0:
+            raise ValueError(f"max_size must be >= 0, got {max_size}")
+        limit = self.size if max_position is None else max_position
+        start = self.translate_offset(start_offset)
+        if start is None:
+            return None
+        metadata = LogOffsetMetadata(start_offset, self.base_offset, start.position)
+        adjusted_max_size = max(max_size, start.size) if min_one_message else max_size
+        if adjusted_max_size == 0 or start.position >= limit:
+            return FetchDataInfo(metadata, None)
+        fetch_size = min(limit - start.position, adjusted_max_size)
+        return FetchDataInfo(
+            metadata,
+            FileSlice(self.log, start.position, fetch_size),
+            first_entry_incomplete=adjusted_max_size < start.size,
+        )
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch, found from the last index entry onwards."""
+        start_position = self.offset_index.lookup(self.offset_index.last_offset).position
+        next_offset = self.base_offset
+        for _position, header in self.log.batches(start_position):
+            next_offset = header.next_offset
+        return next_offset
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int
+    ) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record at or after both ``timestamp`` and offset."""
+        mapping = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(mapping.offset, starting_offset)).position
+        return self.log.search_for_timestamp(timestamp, position, starting_offset)
+
+    # ------------------------------------------------------------------ repair
+    def recover(
+        self,
+        leader_epoch_cache: LeaderEpochFileCache | None = None,
+        *,
+        before_cut: Callable[[RecoveryResult], None] | None = None,
+    ) -> RecoveryResult:
+        """Rebuild both indexes from the ``.log`` and cut it after the last valid batch.
+
+        Every batch is checked (header, size, CRC); the first one that fails ends the valid
+        prefix. ``before_cut`` sees the result while the bytes to be cut are still on disk.
+        Returns what was kept and, when bytes were cut, why.
+        """
+        self.offset_index.truncate()
+        self.offset_index.resize(self.offset_index.max_index_size)
+        self.time_index.truncate()
+        self.time_index.resize(self.time_index.max_index_size)
+        self._max_timestamp_so_far = NO_TIMESTAMP
+        self._offset_of_max_timestamp_so_far = self.base_offset
+        valid_bytes = 0
+        last_index_entry = 0
+        reason: str | None = None
+        torn_tail = False
+        file_size = self.log.size_in_bytes
+        try:
+            for position, header in self.log.batches(0):
+                batch = header.load(self.log)
+                batch.ensure_valid()
+                if not self.can_convert_to_relative_offset(batch.last_offset):
+                    raise CorruptRecordError(
+                        f"batch offsets {batch.base_offset}..{batch.last_offset} do not belong"
+                        f" to segment {self.base_offset}",
+                        file=str(self.log.path),
+                        position=position,
+                        offset=batch.base_offset,
+                    )
+                if batch.max_timestamp > self._max_timestamp_so_far:
+                    self._max_timestamp_so_far = batch.max_timestamp
+                    self._offset_of_max_timestamp_so_far = batch.last_offset
+                if valid_bytes - last_index_entry > self.index_interval_bytes:
+                    self.offset_index.append(batch.last_offset, valid_bytes)
+                    self.time_index.maybe_append(
+                        self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
+                    )
+                    last_index_entry = valid_bytes
+                valid_bytes += batch.size_in_bytes
+                if leader_epoch_cache is not None and batch.partition_leader_epoch >= 0:
+                    latest = leader_epoch_cache.latest_epoch
+                    if latest is None or batch.partition_leader_epoch > latest:
+                        leader_epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
+        except CorruptRecordError as exc:
+            reason = exc.reason
+            torn_tail = _is_torn_tail(self.log, valid_bytes, file_size)
+        truncated = file_size - valid_bytes
+        result = RecoveryResult(
+            valid_bytes=valid_bytes, truncated_bytes=truncated, reason=reason, torn_tail=torn_tail
+        )
+        if truncated > 0:
+            if before_cut is not None:
+                before_cut(result)
+            self.log.truncate_to(valid_bytes)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.maybe_append(
+            self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far, skip_full_check=True
+        )
+        self.time_index.trim_to_valid_size()
+        self._bytes_since_last_index_entry = valid_bytes - last_index_entry
+        self._rolling_based_timestamp = None
+        return result
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch at or after the one holding ``offset``; returns bytes removed."""
+        mapping = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.offset_index.resize(self.offset_index.max_index_size)
+        self.time_index.resize(self.time_index.max_index_size)
+        removed = 0 if mapping is None else self.log.truncate_to(mapping.position)
+        if self.log.size_in_bytes == 0:
+            self._created_ms = self._clock.milliseconds()
+            self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        self._max_timestamp_so_far = None
+        self._offset_of_max_timestamp_so_far = None
+        return removed
+
+    # ------------------------------------------------------------------ lifecycle
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        for name in ("log", "offset_index", "time_index"):
+            component = getattr(self, name)
+            path = component.path
+            new_name = path.name.removesuffix(old_suffix) + new_suffix
+            component.rename_to(path.with_name(new_name))
+
+    def close(self) -> None:
+        self.offset_index.close()
+        self.time_index.close()
+        self.log.close()
+
+    def delete_if_exists(self) -> None:
+        self.offset_index.delete_if_exists()
+        self.time_index.delete_if_exists()
+        self.log.delete()
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryResult:
+    """What ``LogSegment.recover`` kept: ``valid_bytes`` (exclusive end of the valid prefix)."""
+
+    valid_bytes: int
+    truncated_bytes: int
+    reason: str | None
+    # True when the cut bytes are only an incomplete last batch (an interrupted write).
+    torn_tail: bool
+
+
+def _is_torn_tail(log: FileRecords, position: int, file_size: int) -> bool:
+    """Whether the bytes from ``position`` to the end are one batch that was not fully written."""
+    remaining = file_size - position
+    if remaining < LOG_OVERHEAD:
+        return True
+    head = log.read(position, LOG_OVERHEAD)
+    batch_length = int.from_bytes(head[8:12], "big", signed=True)
+    return (
+        batch_length >= BATCH_HEADER_SIZE - LOG_OVERHEAD and remaining < LOG_OVERHEAD + batch_length
+    )

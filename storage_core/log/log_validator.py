@@ -1,0 +1,190 @@
+"""Validation of incoming record batches and, for the leader, offset assignment in place.
+
+Each batch is validated once, on the bytes that will be written: header sizes, magic 2, CRC32C,
+the offset range against the record count, and size limits. A leader then patches the base
+offset and partition leader epoch of every batch in place; those header fields lie outside the
+CRC (which starts at ``attributes``), so no checksum is recomputed. Only topics with
+``message.timestamp.type=LogAppendTime`` rewrite a covered field and re-checksum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from storage_core.errors import CorruptRecordError, InvalidRecordError, RecordBatchTooLargeError
+from storage_core.records import (
+    NO_TIMESTAMP,
+    RecordBatch,
+    iter_batches,
+    patch_log_append_time,
+    patch_offset_and_epoch,
+)
+
+# A produce request with more batches than this is refused rather than walked forever.
+MAX_BATCHES_PER_APPEND = 100_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BatchInfo:
+    """One validated batch of an append: where it sits in the buffer and what it holds."""
+
+    position: int
+    base_offset: int
+    last_offset_delta: int
+    records_count: int
+    max_timestamp: int
+    partition_leader_epoch: int
+    size_in_bytes: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogAppendInfo:
+    """Summary of validated batches (Kafka's ``LogAppendInfo``); offsets are inclusive."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    records_count: int
+    valid_bytes: int
+    batches: tuple[BatchInfo, ...]
+    log_append_time_ms: int = NO_TIMESTAMP
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+
+def analyze_and_validate(
+    buffer: bytes | bytearray | memoryview,
+    *,
+    max_message_bytes: int,
+    segment_bytes: int,
+    file: str | None = None,
+) -> LogAppendInfo:
+    """Validate every batch in ``buffer`` and summarise them, with the offsets as given.
+
+    Raises ``CorruptRecordError`` (bad framing or CRC), ``InvalidRecordError`` (inconsistent
+    offsets and counts) or ``RecordBatchTooLargeError`` (over ``max.message.bytes`` /
+    ``segment.bytes``). Nothing is written when any batch fails.
+    """
+    if len(buffer) == 0:
+        raise InvalidRecordError("an append must carry at least one record batch")
+    if len(buffer) > segment_bytes:
+        raise RecordBatchTooLargeError(
+            f"the record batches are {len(buffer)} bytes, larger than segment.bytes"
+            f" ({segment_bytes})"
+        )
+    batches: list[BatchInfo] = []
+    records_count = 0
+    max_timestamp = NO_TIMESTAMP
+    offset_of_max_timestamp = -1
+    end = 0
+    for position, batch in iter_batches(buffer, file=file):
+        if len(batches) >= MAX_BATCHES_PER_APPEND:
+            raise InvalidRecordError(f"more than {MAX_BATCHES_PER_APPEND} batches in one append")
+        _validate_batch(batch, position, max_message_bytes, file)
+        info = BatchInfo(
+            position=position,
+            base_offset=batch.base_offset,
+            last_offset_delta=batch.last_offset_delta,
+            records_count=batch.records_count,
+            max_timestamp=batch.max_timestamp,
+            partition_leader_epoch=batch.partition_leader_epoch,
+            size_in_bytes=batch.size_in_bytes,
+        )
+        batches.append(info)
+        records_count += batch.records_count
+        if batch.max_timestamp > max_timestamp:
+            max_timestamp = batch.max_timestamp
+            offset_of_max_timestamp = info.last_offset
+        end = position + batch.size_in_bytes
+    if end != len(buffer):
+        raise CorruptRecordError(
+            f"{len(buffer) - end} trailing bytes after the last batch", file=file, position=end
+        )
+    return LogAppendInfo(
+        first_offset=batches[0].base_offset,
+        last_offset=batches[-1].last_offset,
+        max_timestamp=max_timestamp,
+        offset_of_max_timestamp=offset_of_max_timestamp,
+        records_count=records_count,
+        valid_bytes=end,
+        batches=tuple(batches),
+    )
+
+
+def _validate_batch(
+    batch: RecordBatch, position: int, max_message_bytes: int, file: str | None
+) -> None:
+    if batch.size_in_bytes > max_message_bytes:
+        raise RecordBatchTooLargeError(
+            f"batch at position {position} is {batch.size_in_bytes} bytes, larger than"
+            f" max.message.bytes ({max_message_bytes})"
+        )
+    batch.ensure_valid()
+    if batch.last_offset_delta < 0:
+        raise InvalidRecordError(f"batch at position {position} has an invalid offset range")
+    if batch.records_count <= 0:
+        raise InvalidRecordError(
+            f"batch at position {position} reports an invalid record count {batch.records_count}"
+        )
+    if batch.last_offset_delta + 1 != batch.records_count:
+        raise InvalidRecordError(
+            f"batch at position {position}: offset range {batch.last_offset_delta + 1} does not"
+            f" match its record count {batch.records_count}"
+        )
+
+
+def assign_offsets(
+    buffer: bytearray,
+    info: LogAppendInfo,
+    *,
+    next_offset: int,
+    leader_epoch: int,
+    log_append_time_ms: int | None = None,
+) -> LogAppendInfo:
+    """Give the batches offsets from ``next_offset`` on and stamp the leader epoch, in place.
+
+    With ``log_append_time_ms`` the batches also become LogAppendTime batches (re-checksummed).
+    """
+    batches: list[BatchInfo] = []
+    offset = next_offset
+    max_timestamp = NO_TIMESTAMP
+    offset_of_max_timestamp = -1
+    for batch in info.batches:
+        patch_offset_and_epoch(
+            buffer, batch.position, base_offset=offset, partition_leader_epoch=leader_epoch
+        )
+        batch_max_timestamp = batch.max_timestamp
+        if log_append_time_ms is not None:
+            patch_log_append_time(buffer, batch.position, log_append_time_ms)
+            batch_max_timestamp = log_append_time_ms
+        assigned = BatchInfo(
+            position=batch.position,
+            base_offset=offset,
+            last_offset_delta=batch.last_offset_delta,
+            records_count=batch.records_count,
+            max_timestamp=batch_max_timestamp,
+            partition_leader_epoch=leader_epoch,
+            size_in_bytes=batch.size_in_bytes,
+        )
+        batches.append(assigned)
+        if batch_max_timestamp > max_timestamp:
+            max_timestamp = batch_max_timestamp
+            offset_of_max_timestamp = assigned.last_offset
+        offset = assigned.last_offset + 1
+    return LogAppendInfo(
+        first_offset=next_offset,
+        last_offset=offset - 1,
+        max_timestamp=max_timestamp,
+        offset_of_max_timestamp=offset_of_max_timestamp,
+        records_count=info.records_count,
+        valid_bytes=info.valid_bytes,
+        batches=tuple(batches),
+        log_append_time_ms=NO_TIMESTAMP if log_append_time_ms is None else log_append_time_ms,
+    )

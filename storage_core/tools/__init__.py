@@ -1,0 +1,1 @@
+"""Read-only tools over log dirs and segment files."""

@@ -1,0 +1,55 @@
+"""Shared test helpers: building batches and opening logs on a temp dir."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from storage_core.clock import ManualClock
+from storage_core.log.log import Log
+from storage_core.log.log_config import LogConfig
+from storage_core.records import CompressionType, SimpleRecord, build_batch
+
+BASE_TIMESTAMP_MS = 1_700_000_000_000
+
+
+def make_batch(
+    count: int = 1,
+    *,
+    value_size: int = 16,
+    timestamp: int = BASE_TIMESTAMP_MS,
+    compression: CompressionType = CompressionType.NONE,
+    tag: str = "v",
+) -> bytes:
+    """A batch of ``count`` records with distinct, recognisable values."""
+    records = [
+        SimpleRecord(
+            key=f"k{i}".encode(),
+            value=(f"{tag}{i}-".encode() * value_size)[:value_size],
+            timestamp=timestamp + i,
+        )
+        for i in range(count)
+    ]
+    return build_batch(records, compression=compression)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(BASE_TIMESTAMP_MS)
+
+
+@pytest.fixture
+def open_log(tmp_path: Path, clock: ManualClock) -> Iterator[Callable[..., Log]]:
+    """Opens ``<tmp>/topic-0`` with the given config; closes every log at the end."""
+    opened: list[Log] = []
+
+    def _open(config: LogConfig | None = None, **kwargs: object) -> Log:
+        log = Log(tmp_path / "topic-0", config or LogConfig(), clock=clock, **kwargs)  # type: ignore[arg-type]
+        opened.append(log)
+        return log
+
+    yield _open
+    for log in opened:
+        log.close()

@@ -1,0 +1,144 @@
+"""LogManager: log dirs, partition placement, checkpoints, clean and unclean restarts."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from storage_core.common import TopicPartition, Uuid
+from storage_core.errors import InvalidTopicError, LogDirNotFoundError
+from storage_core.log.log_config import LogConfig
+from storage_core.log.log_manager import LogManager
+from tests.conftest import make_batch
+
+
+def start(dirs: list[Path], config: LogConfig | None = None, **kw: int) -> LogManager:
+    manager = LogManager(dirs, config or LogConfig(), **kw)
+    manager.startup(background_tasks=bool(kw))
+    return manager
+
+
+def test_partitions_spread_over_log_dirs(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = start(dirs)
+    for p in range(4):
+        manager.get_or_create_log(TopicPartition("t", p))
+    parents = sorted(log.dir.parent.name for log in manager.all_logs().values())
+    assert parents == ["a", "a", "b", "b"]
+    manager.shutdown()
+
+
+def test_clean_restart_restores_offsets_from_checkpoints(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a"]
+    topic_id = Uuid.random()
+    manager = start(dirs)
+    log = manager.get_or_create_log(TopicPartition("events", 0), topic_id=topic_id)
+    for _ in range(5):
+        log.append_as_leader(make_batch(2), leader_epoch=0)
+    log.update_high_watermark(8)
+    log.maybe_increment_log_start_offset(3, "test")
+    manager.shutdown()
+
+    text = (dirs[0] / "replication-offset-checkpoint").read_text()
+    assert text == "0\n1\nevents 0 8\n"
+    assert (dirs[0] / "log-start-offset-checkpoint").read_text() == "0\n1\nevents 0 3\n"
+    assert (dirs[0] / "recovery-point-offset-checkpoint").read_text() == "0\n1\nevents 0 10\n"
+    assert (dirs[0] / ".kafka_cleanshutdown").exists()
+    assert (dirs[0] / "events-0" / "partition.metadata").read_text() == (
+        f"version: 0\ntopic_id: {topic_id}"  # Kafka writes no final newline
+    )
+
+    manager = start(dirs)
+    assert not (dirs[0] / ".kafka_cleanshutdown").exists()  # a crash from now on is unclean
+    log2 = manager.get_log(TopicPartition("events", 0))
+    assert log2 is not None
+    assert (log2.log_start_offset, log2.high_watermark, log2.log_end_offset) == (3, 8, 10)
+    assert log2.topic_id == topic_id
+    manager.shutdown()
+
+
+def test_unclean_restart_recovers_torn_write(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a"]
+    manager = start(dirs)
+    log = manager.get_or_create_log(TopicPartition("events", 0))
+    log.append_as_leader(make_batch(3), leader_epoch=0)
+    path = log.active_segment.path
+    for opened in manager.all_logs().values():
+        opened.close()  # the process dies: no checkpoints, no marker
+    with open(path, "ab") as out:
+        out.write(make_batch(2)[:30])
+    manager = start(dirs)
+    recovered = manager.get_log(TopicPartition("events", 0))
+    assert recovered is not None
+    assert recovered.log_end_offset == 3
+    assert recovered.recovered_segments == 1
+    manager.shutdown()
+
+
+def test_corrupt_checkpoint_forces_recovery_and_loses_nothing(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a"]
+    manager = start(dirs)
+    log = manager.get_or_create_log(TopicPartition("events", 0))
+    log.append_as_leader(make_batch(4), leader_epoch=0)
+    manager.shutdown()
+    (dirs[0] / "recovery-point-offset-checkpoint").write_text("garbage\n")
+    manager = start(dirs)
+    log2 = manager.get_log(TopicPartition("events", 0))
+    assert log2 is not None and log2.log_end_offset == 4
+    assert log2.recovered_segments == 1
+    manager.shutdown()
+
+
+def test_illegal_topic_is_refused_and_nothing_is_created(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a"]
+    manager = start(dirs)
+    for bad in ("../escape", "a/b", "..", ""):
+        with pytest.raises(InvalidTopicError):
+            manager.get_or_create_log(TopicPartition(bad, 0))
+    assert sorted(p.name for p in dirs[0].iterdir()) == []
+    assert not (tmp_path / "escape-0").exists()
+    manager.shutdown()
+
+
+def test_delete_log_and_leftover_delete_dirs(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a"]
+    manager = start(dirs)
+    manager.get_or_create_log(TopicPartition("gone", 0)).append_as_leader(
+        make_batch(1), leader_epoch=0
+    )
+    manager.delete_log(TopicPartition("gone", 0))
+    assert manager.get_log(TopicPartition("gone", 0)) is None
+    assert list(dirs[0].glob("gone-0*")) == []
+    manager.shutdown()
+    (dirs[0] / "old-0.0123abcd-delete").mkdir()
+    (dirs[0] / "not a partition").mkdir()
+    manager = start(dirs)
+    assert not (dirs[0] / "old-0.0123abcd-delete").exists()
+    assert (dirs[0] / "not a partition").exists()
+    assert manager.all_logs() == {}
+    manager.shutdown()
+
+
+def test_log_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "file"
+    bad.write_text("x")
+    with pytest.raises(LogDirNotFoundError, match="not a directory"):
+        start([bad])
+
+
+def test_background_retention_runs_on_schedule(tmp_path: Path) -> None:
+    batch = make_batch(1, value_size=100)
+    config = LogConfig(segment_bytes=len(batch), retention_bytes=len(batch))
+    manager = LogManager([tmp_path / "a"], config, retention_check_interval_ms=50)
+    manager.startup()
+    log = manager.get_or_create_log(TopicPartition("t", 0))
+    for _ in range(5):
+        log.append_as_leader(batch, leader_epoch=0)
+    log.update_high_watermark(log.log_end_offset)
+    deadline = time.monotonic() + 10
+    while log.log_start_offset < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert log.log_start_offset == 4
+    manager.shutdown()

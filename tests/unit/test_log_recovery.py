@@ -1,0 +1,180 @@
+"""Loading and recovery of a partition directory after clean and unclean shutdowns."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from storage_core.log import log_file_utils as files
+from storage_core.log.log import Log
+from storage_core.log.log_config import LogConfig
+from storage_core.records import iter_batches
+from tests.conftest import BASE_TIMESTAMP_MS, make_batch
+
+OpenLog = Callable[..., Log]
+
+
+def fill(log: Log, batches: int, *, epoch: int = 0, count: int = 3) -> list[bytes]:
+    for i in range(batches):
+        log.append_as_leader(
+            make_batch(count, value_size=40, timestamp=BASE_TIMESTAMP_MS + i, tag=f"b{i}-"),
+            leader_epoch=epoch,
+        )
+    log.flush()
+    return [log.read(0, 1 << 30).read_bytes()]
+
+
+def all_values(log: Log) -> list[bytes]:
+    return [r.value or b"" for b in log.read_batches(log.log_start_offset) for r in b.records()]
+
+
+def test_torn_tail_is_cut_without_quarantine(open_log: OpenLog) -> None:
+    log = open_log()
+    fill(log, 5)
+    expected = all_values(log)
+    path = log.active_segment.path
+    valid_size = path.stat().st_size
+    log.close()
+    torn = make_batch(3, value_size=500)
+    with open(path, "ab") as out:
+        out.write(torn[: len(torn) // 2])
+
+    recovered = open_log(had_clean_shutdown=False, recovery_point=0)
+    assert recovered.log_end_offset == 15
+    assert path.stat().st_size == valid_size
+    assert all_values(recovered) == expected
+    assert not list(recovered.dir.glob("*.quarantined"))
+    assert recovered.append_as_leader(make_batch(1), leader_epoch=0).first_offset == 15
+
+
+def test_corrupt_batch_cuts_the_log_and_keeps_the_cut_bytes(open_log: OpenLog) -> None:
+    batch_size = len(make_batch(3, value_size=40))
+    log = open_log(LogConfig(segment_bytes=batch_size * 4))
+    fill(log, 10)
+    assert [s.base_offset for s in log.segments] == [0, 12, 24]
+    first_path = log.segments[0].path
+    original = first_path.read_bytes()
+    later = [s.path.name for s in log.segments[1:]]
+    log.close()
+    damaged = bytearray(original)
+    damaged[2 * batch_size + 70] ^= 0x01  # inside the third batch's records
+    first_path.write_bytes(bytes(damaged))
+
+    recovered = open_log(had_clean_shutdown=False, recovery_point=0)
+    assert recovered.log_end_offset == 6
+    assert first_path.read_bytes() == original[: 2 * batch_size]
+    kept = first_path.with_name(f"{first_path.name}.at-{2 * batch_size}.quarantined")
+    assert kept.read_bytes() == bytes(damaged[2 * batch_size :])
+    for name in later:  # later segments are set aside, not deleted
+        assert (recovered.dir / (name + ".quarantined")).exists()
+        assert not (recovered.dir / name).exists()
+    assert [s.base_offset for s in recovered.segments] == [0]
+    assert recovered.append_as_leader(make_batch(1), leader_epoch=0).first_offset == 6
+
+
+def test_clean_shutdown_skips_validation_below_recovery_point(open_log: OpenLog) -> None:
+    log = open_log()
+    fill(log, 3)
+    path = log.active_segment.path
+    log.close()
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF  # only a full recovery would notice
+    path.write_bytes(bytes(data))
+    reopened = open_log(had_clean_shutdown=True, recovery_point=9)
+    assert reopened.log_end_offset == 9  # trusted: no recovery after a clean shutdown
+
+
+def test_missing_and_corrupt_indexes_are_rebuilt_identically(open_log: OpenLog) -> None:
+    config = LogConfig(segment_bytes=2000, index_interval_bytes=200)
+    log = open_log(config)
+    fill(log, 20)
+    closed = log.segments[0]
+    index_path = files.offset_index_file(log.dir, closed.base_offset)
+    time_path = files.time_index_file(log.dir, closed.base_offset)
+    log.close()
+    index_bytes = index_path.read_bytes()
+    time_bytes = time_path.read_bytes()
+    assert len(index_bytes) > 0
+    index_path.unlink()
+    time_path.write_bytes(time_bytes + b"\x01\x02\x03")  # not a multiple of 12
+
+    reopened = open_log(config, recovery_point=60)
+    reopened.close()
+    assert index_path.read_bytes() == index_bytes
+    assert time_path.read_bytes() == time_bytes
+
+
+def test_stray_files_are_removed_and_quarantined_ones_kept(open_log: OpenLog) -> None:
+    log = open_log()
+    fill(log, 2)
+    directory = log.dir
+    log.close()
+    strays = [
+        directory / "00000000000000000100.log.deleted",
+        directory / "00000000000000000100.index.deleted",
+        directory / "00000000000000000003.log.cleaned",
+        directory / "00000000000000000003.log.swap",
+        directory / "recovery.tmp",
+        directory / "00000000000000000200.index",  # no .log beside it
+    ]
+    for stray in strays:
+        stray.write_bytes(b"x")
+    keep = directory / "00000000000000000000.log.quarantined"
+    keep.write_bytes(b"kept")
+    reopened = open_log()
+    assert reopened.log_end_offset == 6
+    for stray in strays:
+        assert not stray.exists(), stray
+    assert keep.read_bytes() == b"kept"
+
+
+def test_recovery_rebuilds_epoch_cache_entries_missing_from_checkpoint(open_log: OpenLog) -> None:
+    log = open_log()
+    fill(log, 2, epoch=1)
+    fill(log, 2, epoch=4)
+    log.close()
+    (log.dir / "leader-epoch-checkpoint").unlink()
+    reopened = open_log(had_clean_shutdown=False, recovery_point=0)
+    assert [(e.epoch, e.start_offset) for e in reopened.leader_epoch_cache.epoch_entries()] == [
+        (1, 0),
+        (4, 6),
+    ]
+
+
+def test_epoch_cache_is_cut_back_to_the_recovered_end(open_log: OpenLog) -> None:
+    log = open_log()
+    fill(log, 2, epoch=1)
+    path = log.active_segment.path
+    size = path.stat().st_size
+    fill(log, 1, epoch=2)
+    log.close()
+    with open(path, "r+b") as f:
+        f.truncate(size + 30)  # the epoch-2 batch is torn
+    reopened = open_log(had_clean_shutdown=False, recovery_point=0)
+    assert reopened.log_end_offset == 6
+    assert reopened.leader_epoch_cache.latest_epoch == 1
+
+
+def test_log_start_offset_checkpoint_above_all_data_restarts_empty(open_log: OpenLog) -> None:
+    log = open_log()
+    fill(log, 2)
+    log.close()
+    reopened = open_log(log_start_offset=50, recovery_point=6)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (50, 50)
+
+
+@pytest.mark.parametrize("garbage", [b"\x00" * 100, b"\xff" * 7, b"not a kafka batch at all" * 10])
+def test_garbage_after_valid_batches_is_cut(open_log: OpenLog, garbage: bytes) -> None:
+    log = open_log()
+    fill(log, 3)
+    path: Path = log.active_segment.path
+    expected = path.read_bytes()
+    log.close()
+    with open(path, "ab") as out:
+        out.write(garbage)
+    reopened = open_log(had_clean_shutdown=False)
+    assert reopened.log_end_offset == 9
+    assert path.read_bytes() == expected
+    assert [b.base_offset for _p, b in iter_batches(expected)] == [0, 3, 6]
