@@ -215,23 +215,22 @@ class Log:
         self, records: bytes | bytearray | memoryview, *, leader_epoch: int
     ) -> LogAppendInfo:
         """Validate, assign offsets from the LEO and the leader epoch, and append."""
-        buffer = records if isinstance(records, bytearray) else bytearray(records)
         info = analyze_and_validate(
-            buffer,
+            records,
             max_message_bytes=self.config.max_message_bytes,
             segment_bytes=self.config.segment_bytes,
         )
         with self._lock:
             self._check_open()
             append_time = self._clock.milliseconds() if self.config.uses_log_append_time else None
-            assigned = assign_offsets(
-                buffer,
+            assigned, parts = assign_offsets(
+                records,
                 info,
                 next_offset=self._log_end_offset,
                 leader_epoch=leader_epoch,
                 log_append_time_ms=append_time,
             )
-            self._append(buffer, assigned)
+            self._append(parts, assigned)
             return assigned
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
@@ -256,22 +255,22 @@ class Log:
                         f" does not follow offset {expected - 1} (offsets must be contiguous)"
                     )
                 expected = batch.last_offset + 1
-            self._append(records, info)
+            self._append([records], info)
             return info
 
-    def _append(self, records: bytes | bytearray | memoryview, info: LogAppendInfo) -> None:
+    def _append(self, parts: list[bytes | bytearray | memoryview], info: LogAppendInfo) -> None:
         for batch in info.batches:
             epoch = batch.partition_leader_epoch
             latest = self.leader_epoch_cache.latest_epoch
             if epoch >= 0 and (latest is None or epoch > latest):
                 self.leader_epoch_cache.assign(epoch, batch.base_offset)
-        segment = self._maybe_roll(len(records), info)
+        segment = self._maybe_roll(info.valid_bytes, info)
         try:
             segment.append(
                 largest_offset=info.last_offset,
                 largest_timestamp=info.max_timestamp,
                 offset_of_max_timestamp=info.offset_of_max_timestamp,
-                records=records,
+                records=parts,
             )
         except OSError as exc:
             raise KafkaStorageError(

@@ -19,7 +19,7 @@ positional reads and may run concurrently with the writer for bytes below the si
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -225,10 +225,11 @@ class LogSegment:
         largest_offset: int,
         largest_timestamp: int,
         offset_of_max_timestamp: int,
-        records: bytes | bytearray | memoryview,
+        records: Sequence[bytes | bytearray | memoryview],
     ) -> None:
-        """Append already-validated batches whose last offset is ``largest_offset``."""
-        if len(records) == 0:
+        """Append already-validated batches, given as parts, ending at ``largest_offset``."""
+        size = sum(len(part) for part in records)
+        if size == 0:
             return
         if not self.can_convert_to_relative_offset(largest_offset):
             raise InvalidOffsetError(
@@ -238,7 +239,7 @@ class LogSegment:
         physical_position = self.log.size_in_bytes
         if physical_position == 0:
             self._rolling_based_timestamp = largest_timestamp
-        self.log.append(records)
+        self.log.append_vectored(records)
         if largest_timestamp > self.max_timestamp_so_far:
             self._max_timestamp_so_far = largest_timestamp
             self._offset_of_max_timestamp_so_far = offset_of_max_timestamp
@@ -248,7 +249,7 @@ class LogSegment:
                 self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
             )
             self._bytes_since_last_index_entry = 0
-        self._bytes_since_last_index_entry += len(records)
+        self._bytes_since_last_index_entry += size
 
     def on_becoming_inactive_segment(self) -> None:
         """Called when a newer segment takes over appends: final time-index entry, trim files."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from storage_core.errors import CorruptRecordError, InvalidRecordError, RecordBatchTooLargeError
 from storage_core.records import (
+    BATCH_HEADER_SIZE,
     NO_TIMESTAMP,
     RecordBatch,
     iter_batches,
@@ -141,28 +142,43 @@ def _validate_batch(
 
 
 def assign_offsets(
-    buffer: bytearray,
+    buffer: bytes | bytearray | memoryview,
     info: LogAppendInfo,
     *,
     next_offset: int,
     leader_epoch: int,
     log_append_time_ms: int | None = None,
-) -> LogAppendInfo:
-    """Give the batches offsets from ``next_offset`` on and stamp the leader epoch, in place.
+) -> tuple[LogAppendInfo, list[bytes | bytearray | memoryview]]:
+    """Give the batches offsets from ``next_offset`` on and stamp the leader epoch.
 
-    With ``log_append_time_ms`` the batches also become LogAppendTime batches (re-checksummed).
+    Returns the new summary and the bytes to write, as parts: for each batch a patched copy of
+    its 61-byte header followed by a view of its untouched body, so a large batch is never
+    copied. With ``log_append_time_ms`` the batches become LogAppendTime batches, which changes
+    CRC-covered bytes, so each batch is copied whole and re-checksummed.
     """
+    view = memoryview(buffer).cast("B")
+    parts: list[bytes | bytearray | memoryview] = []
     batches: list[BatchInfo] = []
     offset = next_offset
     max_timestamp = NO_TIMESTAMP
     offset_of_max_timestamp = -1
     for batch in info.batches:
-        patch_offset_and_epoch(
-            buffer, batch.position, base_offset=offset, partition_leader_epoch=leader_epoch
-        )
+        start, end = batch.position, batch.position + batch.size_in_bytes
         batch_max_timestamp = batch.max_timestamp
-        if log_append_time_ms is not None:
-            patch_log_append_time(buffer, batch.position, log_append_time_ms)
+        if log_append_time_ms is None:
+            header = bytearray(view[start : start + BATCH_HEADER_SIZE])
+            patch_offset_and_epoch(
+                header, 0, base_offset=offset, partition_leader_epoch=leader_epoch
+            )
+            parts.append(header)
+            parts.append(view[start + BATCH_HEADER_SIZE : end])
+        else:
+            whole = bytearray(view[start:end])
+            patch_offset_and_epoch(
+                whole, 0, base_offset=offset, partition_leader_epoch=leader_epoch
+            )
+            patch_log_append_time(whole, 0, log_append_time_ms)
+            parts.append(whole)
             batch_max_timestamp = log_append_time_ms
         assigned = BatchInfo(
             position=batch.position,
@@ -178,7 +194,7 @@ def assign_offsets(
             max_timestamp = batch_max_timestamp
             offset_of_max_timestamp = assigned.last_offset
         offset = assigned.last_offset + 1
-    return LogAppendInfo(
+    summary = LogAppendInfo(
         first_offset=next_offset,
         last_offset=offset - 1,
         max_timestamp=max_timestamp,
@@ -188,3 +204,4 @@ def assign_offsets(
         batches=tuple(batches),
         log_append_time_ms=NO_TIMESTAMP if log_append_time_ms is None else log_append_time_ms,
     )
+    return summary, parts
