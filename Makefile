@@ -16,13 +16,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/storage-core demo --dir $${DEMO_DIR:-demo-data}
 
-## Run the whole test suite, then lint and type-check.
+## Lint and type-check, then run the whole test suite.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy storage_core
 	$(BIN)/lint-imports
+	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/log_append.py

@@ -33,6 +33,7 @@ from pathlib import Path
 from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicPartition, Uuid
 from storage_core.errors import (
+    CorruptCheckpointError,
     InvalidOffsetError,
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -98,10 +99,7 @@ class Log:
         self._clock = clock
         self._lock = threading.RLock()
         directory.mkdir(parents=True, exist_ok=True)
-        self.leader_epoch_cache = LeaderEpochFileCache(
-            self.topic_partition,
-            LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT_FILENAME),
-        )
+        self.leader_epoch_cache, epochs_lost = self._open_leader_epoch_cache(directory)
         self.partition_metadata_file = PartitionMetadataFile(
             directory / PARTITION_METADATA_FILENAME
         )
@@ -131,6 +129,8 @@ class Log:
         self._closed = False
         self.recovered_segments = loaded.recovered_segments
         self.truncated_bytes_on_load = loaded.truncated_bytes
+        if epochs_lost:
+            self._rebuild_leader_epoch_cache()
         logger.info(
             "loaded log partition=%s segments=%d log_start_offset=%d log_end_offset=%d"
             " recovered_segments=%d truncated_bytes=%d",
@@ -141,6 +141,43 @@ class Log:
             loaded.recovered_segments,
             loaded.truncated_bytes,
         )
+
+    def _open_leader_epoch_cache(self, directory: Path) -> tuple[LeaderEpochFileCache, bool]:
+        """The epoch cache; a corrupt checkpoint is set aside and rebuilt from the batches.
+
+        Every batch header carries its partition leader epoch, so the cache can always be
+        recomputed; refusing to open the partition would be worse than rebuilding it.
+        """
+        path = directory / LEADER_EPOCH_CHECKPOINT_FILENAME
+        try:
+            return LeaderEpochFileCache(
+                self.topic_partition, LeaderEpochCheckpointFile(path)
+            ), False
+        except CorruptCheckpointError as exc:
+            kept = path.with_name(path.name + files.QUARANTINED_FILE_SUFFIX)
+            os.replace(path, kept)
+            logger.error(
+                "corrupt leader-epoch-checkpoint set aside, rebuilding from batches"
+                " partition=%s kept_as=%s error=%s",
+                self.topic_partition,
+                kept.name,
+                exc,
+            )
+            return (
+                LeaderEpochFileCache(self.topic_partition, LeaderEpochCheckpointFile(path)),
+                True,
+            )
+
+    def _rebuild_leader_epoch_cache(self) -> None:
+        cache = self.leader_epoch_cache
+        cache.clear_and_flush()
+        for segment in self._segments:
+            for _position, header in segment.log.batches(0):
+                epoch = header.partition_leader_epoch
+                latest = cache.latest_epoch
+                if epoch >= 0 and (latest is None or epoch > latest):
+                    cache.assign(epoch, header.base_offset)
+        cache.truncate_from_start(self._log_start_offset)
 
     # ================================================================== identity and offsets
     def assign_topic_id(self, topic_id: Uuid) -> None:

@@ -178,3 +178,20 @@ def test_garbage_after_valid_batches_is_cut(open_log: OpenLog, garbage: bytes) -
     assert reopened.log_end_offset == 9
     assert path.read_bytes() == expected
     assert [b.base_offset for _p, b in iter_batches(expected)] == [0, 3, 6]
+
+
+def test_corrupt_epoch_checkpoint_is_set_aside_and_rebuilt(open_log: OpenLog) -> None:
+    log = open_log()
+    fill(log, 2, epoch=3)
+    fill(log, 1, epoch=5)
+    log.close()
+    checkpoint = log.dir / "leader-epoch-checkpoint"
+    checkpoint.write_text("0\n2\n3 zero\n")
+    reopened = open_log()
+    assert [(e.epoch, e.start_offset) for e in reopened.leader_epoch_cache.epoch_entries()] == [
+        (3, 0),
+        (5, 6),
+    ]
+    assert checkpoint.read_text() == "0\n2\n3 0\n5 6\n"
+    assert (log.dir / "leader-epoch-checkpoint.quarantined").read_text() == "0\n2\n3 zero\n"
+    assert reopened.log_end_offset == 9
