@@ -7,9 +7,17 @@ relies on ``assert``.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 
 class StorageError(Exception):
-    """Base class of every error raised by ``storage_core``."""
+    """Base class of every error raised by ``storage_core``.
+
+    ``error_code`` is the Kafka protocol error (by its lower-case name, as in
+    ``ErrorCode``) that the broker answers with when this error reaches a client.
+    """
+
+    error_code: ClassVar[str] = "unknown_server_error"
 
 
 class CorruptRecordError(StorageError):
@@ -18,6 +26,8 @@ class CorruptRecordError(StorageError):
     Carries the file, the byte position of the batch in it and the batch's base offset when
     known, so that the damaged spot can be found with ``storage-core dump-log``.
     """
+
+    error_code: ClassVar[str] = "corrupt_message"
 
     def __init__(
         self,
@@ -44,57 +54,85 @@ class CorruptRecordError(StorageError):
 class InvalidRecordError(StorageError):
     """A batch is well formed but not acceptable here (bad timestamps, control misuse...)."""
 
+    error_code: ClassVar[str] = "invalid_record"
+
 
 class UnsupportedCompressionError(StorageError):
     """The batch names a compression codec this engine does not know."""
+
+    error_code: ClassVar[str] = "unsupported_compression_type"
 
 
 class CorruptIndexError(StorageError):
     """An offset or time index file is inconsistent; it can be rebuilt from the log."""
 
+    error_code: ClassVar[str] = "kafka_storage_error"
+
 
 class IndexFullError(StorageError):
     """An append was attempted on an index that has no room left (the segment must roll)."""
+
+    error_code: ClassVar[str] = "unknown_server_error"
 
 
 class InvalidOffsetError(StorageError):
     """An offset is out of order or does not fit the segment (e.g. relative offset overflow)."""
 
+    error_code: ClassVar[str] = "unknown_server_error"
+
 
 class CorruptCheckpointError(StorageError):
     """A checkpoint file (offsets, leader epochs, partition metadata) cannot be parsed."""
+
+    error_code: ClassVar[str] = "kafka_storage_error"
 
 
 class InconsistentTopicIdError(StorageError):
     """``partition.metadata`` names a different topic id than the one expected."""
 
+    error_code: ClassVar[str] = "inconsistent_topic_id"
+
 
 class InvalidTopicError(StorageError):
     """A topic name breaks Kafka's rules (legal characters, length, ``.``/``..``)."""
+
+    error_code: ClassVar[str] = "invalid_topic_exception"
 
 
 class OffsetOutOfRangeError(StorageError):
     """A read or truncation asked for an offset outside ``[log start offset, log end offset]``."""
 
+    error_code: ClassVar[str] = "offset_out_of_range"
+
 
 class UnexpectedAppendOffsetError(StorageError):
     """A follower append does not start at the log end offset (offsets must be contiguous)."""
 
+    error_code: ClassVar[str] = "unknown_server_error"
+
 
 class RecordBatchTooLargeError(StorageError):
-    """A batch is larger than the segment size or ``max.message.bytes`` allows."""
+    """The batches of one append are larger than ``segment.bytes`` allows."""
+
+    error_code: ClassVar[str] = "record_list_too_large"
 
 
 class KafkaStorageError(StorageError):
     """An I/O failure on a log dir; the affected partitions go offline."""
 
+    error_code: ClassVar[str] = "kafka_storage_error"
+
 
 class LogDirNotFoundError(StorageError):
     """A configured log dir is missing or not a directory."""
 
+    error_code: ClassVar[str] = "log_dir_not_found"
+
 
 class InvalidConfigError(StorageError):
     """A broker or topic config has a wrong type or value; the message names the key."""
+
+    error_code: ClassVar[str] = "invalid_config"
 
 
 class DecompressedSizeLimitError(CorruptRecordError):
@@ -111,6 +149,8 @@ class InvalidTimestampError(StorageError):
     far in the segment, not the batch's own.
     """
 
+    error_code: ClassVar[str] = "invalid_timestamp"
+
 
 class CheckpointWriteError(KafkaStorageError):
     """A checkpoint or metadata file could not be written (temp file, fsync or rename failed).
@@ -118,3 +158,9 @@ class CheckpointWriteError(KafkaStorageError):
     The previous version of the file, if any, is left in place. Check the log dir's disk and
     permissions; the log dir should be treated as failed.
     """
+
+
+class RecordTooLargeError(RecordBatchTooLargeError):
+    """One batch is larger than the topic's ``max.message.bytes``."""
+
+    error_code: ClassVar[str] = "message_too_large"

@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from storage_core.errors import CorruptRecordError, InvalidRecordError, RecordBatchTooLargeError
+from storage_core.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
 from storage_core.records import (
     BATCH_HEADER_SIZE,
     NO_TIMESTAMP,
@@ -123,7 +128,7 @@ def _validate_batch(
     batch: RecordBatch, position: int, max_message_bytes: int, file: str | None
 ) -> None:
     if batch.size_in_bytes > max_message_bytes:
-        raise RecordBatchTooLargeError(
+        raise RecordTooLargeError(
             f"batch at position {position} is {batch.size_in_bytes} bytes, larger than"
             f" max.message.bytes ({max_message_bytes})"
         )
