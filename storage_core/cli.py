@@ -3,6 +3,7 @@
 storage-core dump-log PATH... [--print-data] [--verify-index] [--json]
 storage-core describe-log-dir DIR [--json]
 storage-core demo [--dir DIR] [--records N]
+storage-core broker --config server.properties [--override key=value ...]
 """
 
 from __future__ import annotations
@@ -45,6 +46,20 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--dir", type=Path, default=Path("demo-data"), help="working directory")
     demo.add_argument("--records", type=int, default=30_000, help="records to write")
+
+    broker = commands.add_parser(
+        "broker", help="run a Kafka-compatible broker (Kafka's server.properties names)"
+    )
+    broker.add_argument(
+        "--config", type=Path, metavar="server.properties", help="broker properties file"
+    )
+    broker.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a property, winning over the file (repeatable)",
+    )
     return parser
 
 
@@ -64,12 +79,37 @@ def main(argv: Sequence[str] | None = None) -> int:
             from storage_core.demo import run_demo  # noqa: PLC0415 (keeps other commands light)
 
             return run_demo(args.dir, record_count=args.records)
+        if args.command == "broker":
+            return _broker(args)
     except StorageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0
     return 1
+
+
+def _broker(args: argparse.Namespace) -> int:
+    import asyncio  # noqa: PLC0415
+
+    from storage_core.server.kafka_broker import run_until_signalled  # noqa: PLC0415
+    from storage_core.server.kafka_config import KafkaConfig  # noqa: PLC0415
+
+    overrides: dict[str, str] = {}
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            print(f"error: --override expects KEY=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        overrides[key.strip()] = value.strip()
+    if args.config is not None:
+        config = KafkaConfig.load(args.config, overrides)
+    else:
+        config = KafkaConfig.from_props(overrides)
+    if logging.getLogger().level > logging.INFO and args.log_level.upper() == "WARNING":
+        logging.getLogger("storage_core").setLevel(logging.INFO)
+    asyncio.run(run_until_signalled(config))
+    return 0
 
 
 def _dump_log(args: argparse.Namespace) -> int:

@@ -164,3 +164,63 @@ class RecordTooLargeError(RecordBatchTooLargeError):
     """One batch is larger than the topic's ``max.message.bytes``."""
 
     error_code: ClassVar[str] = "message_too_large"
+
+
+class UnknownTopicOrPartitionError(StorageError):
+    """The topic or partition does not exist on this cluster."""
+
+    error_code: ClassVar[str] = "unknown_topic_or_partition"
+
+
+class TopicExistsError(StorageError):
+    """A topic with this name already exists."""
+
+    error_code: ClassVar[str] = "topic_already_exists"
+
+
+class InvalidPartitionsError(StorageError):
+    """A partition count is not positive, or would shrink an existing topic."""
+
+    error_code: ClassVar[str] = "invalid_partitions"
+
+
+class InvalidReplicationFactorError(StorageError):
+    """A replication factor is not positive or exceeds the number of live brokers."""
+
+    error_code: ClassVar[str] = "invalid_replication_factor"
+
+
+class PolicyViolationError(StorageError):
+    """A request is well formed but breaks a rule of the cluster (e.g. internal topics)."""
+
+    error_code: ClassVar[str] = "policy_violation"
+
+
+class NotLeaderOrFollowerError(StorageError):
+    """This broker does not lead (or follow) the partition; the client must refresh metadata."""
+
+    error_code: ClassVar[str] = "not_leader_or_follower"
+
+
+class FencedLeaderEpochError(StorageError):
+    """The request names a leader epoch older than the partition's current one."""
+
+    error_code: ClassVar[str] = "fenced_leader_epoch"
+
+
+class UnknownLeaderEpochError(StorageError):
+    """The request names a leader epoch newer than this broker knows."""
+
+    error_code: ClassVar[str] = "unknown_leader_epoch"
+
+
+class InvalidRequiredAcksError(StorageError):
+    """Produce ``acks`` must be 0, 1 or -1."""
+
+    error_code: ClassVar[str] = "invalid_required_acks"
+
+
+class NotEnoughReplicasError(StorageError):
+    """Fewer in-sync replicas than ``min.insync.replicas`` for an ``acks=all`` produce."""
+
+    error_code: ClassVar[str] = "not_enough_replicas"

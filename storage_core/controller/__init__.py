@@ -1,0 +1,1 @@
+"""Cluster metadata: topics, topic ids, partition assignments and leader epochs."""

@@ -1,0 +1,1 @@
+"""Partitions and their roles: leader appends, high watermark, fetches (``ReplicaManager``)."""

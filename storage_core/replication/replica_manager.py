@@ -1,0 +1,303 @@
+"""Appends and fetches over many partitions (Kafka's ``ReplicaManager``).
+
+The network layer calls ``append_records`` and ``fetch_messages`` from the asyncio loop. Disk
+work runs on a small pool of I/O threads so that the loop never waits for a write, an fsync or
+a read. A fetch that finds less than ``min_bytes`` waits, up to ``max_wait_ms``, until the high
+watermark of one of its partitions advances (Kafka's ``DelayedFetch`` in the fetch purgatory);
+``acks=-1`` produces wait until the high watermark covers their last offset
+(``DelayedProduce``).
+
+Thread-safety: ``_partitions`` is guarded by ``_lock``; waiters live on the loop and are woken
+through ``call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TypeVar
+
+from storage_core.common import TopicPartition
+from storage_core.errors import (
+    InvalidRequiredAcksError,
+    NotLeaderOrFollowerError,
+    StorageError,
+    UnknownTopicOrPartitionError,
+)
+from storage_core.log.log_manager import LogManager
+from storage_core.log.log_validator import LogAppendInfo
+from storage_core.replication.partition import NO_EPOCH_CHECK, LogReadResult, Partition
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+IO_THREADS = 4
+MAX_WAITERS = 10_000  # bounded purgatory: beyond it, fetches answer at once
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProduceResult:
+    """One partition's produce outcome: the append info or the error that stopped it."""
+
+    info: LogAppendInfo | None = None
+    error: StorageError | None = None
+    log_start_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchRequestPartition:
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = NO_EPOCH_CHECK
+    last_fetched_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchResult:
+    """One partition's fetch outcome: records as bytes (possibly empty) or an error.
+
+    ``diverging_epoch`` is ``(epoch, end offset)`` when the fetcher's last fetched epoch
+    ends before its fetch offset on this leader (KIP-595 truncation detection); no records
+    are returned then.
+    """
+
+    read: LogReadResult | None = None
+    records: bytes = b""
+    error: StorageError | None = None
+    diverging_epoch: tuple[int, int] | None = None
+
+
+class ReplicaManager:
+    """Routes appends and fetches to ``Partition`` objects; owns the fetch purgatory."""
+
+    def __init__(self, log_manager: LogManager, *, local_broker_id: int) -> None:
+        self.log_manager = log_manager
+        self.local_broker_id = local_broker_id
+        self._lock = threading.RLock()
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self._io = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="io")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+    def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def shutdown(self) -> None:
+        self._io.shutdown(wait=True)
+
+    async def run_io(self, function: Callable[[], T]) -> T:
+        """Run blocking disk work on the I/O threads."""
+        return await asyncio.get_running_loop().run_in_executor(self._io, function)
+
+    # ------------------------------------------------------------------ partitions
+    def add_partition(self, partition: Partition) -> None:
+        with self._lock:
+            self._partitions[partition.topic_partition] = partition
+
+    def remove_partition(self, tp: TopicPartition) -> Partition | None:
+        with self._lock:
+            partition = self._partitions.pop(tp, None)
+        self._wake(tp)
+        return partition
+
+    def get_partition(self, tp: TopicPartition) -> Partition:
+        with self._lock:
+            partition = self._partitions.get(tp)
+        if partition is None:
+            raise UnknownTopicOrPartitionError(f"This server does not host partition {tp}.")
+        return partition
+
+    def partitions(self) -> dict[TopicPartition, Partition]:
+        with self._lock:
+            return dict(self._partitions)
+
+    def on_high_watermark_advanced(self, tp: TopicPartition) -> None:
+        """Called by a Partition (any thread) when its HW moved: wake the fetches waiting on it."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake, tp)
+
+    def _wake(self, tp: TopicPartition) -> None:
+        for waiter in self._waiters.pop(tp, set()):
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # ------------------------------------------------------------------ produce
+    async def append_records(
+        self,
+        entries: Mapping[TopicPartition, bytes],
+        *,
+        required_acks: int,
+        timeout_ms: int,
+    ) -> dict[TopicPartition, ProduceResult]:
+        if required_acks not in (0, 1, -1):
+            error = InvalidRequiredAcksError(f"acks must be 0, 1 or -1, got {required_acks}")
+            return {tp: ProduceResult(error=error) for tp in entries}
+
+        def append_all() -> dict[TopicPartition, ProduceResult]:
+            results: dict[TopicPartition, ProduceResult] = {}
+            for tp, records in entries.items():
+                results[tp] = self._append_one(tp, records, required_acks)
+            return results
+
+        results = await self.run_io(append_all)
+        if required_acks == -1:
+            await self._await_replication(results, timeout_ms)
+        return results
+
+    def _append_one(self, tp: TopicPartition, records: bytes, required_acks: int) -> ProduceResult:
+        try:
+            partition = self.get_partition(tp)
+            info = partition.append_records_to_leader(records, required_acks=required_acks)
+            return ProduceResult(info=info, log_start_offset=partition.log.log_start_offset)
+        except StorageError as error:
+            logger.info("produce failed partition=%s error=%s", tp, error)
+            return ProduceResult(error=error)
+
+    async def _await_replication(
+        self, results: dict[TopicPartition, ProduceResult], timeout_ms: int
+    ) -> None:
+        """DelayedProduce: wait until each partition's HW covers the appended offsets."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000
+        while True:
+            pending = [
+                tp
+                for tp, result in results.items()
+                if result.info is not None and self._high_watermark(tp) <= result.info.last_offset
+            ]
+            if not pending:
+                return
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                for tp in pending:
+                    results[tp] = ProduceResult(
+                        error=_RequestTimedOutError(
+                            f"partition {tp}: not replicated to the ISR within {timeout_ms} ms"
+                        )
+                    )
+                return
+            await self._wait_for_any(pending, remaining)
+
+    def _high_watermark(self, tp: TopicPartition) -> int:
+        try:
+            return self.get_partition(tp).log.high_watermark
+        except StorageError:
+            return -1
+
+    async def _wait_for_any(self, tps: Iterable[TopicPartition], timeout_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        registered = [tp for tp in tps]
+        if sum(len(w) for w in self._waiters.values()) >= MAX_WAITERS:
+            return
+        for tp in registered:
+            self._waiters.setdefault(tp, set()).add(waiter)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), timeout_s)
+        except TimeoutError:
+            pass
+        finally:
+            for tp in registered:
+                waiting = self._waiters.get(tp)
+                if waiting is not None:
+                    waiting.discard(waiter)
+                    if not waiting:
+                        del self._waiters[tp]
+
+    # ------------------------------------------------------------------ fetch
+    async def fetch_messages(
+        self,
+        requests: Mapping[TopicPartition, FetchRequestPartition],
+        *,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+        isolation_high_watermark: bool = True,
+    ) -> dict[TopicPartition, FetchResult]:
+        """Read now; below ``min_bytes`` and without errors, wait up to ``max_wait_ms`` for data."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(max_wait_ms, 0) / 1000
+        while True:
+            results = await self.run_io(
+                lambda: self._read_all(requests, max_bytes, isolation_high_watermark)
+            )
+            total = sum(len(r.records) for r in results.values())
+            errors = any(r.error is not None for r in results.values())
+            remaining = deadline - loop.time()
+            if total >= min_bytes or errors or remaining <= 0 or not requests:
+                return results
+            await self._wait_for_any(requests.keys(), remaining)
+
+    def _read_all(
+        self,
+        requests: Mapping[TopicPartition, FetchRequestPartition],
+        max_bytes: int,
+        isolation_high_watermark: bool,
+    ) -> dict[TopicPartition, FetchResult]:
+        """Kafka's ``readFromLog``: the response budget shrinks as partitions are read; the
+        first non-empty partition may exceed it by one batch (``min_one_message``)."""
+        budget = max_bytes
+        results: dict[TopicPartition, FetchResult] = {}
+        for tp, request in requests.items():
+            try:
+                partition = self.get_partition(tp)
+                diverging = self._diverging_epoch(partition, request)
+                if diverging is not None:
+                    results[tp] = FetchResult(
+                        read=partition.read_records(
+                            request.fetch_offset,
+                            0,
+                            current_leader_epoch=request.current_leader_epoch,
+                            min_one_message=False,
+                        ),
+                        diverging_epoch=diverging,
+                    )
+                    continue
+                limit = max(min(request.max_bytes, budget), 0)
+                read = partition.read_records(
+                    request.fetch_offset,
+                    limit,
+                    current_leader_epoch=request.current_leader_epoch,
+                    isolation_high_watermark=isolation_high_watermark,
+                    min_one_message=budget == max_bytes,
+                )
+                records = read.info.read_bytes()
+                budget -= len(records)
+                results[tp] = FetchResult(read=read, records=records)
+            except StorageError as error:
+                results[tp] = FetchResult(error=error)
+        return results
+
+    @staticmethod
+    def _diverging_epoch(
+        partition: Partition, request: FetchRequestPartition
+    ) -> tuple[int, int] | None:
+        if request.last_fetched_epoch < 0:
+            return None
+        epoch, end_offset = partition.last_offset_for_leader_epoch(
+            request.last_fetched_epoch, current_leader_epoch=request.current_leader_epoch
+        )
+        if epoch < request.last_fetched_epoch or end_offset < request.fetch_offset:
+            return epoch, end_offset
+        return None
+
+    def leader_partition(
+        self, tp: TopicPartition, current_leader_epoch: int = NO_EPOCH_CHECK
+    ) -> Partition:
+        partition = self.get_partition(tp)
+        if not partition.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.local_broker_id} is not the leader of {tp}"
+            )
+        return partition
+
+
+class _RequestTimedOutError(StorageError):
+    error_code = "request_timed_out"

@@ -1,0 +1,1 @@
+"""The broker: the Kafka wire-protocol listener, one handler per API, and the process."""

@@ -1,0 +1,55 @@
+"""One module per Kafka API. Each exports ``API_KEY``, ``MIN_VERSION``, ``MAX_VERSION`` and
+``async def handle(ctx: RequestContext, request) -> response`` (the kio response entity of the
+request's version). A module is served once it is listed in ``HANDLER_MODULES``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.index import api_key_map, schema_name_map
+
+from storage_core.server.request_context import RequestContext
+
+HANDLER_MODULES: tuple[str, ...] = (
+    "api_versions",
+    "metadata",
+    "produce",
+    "fetch",
+    "list_offsets",
+    "offset_for_leader_epoch",
+    "create_topics",
+    "delete_topics",
+    "init_producer_id",
+)
+
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiHandler:
+    api_key: int
+    min_version: int
+    max_version: int
+    handle: Handler
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+def build_registry(module_names: tuple[str, ...] = HANDLER_MODULES) -> dict[int, ApiHandler]:
+    """API key -> handler, with version ranges clipped to the message schemas available."""
+    registry: dict[int, ApiHandler] = {}
+    for name in module_names:
+        module = importlib.import_module(f"{__name__}.{name}")
+        key = int(module.API_KEY)
+        versions = schema_name_map[api_key_map[key]].keys()
+        low = max(int(module.MIN_VERSION), min(versions))
+        high = min(int(module.MAX_VERSION), max(versions))
+        registry[key] = ApiHandler(
+            api_key=key, min_version=low, max_version=high, handle=module.handle
+        )
+    return registry

@@ -1,0 +1,50 @@
+"""Helpers shared by the API handlers: error codes, topic ids, zero throttle time."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import uuid
+
+from kio.schema.errors import ErrorCode
+
+from storage_core.common import ZERO_UUID, Uuid
+from storage_core.errors import StorageError
+
+logger = logging.getLogger(__name__)
+
+NO_THROTTLE = datetime.timedelta(0)
+
+
+def error_code_of(error: BaseException | None) -> ErrorCode:
+    """The Kafka error for an exception; anything unexpected is UNKNOWN_SERVER_ERROR."""
+    if error is None:
+        return ErrorCode.none
+    if isinstance(error, StorageError):
+        return ErrorCode[error.error_code]
+    if isinstance(error, ValueError):
+        return ErrorCode.invalid_request
+    return ErrorCode.unknown_server_error
+
+
+def to_kio_uuid(topic_id: Uuid | None) -> uuid.UUID:
+    return uuid.UUID(bytes=(topic_id or ZERO_UUID).to_bytes())
+
+
+def from_kio_uuid(value: uuid.UUID | None) -> Uuid:
+    return ZERO_UUID if value is None else Uuid.from_bytes(value.bytes)
+
+
+def error_message(error: BaseException | None) -> str | None:
+    return None if error is None else str(error)
+
+
+def to_kio_timestamp(timestamp_ms: int) -> datetime.datetime | None:
+    """Milliseconds since the epoch as the aware datetime the codec writes back as int64
+    milliseconds; -1 (no timestamp) is None."""
+    if timestamp_ms < 0:
+        return None
+    seconds, millis = divmod(timestamp_ms, 1000)
+    return datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC).replace(
+        microsecond=millis * 1000
+    )

@@ -1,0 +1,116 @@
+"""CreateTopics (key 19): create topics with partitions, replication factor and configs.
+
+Each topic succeeds or fails alone with Kafka's error: TOPIC_ALREADY_EXISTS,
+INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG,
+INVALID_REQUEST (a topic listed twice), POLICY_VIOLATION. ``validate_only`` changes nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from storage_core.errors import InvalidReplicationFactorError, StorageError
+from storage_core.server.handlers.common import (
+    NO_THROTTLE,
+    error_code_of,
+    to_kio_uuid,
+)
+from storage_core.server.protocol import build
+from storage_core.server.request_context import RequestContext
+
+API_KEY = 19
+MIN_VERSION = 2
+MAX_VERSION = 7
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    module = ctx.response_module
+    broker = ctx.broker
+    counts = Counter(t.name for t in request.topics)
+    results = []
+    for topic in request.topics:
+        if counts[topic.name] > 1:
+            results.append(
+                _result(
+                    module,
+                    topic.name,
+                    info=None,
+                    error=ErrorCode.invalid_request,
+                    message=f"Create topics request from client `{ctx.client_id}` contains"
+                    f" multiple entries for the following topics: {topic.name}",
+                )
+            )
+            continue
+        configs = {c.name: c.value for c in topic.configs if c.value is not None}
+        try:
+            if topic.assignments:
+                raise InvalidReplicationFactorError(
+                    "Manual replica assignments are not supported; give a partition count and a"
+                    " replication factor."
+                )
+            info = await broker.replica_manager.run_io(
+                functools.partial(
+                    broker.create_topic,
+                    topic.name,
+                    int(topic.num_partitions),
+                    int(topic.replication_factor),
+                    configs,
+                    validate_only=bool(request.validate_only),
+                )
+            )
+        except StorageError as error:
+            results.append(
+                _result(
+                    module, topic.name, info=None, error=error_code_of(error), message=str(error)
+                )
+            )
+            continue
+        partitions = len(info.partitions) or int(topic.num_partitions)
+        factor = len(info.partitions[0].replicas) if info.partitions else topic.replication_factor
+        results.append(
+            _result(
+                module,
+                topic.name,
+                info=info,
+                error=ErrorCode.none,
+                message=None,
+                num_partitions=partitions,
+                replication_factor=int(factor),
+            )
+        )
+    return build(module.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
+
+
+def _result(
+    module: Any,
+    name: str,
+    *,
+    info: Any,
+    error: ErrorCode,
+    message: str | None,
+    num_partitions: int = -1,
+    replication_factor: int = -1,
+) -> Any:
+    configs = None
+    if info is not None:
+        configs = tuple(
+            module.CreatableTopicConfigs(
+                name=k, value=v, read_only=False, config_source=1, is_sensitive=False
+            )
+            for k, v in sorted(info.configs.items())
+        )
+    return build(
+        module.CreatableTopicResult,
+        name=name,
+        topic_id=to_kio_uuid(info.topic_id if info is not None else None),
+        error_code=error,
+        error_message=message,
+        topic_config_error_code=ErrorCode.none,
+        num_partitions=num_partitions,
+        replication_factor=replication_factor,
+        configs=configs,
+    )

@@ -1,0 +1,110 @@
+"""Fetch (key 1): records from partition leaders up to the high watermark, with long polling.
+
+No fetch sessions: every request is a full fetch and the response carries session id 0, which
+tells clients to keep sending full requests (KIP-227 allows a broker to decline sessions). The
+response lists exactly the requested partitions, in request order. Topics are named (v4-v12)
+or identified by topic id (v13+).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from storage_core.common import TopicPartition
+from storage_core.replication.replica_manager import FetchRequestPartition, FetchResult
+from storage_core.server.handlers.common import (
+    NO_THROTTLE,
+    error_code_of,
+    from_kio_uuid,
+)
+from storage_core.server.protocol import build
+from storage_core.server.request_context import RequestContext
+
+API_KEY = 1
+MIN_VERSION = 4
+MAX_VERSION = 16
+
+MAX_WAIT_MS_MAX = 30_000  # a bound on how long one request may park in the purgatory
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    module = ctx.response_module
+    by_id = ctx.api_version >= 13
+    wanted: dict[TopicPartition, FetchRequestPartition] = {}
+    layout: list[tuple[Any, str | None, list[int]]] = []  # (topic key, name, partitions)
+    topic_errors: dict[int, ErrorCode] = {}
+    for index, topic in enumerate(request.topics):
+        if by_id:
+            info = broker.topic_store.get_by_id(from_kio_uuid(topic.topic_id))
+            name = info.name if info is not None else None
+            if info is None:
+                topic_errors[index] = ErrorCode.unknown_topic_id
+        else:
+            name = topic.topic
+        layout.append((topic, name, [p.partition for p in topic.partitions]))
+        if name is None:
+            continue
+        for p in topic.partitions:
+            wanted[TopicPartition(name, p.partition)] = FetchRequestPartition(
+                fetch_offset=p.fetch_offset,
+                max_bytes=p.partition_max_bytes,
+                current_leader_epoch=p.current_leader_epoch,
+                last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),
+            )
+    results = await broker.replica_manager.fetch_messages(
+        wanted,
+        max_wait_ms=min(int(request.max_wait.total_seconds() * 1000), MAX_WAIT_MS_MAX),
+        min_bytes=int(request.min_bytes),
+        max_bytes=int(getattr(request, "max_bytes", 2**31 - 1)),
+    )
+    responses = []
+    for index, (topic, name, partitions) in enumerate(layout):
+        entries = []
+        for partition_index in partitions:
+            if name is None:
+                entries.append(_partition(module, partition_index, None, topic_errors[index]))
+                continue
+            result = results[TopicPartition(name, partition_index)]
+            entries.append(_partition(module, partition_index, result, None))
+        responses.append(
+            build(
+                module.FetchableTopicResponse,
+                topic=name,
+                topic_id=getattr(topic, "topic_id", None),
+                partitions=tuple(entries),
+            )
+        )
+    return build(
+        module.FetchResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=tuple(responses),
+    )
+
+
+def _partition(
+    module: Any, partition_index: int, result: FetchResult | None, error: ErrorCode | None
+) -> Any:
+    read = result.read if result is not None else None
+    if error is None and result is not None:
+        error = error_code_of(result.error)
+    diverging = result.diverging_epoch if result is not None else None
+    values: dict[str, Any] = {
+        "partition_index": partition_index,
+        "error_code": error,
+        "high_watermark": read.high_watermark if read is not None else -1,
+        "last_stable_offset": read.last_stable_offset if read is not None else -1,
+        "log_start_offset": read.log_start_offset if read is not None else -1,
+        "aborted_transactions": None if read is None else (),
+        "preferred_read_replica": -1,
+        "records": result.records if result is not None and read is not None else None,
+    }
+    if diverging is not None and hasattr(module, "EpochEndOffset"):
+        values["diverging_epoch"] = module.EpochEndOffset(
+            epoch=diverging[0], end_offset=diverging[1]
+        )
+    return build(module.PartitionData, **values)

@@ -1,0 +1,60 @@
+"""ListOffsets (key 2): latest (-1), earliest (-2), max timestamp (-3), earliest local (-4),
+or the first offset whose timestamp is at or after the given one.
+
+Consumers see only offsets below the high watermark: "latest" is the high watermark, and a
+timestamp whose first match lies at or above it finds nothing (offset -1).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from storage_core.common import TopicPartition
+from storage_core.errors import StorageError
+from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
+from storage_core.server.protocol import build
+from storage_core.server.request_context import RequestContext
+
+API_KEY = 2
+MIN_VERSION = 1
+MAX_VERSION = 9
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    module = ctx.response_module
+    replica_manager = ctx.broker.replica_manager
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, p.partition_index)
+            timestamp, offset, epoch, error = -1, -1, -1, None
+            try:
+                partition = replica_manager.get_partition(tp)
+                found = await replica_manager.run_io(
+                    functools.partial(
+                        partition.fetch_offset_for_timestamp,
+                        p.timestamp,
+                        current_leader_epoch=p.current_leader_epoch,
+                    )
+                )
+                if found is not None:
+                    timestamp, offset = found.timestamp, found.offset
+                    epoch = -1 if found.leader_epoch is None else found.leader_epoch
+            except StorageError as exc:
+                error = exc
+            partitions.append(
+                build(
+                    module.ListOffsetsPartitionResponse,
+                    partition_index=p.partition_index,
+                    error_code=error_code_of(error),
+                    timestamp=timestamp,
+                    offset=offset,
+                    leader_epoch=epoch,
+                )
+            )
+        topics.append(
+            build(module.ListOffsetsTopicResponse, name=topic.name, partitions=tuple(partitions))
+        )
+    return build(module.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))

@@ -1,0 +1,119 @@
+"""Metadata (key 3): brokers, cluster id, controller, and topics with their partitions.
+
+A null topic list (v1+) or an empty one (v0) asks for every topic. An unknown topic is
+created when the request allows it (v4+ flag; always before v4) and the broker's
+``auto.create.topics.enable`` is true; otherwise it is UNKNOWN_TOPIC_OR_PARTITION. An
+illegal name is INVALID_TOPIC_EXCEPTION.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from storage_core.common import validate_topic_name
+from storage_core.controller.topic_store import TopicInfo
+from storage_core.errors import StorageError
+from storage_core.server.handlers.common import (
+    NO_THROTTLE,
+    error_code_of,
+    from_kio_uuid,
+    to_kio_uuid,
+)
+from storage_core.server.protocol import build
+from storage_core.server.request_context import RequestContext
+
+API_KEY = 3
+MIN_VERSION = 0
+MAX_VERSION = 12
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    module = ctx.response_module
+    broker = ctx.broker
+    store = broker.topic_store
+    topics: list[Any] = []
+    if request.topics is None or (ctx.api_version == 0 and not request.topics):
+        for known in sorted(store.topics().values(), key=lambda t: t.name):
+            topics.append(_topic(module, known))
+    else:
+        allow_create = ctx.api_version < 4 or bool(request.allow_auto_topic_creation)
+        for requested in request.topics:
+            name = requested.name
+            if name is None:  # v10+: by topic id
+                by_id = store.get_by_id(from_kio_uuid(requested.topic_id))
+                if by_id is None:
+                    topics.append(
+                        _error_topic(module, None, ErrorCode.unknown_topic_id, requested.topic_id)
+                    )
+                else:
+                    topics.append(_topic(module, by_id))
+                continue
+            info: TopicInfo | None = None
+            try:
+                validate_topic_name(name)
+                info = store.get(name)
+                if info is None and allow_create:
+                    info = broker.maybe_auto_create_topic(name)
+            except StorageError as error:
+                topics.append(_error_topic(module, name, error_code_of(error)))
+                continue
+            if info is None:
+                topics.append(_error_topic(module, name, ErrorCode.unknown_topic_or_partition))
+            else:
+                topics.append(_topic(module, info))
+    endpoint = broker.endpoint
+    return build(
+        module.MetadataResponse,
+        throttle_time=NO_THROTTLE,
+        brokers=(
+            build(
+                module.MetadataResponseBroker,
+                node_id=endpoint.node_id,
+                host=endpoint.host,
+                port=endpoint.port,
+                rack=None,
+            ),
+        ),
+        cluster_id=broker.cluster_id,
+        controller_id=broker.broker_id,
+        topics=tuple(topics),
+    )
+
+
+def _topic(module: Any, info: TopicInfo) -> Any:
+    partitions = tuple(
+        build(
+            module.MetadataResponsePartition,
+            error_code=ErrorCode.none,
+            partition_index=p.partition,
+            leader_id=p.leader,
+            leader_epoch=p.leader_epoch,
+            replica_nodes=p.replicas,
+            isr_nodes=p.isr,
+            offline_replicas=(),
+        )
+        for p in info.partitions
+    )
+    return build(
+        module.MetadataResponseTopic,
+        error_code=ErrorCode.none,
+        name=info.name,
+        topic_id=to_kio_uuid(info.topic_id),
+        is_internal=info.internal,
+        partitions=partitions,
+        topic_authorized_operations=-2147483648,
+    )
+
+
+def _error_topic(module: Any, name: str | None, error: ErrorCode, topic_id: Any = None) -> Any:
+    return build(
+        module.MetadataResponseTopic,
+        error_code=error,
+        name=name,
+        topic_id=topic_id if topic_id is not None else to_kio_uuid(None),
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=-2147483648,
+    )

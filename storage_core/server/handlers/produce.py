@@ -1,0 +1,94 @@
+"""Produce (key 0): append record batches to partition leaders (acks 0, 1 or -1).
+
+Each partition answers on its own: a bad batch or an unknown partition fails that partition
+only. ``acks=0`` gets no response at all, as in Kafka. The internal ``__consumer_offsets``
+topic is written by the group coordinator only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from storage_core.common import TopicPartition, validate_topic_name
+from storage_core.errors import (
+    CorruptRecordError,
+    InvalidTopicError,
+    StorageError,
+    UnknownTopicOrPartitionError,
+)
+from storage_core.replication.replica_manager import ProduceResult
+from storage_core.server.handlers.common import (
+    NO_THROTTLE,
+    error_code_of,
+    error_message,
+    to_kio_timestamp,
+)
+from storage_core.server.protocol import build
+from storage_core.server.request_context import RequestContext
+
+API_KEY = 0
+MIN_VERSION = 3
+MAX_VERSION = 12
+
+PROTECTED_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    entries: dict[TopicPartition, bytes] = {}
+    results: dict[TopicPartition, ProduceResult] = {}
+    order: list[tuple[str, list[int]]] = []
+    for topic_data in request.topic_data:
+        name = topic_data.name
+        indexes = [p.index for p in topic_data.partition_data]
+        order.append((name, indexes))
+        error: StorageError | None = None
+        try:
+            validate_topic_name(name)
+            if name in PROTECTED_INTERNAL_TOPICS:
+                raise InvalidTopicError(f"Producing to the internal topic {name} is not allowed.")
+            if broker.topic_store.get(name) is None:
+                raise UnknownTopicOrPartitionError(f"This server does not host topic '{name}'.")
+        except StorageError as exc:
+            error = exc
+        for partition_data in topic_data.partition_data:
+            tp = TopicPartition(name, partition_data.index)
+            if error is not None:
+                results[tp] = ProduceResult(error=error)
+            elif partition_data.records is None:
+                results[tp] = ProduceResult(error=CorruptRecordError("the record set is null"))
+            else:
+                entries[tp] = partition_data.records
+    if entries:
+        results.update(
+            await broker.replica_manager.append_records(
+                entries,
+                required_acks=int(request.acks),
+                timeout_ms=int(request.timeout.total_seconds() * 1000),
+            )
+        )
+    if request.acks == 0:
+        return None
+    module = ctx.response_module
+    responses = []
+    for name, indexes in order:
+        partitions = []
+        for index in indexes:
+            result = results[TopicPartition(name, index)]
+            info = result.info
+            partitions.append(
+                build(
+                    module.PartitionProduceResponse,
+                    index=index,
+                    error_code=error_code_of(result.error),
+                    base_offset=info.first_offset if info is not None else -1,
+                    log_append_time=to_kio_timestamp(info.log_append_time_ms if info else -1),
+                    log_start_offset=result.log_start_offset,
+                    record_errors=(),
+                    error_message=error_message(result.error),
+                )
+            )
+        responses.append(
+            build(module.TopicProduceResponse, name=name, partition_responses=tuple(partitions))
+        )
+    return build(module.ProduceResponse, responses=tuple(responses), throttle_time=NO_THROTTLE)

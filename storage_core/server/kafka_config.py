@@ -1,0 +1,255 @@
+"""Broker configuration: ``server.properties`` with Kafka's names, types and defaults.
+
+The file is read as Java properties (``key=value`` or ``key: value``, ``#``/``!`` comments,
+backslash line continuations). Command-line overrides (``--override key=value``) win over the
+file. Unknown keys are kept and logged once, as Kafka does ("supplied but isn't a known
+config"), so that later components can read their own keys.
+
+Topic defaults (``log.segment.bytes``, ``log.retention.ms`` ...) are turned into a
+``LogConfig`` by ``LogConfig.from_broker_props``; this module owns the broker-only keys.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from storage_core.errors import InvalidConfigError
+from storage_core.log.log_config import TOPIC_CONFIG_NAMES, LogConfig
+
+logger = logging.getLogger(__name__)
+
+INT_MAX = 2**31 - 1
+
+# name -> (type, default). Types: "int", "long", "bool", "string", "list".
+BROKER_CONFIG_DEFS: dict[str, tuple[str, Any]] = {
+    "broker.id": ("int", 0),
+    "node.id": ("int", -1),
+    "cluster.id": ("string", ""),
+    "listeners": ("list", "PLAINTEXT://127.0.0.1:9092"),
+    "advertised.listeners": ("list", ""),
+    "log.dirs": ("list", ""),
+    "log.dir": ("string", "/tmp/kafka-logs"),  # noqa: S108 (Kafka's documented default)
+    "num.partitions": ("int", 1),
+    "default.replication.factor": ("int", 1),
+    "auto.create.topics.enable": ("bool", True),
+    "delete.topic.enable": ("bool", True),
+    "message.max.bytes": ("int", 1024 * 1024 + 12),
+    "socket.request.max.bytes": ("int", 100 * 1024 * 1024),
+    "socket.send.buffer.bytes": ("int", 100 * 1024),
+    "socket.receive.buffer.bytes": ("int", 100 * 1024),
+    "queued.max.requests": ("int", 500),
+    "max.connections": ("int", INT_MAX),
+    "connections.max.idle.ms": ("long", 600_000),
+    "replica.fetch.wait.max.ms": ("int", 500),
+    "fetch.max.bytes": ("int", 55 * 1024 * 1024),
+    "log.retention.check.interval.ms": ("long", 300_000),
+    "log.flush.scheduler.interval.ms": ("long", 2**63 - 1),
+    "log.flush.offset.checkpoint.interval.ms": ("int", 60_000),
+    "log.flush.start.offset.checkpoint.interval.ms": ("int", 60_000),
+    "offsets.topic.num.partitions": ("int", 50),
+    "offsets.topic.replication.factor": ("int", 3),
+    "offsets.topic.segment.bytes": ("int", 100 * 1024 * 1024),
+    "offsets.retention.minutes": ("int", 10_080),
+    "group.initial.rebalance.delay.ms": ("int", 3000),
+    "group.min.session.timeout.ms": ("int", 6000),
+    "group.max.session.timeout.ms": ("int", 1_800_000),
+    "transactional.id.expiration.ms": ("int", 604_800_000),
+    "producer.id.expiration.ms": ("int", 86_400_000),
+    "request.timeout.ms": ("int", 30_000),
+    "shutdown.timeout.ms": ("int", 30_000),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EndPoint:
+    """One listener: ``PLAINTEXT://host:port`` (an empty host means all interfaces)."""
+
+    listener_name: str
+    host: str
+    port: int
+
+    @staticmethod
+    def parse(text: str) -> EndPoint:
+        parts = urlsplit(text.strip())
+        if not parts.scheme or (parts.port is None and not text.rstrip().endswith(":0")):
+            raise InvalidConfigError(
+                f"Invalid listener {text!r}: expected NAME://host:port, e.g."
+                " PLAINTEXT://127.0.0.1:9092"
+            )
+        name = parts.scheme.upper()
+        if name not in ("PLAINTEXT",):
+            raise InvalidConfigError(
+                f"Invalid listener {text!r}: only PLAINTEXT listeners are supported"
+            )
+        port = parts.port or 0
+        if not 0 <= port <= 65535:
+            raise InvalidConfigError(f"Invalid listener {text!r}: port out of range")
+        return EndPoint(listener_name=name, host=parts.hostname or "", port=port)
+
+    def __str__(self) -> str:
+        return f"{self.listener_name}://{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KafkaConfig:
+    """Typed, validated broker properties. Build one with ``KafkaConfig.from_props``."""
+
+    props: Mapping[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def from_props(props: Mapping[str, Any]) -> KafkaConfig:
+        text_props = {str(k).strip(): str(v).strip() for k, v in props.items()}
+        config = KafkaConfig(props=text_props)
+        for name in text_props:
+            if name in BROKER_CONFIG_DEFS:
+                config._get(name)  # validates the value now, not at first use
+            elif name not in _KNOWN_TOPIC_DEFAULT_NAMES and not name.startswith(_PASS_THROUGH):
+                logger.warning("The configuration %r was supplied but isn't a known config", name)
+        config.log_config()  # validates every log.* default
+        config.listeners()
+        config.advertised_listeners()
+        if not config.log_dirs():
+            raise InvalidConfigError("log.dirs (or log.dir) must name at least one directory")
+        return config
+
+    @staticmethod
+    def load(path: Path, overrides: Mapping[str, str] | None = None) -> KafkaConfig:
+        """Read ``server.properties`` and apply overrides; names the file in every error."""
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as error:
+            raise InvalidConfigError(f"cannot read broker config {path}: {error}") from None
+        props = parse_properties(text)
+        props.update(overrides or {})
+        try:
+            return KafkaConfig.from_props(props)
+        except InvalidConfigError as error:
+            raise InvalidConfigError(f"{path}: {error}") from None
+
+    # ------------------------------------------------------------------ typed access
+    def _get(self, name: str) -> Any:
+        kind, default = BROKER_CONFIG_DEFS[name]
+        raw = self.props.get(name)
+        if raw is None:
+            return default
+        if kind in ("int", "long"):
+            try:
+                value = int(raw)
+            except ValueError:
+                raise InvalidConfigError(
+                    f"Invalid value {raw!r} for configuration {name}: not a number"
+                ) from None
+            if kind == "int" and not -(2**31) <= value <= INT_MAX:
+                raise InvalidConfigError(
+                    f"Invalid value {raw!r} for configuration {name}: not a 32-bit integer"
+                )
+            return value
+        if kind == "bool":
+            if raw.lower() not in ("true", "false"):
+                raise InvalidConfigError(
+                    f"Invalid value {raw!r} for configuration {name}: must be true or false"
+                )
+            return raw.lower() == "true"
+        return raw
+
+    def get_int(self, name: str) -> int:
+        value = self._get(name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise InvalidConfigError(f"configuration {name} is not a number")
+        return value
+
+    def get_bool(self, name: str) -> bool:
+        return bool(self._get(name))
+
+    def get_string(self, name: str) -> str:
+        return str(self._get(name)) if name in BROKER_CONFIG_DEFS else self.props.get(name, "")
+
+    @property
+    def broker_id(self) -> int:
+        node_id = self.get_int("node.id")
+        return node_id if node_id >= 0 else self.get_int("broker.id")
+
+    def log_dirs(self) -> list[Path]:
+        raw = self.props.get("log.dirs") or self.get_string("log.dir")
+        return [Path(p.strip()) for p in raw.split(",") if p.strip()]
+
+    def listeners(self) -> list[EndPoint]:
+        raw = self.get_string("listeners")
+        endpoints = [EndPoint.parse(p) for p in raw.split(",") if p.strip()]
+        if not endpoints:
+            raise InvalidConfigError("listeners must name at least one PLAINTEXT://host:port")
+        return endpoints
+
+    def advertised_listeners(self) -> list[EndPoint]:
+        raw = self.get_string("advertised.listeners")
+        return [EndPoint.parse(p) for p in raw.split(",") if p.strip()]
+
+    def log_config(self) -> LogConfig:
+        """The broker's default topic config (``log.*`` keys and their synonyms)."""
+        return LogConfig.from_broker_props(self.props)
+
+    def cluster_id(self) -> str:
+        return self.get_string("cluster.id")
+
+
+# Topic defaults live in LogConfig; these prefixes belong to later components.
+_PASS_THROUGH = ("remote.log.", "rsm.config.", "rlmm.config.", "log.local.", "controller.")
+_KNOWN_TOPIC_DEFAULT_NAMES = frozenset(
+    {
+        "log.segment.bytes",
+        "log.roll.ms",
+        "log.roll.hours",
+        "log.roll.jitter.ms",
+        "log.roll.jitter.hours",
+        "log.index.size.max.bytes",
+        "log.index.interval.bytes",
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.retention.hours",
+        "log.retention.bytes",
+        "log.flush.interval.messages",
+        "log.flush.interval.ms",
+        "log.segment.delete.delay.ms",
+        "log.cleanup.policy",
+        "log.message.timestamp.type",
+        "log.preallocate",
+        "compression.type",
+        "min.insync.replicas",
+        "unclean.leader.election.enable",
+        "process.roles",
+        *("log." + name for name in TOPIC_CONFIG_NAMES),
+    }
+)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java ``.properties`` text -> dict (comments, ``=``/``:`` separators, continuations)."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw_line in text.splitlines():
+        line = pending + raw_line.strip() if pending else raw_line.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        separator = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if separator < 0:
+            key, value = line, ""
+        else:
+            key, value = line[:separator], line[separator + 1 :]
+        props[key.strip()] = value.strip()
+    return props
+
+
+def new_cluster_id() -> str:
+    """A Kafka-style cluster id: 22 characters of URL-safe base64 of a random UUID."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")

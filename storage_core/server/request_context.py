@@ -1,0 +1,27 @@
+"""What a handler knows about the request it serves (Kafka's ``RequestContext``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from storage_core.server.protocol import response_module
+
+if TYPE_CHECKING:
+    from storage_core.server.kafka_broker import KafkaBroker
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestContext:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_host: str
+    broker: KafkaBroker
+
+    @property
+    def response_module(self) -> ModuleType:
+        """The kio module of the response at the request's version (its message classes)."""
+        return response_module(self.api_key, self.api_version)
