@@ -224,3 +224,44 @@ class NotEnoughReplicasError(StorageError):
     """Fewer in-sync replicas than ``min.insync.replicas`` for an ``acks=all`` produce."""
 
     error_code: ClassVar[str] = "not_enough_replicas"
+
+
+class OutOfOrderSequenceError(StorageError):
+    """A producer's batch does not continue its sequence (a gap, or a new epoch not at 0).
+
+    The producer must resend from its first unacknowledged batch (clients do this on their
+    own); a batch retried after its producer state expired may need a new producer id.
+    """
+
+    error_code: ClassVar[str] = "out_of_order_sequence_number"
+
+
+class InvalidProducerEpochError(StorageError):
+    """A producer's batch carries an epoch older than the one the partition last saw.
+
+    A newer instance of the producer (same id, higher epoch) has fenced this one.
+    """
+
+    error_code: ClassVar[str] = "invalid_producer_epoch"
+
+
+class InvalidTxnStateError(StorageError):
+    """A producer with an open transaction wrote a batch outside it."""
+
+    error_code: ClassVar[str] = "invalid_txn_state"
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """A transaction marker comes from a coordinator epoch older than the last one seen."""
+
+    error_code: ClassVar[str] = "transaction_coordinator_fenced"
+
+
+class CorruptSnapshotError(StorageError):
+    """A producer state ``.snapshot`` file failed its version, CRC or length check.
+
+    The log sets such a file aside as ``<name>.quarantined`` and rebuilds the producer state
+    from an older snapshot and the log; no action is needed unless it happens repeatedly.
+    """
+
+    error_code: ClassVar[str] = "kafka_storage_error"
