@@ -1,0 +1,277 @@
+"""``KafkaProducer``: records to v2 batches (``records.batch.build_batch``) to Produce requests.
+
+Records for one partition are cut into batches of at most ``max_batch_bytes`` (estimated
+before compression; one record larger than that gets a batch of its own), batches are
+grouped into requests of at most ``max_request_bytes``, and each request goes to the
+partition's leader (Produce v9, flexible, or v3). With ``acks=0`` the broker sends no
+response and offsets are unknown (-1).
+
+The producer is not idempotent: a retry after ``NOT_LEADER_OR_FOLLOWER`` or a broken
+connection may write a batch twice. At most ``retries`` retries per request, after a
+metadata refresh and ``retry_backoff_ms``.
+
+Not thread-safe (it uses a ``KafkaCluster``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+from kio.schema.produce.v3 import request as produce_v3
+from kio.schema.produce.v3.response import ProduceResponse as ProduceResponseV3
+from kio.schema.produce.v9 import request as produce_v9
+from kio.schema.produce.v9.response import ProduceResponse as ProduceResponseV9
+from kio.schema.types import TopicName
+from kio.static.primitive import Records, i16, i32
+
+from storage_core.client.cluster import KafkaCluster
+from storage_core.client.errors import (
+    BrokerResponseError,
+    ConnectionClosedError,
+    ProtocolMismatchError,
+    raise_for_error,
+)
+from storage_core.client.framing import i32_timedelta
+from storage_core.client.negotiation import ApiKey, BrokerSession
+from storage_core.common import TopicPartition
+from storage_core.records.batch import build_batch
+from storage_core.records.compression import CompressionType
+from storage_core.records.record import SimpleRecord
+
+logger = logging.getLogger(__name__)
+
+ACKS_NONE = 0
+ACKS_LEADER = 1
+ACKS_ALL = -1
+DEFAULT_MAX_BATCH_BYTES = 512 * 1024  # below Kafka's default max.message.bytes (~1 MiB)
+DEFAULT_MAX_REQUEST_BYTES = 1024 * 1024  # Kafka's max.request.size
+MAX_RECORDS_PER_BATCH = 100_000
+DEFAULT_RETRIES = 3
+DEFAULT_RETRY_BACKOFF_MS = 100
+# Upper bound of the per-record framing inside a batch (length, attributes, deltas, lengths).
+_RECORD_OVERHEAD_BYTES = 24
+_BATCH_OVERHEAD_BYTES = 61
+_RETRIABLE = frozenset(
+    {
+        ErrorCode.not_leader_or_follower,
+        ErrorCode.leader_not_available,
+        ErrorCode.request_timed_out,
+        ErrorCode.not_enough_replicas,
+    }
+)
+
+
+def parse_acks(text: str) -> int:
+    """``all``/``-1``, ``1`` or ``0`` as Produce ``acks``."""
+    value = text.strip().lower()
+    if value == "all":
+        return ACKS_ALL
+    if value in ("-1", "0", "1"):
+        return int(value)
+    raise ValueError(f"acks must be all, -1, 0 or 1, got {text!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProduceResult:
+    """Where one request's batches for a partition landed.
+
+    ``base_offset`` is the first record's offset (-1 with ``acks=0``); ``record_count``
+    records took offsets ``base_offset`` to ``base_offset + record_count - 1`` (inclusive).
+    """
+
+    topic_partition: TopicPartition
+    base_offset: int
+    record_count: int
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+
+
+def estimate_record_bytes(record: SimpleRecord) -> int:
+    """An upper bound of ``record``'s size inside an uncompressed batch."""
+    size = _RECORD_OVERHEAD_BYTES + len(record.key or b"") + len(record.value or b"")
+    for header in record.headers:
+        size += 10 + len(header.key.encode("utf-8")) + len(header.value or b"")
+    return size
+
+
+def split_into_batches(
+    records: Iterable[SimpleRecord], *, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
+) -> Iterator[list[SimpleRecord]]:
+    """Consecutive groups of records whose estimated batch size stays within the limit."""
+    batch: list[SimpleRecord] = []
+    size = _BATCH_OVERHEAD_BYTES
+    for record in records:
+        record_bytes = estimate_record_bytes(record)
+        if batch and (size + record_bytes > max_batch_bytes or len(batch) >= MAX_RECORDS_PER_BATCH):
+            yield batch
+            batch = []
+            size = _BATCH_OVERHEAD_BYTES
+        batch.append(record)
+        size += record_bytes
+    if batch:
+        yield batch
+
+
+class KafkaProducer:
+    """Sends records to partitions; every call blocks until the broker acknowledged."""
+
+    def __init__(
+        self,
+        cluster: KafkaCluster,
+        *,
+        acks: int = ACKS_ALL,
+        compression: CompressionType = CompressionType.NONE,
+        timeout_ms: int = 30_000,
+        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        retries: int = DEFAULT_RETRIES,
+        retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
+    ):
+        if acks not in (ACKS_NONE, ACKS_LEADER, ACKS_ALL):
+            raise ValueError(f"acks must be -1, 0 or 1, got {acks}")
+        if not 0 < max_batch_bytes <= max_request_bytes:
+            raise ValueError("need 0 < max_batch_bytes <= max_request_bytes")
+        if timeout_ms <= 0 or retries < 0 or retry_backoff_ms < 0:
+            raise ValueError("timeout_ms must be positive, retries and backoff not negative")
+        self.cluster = cluster
+        self.acks = acks
+        self.compression = compression
+        self.timeout_ms = timeout_ms
+        self.max_batch_bytes = max_batch_bytes
+        self.max_request_bytes = max_request_bytes
+        self.retries = retries
+        self.retry_backoff_ms = retry_backoff_ms
+
+    def send(
+        self, topic: str, partition: int, records: Iterable[SimpleRecord]
+    ) -> list[ProduceResult]:
+        """Batch, compress and send ``records`` in order; one result per request."""
+        topic_partition = TopicPartition(topic, partition)
+        results: list[ProduceResult] = []
+        pending: list[bytes] = []
+        pending_records = 0
+        pending_bytes = 0
+        for group in split_into_batches(records, max_batch_bytes=self.max_batch_bytes):
+            batch = build_batch(group, compression=self.compression)
+            if pending and pending_bytes + len(batch) > self.max_request_bytes:
+                results.append(self.send_batches(topic_partition, pending, pending_records))
+                pending, pending_records, pending_bytes = [], 0, 0
+            pending.append(batch)
+            pending_records += len(group)
+            pending_bytes += len(batch)
+        if pending:
+            results.append(self.send_batches(topic_partition, pending, pending_records))
+        return results
+
+    def send_batches(
+        self, topic_partition: TopicPartition, batches: Sequence[bytes], record_count: int
+    ) -> ProduceResult:
+        """Send already-built batches in one Produce request to the partition's leader."""
+        payload = b"".join(batches)
+        attempt = 0
+        while True:
+            try:
+                session = self.cluster.leader_session(topic_partition)
+                return self._produce(session, topic_partition, payload, record_count)
+            except (BrokerResponseError, ConnectionClosedError, ProtocolMismatchError) as exc:
+                retriable = not isinstance(exc, BrokerResponseError) or exc.error in _RETRIABLE
+                if not retriable or attempt >= self.retries:
+                    raise
+                attempt += 1
+                logger.info(
+                    "produce retry partition=%s attempt=%d error=%s", topic_partition, attempt, exc
+                )
+                self.cluster.invalidate_metadata()
+                time.sleep(self.retry_backoff_ms / 1000)
+
+    def _produce(
+        self,
+        session: BrokerSession,
+        topic_partition: TopicPartition,
+        payload: bytes,
+        record_count: int,
+    ) -> ProduceResult:
+        version = session.version(ApiKey.PRODUCE)
+        name = TopicName(topic_partition.topic)
+        index = i32(topic_partition.partition)
+        resource = f"partition {topic_partition}"
+        if version >= 9:
+            request9 = produce_v9.ProduceRequest(
+                transactional_id=None,
+                acks=i16(self.acks),
+                timeout=i32_timedelta(self.timeout_ms),
+                topic_data=(
+                    produce_v9.TopicProduceData(
+                        name=name,
+                        partition_data=(
+                            produce_v9.PartitionProduceData(index=index, records=Records(payload)),
+                        ),
+                    ),
+                ),
+            )
+            if self.acks == ACKS_NONE:
+                session.send_no_response(request9)
+                return ProduceResult(
+                    topic_partition=topic_partition, base_offset=-1, record_count=record_count
+                )
+            response9 = session.send(request9, ProduceResponseV9)
+            for topic9 in response9.responses:
+                for p9 in topic9.partition_responses:
+                    raise_for_error(
+                        p9.error_code, resource=resource, broker_message=p9.error_message
+                    )
+                    return ProduceResult(
+                        topic_partition=topic_partition,
+                        base_offset=int(p9.base_offset),
+                        record_count=record_count,
+                        log_append_time_ms=_millis(p9.log_append_time),
+                        log_start_offset=int(p9.log_start_offset),
+                    )
+        else:
+            request3 = produce_v3.ProduceRequest(
+                transactional_id=None,
+                acks=i16(self.acks),
+                timeout=i32_timedelta(self.timeout_ms),
+                topic_data=(
+                    produce_v3.TopicProduceData(
+                        name=name,
+                        partition_data=(
+                            produce_v3.PartitionProduceData(index=index, records=Records(payload)),
+                        ),
+                    ),
+                ),
+            )
+            if self.acks == ACKS_NONE:
+                session.send_no_response(request3)
+                return ProduceResult(
+                    topic_partition=topic_partition, base_offset=-1, record_count=record_count
+                )
+            response3 = session.send(request3, ProduceResponseV3)
+            for topic3 in response3.responses:
+                for p3 in topic3.partition_responses:
+                    raise_for_error(p3.error_code, resource=resource)
+                    return ProduceResult(
+                        topic_partition=topic_partition,
+                        base_offset=int(p3.base_offset),
+                        record_count=record_count,
+                        log_append_time_ms=_millis(p3.log_append_time),
+                    )
+        raise ProtocolMismatchError(
+            f"broker {session.address} answered a produce to {topic_partition} without that"
+            " partition"
+        )
+
+
+def _millis(value: datetime.datetime | None) -> int:
+    """kio gives ``log_append_time`` as an aware datetime, or ``None`` for -1."""
+    if value is None:
+        return -1
+    return (value - _EPOCH) // datetime.timedelta(milliseconds=1)
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
