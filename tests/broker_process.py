@@ -80,7 +80,8 @@ class BrokerProcess:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.process.returncode}:\n{self.output()}")
+                code = self.process.returncode
+                raise RuntimeError(f"broker exited with {code}:\n{self.output()}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
                     return self
