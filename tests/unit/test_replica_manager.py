@@ -1,0 +1,165 @@
+"""Partition and ReplicaManager without the network: epochs, high watermark, long polling."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from storage_core.common import TopicPartition, Uuid
+from storage_core.errors import (
+    FencedLeaderEpochError,
+    InvalidRequiredAcksError,
+    NotEnoughReplicasError,
+    OffsetOutOfRangeError,
+    UnknownLeaderEpochError,
+    UnknownTopicOrPartitionError,
+)
+from storage_core.log.log_config import LogConfig
+from storage_core.log.log_manager import LogManager
+from storage_core.replication.partition import Partition
+from storage_core.replication.replica_manager import FetchRequestPartition, ReplicaManager
+from tests.conftest import make_batch
+
+TP = TopicPartition("events", 0)
+
+
+def _setup(tmp_path: Path, *, epoch: int = 5, isr: tuple[int, ...] = (0,)) -> ReplicaManager:
+    manager = LogManager([tmp_path], LogConfig())
+    manager.startup(background_tasks=False)
+    replicas = ReplicaManager(manager, local_broker_id=0)
+    log = manager.get_or_create_log(TP, topic_id=Uuid.random())
+    partition = Partition(
+        TP,
+        log.topic_id or Uuid.random(),
+        log,
+        local_broker_id=0,
+        on_high_watermark_advanced=replicas.on_high_watermark_advanced,
+    )
+    partition.make_leader(leader_epoch=epoch, replicas=(0, *[b for b in isr if b]), isr=isr)
+    replicas.add_partition(partition)
+    return replicas
+
+
+def test_leader_appends_carry_the_leader_epoch_and_move_the_high_watermark(
+    tmp_path: Path,
+) -> None:
+    replicas = _setup(tmp_path, epoch=5)
+    partition = replicas.get_partition(TP)
+    info = partition.append_records_to_leader(make_batch(3), required_acks=1)
+    assert (info.first_offset, info.last_offset) == (0, 2)
+    assert partition.log.high_watermark == 3
+    [batch] = list(partition.log.read_batches(0))
+    assert batch.partition_leader_epoch == 5
+    assert partition.last_offset_for_leader_epoch(5) == (5, 3)
+    assert partition.last_offset_for_leader_epoch(4) == (4, 0)  # Kafka: start of epoch 5
+    assert partition.last_offset_for_leader_epoch(6) == (-1, -1)
+
+
+def test_epoch_fencing_follows_kip_320(tmp_path: Path) -> None:
+    partition = _setup(tmp_path, epoch=5).get_partition(TP)
+    with pytest.raises(FencedLeaderEpochError):
+        partition.read_records(0, 1000, current_leader_epoch=4)
+    with pytest.raises(UnknownLeaderEpochError):
+        partition.read_records(0, 1000, current_leader_epoch=6)
+    assert partition.read_records(0, 1000, current_leader_epoch=5).high_watermark == 0
+
+
+def test_followers_in_the_isr_hold_the_high_watermark_back(tmp_path: Path) -> None:
+    partition = _setup(tmp_path, isr=(0, 1)).get_partition(TP)
+    partition.append_records_to_leader(make_batch(2), required_acks=1)
+    assert partition.log.log_end_offset == 2
+    assert partition.log.high_watermark == 0  # follower 1 has not fetched yet
+    # Consumers do not see records above the high watermark.
+    assert partition.read_records(0, 10_000).info.records is None
+
+
+def test_acks_all_needs_min_insync_replicas(tmp_path: Path) -> None:
+    replicas = _setup(tmp_path)
+    partition = replicas.get_partition(TP)
+    partition.log.config = LogConfig(min_insync_replicas=2)
+    with pytest.raises(NotEnoughReplicasError):
+        partition.append_records_to_leader(make_batch(1), required_acks=-1)
+    assert partition.log.log_end_offset == 0
+
+
+def test_append_results_and_errors_per_partition(tmp_path: Path) -> None:
+    replicas = _setup(tmp_path)
+
+    async def run() -> None:
+        replicas.bind_loop(asyncio.get_running_loop())
+        results = await replicas.append_records(
+            {TP: make_batch(2), TopicPartition("nope", 0): make_batch(1)},
+            required_acks=-1,
+            timeout_ms=1000,
+        )
+        assert results[TP].info is not None and results[TP].info.last_offset == 1
+        assert isinstance(results[TopicPartition("nope", 0)].error, UnknownTopicOrPartitionError)
+        bad = await replicas.append_records({TP: make_batch(1)}, required_acks=2, timeout_ms=10)
+        assert isinstance(bad[TP].error, InvalidRequiredAcksError)
+
+    asyncio.run(run())
+    replicas.shutdown()
+
+
+def test_a_long_poll_fetch_returns_as_soon_as_data_arrives(tmp_path: Path) -> None:
+    replicas = _setup(tmp_path)
+
+    async def run() -> float:
+        replicas.bind_loop(asyncio.get_running_loop())
+        request = {TP: FetchRequestPartition(fetch_offset=0, max_bytes=1 << 20)}
+        fetch = asyncio.create_task(
+            replicas.fetch_messages(request, max_wait_ms=10_000, min_bytes=1, max_bytes=1 << 20)
+        )
+        await asyncio.sleep(0.2)
+        assert not fetch.done()  # parked in the purgatory: nothing to read yet
+        started = time.monotonic()
+        await replicas.append_records({TP: make_batch(4)}, required_acks=1, timeout_ms=1000)
+        results = await asyncio.wait_for(fetch, 5)
+        assert results[TP].records  # the appended batch
+        assert results[TP].read is not None and results[TP].read.high_watermark == 4
+        return time.monotonic() - started
+
+    assert asyncio.run(run()) < 5
+    replicas.shutdown()
+
+
+def test_a_fetch_with_nothing_new_waits_max_wait_then_answers_empty(tmp_path: Path) -> None:
+    replicas = _setup(tmp_path)
+
+    async def run() -> None:
+        replicas.bind_loop(asyncio.get_running_loop())
+        started = time.monotonic()
+        request = {TP: FetchRequestPartition(fetch_offset=0, max_bytes=1000)}
+        results = await replicas.fetch_messages(
+            request, max_wait_ms=300, min_bytes=1, max_bytes=1000
+        )
+        assert time.monotonic() - started >= 0.29
+        assert results[TP].records == b"" and results[TP].error is None
+        beyond = {TP: FetchRequestPartition(fetch_offset=99, max_bytes=1000)}
+        results = await replicas.fetch_messages(beyond, max_wait_ms=300, min_bytes=1, max_bytes=1)
+        assert isinstance(results[TP].error, OffsetOutOfRangeError)
+
+    asyncio.run(run())
+    replicas.shutdown()
+
+
+def test_a_diverging_last_fetched_epoch_is_reported(tmp_path: Path) -> None:
+    replicas = _setup(tmp_path, epoch=1)
+    partition = replicas.get_partition(TP)
+    partition.append_records_to_leader(make_batch(3), required_acks=1)  # epoch 1: [0, 3)
+    partition.make_leader(leader_epoch=2, replicas=(0,), isr=(0,))
+    partition.append_records_to_leader(make_batch(2), required_acks=1)  # epoch 2: [3, 5)
+
+    async def run() -> None:
+        replicas.bind_loop(asyncio.get_running_loop())
+        # A consumer that believes epoch 1 lasted to offset 4 must truncate to 3.
+        request = {TP: FetchRequestPartition(fetch_offset=4, max_bytes=1000, last_fetched_epoch=1)}
+        results = await replicas.fetch_messages(request, max_wait_ms=0, min_bytes=1, max_bytes=1000)
+        assert results[TP].diverging_epoch == (1, 3)
+        assert results[TP].records == b""
+
+    asyncio.run(run())
+    replicas.shutdown()
