@@ -4,6 +4,9 @@ storage-core dump-log PATH... [--print-data] [--verify-index] [--json]
 storage-core describe-log-dir DIR [--json]
 storage-core demo [--dir DIR] [--records N]
 storage-core broker --config server.properties [--override key=value ...]
+storage-core topics [--bootstrap-server HOST:PORT] create|list|describe|delete|alter-config ...
+storage-core produce [--bootstrap-server HOST:PORT] --topic T [--count N --record-size B]
+storage-core consume [--bootstrap-server HOST:PORT] --topic T --offset earliest|latest|N
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="set a property, winning over the file (repeatable)",
     )
+    _add_client_parsers(commands)
     return parser
 
 
@@ -81,6 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_demo(args.dir, record_count=args.records)
         if args.command == "broker":
             return _broker(args)
+        if args.command in _CLIENT_COMMANDS:
+            return _client_command(args)
     except StorageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -156,6 +162,118 @@ def _describe_log_dir(args: argparse.Namespace) -> int:
         for problem in partition["problems"]:
             print(f"    problem: {problem}")
     return 0
+
+
+# ---------------------------------------------------------------------- client commands
+_CLIENT_COMMANDS = ("topics", "produce", "consume")
+_DEFAULT_BOOTSTRAP_SERVER = "127.0.0.1:9092"
+
+
+def _add_client_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--bootstrap-server",
+        default=_DEFAULT_BOOTSTRAP_SERVER,
+        metavar="HOST:PORT",
+        help=f"broker(s) to connect to, comma separated (default {_DEFAULT_BOOTSTRAP_SERVER})",
+    )
+
+    topics = commands.add_parser(
+        "topics", parents=[common], help="create, list, describe, delete topics; alter configs"
+    )
+    topics.add_argument("action", choices=("create", "list", "describe", "delete", "alter-config"))
+    topics.add_argument("--topic", help="topic name (describe: all topics when omitted)")
+    topics.add_argument("--partitions", type=int, default=-1, help="default: the broker's")
+    topics.add_argument("--replication-factor", type=int, default=-1, help="default: the broker's")
+    topics.add_argument(
+        "--config", action="append", default=[], metavar="KEY=VALUE", help="create: topic config"
+    )
+    topics.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="alter-config: set"
+    )
+    topics.add_argument(
+        "--delete", action="append", default=[], metavar="KEY", help="alter-config: remove"
+    )
+
+    produce = commands.add_parser(
+        "produce", parents=[common], help="produce lines from stdin or generated records"
+    )
+    produce.add_argument("--topic", required=True)
+    produce.add_argument("--partition", type=int, default=0)
+    produce.add_argument("--acks", default="all", help="all, -1, 1 or 0 (default all)")
+    produce.add_argument("--compression", default="none", help="none, gzip, snappy, lz4, zstd")
+    produce.add_argument("--key-separator", help="split each line into KEY<sep>VALUE")
+    produce.add_argument("--count", type=int, help="generate this many records instead of stdin")
+    produce.add_argument("--record-size", type=int, default=100, help="bytes per generated value")
+    produce.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress line on stderr (default: when stderr is a terminal)",
+    )
+
+    consume = commands.add_parser("consume", parents=[common], help="print records of a partition")
+    consume.add_argument("--topic", required=True)
+    consume.add_argument("--partition", type=int, default=0)
+    consume.add_argument("--offset", default="latest", help="earliest, latest or an offset")
+    consume.add_argument("--count", type=int, help="stop after this many records")
+    consume.add_argument("--timeout-ms", type=int, help="stop when no record came for this long")
+    output = consume.add_mutually_exclusive_group()
+    output.add_argument("--print-offsets", action="store_true", help="prefix OFFSET<TAB>")
+    output.add_argument("--json", action="store_true", help="one JSON object per record")
+
+
+def _client_command(args: argparse.Namespace) -> int:
+    """Run a client subcommand; its errors are one line on stderr and exit code 1."""
+    try:
+        if args.command == "topics":
+            from storage_core.tools.topics import run_topics  # noqa: PLC0415
+
+            return run_topics(
+                args.action,
+                bootstrap_server=args.bootstrap_server,
+                topic=args.topic,
+                partitions=args.partitions,
+                replication_factor=args.replication_factor,
+                configs=args.config,
+                set_configs=args.set,
+                delete_configs=args.delete,
+                out=sys.stdout,
+                err=sys.stderr,
+            )
+        if args.command == "produce":
+            from storage_core.tools.produce import run_produce  # noqa: PLC0415
+
+            return run_produce(
+                bootstrap_server=args.bootstrap_server,
+                topic=args.topic,
+                partition=args.partition,
+                acks=args.acks,
+                compression=args.compression,
+                key_separator=args.key_separator,
+                count=args.count,
+                record_size=args.record_size,
+                progress=args.progress,
+                stdin=sys.stdin.buffer,
+                err=sys.stderr,
+            )
+        from storage_core.tools.consume import run_consume  # noqa: PLC0415
+
+        return run_consume(
+            bootstrap_server=args.bootstrap_server,
+            topic=args.topic,
+            partition=args.partition,
+            offset=args.offset,
+            count=args.count,
+            timeout_ms=args.timeout_ms,
+            print_offsets=args.print_offsets,
+            as_json=args.json,
+            out=sys.stdout,
+            err=sys.stderr,
+        )
+    except (StorageError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

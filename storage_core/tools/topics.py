@@ -1,0 +1,174 @@
+"""``storage-core topics``: create, list, describe, delete topics and alter their configs.
+
+Output follows ``kafka-topics.sh``: ``describe`` prints one summary line per topic (id,
+partition count, replication factor, configs set on the topic) and one line per partition
+(leader, replicas, isr).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TextIO
+
+from storage_core.client.admin import (
+    AlterConfigOp,
+    AlterConfigOpType,
+    ConfigResourceType,
+    ConfigSource,
+    KafkaAdminClient,
+    TopicDescription,
+)
+from storage_core.client.cluster import KafkaCluster
+from storage_core.client.errors import UnsupportedVersionError
+from storage_core.client.metadata import TopicMetadata
+
+ACTIONS = ("create", "list", "describe", "delete", "alter-config")
+
+
+def parse_key_values(items: Sequence[str], *, option: str) -> dict[str, str]:
+    """``["k=v", ...]`` as a dict; ``ValueError`` naming the option for a malformed item."""
+    values: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{option} expects KEY=VALUE, got {item!r}")
+        values[key.strip()] = value.strip()
+    return values
+
+
+def create_topic(
+    admin: KafkaAdminClient,
+    out: TextIO,
+    *,
+    topic: str,
+    partitions: int,
+    replication_factor: int,
+    configs: Mapping[str, str],
+) -> None:
+    admin.create_topic(
+        topic,
+        num_partitions=partitions,
+        replication_factor=replication_factor,
+        configs=configs,
+    )
+    print(f"Created topic {topic}.", file=out)
+
+
+def list_topics(admin: KafkaAdminClient, out: TextIO) -> None:
+    for name in admin.list_topics():
+        print(name, file=out)
+
+
+def describe_topics(
+    admin: KafkaAdminClient, out: TextIO, err: TextIO, *, topics: Sequence[str]
+) -> None:
+    names = list(topics) or admin.list_topics()
+    if not names:
+        return
+    try:
+        descriptions = admin.describe_topics(names)
+    except UnsupportedVersionError as exc:
+        print(f"warning: configs not shown: {exc}", file=err)
+        metadata = admin.cluster.refresh_metadata(names)
+        descriptions = []
+        for name in names:
+            topic = metadata.topic(name)
+            if topic is None:  # pragma: no cover - the broker always answers every name
+                continue
+            topic.raise_for_error()
+            descriptions.append(TopicDescription(metadata=topic, configs=()))
+    for description in descriptions:
+        print(format_description(description), file=out)
+
+
+def format_description(description: TopicDescription) -> str:
+    topic: TopicMetadata = description.metadata
+    replication_factor = max((len(p.replicas) for p in topic.partitions), default=0)
+    configs = ",".join(
+        f"{c.name}={'<sensitive>' if c.is_sensitive else c.value}"
+        for c in description.configs
+        if c.source == ConfigSource.DYNAMIC_TOPIC_CONFIG
+    )
+    lines = [
+        f"Topic: {topic.name}\tTopicId: {topic.topic_id or '-'}"
+        f"\tPartitionCount: {len(topic.partitions)}\tReplicationFactor: {replication_factor}"
+        f"\tConfigs: {configs}"
+    ]
+    for p in sorted(topic.partitions, key=lambda p: p.partition):
+        lines.append(
+            f"\tTopic: {topic.name}\tPartition: {p.partition}\tLeader: {p.leader_id}"
+            f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
+            + (f"\tOffline: {_ids(p.offline_replicas)}" if p.offline_replicas else "")
+        )
+    return "\n".join(lines)
+
+
+def _ids(ids: Sequence[int]) -> str:
+    return ",".join(str(i) for i in ids)
+
+
+def delete_topic(admin: KafkaAdminClient, out: TextIO, *, topic: str) -> None:
+    admin.delete_topics([topic])
+    print(f"Deleted topic {topic}.", file=out)
+
+
+def alter_topic_config(
+    admin: KafkaAdminClient,
+    out: TextIO,
+    *,
+    topic: str,
+    set_configs: Mapping[str, str],
+    delete_configs: Sequence[str],
+) -> None:
+    ops = [AlterConfigOp(name=k, op=AlterConfigOpType.SET, value=v) for k, v in set_configs.items()]
+    ops += [AlterConfigOp(name=k, op=AlterConfigOpType.DELETE) for k in delete_configs]
+    if not ops:
+        raise ValueError("alter-config needs at least one --set KEY=VALUE or --delete KEY")
+    admin.incremental_alter_configs(ConfigResourceType.TOPIC, topic, ops)
+    print(f"Updated config of topic {topic}.", file=out)
+
+
+def run_topics(
+    action: str,
+    *,
+    bootstrap_server: str,
+    topic: str | None,
+    partitions: int,
+    replication_factor: int,
+    configs: Sequence[str],
+    set_configs: Sequence[str],
+    delete_configs: Sequence[str],
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    """Run one action; client errors propagate to the caller (the CLI prints them)."""
+    if action not in ACTIONS:
+        raise ValueError(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}")
+    with KafkaCluster(bootstrap_server) as cluster:
+        admin = KafkaAdminClient(cluster)
+        if action == "list":
+            list_topics(admin, out)
+        elif action == "describe":
+            describe_topics(admin, out, err, topics=[topic] if topic else [])
+        elif not topic:
+            raise ValueError(f"{action} needs --topic")
+        elif action == "create":
+            create_topic(
+                admin,
+                out,
+                topic=topic,
+                partitions=partitions,
+                replication_factor=replication_factor,
+                configs=parse_key_values(configs, option="--config"),
+            )
+        elif action == "delete":
+            delete_topic(admin, out, topic=topic)
+        else:
+            alter_topic_config(
+                admin,
+                out,
+                topic=topic,
+                set_configs=parse_key_values(set_configs, option="--set"),
+                delete_configs=delete_configs,
+            )
+    return 0
