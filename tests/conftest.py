@@ -22,8 +22,15 @@ def make_batch(
     timestamp: int = BASE_TIMESTAMP_MS,
     compression: CompressionType = CompressionType.NONE,
     tag: str = "v",
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    is_transactional: bool = False,
 ) -> bytes:
-    """A batch of ``count`` records with distinct, recognisable values."""
+    """A batch of ``count`` records with distinct, recognisable values.
+
+    ``producer_id``/``producer_epoch``/``base_sequence`` make it an idempotent producer's batch.
+    """
     records = [
         SimpleRecord(
             key=f"k{i}".encode(),
@@ -32,7 +39,14 @@ def make_batch(
         )
         for i in range(count)
     ]
-    return build_batch(records, compression=compression)
+    return build_batch(
+        records,
+        compression=compression,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        is_transactional=is_transactional,
+    )
 
 
 @pytest.fixture

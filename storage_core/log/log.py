@@ -4,6 +4,7 @@ Directory ``<log dir>/<topic>-<partition>/``::
 
     00000000000000000000.log / .index / .timeindex     closed segments ...
     00000000000000001234.log / .index / .timeindex     the active segment (takes appends)
+    00000000000000001234.snapshot                      producer state at offset 1234
     leader-epoch-checkpoint                            LeaderEpochFileCache
     partition.metadata                                 topic id
 
@@ -13,6 +14,12 @@ Offsets (all inclusive lower / exclusive upper bounds as in Kafka)::
 
 ``log_start_offset`` moves forward through retention or DeleteRecords; the high watermark is set
 by the replication layer; the log end offset (LEO) is the offset the next append gets.
+
+Idempotent producers: every batch with a producer id goes through the
+``ProducerStateManager`` (``producer_state.py``) under the lock before it is written. A
+snapshot of that state is written when a segment rolls (at the new segment's base offset)
+and on ``close`` (at the LEO); loading starts from the newest valid snapshot at or below the
+LEO and replays the batches after it.
 
 Thread safety: every mutation holds ``self._lock``. ``read`` takes it only to pick segments and
 reads file bytes without it; bytes below the observed end are immutable until truncation, which
@@ -27,7 +34,7 @@ import os
 import shutil
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from storage_core.clock import SYSTEM_CLOCK, Clock
@@ -55,8 +62,20 @@ from storage_core.log.log_segment import (
 )
 from storage_core.log.log_validator import LogAppendInfo, analyze_and_validate, assign_offsets
 from storage_core.log.partition_metadata import PARTITION_METADATA_FILENAME, PartitionMetadataFile
+from storage_core.log.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    AppendOrigin,
+    BatchMetadata,
+    CompletedTxn,
+    ProducerAppendInfo,
+    ProducerBatch,
+    ProducerStateEntry,
+    ProducerStateManager,
+    SnapshotFile,
+    end_txn_marker_of,
+)
 from storage_core.log.retention import RetentionReason, SegmentSummary, plan_retention
-from storage_core.records import NO_TIMESTAMP, RecordBatch
+from storage_core.records import NO_PRODUCER_ID, NO_TIMESTAMP, RecordBatch, RecordBatchHeader
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +111,7 @@ class Log:
         had_clean_shutdown: bool = True,
         topic_id: Uuid | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self.dir = directory
         self.topic_partition = TopicPartition.parse_dir_name(directory.name)
@@ -131,6 +151,13 @@ class Log:
         self.truncated_bytes_on_load = loaded.truncated_bytes
         if epochs_lost:
             self._rebuild_leader_epoch_cache()
+        self.producer_state_manager = ProducerStateManager(
+            directory,
+            str(self.topic_partition),
+            producer_id_expiration_ms=producer_id_expiration_ms,
+        )
+        self.producer_state_manager.remove_stray_snapshots(self._base_offsets)
+        self._rebuild_producer_state(self._log_end_offset)
         logger.info(
             "loaded log partition=%s segments=%d log_start_offset=%d log_end_offset=%d"
             " recovered_segments=%d truncated_bytes=%d",
@@ -251,7 +278,14 @@ class Log:
     def append_as_leader(
         self, records: bytes | bytearray | memoryview, *, leader_epoch: int
     ) -> LogAppendInfo:
-        """Validate, assign offsets from the LEO and the leader epoch, and append."""
+        """Validate, assign offsets from the LEO and the leader epoch, and append.
+
+        Batches with a producer id are checked against the producer state first: a retry of
+        one of the producer's last five batches writes nothing and returns an info with
+        ``is_duplicate`` set and the original batch's offsets (Kafka's duplicate handling);
+        a stale epoch raises ``InvalidProducerEpochError`` and a sequence gap
+        ``OutOfOrderSequenceError``, with nothing written.
+        """
         info = analyze_and_validate(
             records,
             max_message_bytes=self.config.max_message_bytes,
@@ -267,11 +301,42 @@ class Log:
                 leader_epoch=leader_epoch,
                 log_append_time_ms=append_time,
             )
-            self._append(parts, assigned)
+            updates, completed, duplicate = self._analyze_and_validate_producer_state(
+                records, assigned, AppendOrigin.CLIENT
+            )
+            if duplicate is not None:
+                return self._duplicate_append_info(assigned, duplicate)
+            self._append(parts, assigned, updates, completed)
             return assigned
 
+    def _duplicate_append_info(
+        self, info: LogAppendInfo, duplicate: BatchMetadata
+    ) -> LogAppendInfo:
+        logger.debug(
+            "duplicate produce partition=%s first_offset=%d last_offset=%d",
+            self.topic_partition,
+            duplicate.first_offset,
+            duplicate.last_offset,
+        )
+        return replace(
+            info,
+            first_offset=duplicate.first_offset,
+            last_offset=duplicate.last_offset,
+            max_timestamp=duplicate.timestamp,
+            offset_of_max_timestamp=duplicate.last_offset,
+            batches=(),
+            # Kafka answers with the original batch's timestamp as its log append time.
+            log_append_time_ms=duplicate.timestamp
+            if self.config.uses_log_append_time
+            else NO_TIMESTAMP,
+            is_duplicate=True,
+        )
+
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
-        """Append batches that already carry offsets and epochs; they must start at the LEO."""
+        """Append batches that already carry offsets and epochs; they must start at the LEO.
+
+        Producer state is updated from the batches without refusing any (the leader did).
+        """
         info = analyze_and_validate(
             records,
             max_message_bytes=max(self.config.max_message_bytes, self.config.segment_bytes),
@@ -292,10 +357,64 @@ class Log:
                         f" does not follow offset {expected - 1} (offsets must be contiguous)"
                     )
                 expected = batch.last_offset + 1
-            self._append([records], info)
+            updates, completed, _ = self._analyze_and_validate_producer_state(
+                records, info, AppendOrigin.REPLICATION
+            )
+            self._append([records], info, updates, completed)
             return info
 
-    def _append(self, parts: list[bytes | bytearray | memoryview], info: LogAppendInfo) -> None:
+    def _analyze_and_validate_producer_state(
+        self,
+        records: bytes | bytearray | memoryview,
+        info: LogAppendInfo,
+        origin: AppendOrigin,
+    ) -> tuple[list[ProducerAppendInfo], list[CompletedTxn], BatchMetadata | None]:
+        """Kafka's ``analyzeAndValidateProducerState`` over batches with their final offsets.
+
+        Returns the updates to apply once written, the transactions the batches end, and,
+        for a client append that repeats a batch already in the log, that batch.
+        """
+        manager = self.producer_state_manager
+        updates: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
+        for batch in info.batches:
+            if batch.producer_id <= NO_PRODUCER_ID:
+                continue
+            marker = None
+            if batch.is_control:
+                marker = end_txn_marker_of(RecordBatch.from_buffer(records, batch.position))
+            producer_batch = ProducerBatch(
+                producer_id=batch.producer_id,
+                producer_epoch=batch.producer_epoch,
+                base_sequence=batch.base_sequence,
+                base_offset=batch.base_offset,
+                last_offset_delta=batch.last_offset_delta,
+                max_timestamp=batch.max_timestamp,
+                is_transactional=batch.is_transactional,
+                is_control=batch.is_control,
+                end_txn_marker=marker,
+            )
+            if origin is AppendOrigin.CLIENT:
+                last = manager.last_entry(batch.producer_id)
+                duplicate = None if last is None else last.find_duplicate_batch(producer_batch)
+                if duplicate is not None:
+                    return list(updates.values()), completed, duplicate
+            update = updates.get(batch.producer_id)
+            if update is None:
+                update = manager.prepare_update(batch.producer_id, origin)
+                updates[batch.producer_id] = update
+            done = update.append(producer_batch)
+            if done is not None:
+                completed.append(done)
+        return list(updates.values()), completed, None
+
+    def _append(
+        self,
+        parts: list[bytes | bytearray | memoryview],
+        info: LogAppendInfo,
+        producer_updates: list[ProducerAppendInfo],
+        completed_txns: list[CompletedTxn],
+    ) -> None:
         for batch in info.batches:
             epoch = batch.partition_leader_epoch
             latest = self.leader_epoch_cache.latest_epoch
@@ -314,6 +433,12 @@ class Log:
                 f"partition {self.topic_partition}: append to {segment.path} failed: {exc}"
             ) from exc
         self._log_end_offset = info.last_offset + 1
+        manager = self.producer_state_manager
+        for update in producer_updates:
+            manager.update(update)
+        for completed in completed_txns:
+            manager.complete_txn(completed)
+        manager.update_map_end_offset(self._log_end_offset)
         if self.unflushed_messages >= self.config.flush_messages:
             self.flush()
 
@@ -380,6 +505,11 @@ class Log:
             _fsync_dir(self.dir)
             # The rolled segment will not change again: make it durable now.
             self.flush(new_offset)
+            # A snapshot at the new segment's base offset lets recovery start there, and is
+            # the one tiered storage uploads with the rolled segment. The LEO may be below
+            # the new base offset, so the state's end offset is moved there first (as Kafka).
+            self.producer_state_manager.update_map_end_offset(new_offset)
+            self.producer_state_manager.take_snapshot()
             return segment
 
     # ================================================================== reads
@@ -571,6 +701,7 @@ class Log:
             self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
             self._recovery_point = min(self._recovery_point, self._log_end_offset)
             self._high_watermark = min(self._high_watermark, self._log_end_offset)
+            self._rebuild_producer_state(self._log_end_offset)
             return True
 
     def truncate_fully_and_start_at(
@@ -594,11 +725,107 @@ class Log:
             self._segments = [segment]
             self._base_offsets = [new_offset]
             self.leader_epoch_cache.clear_and_flush()
+            self.producer_state_manager.truncate_fully_and_start_at(new_offset)
             self._log_end_offset = new_offset
             self._log_start_offset = new_offset if log_start_offset is None else log_start_offset
             self._recovery_point = new_offset
             self._high_watermark = new_offset
             _fsync_dir(self.dir)
+            self._rebuild_producer_state(new_offset)
+
+    # ================================================================== producer state
+    @property
+    def active_producers(self) -> dict[int, ProducerStateEntry]:
+        """Producer id -> state, a copy taken under the lock."""
+        with self._lock:
+            return dict(self.producer_state_manager.active_producers)
+
+    def producer_snapshot_files(self) -> list[SnapshotFile]:
+        """The producer ``.snapshot`` files, oldest first. Tiered storage uploads with each
+        segment the snapshot whose offset is the next segment's base offset."""
+        with self._lock:
+            return self.producer_state_manager.snapshot_files()
+
+    def fetch_producer_snapshot(self, offset: int) -> Path | None:
+        """The snapshot file at exactly ``offset``, or None."""
+        with self._lock:
+            return self.producer_state_manager.fetch_snapshot(offset)
+
+    def take_producer_snapshot(self) -> Path | None:
+        """Snapshot the producer state at the LEO unless already done; returns the file."""
+        with self._lock:
+            self._check_open()
+            return self.producer_state_manager.take_snapshot()
+
+    def remove_expired_producers(self) -> int:
+        """Drop producers idle for ``producer.id.expiration.ms`` (run every
+        ``producer.id.expiration.check.interval.ms``, 10 minutes in Kafka)."""
+        with self._lock:
+            return self.producer_state_manager.remove_expired_producers(self._clock.milliseconds())
+
+    def load_producer_state(self, last_offset: int | None = None) -> None:
+        """Reload the producer state from the snapshot files on disk and replay the log up to
+        ``last_offset`` (the LEO by default); e.g. after a snapshot was restored from remote
+        storage into the partition directory."""
+        with self._lock:
+            self._check_open()
+            manager = self.producer_state_manager
+            manager.reload_snapshots()
+            self._rebuild_producer_state(
+                self._log_end_offset if last_offset is None else last_offset
+            )
+
+    def _on_log_start_offset_incremented(self) -> None:
+        manager = self.producer_state_manager
+        manager.delete_snapshots_before(self._log_start_offset, keep_newest_at_or_below=True)
+        manager.on_log_start_offset_incremented(self._log_start_offset)
+
+    def _rebuild_producer_state(self, last_offset: int) -> None:
+        """Kafka's ``rebuildProducerState``: reload the newest snapshot at or below
+        ``last_offset`` and replay the batches from there to ``last_offset`` (exclusive).
+
+        Without any snapshot the whole local log is replayed. Snapshots are written on the
+        way at the base offsets of the last two segments and at ``last_offset``.
+        """
+        manager = self.producer_state_manager
+        segments = self._segments
+        offsets_to_snapshot = {segments[-1].base_offset, last_offset}
+        if len(segments) > 1:
+            offsets_to_snapshot.add(segments[-2].base_offset)
+        was_empty = manager.is_empty and manager.map_end_offset >= last_offset
+        manager.truncate_and_reload(self._log_start_offset, last_offset, self._clock.milliseconds())
+        replay_from = manager.map_end_offset
+        if last_offset > replay_from and not was_empty:
+            for i, segment in enumerate(segments):
+                next_base = self._base_offsets[i + 1] if i + 1 < len(segments) else None
+                if next_base is not None and next_base <= replay_from:
+                    continue
+                if segment.base_offset >= last_offset:
+                    break
+                start = max(segment.base_offset, manager.map_end_offset, self._log_start_offset)
+                manager.update_map_end_offset(start)
+                if segment.base_offset in offsets_to_snapshot:
+                    manager.take_snapshot()
+                manager.load_producers_from_batches(
+                    self._producer_batches(segment, start, last_offset)
+                )
+        manager.update_map_end_offset(last_offset)
+        manager.take_snapshot()
+
+    def _producer_batches(
+        self, segment: LogSegment, start_offset: int, end_offset: int
+    ) -> Iterator[ProducerBatch]:
+        """Batches of ``segment`` with a producer id, from the one holding ``start_offset``
+        to the last one ending below ``end_offset`` (exclusive)."""
+        position = 0
+        if segment.base_offset < start_offset:
+            position = segment.offset_index.lookup(start_offset).position
+        for _position, header in segment.log.batches(position):
+            if header.last_offset >= end_offset:
+                return
+            if header.last_offset < start_offset or header.producer_id <= NO_PRODUCER_ID:
+                continue
+            yield _producer_batch(header, segment)
 
     # ================================================================== log start and retention
     def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str) -> bool:
@@ -621,6 +848,7 @@ class Log:
             self._log_start_offset = new_log_start_offset
             self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
             self._recovery_point = max(self._recovery_point, new_log_start_offset)
+            self._on_log_start_offset_incremented()
             return True
 
     def segment_summaries(self) -> list[SegmentSummary]:
@@ -680,6 +908,12 @@ class Log:
                 self._log_start_offset = max(self._log_start_offset, new_local_start)
                 self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
             self._recovery_point = max(self._recovery_point, new_local_start)
+            # The snapshots of the deleted segments go; the one at the new first segment's
+            # base offset (or the newest below it) stays.
+            self.producer_state_manager.delete_snapshots_before(
+                new_local_start, keep_newest_at_or_below=True
+            )
+            self._on_log_start_offset_incremented()
             return len(doomed)
 
     def _delete_segment_files(self, segments: list[LogSegment]) -> None:
@@ -692,10 +926,22 @@ class Log:
 
     # ================================================================== lifecycle
     def close(self) -> None:
-        """Close files (trimming the active segment's indexes); no flush implied."""
+        """Close files (trimming the active segment's indexes); no flush implied.
+
+        The producer state is snapshotted at the LEO first, so that the next load need not
+        replay the log; if that write fails the state is rebuilt from the log on load.
+        """
         with self._lock:
             if self._closed:
                 return
+            try:
+                self.producer_state_manager.take_snapshot()
+            except KafkaStorageError as exc:
+                logger.error(
+                    "producer snapshot on close failed partition=%s error=%s",
+                    self.topic_partition,
+                    exc,
+                )
             for segment in self._segments:
                 segment.close()
             self._closed = True
@@ -714,6 +960,7 @@ class Log:
             os.replace(self.dir, target)
             _fsync_dir(target.parent)
             self.dir = target
+            self.producer_state_manager.update_parent_dir(target)
 
     def __repr__(self) -> str:
         return (
@@ -728,3 +975,18 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _producer_batch(header: RecordBatchHeader, segment: LogSegment) -> ProducerBatch:
+    marker = end_txn_marker_of(header.load(segment.log)) if header.is_control else None
+    return ProducerBatch(
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        base_offset=header.base_offset,
+        last_offset_delta=header.last_offset_delta,
+        max_timestamp=header.max_timestamp,
+        is_transactional=header.is_transactional,
+        is_control=header.is_control,
+        end_txn_marker=marker,
+    )

@@ -19,6 +19,9 @@ from storage_core.errors import (
 )
 from storage_core.records import (
     BATCH_HEADER_SIZE,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
     NO_TIMESTAMP,
     RecordBatch,
     iter_batches,
@@ -32,7 +35,11 @@ MAX_BATCHES_PER_APPEND = 100_000
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BatchInfo:
-    """One validated batch of an append: where it sits in the buffer and what it holds."""
+    """One validated batch of an append: where it sits in the buffer and what it holds.
+
+    The producer fields are those of the batch header (``NO_PRODUCER_ID`` etc. for a batch
+    of a producer that is not idempotent).
+    """
 
     position: int
     base_offset: int
@@ -41,6 +48,11 @@ class BatchInfo:
     max_timestamp: int
     partition_leader_epoch: int
     size_in_bytes: int
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    base_sequence: int = NO_SEQUENCE
+    is_transactional: bool = False
+    is_control: bool = False
 
     @property
     def last_offset(self) -> int:
@@ -49,7 +61,12 @@ class BatchInfo:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LogAppendInfo:
-    """Summary of validated batches (Kafka's ``LogAppendInfo``); offsets are inclusive."""
+    """Summary of validated batches (Kafka's ``LogAppendInfo``); offsets are inclusive.
+
+    ``is_duplicate``: the append was a retry of batches already in the log (same producer,
+    epoch and sequence range); nothing was written and ``first_offset``/``last_offset`` are
+    the offsets the original batch got, which the producer must be answered with.
+    """
 
     first_offset: int
     last_offset: int
@@ -59,6 +76,7 @@ class LogAppendInfo:
     valid_bytes: int
     batches: tuple[BatchInfo, ...]
     log_append_time_ms: int = NO_TIMESTAMP
+    is_duplicate: bool = False
 
     @property
     def next_offset(self) -> int:
@@ -102,6 +120,11 @@ def analyze_and_validate(
             max_timestamp=batch.max_timestamp,
             partition_leader_epoch=batch.partition_leader_epoch,
             size_in_bytes=batch.size_in_bytes,
+            producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch,
+            base_sequence=batch.base_sequence,
+            is_transactional=batch.is_transactional,
+            is_control=batch.is_control,
         )
         batches.append(info)
         records_count += batch.records_count
@@ -193,6 +216,11 @@ def assign_offsets(
             max_timestamp=batch_max_timestamp,
             partition_leader_epoch=leader_epoch,
             size_in_bytes=batch.size_in_bytes,
+            producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch,
+            base_sequence=batch.base_sequence,
+            is_transactional=batch.is_transactional,
+            is_control=batch.is_control,
         )
         batches.append(assigned)
         if batch_max_timestamp > max_timestamp:
