@@ -78,6 +78,7 @@ class ProgressLine:
         self.enabled = enabled
         self.started = time.monotonic()
         self._shown_at = 0.0
+        self._shown_done = -1
 
     def update(self, done: int, *, force: bool = False) -> None:
         if not self.enabled:
@@ -86,6 +87,7 @@ class ProgressLine:
         if not force and now - self._shown_at < PROGRESS_INTERVAL_S:
             return
         self._shown_at = now
+        self._shown_done = done
         rate = done / max(now - self.started, 1e-9)
         if self.total:
             width = 30
@@ -99,7 +101,8 @@ class ProgressLine:
 
     def finish(self, done: int) -> None:
         if self.enabled:
-            self.update(done, force=True)
+            if done != self._shown_done:
+                self.update(done, force=True)
             self.stream.write("\n")
             self.stream.flush()
 
