@@ -30,6 +30,8 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from storage_core.server.request_bounds import check_collection_lengths
+
 API_VERSIONS_KEY = 18
 _SIZE = struct.Struct(">i")
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")
@@ -92,6 +94,8 @@ def parse_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
     header_schema = RequestHeaderV2 if is_flexible(key, version) else RequestHeaderV1
     try:
         header, header_size = _reader(header_schema)(frame, 0)
+        # Before kio sizes its arrays from the declared counts (see request_bounds).
+        check_collection_lengths(request_schema(key, version), frame, header_size)
         body, body_size = _reader(request_schema(key, version))(frame, header_size)
     except Exception as error:  # the codec raises several types for malformed input
         raise MalformedRequestError(

@@ -9,6 +9,8 @@ line that says who sent what and why; every other connection keeps going.
 - unknown API key, or an unsupported version       -> close, except ApiVersions, which answers
                                                       with v0 and UNSUPPORTED_VERSION (KIP-511)
 - a body that does not decode or fill the frame    -> close
+- the client closes in the middle of a frame       -> close (logged; a close between frames
+                                                      is not)
 - a handler that raises                            -> close (logged with the traceback)
 """
 
@@ -99,7 +101,12 @@ class SocketServer:
     ) -> None:
         host = client.rsplit(":", 1)[0]
         while True:
-            (size,) = _SIZE.unpack(await reader.readexactly(4))
+            try:
+                (size,) = _SIZE.unpack(await reader.readexactly(4))
+            except asyncio.IncompleteReadError as eof:
+                if eof.partial:  # a clean close between frames is not worth a line
+                    self._log_truncated(client, len(eof.partial), 4)
+                return
             if size <= 0 or size > self._max_request_bytes:
                 logger.warning(
                     "closing connection client=%s reason=frame of %d bytes is outside"
@@ -109,13 +116,27 @@ class SocketServer:
                     self._max_request_bytes,
                 )
                 return
-            frame = await reader.readexactly(size)
+            try:
+                frame = await reader.readexactly(size)
+            except asyncio.IncompleteReadError as eof:
+                self._log_truncated(client, len(eof.partial), size)
+                return
             response = await self._serve_frame(frame, client, host)
             if response is _CLOSE:
                 return
             if isinstance(response, bytes):
                 writer.write(response)
                 await writer.drain()
+
+    @staticmethod
+    def _log_truncated(client: str, received_bytes: int, expected_bytes: int) -> None:
+        logger.warning(
+            "closing connection client=%s reason=the client closed it after %d of %d bytes"
+            " of a frame",
+            client,
+            received_bytes,
+            expected_bytes,
+        )
 
     async def _serve_frame(self, frame: bytes, client: str, host: str) -> bytes | object | None:
         try:

@@ -1,0 +1,139 @@
+"""The pre-decode bounds walk: every well-formed request of every API and version passes and
+ends exactly where kio's encoder stopped; a count or length beyond the frame is refused
+before kio reserves memory for it (a compact array claiming 2**32 - 2 elements used to abort
+the broker process with a failed 32 GiB allocation)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+import struct
+import uuid
+from typing import Any
+
+import pytest
+from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
+from kio.schema.index import api_key_map, schema_name_map
+from kio.serial import entity_writer
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveTupleField,
+    classify_field,
+    get_field_tag,
+    get_schema_field_type,
+    is_optional,
+)
+
+from storage_core.server.protocol import MalformedRequestError, encode_request, parse_request
+from storage_core.server.request_bounds import RequestBoundsError, check_collection_lengths
+
+SAMPLES: dict[str, Any] = {
+    "bool": True,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "int32": 3,
+    "uint32": 3,
+    "int64": 4,
+    "uint64": 4,
+    "float64": 0.5,
+    "error_code": ErrorCode.none,
+    "timedelta_i32": datetime.timedelta(milliseconds=5),
+    "timedelta_i64": datetime.timedelta(milliseconds=6),
+    "datetime_i64": datetime.datetime(2026, 1, 2, tzinfo=datetime.UTC),
+    "uuid": uuid.UUID(int=7),
+    "string": "name",
+    "bytes": b"\x00\x01\x02",
+    "records": b"records",
+}
+
+
+def sample(schema: Any, *, nulls: bool) -> Any:
+    """A message with every field set (tagged ones too), two items per array; with ``nulls``
+    every nullable field that can be null is."""
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(schema):
+        kind = classify_field(field)
+        nullable = is_optional(field) and get_field_tag(field) is None
+        if nulls and nullable:
+            values[field.name] = None
+        elif isinstance(kind, EntityField):
+            values[field.name] = sample(kind.type_, nulls=nulls)
+        elif isinstance(kind, EntityTupleField):
+            values[field.name] = tuple(sample(kind.type_, nulls=nulls) for _ in range(2))
+        elif isinstance(kind, PrimitiveTupleField):
+            values[field.name] = (SAMPLES[get_schema_field_type(field)],) * 2
+        else:
+            values[field.name] = SAMPLES[get_schema_field_type(field)]
+    return schema(**values)
+
+
+def every_request_schema() -> list[Any]:
+    return [
+        load_request_schema(key, version)
+        for key, name in api_key_map.items()
+        for version in schema_name_map[name]
+    ]
+
+
+@pytest.mark.parametrize("nulls", [False, True], ids=["values", "nulls"])
+def test_every_well_formed_request_passes_and_is_walked_to_its_end(nulls: bool) -> None:
+    schemas = every_request_schema()
+    assert len(schemas) > 300
+    for schema in schemas:
+        buffer = io.BytesIO()
+        buffer.write(b"head")
+        entity_writer(schema)(buffer, sample(schema, nulls=nulls))
+        encoded = buffer.getvalue()
+        check_collection_lengths(schema, encoded, 4)
+        # The walk must reach exactly the end: a trailing byte is still accepted (kio then
+        # reports unread bytes), one byte less is refused.
+        check_collection_lengths(schema, encoded + b"\x00", 4)
+        if len(encoded) > 4:  # some requests have no fields at all (ListGroups v0)
+            with pytest.raises(RequestBoundsError):
+                check_collection_lengths(schema, encoded[:-1], 4)
+
+
+def metadata_v12_frame(array_count_varint: bytes) -> bytes:
+    # header v2: key 3, version 12, correlation 9, client id "x", no tagged fields
+    return struct.pack(">hhih", 3, 12, 9, 1) + b"x" + b"\x00" + array_count_varint
+
+
+@pytest.mark.parametrize(
+    ("count_varint", "message"),
+    [
+        (b"\xff\xff\xff\xff\x0f", "array of 4294967294 elements"),
+        (b"\x80\x80\x80\x80\x08", "array of 2147483647 elements"),
+        (b"\x80\x80\x80\x80\x80\x01", "varint longer than 5 bytes"),
+        (b"\x03\x00", "frame with 1 bytes left"),
+    ],
+)
+def test_absurd_compact_array_counts_are_refused(count_varint: bytes, message: str) -> None:
+    with pytest.raises(MalformedRequestError, match=message):
+        parse_request(metadata_v12_frame(count_varint))
+
+
+def test_absurd_legacy_array_count_and_string_length_are_refused() -> None:
+    header_v1 = struct.pack(">hhih", 3, 1, 9, 1) + b"x"
+    with pytest.raises(MalformedRequestError, match="array of 2147483647 elements"):
+        parse_request(header_v1 + struct.pack(">i", 2**31 - 1))
+    with pytest.raises(MalformedRequestError, match="32767 bytes"):
+        parse_request(header_v1 + struct.pack(">ih", 1, 32767) + b"abc")
+
+
+def test_real_requests_still_parse() -> None:
+    schema = load_request_schema(3, 12)
+    module = __import__(schema.__module__, fromlist=["MetadataRequestTopic"])
+    body = schema(
+        topics=(module.MetadataRequestTopic(name="t", topic_id=None),),
+        allow_auto_topic_creation=True,
+        include_topic_authorized_operations=False,
+    )
+    frame = encode_request(3, 12, 5, "client", body)[4:]
+    header, parsed = parse_request(frame)
+    assert header.correlation_id == 5
+    assert parsed == body
