@@ -20,7 +20,8 @@ import io
 import itertools
 import logging
 import socket
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from kio.serial import entity_reader, entity_writer
@@ -59,12 +60,17 @@ ResponseT = TypeVar("ResponseT", bound=Entity)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConnectionConfig:
-    """Settings of a connection; all limits are positive."""
+    """Settings of a connection; all limits are positive.
+
+    ``allowed_api_versions`` narrows, per api key, the versions the client may pick (e.g.
+    ``{3: (4,)}`` pins Metadata v4); keys not listed use every version the client implements.
+    """
 
     client_id: str = DEFAULT_CLIENT_ID
     connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS
     request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    allowed_api_versions: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("connect_timeout_ms", "request_timeout_ms", "max_response_bytes"):

@@ -176,8 +176,19 @@ class BrokerSession:
         return self.connection.closed
 
     def version(self, api_key: ApiKey) -> int:
-        """The version to use for ``api_key`` on this broker."""
-        return self.versions.pick(api_key)
+        """The version to use for ``api_key`` on this broker (within the config's
+        ``allowed_api_versions``)."""
+        implemented = CLIENT_API_VERSIONS[api_key]
+        allowed = self.connection.config.allowed_api_versions.get(int(api_key))
+        if allowed is not None:
+            unknown = sorted(set(allowed) - set(implemented))
+            if unknown:
+                raise UnsupportedVersionError(
+                    f"{api_key.name}: versions {unknown} are not implemented by this client"
+                    f" (it implements {list(implemented)})"
+                )
+            implemented = tuple(allowed)
+        return self.versions.pick(api_key, implemented)
 
     def send(self, request: Payload, response_type: type[ResponseT]) -> ResponseT:
         return self.connection.send(request, response_type)
