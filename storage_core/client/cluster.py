@@ -121,12 +121,16 @@ class KafkaCluster:
         return self.session_for_node(metadata.controller_id)
 
     # ------------------------------------------------------------------ metadata
-    def metadata(self, topics: Sequence[str] | None = None) -> ClusterMetadata:
-        """The cached metadata, fetched if absent or missing one of ``topics``."""
+    def metadata(self, topics: Sequence[str] = ()) -> ClusterMetadata:
+        """The cached metadata, fetched if absent or missing one of ``topics``.
+
+        Only the named topics are fetched (none: brokers and controller only); use
+        ``refresh_metadata(None)`` for every topic of the cluster.
+        """
         cached = self._metadata
-        if cached is not None and all(cached.topic(t) is not None for t in topics or ()):
+        if cached is not None and all(cached.topic(t) is not None for t in topics):
             return cached
-        return self.refresh_metadata(topics)
+        return self.refresh_metadata(list(topics))
 
     def refresh_metadata(self, topics: Sequence[str] | None = None) -> ClusterMetadata:
         """Fetch metadata for ``topics`` (``None``: all) and cache it.
