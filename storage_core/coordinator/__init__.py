@@ -1,0 +1,1 @@
+"""Coordinators hosted by the broker (Kafka's ``coordinator`` package): consumer groups."""

@@ -1,0 +1,520 @@
+"""State of one classic consumer group (Kafka's ``GroupMetadata`` and ``MemberMetadata``).
+
+The group state machine (``is_valid_transition`` is the only table of allowed moves)::
+
+                join            all members joined          leader's SyncGroup
+     Empty -----------> PreparingRebalance ------------> CompletingRebalance -----------> Stable
+       ^                 |      ^    ^   or rebalance timeout   |                            |
+       |  nobody         |      |    |                          |                            |
+       |  rejoined       |      |    +--- join, leave, expiry --+                            |
+       +-----------------+      +--------- join (new member / leader / new metadata),        |
+                                           leave, session expiry ---------------------------+
+
+     any state ---> Dead     (the group is deleted or its offsets partition is unloaded)
+
+* Empty: no members; offsets may still be committed (by members-less "simple" consumers).
+* PreparingRebalance: waiting for every known member to send JoinGroup again.
+* CompletingRebalance: a new generation exists; waiting for the leader's assignment.
+* Stable: assignments handed out; members heartbeat.
+* Dead: the group is gone; requests get COORDINATOR_NOT_AVAILABLE / UNKNOWN_MEMBER_ID.
+
+Repeating the current state is accepted and changes nothing.
+
+Thread safety: none. The coordinator mutates groups only from its asyncio loop.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from storage_core.common import TopicPartition
+from storage_core.coordinator.group.errors import IllegalGroupStateTransitionError
+from storage_core.errors import StorageError
+
+# The member id of a member that has not been given one yet (Kafka's UNKNOWN_MEMBER_ID).
+UNKNOWN_MEMBER_ID = ""
+NO_GENERATION = -1
+NO_LEADER_EPOCH = -1
+NO_TIMESTAMP = -1
+
+
+class GroupState(enum.Enum):
+    """The five states of a classic group; ``value`` is the name Kafka reports."""
+
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+_VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
+    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.PREPARING_REBALANCE: frozenset(
+        {GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}
+    ),
+    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
+    GroupState.DEAD: frozenset(GroupState),
+}
+
+
+def is_valid_transition(current: GroupState, target: GroupState) -> bool:
+    """True when a group in ``current`` may move to ``target`` (staying put is always fine)."""
+    return current is target or current in _VALID_PREVIOUS_STATES[target]
+
+
+# ====================================================================== values
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetAndMetadata:
+    """A committed offset (Kafka's ``OffsetAndMetadata``); -1 means "none" for the epoch and
+    the expire timestamp."""
+
+    offset: int
+    leader_epoch: int = NO_LEADER_EPOCH
+    metadata: str = ""
+    commit_timestamp_ms: int
+    expire_timestamp_ms: int = NO_TIMESTAMP
+
+    def __post_init__(self) -> None:
+        if self.leader_epoch < NO_LEADER_EPOCH:
+            raise ValueError(f"leader epoch {self.leader_epoch} must be >= -1")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JoinedMember:
+    """One member as the leader sees it in its JoinGroup response."""
+
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JoinGroupResult:
+    """The answer to one JoinGroup; ``members`` is non-empty for the leader only."""
+
+    member_id: str
+    generation_id: int = NO_GENERATION
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = ""
+    members: tuple[JoinedMember, ...] = ()
+    error: StorageError | None = None
+
+    @staticmethod
+    def failed(member_id: str, error: StorageError) -> JoinGroupResult:
+        return JoinGroupResult(member_id=member_id, error=error)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SyncGroupResult:
+    """The answer to one SyncGroup: the member's assignment, or an error."""
+
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    error: StorageError | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemberSummary:
+    """One member in DescribeGroups (metadata and assignment are empty unless Stable)."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupSummary:
+    """A group in DescribeGroups; ``protocol`` is empty unless the group is Stable."""
+
+    state: GroupState
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberSummary, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupOverview:
+    """A group in ListGroups."""
+
+    group_id: str
+    protocol_type: str
+    state: GroupState
+
+
+JoinCallback = Callable[[JoinGroupResult], None]
+SyncCallback = Callable[[SyncGroupResult], None]
+
+
+# ====================================================================== members
+class MemberMetadata:
+    """One member of a group: identity, timeouts, protocols, assignment and pending answers.
+
+    ``supported_protocols`` are (name, metadata) pairs in the member's order of preference.
+    ``awaiting_join_callback`` / ``awaiting_sync_callback`` are set while a JoinGroup or
+    SyncGroup of the member waits for the rebalance to progress. ``heartbeat_deadline_ms``
+    is when the member expires unless it heartbeats (or is waiting in a rebalance).
+    """
+
+    __slots__ = (
+        "assignment",
+        "awaiting_join_callback",
+        "awaiting_sync_callback",
+        "client_host",
+        "client_id",
+        "group_instance_id",
+        "heartbeat_deadline_ms",
+        "is_new",
+        "member_id",
+        "protocol_type",
+        "rebalance_timeout_ms",
+        "session_timeout_ms",
+        "supported_protocols",
+    )
+
+    def __init__(
+        self,
+        *,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        supported_protocols: Sequence[tuple[str, bytes]],
+    ) -> None:
+        if not member_id:
+            raise ValueError("a member needs a non-empty member id")
+        if not supported_protocols:
+            raise ValueError(f"member {member_id} supports no protocol")
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.session_timeout_ms = session_timeout_ms
+        self.protocol_type = protocol_type
+        self.supported_protocols: tuple[tuple[str, bytes], ...] = tuple(supported_protocols)
+        self.assignment = b""
+        self.awaiting_join_callback: JoinCallback | None = None
+        self.awaiting_sync_callback: SyncCallback | None = None
+        self.is_new = False
+        self.heartbeat_deadline_ms = 0
+
+    @property
+    def is_awaiting_join(self) -> bool:
+        return self.awaiting_join_callback is not None
+
+    @property
+    def is_awaiting_sync(self) -> bool:
+        return self.awaiting_sync_callback is not None
+
+    @property
+    def protocol_names(self) -> list[str]:
+        return [name for name, _metadata in self.supported_protocols]
+
+    def metadata(self, protocol: str) -> bytes:
+        """The member's metadata for ``protocol`` (its subscription, for consumers)."""
+        for name, metadata in self.supported_protocols:
+            if name == protocol:
+                return metadata
+        raise ValueError(f"member {self.member_id} does not support protocol {protocol!r}")
+
+    def matches(self, protocols: Sequence[tuple[str, bytes]]) -> bool:
+        """True when a rejoin brings exactly the protocols (and metadata) already known."""
+        return tuple(protocols) == self.supported_protocols
+
+    def vote(self, candidates: Iterable[str]) -> str:
+        """The member's most preferred protocol among ``candidates``."""
+        allowed = set(candidates)
+        for name in self.protocol_names:
+            if name in allowed:
+                return name
+        raise ValueError(f"member {self.member_id} supports none of {sorted(allowed)}")
+
+    def should_keep_alive(self) -> bool:
+        """A missed heartbeat is forgiven while the member waits inside a rebalance.
+
+        Members that joined before (not new) may stop heartbeating while their JoinGroup is
+        parked, and every member may while its SyncGroup waits for the leader.
+        """
+        if self.is_awaiting_join:
+            return not self.is_new
+        return self.is_awaiting_sync
+
+    def summary(self, protocol: str | None) -> MemberSummary:
+        return MemberSummary(
+            member_id=self.member_id,
+            group_instance_id=self.group_instance_id,
+            client_id=self.client_id,
+            client_host=self.client_host,
+            metadata=self.metadata(protocol) if protocol is not None else b"",
+            assignment=self.assignment if protocol is not None else b"",
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"MemberMetadata({self.member_id}, client_id={self.client_id},"
+            f" protocols={self.protocol_names})"
+        )
+
+
+# ====================================================================== group
+class GroupMetadata:
+    """One group: state, generation, members and their protocols, and committed offsets.
+
+    Invariants: ``leader_id`` names a member whenever there are members (None otherwise);
+    ``num_members_awaiting_join`` counts members with a join callback; ``_supported`` counts,
+    for each protocol name, the members that support it.
+    """
+
+    def __init__(
+        self, group_id: str, *, now_ms: int, initial_state: GroupState = GroupState.EMPTY
+    ) -> None:
+        self.group_id = group_id
+        self._state = initial_state
+        self.current_state_timestamp_ms = now_ms
+        self.generation_id = 0
+        self.protocol_type: str | None = None
+        self.protocol_name: str | None = None
+        self.leader_id: str | None = None
+        self.new_member_added = False
+        self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        self._members: dict[str, MemberMetadata] = {}
+        self._pending_members: set[str] = set()
+        self._supported: Counter[str] = Counter()
+        self._num_members_awaiting_join = 0
+
+    # ------------------------------------------------------------------ state
+    @property
+    def state(self) -> GroupState:
+        return self._state
+
+    def is_in(self, state: GroupState) -> bool:
+        return self._state is state
+
+    def can_rebalance(self) -> bool:
+        return self._state in _VALID_PREVIOUS_STATES[GroupState.PREPARING_REBALANCE]
+
+    def transition_to(self, target: GroupState, *, now_ms: int) -> None:
+        if not is_valid_transition(self._state, target):
+            raise IllegalGroupStateTransitionError(
+                f"group {self.group_id}: cannot move from {self._state.value} to {target.value}"
+            )
+        if self._state is target:
+            return
+        self._state = target
+        self.current_state_timestamp_ms = now_ms
+
+    # ------------------------------------------------------------------ members
+    def has(self, member_id: str) -> bool:
+        return member_id in self._members
+
+    def get(self, member_id: str) -> MemberMetadata:
+        return self._members[member_id]
+
+    @property
+    def members(self) -> list[MemberMetadata]:
+        """The members in the order they joined."""
+        return list(self._members.values())
+
+    @property
+    def size(self) -> int:
+        return len(self._members)
+
+    @property
+    def num_members_awaiting_join(self) -> int:
+        return self._num_members_awaiting_join
+
+    def is_leader(self, member_id: str) -> bool:
+        return self.leader_id == member_id
+
+    def add(self, member: MemberMetadata, callback: JoinCallback | None = None) -> None:
+        if member.member_id in self._members:
+            raise ValueError(f"group {self.group_id}: member {member.member_id} already exists")
+        if not self._members:
+            self.protocol_type = member.protocol_type
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+        self._members[member.member_id] = member
+        self._supported.update(member.protocol_names)
+        member.awaiting_join_callback = callback
+        if callback is not None:
+            self._num_members_awaiting_join += 1
+
+    def remove(self, member_id: str) -> MemberMetadata | None:
+        member = self._members.pop(member_id, None)
+        if member is None:
+            return None
+        self._supported.subtract(member.protocol_names)
+        self._supported += Counter()  # drops zero counts
+        if member.is_awaiting_join:
+            self._num_members_awaiting_join -= 1
+        if self.is_leader(member_id):
+            self.leader_id = next(iter(self._members), None)
+        return member
+
+    def update_member(
+        self,
+        member: MemberMetadata,
+        protocols: Sequence[tuple[str, bytes]],
+        *,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        callback: JoinCallback | None,
+    ) -> None:
+        self._supported.subtract(member.protocol_names)
+        self._supported.update(name for name, _metadata in protocols)
+        self._supported += Counter()
+        member.supported_protocols = tuple(protocols)
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        if callback is not None and not member.is_awaiting_join:
+            self._num_members_awaiting_join += 1
+        elif callback is None and member.is_awaiting_join:
+            self._num_members_awaiting_join -= 1
+        member.awaiting_join_callback = callback
+
+    def maybe_invoke_join_callback(self, member: MemberMetadata, result: JoinGroupResult) -> None:
+        callback = member.awaiting_join_callback
+        if callback is None:
+            return
+        member.awaiting_join_callback = None
+        self._num_members_awaiting_join -= 1
+        callback(result)
+
+    @staticmethod
+    def maybe_invoke_sync_callback(member: MemberMetadata, result: SyncGroupResult) -> bool:
+        callback = member.awaiting_sync_callback
+        if callback is None:
+            return False
+        member.awaiting_sync_callback = None
+        callback(result)
+        return True
+
+    # ------------------------------------------------------------------ pending members
+    def add_pending_member(self, member_id: str) -> None:
+        """KIP-394: a member id handed out with MEMBER_ID_REQUIRED, not yet used to join."""
+        self._pending_members.add(member_id)
+
+    def remove_pending_member(self, member_id: str) -> bool:
+        if member_id in self._pending_members:
+            self._pending_members.discard(member_id)
+            return True
+        return False
+
+    def has_pending_member(self, member_id: str) -> bool:
+        return member_id in self._pending_members
+
+    @property
+    def num_pending_members(self) -> int:
+        return len(self._pending_members)
+
+    # ------------------------------------------------------------------ rebalance
+    def has_all_members_joined(self) -> bool:
+        return self.size == self._num_members_awaiting_join and not self._pending_members
+
+    def not_yet_rejoined_members(self) -> list[MemberMetadata]:
+        return [m for m in self._members.values() if not m.is_awaiting_join]
+
+    def rebalance_timeout_ms(self) -> int:
+        """The longest rebalance timeout of any member: how long a rebalance may wait."""
+        return max((m.rebalance_timeout_ms for m in self._members.values()), default=0)
+
+    def supports_protocols(self, protocol_type: str, protocol_names: Iterable[str]) -> bool:
+        """Can a member with this protocol type and these protocols join?"""
+        names = set(protocol_names)
+        if self.is_in(GroupState.EMPTY) or not self._members:
+            return bool(protocol_type) and bool(names)
+        return self.protocol_type == protocol_type and any(
+            self._supported[name] == self.size for name in names
+        )
+
+    def candidate_protocols(self) -> list[str]:
+        """Protocols every member supports, in the first member's order of preference."""
+        first = next(iter(self._members.values()), None)
+        if first is None:
+            return []
+        return [name for name in first.protocol_names if self._supported[name] == self.size]
+
+    def select_protocol(self) -> str:
+        """The candidate protocol most members prefer (ties: the first member's preference)."""
+        candidates = self.candidate_protocols()
+        if not candidates:
+            raise ValueError(f"group {self.group_id}: the members share no protocol")
+        votes = Counter(member.vote(candidates) for member in self._members.values())
+        return max(candidates, key=lambda name: (votes[name], -candidates.index(name)))
+
+    def maybe_elect_new_joined_leader(self) -> bool:
+        """Make sure the leader is a member that rejoined; False when nobody rejoined."""
+        if self.leader_id is None:
+            return False
+        leader = self._members.get(self.leader_id)
+        if leader is not None and leader.is_awaiting_join:
+            return True
+        for member in self._members.values():
+            if member.is_awaiting_join:
+                self.leader_id = member.member_id
+                return True
+        return False
+
+    def init_next_generation(self, *, now_ms: int) -> None:
+        """Start a new generation: CompletingRebalance with members, Empty without."""
+        self.generation_id += 1
+        if self._members:
+            self.protocol_name = self.select_protocol()
+            self.transition_to(GroupState.COMPLETING_REBALANCE, now_ms=now_ms)
+        else:
+            self.protocol_name = None
+            self.transition_to(GroupState.EMPTY, now_ms=now_ms)
+        self.current_state_timestamp_ms = now_ms
+
+    def current_member_metadata(self) -> tuple[JoinedMember, ...]:
+        """Every member's metadata for the selected protocol (the leader's JoinGroup answer)."""
+        protocol = self.protocol_name
+        if protocol is None:
+            raise ValueError(f"group {self.group_id}: no protocol selected yet")
+        return tuple(
+            JoinedMember(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                metadata=m.metadata(protocol),
+            )
+            for m in self._members.values()
+        )
+
+    def all_members_awaiting_sync(self) -> Iterator[MemberMetadata]:
+        return (m for m in self._members.values() if m.is_awaiting_sync)
+
+    # ------------------------------------------------------------------ descriptions
+    def summary(self) -> GroupSummary:
+        stable = self.is_in(GroupState.STABLE)
+        protocol = self.protocol_name if stable else None
+        return GroupSummary(
+            state=self._state,
+            protocol_type=self.protocol_type or "",
+            protocol=(protocol or "") if stable else "",
+            members=tuple(m.summary(protocol) for m in self._members.values()),
+        )
+
+    def overview(self) -> GroupOverview:
+        return GroupOverview(
+            group_id=self.group_id, protocol_type=self.protocol_type or "", state=self._state
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"GroupMetadata({self.group_id}, state={self._state.value},"
+            f" generation={self.generation_id}, members={list(self._members)},"
+            f" leader={self.leader_id})"
+        )

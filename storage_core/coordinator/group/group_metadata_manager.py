@@ -1,0 +1,357 @@
+"""The group cache and its persistence in ``__consumer_offsets`` (``GroupMetadataManager``).
+
+Each group lives in one partition of ``__consumer_offsets`` (``offsets_records.partition_for``).
+Writes are one record batch v2 per request, appended as leader to the partition's ``Log``:
+
+* a commit writes one offset commit record per partition (key v1, value v3);
+* the end of a rebalance writes one group metadata record (key v2, value v3) holding the
+  generation, the protocol, the leader and each member with its assignment; a rebalance that
+  leaves the group without members writes the group with an empty member list.
+
+Loading a partition replays every batch from the log start: the last record of each key wins
+and a null value (tombstone) deletes the key. Groups with members come back Stable (their
+members must heartbeat within their session timeout), groups without come back Empty, and
+offsets committed without group management (no group record) make an Empty group.
+
+The manager does not replicate: it advances the high watermark of the offsets log itself, so
+it must be the only writer of ``__consumer_offsets`` and the topic must have one replica.
+
+Thread safety: none. ``load_partition`` may run on a worker thread before the coordinator is
+active; everything else runs on the coordinator's asyncio loop.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable, Mapping, Sequence
+
+from storage_core.clock import Clock
+from storage_core.common import TopicPartition
+from storage_core.coordinator.group.errors import (
+    CoordinatorNotAvailableError,
+    CorruptCoordinatorRecordError,
+    InvalidCommitOffsetSizeError,
+    NotCoordinatorError,
+)
+from storage_core.coordinator.group.group_metadata import (
+    GroupMetadata,
+    GroupState,
+    MemberMetadata,
+    OffsetAndMetadata,
+)
+from storage_core.coordinator.group.offsets_records import (
+    OFFSETS_TOPIC_NAME,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+    encode_group_metadata_value,
+    encode_key,
+    encode_offset_commit_value,
+    partition_for,
+)
+from storage_core.errors import (
+    KafkaStorageError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    RecordBatchTooLargeError,
+    StorageError,
+    UnknownTopicOrPartitionError,
+)
+from storage_core.log.log import Log
+from storage_core.records import SimpleRecord, build_batch
+
+logger = logging.getLogger(__name__)
+
+# Batches this large or larger are refused by the log anyway (max.message.bytes); checking
+# first gives a clear error instead of a storage one.
+MAX_RECORDS_PER_BATCH = 100_000
+
+
+class PartitionLoadState(enum.Enum):
+    """Where the replay of one ``__consumer_offsets`` partition stands."""
+
+    LOADING = "loading"
+    LOADED = "loaded"
+    FAILED = "failed"
+
+
+class GroupMetadataManager:
+    """Owns the group cache and reads/writes ``__consumer_offsets``.
+
+    ``get_offsets_log(p)`` returns the ``Log`` of partition ``p`` of ``__consumer_offsets``
+    (raising a ``StorageError`` if the broker does not host it).
+    """
+
+    def __init__(
+        self,
+        *,
+        num_partitions: int,
+        get_offsets_log: Callable[[int], Log],
+        clock: Clock,
+    ) -> None:
+        if num_partitions <= 0:
+            raise ValueError(f"offsets.topic.num.partitions must be positive: {num_partitions}")
+        self.num_partitions = num_partitions
+        self._get_offsets_log = get_offsets_log
+        self._clock = clock
+        self._groups: dict[str, GroupMetadata] = {}
+        self._partition_states: dict[int, PartitionLoadState] = {}
+
+    # ------------------------------------------------------------------ groups cache
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def partition_state(self, partition: int) -> PartitionLoadState | None:
+        return self._partition_states.get(partition)
+
+    @property
+    def is_any_partition_loading(self) -> bool:
+        return PartitionLoadState.LOADING in self._partition_states.values()
+
+    def get_group(self, group_id: str) -> GroupMetadata | None:
+        return self._groups.get(group_id)
+
+    def add_group(self, group: GroupMetadata) -> GroupMetadata:
+        """Add ``group`` unless one with its id exists; returns the group in the cache."""
+        return self._groups.setdefault(group.group_id, group)
+
+    def remove_group(self, group_id: str) -> GroupMetadata | None:
+        return self._groups.pop(group_id, None)
+
+    @property
+    def groups(self) -> list[GroupMetadata]:
+        return list(self._groups.values())
+
+    # ------------------------------------------------------------------ loading
+    def load_partition(self, partition: int) -> list[GroupMetadata]:
+        """Replay partition ``partition`` and install its groups; returns them.
+
+        On a storage or format error the partition is marked FAILED and none of its groups
+        is installed (requests for them get NOT_COORDINATOR).
+        """
+        self._partition_states[partition] = PartitionLoadState.LOADING
+        name = f"{OFFSETS_TOPIC_NAME}-{partition}"
+        try:
+            offsets, groups = self._replay(partition)
+        except StorageError as exc:
+            self._partition_states[partition] = PartitionLoadState.FAILED
+            logger.error(
+                "cannot load group metadata partition=%s error=%s: its groups are not served",
+                name,
+                exc,
+            )
+            return []
+        now = self._clock.milliseconds()
+        loaded = []
+        for group_id in sorted(set(groups) | set(offsets)):
+            value = groups.get(group_id)
+            group_offsets = offsets.get(group_id, {})
+            if value is None and not group_offsets:
+                continue
+            group = (
+                GroupMetadata(group_id, now_ms=now)
+                if value is None
+                else group_from_record(group_id, value, now_ms=now)
+            )
+            group.offsets = group_offsets
+            self._groups[group_id] = group
+            loaded.append(group)
+        self._partition_states[partition] = PartitionLoadState.LOADED
+        logger.info(
+            "loaded group metadata partition=%s groups=%d offsets=%d",
+            name,
+            len(loaded),
+            sum(len(g.offsets) for g in loaded),
+        )
+        return loaded
+
+    def _replay(
+        self, partition: int
+    ) -> tuple[
+        dict[str, dict[TopicPartition, OffsetAndMetadata]], dict[str, GroupMetadataValue | None]
+    ]:
+        log = self._get_offsets_log(partition)
+        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        groups: dict[str, GroupMetadataValue | None] = {}
+        for batch in log.read_batches(log.log_start_offset):
+            batch.ensure_valid()
+            if batch.is_control or batch.is_transactional:
+                # Transactional offset commits (TxnOffsetCommit) are not supported here.
+                logger.warning(
+                    "skipping transactional batch partition=%s offset=%d",
+                    log.topic_partition,
+                    batch.base_offset,
+                )
+                continue
+            for record in batch.records():
+                if record.key is None:
+                    raise CorruptCoordinatorRecordError(
+                        f"record at offset {record.offset} of {log.topic_partition} has no key"
+                    )
+                key = decode_key(record.key)
+                if isinstance(key, OffsetCommitKey):
+                    tp = TopicPartition(key.topic, key.partition)
+                    group_offsets = offsets.setdefault(key.group, {})
+                    if record.value is None:
+                        group_offsets.pop(tp, None)
+                    else:
+                        value = decode_offset_commit_value(record.value)
+                        group_offsets[tp] = OffsetAndMetadata(
+                            offset=value.offset,
+                            leader_epoch=max(value.leader_epoch, -1),
+                            metadata=value.metadata,
+                            commit_timestamp_ms=value.commit_timestamp_ms,
+                            expire_timestamp_ms=value.expire_timestamp_ms,
+                        )
+                else:
+                    groups[key.group] = (
+                        None if record.value is None else decode_group_metadata_value(record.value)
+                    )
+        return offsets, groups
+
+    # ------------------------------------------------------------------ writing
+    def store_group(
+        self, group: GroupMetadata, assignments: Mapping[str, bytes]
+    ) -> StorageError | None:
+        """Write ``group`` with ``assignments`` (member id -> assignment); None on success.
+
+        Errors are mapped as Kafka maps them for SyncGroup: partition gone ->
+        COORDINATOR_NOT_AVAILABLE, not leader or storage failure -> NOT_COORDINATOR.
+        """
+        key = encode_key(GroupMetadataKey(group=group.group_id))
+        value = encode_group_metadata_value(group_record(group, assignments))
+        try:
+            self._append(group.group_id, [(key, value)])
+        except StorageError as exc:
+            return _map_store_group_error(group.group_id, exc)
+        return None
+
+    def store_offsets(
+        self, group: GroupMetadata, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> StorageError | None:
+        """Write ``offsets`` and, once written, make them the group's committed offsets."""
+        if len(offsets) > MAX_RECORDS_PER_BATCH:
+            return InvalidCommitOffsetSizeError(
+                f"group {group.group_id}: {len(offsets)} offsets in one commit, more than"
+                f" {MAX_RECORDS_PER_BATCH}; commit fewer partitions per request"
+            )
+        records = []
+        for tp, committed in offsets.items():
+            key = OffsetCommitKey(group=group.group_id, topic=tp.topic, partition=tp.partition)
+            value = OffsetCommitValue(
+                offset=committed.offset,
+                leader_epoch=committed.leader_epoch,
+                metadata=committed.metadata,
+                commit_timestamp_ms=committed.commit_timestamp_ms,
+                expire_timestamp_ms=committed.expire_timestamp_ms,
+            )
+            records.append((encode_key(key), encode_offset_commit_value(value)))
+        if records:
+            try:
+                self._append(group.group_id, records)
+            except StorageError as exc:
+                return _map_commit_error(group.group_id, exc)
+        group.offsets.update(offsets)
+        return None
+
+    def _append(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        partition = self.partition_for(group_id)
+        log = self._get_offsets_log(partition)
+        now = self._clock.milliseconds()
+        batch = build_batch(
+            [SimpleRecord(key=key, value=value, timestamp=now) for key, value in records]
+        )
+        epoch = log.latest_epoch
+        log.append_as_leader(batch, leader_epoch=0 if epoch is None else epoch)
+        # One replica: the append is committed as soon as it is in the log.
+        log.maybe_increment_high_watermark(log.log_end_offset)
+
+
+# ====================================================================== conversions
+def group_record(group: GroupMetadata, assignments: Mapping[str, bytes]) -> GroupMetadataValue:
+    """The group metadata record value of ``group`` (Kafka's ``groupMetadataValue``)."""
+    protocol = group.protocol_name
+    return GroupMetadataValue(
+        protocol_type=group.protocol_type or "",
+        generation=group.generation_id,
+        protocol=protocol,
+        leader=group.leader_id,
+        current_state_timestamp_ms=group.current_state_timestamp_ms,
+        members=tuple(
+            MemberMetadataValue(
+                member_id=member.member_id,
+                group_instance_id=member.group_instance_id,
+                client_id=member.client_id,
+                client_host=member.client_host,
+                rebalance_timeout_ms=member.rebalance_timeout_ms,
+                session_timeout_ms=member.session_timeout_ms,
+                subscription=member.metadata(protocol) if protocol is not None else b"",
+                assignment=assignments.get(member.member_id, b""),
+            )
+            for member in group.members
+        ),
+    )
+
+
+def group_from_record(group_id: str, value: GroupMetadataValue, *, now_ms: int) -> GroupMetadata:
+    """Rebuild a group from its record: Stable with its members, or Empty without."""
+    if value.members and value.protocol is None:
+        raise CorruptCoordinatorRecordError(
+            f"group {group_id}: the metadata record has members but no protocol"
+        )
+    timestamp = value.current_state_timestamp_ms
+    group = GroupMetadata(
+        group_id,
+        now_ms=timestamp if timestamp >= 0 else now_ms,
+        initial_state=GroupState.STABLE if value.members else GroupState.EMPTY,
+    )
+    group.generation_id = value.generation
+    group.protocol_type = value.protocol_type or None
+    group.protocol_name = value.protocol
+    for stored in value.members:
+        member = MemberMetadata(
+            member_id=stored.member_id,
+            group_instance_id=stored.group_instance_id,
+            client_id=stored.client_id,
+            client_host=stored.client_host,
+            rebalance_timeout_ms=stored.rebalance_timeout_ms,
+            session_timeout_ms=stored.session_timeout_ms,
+            protocol_type=value.protocol_type,
+            supported_protocols=[(value.protocol or "", stored.subscription)],
+        )
+        member.assignment = stored.assignment
+        group.add(member)
+    if value.leader is not None and group.has(value.leader):
+        group.leader_id = value.leader
+    return group
+
+
+def _map_commit_error(group_id: str, error: StorageError) -> StorageError:
+    """Kafka's mapping of append errors for OffsetCommit."""
+    logger.warning("offset commit not written group=%s error=%s", group_id, error)
+    if isinstance(error, UnknownTopicOrPartitionError | NotEnoughReplicasError):
+        return CoordinatorNotAvailableError(f"group {group_id}: {error}")
+    if isinstance(error, NotLeaderOrFollowerError | KafkaStorageError):
+        return NotCoordinatorError(f"group {group_id}: {error}")
+    if isinstance(error, RecordBatchTooLargeError):
+        return InvalidCommitOffsetSizeError(
+            f"group {group_id}: the commit does not fit one batch ({error}); commit fewer"
+            " partitions per request"
+        )
+    return error
+
+
+def _map_store_group_error(group_id: str, error: StorageError) -> StorageError:
+    """Kafka's mapping of append errors for the group record written by SyncGroup."""
+    logger.warning("group metadata not written group=%s error=%s", group_id, error)
+    if isinstance(error, UnknownTopicOrPartitionError | NotEnoughReplicasError):
+        return CoordinatorNotAvailableError(f"group {group_id}: {error}")
+    if isinstance(error, NotLeaderOrFollowerError | KafkaStorageError):
+        return NotCoordinatorError(f"group {group_id}: {error}")
+    return StorageError(f"group {group_id}: the group metadata was not written: {error}")
