@@ -122,6 +122,11 @@ class KafkaConsumer:
     ):
         if max_wait_ms < 0 or min_bytes < 0 or max_bytes <= 0 or partition_max_bytes <= 0:
             raise ValueError("fetch limits must be positive (max_wait_ms, min_bytes >= 0)")
+        if max_wait_ms >= cluster.config.request_timeout_ms:
+            raise ValueError(
+                f"max_wait_ms ({max_wait_ms}) must be below the request timeout"
+                f" ({cluster.config.request_timeout_ms} ms), or every idle fetch times out"
+            )
         if isolation_level not in (READ_UNCOMMITTED, READ_COMMITTED):
             raise ValueError(f"isolation_level must be 0 or 1, got {isolation_level}")
         self.cluster = cluster

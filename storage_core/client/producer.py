@@ -52,6 +52,8 @@ DEFAULT_MAX_BATCH_BYTES = 512 * 1024  # below Kafka's default max.message.bytes 
 DEFAULT_MAX_REQUEST_BYTES = 1024 * 1024  # Kafka's max.request.size
 MAX_RECORDS_PER_BATCH = 100_000
 DEFAULT_RETRIES = 3
+# How long the broker may wait for acks=all; below the connection's request timeout (30 s).
+DEFAULT_PRODUCE_TIMEOUT_MS = 25_000
 DEFAULT_RETRY_BACKOFF_MS = 100
 # Upper bound of the per-record framing inside a batch (length, attributes, deltas, lengths).
 _RECORD_OVERHEAD_BYTES = 24
@@ -126,7 +128,7 @@ class KafkaProducer:
         *,
         acks: int = ACKS_ALL,
         compression: CompressionType = CompressionType.NONE,
-        timeout_ms: int = 30_000,
+        timeout_ms: int = DEFAULT_PRODUCE_TIMEOUT_MS,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         retries: int = DEFAULT_RETRIES,
@@ -138,6 +140,11 @@ class KafkaProducer:
             raise ValueError("need 0 < max_batch_bytes <= max_request_bytes")
         if timeout_ms <= 0 or retries < 0 or retry_backoff_ms < 0:
             raise ValueError("timeout_ms must be positive, retries and backoff not negative")
+        if timeout_ms >= cluster.config.request_timeout_ms:
+            raise ValueError(
+                f"timeout_ms ({timeout_ms}) must be below the request timeout"
+                f" ({cluster.config.request_timeout_ms} ms) so the broker answers first"
+            )
         self.cluster = cluster
         self.acks = acks
         self.compression = compression
