@@ -16,6 +16,7 @@ from storage_core.clock import ManualClock
 from storage_core.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
+from storage_core.log.log_validator import LogAppendInfo
 from tests.conftest import BASE_TIMESTAMP_MS, make_batch
 
 PRODUCER_IDS = (10, 11, 12)
@@ -57,7 +58,7 @@ operation = st.one_of(
 )
 
 
-def _produce(log: Log, pid: int, epoch: int, seq: int, count: int, ts: int) -> object:
+def _produce(log: Log, pid: int, epoch: int, seq: int, count: int, ts: int) -> LogAppendInfo:
     batch = make_batch(
         count, producer_id=pid, producer_epoch=epoch, base_sequence=seq, timestamp=ts
     )
@@ -84,20 +85,20 @@ def test_state_after_reload_equals_state_before(
                 model = models.get(pid)
                 if kind == "next" and model is not None:
                     info = _produce(log, pid, model.epoch, model.next_seq, count, ts)
-                    assert not info.is_duplicate  # type: ignore[attr-defined]
+                    assert not info.is_duplicate
                     model.last_batch = (
                         model.next_seq,
                         count,
-                        info.first_offset,  # type: ignore[attr-defined]
-                        info.last_offset,  # type: ignore[attr-defined]
+                        info.first_offset,
+                        info.last_offset,
                     )
                     model.next_seq = (model.next_seq + count) % (INT32_MAX + 1)
                 elif kind == "retry" and model is not None and model.last_batch is not None:
                     seq, n, first, last = model.last_batch
                     end = log.log_end_offset
                     info = _produce(log, pid, model.epoch, seq, n, ts)
-                    assert info.is_duplicate  # type: ignore[attr-defined]
-                    assert (info.first_offset, info.last_offset) == (first, last)  # type: ignore[attr-defined]
+                    assert info.is_duplicate
+                    assert (info.first_offset, info.last_offset) == (first, last)
                     assert log.log_end_offset == end
                 elif kind == "gap" and model is not None and model.last_batch is not None:
                     gap_seq = (model.next_seq + 1) % (INT32_MAX + 1)
@@ -106,7 +107,7 @@ def test_state_after_reload_equals_state_before(
                 elif kind == "bump" and model is not None:
                     model.epoch += 1
                     info = _produce(log, pid, model.epoch, 0, count, ts)
-                    model.last_batch = (0, count, info.first_offset, info.last_offset)  # type: ignore[attr-defined]
+                    model.last_batch = (0, count, info.first_offset, info.last_offset)
                     model.next_seq = count
                 elif kind == "stale" and model is not None and model.last_batch is not None:
                     if model.epoch > 0:

@@ -436,3 +436,43 @@ def test_idle_producers_expire(tmp_path: Path, clock: ManualClock) -> None:
         produce(log, 17)  # unknown again: any sequence
     finally:
         log.close()
+
+
+def test_log_start_advance_keeps_newest_snapshot_at_or_below(
+    open_log: Callable[..., Log],
+) -> None:
+    log = open_log()
+    for n in range(4):
+        produce(log, 2 * n, 2)
+        log.roll()
+    assert [s.offset for s in log.producer_snapshot_files()] == [2, 4, 6, 8]
+    log.update_high_watermark(log.log_end_offset)
+    log.maybe_increment_log_start_offset(5, "test")
+    assert [s.offset for s in log.producer_snapshot_files()] == [4, 6, 8]
+    log.maybe_increment_log_start_offset(6, "test")
+    assert [s.offset for s in log.producer_snapshot_files()] == [6, 8]
+
+
+def test_snapshot_placed_in_directory_is_loaded(tmp_path: Path, clock: ManualClock) -> None:
+    """A snapshot restored from elsewhere (e.g. remote storage) becomes the state."""
+    log = Log(tmp_path / "topic-0", LogConfig(), clock=clock)
+    try:
+        log.truncate_fully_and_start_at(100)
+        restored = ProducerStateEntry(
+            producer_id=PID,
+            producer_epoch=3,
+            last_timestamp=BASE_TIMESTAMP_MS,
+            batch_metadata=(
+                BatchMetadata(
+                    last_seq=41, last_offset=99, offset_delta=1, timestamp=BASE_TIMESTAMP_MS
+                ),
+            ),
+        )
+        files.producer_snapshot_file(log.dir, 100).write_bytes(encode_snapshot([restored]))
+        log.load_producer_state()
+        assert log.active_producers == {PID: restored}
+        info = produce(log, 40, 2, epoch=3)
+        assert info.is_duplicate and (info.first_offset, info.last_offset) == (98, 99)
+        produce(log, 42, epoch=3)
+    finally:
+        log.close()
