@@ -784,8 +784,10 @@ class Log:
         """Kafka's ``rebuildProducerState``: reload the newest snapshot at or below
         ``last_offset`` and replay the batches from there to ``last_offset`` (exclusive).
 
-        Without any snapshot the whole local log is replayed. Snapshots are written on the
-        way at the base offsets of the last two segments and at ``last_offset``.
+        Without any snapshot the whole local log is replayed, even after a clean shutdown
+        (Kafka then skips the scan, assuming a log from before idempotence; here a log from
+        before snapshots existed would lose its producers that way). Snapshots are written on
+        the way at the base offsets of the last two segments and at ``last_offset``.
         """
         manager = self.producer_state_manager
         segments = self._segments
