@@ -101,7 +101,11 @@ def parse_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
         raise MalformedRequestError(
             f"cannot decode {request_schema(key, version).__name__} v{version}: {error}"
         ) from None
-    if header_size + body_size != len(frame):
+    unread = len(frame) - header_size - body_size
+    # Kafka ignores bytes after the body, and librdkafka relies on it: its all-topics Metadata
+    # (v9+) keeps a 4-byte array placeholder of which only the first byte is read. Flexible
+    # versions tolerate trailing bytes for that reason; older ones must fill the frame.
+    if unread != 0 and not (unread > 0 and is_flexible(key, version)):
         raise MalformedRequestError(
             f"{request_schema(key, version).__name__} v{version} leaves"
             f" {len(frame) - header_size - body_size} unread bytes in a {len(frame)}-byte frame"
