@@ -41,7 +41,7 @@ _BOOLEAN_CONFIGS: dict[str, tuple[str, bool]] = {
     "unclean.leader.election.enable": ("unclean_leader_election_enable", False),
 }
 _STRING_CONFIGS: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "cleanup.policy": ("cleanup_policy", "delete", ("delete", "compact", "compact,delete")),
+    "cleanup.policy": ("cleanup_policy", "delete", ("delete", "compact")),
     "message.timestamp.type": (
         "message_timestamp_type",
         "CreateTime",
@@ -53,6 +53,8 @@ _STRING_CONFIGS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
     ),
 }
+# Comma-separated lists: each item must be one of the allowed values, in any order.
+LIST_CONFIG_NAMES = frozenset({"cleanup.policy"})
 # Broker names that are not simply "log." + the topic name.
 BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
     "segment.ms": ("log.roll.ms", "log.roll.hours"),
@@ -138,7 +140,9 @@ class LogConfig:
             elif name in _STRING_CONFIGS:
                 str_field, _default_text, allowed = _STRING_CONFIGS[name]
                 text = str(raw).strip()
-                if text not in allowed:
+                if name in LIST_CONFIG_NAMES:
+                    text = _parse_list(name, text, allowed)
+                elif text not in allowed:
                     raise InvalidConfigError(
                         f"Invalid value {text!r} for configuration {name}: must be one of {allowed}"
                     )
@@ -189,6 +193,16 @@ def _parse_int(name: str, raw: Any, minimum: int) -> int:
             f"Invalid value {value} for configuration {name}: must be at least {minimum}"
         )
     return value
+
+
+def _parse_list(name: str, text: str, allowed: tuple[str, ...]) -> str:
+    items = [item.strip() for item in text.split(",")]
+    if not text or any(item not in allowed for item in items):
+        raise InvalidConfigError(
+            f"Invalid value {text!r} for configuration {name}: must be a comma-separated list"
+            f" of {allowed}"
+        )
+    return ",".join(items)
 
 
 def _parse_bool(name: str, raw: Any) -> bool:
