@@ -24,6 +24,13 @@ HANDLER_MODULES: tuple[str, ...] = (
     "create_topics",
     "delete_topics",
     "init_producer_id",
+    "create_partitions",
+    "delete_records",
+    "describe_configs",
+    "alter_configs",
+    "incremental_alter_configs",
+    "describe_cluster",
+    "describe_log_dirs",
 )
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]

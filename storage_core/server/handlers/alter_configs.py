@@ -1,0 +1,89 @@
+"""AlterConfigs (key 33): replace a topic's config overrides with exactly the ones given.
+
+Kafka's legacy API: every override not in the request is removed. Prefer
+IncrementalAlterConfigs, which changes only the keys it names. Errors per resource:
+INVALID_REQUEST (a resource listed twice, a key listed twice, a null value, any broker config),
+INVALID_CONFIG naming the key, UNKNOWN_TOPIC_OR_PARTITION. ``validate_only`` changes nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from typing import Any
+
+from storage_core.errors import StorageError
+from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
+from storage_core.server.handlers.config_support import (
+    MAX_RESOURCES_PER_REQUEST,
+    InvalidRequestError,
+    ResourceType,
+    check_broker_resource,
+    check_unique_keys,
+    reject_broker_changes,
+    topic_info_or_raise,
+)
+from storage_core.server.protocol import build
+from storage_core.server.request_context import RequestContext
+
+API_KEY = 33
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    module = ctx.response_module
+    seen = Counter((r.resource_type, r.resource_name) for r in request.resources)
+    responses = []
+    for index, resource in enumerate(request.resources):
+        error: StorageError | None = None
+        try:
+            if index >= MAX_RESOURCES_PER_REQUEST:
+                raise InvalidRequestError(
+                    f"at most {MAX_RESOURCES_PER_REQUEST} resources per request"
+                )
+            if seen[(resource.resource_type, resource.resource_name)] > 1:
+                raise InvalidRequestError("Each resource must appear at most once.")
+            await _alter(ctx, resource, validate_only=bool(request.validate_only))
+        except StorageError as exc:
+            error = exc
+        responses.append(
+            build(
+                module.AlterConfigsResourceResponse,
+                error_code=error_code_of(error),
+                error_message=None if error is None else str(error),
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return build(module.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(responses))
+
+
+async def _alter(ctx: RequestContext, resource: Any, *, validate_only: bool) -> None:
+    broker = ctx.broker
+    names = [c.name for c in resource.configs]
+    check_unique_keys(names)
+    nulls = [c.name for c in resource.configs if c.value is None]
+    if nulls:
+        raise InvalidRequestError("Null value not supported for : " + ", ".join(nulls))
+    if resource.resource_type == ResourceType.BROKER:
+        check_broker_resource(resource.resource_name, broker.broker_id)
+        if names:
+            reject_broker_changes(names)
+        return
+    if resource.resource_type != ResourceType.TOPIC:
+        raise InvalidRequestError(
+            f"Unsupported resource type {resource.resource_type} for AlterConfigs"
+        )
+    info = topic_info_or_raise(broker, resource.resource_name)
+    set_configs = {c.name: str(c.value) for c in resource.configs}
+    delete_configs = tuple(k for k in info.configs if k not in set_configs)
+    await broker.replica_manager.run_io(
+        functools.partial(
+            broker.alter_topic_configs,
+            resource.resource_name,
+            set_configs,
+            delete_configs,
+            validate_only=validate_only,
+        )
+    )

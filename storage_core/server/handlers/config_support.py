@@ -1,0 +1,358 @@
+"""What DescribeConfigs shows and how (Incremental)AlterConfigs changes it, for topics and the
+broker (Kafka's ``ConfigHelper`` and the controller's ``ConfigurationControlManager``).
+
+A topic config's value is the first of its synonyms, most precise first:
+
+    DYNAMIC_TOPIC_CONFIG (1)  the topic's own override (``retention.ms``), from the topic store
+    STATIC_BROKER_CONFIG (4)  a broker default set in server.properties (``log.retention.hours``)
+    DEFAULT_CONFIG       (5)  the built-in default, under the primary broker name
+
+There are no dynamic broker configs: every broker config is read-only and comes from
+server.properties (4) or the built-in default (5).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from storage_core.common import validate_topic_name
+from storage_core.controller.topic_store import TopicInfo
+from storage_core.errors import InvalidConfigError, StorageError, UnknownTopicOrPartitionError
+from storage_core.log.log_config import (
+    BROKER_SYNONYMS,
+    LIST_CONFIG_NAMES,
+    TOPIC_CONFIG_NAMES,
+    LogConfig,
+)
+from storage_core.server.kafka_config import BROKER_CONFIG_DEFS
+
+if TYPE_CHECKING:
+    from storage_core.server.kafka_broker import KafkaBroker
+
+MAX_RESOURCES_PER_REQUEST = 1000
+MAX_CONFIGS_PER_RESOURCE = 1000
+
+
+class ResourceType(enum.IntEnum):
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+class ConfigSource(enum.IntEnum):
+    DYNAMIC_TOPIC_CONFIG = 1
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+class ConfigType(enum.IntEnum):
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    LONG = 5
+    LIST = 7
+
+
+class AlterConfigOp(enum.IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+class InvalidRequestError(StorageError):
+    """A request is malformed (duplicate resources or keys, unknown operations or types)."""
+
+    error_code = "invalid_request"
+
+
+TOPIC_CONFIG_TYPES: dict[str, ConfigType] = {
+    "segment.bytes": ConfigType.INT,
+    "segment.ms": ConfigType.LONG,
+    "segment.jitter.ms": ConfigType.LONG,
+    "segment.index.bytes": ConfigType.INT,
+    "index.interval.bytes": ConfigType.INT,
+    "retention.ms": ConfigType.LONG,
+    "retention.bytes": ConfigType.LONG,
+    "local.retention.ms": ConfigType.LONG,
+    "local.retention.bytes": ConfigType.LONG,
+    "flush.messages": ConfigType.LONG,
+    "flush.ms": ConfigType.LONG,
+    "max.message.bytes": ConfigType.INT,
+    "file.delete.delay.ms": ConfigType.LONG,
+    "min.insync.replicas": ConfigType.INT,
+    "preallocate": ConfigType.BOOLEAN,
+    "remote.storage.enable": ConfigType.BOOLEAN,
+    "unclean.leader.election.enable": ConfigType.BOOLEAN,
+    "cleanup.policy": ConfigType.LIST,
+    "message.timestamp.type": ConfigType.STRING,
+    "compression.type": ConfigType.STRING,
+}
+
+TOPIC_CONFIG_DOCS: dict[str, str] = {
+    "segment.bytes": "The segment file size for the log; retention and cleaning work a"
+    " segment at a time.",
+    "segment.ms": "The time after which the active segment is rolled even if it is not full.",
+    "segment.jitter.ms": "The maximum random jitter subtracted from segment.ms to avoid"
+    " thundering herds of segment rolling.",
+    "segment.index.bytes": "The size of the index that maps offsets to file positions.",
+    "index.interval.bytes": "How often (in bytes) an entry is added to the offset index.",
+    "retention.ms": "The maximum time a log segment is retained before it is discarded"
+    " (delete policy); -1 means no time limit.",
+    "retention.bytes": "The maximum size a partition can grow to before old segments are"
+    " discarded (delete policy); -1 means no size limit.",
+    "local.retention.ms": "How long segments are kept locally once tiered; -2 means retention.ms.",
+    "local.retention.bytes": "How many bytes are kept locally once tiered; -2 means"
+    " retention.bytes.",
+    "flush.messages": "The number of messages written before the log is forced to disk.",
+    "flush.ms": "The time after which the log is forced to disk.",
+    "max.message.bytes": "The largest record batch size allowed.",
+    "file.delete.delay.ms": "The time to wait before deleting a file from the filesystem.",
+    "min.insync.replicas": "The minimum number of in-sync replicas an acks=all produce needs.",
+    "preallocate": "True if the file should be preallocated on disk when a segment is created.",
+    "remote.storage.enable": "Whether tiered storage is enabled for the topic.",
+    "unclean.leader.election.enable": "Whether replicas outside the ISR may be elected leader.",
+    "cleanup.policy": "A list of 'delete' (discard old segments by time or size) and 'compact'"
+    " (keep the latest value of each key).",
+    "message.timestamp.type": "Whether a record's timestamp is CreateTime or LogAppendTime.",
+    "compression.type": "The final compression of the topic's data: uncompressed, gzip,"
+    " snappy, lz4, zstd or producer (keep the producer's codec).",
+}
+
+_BROKER_KIND_TYPES = {
+    "int": ConfigType.INT,
+    "long": ConfigType.LONG,
+    "bool": ConfigType.BOOLEAN,
+    "string": ConfigType.STRING,
+    "list": ConfigType.LIST,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigSynonym:
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribedConfig:
+    """One row of a DescribeConfigs answer; ``synonyms`` are most precise first."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+    config_type: ConfigType
+    read_only: bool
+    synonyms: tuple[ConfigSynonym, ...]
+    documentation: str | None
+
+
+def broker_synonyms(topic_config: str) -> tuple[str, ...]:
+    """Broker names of a topic config's default, most precise first (``log.retention.ms``)."""
+    return BROKER_SYNONYMS.get(topic_config, ("log." + topic_config,))
+
+
+def describe_topic(
+    info: TopicInfo, default_config: LogConfig, broker_props: Mapping[str, str]
+) -> list[DescribedConfig]:
+    """Every topic config with its value, source and synonyms, sorted by name."""
+    effective = default_config.with_overrides(info.configs).to_props()
+    built_in = LogConfig().to_props()
+    rows = []
+    for name in sorted(TOPIC_CONFIG_NAMES):
+        synonyms: list[ConfigSynonym] = []
+        if name in info.configs:
+            synonyms.append(
+                ConfigSynonym(
+                    name=name, value=info.configs[name], source=ConfigSource.DYNAMIC_TOPIC_CONFIG
+                )
+            )
+        names = broker_synonyms(name)
+        for synonym in names:
+            if synonym in broker_props:
+                synonyms.append(
+                    ConfigSynonym(
+                        name=synonym,
+                        value=broker_props[synonym],
+                        source=ConfigSource.STATIC_BROKER_CONFIG,
+                    )
+                )
+        synonyms.append(
+            ConfigSynonym(
+                name=names[0] if names else name,
+                value=built_in[name],
+                source=ConfigSource.DEFAULT_CONFIG,
+            )
+        )
+        rows.append(
+            DescribedConfig(
+                name=name,
+                value=effective[name],
+                source=synonyms[0].source,
+                config_type=TOPIC_CONFIG_TYPES.get(name, ConfigType.STRING),
+                read_only=False,
+                synonyms=tuple(synonyms),
+                documentation=TOPIC_CONFIG_DOCS.get(name),
+            )
+        )
+    return rows
+
+
+def describe_broker(
+    default_config: LogConfig, broker_props: Mapping[str, str]
+) -> list[DescribedConfig]:
+    """The broker's own configs and its topic defaults (``log.*``), sorted by name."""
+    rows: dict[str, DescribedConfig] = {}
+    for name, (kind, default) in BROKER_CONFIG_DEFS.items():
+        rows[name] = _static_row(
+            name,
+            broker_props.get(name),
+            _text(default),
+            _BROKER_KIND_TYPES.get(kind, ConfigType.STRING),
+            None,
+        )
+    defaults = default_config.to_props()
+    built_in = LogConfig().to_props()
+    for topic_name in TOPIC_CONFIG_NAMES:
+        names = broker_synonyms(topic_name)
+        if not names:
+            continue
+        set_synonyms = tuple(
+            ConfigSynonym(name=n, value=broker_props[n], source=ConfigSource.STATIC_BROKER_CONFIG)
+            for n in names
+            if n in broker_props
+        )
+        default_synonym = ConfigSynonym(
+            name=names[0], value=built_in[topic_name], source=ConfigSource.DEFAULT_CONFIG
+        )
+        rows[names[0]] = DescribedConfig(
+            name=names[0],
+            value=defaults[topic_name],
+            source=ConfigSource.STATIC_BROKER_CONFIG
+            if set_synonyms
+            else ConfigSource.DEFAULT_CONFIG,
+            config_type=TOPIC_CONFIG_TYPES.get(topic_name, ConfigType.STRING),
+            read_only=True,
+            synonyms=(*set_synonyms, default_synonym),
+            documentation=f"The default {topic_name} of topics without their own.",
+        )
+    return [rows[name] for name in sorted(rows)]
+
+
+def _static_row(
+    name: str, value: str | None, default: str, config_type: ConfigType, doc: str | None
+) -> DescribedConfig:
+    default_synonym = ConfigSynonym(name=name, value=default, source=ConfigSource.DEFAULT_CONFIG)
+    if value is None:
+        return DescribedConfig(
+            name=name,
+            value=default,
+            source=ConfigSource.DEFAULT_CONFIG,
+            config_type=config_type,
+            read_only=True,
+            synonyms=(default_synonym,),
+            documentation=doc,
+        )
+    return DescribedConfig(
+        name=name,
+        value=value,
+        source=ConfigSource.STATIC_BROKER_CONFIG,
+        config_type=config_type,
+        read_only=True,
+        synonyms=(
+            ConfigSynonym(name=name, value=value, source=ConfigSource.STATIC_BROKER_CONFIG),
+            default_synonym,
+        ),
+        documentation=doc,
+    )
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def check_broker_resource(name: str, broker_id: int) -> None:
+    """A BROKER resource names this broker's id, or is empty (the cluster-wide default)."""
+    if name == "":
+        return
+    try:
+        node_id = int(name)
+    except ValueError:
+        raise InvalidRequestError(f"Node id must be an integer, but it is: {name}") from None
+    if node_id != broker_id:
+        raise InvalidRequestError(
+            f"Unexpected broker id, expected {broker_id} or empty string, but received {name}"
+        )
+
+
+def check_unique_keys(names: Sequence[str]) -> None:
+    if len(set(names)) != len(names):
+        raise InvalidRequestError("Error due to duplicate config keys")
+    if len(names) > MAX_CONFIGS_PER_RESOURCE:
+        raise InvalidRequestError(
+            f"{len(names)} configs in one resource; at most {MAX_CONFIGS_PER_RESOURCE} are allowed"
+        )
+
+
+def reject_broker_changes(names: Sequence[str]) -> None:
+    """No broker config can change while the broker runs: edit server.properties instead."""
+    raise InvalidRequestError(
+        f"Cannot update these configs dynamically: {sorted(names)}; change them in"
+        " server.properties and restart the broker"
+    )
+
+
+def check_operations(ops: Sequence[tuple[str, int, str | None]]) -> None:
+    """INVALID_REQUEST for an operation code that is not SET, DELETE, APPEND or SUBTRACT."""
+    for _name, operation, _value in ops:
+        if operation not in AlterConfigOp.__members__.values():
+            raise InvalidRequestError(f"Unknown operations type {operation}")
+
+
+def incremental_changes(
+    ops: Sequence[tuple[str, int, str | None]], current: Mapping[str, str]
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """(set, delete) for a topic from ``(name, operation, value)`` triples.
+
+    ``current`` is the effective config (override, else the broker's default) that APPEND and
+    SUBTRACT start from; lists keep their order, APPEND skips values already present.
+    """
+    set_configs: dict[str, str] = {}
+    delete_configs: list[str] = []
+    for name, operation, value in ops:
+        try:
+            op = AlterConfigOp(operation)
+        except ValueError:
+            raise InvalidRequestError(f"Unknown operations type {operation}") from None
+        if op is AlterConfigOp.DELETE or (op is AlterConfigOp.SET and value is None):
+            delete_configs.append(name)
+            continue
+        if op is AlterConfigOp.SET:
+            set_configs[name] = str(value)
+            continue
+        if name not in LIST_CONFIG_NAMES:
+            raise InvalidConfigError(f"Can't {op.name} to key {name} because its type is not LIST.")
+        items = [p for p in current.get(name, "").split(",") if p]
+        changes = [p for p in (value or "").split(",")]
+        if op is AlterConfigOp.APPEND:
+            items.extend(p for p in changes if p not in items)
+        else:
+            items = [p for p in items if p not in changes]
+        set_configs[name] = ",".join(items)
+    return set_configs, tuple(delete_configs)
+
+
+def topic_info_or_raise(broker: KafkaBroker, name: str) -> TopicInfo:
+    """The topic, or INVALID_TOPIC_EXCEPTION / UNKNOWN_TOPIC_OR_PARTITION."""
+    validate_topic_name(name)
+    info = broker.topic_store.get(name)
+    if info is None:
+        raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+    return info
