@@ -586,6 +586,7 @@ class GroupCoordinator:
             reason,
         )
         self._set_delayed_join(group, delayed)
+        self._maybe_complete_join(group)  # e.g. the last member left: nobody to wait for
 
     def _set_delayed_join(self, group: GroupMetadata, delayed: _DelayedJoin) -> None:
         self._delayed_joins[group.group_id] = delayed
