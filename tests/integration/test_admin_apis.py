@@ -9,6 +9,7 @@ restart, and Kafka's errors.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import time
 import uuid
@@ -17,6 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+from aiokafka.admin import NewPartitions as ANewPartitions
+from aiokafka.admin.config_resource import ConfigResource as AConfigResource
+from aiokafka.admin.config_resource import ConfigResourceType as AConfigResourceType
+from aiokafka.structs import TopicPartition as ATopicPartition
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import (
@@ -419,6 +425,35 @@ def test_describe_log_dirs_with_kafka_python(
     assert sizes[0] == 0
     assert sizes[1] > 0
     assert all(p["offset_lag"] == 0 and not p["is_future_key"] for p in described["partitions"])
+
+
+# ------------------------------------------------------------------ aiokafka (older versions)
+def test_aiokafka_admin_client(broker: BrokerProcess, admin: KafkaAdminClient) -> None:
+    topic = _topic(admin, configs={"retention.ms": "7200000"})
+    _produce(broker, topic, 4)
+
+    async def scenario() -> tuple[Any, Any, Any]:
+        client = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        await client.start()
+        try:
+            await client.create_partitions({topic: ANewPartitions(2)})
+            described = await client.describe_configs(
+                [AConfigResource(AConfigResourceType.TOPIC, topic)]
+            )
+            deleted = await client.delete_records({ATopicPartition(topic, 0): RecordsToDelete(3)})
+            return described, deleted, await client.describe_cluster()
+        finally:
+            await client.close()
+
+    described, deleted, cluster = asyncio.run(scenario())
+
+    assert _partition_count(admin, topic) == 2
+    ((_, _, _, _, entries),) = described[0].resources
+    by_name = {e[0]: (e[1], e[3]) for e in entries}
+    assert by_name["retention.ms"] == ("7200000", 1)  # DYNAMIC_TOPIC_CONFIG
+    assert by_name["retention.bytes"] == ("-1", 5)  # DEFAULT_CONFIG
+    assert deleted == {ATopicPartition(topic, 0): 3}
+    assert cluster["controller_id"] == 0
 
 
 # ------------------------------------------------------------------ every version, raw wire
