@@ -5,8 +5,10 @@ declares: a compact array that claims 2**32 - 2 elements asks for 32 GiB at once
 failed allocation aborts the whole process, which no ``except`` can catch. Every element takes
 at least one byte on the wire, so a count larger than the bytes left in the frame can only be
 malformed. ``check_collection_lengths`` walks the body with Kafka's message encoding and
-raises ``RequestBoundsError`` at the first count or length that cannot fit; decoding proper
-(values, UTF-8, enums) stays with kio.
+raises ``RequestBoundsError`` at the first count or length that cannot fit, and at a null
+where the schema allows none (kio decodes a null array as ``None`` even for a non-nullable
+field, which handlers then fail to iterate). Decoding proper (values, UTF-8, enums) stays
+with kio.
 
 Encoding walked (Kafka's generated message format):
 
@@ -89,6 +91,8 @@ class _Struct:
 class _Array:
     flexible: bool
     item: _Step
+    nullable: bool
+    name: str
 
 
 _Step = _Fixed | _Sized | _Struct | _Array
@@ -128,11 +132,13 @@ def _field_step(field: dataclasses.Field[Any], flexible: bool, *, is_tag: bool) 
     item: _Step
     if isinstance(kind, EntityField):
         return _Struct(kind.type_, nullable=not is_tag and is_optional(field))
+    # A tagged array is present only when set, so its nullability is not checked here.
+    nullable = is_tag or is_optional(field)
     if isinstance(kind, EntityTupleField):
-        return _Array(flexible, _Struct(kind.type_, nullable=False))
+        return _Array(flexible, _Struct(kind.type_, nullable=False), nullable, field.name)
     item = _primitive_step(get_schema_field_type(field), flexible)
     if isinstance(kind, PrimitiveTupleField):
-        return _Array(flexible, item)
+        return _Array(flexible, item, nullable, field.name)
     return item
 
 
@@ -170,6 +176,8 @@ def _walk(step: _Step, view: memoryview, position: int, end: int) -> int:
         count -= 1
     else:
         count, position = _read(_INT32, view, position, end)
+    if count == -1 and not step.nullable:  # kio would hand the handler a None
+        raise RequestBoundsError(f"the non-nullable array {step.name} is null")
     if count > end - position:
         raise RequestBoundsError(
             f"array of {count} elements at byte {position} of a frame with"

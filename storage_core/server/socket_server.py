@@ -11,7 +11,8 @@ line that says who sent what and why; every other connection keeps going.
 - a body that does not decode or fill the frame    -> close
 - the client closes in the middle of a frame       -> close (logged; a close between frames
                                                       is not)
-- a handler that raises                            -> close (logged with the traceback)
+- a handler that raises, or whose response does   -> close (logged with the traceback)
+  not encode
 """
 
 from __future__ import annotations
@@ -171,6 +172,11 @@ class SocketServer:
         )
         try:
             body = await handler.handle(ctx, request)
+            if body is None:  # acks=0 produce: no response at all
+                return None
+            # Inside the try: a response the codec refuses (a None in a non-nullable field)
+            # is a handler bug too, and must close this connection only.
+            return encode_response(key, version, correlation_id, body)
         except Exception:
             logger.exception(
                 "closing connection client=%s reason=handler of API key %d v%d failed",
@@ -179,9 +185,6 @@ class SocketServer:
                 version,
             )
             return _CLOSE
-        if body is None:  # acks=0 produce: no response at all
-            return None
-        return encode_response(key, version, correlation_id, body)
 
     def _unsupported_api_versions(
         self, correlation_id: int, client: str, host: str, version: int

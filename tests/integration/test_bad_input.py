@@ -373,3 +373,120 @@ def test_a_body_with_trailing_bytes_closes_the_connection(
     sock = connect(broker.port)
     sock.sendall(frame(request[4:] + b"extra"))
     assert_closed_with_one_warning(broker, sock, r"leaves 5 unread bytes")
+
+
+# ---------------------------------------------------------------------------- found by the fuzz
+def test_fetch_versions_before_current_leader_epoch_are_served(
+    broker: BrokerProcess, bystander: socket.socket
+) -> None:
+    """Fetch v4-v8 have no current_leader_epoch; the handler used to fail on every one."""
+    assert produce(broker, TOPIC, small_batch(b"legacy")).error_code == ErrorCode.none
+    for version in (4, 8):
+        module = raw_wire.request_classes(1, version)
+        with connect(broker.port) as sock:
+            body = call(
+                sock,
+                1,
+                version,
+                replica_id=-1,
+                max_wait=datetime.timedelta(milliseconds=10),
+                min_bytes=1,
+                max_bytes=1 << 20,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,
+                topics=(
+                    raw_wire.build(
+                        module.FetchTopic,
+                        topic=TOPIC,
+                        partitions=(
+                            raw_wire.build(
+                                module.FetchPartition,
+                                partition=0,
+                                fetch_offset=0,
+                                log_start_offset=-1,
+                                partition_max_bytes=1 << 20,
+                            ),
+                        ),
+                    ),
+                ),
+                forgotten_topics_data=(),
+            )
+            assert_no_warning(broker, sock)
+        (partition,) = body.responses[0].partitions
+        assert partition.error_code == ErrorCode.none, version
+        assert partition.records and b"legacy" in partition.records
+
+
+def list_offsets(broker: BrokerProcess, version: int, timestamp: int) -> object:
+    module = raw_wire.request_classes(2, version)
+    with connect(broker.port) as sock:
+        body = call(
+            sock,
+            2,
+            version,
+            replica_id=-1,
+            isolation_level=0,
+            topics=(
+                module.ListOffsetsTopic(
+                    name=TOPIC,
+                    partitions=(
+                        raw_wire.build(
+                            module.ListOffsetsPartition,
+                            partition_index=0,
+                            current_leader_epoch=-1,
+                            timestamp=timestamp,
+                        ),
+                    ),
+                ),
+            ),
+        )
+        assert_no_warning(broker, sock)
+    return body.topics[0].partitions[0]
+
+
+def test_list_offsets_versions_before_current_leader_epoch_are_served(
+    broker: BrokerProcess, bystander: socket.socket
+) -> None:
+    """ListOffsets v1-v3 have no current_leader_epoch; the handler used to fail on them."""
+    latest = list_offsets(broker, 4, -1)
+    for version in (1, 3):
+        answer = list_offsets(broker, version, -1)
+        assert answer.error_code == ErrorCode.none, version
+        assert answer.offset == latest.offset
+
+
+@pytest.mark.parametrize("timestamp", [-6, -7, -(2**63)])
+def test_list_offsets_with_an_unknown_negative_timestamp_is_invalid_request(
+    broker: BrokerProcess, bystander: socket.socket, timestamp: int
+) -> None:
+    answer = list_offsets(broker, 7, timestamp)
+    assert answer.error_code == ErrorCode.invalid_request
+    assert answer.offset == -1
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_metadata_by_topic_id_before_v12_is_invalid_request(
+    broker: BrokerProcess, bystander: socket.socket, version: int
+) -> None:
+    """v10-v11 allow a null name in the request but not in the response (lookups by id came
+    with v12); the response used to fail encoding and the connection was dropped."""
+    module = raw_wire.request_classes(3, version)
+    with connect(broker.port) as sock:
+        body = call(
+            sock,
+            3,
+            version,
+            topics=(
+                module.MetadataRequestTopic(name=None, topic_id=None),
+                module.MetadataRequestTopic(name=TOPIC, topic_id=None),
+            ),
+            allow_auto_topic_creation=False,
+            include_cluster_authorized_operations=False,
+            include_topic_authorized_operations=False,
+        )
+        assert_no_warning(broker, sock)
+    assert [(t.name, t.error_code) for t in body.topics] == [
+        ("", ErrorCode.invalid_request),
+        (TOPIC, ErrorCode.none),
+    ]

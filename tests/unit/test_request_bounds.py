@@ -137,3 +137,16 @@ def test_real_requests_still_parse() -> None:
     header, parsed = parse_request(frame)
     assert header.correlation_id == 5
     assert parsed == body
+
+
+def test_a_null_non_nullable_array_is_refused() -> None:
+    """kio decodes it as None; Produce's handler then failed iterating ``topic_data``."""
+    flexible = struct.pack(">hhih", 0, 9, 1, -1) + b"\x00" + b"\x00" + struct.pack(">hi", 1, 1000)
+    with pytest.raises(MalformedRequestError, match="non-nullable array topic_data is null"):
+        parse_request(flexible + b"\x00" + b"\x00")
+    legacy = struct.pack(">hhih", 0, 3, 1, -1) + struct.pack(">hhii", -1, 1, 1000, -1)
+    with pytest.raises(MalformedRequestError, match="non-nullable array topic_data is null"):
+        parse_request(legacy)
+    # Metadata v1+ topics is nullable (all topics): still accepted.
+    _header, body = parse_request(struct.pack(">hhih", 3, 1, 1, -1) + struct.pack(">i", -1))
+    assert body.topics is None

@@ -51,8 +51,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             wanted[TopicPartition(name, p.partition)] = FetchRequestPartition(
                 fetch_offset=p.fetch_offset,
                 max_bytes=p.partition_max_bytes,
-                current_leader_epoch=p.current_leader_epoch,
-                last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),
+                current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v9+
+                last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),  # v12+
             )
     results = await broker.replica_manager.fetch_messages(
         wanted,

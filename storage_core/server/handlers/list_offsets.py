@@ -36,14 +36,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     functools.partial(
                         partition.fetch_offset_for_timestamp,
                         p.timestamp,
-                        current_leader_epoch=p.current_leader_epoch,
+                        current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v4+
                     )
                 )
                 if found is not None:
                     timestamp, offset = found.timestamp, found.offset
                     epoch = -1 if found.leader_epoch is None else found.leader_epoch
-            except StorageError as exc:
-                error = exc
+            except (StorageError, ValueError) as exc:  # ValueError: an unknown negative
+                error = exc  # timestamp (not -1..-4), answered INVALID_REQUEST
             partitions.append(
                 build(
                     module.ListOffsetsPartitionResponse,

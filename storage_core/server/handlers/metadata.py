@@ -41,7 +41,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         allow_create = ctx.api_version < 4 or bool(request.allow_auto_topic_creation)
         for requested in request.topics:
             name = requested.name
-            if name is None:  # v10+: by topic id
+            if name is None and ctx.api_version < 12:
+                # v10-v11 let the name be null, but their response cannot carry a null name;
+                # Kafka refuses lookups by id before v12 (INVALID_REQUEST).
+                topics.append(_error_topic(module, "", ErrorCode.invalid_request))
+                continue
+            if name is None:  # v12+: by topic id
                 by_id = store.get_by_id(from_kio_uuid(requested.topic_id))
                 if by_id is None:
                     topics.append(
