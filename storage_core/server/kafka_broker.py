@@ -22,11 +22,13 @@ from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import ZERO_UUID, TopicPartition
 from storage_core.controller.producer_id_manager import ProducerIdManager
 from storage_core.controller.topic_store import TopicInfo, TopicStore
+from storage_core.coordinator.group.group_coordinator import GroupCoordinator
 from storage_core.errors import PolicyViolationError, StorageError
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
 from storage_core.replication.partition import Partition
 from storage_core.replication.replica_manager import ReplicaManager
+from storage_core.server.group_coordinator_setup import start_group_coordinator
 from storage_core.server.handlers import ApiHandler, build_registry
 from storage_core.server.kafka_config import KafkaConfig, new_cluster_id
 from storage_core.server.socket_server import SocketServer
@@ -70,7 +72,7 @@ class KafkaBroker:
         self.producer_id_manager = ProducerIdManager(log_dirs[0])
         self.replica_manager = ReplicaManager(self.log_manager, local_broker_id=self.broker_id)
         self.api_registry: dict[int, ApiHandler] = build_registry()
-        self.group_coordinator: object | None = None
+        self.group_coordinator: GroupCoordinator | None = None
         self.socket_server = SocketServer(
             self,
             max_request_bytes=config.get_int("socket.request.max.bytes"),
@@ -235,6 +237,7 @@ class KafkaBroker:
                     " served partition=%s",
                     tp,
                 )
+        self.group_coordinator = await start_group_coordinator(self)
         listener = self.config.listeners()[0]
         port = await self.socket_server.start(listener.host, listener.port)
         advertised = self.config.advertised_listeners()
@@ -254,6 +257,8 @@ class KafkaBroker:
 
     async def stop(self) -> None:
         await self.socket_server.stop()
+        if self.group_coordinator is not None:
+            await self.group_coordinator.shutdown()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.replica_manager.shutdown)
         await loop.run_in_executor(None, self.log_manager.shutdown)

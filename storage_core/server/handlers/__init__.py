@@ -31,6 +31,15 @@ HANDLER_MODULES: tuple[str, ...] = (
     "incremental_alter_configs",
     "describe_cluster",
     "describe_log_dirs",
+    "find_coordinator",
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "offset_commit",
+    "offset_fetch",
+    "list_groups",
+    "describe_groups",
 )
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]

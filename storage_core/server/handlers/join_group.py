@@ -1,0 +1,70 @@
+"""JoinGroup (key 11): join a classic group and wait for the rebalance to complete.
+
+v0 has no rebalance timeout (the session timeout is used); v4+ first answer MEMBER_ID_REQUIRED
+with a member id to join again with (KIP-394); v7+ carry a nullable protocol name and the
+protocol type.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from storage_core.coordinator.group.group_metadata import JoinGroupResult
+from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
+from storage_core.server.handlers.group_support import (
+    NOT_RUNNING,
+    client_host,
+    coordinator_of,
+    to_ms,
+)
+from storage_core.server.protocol import build
+from storage_core.server.request_context import RequestContext
+
+API_KEY = 11
+MIN_VERSION = 0
+MAX_VERSION = 9
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    coordinator = coordinator_of(ctx)
+    if coordinator is None:
+        result = JoinGroupResult.failed(request.member_id, NOT_RUNNING)
+    else:
+        session_timeout_ms = to_ms(request.session_timeout)
+        result = await coordinator.join_group(
+            group_id=request.group_id,
+            member_id=request.member_id,
+            group_instance_id=getattr(request, "group_instance_id", None),
+            require_known_member_id=ctx.api_version >= 4,
+            client_id=ctx.client_id or "",
+            client_host=client_host(ctx),
+            rebalance_timeout_ms=(
+                to_ms(request.rebalance_timeout) if ctx.api_version >= 1 else session_timeout_ms
+            ),
+            session_timeout_ms=session_timeout_ms,
+            protocol_type=request.protocol_type,
+            protocols=[(p.name, p.metadata) for p in request.protocols],
+        )
+    module = ctx.response_module
+    members = tuple(
+        build(
+            module.JoinGroupResponseMember,
+            member_id=m.member_id,
+            group_instance_id=m.group_instance_id,
+            metadata=m.metadata,
+        )
+        for m in result.members
+    )
+    protocol_name = result.protocol_name
+    return build(
+        module.JoinGroupResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=error_code_of(result.error),
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        protocol_name=protocol_name if ctx.api_version >= 7 else (protocol_name or ""),
+        leader=result.leader_id,
+        skip_assignment=False,
+        member_id=result.member_id,
+        members=members,
+    )
