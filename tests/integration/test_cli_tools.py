@@ -347,29 +347,7 @@ NON_FLEXIBLE = {
 }
 
 
-_OLD_READS = (ApiKey.FETCH, ApiKey.LIST_OFFSETS)
-
-
-@pytest.mark.parametrize(
-    "pinned",
-    [
-        pytest.param({}, id="newest"),
-        pytest.param(
-            {k: v for k, v in NON_FLEXIBLE.items() if k not in _OLD_READS},
-            id="non-flexible-writes",
-        ),
-        pytest.param(
-            NON_FLEXIBLE,
-            id="non-flexible-all",
-            marks=pytest.mark.xfail(
-                reason="broker: Fetch v4-v8 and ListOffsets v1-v3 handlers read"
-                " current_leader_epoch, which those versions lack (AttributeError, connection"
-                " closed)",
-                strict=False,
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("pinned", [{}, NON_FLEXIBLE], ids=["newest", "non-flexible"])
 def test_every_api_version_the_client_implements(
     broker: BrokerProcess, pinned: dict[ApiKey, tuple[int, ...]]
 ) -> None:
