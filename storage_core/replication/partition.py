@@ -205,8 +205,10 @@ class Partition:
         if timestamp == -1:  # LATEST: the high watermark, not the LEO (read_committed aside)
             epoch = self.log.leader_epoch_cache.epoch_for_offset(max(high_watermark - 1, 0))
             return TimestampAndOffset(-1, high_watermark, epoch)
+        if timestamp in (-2, -4):  # EARLIEST / EARLIEST_LOCAL: the log start, even when empty
+            return found
         if found is not None and found.offset >= high_watermark:
-            return None
+            return None  # a timestamp lookup never points above what consumers may read
         return found
 
     def last_offset_for_leader_epoch(

@@ -179,12 +179,6 @@ def test_produce_generated_and_stdin_then_consume(broker: BrokerProcess) -> None
     assert latest.stderr.strip() == "Processed a total of 0 messages"
 
 
-@pytest.mark.xfail(
-    reason="broker: ListOffsets EARLIEST (-2) of an empty partition answers -1 instead of the"
-    " log start offset (Partition.fetch_offset_for_timestamp hides offsets >= high watermark"
-    " for -2 too)",
-    strict=False,
-)
 def test_consume_earliest_of_an_empty_partition(broker: BrokerProcess) -> None:
     ok(cli(broker, "topics", "create", "--topic", "empty"))
     with KafkaCluster(broker.bootstrap) as cluster:
