@@ -25,8 +25,10 @@ from tests.integration import raw_wire
 from tests.integration.raw_wire import api_versions, call, connect, is_closed_by_peer
 
 MAX_REQUEST_BYTES = 65_536
+FETCH_MAX_BYTES = 50_000
 TOPIC = "events"
 TOPIC_MAX_MESSAGE_BYTES = 2_000
+WIDE_TOPIC = "wide"  # default max.message.bytes
 PRODUCE_V = 9  # flexible
 FETCH_V = 12  # by name, flexible
 METADATA_VERSIONS = (1, 9, 12)
@@ -41,12 +43,14 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         directory,
         overrides={
             "socket.request.max.bytes": str(MAX_REQUEST_BYTES),
+            "fetch.max.bytes": str(FETCH_MAX_BYTES),
             "auto.create.topics.enable": "false",
         },
     ) as process:
         raw_wire.create_topic(
             process.port, TOPIC, configs={"max.message.bytes": str(TOPIC_MAX_MESSAGE_BYTES)}
         )
+        raw_wire.create_topic(process.port, WIDE_TOPIC)
         yield process
 
 
@@ -309,7 +313,7 @@ def test_invalid_acks_are_invalid_required_acks(
 
 
 # ---------------------------------------------------------------------------- fetch
-def fetch(broker: BrokerProcess, offset: int, **overrides: object) -> object:
+def fetch(broker: BrokerProcess, offset: int, topic: str = TOPIC, **overrides: object) -> object:
     module = raw_wire.request_classes(1, FETCH_V)
     partition_fields: dict[str, object] = {
         "partition": 0,
@@ -329,7 +333,7 @@ def fetch(broker: BrokerProcess, offset: int, **overrides: object) -> object:
         "session_epoch": -1,
         "topics": (
             module.FetchTopic(
-                topic=TOPIC, partitions=(raw_wire.build(module.FetchPartition, **partition_fields),)
+                topic=topic, partitions=(raw_wire.build(module.FetchPartition, **partition_fields),)
             ),
         ),
         "forgotten_topics_data": (),
@@ -490,3 +494,23 @@ def test_metadata_by_topic_id_before_v12_is_invalid_request(
         ("", ErrorCode.invalid_request),
         (TOPIC, ErrorCode.none),
     ]
+
+
+def test_a_huge_fetch_max_bytes_is_capped_by_the_broker_fetch_max_bytes(
+    broker: BrokerProcess, bystander: socket.socket
+) -> None:
+    """A client asking for 2 GiB used to get a response of the whole log, built in memory
+    (a 200 MB log took the broker from 44 MiB to 630 MiB); Kafka caps it at fetch.max.bytes."""
+    batch_bytes = len(small_batch(b"w" * 5_000))
+    for _ in range(3 * FETCH_MAX_BYTES // batch_bytes):
+        assert produce(broker, WIDE_TOPIC, small_batch(b"w" * 5_000)).error_code == ErrorCode.none
+    answer = fetch(
+        broker,
+        0,
+        WIDE_TOPIC,
+        max_bytes=2**31 - 1,
+        partition_fields={"partition_max_bytes": 2**31 - 1},
+    )
+    assert answer.error_code == ErrorCode.none
+    assert FETCH_MAX_BYTES - batch_bytes < len(answer.records) <= FETCH_MAX_BYTES
+    assert answer.high_watermark * batch_bytes > 2 * FETCH_MAX_BYTES

@@ -58,7 +58,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         wanted,
         max_wait_ms=min(int(request.max_wait.total_seconds() * 1000), MAX_WAIT_MS_MAX),
         min_bytes=int(request.min_bytes),
-        max_bytes=int(getattr(request, "max_bytes", 2**31 - 1)),
+        # As Kafka: a response never exceeds the broker's fetch.max.bytes, whatever the client
+        # asks for (a 2 GiB max_bytes would otherwise build a response of the whole log).
+        max_bytes=min(int(request.max_bytes), broker.config.get_int("fetch.max.bytes")),
     )
     responses = []
     for index, (topic, name, partitions) in enumerate(layout):
