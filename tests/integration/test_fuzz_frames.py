@@ -30,15 +30,18 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from storage_core.records import CompressionType, SimpleRecord, build_batch
+from storage_core.server.handlers import build_registry
 from storage_core.server.protocol import encode_request
 from tests.broker_process import BrokerProcess
 from tests.integration import raw_wire
 from tests.integration.raw_wire import load_request_schema
+from tests.kafka_samples import sample_message
 
 pytestmark = pytest.mark.timeout(180)
 
 SEED = 20_261_123
-FRAMES = 3_200
+FRAMES = 8_000
+EVERY_API_FRAMES = 12_000
 WORKERS = 32
 PROBE_TIMEOUT_S = 2.0
 RSS_LIMIT_BYTES = 500 * 1024 * 1024
@@ -307,14 +310,11 @@ def rss_bytes(pid: int) -> int:
     raise AssertionError("no VmRSS in /proc status")
 
 
-def test_malformed_frames_leave_the_broker_serving(broker: BrokerProcess) -> None:
-    rng = random.Random(SEED)
-    valid = corpus(broker.port)
-    frames = [mutate(rng, valid) for _ in range(FRAMES)]
+def run_and_check(broker: BrokerProcess, frames: list[tuple[str, bytes]]) -> Counter[str]:
+    """Send the frames; the broker must be alive, bounded in memory and free of tracebacks."""
     assert broker.process is not None
     pid = broker.process.pid
     rss_before = rss_bytes(pid)
-
     started = time.monotonic()
     outcomes = asyncio.run(fuzz(broker.port, frames))
     elapsed_s = time.monotonic() - started
@@ -322,29 +322,31 @@ def test_malformed_frames_leave_the_broker_serving(broker: BrokerProcess) -> Non
     assert broker.process.poll() is None, broker.output()
     rss_after = rss_bytes(pid)
     print(
-        f"\n{FRAMES} frames in {elapsed_s:.1f}s; rss {rss_before >> 20} -> {rss_after >> 20} MiB;"
-        f" outcomes {dict(sorted(outcomes.items()))}"
+        f"\n{len(frames)} frames in {elapsed_s:.1f}s; rss {rss_before >> 20} -> {rss_after >> 20}"
+        f" MiB; outcomes {dict(sorted(outcomes.items()))}"
     )
     assert rss_after < RSS_LIMIT_BYTES
-    assert outcomes["answered"] + outcomes["closed"] + outcomes["waiting"] == FRAMES
-    assert outcomes["closed"] > FRAMES // 4, "most malformed frames should close"
-    assert outcomes["answered"] > 0, "some mutations stay valid and must be answered"
-
+    assert outcomes["answered"] + outcomes["closed"] + outcomes["waiting"] == len(frames)
     log = broker.output_path.read_text(errors="replace")
     assert "Traceback" not in log, log[log.index("Traceback") - 2000 :][:6000]
     assert " ERROR " not in log
+    return outcomes
 
-    # A real client still works, on a partition the fuzz has been writing to.
+
+def assert_round_trip(broker: BrokerProcess, topic: str, partition: int) -> None:
+    """kafka-python produces (acks=all) and consumes back what it was acknowledged."""
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
     sent = [
-        producer.send(TOPIC, key=b"after", value=b"fuzz-%d" % i, partition=1).get(timeout=10)
+        producer.send(topic, key=b"after", value=b"fuzz-%d" % i, partition=partition).get(
+            timeout=10
+        )
         for i in range(20)
     ]
     producer.close()
     consumer = KafkaConsumer(
         bootstrap_servers=broker.bootstrap, enable_auto_commit=False, consumer_timeout_ms=10_000
     )
-    tp = TopicPartition(TOPIC, 1)
+    tp = TopicPartition(topic, partition)
     consumer.assign([tp])
     consumer.seek(tp, sent[0].offset)
     got = []
@@ -354,3 +356,52 @@ def test_malformed_frames_leave_the_broker_serving(broker: BrokerProcess) -> Non
             break
     consumer.close()
     assert got == [(meta.offset, b"fuzz-%d" % i) for i, meta in enumerate(sent)]
+
+
+def test_malformed_frames_leave_the_broker_serving(broker: BrokerProcess) -> None:
+    rng = random.Random(SEED)
+    valid = corpus(broker.port)
+    frames = [mutate(rng, valid) for _ in range(FRAMES)]
+    outcomes = run_and_check(broker, frames)
+    assert outcomes["closed"] > FRAMES // 4, "most malformed frames should close"
+    assert outcomes["answered"] > 0, "some mutations stay valid and must be answered"
+    # A real client still works, on a partition the fuzz has been writing to.
+    assert_round_trip(broker, TOPIC, 1)
+
+
+def test_every_served_api_survives_mutations(tmp_path: Path) -> None:
+    """Every API and version the broker serves: one well-formed request each (every field set,
+    then every nullable field null), then mutations of them. Admin requests may delete or
+    reconfigure the fuzz topic; the round trip afterwards uses a topic created after the run."""
+    registry = build_registry()
+    valid = [
+        encode_request(
+            key,
+            version,
+            index,
+            "fuzz",
+            sample_message(load_request_schema(key, version), nulls=nulls, text=TOPIC),
+        )[4:]
+        for index, (key, version, nulls) in enumerate(
+            (key, version, nulls)
+            for key, handler in sorted(registry.items())
+            for version in range(handler.min_version, handler.max_version + 1)
+            for nulls in (False, True)
+        )
+    ]
+    assert len(valid) > 100
+    rng = random.Random(SEED + 1)
+    frames = [("valid", frame) for frame in valid]
+    frames += [mutate(rng, valid) for _ in range(EVERY_API_FRAMES)]
+    with BrokerProcess(
+        tmp_path,
+        overrides={
+            "socket.request.max.bytes": str(MAX_REQUEST_BYTES),
+            "auto.create.topics.enable": "false",
+        },
+    ) as broker:
+        raw_wire.create_topic(broker.port, TOPIC, partitions=2)
+        outcomes = run_and_check(broker, frames)
+        assert outcomes["valid:answered"] == len(valid), "a well-formed request went unanswered"
+        raw_wire.create_topic(broker.port, "after-fuzz")
+        assert_round_trip(broker, "after-fuzz", 0)

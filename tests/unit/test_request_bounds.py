@@ -5,71 +5,18 @@ the broker process with a failed 32 GiB allocation)."""
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
 import io
 import struct
-import uuid
 from typing import Any
 
 import pytest
 from kio.index import load_request_schema
-from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_writer
-from kio.serial._introspect import (
-    EntityField,
-    EntityTupleField,
-    PrimitiveTupleField,
-    classify_field,
-    get_field_tag,
-    get_schema_field_type,
-    is_optional,
-)
 
 from storage_core.server.protocol import MalformedRequestError, encode_request, parse_request
 from storage_core.server.request_bounds import RequestBoundsError, check_collection_lengths
-
-SAMPLES: dict[str, Any] = {
-    "bool": True,
-    "int8": 1,
-    "uint8": 1,
-    "int16": 2,
-    "uint16": 2,
-    "int32": 3,
-    "uint32": 3,
-    "int64": 4,
-    "uint64": 4,
-    "float64": 0.5,
-    "error_code": ErrorCode.none,
-    "timedelta_i32": datetime.timedelta(milliseconds=5),
-    "timedelta_i64": datetime.timedelta(milliseconds=6),
-    "datetime_i64": datetime.datetime(2026, 1, 2, tzinfo=datetime.UTC),
-    "uuid": uuid.UUID(int=7),
-    "string": "name",
-    "bytes": b"\x00\x01\x02",
-    "records": b"records",
-}
-
-
-def sample(schema: Any, *, nulls: bool) -> Any:
-    """A message with every field set (tagged ones too), two items per array; with ``nulls``
-    every nullable field that can be null is."""
-    values: dict[str, Any] = {}
-    for field in dataclasses.fields(schema):
-        kind = classify_field(field)
-        nullable = is_optional(field) and get_field_tag(field) is None
-        if nulls and nullable:
-            values[field.name] = None
-        elif isinstance(kind, EntityField):
-            values[field.name] = sample(kind.type_, nulls=nulls)
-        elif isinstance(kind, EntityTupleField):
-            values[field.name] = tuple(sample(kind.type_, nulls=nulls) for _ in range(2))
-        elif isinstance(kind, PrimitiveTupleField):
-            values[field.name] = (SAMPLES[get_schema_field_type(field)],) * 2
-        else:
-            values[field.name] = SAMPLES[get_schema_field_type(field)]
-    return schema(**values)
+from tests.kafka_samples import sample_message
 
 
 def every_request_schema() -> list[Any]:
@@ -87,7 +34,7 @@ def test_every_well_formed_request_passes_and_is_walked_to_its_end(nulls: bool) 
     for schema in schemas:
         buffer = io.BytesIO()
         buffer.write(b"head")
-        entity_writer(schema)(buffer, sample(schema, nulls=nulls))
+        entity_writer(schema)(buffer, sample_message(schema, nulls=nulls))
         encoded = buffer.getvalue()
         check_collection_lengths(schema, encoded, 4)
         # The walk must reach exactly the end: a trailing byte is still accepted (kio then
