@@ -83,7 +83,7 @@ class _Sized:
 
 @dataclass(frozen=True, slots=True)
 class _Struct:
-    schema: type
+    plan: _Plan
     nullable: bool
 
 
@@ -121,7 +121,11 @@ def _plan(schema: type) -> _Plan:
         tag = get_field_tag(field)
         step = _field_step(field, flexible, is_tag=tag is not None)
         if tag is None:
-            steps.append(step)
+            previous = steps[-1] if steps else None
+            if isinstance(step, _Fixed) and isinstance(previous, _Fixed):
+                steps[-1] = _Fixed(previous.size_bytes + step.size_bytes)  # one bounds check
+            else:
+                steps.append(step)
         else:
             tagged[int(tag)] = step
     return _Plan(flexible=flexible, fields=tuple(steps), tagged=tagged)
@@ -131,11 +135,11 @@ def _field_step(field: dataclasses.Field[Any], flexible: bool, *, is_tag: bool) 
     kind = classify_field(field)
     item: _Step
     if isinstance(kind, EntityField):
-        return _Struct(kind.type_, nullable=not is_tag and is_optional(field))
+        return _Struct(_plan(kind.type_), nullable=not is_tag and is_optional(field))
     # A tagged array is present only when set, so its nullability is not checked here.
     nullable = is_tag or is_optional(field)
     if isinstance(kind, EntityTupleField):
-        return _Array(flexible, _Struct(kind.type_, nullable=False), nullable, field.name)
+        return _Array(flexible, _Struct(_plan(kind.type_), nullable=False), nullable, field.name)
     item = _primitive_step(get_schema_field_type(field), flexible)
     if isinstance(kind, PrimitiveTupleField):
         return _Array(flexible, item, nullable, field.name)
@@ -170,7 +174,7 @@ def _walk(step: _Step, view: memoryview, position: int, end: int) -> int:
             position = _advance(position, 1, end, "struct marker")
             if view[position - 1] == 0xFF:  # int8 -1: a null struct
                 return position
-        return _walk_struct(_plan(step.schema), view, position, end)
+        return _walk_struct(step.plan, view, position, end)
     if step.flexible:
         count, position = _read_uvarint(view, position, end)
         count -= 1
@@ -222,6 +226,8 @@ def _read(codec: struct.Struct, view: memoryview, position: int, end: int) -> tu
 
 
 def _read_uvarint(view: memoryview, position: int, end: int) -> tuple[int, int]:
+    if position < end and view[position] < 0x80:  # one byte: most counts and tags
+        return view[position], position + 1
     value = 0
     for index in range(_VARINT_BYTES_MAX):
         if position >= end:
