@@ -30,6 +30,7 @@ from storage_core.errors import (
 )
 from storage_core.log.log_manager import LogManager
 from storage_core.log.log_validator import LogAppendInfo
+from storage_core.records.file_region import SENDFILE_SUPPORTED, FileRegion
 from storage_core.replication.partition import NO_EPOCH_CHECK, LogReadResult, Partition
 
 logger = logging.getLogger(__name__)
@@ -38,6 +39,9 @@ T = TypeVar("T")
 
 IO_THREADS = 4
 MAX_WAITERS = 10_000  # bounded purgatory: beyond it, fetches answer at once
+# Zero-copy fetches copy record sets smaller than this: a sendfile round trip through an
+# I/O thread costs more than copying a few KiB.
+ZERO_COPY_MIN_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,7 +63,10 @@ class FetchRequestPartition:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FetchResult:
-    """One partition's fetch outcome: records as bytes (possibly empty) or an error.
+    """One partition's fetch outcome: records (possibly empty) or an error.
+
+    ``records`` are bytes, or with ``zero_copy`` a ``FileRegion`` of the segment file that
+    the caller must send or close.
 
     ``diverging_epoch`` is ``(epoch, end offset)`` when the fetcher's last fetched epoch
     ends before its fetch offset on this leader (KIP-595 truncation detection); no records
@@ -67,7 +74,7 @@ class FetchResult:
     """
 
     read: LogReadResult | None = None
-    records: bytes = b""
+    records: bytes | FileRegion = b""
     error: StorageError | None = None
     diverging_epoch: tuple[int, int] | None = None
 
@@ -220,19 +227,33 @@ class ReplicaManager:
         min_bytes: int,
         max_bytes: int,
         isolation_high_watermark: bool = True,
+        zero_copy: bool = False,
     ) -> dict[TopicPartition, FetchResult]:
-        """Read now; below ``min_bytes`` and without errors, wait up to ``max_wait_ms`` for data."""
+        """Read now; below ``min_bytes`` and without errors, wait up to ``max_wait_ms`` for data.
+
+        With ``zero_copy``, record sets of ``ZERO_COPY_MIN_BYTES`` or more come back as
+        ``FileRegion``s (to be sent with sendfile); the caller owns and must close them.
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(max_wait_ms, 0) / 1000
+        zero_copy = zero_copy and SENDFILE_SUPPORTED
         while True:
-            results = await self.run_io(
-                lambda: self._read_all(requests, max_bytes, isolation_high_watermark)
+            reading = asyncio.ensure_future(
+                self.run_io(
+                    lambda: self._read_all(requests, max_bytes, isolation_high_watermark, zero_copy)
+                )
             )
+            try:
+                results = await asyncio.shield(reading)
+            except asyncio.CancelledError:
+                reading.add_done_callback(_close_regions_of_read)
+                raise
             total = sum(len(r.records) for r in results.values())
             errors = any(r.error is not None for r in results.values())
             remaining = deadline - loop.time()
             if total >= min_bytes or errors or remaining <= 0 or not requests:
                 return results
+            close_regions(results.values())
             await self._wait_for_any(requests.keys(), remaining)
 
     def _read_all(
@@ -240,11 +261,27 @@ class ReplicaManager:
         requests: Mapping[TopicPartition, FetchRequestPartition],
         max_bytes: int,
         isolation_high_watermark: bool,
+        zero_copy: bool = False,
     ) -> dict[TopicPartition, FetchResult]:
         """Kafka's ``readFromLog``: the response budget shrinks as partitions are read; the
         first non-empty partition may exceed it by one batch (``min_one_message``)."""
-        budget = max_bytes
         results: dict[TopicPartition, FetchResult] = {}
+        try:
+            self._read_each(requests, max_bytes, isolation_high_watermark, zero_copy, results)
+        except BaseException:
+            close_regions(results.values())
+            raise
+        return results
+
+    def _read_each(
+        self,
+        requests: Mapping[TopicPartition, FetchRequestPartition],
+        max_bytes: int,
+        isolation_high_watermark: bool,
+        zero_copy: bool,
+        results: dict[TopicPartition, FetchResult],
+    ) -> None:
+        budget = max_bytes
         for tp, request in requests.items():
             try:
                 partition = self.get_partition(tp)
@@ -268,12 +305,16 @@ class ReplicaManager:
                     isolation_high_watermark=isolation_high_watermark,
                     min_one_message=budget == max_bytes,
                 )
-                records = read.info.read_bytes()
+                records: bytes | FileRegion
+                data = read.info.records
+                if zero_copy and data is not None and data.size >= ZERO_COPY_MIN_BYTES:
+                    records = FileRegion.of(data.file_records, data.position, data.size)
+                else:
+                    records = read.info.read_bytes()
                 budget -= len(records)
                 results[tp] = FetchResult(read=read, records=records)
             except StorageError as error:
                 results[tp] = FetchResult(error=error)
-        return results
 
     @staticmethod
     def _diverging_epoch(
@@ -297,6 +338,18 @@ class ReplicaManager:
                 f"broker {self.local_broker_id} is not the leader of {tp}"
             )
         return partition
+
+
+def close_regions(results: Iterable[FetchResult]) -> None:
+    """Release the file regions of zero-copy fetch results that will not be sent."""
+    for result in results:
+        if isinstance(result.records, FileRegion):
+            result.records.close()
+
+
+def _close_regions_of_read(reading: asyncio.Future[dict[TopicPartition, FetchResult]]) -> None:
+    if not reading.cancelled() and reading.exception() is None:
+        close_regions(reading.result().values())
 
 
 class _RequestTimedOutError(StorageError):

@@ -34,6 +34,7 @@ from storage_core.server.protocol import (
     response_module,
 )
 from storage_core.server.request_context import RequestContext
+from storage_core.server.response_parts import ResponseParts, send_response_parts
 
 if TYPE_CHECKING:
     from storage_core.server.kafka_broker import KafkaBroker
@@ -128,6 +129,8 @@ class SocketServer:
             if isinstance(response, bytes):
                 writer.write(response)
                 await writer.drain()
+            elif isinstance(response, ResponseParts):
+                await send_response_parts(writer, response, self._broker.replica_manager.run_io)
 
     @staticmethod
     def _log_truncated(client: str, received_bytes: int, expected_bytes: int) -> None:
@@ -174,6 +177,8 @@ class SocketServer:
             body = await handler.handle(ctx, request)
             if body is None:  # acks=0 produce: no response at all
                 return None
+            if isinstance(body, ResponseParts):  # encoded by the handler (Fetch)
+                return body
             # Inside the try: a response the codec refuses (a None in a non-nullable field)
             # is a handler bug too, and must close this connection only.
             return encode_response(key, version, correlation_id, body)

@@ -4,6 +4,9 @@ No fetch sessions: every request is a full fetch and the response carries sessio
 tells clients to keep sending full requests (KIP-227 allows a broker to decline sessions). The
 response lists exactly the requested partitions, in request order. Topics are named (v4-v12)
 or identified by topic id (v13+).
+
+The response is encoded by ``fetch_response`` (not the codec): record sets of 64 KiB or more
+stay in their segment files and are sent with sendfile (see ``response_parts``).
 """
 
 from __future__ import annotations
@@ -13,14 +16,19 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
-from storage_core.replication.replica_manager import FetchRequestPartition, FetchResult
-from storage_core.server.handlers.common import (
-    NO_THROTTLE,
-    error_code_of,
-    from_kio_uuid,
+from storage_core.replication.replica_manager import (
+    FetchRequestPartition,
+    FetchResult,
+    close_regions,
 )
-from storage_core.server.protocol import build
+from storage_core.server.fetch_response import (
+    FetchPartitionResponse,
+    FetchTopicResponse,
+    encode_fetch_response,
+)
+from storage_core.server.handlers.common import error_code_of, from_kio_uuid
 from storage_core.server.request_context import RequestContext
+from storage_core.server.response_parts import ResponseParts
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -29,9 +37,8 @@ MAX_VERSION = 16
 MAX_WAIT_MS_MAX = 30_000  # a bound on how long one request may park in the purgatory
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> ResponseParts:
     broker = ctx.broker
-    module = ctx.response_module
     by_id = ctx.api_version >= 13
     wanted: dict[TopicPartition, FetchRequestPartition] = {}
     layout: list[tuple[Any, str | None, list[int]]] = []  # (topic key, name, partitions)
@@ -61,52 +68,45 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         # As Kafka: a response never exceeds the broker's fetch.max.bytes, whatever the client
         # asks for (a 2 GiB max_bytes would otherwise build a response of the whole log).
         max_bytes=min(int(request.max_bytes), broker.config.get_int("fetch.max.bytes")),
+        zero_copy=True,
     )
-    responses = []
-    for index, (topic, name, partitions) in enumerate(layout):
-        entries = []
-        for partition_index in partitions:
-            if name is None:
-                entries.append(_partition(module, partition_index, None, topic_errors[index]))
-                continue
-            result = results[TopicPartition(name, partition_index)]
-            entries.append(_partition(module, partition_index, result, None))
-        responses.append(
-            build(
-                module.FetchableTopicResponse,
-                topic=name,
-                topic_id=getattr(topic, "topic_id", None),
-                partitions=tuple(entries),
+    try:
+        topics = [
+            FetchTopicResponse(
+                topic=name or "",
+                topic_id=topic.topic_id.bytes if by_id and topic.topic_id else bytes(16),
+                partitions=tuple(
+                    _partition(partition_index, None, topic_errors[index])
+                    if name is None
+                    else _partition(
+                        partition_index, results[TopicPartition(name, partition_index)], None
+                    )
+                    for partition_index in partitions
+                ),
             )
+            for index, (topic, name, partitions) in enumerate(layout)
+        ]
+        return encode_fetch_response(
+            version=ctx.api_version, correlation_id=ctx.correlation_id, topics=topics
         )
-    return build(
-        module.FetchResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        session_id=0,
-        responses=tuple(responses),
-    )
+    except BaseException:
+        close_regions(results.values())
+        raise
 
 
 def _partition(
-    module: Any, partition_index: int, result: FetchResult | None, error: ErrorCode | None
-) -> Any:
+    partition_index: int, result: FetchResult | None, error: ErrorCode | None
+) -> FetchPartitionResponse:
     read = result.read if result is not None else None
     if error is None and result is not None:
         error = error_code_of(result.error)
-    diverging = result.diverging_epoch if result is not None else None
-    values: dict[str, Any] = {
-        "partition_index": partition_index,
-        "error_code": error,
-        "high_watermark": read.high_watermark if read is not None else -1,
-        "last_stable_offset": read.last_stable_offset if read is not None else -1,
-        "log_start_offset": read.log_start_offset if read is not None else -1,
-        "aborted_transactions": None if read is None else (),
-        "preferred_read_replica": -1,
-        "records": result.records if result is not None and read is not None else None,
-    }
-    if diverging is not None and hasattr(module, "EpochEndOffset"):
-        values["diverging_epoch"] = module.EpochEndOffset(
-            epoch=diverging[0], end_offset=diverging[1]
-        )
-    return build(module.PartitionData, **values)
+    return FetchPartitionResponse(
+        partition_index=partition_index,
+        error_code=int(error if error is not None else ErrorCode.none),
+        high_watermark=read.high_watermark if read is not None else -1,
+        last_stable_offset=read.last_stable_offset if read is not None else -1,
+        log_start_offset=read.log_start_offset if read is not None else -1,
+        diverging_epoch=result.diverging_epoch if result is not None else None,
+        aborted_transactions=None if read is None else (),
+        records=result.records if result is not None and read is not None else None,
+    )

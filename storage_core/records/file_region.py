@@ -1,0 +1,95 @@
+"""A byte range of a segment file held open on its own descriptor, to be sent with sendfile.
+
+``FileRegion.of`` duplicates the segment's descriptor, so the region stays readable (the same
+inode, the same bytes) even if the segment is closed, rolled or deleted before the region is
+sent; bytes below a segment's observed size never change while it serves reads. The owner
+must ``close`` the region once it is sent or dropped.
+
+Thread safety: one user at a time. ``transfer_to`` does disk work (sendfile may have to read
+the file) and belongs on an I/O thread; it never waits for the socket: on a full socket it
+returns what it sent so the caller can wait for writability without holding the thread.
+"""
+
+from __future__ import annotations
+
+import os
+
+from storage_core.errors import KafkaStorageError
+from storage_core.records.file_records import FileRecords
+
+SENDFILE_SUPPORTED = hasattr(os, "sendfile")
+
+
+class FileRegion:
+    """``size`` bytes of a file from ``position`` (inclusive), on a descriptor it owns."""
+
+    __slots__ = ("_fd", "_path", "position", "size")
+
+    def __init__(self, fd: int, position: int, size: int, *, path: str) -> None:
+        if position < 0 or size < 0:
+            os.close(fd)
+            raise ValueError(f"invalid region of {size} bytes at position {position} of {path}")
+        self._fd = fd
+        self._path = path
+        self.position = position
+        self.size = size
+
+    @staticmethod
+    def of(file_records: FileRecords, position: int, size: int) -> FileRegion:
+        """The region ``[position, position + size)`` of a segment file, on a dup'd descriptor."""
+        try:
+            fd = os.dup(file_records.fd)
+        except (OSError, ValueError) as exc:
+            raise KafkaStorageError(
+                f"cannot hold {file_records.path} open to send it: {exc}"
+            ) from exc
+        return FileRegion(fd, position, size, path=str(file_records.path))
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def read(self) -> bytes:
+        """The region's bytes (for callers that cannot send a file)."""
+        parts = []
+        done = 0
+        while done < self.size:
+            data = os.pread(self._fd, self.size - done, self.position + done)
+            if not data:
+                raise self._short(done)
+            parts.append(data)
+            done += len(data)
+        return b"".join(parts)
+
+    def transfer_to(self, socket_fd: int, start: int) -> int:
+        """Send the region from its byte ``start`` to a non-blocking socket until it is all
+        sent or the socket is full; returns the bytes sent (0 if the socket was full)."""
+        sent = 0
+        while start + sent < self.size:
+            try:
+                n = os.sendfile(
+                    socket_fd, self._fd, self.position + start + sent, self.size - start - sent
+                )
+            except BlockingIOError:
+                break
+            if n == 0:  # the file ends before the region does: it was truncated under us
+                raise self._short(start + sent)
+            sent += n
+        return sent
+
+    def _short(self, done: int) -> KafkaStorageError:
+        return KafkaStorageError(
+            f"{self._path} ended {self.size - done} bytes before the end of the region"
+            f" [{self.position}, {self.position + self.size}) being sent"
+        )
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
+    def __repr__(self) -> str:
+        return f"FileRegion({self._path}, position={self.position}, size={self.size})"

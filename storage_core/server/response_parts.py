@@ -1,0 +1,143 @@
+"""A response frame made of in-memory bytes and file regions, and how it goes out.
+
+The first part starts with the int32 frame size, patched by ``seal`` to the total of every
+part after it. ``send_response_parts`` writes bytes through the connection's transport and
+each file region with ``sendfile`` on an I/O thread (the region's bytes never enter Python):
+
+    transport.write(bytes) ... wait until the transport's buffer is empty
+    I/O thread: os.sendfile(socket, file) until done or the socket is full
+    loop: wait until the socket is writable (a dup of the socket's descriptor, so the
+          transport's own registration is untouched), then back to the I/O thread
+
+The event loop never touches a file, and an I/O thread never waits for a slow client.
+
+Thread safety: a ``ResponseParts`` belongs to one connection's task; its regions are used on
+one I/O thread at a time. ``close`` releases the regions' descriptors, sent or not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import struct
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from storage_core.records.file_region import FileRegion
+
+T = TypeVar("T")
+RunIo = Callable[[Callable[[], T]], Awaitable[T]]
+
+_SIZE = struct.Struct(">i")
+MAX_FRAME_BYTES = (1 << 31) - 1
+
+
+class ResponseParts:
+    """An encoded response frame: bytes and file regions, in wire order."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes | FileRegion] = []
+        self.size_in_bytes = 0
+
+    def append_bytes(self, data: bytes) -> None:
+        if data:
+            self.parts.append(data)
+            self.size_in_bytes += len(data)
+
+    def append_region(self, region: FileRegion) -> None:
+        self.parts.append(region)
+        self.size_in_bytes += region.size
+
+    def seal(self) -> None:
+        """Write the frame size (every byte after the size field) into the first part."""
+        if not self.parts or not isinstance(self.parts[0], bytes) or len(self.parts[0]) < 4:
+            raise ValueError("a response frame starts with its 4-byte size field")
+        if self.size_in_bytes - 4 > MAX_FRAME_BYTES:
+            raise ValueError(f"a response frame of {self.size_in_bytes} bytes is too large")
+        head = bytearray(self.parts[0])
+        _SIZE.pack_into(head, 0, self.size_in_bytes - 4)
+        self.parts[0] = bytes(head)
+
+    @property
+    def has_regions(self) -> bool:
+        return any(isinstance(p, FileRegion) for p in self.parts)
+
+    def to_bytes(self) -> bytes:
+        """The whole frame in memory (reads the regions; for tests and fallbacks)."""
+        return b"".join(p if isinstance(p, bytes) else p.read() for p in self.parts)
+
+    def close(self) -> None:
+        for part in self.parts:
+            if isinstance(part, FileRegion):
+                part.close()
+
+
+async def send_response_parts(
+    writer: asyncio.StreamWriter, response: ResponseParts, run_io: RunIo[int]
+) -> None:
+    """Send the frame, bytes through ``writer`` and regions with sendfile; closes the parts."""
+    try:
+        if not response.has_regions:
+            writer.write(b"".join(p for p in response.parts if isinstance(p, bytes)))
+            await writer.drain()
+            return
+        transport = writer.transport
+        low, high = transport.get_write_buffer_limits()
+        # The transport must have sent everything before the socket is written directly:
+        # with a high-water mark of 0, drain() returns only once its buffer is empty.
+        transport.set_write_buffer_limits(high=0)
+        try:
+            for part in response.parts:
+                if isinstance(part, bytes):
+                    writer.write(part)
+                    await writer.drain()
+                else:
+                    await writer.drain()
+                    await _send_region(writer, part, run_io)
+        finally:
+            if not transport.is_closing():
+                transport.set_write_buffer_limits(high=high, low=low)
+    finally:
+        response.close()
+
+
+async def _send_region(
+    writer: asyncio.StreamWriter, region: FileRegion, run_io: RunIo[int]
+) -> None:
+    sock = writer.get_extra_info("socket")
+    if sock is None:
+        raise ConnectionError("the connection has no socket to send a file to")
+    loop = asyncio.get_running_loop()
+    socket_fd = os.dup(sock.fileno())  # the transport's descriptor is registered by it
+    try:
+        sent = 0
+        while sent < region.size:
+            # Shielded: if this task is cancelled, the I/O thread still finishes its call
+            # before the descriptors it uses are closed.
+            sending = asyncio.ensure_future(
+                run_io(functools.partial(region.transfer_to, socket_fd, sent))
+            )
+            try:
+                sent += await asyncio.shield(sending)
+            except asyncio.CancelledError:
+                await asyncio.wait([sending])
+                raise
+            if sent < region.size:
+                await _writable(loop, socket_fd)
+    finally:
+        os.close(socket_fd)
+
+
+async def _writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def on_writable() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_writer(fd, on_writable)
+    try:
+        await ready
+    finally:
+        loop.remove_writer(fd)

@@ -1,0 +1,85 @@
+"""Sending a response of bytes and file regions over a loopback socket: every byte arrives,
+in order, even when the socket fills up many times (a slow reader), and descriptors are
+released afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+from storage_core.records import FileRecords
+from storage_core.records.file_region import FileRegion
+from storage_core.server.response_parts import ResponseParts, send_response_parts
+
+T = TypeVar("T")
+
+
+def _frame(regions: list[FileRegion], head: bytes, tail: bytes) -> ResponseParts:
+    parts = ResponseParts()
+    parts.append_bytes(b"\x00\x00\x00\x00" + head)
+    for region in regions:
+        parts.append_region(region)
+        parts.append_bytes(tail)
+    parts.seal()
+    return parts
+
+
+def _serve_and_read(parts: ResponseParts, *, slow_reader: bool) -> bytes:
+    io = ThreadPoolExecutor(max_workers=2)
+
+    async def run_io(function: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(io, function)
+
+    async def main() -> bytes:
+        async def on_connection(_r: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.write(b"before")  # an earlier response still in the transport's buffer
+            await send_response_parts(writer, parts, run_io)
+            writer.write(b"after")
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(on_connection, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 16)
+        received = bytearray()
+        while chunk := await reader.read(1 << 16):
+            received += chunk
+            if slow_reader:
+                await asyncio.sleep(0.0005)
+        writer.close()
+        server.close()
+        await server.wait_closed()
+        return bytes(received)
+
+    try:
+        return asyncio.run(main())
+    finally:
+        io.shutdown()
+
+
+def test_bytes_and_regions_arrive_in_order(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000000.log"
+    data = os.urandom(6 * 1024 * 1024)
+    path.write_bytes(data)
+    with FileRecords.open(path, mutable=False) as file:
+        regions = [FileRegion.of(file, 5, 4 * 1024 * 1024), FileRegion.of(file, 0, 70_000)]
+    parts = _frame(regions, b"head", b"tail")
+    expected = parts.to_bytes()
+    assert expected[8:] == data[5 : 5 + 4 * 1024 * 1024] + b"tail" + data[:70_000] + b"tail"
+    for slow in (False, True):
+        parts = _frame(
+            [
+                FileRegion(os.open(path, os.O_RDONLY), 5, 4 * 1024 * 1024, path=str(path)),
+                FileRegion(os.open(path, os.O_RDONLY), 0, 70_000, path=str(path)),
+            ],
+            b"head",
+            b"tail",
+        )
+        assert _serve_and_read(parts, slow_reader=slow) == b"before" + expected + b"after"
+        assert all(r.closed for r in parts.parts if isinstance(r, FileRegion))
+    for region in regions:
+        region.close()
