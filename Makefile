@@ -24,8 +24,10 @@ test: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
+## Log append/read against raw file I/O; broker produce/consume (real clients) against the log.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/log_append.py
+	$(BIN)/python benchmarks/broker_throughput.py
 
 clean:
 	rm -rf $(VENV) demo-data .pytest_cache .mypy_cache .ruff_cache
