@@ -62,6 +62,8 @@ class LogManager:
         flush_check_interval_ms: int = 60_000,
         flush_recovery_point_interval_ms: int = 60_000,
         flush_start_offset_interval_ms: int = 60_000,
+        producer_id_expiration_ms: int = 86_400_000,
+        producer_id_expiration_check_interval_ms: int = 600_000,
     ) -> None:
         if not log_dirs:
             raise LogDirNotFoundError("at least one log dir is required (log.dirs)")
@@ -76,7 +78,9 @@ class LogManager:
             "flush": flush_check_interval_ms,
             "recovery-point-checkpoint": flush_recovery_point_interval_ms,
             "log-start-offset-checkpoint": flush_start_offset_interval_ms,
+            "producer-expiration": producer_id_expiration_check_interval_ms,
         }
+        self._producer_id_expiration_ms = producer_id_expiration_ms
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, Log] = {}
         self._scheduler = Scheduler("log-manager-scheduler")
@@ -96,6 +100,7 @@ class LogManager:
                 "flush": self.flush_dirty_logs,
                 "recovery-point-checkpoint": self.checkpoint_recovery_points,
                 "log-start-offset-checkpoint": self.checkpoint_log_start_offsets,
+                "producer-expiration": self.remove_expired_producers,
             }
             for name, action in actions.items():
                 interval = self._intervals_ms[name]
@@ -158,6 +163,7 @@ class LogManager:
                 recovery_point=recovery_points.get(tp, 0),
                 had_clean_shutdown=had_clean_shutdown,
                 clock=self._clock,
+                producer_id_expiration_ms=self._producer_id_expiration_ms,
             )
             log.update_high_watermark(high_watermarks.get(tp, log.log_start_offset))
             self._logs[tp] = log
@@ -216,6 +222,7 @@ class LogManager:
                 config or self._config_for(tp.topic),
                 topic_id=topic_id,
                 clock=self._clock,
+                producer_id_expiration_ms=self._producer_id_expiration_ms,
             )
             self._logs[tp] = log
             logger.info("created log partition=%s dir=%s", tp, directory)
@@ -258,6 +265,16 @@ class LogManager:
             except StorageError:
                 logger.exception("retention failed partition=%s", tp)
         return deleted
+
+    def remove_expired_producers(self) -> int:
+        """Forget idempotent producers silent for ``producer.id.expiration.ms`` (every log)."""
+        removed = 0
+        for tp, log in self.all_logs().items():
+            try:
+                removed += log.remove_expired_producers()
+            except StorageError:
+                logger.exception("producer expiration failed partition=%s", tp)
+        return removed
 
     def flush_dirty_logs(self) -> None:
         for tp, log in self.all_logs().items():

@@ -66,6 +66,10 @@ class KafkaBroker:
             flush_start_offset_interval_ms=config.get_int(
                 "log.flush.start.offset.checkpoint.interval.ms"
             ),
+            producer_id_expiration_ms=config.get_int("producer.id.expiration.ms"),
+            producer_id_expiration_check_interval_ms=config.get_int(
+                "producer.id.expiration.check.interval.ms"
+            ),
         )
         log_dirs[0].mkdir(parents=True, exist_ok=True)
         self.topic_store = TopicStore(log_dirs[0], broker_ids=(self.broker_id,))

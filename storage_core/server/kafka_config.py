@@ -62,6 +62,7 @@ BROKER_CONFIG_DEFS: dict[str, tuple[str, Any]] = {
     "group.max.session.timeout.ms": ("int", 1_800_000),
     "transactional.id.expiration.ms": ("int", 604_800_000),
     "producer.id.expiration.ms": ("int", 86_400_000),
+    "producer.id.expiration.check.interval.ms": ("int", 600_000),
     "request.timeout.ms": ("int", 30_000),
     "shutdown.timeout.ms": ("int", 30_000),
 }

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from storage_core.clock import ManualClock
 from storage_core.common import TopicPartition, Uuid
 from storage_core.errors import InvalidTopicError, LogDirNotFoundError
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
-from tests.conftest import make_batch
+from tests.conftest import BASE_TIMESTAMP_MS, make_batch
 
 
 def start(dirs: list[Path], config: LogConfig | None = None, **kw: int) -> LogManager:
@@ -141,4 +142,21 @@ def test_background_retention_runs_on_schedule(tmp_path: Path) -> None:
     while log.log_start_offset < 4 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert log.log_start_offset == 4
+    manager.shutdown()
+
+
+def test_idle_producers_expire_after_producer_id_expiration_ms(tmp_path: Path) -> None:
+    clock = ManualClock(BASE_TIMESTAMP_MS)
+    manager = LogManager([tmp_path], LogConfig(), clock=clock, producer_id_expiration_ms=60_000)
+    manager.startup(background_tasks=False)
+    log = manager.get_or_create_log(TopicPartition("t", 0))
+    log.append_as_leader(
+        make_batch(2, producer_id=7, producer_epoch=0, base_sequence=0), leader_epoch=0
+    )
+    clock.sleep(59_000)
+    assert manager.remove_expired_producers() == 0
+    assert 7 in log.active_producers
+    clock.sleep(2_000)
+    assert manager.remove_expired_producers() == 1
+    assert 7 not in log.active_producers
     manager.shutdown()

@@ -8,6 +8,7 @@ illegal name is INVALID_TOPIC_EXCEPTION.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -60,7 +61,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 validate_topic_name(name)
                 info = store.get(name)
                 if info is None and allow_create:
-                    info = broker.maybe_auto_create_topic(name)
+                    # Creating logs fsyncs files: keep it off the event loop.
+                    info = await broker.replica_manager.run_io(
+                        functools.partial(broker.maybe_auto_create_topic, name)
+                    )
             except StorageError as error:
                 topics.append(_error_topic(module, name, error_code_of(error)))
                 continue
