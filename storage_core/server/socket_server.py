@@ -177,7 +177,7 @@ class SocketServer:
             body = await handler.handle(ctx, request)
             if body is None:  # acks=0 produce: no response at all
                 return None
-            if isinstance(body, ResponseParts):  # encoded by the handler (Fetch)
+            if isinstance(body, ResponseParts | bytes):  # encoded by the handler (Fetch, Produce)
                 return body
             # Inside the try: a response the codec refuses (a None in a non-nullable field)
             # is a handler bug too, and must close this connection only.

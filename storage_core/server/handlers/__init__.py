@@ -1,6 +1,7 @@
 """One module per Kafka API. Each exports ``API_KEY``, ``MIN_VERSION``, ``MAX_VERSION`` and
 ``async def handle(ctx: RequestContext, request) -> response`` (the kio response entity of the
-request's version). A module is served once it is listed in ``HANDLER_MODULES``.
+request's version, or a frame the handler encoded itself: ``bytes`` for Produce,
+``ResponseParts`` for Fetch). A module is served once it is listed in ``HANDLER_MODULES``.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 Each partition answers on its own: a bad batch or an unknown partition fails that partition
 only. ``acks=0`` gets no response at all, as in Kafka. The internal ``__consumer_offsets``
 topic is written by the group coordinator only.
+
+The response is encoded by ``produce_response`` (not the codec), which costs a small fraction
+of the codec's time for these few dozen bytes.
 """
 
 from __future__ import annotations
@@ -17,13 +20,12 @@ from storage_core.errors import (
     UnknownTopicOrPartitionError,
 )
 from storage_core.replication.replica_manager import ProduceResult
-from storage_core.server.handlers.common import (
-    NO_THROTTLE,
-    error_code_of,
-    error_message,
-    to_kio_timestamp,
+from storage_core.server.handlers.common import error_code_of, error_message
+from storage_core.server.produce_response import (
+    ProducePartitionResponse,
+    ProduceTopicResponse,
+    encode_produce_response,
 )
-from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 
 API_KEY = 0
@@ -33,7 +35,7 @@ MAX_VERSION = 12
 PROTECTED_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> bytes | None:
     broker = ctx.broker
     entries: dict[TopicPartition, bytes] = {}
     results: dict[TopicPartition, ProduceResult] = {}
@@ -69,26 +71,24 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     if request.acks == 0:
         return None
-    module = ctx.response_module
-    responses = []
+    topics = []
     for name, indexes in order:
         partitions = []
         for index in indexes:
             result = results[TopicPartition(name, index)]
             info = result.info
+            append_time_ms = info.log_append_time_ms if info is not None else -1
             partitions.append(
-                build(
-                    module.PartitionProduceResponse,
+                ProducePartitionResponse(
                     index=index,
-                    error_code=error_code_of(result.error),
+                    error_code=int(error_code_of(result.error)),
                     base_offset=info.first_offset if info is not None else -1,
-                    log_append_time=to_kio_timestamp(info.log_append_time_ms if info else -1),
+                    log_append_time_ms=append_time_ms if append_time_ms >= 0 else -1,
                     log_start_offset=result.log_start_offset,
-                    record_errors=(),
                     error_message=error_message(result.error),
                 )
             )
-        responses.append(
-            build(module.TopicProduceResponse, name=name, partition_responses=tuple(partitions))
-        )
-    return build(module.ProduceResponse, responses=tuple(responses), throttle_time=NO_THROTTLE)
+        topics.append(ProduceTopicResponse(name=name, partitions=tuple(partitions)))
+    return encode_produce_response(
+        version=ctx.api_version, correlation_id=ctx.correlation_id, topics=topics
+    )
