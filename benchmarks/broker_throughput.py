@@ -1,21 +1,33 @@
 """Produce and consume throughput of a broker process against the log and raw file I/O.
 
 A real broker process (``storage-core broker``) on loopback, one partition per topic, 1 KiB
-records, no compression, batches of 64 KiB and 1 MiB:
+records, no compression, batches of 64 KiB and 1 MiB. Two kinds of client, so that the figures
+say something about the broker and not only about a Python client library:
 
-  produce  = confluent-kafka Producer (acks=1 and acks=all), from the first ``produce`` to
-             the end of ``flush``; ``batch.size`` caps batches at the wanted size and
-             ``linger.ms`` lets them fill
-  append   = Log.append_as_leader of batches of the same size and bytes (build_batch), in a
-             directory beside the broker's log dir (same disk), no network
-  consume  = confluent-kafka Consumer from offset 0 until every record produced with acks=1
-             has arrived (``fetch.max.bytes`` and ``max.partition.fetch.bytes`` large)
-  raw read = os.pread of that partition's segment files in the broker's log dir, 1 MiB chunks
+  produce confluent-kafka  Producer (acks=1 and acks=all), from the first ``produce`` to the
+                           end of ``flush``; ``batch.size`` caps batches at the wanted size
+                           and ``linger.ms`` lets them fill
+  produce lean             pre-built batches (build_batch) in pre-encoded Produce requests
+                           over one raw socket, ``IN_FLIGHT`` requests outstanding
+                           (``lean_client.produce``)
+  append                   Log.append_as_leader of batches of the same size and bytes, in a
+                           directory beside the broker's log dir (same disk), no network
+  consume confluent-kafka  Consumer from offset 0 until every record produced with acks=1 has
+                           arrived, ``consume(num_messages=...)`` in batches of up to
+                           ``CONSUME_BATCH`` (the fastest way to use it from Python)
+  consume lean             raw-socket Fetch requests, one at a time, ``max_bytes`` 1 MiB and
+                           64 MiB; batch headers checked, records never decoded
+                           (``lean_client.fetch``)
+  raw read                 os.pread of that partition's segment files, 1 MiB chunks
+  loopback ceiling         the same segment files sent with os.sendfile over a loopback socket
+                           to recv_into in another process: no broker, no protocol; what any
+                           consumer on this machine could reach at best
 
 MiB/s counts log bytes (batch headers included: what sits in the segment files), so both sides
 of a ratio move the same bytes. Ratios are produce/append and consume/raw read; the aim is
 >= 0.5 for both. Each figure is the best of ``--rounds``; nothing is fsynced and ``os.sync``
-runs (untimed) before every measurement so that none pays for another's writeback.
+runs (untimed) before every measurement so that none pays for another's writeback. Client and
+broker share the machine's CPUs.
 
     python benchmarks/broker_throughput.py [--total-mib 256] [--rounds 1] [--dir bench-data]
 """
@@ -24,8 +36,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
+import shlex
 import shutil
+import socket
 import sys
 import time
 from pathlib import Path
@@ -36,6 +51,7 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from benchmarks import lean_client
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
 from storage_core.records import SimpleRecord, build_batch
@@ -49,6 +65,9 @@ READ_CHUNK_BYTES = 1024 * 1024
 FETCH_BYTES = 64 * 1024 * 1024
 MESSAGE_MAX_BYTES = 2 * 1024 * 1024
 TIMEOUT_S = 300.0
+IN_FLIGHT = 5  # Kafka's default max.in.flight.requests.per.connection
+CONSUME_BATCH = 100_000
+LEAN_FETCH_BYTES = (1024 * 1024, FETCH_BYTES)
 
 
 def records_per_batch(batch_bytes: int) -> int:
@@ -90,6 +109,47 @@ def raw_read(partition_dir: Path) -> tuple[float, int]:
             os.close(fd)
         total += position
     return time.perf_counter() - start, total
+
+
+def _receive_all(port: int, ready: multiprocessing.synchronize.Event) -> None:
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
+        ready.set()
+        view = memoryview(bytearray(8 * 1024 * 1024))
+        while sock.recv_into(view):
+            pass
+
+
+def loopback_ceiling(partition_dir: Path) -> tuple[float, int]:
+    """Seconds and bytes to sendfile every segment file over loopback to recv_into in
+    another process (connection set up before the clock starts, ends when all is sent and
+    the receiver has seen the end)."""
+    paths = sorted(partition_dir.glob("*.log"))
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        ready = multiprocessing.Event()
+        receiver = multiprocessing.Process(
+            target=_receive_all, args=(server.getsockname()[1], ready)
+        )
+        receiver.start()
+        connection, _ = server.accept()
+        ready.wait(30)
+        os.sync()
+        start = time.perf_counter()
+        total = 0
+        with connection:
+            for path in paths:
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    size = os.fstat(fd).st_size
+                    position = 0
+                    while position < size:
+                        position += os.sendfile(connection.fileno(), fd, position, size - position)
+                finally:
+                    os.close(fd)
+                total += size
+            connection.shutdown(socket.SHUT_WR)
+            receiver.join(TIMEOUT_S)
+        return time.perf_counter() - start, total
 
 
 def batch_stats(partition_dir: Path) -> tuple[int, int, int]:
@@ -175,7 +235,7 @@ def consume(bootstrap: str, topic: str, total_records: int) -> float:
                 raise SystemExit(f"{topic}: {received}/{total_records} records in {TIMEOUT_S}s")
             # Never ask for more than is left: consume() waits its whole timeout for a batch
             # it cannot fill.
-            wanted = min(10_000, total_records - received)
+            wanted = min(CONSUME_BATCH, total_records - received)
             for message in consumer.consume(num_messages=wanted, timeout=1.0):
                 if message.error() is not None:
                     raise KafkaException(message.error())
@@ -185,78 +245,169 @@ def consume(bootstrap: str, topic: str, total_records: int) -> float:
         consumer.close()
 
 
+def lean_produce(port: int, topic: str, acks: str, batch_bytes: int, total_records: int) -> float:
+    """Seconds to send ``total_records // records_per_batch`` pre-encoded Produce requests."""
+    per_batch = records_per_batch(batch_bytes)
+    batch = build_batch(
+        [SimpleRecord(value=os.urandom(RECORD_BYTES), timestamp=1_700_000_000_000)] * per_batch
+    )
+    frame = lean_client.produce_frame(topic, batch, acks=-1 if acks == "all" else int(acks))
+    os.sync()
+    start = time.perf_counter()
+    lean_client.produce(port, frame, total_records // per_batch, in_flight=IN_FLIGHT)
+    return time.perf_counter() - start
+
+
+def lean_fetch(port: int, topic: str, total_records: int, max_bytes: int) -> float:
+    buffer = lean_client.fetch_buffer(max_bytes)
+    os.sync()
+    start = time.perf_counter()
+    totals = lean_client.fetch(port, topic, total_records, max_bytes=max_bytes, buffer=buffer)
+    elapsed = time.perf_counter() - start
+    if totals.records != total_records:
+        raise SystemExit(f"{topic}: fetched {totals.records} of {total_records} records")
+    return elapsed
+
+
 # ---------------------------------------------------------------------- the run
 def mib_s(size: int, seconds: float) -> float:
     return round(size / (1024 * 1024) / seconds, 1)
 
 
-def run(work_dir: Path, total_mib: int, rounds: int) -> list[dict[str, object]]:
+Row = dict[str, object]
+
+
+def _row(
+    case: str,
+    batch_bytes: int,
+    acks: str,
+    size: int,
+    records: int,
+    seconds: float,
+    baseline: str,
+    baseline_size: int,
+    baseline_seconds: float,
+) -> Row:
+    return {
+        "case": case,
+        "batch_bytes": batch_bytes,
+        "acks": acks,
+        "mib_s": mib_s(size, seconds),
+        "records_s": round(records / seconds),
+        "baseline": baseline,
+        "baseline_mib_s": mib_s(baseline_size, baseline_seconds),
+        "ratio": round(mib_s(size, seconds) / mib_s(baseline_size, baseline_seconds), 3),
+    }
+
+
+def run(work_dir: Path, total_mib: int, rounds: int) -> list[Row]:
     total_records = total_mib * 1024 * 1024 // RECORD_BYTES
     broker_dir = work_dir / "broker"
     overrides = {
         "message.max.bytes": str(MESSAGE_MAX_BYTES),
         "socket.request.max.bytes": str(4 * MESSAGE_MAX_BYTES),
     }
-    results: list[dict[str, object]] = []
+    rows: list[Row] = []
     with BrokerProcess(broker_dir, overrides=overrides) as broker:
         for batch_bytes in BATCH_SIZES:
             best_append = float("inf")
             append_bytes = 0
             for r in range(rounds):
-                elapsed, append_bytes = direct_append(
-                    work_dir / f"append-{batch_bytes}-{r}-0", batch_bytes, total_records
-                )
-                shutil.rmtree(work_dir / f"append-{batch_bytes}-{r}-0")
+                directory = work_dir / f"append-{batch_bytes}-{r}-0"
+                elapsed, append_bytes = direct_append(directory, batch_bytes, total_records)
+                shutil.rmtree(directory)
                 best_append = min(best_append, elapsed)
-            append_records = (
+            lean_records = (
                 total_records // records_per_batch(batch_bytes) * (records_per_batch(batch_bytes))
             )
+            consume_topic = ""
+            consume_stats = (0, 0, 0)
             for acks in ACKS:
-                best = float("inf")
-                best_consume = best_raw = float("inf")
-                stats = (0, 0, 0)
-                raw_bytes = 0
-                for r in range(rounds):
-                    topic = f"bench-{batch_bytes}-acks{acks}-{r}"
-                    create_topic(broker.bootstrap, topic)
-                    best = min(
-                        best, produce(broker.bootstrap, topic, acks, batch_bytes, total_records)
+                for client, wanted, produce_with in (
+                    ("confluent-kafka", total_records, produce),
+                    (f"lean, {IN_FLIGHT} in flight", lean_records, None),
+                ):
+                    best = float("inf")
+                    stats = (0, 0, 0)
+                    for r in range(rounds):
+                        topic = f"bench-{batch_bytes}-acks{acks}-{client.split(',')[0]}-{r}"
+                        create_topic(broker.bootstrap, topic)
+                        if produce_with is None:
+                            elapsed = lean_produce(
+                                broker.port, topic, acks, batch_bytes, total_records
+                            )
+                        else:
+                            elapsed = produce_with(
+                                broker.bootstrap, topic, acks, batch_bytes, total_records
+                            )
+                        best = min(best, elapsed)
+                        stats = batch_stats(broker.log_dir / f"{topic}-0")
+                        if stats[1] != wanted:
+                            raise SystemExit(f"{topic}: {stats[1]} records in the log")
+                        if acks == "1" and produce_with is not None:
+                            consume_topic, consume_stats = topic, stats
+                    batches, records, log_bytes = stats
+                    row = _row(
+                        f"produce {client}",
+                        batch_bytes,
+                        acks,
+                        log_bytes,
+                        records,
+                        best,
+                        "append",
+                        append_bytes,
+                        best_append,
                     )
-                    partition_dir = broker.log_dir / f"{topic}-0"
-                    stats = batch_stats(partition_dir)
-                    if stats[1] != total_records:
-                        raise SystemExit(f"{topic}: {stats[1]} records in the log")
-                    if acks == "1":
-                        best_consume = min(
-                            best_consume, consume(broker.bootstrap, topic, total_records)
-                        )
-                        raw_elapsed, raw_bytes = raw_read(partition_dir)
-                        best_raw = min(best_raw, raw_elapsed)
-                batches, records, log_bytes = stats
-                row: dict[str, object] = {
-                    "batch_bytes": batch_bytes,
-                    "acks": acks,
-                    "log_mib": round(log_bytes / (1024 * 1024), 1),
-                    "avg_batch_bytes": log_bytes // max(batches, 1),
-                    "produce_mib_s": mib_s(log_bytes, best),
-                    "produce_records_s": round(records / best),
-                    "append_mib_s": mib_s(append_bytes, best_append),
-                    "append_records_s": round(append_records / best_append),
-                    "produce_ratio": round(
-                        mib_s(log_bytes, best) / mib_s(append_bytes, best_append), 3
-                    ),
+                    row["avg_batch_bytes"] = log_bytes // max(batches, 1)
+                    rows.append(row)
+            # Every consumer reads the log that confluent-kafka produced with acks=1.
+            partition_dir = broker.log_dir / f"{consume_topic}-0"
+            _batches, records, log_bytes = consume_stats
+            best_raw = best_loopback = float("inf")
+            raw_bytes = loopback_bytes = 0
+            consumers: dict[str, float] = {}
+            for _ in range(rounds):
+                raw_elapsed, raw_bytes = raw_read(partition_dir)
+                best_raw = min(best_raw, raw_elapsed)
+                loop_elapsed, loopback_bytes = loopback_ceiling(partition_dir)
+                best_loopback = min(best_loopback, loop_elapsed)
+                timings = {
+                    "consume confluent-kafka": consume(broker.bootstrap, consume_topic, records)
                 }
-                if acks == "1":
-                    row.update(
-                        consume_mib_s=mib_s(log_bytes, best_consume),
-                        consume_records_s=round(records / best_consume),
-                        raw_read_mib_s=mib_s(raw_bytes, best_raw),
-                        consume_ratio=round(
-                            mib_s(log_bytes, best_consume) / mib_s(raw_bytes, best_raw), 3
-                        ),
+                for max_bytes in LEAN_FETCH_BYTES:
+                    timings[f"consume lean, max_bytes {max_bytes // (1024 * 1024)} MiB"] = (
+                        lean_fetch(broker.port, consume_topic, records, max_bytes)
                     )
-                results.append(row)
-    return results
+                for case, elapsed in timings.items():
+                    consumers[case] = min(consumers.get(case, float("inf")), elapsed)
+            for case, elapsed in consumers.items():
+                rows.append(
+                    _row(
+                        case,
+                        batch_bytes,
+                        "-",
+                        log_bytes,
+                        records,
+                        elapsed,
+                        "raw read",
+                        raw_bytes,
+                        best_raw,
+                    )
+                )
+            rows.append(
+                _row(
+                    "loopback ceiling (no broker)",
+                    batch_bytes,
+                    "-",
+                    loopback_bytes,
+                    records,
+                    best_loopback,
+                    "raw read",
+                    raw_bytes,
+                    best_raw,
+                )
+            )
+    return rows
 
 
 def main() -> None:
@@ -265,26 +416,24 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--dir", type=Path, default=Path("bench-data"))
     args = parser.parse_args()
+    command = shlex.join([Path(sys.executable).name, *sys.argv])
+    print(f"$ {command}", flush=True)
     shutil.rmtree(args.dir, ignore_errors=True)
     args.dir.mkdir(parents=True)
     try:
-        results = run(args.dir.resolve(), args.total_mib, args.rounds)
+        rows = run(args.dir.resolve(), args.total_mib, args.rounds)
     finally:
         shutil.rmtree(args.dir, ignore_errors=True)
     print(
-        f"{'batch':>8} {'acks':>4} {'avg batch':>9} {'produce MiB/s':>13} {'rec/s':>8}"
-        f" {'append MiB/s':>12} {'ratio':>6} {'consume MiB/s':>13} {'rec/s':>8}"
-        f" {'raw read MiB/s':>14} {'ratio':>6}"
+        f"{'case':<34} {'batch':>8} {'acks':>4} {'MiB/s':>8} {'rec/s':>9}"
+        f"   {'baseline':<9} {'MiB/s':>8} {'ratio':>6}"
     )
-    for r in results:
+    for r in rows:
         print(
-            f"{r['batch_bytes']:>8} {r['acks']:>4} {r['avg_batch_bytes']:>9}"
-            f" {r['produce_mib_s']:>13} {r['produce_records_s']:>8} {r['append_mib_s']:>12}"
-            f" {r['produce_ratio']:>6} {r.get('consume_mib_s', '-'):>13}"
-            f" {r.get('consume_records_s', '-'):>8} {r.get('raw_read_mib_s', '-'):>14}"
-            f" {r.get('consume_ratio', '-'):>6}"
+            f"{r['case']:<34} {r['batch_bytes']:>8} {r['acks']:>4} {r['mib_s']:>8}"
+            f" {r['records_s']:>9}   {r['baseline']:<9} {r['baseline_mib_s']:>8} {r['ratio']:>6}"
         )
-    print(json.dumps({"benchmark": "broker_throughput", "results": results}))
+    print(json.dumps({"benchmark": "broker_throughput", "command": command, "results": rows}))
 
 
 if __name__ == "__main__":
