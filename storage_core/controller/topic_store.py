@@ -33,7 +33,7 @@ from storage_core.errors import (
     UnknownTopicOrPartitionError,
 )
 from storage_core.log.checkpoints import write_atomically
-from storage_core.log.log_config import LogConfig
+from storage_core.log.log_config import LogConfig, validate_remote_storage
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,14 @@ class TopicInfo:
 class TopicStore:
     """Creates, changes and persists topics; the single source of topic ids and epochs."""
 
-    def __init__(self, metadata_dir: Path, *, broker_ids: tuple[int, ...]) -> None:
+    def __init__(
+        self,
+        metadata_dir: Path,
+        *,
+        broker_ids: tuple[int, ...],
+        remote_storage_system_enable: bool = False,
+    ) -> None:
+        self._remote_storage_system_enable = remote_storage_system_enable
         self._path = metadata_dir / TOPIC_METADATA_FILE
         self._broker_ids = broker_ids
         self._lock = threading.RLock()
@@ -186,7 +193,11 @@ class TopicStore:
                 f" replication factor of {replication_factor} cannot be reached because only"
                 f" {len(self._broker_ids)} broker(s) are registered."
             )
-        default_config.with_overrides(configs)  # raises InvalidConfigError naming the key
+        validate_remote_storage(
+            default_config.with_overrides(configs),  # raises InvalidConfigError naming the key
+            previous=None,
+            system_enabled=self._remote_storage_system_enable,
+        )
 
     def create_topic(
         self,
@@ -276,7 +287,11 @@ class TopicStore:
             configs.update(set_configs)
             for key in delete_configs:
                 configs.pop(key, None)
-            default_config.with_overrides(configs)  # raises InvalidConfigError naming the key
+            validate_remote_storage(
+                default_config.with_overrides(configs),  # raises InvalidConfigError naming the key
+                previous=default_config.with_overrides(topic.configs),
+                system_enabled=self._remote_storage_system_enable,
+            )
             updated = dataclasses.replace(topic, configs=configs)
             if not validate_only:
                 self._topics[name] = updated

@@ -38,6 +38,8 @@ _TOPIC_CONFIGS: dict[str, tuple[str, int, int]] = {
 _BOOLEAN_CONFIGS: dict[str, tuple[str, bool]] = {
     "preallocate": ("preallocate", False),
     "remote.storage.enable": ("remote_storage_enable", False),
+    "remote.log.copy.disable": ("remote_log_copy_disable", False),
+    "remote.log.delete.on.disable": ("remote_log_delete_on_disable", False),
     "unclean.leader.election.enable": ("unclean_leader_election_enable", False),
 }
 _STRING_CONFIGS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -69,6 +71,8 @@ BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
     "local.retention.ms": ("log.local.retention.ms",),
     "local.retention.bytes": ("log.local.retention.bytes",),
     "remote.storage.enable": (),
+    "remote.log.copy.disable": (),
+    "remote.log.delete.on.disable": (),
     "min.insync.replicas": ("min.insync.replicas",),
     "unclean.leader.election.enable": ("unclean.leader.election.enable",),
     "compression.type": ("compression.type",),
@@ -98,6 +102,8 @@ class LogConfig:
     min_insync_replicas: int = 1
     preallocate: bool = False
     remote_storage_enable: bool = False
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
     unclean_leader_election_enable: bool = False
     cleanup_policy: str = "delete"
     message_timestamp_type: str = "CreateTime"
@@ -212,3 +218,64 @@ def _parse_bool(name: str, raw: Any) -> bool:
     if text in ("true", "false"):
         return text == "true"
     raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: must be true/false")
+
+
+def validate_remote_storage(
+    config: LogConfig, *, previous: LogConfig | None, system_enabled: bool
+) -> None:
+    """Kafka's tiered-storage rules for a topic config (``LogConfig.validate`` and KIP-950).
+
+    Raises ``InvalidConfigError`` naming the rule: remote storage needs the broker's
+    ``remote.log.storage.system.enable``, a ``delete`` cleanup policy, and local retention
+    within total retention; once enabled it is switched off only together with
+    ``remote.log.delete.on.disable=true``.
+    """
+    if config.remote_storage_enable:
+        if not system_enabled and (previous is None or not previous.remote_storage_enable):
+            raise InvalidConfigError(
+                "Tiered Storage functionality is disabled in the broker. Topic cannot be"
+                " configured with remote log storage (set remote.log.storage.system.enable=true"
+                " on the broker first)."
+            )
+        if config.is_compacted:
+            raise InvalidConfigError(
+                "Remote log storage only supports topics with cleanup.policy=delete;"
+                f" cleanup.policy={config.cleanup_policy} cannot have remote.storage.enable=true."
+            )
+        _validate_local_within_total(
+            "local.retention.ms", config.local_retention_ms, "retention.ms", config.retention_ms
+        )
+        _validate_local_within_total(
+            "local.retention.bytes",
+            config.local_retention_bytes,
+            "retention.bytes",
+            config.retention_bytes,
+        )
+    elif (
+        previous is not None
+        and previous.remote_storage_enable
+        and not config.remote_log_delete_on_disable
+    ):
+        raise InvalidConfigError(
+            "It is invalid to disable remote storage without deleting remote data. To keep"
+            " the remote data read-only, set remote.storage.enable=true and"
+            " remote.log.copy.disable=true. To disable remote storage and delete all remote"
+            " data, set remote.storage.enable=false and remote.log.delete.on.disable=true."
+        )
+
+
+def _validate_local_within_total(
+    local_name: str, local_value: int, total_name: str, total_value: int
+) -> None:
+    if local_value == -2 or total_value == -1:
+        return  # -2: "same as the total"; -1 total: unlimited, anything local fits
+    if local_value == -1:
+        raise InvalidConfigError(
+            f"Value must not be -1 as {total_name} value is set as {total_value}"
+            f" (configuration {local_name})."
+        )
+    if local_value > total_value:
+        raise InvalidConfigError(
+            f"Value must not be more than {total_name} property value: {total_value}"
+            f" (configuration {local_name}={local_value})."
+        )

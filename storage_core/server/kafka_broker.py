@@ -72,7 +72,11 @@ class KafkaBroker:
             ),
         )
         log_dirs[0].mkdir(parents=True, exist_ok=True)
-        self.topic_store = TopicStore(log_dirs[0], broker_ids=(self.broker_id,))
+        self.topic_store = TopicStore(
+            log_dirs[0],
+            broker_ids=(self.broker_id,),
+            remote_storage_system_enable=config.get_bool("remote.log.storage.system.enable"),
+        )
         self.producer_id_manager = ProducerIdManager(log_dirs[0])
         self.replica_manager = ReplicaManager(self.log_manager, local_broker_id=self.broker_id)
         self.api_registry: dict[int, ApiHandler] = build_registry()

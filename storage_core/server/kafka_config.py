@@ -64,6 +64,17 @@ BROKER_CONFIG_DEFS: dict[str, tuple[str, Any]] = {
     "producer.id.expiration.ms": ("int", 86_400_000),
     "producer.id.expiration.check.interval.ms": ("int", 600_000),
     "request.timeout.ms": ("int", 30_000),
+    # KIP-405 tiered storage (Kafka's names and defaults)
+    "remote.log.storage.system.enable": ("bool", False),
+    "remote.log.storage.manager.class.name": ("string", ""),
+    "remote.log.metadata.manager.class.name": ("string", ""),
+    "remote.log.metadata.topic.num.partitions": ("int", 50),
+    "remote.log.metadata.topic.replication.factor": ("int", 3),
+    "remote.log.metadata.topic.retention.ms": ("long", -1),
+    "remote.log.metadata.consume.wait.ms": ("long", 120_000),
+    "remote.log.index.file.cache.total.size.bytes": ("long", 1024 * 1024 * 1024),
+    "remote.log.reader.threads": ("int", 10),
+    "remote.log.manager.task.interval.ms": ("long", 30_000),
     "shutdown.timeout.ms": ("int", 30_000),
 }
 
