@@ -1,0 +1,1 @@
+"""KIP-405 tiered storage: remote storage managers, remote log metadata and the remote tier."""
