@@ -76,6 +76,9 @@ BROKER_CONFIG_DEFS: dict[str, tuple[str, Any]] = {
     "remote.log.reader.threads": ("int", 10),
     "remote.log.manager.task.interval.ms": ("long", 30_000),
     "shutdown.timeout.ms": ("int", 30_000),
+    # Prometheus endpoint (GET /metrics) for the broker's metrics; -1 disables it
+    "metrics.port": ("int", -1),
+    "metrics.host": ("string", "127.0.0.1"),
 }
 
 
