@@ -1,0 +1,750 @@
+"""``S3RemoteStorageManager``: the remote tier in S3 or any S3-compatible store (boto3).
+
+Objects and keys are those of ``remote_object_keys`` (one object per file of a segment) in
+one bucket under a key prefix. Config (``rsm.config.`` prefix optional), with defaults::
+
+    s3.bucket.name                  (required)
+    s3.key.prefix                   ""        objects go to <prefix>/<topic>-<topicId>/...
+    s3.region                       from the AWS chain (AWS_REGION, ~/.aws/config), else us-east-1
+    s3.endpoint.url                 AWS       e.g. http://127.0.0.1:9000 for MinIO
+    s3.path.style.access.enabled    false     true for most S3-compatible stores
+    s3.multipart.threshold.bytes    33554432  files above this go up as multipart uploads
+    s3.multipart.part.size.bytes    16777216  S3 wants >= 5 MiB (but the last part)
+    s3.checksum.algorithm           SHA256    or MD5 (Content-MD5 + ETag, for stores without
+                                              flexible checksums)
+    s3.connect.timeout.ms           2000
+    s3.read.timeout.ms              10000
+    s3.retry.max.attempts           5         attempts per request, the first included
+    s3.retry.backoff.ms             100       full-jitter exponential backoff: sleep
+    s3.retry.backoff.max.ms         2000        uniform(0, min(max, base * 2^(attempt-1)))
+    s3.retry.total.timeout.ms       20000     no new attempt starts after this
+
+Credentials come from the standard AWS chain only (environment, shared files, SSO, instance
+roles); the config never holds secrets.
+
+Writes. A file of at most ``s3.multipart.threshold.bytes`` is one ``PutObject``; a larger one
+is a multipart upload of ``s3.multipart.part.size.bytes`` parts (at most 10,000), aborted if
+any step fails. Every body carries its checksum (``x-amz-checksum-sha256``, or
+``Content-MD5``), computed here from the bytes read from disk, so the store rejects corrupted
+bodies; after the upload a ``HeadObject`` must show the file's size and the expected checksum
+(SHA-256 of the object, or for multipart the SHA-256 of the parts' SHA-256 digests, as S3
+composes it; with MD5 the ETag). Memory held per upload: one part or one small file.
+
+Reads. ``fetch_log_segment`` is a ranged ``GetObject`` (``Range: bytes=start-end``, end
+inclusive); the stream checks that it delivers exactly the announced length. Whole-object
+reads ask for the stored checksum, which botocore verifies when the object has one.
+
+Failures. botocore's own retries are off (one attempt per call) so that this class alone
+bounds attempts and total time: connection errors, timeouts, throttling and 5xx answers are
+retried with backoff; anything else fails at once. ``RemoteStorageError`` names the
+operation, ``s3://bucket/key`` and the endpoint; a missing object raises
+``RemoteResourceNotFoundError``.
+
+Thread safety: all methods may be called concurrently (boto3 clients are thread-safe and
+this class keeps no other mutable state).
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import io
+import logging
+import math
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, BinaryIO, TypeVar
+
+import boto3
+import botocore.config
+import botocore.exceptions
+
+from storage_core.tiered.local_tiered_storage import strip_rsm_prefix
+from storage_core.tiered.remote_object_keys import (
+    RemoteObjectSuffix,
+    normalize_prefix,
+    segment_keys,
+)
+from storage_core.tiered.remote_storage_manager import (
+    IndexType,
+    LogSegmentData,
+    RemoteLogSegmentMetadataLike,
+    RemoteObjectInfo,
+    RemoteResourceNotFoundError,
+    RemoteSegmentRef,
+    RemoteStorageError,
+    check_positions,
+)
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+MIB = 1 << 20
+S3_MAX_PARTS = 10_000
+S3_MAX_PART_SIZE_BYTES = 5 << 30
+DEFAULT_REGION = "us-east-1"
+CHECKSUM_ALGORITHMS = ("SHA256", "MD5")
+STREAM_CHUNK_BYTES = MIB
+
+# Error codes worth another attempt (besides any 5xx status and 429).
+_RETRIABLE_CODES = frozenset(
+    {
+        "RequestTimeout",
+        "RequestTimeTooSkewed",
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "InternalError",
+        "ServiceUnavailable",
+        "BadDigest",
+        "XAmzContentSHA256Mismatch",
+    }
+)
+_NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+_RETRIABLE_EXCEPTIONS = (
+    botocore.exceptions.ConnectionError,  # refused, DNS, connect timeout, proxy
+    botocore.exceptions.HTTPClientError,  # read timeout, connection closed mid-response
+    botocore.exceptions.IncompleteReadError,
+    botocore.exceptions.ResponseStreamingError,
+    botocore.exceptions.FlexibleChecksumError,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class S3RemoteStorageConfig:
+    """The settings of the module docstring, validated."""
+
+    bucket: str
+    key_prefix: str = ""
+    region: str | None = None
+    endpoint_url: str | None = None
+    path_style_access: bool = False
+    multipart_threshold_bytes: int = 32 * MIB
+    multipart_part_size_bytes: int = 16 * MIB
+    checksum_algorithm: str = "SHA256"
+    connect_timeout_ms: int = 2_000
+    read_timeout_ms: int = 10_000
+    retry_max_attempts: int = 5
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 2_000
+    retry_total_timeout_ms: int = 20_000
+
+    def __post_init__(self) -> None:
+        if not self.bucket:
+            raise ValueError("rsm.config.s3.bucket.name is required")
+        object.__setattr__(self, "key_prefix", normalize_prefix(self.key_prefix))
+        if self.checksum_algorithm not in CHECKSUM_ALGORITHMS:
+            raise ValueError(
+                f"rsm.config.s3.checksum.algorithm must be one of {CHECKSUM_ALGORITHMS},"
+                f" got {self.checksum_algorithm!r}"
+            )
+        if not 1 <= self.multipart_part_size_bytes <= S3_MAX_PART_SIZE_BYTES:
+            raise ValueError(
+                "rsm.config.s3.multipart.part.size.bytes must be in"
+                f" [1, {S3_MAX_PART_SIZE_BYTES}], got {self.multipart_part_size_bytes}"
+            )
+        if not 0 <= self.multipart_threshold_bytes <= S3_MAX_PART_SIZE_BYTES:
+            raise ValueError(
+                "rsm.config.s3.multipart.threshold.bytes must be in"
+                f" [0, {S3_MAX_PART_SIZE_BYTES}], got {self.multipart_threshold_bytes}"
+            )
+        for name in ("connect_timeout_ms", "read_timeout_ms", "retry_total_timeout_ms"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if not 1 <= self.retry_max_attempts <= 100:
+            raise ValueError(
+                f"rsm.config.s3.retry.max.attempts must be in [1, 100], got"
+                f" {self.retry_max_attempts}"
+            )
+        if not 0 <= self.retry_backoff_ms <= self.retry_backoff_max_ms:
+            raise ValueError(
+                "need 0 <= rsm.config.s3.retry.backoff.ms <= rsm.config.s3.retry.backoff.max.ms,"
+                f" got {self.retry_backoff_ms} and {self.retry_backoff_max_ms}"
+            )
+
+    @staticmethod
+    def from_config(config: Mapping[str, str]) -> S3RemoteStorageConfig:
+        plain = strip_rsm_prefix(config)
+
+        def integer(key: str, default: int) -> int:
+            text = plain.get(key)
+            if text is None:
+                return default
+            try:
+                return int(text.strip())
+            except ValueError:
+                raise ValueError(f"rsm.config.{key} must be an integer, got {text!r}") from None
+
+        style = plain.get("s3.path.style.access.enabled", "false").strip().lower()
+        if style not in ("true", "false"):
+            raise ValueError(
+                f"rsm.config.s3.path.style.access.enabled must be true or false: {style!r}"
+            )
+        return S3RemoteStorageConfig(
+            bucket=plain.get("s3.bucket.name", ""),
+            key_prefix=plain.get("s3.key.prefix", ""),
+            region=plain.get("s3.region") or None,
+            endpoint_url=plain.get("s3.endpoint.url") or None,
+            path_style_access=style == "true",
+            multipart_threshold_bytes=integer("s3.multipart.threshold.bytes", 32 * MIB),
+            multipart_part_size_bytes=integer("s3.multipart.part.size.bytes", 16 * MIB),
+            checksum_algorithm=plain.get("s3.checksum.algorithm", "SHA256").strip().upper(),
+            connect_timeout_ms=integer("s3.connect.timeout.ms", 2_000),
+            read_timeout_ms=integer("s3.read.timeout.ms", 10_000),
+            retry_max_attempts=integer("s3.retry.max.attempts", 5),
+            retry_backoff_ms=integer("s3.retry.backoff.ms", 100),
+            retry_backoff_max_ms=integer("s3.retry.backoff.max.ms", 2_000),
+            retry_total_timeout_ms=integer("s3.retry.total.timeout.ms", 20_000),
+        )
+
+
+class _Digest:
+    """The checksum of one body as S3 wants it sent and shows it back."""
+
+    def __init__(self, algorithm: str, data: bytes) -> None:
+        self.algorithm = algorithm
+        if algorithm == "SHA256":
+            self.raw = hashlib.sha256(data).digest()
+        else:  # S3's Content-MD5 integrity check, not a security use
+            self.raw = hashlib.md5(data, usedforsecurity=False).digest()
+        self.b64 = base64.b64encode(self.raw).decode("ascii")
+
+    def request_args(self) -> dict[str, str]:
+        if self.algorithm == "SHA256":
+            return {"ChecksumAlgorithm": "SHA256", "ChecksumSHA256": self.b64}
+        return {"ContentMD5": self.b64}
+
+
+def _composite(algorithm: str, digests: list[_Digest]) -> _Digest:
+    """S3's checksum of a multipart object: the digest of the parts' concatenated digests."""
+    return _Digest(algorithm, b"".join(d.raw for d in digests))
+
+
+class _CheckedBody(io.RawIOBase):
+    """A GetObject body that must deliver exactly ``length`` bytes; errors become
+    ``RemoteStorageError``."""
+
+    def __init__(self, body: Any, length: int, where: str) -> None:
+        self._body = body
+        self._remaining = length
+        self._where = where
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        if self._remaining <= 0:
+            return 0
+        want = min(len(buffer), self._remaining, STREAM_CHUNK_BYTES)
+        try:
+            chunk: bytes = self._body.read(want)
+        except (botocore.exceptions.BotoCoreError, OSError) as exc:
+            raise RemoteStorageError(f"reading {self._where} failed mid-stream: {exc}") from exc
+        if not chunk:
+            raise RemoteStorageError(
+                f"{self._where} ended {self._remaining} bytes before its announced length"
+            )
+        memoryview(buffer)[: len(chunk)] = chunk
+        self._remaining -= len(chunk)
+        return len(chunk)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._body.close()
+        super().close()
+
+
+class S3RemoteStorageManager:
+    """A ``RemoteStorageManager`` over one S3 bucket; behaviour in the module docstring."""
+
+    def __init__(self, config: S3RemoteStorageConfig, *, session: Any = None) -> None:
+        self.config = config
+        self.prefix = config.key_prefix
+        session = session or boto3.session.Session()
+        client_config = botocore.config.Config(
+            connect_timeout=config.connect_timeout_ms / 1000,
+            read_timeout=config.read_timeout_ms / 1000,
+            # One attempt per call: _call owns retries, so attempts and time stay bounded.
+            retries={"mode": "standard", "total_max_attempts": 1},
+            # Checksums are computed here from the bytes read from disk (module docstring).
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_supported",
+            s3={"addressing_style": "path" if config.path_style_access else "auto"},
+            user_agent_extra="storage-core-rsm",
+        )
+        self._client = session.client(
+            "s3",
+            region_name=config.region or session.region_name or DEFAULT_REGION,
+            endpoint_url=config.endpoint_url,
+            config=client_config,
+        )
+        self.endpoint_url: str = self._client.meta.endpoint_url
+
+    @staticmethod
+    def from_config(config: Mapping[str, str]) -> S3RemoteStorageManager:
+        return S3RemoteStorageManager(S3RemoteStorageConfig.from_config(config))
+
+    def __repr__(self) -> str:
+        return (
+            f"S3RemoteStorageManager(s3://{self.config.bucket}/{self.prefix}"
+            f" at {self.endpoint_url})"
+        )
+
+    # -- retries ------------------------------------------------------------------------------
+
+    def _call(self, operation: str, key: str, call: Callable[[], T]) -> T:
+        """Run one S3 request with bounded retries (module docstring)."""
+        config = self.config
+        started = time.monotonic()
+        deadline = started + config.retry_total_timeout_ms / 1000
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return call()
+            except Exception as exc:
+                retriable = _is_retriable(exc)
+                backoff_s = (
+                    random.uniform(
+                        0,
+                        min(
+                            config.retry_backoff_max_ms,
+                            config.retry_backoff_ms * 2 ** (attempt - 1),
+                        ),
+                    )
+                    / 1000
+                )
+                if (
+                    not retriable
+                    or attempt >= config.retry_max_attempts
+                    or time.monotonic() + backoff_s >= deadline
+                ):
+                    raise self._translate(operation, key, exc, attempt, started) from exc
+                logger.warning(
+                    "s3 request failed, retrying operation=%s bucket=%s key=%s endpoint=%s"
+                    " attempt=%d backoff_ms=%d error=%s",
+                    operation,
+                    config.bucket,
+                    key,
+                    self.endpoint_url,
+                    attempt,
+                    backoff_s * 1000,
+                    exc,
+                )
+                time.sleep(backoff_s)
+
+    def _translate(
+        self, operation: str, key: str, exc: Exception, attempts: int, started: float
+    ) -> RemoteStorageError:
+        where = f"s3://{self.config.bucket}/{key} at {self.endpoint_url}"
+        elapsed_s = time.monotonic() - started
+        if (
+            isinstance(exc, botocore.exceptions.ClientError)
+            and _error_code(exc) in _NOT_FOUND_CODES
+        ):
+            return RemoteResourceNotFoundError(f"{operation}: {where} does not exist")
+        hint = ""
+        if isinstance(exc, _RETRIABLE_EXCEPTIONS):
+            hint = " (is the object store reachable? check s3.endpoint.url and the network)"
+        elif isinstance(exc, botocore.exceptions.NoCredentialsError):
+            hint = " (set credentials through the standard AWS chain, e.g. AWS_ACCESS_KEY_ID)"
+        elif (
+            isinstance(exc, botocore.exceptions.ClientError) and _error_code(exc) == "NoSuchBucket"
+        ):
+            hint = " (create the bucket or fix s3.bucket.name)"
+        return RemoteStorageError(
+            f"{operation} of {where} failed after {attempts} attempt(s) in {elapsed_s:.1f}s:"
+            f" {exc}{hint}"
+        )
+
+    # -- copy ---------------------------------------------------------------------------------
+
+    def copy_log_segment_data(
+        self,
+        remote_log_segment_metadata: RemoteLogSegmentMetadataLike,
+        log_segment_data: LogSegmentData,
+    ) -> bytes | None:
+        segment = RemoteSegmentRef.of(remote_log_segment_metadata)
+        keys = segment_keys(self.prefix, segment)
+        files: dict[RemoteObjectSuffix, Path | None] = {
+            RemoteObjectSuffix.LOG: log_segment_data.log_segment,
+            RemoteObjectSuffix.OFFSET_INDEX: log_segment_data.offset_index,
+            RemoteObjectSuffix.TIME_INDEX: log_segment_data.time_index,
+            RemoteObjectSuffix.PRODUCER_SNAPSHOT: log_segment_data.producer_snapshot,
+            RemoteObjectSuffix.TRANSACTION_INDEX: log_segment_data.transaction_index,
+        }
+        total_bytes = 0
+        for suffix, path in files.items():
+            if path is not None:
+                total_bytes += self._upload_file(keys[suffix], path)
+        epochs_key = keys[RemoteObjectSuffix.LEADER_EPOCH_CHECKPOINT]
+        self._put_verified(epochs_key, log_segment_data.leader_epoch_index)
+        total_bytes += len(log_segment_data.leader_epoch_index)
+        logger.info(
+            "copied remote segment partition=%s-%d segment_id=%s start_offset=%d bytes=%d"
+            " bucket=%s",
+            segment.topic,
+            segment.partition,
+            segment.segment_id,
+            segment.start_offset,
+            total_bytes,
+            self.config.bucket,
+        )
+        return None
+
+    def _upload_file(self, key: str, path: Path) -> int:
+        try:
+            with open(path, "rb") as file:
+                size = file.seek(0, io.SEEK_END)
+                file.seek(0)
+                if size <= self.config.multipart_threshold_bytes:
+                    data = file.read(size + 1)
+                    _check_read(data, size, path)
+                    self._put_verified(key, data)
+                else:
+                    self._multipart_upload(key, file, size, path)
+        except OSError as exc:
+            raise RemoteStorageError(
+                f"reading {path} to upload it to s3://{self.config.bucket}/{key} failed: {exc}"
+            ) from exc
+        return size
+
+    def _put_verified(self, key: str, data: bytes) -> None:
+        digest = _Digest(self.config.checksum_algorithm, data)
+        self._call(
+            "PutObject",
+            key,
+            lambda: self._client.put_object(
+                Bucket=self.config.bucket, Key=key, Body=data, **digest.request_args()
+            ),
+        )
+        self._verify(key, len(data), digest, part_count=None)
+
+    def _multipart_upload(self, key: str, file: BinaryIO, size: int, path: Path) -> None:
+        config = self.config
+        part_size = config.multipart_part_size_bytes
+        part_count = math.ceil(size / part_size)
+        if part_count > S3_MAX_PARTS:
+            raise RemoteStorageError(
+                f"{path} ({size} bytes) needs {part_count} parts of {part_size} bytes, more than"
+                f" S3's {S3_MAX_PARTS}; raise rsm.config.s3.multipart.part.size.bytes"
+            )
+        create_args: dict[str, str] = {}
+        if config.checksum_algorithm == "SHA256":
+            create_args["ChecksumAlgorithm"] = "SHA256"
+        upload = self._call(
+            "CreateMultipartUpload",
+            key,
+            lambda: self._client.create_multipart_upload(
+                Bucket=config.bucket, Key=key, **create_args
+            ),
+        )
+        upload_id: str = upload["UploadId"]
+        try:
+            parts: list[dict[str, Any]] = []
+            digests: list[_Digest] = []
+            for number in range(1, part_count + 1):
+                data = file.read(min(part_size, size - (number - 1) * part_size))
+                _check_read(data, min(part_size, size - (number - 1) * part_size), path)
+                digest = _Digest(config.checksum_algorithm, data)
+                answer = self._call(
+                    f"UploadPart {number}/{part_count}",
+                    key,
+                    functools.partial(
+                        self._client.upload_part,
+                        Bucket=config.bucket,
+                        Key=key,
+                        UploadId=upload_id,
+                        PartNumber=number,
+                        Body=data,
+                        **digest.request_args(),
+                    ),
+                )
+                part: dict[str, Any] = {"PartNumber": number, "ETag": answer["ETag"]}
+                if config.checksum_algorithm == "SHA256":
+                    part["ChecksumSHA256"] = digest.b64
+                parts.append(part)
+                digests.append(digest)
+            if file.read(1):
+                raise RemoteStorageError(f"{path} grew during its upload (expected {size} bytes)")
+            self._complete(key, upload_id, parts)
+        except BaseException as exc:
+            self._abort_quietly(key, upload_id, exc)
+            raise
+        self._verify(key, size, _composite(config.checksum_algorithm, digests), part_count)
+
+    def _complete(self, key: str, upload_id: str, parts: list[dict[str, Any]]) -> None:
+        attempts = 0
+
+        def complete() -> None:
+            nonlocal attempts
+            attempts += 1
+            try:
+                self._client.complete_multipart_upload(
+                    Bucket=self.config.bucket,
+                    Key=key,
+                    UploadId=upload_id,
+                    MultipartUpload={"Parts": parts},
+                )
+            except botocore.exceptions.ClientError as exc:
+                # A retry after a completion whose answer was lost: the HEAD decides.
+                if attempts > 1 and _error_code(exc) == "NoSuchUpload":
+                    return
+                raise
+
+        self._call("CompleteMultipartUpload", key, complete)
+
+    def _abort_quietly(self, key: str, upload_id: str, cause: BaseException) -> None:
+        try:
+            self._client.abort_multipart_upload(
+                Bucket=self.config.bucket, Key=key, UploadId=upload_id
+            )
+        except Exception as exc:
+            logger.warning(
+                "could not abort multipart upload bucket=%s key=%s upload_id=%s error=%s"
+                " cause=%s (abort_incomplete_multipart_uploads will remove it)",
+                self.config.bucket,
+                key,
+                upload_id,
+                exc,
+                cause,
+            )
+
+    def _verify(self, key: str, size: int, digest: _Digest, part_count: int | None) -> None:
+        """HEAD the object: its size and checksum must be what was uploaded."""
+        head = self._call(
+            "HeadObject",
+            key,
+            lambda: self._client.head_object(
+                Bucket=self.config.bucket, Key=key, ChecksumMode="ENABLED"
+            ),
+        )
+        where = f"s3://{self.config.bucket}/{key} at {self.endpoint_url}"
+        stored_size = int(head["ContentLength"])
+        if stored_size != size:
+            raise RemoteStorageError(
+                f"{where} holds {stored_size} bytes after upload, expected {size}"
+            )
+        if digest.algorithm == "SHA256":
+            stored = head.get("ChecksumSHA256")
+            expected = digest.b64
+            if stored is not None and part_count is not None and "-" in stored:
+                expected = f"{digest.b64}-{part_count}"
+        else:
+            stored = str(head.get("ETag", "")).strip('"')
+            expected = digest.raw.hex() + ("" if part_count is None else f"-{part_count}")
+        if stored is None:
+            raise RemoteStorageError(
+                f"{where} shows no SHA-256 checksum after upload; the store does not keep"
+                " flexible checksums: set rsm.config.s3.checksum.algorithm=MD5"
+            )
+        if stored != expected:
+            raise RemoteStorageError(
+                f"{where} has checksum {stored!r} after upload, expected {expected!r}"
+                f" ({digest.algorithm}); the object is corrupt or was overwritten"
+            )
+
+    # -- fetch --------------------------------------------------------------------------------
+
+    def fetch_log_segment(
+        self,
+        remote_log_segment_metadata: RemoteLogSegmentMetadataLike,
+        start_position: int,
+        end_position: int | None = None,
+    ) -> BinaryIO:
+        check_positions(start_position, end_position)
+        segment = RemoteSegmentRef.of(remote_log_segment_metadata)
+        key = segment_keys(self.prefix, segment)[RemoteObjectSuffix.LOG]
+        if start_position == 0 and end_position is None:
+            return self._get(key, None)
+        end = "" if end_position is None else str(end_position)
+        return self._get(key, (start_position, f"bytes={start_position}-{end}"))
+
+    def fetch_index(
+        self, remote_log_segment_metadata: RemoteLogSegmentMetadataLike, index_type: IndexType
+    ) -> BinaryIO:
+        segment = RemoteSegmentRef.of(remote_log_segment_metadata)
+        key = segment_keys(self.prefix, segment)[RemoteObjectSuffix.for_index(index_type)]
+        return self._get(key, None)
+
+    def _get(self, key: str, byte_range: tuple[int, str] | None) -> BinaryIO:
+        args: dict[str, Any] = {"Bucket": self.config.bucket, "Key": key}
+        if byte_range is None:
+            args["ChecksumMode"] = "ENABLED"
+        else:
+            args["Range"] = byte_range[1]
+        where = f"s3://{self.config.bucket}/{key} at {self.endpoint_url}"
+        try:
+            answer = self._call("GetObject", key, lambda: self._client.get_object(**args))
+        except RemoteStorageError as exc:
+            cause = exc.__cause__
+            if (
+                byte_range is not None
+                and isinstance(cause, botocore.exceptions.ClientError)
+                and _error_code(cause) == "InvalidRange"
+            ):
+                raise RemoteStorageError(
+                    f"start position {byte_range[0]} is beyond the end of {where}"
+                ) from cause
+            raise
+        length = int(answer["ContentLength"])
+        if byte_range is not None:
+            content_range = str(answer.get("ContentRange", ""))
+            if not content_range.startswith(f"bytes {byte_range[0]}-"):
+                answer["Body"].close()
+                raise RemoteStorageError(
+                    f"{where} answered range {byte_range[1]!r} with {content_range!r}"
+                )
+        return io.BufferedReader(_CheckedBody(answer["Body"], length, where))
+
+    # -- delete -------------------------------------------------------------------------------
+
+    def delete_log_segment_data(
+        self, remote_log_segment_metadata: RemoteLogSegmentMetadataLike
+    ) -> None:
+        segment = RemoteSegmentRef.of(remote_log_segment_metadata)
+        keys = list(segment_keys(self.prefix, segment).values())
+        self._delete_keys(keys)
+        logger.info(
+            "deleted remote segment partition=%s-%d segment_id=%s bucket=%s",
+            segment.topic,
+            segment.partition,
+            segment.segment_id,
+            self.config.bucket,
+        )
+
+    def _delete_keys(self, keys: list[str]) -> None:
+        """Delete up to 1000 keys in one request; keys already gone are fine."""
+        if not keys:
+            return
+        if len(keys) > 1000:
+            raise ValueError(f"DeleteObjects takes at most 1000 keys, got {len(keys)}")
+        answer = self._call(
+            "DeleteObjects",
+            keys[0],
+            lambda: self._client.delete_objects(
+                Bucket=self.config.bucket,
+                Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True},
+            ),
+        )
+        errors = [e for e in answer.get("Errors", []) if e.get("Code") != "NoSuchKey"]
+        if errors:
+            raise RemoteStorageError(
+                f"DeleteObjects in s3://{self.config.bucket} at {self.endpoint_url} failed for"
+                f" {len(errors)} key(s), first: {errors[0].get('Key')} {errors[0].get('Code')}"
+                f" {errors[0].get('Message')}"
+            )
+
+    # -- reconcile helpers ----------------------------------------------------------------------
+
+    def list_objects(self, prefix: str | None = None) -> Iterator[RemoteObjectInfo]:
+        """Every object whose key starts with ``prefix`` (default: the configured key prefix
+        plus ``/``), in key order; keys parse with ``parse_object_key(key, self.prefix)``."""
+        if prefix is None:
+            prefix = f"{self.prefix}/" if self.prefix else ""
+        token: str | None = None
+        while True:
+            args: dict[str, Any] = {"Bucket": self.config.bucket, "Prefix": prefix}
+            if token is not None:
+                args["ContinuationToken"] = token
+            page = self._call(
+                "ListObjectsV2", prefix, functools.partial(self._client.list_objects_v2, **args)
+            )
+            for item in page.get("Contents", []):
+                yield RemoteObjectInfo(
+                    key=item["Key"],
+                    size_bytes=int(item["Size"]),
+                    last_modified_ms=int(item["LastModified"].timestamp() * 1000),
+                )
+            if not page.get("IsTruncated"):
+                return
+            token = page["NextContinuationToken"]
+
+    def delete_objects(self, keys: list[str]) -> None:
+        """Delete arbitrary keys (e.g. orphans found by ``list_objects``), 1000 per request."""
+        for start in range(0, len(keys), 1000):
+            self._delete_keys(keys[start : start + 1000])
+
+    def abort_incomplete_multipart_uploads(
+        self, older_than: timedelta, *, now: datetime | None = None
+    ) -> list[str]:
+        """Abort multipart uploads under the key prefix started before ``now - older_than``
+        (left behind by crashed copies); returns their keys."""
+        cutoff = (now or datetime.now(UTC)) - older_than
+        prefix = f"{self.prefix}/" if self.prefix else ""
+        aborted: list[str] = []
+        markers: dict[str, str] = {}
+        while True:
+            args: dict[str, Any] = {"Bucket": self.config.bucket, "Prefix": prefix, **markers}
+            page = self._call(
+                "ListMultipartUploads",
+                prefix,
+                functools.partial(self._client.list_multipart_uploads, **args),
+            )
+            for upload in page.get("Uploads", []):
+                if upload["Initiated"] >= cutoff:
+                    continue
+                key, upload_id = upload["Key"], upload["UploadId"]
+                try:
+                    self._call(
+                        "AbortMultipartUpload",
+                        key,
+                        functools.partial(
+                            self._client.abort_multipart_upload,
+                            Bucket=self.config.bucket,
+                            Key=key,
+                            UploadId=upload_id,
+                        ),
+                    )
+                except RemoteResourceNotFoundError:
+                    pass
+                except RemoteStorageError as exc:
+                    if not isinstance(exc.__cause__, botocore.exceptions.ClientError) or (
+                        _error_code(exc.__cause__) != "NoSuchUpload"
+                    ):
+                        raise
+                aborted.append(key)
+                logger.info(
+                    "aborted incomplete multipart upload bucket=%s key=%s upload_id=%s"
+                    " initiated=%s",
+                    self.config.bucket,
+                    key,
+                    upload_id,
+                    upload["Initiated"],
+                )
+            if not page.get("IsTruncated"):
+                return aborted
+            markers = {
+                "KeyMarker": page["NextKeyMarker"],
+                "UploadIdMarker": page["NextUploadIdMarker"],
+            }
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _error_code(exc: botocore.exceptions.ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _is_retriable(exc: Exception) -> bool:
+    if isinstance(exc, _RETRIABLE_EXCEPTIONS):
+        return True
+    if isinstance(exc, botocore.exceptions.ClientError):
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+        return status >= 500 or status == 429 or _error_code(exc) in _RETRIABLE_CODES
+    return False
+
+
+def _check_read(data: bytes, expected: int, path: Path) -> None:
+    if len(data) != expected:
+        raise RemoteStorageError(
+            f"read {len(data)} bytes of {path}, expected {expected} (the file changed during"
+            " the upload)"
+        )
