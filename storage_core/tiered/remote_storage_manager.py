@@ -31,12 +31,14 @@ Contract (as in Kafka):
 from __future__ import annotations
 
 import enum
+import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, ClassVar, Protocol, runtime_checkable
 
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid, validate_topic_name
-from storage_core.errors import KafkaStorageError
+from storage_core.errors import InvalidConfigError, KafkaStorageError
 
 
 class RemoteStorageError(KafkaStorageError):
@@ -229,3 +231,38 @@ class RemoteObjectInfo:
     key: str
     size_bytes: int
     last_modified_ms: int
+
+
+# Short names accepted for ``remote.log.storage.manager.class.name`` besides dotted paths.
+RSM_CLASS_ALIASES = {
+    "": "storage_core.tiered.local_tiered_storage.LocalTieredStorage",
+    "LocalTieredStorage": "storage_core.tiered.local_tiered_storage.LocalTieredStorage",
+    "S3RemoteStorageManager": (
+        "storage_core.tiered.s3_remote_storage_manager.S3RemoteStorageManager"
+    ),
+}
+
+
+def load_remote_storage_manager(class_name: str, config: Mapping[str, str]) -> RemoteStorageManager:
+    """Kafka's ``remote.log.storage.manager.class.name``: a dotted path (or an alias of
+    ``RSM_CLASS_ALIASES``; empty means ``LocalTieredStorage``) to a class with a
+    ``from_config(config)`` static method; ``config`` holds the ``rsm.config.*`` settings."""
+    path = RSM_CLASS_ALIASES.get(class_name.strip(), class_name.strip())
+    module_name, _, attribute = path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise InvalidConfigError(
+            f"remote.log.storage.manager.class.name={class_name!r} names no importable class"
+            f" ({exc}); use a dotted path or one of {sorted(a for a in RSM_CLASS_ALIASES if a)}"
+        ) from exc
+    from_config = getattr(cls, "from_config", None)
+    if from_config is None:
+        raise InvalidConfigError(f"{path} has no from_config(config) static method")
+    try:
+        manager = from_config(config)
+    except ValueError as exc:
+        raise InvalidConfigError(f"invalid rsm.config.* for {path}: {exc}") from exc
+    if not isinstance(manager, RemoteStorageManager):
+        raise InvalidConfigError(f"{path} is not a RemoteStorageManager")
+    return manager

@@ -18,6 +18,7 @@ import botocore.exceptions
 import pytest
 
 from storage_core.common import Uuid
+from storage_core.errors import InvalidConfigError
 from storage_core.tiered.remote_object_keys import (
     RemoteObjectSuffix,
     parse_object_key,
@@ -30,6 +31,7 @@ from storage_core.tiered.remote_storage_manager import (
     RemoteSegmentRef,
     RemoteStorageError,
     RemoteStorageManager,
+    load_remote_storage_manager,
 )
 from storage_core.tiered.s3_remote_storage_manager import (
     S3RemoteStorageConfig,
@@ -411,3 +413,15 @@ def test_a_stream_that_ends_early_is_an_error() -> None:
     stream = io.BufferedReader(_CheckedBody(ShortBody(), 10, "s3://b/k"))
     with pytest.raises(RemoteStorageError, match="7 bytes before"):
         stream.read()
+
+
+def test_loaded_by_class_name(s3: S3Server) -> None:
+    manager = load_remote_storage_manager(
+        "S3RemoteStorageManager",
+        {"rsm.config.s3.bucket.name": BUCKET, "rsm.config.s3.endpoint.url": s3.endpoint_url},
+    )
+    assert isinstance(manager, S3RemoteStorageManager)
+    assert manager.endpoint_url == s3.endpoint_url
+    manager.close()
+    with pytest.raises(InvalidConfigError, match="bucket"):
+        load_remote_storage_manager("S3RemoteStorageManager", {})

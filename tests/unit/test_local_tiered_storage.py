@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid
-from storage_core.errors import KafkaStorageError
+from storage_core.errors import InvalidConfigError, KafkaStorageError
 from storage_core.log.leader_epoch_cache import EpochEntry, LeaderEpochCheckpointFile
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
@@ -28,6 +28,7 @@ from storage_core.tiered.remote_storage_manager import (
     RemoteSegmentRef,
     RemoteStorageError,
     RemoteStorageManager,
+    load_remote_storage_manager,
 )
 from tests.conftest import make_batch
 
@@ -301,3 +302,21 @@ def test_from_config(tmp_path: Path) -> None:
     assert storage.prefix == "x"
     with pytest.raises(ValueError, match=r"local\.storage\.dir"):
         LocalTieredStorage.from_config({})
+
+
+def test_load_remote_storage_manager_by_class_name(tmp_path: Path) -> None:
+    config = {"rsm.config.local.storage.dir": str(tmp_path / "r")}
+    for name in (
+        "",
+        "LocalTieredStorage",
+        "storage_core.tiered.local_tiered_storage.LocalTieredStorage",
+    ):
+        manager = load_remote_storage_manager(name, config)
+        assert isinstance(manager, LocalTieredStorage)
+        assert manager.storage_dir == tmp_path / "r"
+    with pytest.raises(InvalidConfigError, match="no importable class"):
+        load_remote_storage_manager("no.such.Manager", config)
+    with pytest.raises(InvalidConfigError, match="local"):
+        load_remote_storage_manager("LocalTieredStorage", {})
+    with pytest.raises(InvalidConfigError, match="from_config"):
+        load_remote_storage_manager("pathlib.Path", config)
