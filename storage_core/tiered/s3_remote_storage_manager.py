@@ -28,7 +28,8 @@ any step fails. Every body carries its checksum (``x-amz-checksum-sha256``, or
 ``Content-MD5``), computed here from the bytes read from disk, so the store rejects corrupted
 bodies; after the upload a ``HeadObject`` must show the file's size and the expected checksum
 (SHA-256 of the object, or for multipart the SHA-256 of the parts' SHA-256 digests, as S3
-composes it; with MD5 the ETag). Memory held per upload: one part or one small file.
+composes it; with MD5 the ETag, which is the MD5 only without SSE-KMS/SSE-C encryption).
+Memory held per upload: one part or one small file.
 
 Reads. ``fetch_log_segment`` is a ranged ``GetObject`` (``Range: bytes=start-end``, end
 inclusive); the stream checks that it delivers exactly the announced length. Whole-object
