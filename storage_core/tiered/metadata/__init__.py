@@ -4,8 +4,11 @@
 - ``metadata``: the immutable values (``RemoteLogSegmentId``, ``RemoteLogSegmentMetadata``...).
 - ``serde``: ``RemoteLogMetadataSerde``, the ``__remote_log_metadata`` record values.
 - ``partitioner``: ``RemoteLogMetadataTopicPartitioner`` (which metadata partition).
+- ``cache``: ``RemoteLogMetadataCache``, one partition's materialised metadata.
+- ``snapshot_file``: ``RemoteLogMetadataSnapshotFile``, the cache on disk.
 """
 
+from storage_core.tiered.metadata.cache import RemoteLogLeaderEpochState, RemoteLogMetadataCache
 from storage_core.tiered.metadata.errors import (
     CorruptRemoteLogMetadataError,
     CorruptRemoteLogMetadataSnapshotError,
@@ -22,14 +25,18 @@ from storage_core.tiered.metadata.metadata import (
 )
 from storage_core.tiered.metadata.partitioner import RemoteLogMetadataTopicPartitioner
 from storage_core.tiered.metadata.serde import RemoteLogMetadataSerde
+from storage_core.tiered.metadata.snapshot_file import RemoteLogMetadataSnapshotFile
 from storage_core.tiered.metadata.states import RemoteLogSegmentState, RemotePartitionDeleteState
 
 __all__ = [
     "CorruptRemoteLogMetadataError",
     "CorruptRemoteLogMetadataSnapshotError",
     "IllegalRemoteLogStateTransitionError",
+    "RemoteLogLeaderEpochState",
     "RemoteLogMetadata",
+    "RemoteLogMetadataCache",
     "RemoteLogMetadataSerde",
+    "RemoteLogMetadataSnapshotFile",
     "RemoteLogMetadataTopicPartitioner",
     "RemoteLogSegmentId",
     "RemoteLogSegmentMetadata",
