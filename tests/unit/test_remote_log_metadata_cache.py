@@ -61,7 +61,8 @@ def ids(segments: list[RemoteLogSegmentMetadata]) -> list[RemoteLogSegmentId]:
 
 
 def test_kafka_lifecycle_vector() -> None:
-    # RemoteLogSegmentLifecycleTest#testRemoteLogSegmentLifeCycle
+    # The segments and expectations of Kafka's RemoteLogSegmentLifecycleTest, as transcribed
+    # for this project (not re-read from Kafka's test source here).
     cache = RemoteLogMetadataCache(TIP)
     s0 = copy(cache, 0, 100, {0: 0, 1: 20, 2: 80})
     s1 = copy(cache, 101, 200, {2: 101})

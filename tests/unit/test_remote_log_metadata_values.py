@@ -180,7 +180,9 @@ def test_murmur2_matches_kafkas_utils_test() -> None:
     assert to_positive(-1) == 0x7FFFFFFF and to_positive(-(1 << 31)) == 0
 
 
-def test_metadata_partition_of_kafkas_vector() -> None:
+def test_metadata_partition_vector() -> None:
+    # Transcribed vector; it follows from Kafka's formula (RemoteLogMetadataTopicPartitioner
+    # and the UtilsTest murmur2 values above), not re-found in Kafka's own tests.
     partitioner = RemoteLogMetadataTopicPartitioner(50)
     topic_id = Uuid.from_string("AAAAAAAAAAAAAAAAAAAAAQ")  # Uuid(0, 1)
     partitions = [
