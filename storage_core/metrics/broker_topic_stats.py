@@ -2,8 +2,8 @@
 
 Every meter exists twice, as in Kafka: broker-wide (no tags) and per topic (tag ``topic``);
 one ``mark`` updates both. The broker-wide produce and fetch meters are registered at once
-(a scrape shows them at zero); per-topic series and the tiered-storage series appear on first
-use. ``remove_topic`` drops a deleted topic's series.
+(a scrape shows them at zero), a topic's produce and fetch meters all at its first mark; the
+tiered-storage series appear on first use. ``remove_topic`` drops a deleted topic's series.
 
 Tiered-storage gauges (``RemoteCopyLagBytes`` ...) are fed per partition with
 ``set_partition_value``; the per-topic gauge is the sum over the topic's partitions and the
@@ -118,7 +118,7 @@ class BrokerTopicStats:
         self._all: dict[str, Meter] = {
             name: registry.meter(broker_topic_metric_name(name)) for name in BROKER_WIDE_METERS
         }
-        self._by_topic: dict[tuple[str, str], Meter] = {}
+        self._by_topic: dict[str, dict[str, Meter]] = {}
         # gauge name -> topic -> partition -> value
         self._partition_values: dict[str, dict[str, dict[int, float]]] = {}
 
@@ -134,14 +134,27 @@ class BrokerTopicStats:
         return meter
 
     def topic_meter(self, name: str, topic: str) -> Meter:
-        meter = self._by_topic.get((topic, name))
+        meter = self._topic_meters(topic).get(name)
         if meter is None:
             if name not in METER_NAMES:
                 raise UnknownMetricError(f"{name!r} is not a BrokerTopicMetrics meter")
-            meter = self.registry.meter(broker_topic_metric_name(name, topic))
+            created = self.registry.meter(broker_topic_metric_name(name, topic))
             with self._lock:
-                self._by_topic[(topic, name)] = meter
+                meter = self._topic_meters(topic).setdefault(name, created)
         return meter
+
+    def _topic_meters(self, topic: str) -> dict[str, Meter]:
+        """The topic's meters by name; the first use of a topic registers all its produce and
+        fetch meters at once, as Kafka's ``BrokerTopicMetrics(topic)`` (they show at zero)."""
+        meters = self._by_topic.get(topic)
+        if meters is None:
+            created = {
+                name: self.registry.meter(broker_topic_metric_name(name, topic))
+                for name in BROKER_WIDE_METERS
+            }
+            with self._lock:
+                meters = self._by_topic.setdefault(topic, created)
+        return meters
 
     def mark(self, name: str, topic: str | None, n: int = 1) -> None:
         """Mark the broker-wide meter ``name`` and, with a topic, the topic's meter too."""
@@ -153,22 +166,38 @@ class BrokerTopicStats:
         self, topic: str, appended: AppendedBatches | None, error: BaseException | None
     ) -> None:
         """One partition of a produce request: its append info, or the error that stopped it."""
-        counted_topic = None if isinstance(error, UnknownTopicOrPartitionError) else topic
-        self.mark(TOTAL_PRODUCE_REQUESTS_PER_SEC, counted_topic)
         if error is not None:
-            self.mark(FAILED_PRODUCE_REQUESTS_PER_SEC, counted_topic)
-        elif appended is not None and not appended.is_duplicate:
-            self.mark(BYTES_IN_PER_SEC, topic, appended.valid_bytes)
-            self.mark(MESSAGES_IN_PER_SEC, topic, appended.records_count)
+            self._mark_failure(
+                topic, error, TOTAL_PRODUCE_REQUESTS_PER_SEC, FAILED_PRODUCE_REQUESTS_PER_SEC
+            )
+            return
+        all_topics, by_topic = self._all, self._topic_meters(topic)
+        all_topics[TOTAL_PRODUCE_REQUESTS_PER_SEC].mark()
+        by_topic[TOTAL_PRODUCE_REQUESTS_PER_SEC].mark()
+        if appended is not None and not appended.is_duplicate:
+            all_topics[BYTES_IN_PER_SEC].mark(appended.valid_bytes)
+            by_topic[BYTES_IN_PER_SEC].mark(appended.valid_bytes)
+            all_topics[MESSAGES_IN_PER_SEC].mark(appended.records_count)
+            by_topic[MESSAGES_IN_PER_SEC].mark(appended.records_count)
 
     def mark_fetch(self, topic: str, size_bytes: int, error: BaseException | None) -> None:
         """One partition of a fetch response: the record bytes returned, or its error."""
-        counted_topic = None if isinstance(error, UnknownTopicOrPartitionError) else topic
-        self.mark(TOTAL_FETCH_REQUESTS_PER_SEC, counted_topic)
         if error is not None:
-            self.mark(FAILED_FETCH_REQUESTS_PER_SEC, counted_topic)
-        elif size_bytes > 0:
-            self.mark(BYTES_OUT_PER_SEC, topic, size_bytes)
+            self._mark_failure(
+                topic, error, TOTAL_FETCH_REQUESTS_PER_SEC, FAILED_FETCH_REQUESTS_PER_SEC
+            )
+            return
+        all_topics, by_topic = self._all, self._topic_meters(topic)
+        all_topics[TOTAL_FETCH_REQUESTS_PER_SEC].mark()
+        by_topic[TOTAL_FETCH_REQUESTS_PER_SEC].mark()
+        if size_bytes > 0:
+            all_topics[BYTES_OUT_PER_SEC].mark(size_bytes)
+            by_topic[BYTES_OUT_PER_SEC].mark(size_bytes)
+
+    def _mark_failure(self, topic: str, error: BaseException, total: str, failed: str) -> None:
+        counted_topic = None if isinstance(error, UnknownTopicOrPartitionError) else topic
+        self.mark(total, counted_topic)
+        self.mark(failed, counted_topic)
 
     # ------------------------------------------------------------------ partition-sum gauges
     def set_partition_value(self, name: str, topic: str, partition: int, value: float) -> None:

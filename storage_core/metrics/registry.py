@@ -15,8 +15,8 @@ registered: the caller gets a working but detached ``Meter`` (or ``Gauge``), the
 ``dropped_series`` count grows, and one warning is logged until the registry falls below the
 limit again. ``remove_tagged("topic", t)`` drops every series of a deleted topic.
 
-Thread-safety: the registry's map is guarded by a lock; each meter has its own lock, held
-only for a few additions (marking is cheap and may happen on any thread). Gauges are sampled
+Thread-safety: the registry's map is guarded by a lock; meters are marked lock-free from any
+thread (one cell per thread) and lock only to tick. Gauges are sampled
 on the thread that renders the registry.
 """
 
@@ -26,6 +26,7 @@ import logging
 import math
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -91,44 +92,58 @@ class Meter:
     Rates are updated in 5-second ticks, lazily, when the meter is marked or read; a long
     idle gap decays them in closed form. Before the first tick, rates are 0.0; the first
     tick sets them to that tick's instant rate.
+
+    Marking is lock-free (as Yammer's ``LongAdder``): each thread adds to its own cell and
+    the count is the sum of the cells; only a due tick (once per 5 s) takes the lock.
     """
 
     __slots__ = (
-        "_clock",
-        "_count",
+        "_cells",
+        "_counted",
         "_initialized",
         "_last_tick_ns",
+        "_local",
         "_lock",
         "_m1",
         "_m5",
         "_m15",
+        "_nanoseconds",
         "_start_ns",
-        "_uncounted",
     )
 
     def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
-        self._clock = clock
+        # The system clock's method is a Python call around time.monotonic_ns; skip it.
+        self._nanoseconds = time.monotonic_ns if clock is SYSTEM_CLOCK else clock.nanoseconds
         self._lock = threading.Lock()
-        self._count = 0
-        self._uncounted = 0
+        self._local = threading.local()
+        self._cells: list[list[int]] = []  # one [count] per marking thread, written by it only
+        self._counted = 0  # events already given to a tick
         self._m1 = 0.0
         self._m5 = 0.0
         self._m15 = 0.0
         self._initialized = False
-        self._start_ns = clock.nanoseconds()
+        self._start_ns = self._nanoseconds()
         self._last_tick_ns = self._start_ns
 
     def mark(self, n: int = 1) -> None:
-        now_ns = self._clock.nanoseconds()
+        if self._nanoseconds() - self._last_tick_ns >= TICK_INTERVAL_NS:
+            self._tick_if_necessary()
+        try:
+            cell: list[int] = self._local.cell
+        except AttributeError:
+            cell = self._new_cell()
+        cell[0] += n
+
+    def _new_cell(self) -> list[int]:
+        cell = [0]
         with self._lock:
-            if now_ns - self._last_tick_ns >= TICK_INTERVAL_NS:
-                self._tick_until(now_ns)
-            self._count += n
-            self._uncounted += n
+            self._cells = [*self._cells, cell]  # readers iterate a list that never changes
+        self._local.cell = cell
+        return cell
 
     @property
     def count(self) -> int:
-        return self._count
+        return sum(cell[0] for cell in self._cells)
 
     def one_minute_rate(self) -> float:
         return self._rates()[0]
@@ -140,41 +155,43 @@ class Meter:
         return self._rates()[2]
 
     def mean_rate(self) -> float:
-        now_ns = self._clock.nanoseconds()
-        elapsed_ns = now_ns - self._start_ns
-        return 0.0 if elapsed_ns <= 0 else self._count / (elapsed_ns / 1e9)
+        elapsed_ns = self._nanoseconds() - self._start_ns
+        return 0.0 if elapsed_ns <= 0 else self.count / (elapsed_ns / 1e9)
 
     def snapshot(self) -> tuple[int, float, float, float, float]:
         """``(count, mean rate, 1-, 5-, 15-minute rate)``, read together."""
         m1, m5, m15 = self._rates()
-        return self._count, self.mean_rate(), m1, m5, m15
+        return self.count, self.mean_rate(), m1, m5, m15
 
     def _rates(self) -> tuple[float, float, float]:
-        now_ns = self._clock.nanoseconds()
+        self._tick_if_necessary()
         with self._lock:
-            if now_ns - self._last_tick_ns >= TICK_INTERVAL_NS:
-                self._tick_until(now_ns)
             return self._m1, self._m5, self._m15
 
-    def _tick_until(self, now_ns: int) -> None:
-        """Run the ticks due by ``now_ns`` (lock held): the first with the uncounted events,
-        the rest with none (a decay by ``(1 - alpha)`` each, computed at once)."""
-        ticks = (now_ns - self._last_tick_ns) // TICK_INTERVAL_NS
-        self._last_tick_ns += ticks * TICK_INTERVAL_NS
-        instant = self._uncounted / _TICK_INTERVAL_S
-        self._uncounted = 0
-        if self._initialized:
-            self._m1 += M1_ALPHA * (instant - self._m1)
-            self._m5 += M5_ALPHA * (instant - self._m5)
-            self._m15 += M15_ALPHA * (instant - self._m15)
-        else:
-            self._m1 = self._m5 = self._m15 = instant
-            self._initialized = True
-        idle = ticks - 1
-        if idle > 0:
-            self._m1 *= (1 - M1_ALPHA) ** idle
-            self._m5 *= (1 - M5_ALPHA) ** idle
-            self._m15 *= (1 - M15_ALPHA) ** idle
+    def _tick_if_necessary(self) -> None:
+        """Run the ticks due by now: the first with the events not yet given to a tick, the
+        rest with none (a decay by ``(1 - alpha)`` each, computed at once)."""
+        with self._lock:
+            now_ns = self._nanoseconds()
+            ticks = (now_ns - self._last_tick_ns) // TICK_INTERVAL_NS
+            if ticks <= 0:
+                return
+            self._last_tick_ns += ticks * TICK_INTERVAL_NS
+            total = self.count
+            instant = (total - self._counted) / _TICK_INTERVAL_S
+            self._counted = total
+            if self._initialized:
+                self._m1 += M1_ALPHA * (instant - self._m1)
+                self._m5 += M5_ALPHA * (instant - self._m5)
+                self._m15 += M15_ALPHA * (instant - self._m15)
+            else:
+                self._m1 = self._m5 = self._m15 = instant
+                self._initialized = True
+            idle = ticks - 1
+            if idle > 0:
+                self._m1 *= (1 - M1_ALPHA) ** idle
+                self._m5 *= (1 - M5_ALPHA) ** idle
+                self._m15 *= (1 - M15_ALPHA) ** idle
 
 
 class Gauge:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
-import re
+import threading
 
 import pytest
 
@@ -34,60 +34,7 @@ from storage_core.metrics.registry import (
     MetricTypeMismatchError,
 )
 from storage_core.server.kafka_config import KafkaConfig
-
-# ---------------------------------------------------------------- an independent parser
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(,|$)')
-
-
-def _unescape(value: str) -> str:
-    out, i = [], 0
-    while i < len(value):
-        if value[i] == "\\":
-            out.append({"\\": "\\", '"': '"', "n": "\n"}[value[i + 1]])
-            i += 2
-        else:
-            out.append(value[i])
-            i += 1
-    return "".join(out)
-
-
-def parse_exposition(
-    text: str,
-) -> tuple[dict[str, str], dict[tuple[str, frozenset[tuple[str, str]]], float]]:
-    """Text format 0.0.4 -> ({family: type}, {(name, labels): value}); strict on layout:
-    one TYPE per family, before its samples, and a family's samples are contiguous."""
-    assert text.endswith("\n")
-    types: dict[str, str] = {}
-    samples: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
-    current = None
-    finished: set[str] = set()
-    for line in text[:-1].split("\n"):
-        if line.startswith("# HELP "):
-            continue
-        if line.startswith("# TYPE "):
-            _, _, family, kind = line.split(" ")
-            assert family not in types, f"second TYPE line for {family}"
-            assert kind in ("counter", "gauge", "untyped")
-            if current is not None:
-                finished.add(current)
-            types[family], current = kind, family
-            continue
-        match = _SAMPLE.match(line)
-        assert match, f"not a sample line: {line!r}"
-        name, label_text, value_text = match.groups()
-        assert name == current and name not in finished, f"{name} is not contiguous"
-        labels: list[tuple[str, str]] = []
-        rest = label_text or ""
-        while rest:
-            label = _LABEL.match(rest)
-            assert label, f"bad labels in {line!r}"
-            labels.append((label.group(1), _unescape(label.group(2))))
-            rest = rest[label.end() :]
-        key = (name, frozenset(labels))
-        assert key not in samples, f"duplicate series {key}"
-        samples[key] = float(value_text)
-    return types, samples
+from tests.prometheus_text import parse_exposition
 
 
 def _topic(topic: str | None = None) -> frozenset[tuple[str, str]]:
@@ -149,6 +96,24 @@ def test_a_long_idle_gap_decays_the_rate_in_closed_form() -> None:
     meter.mark(5)  # marking after the gap starts a new tick interval
     clock.sleep(5_000)
     assert meter.one_minute_rate() == pytest.approx(1.0 * (1 - math.exp(-5 / 60)), rel=1e-6)
+
+
+def test_marks_from_many_threads_are_all_counted() -> None:
+    clock = ManualClock()
+    meter = Meter(clock)
+
+    def mark_many() -> None:
+        for _ in range(20_000):
+            meter.mark(2)
+
+    threads = [threading.Thread(target=mark_many) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert meter.count == 160_000
+    clock.sleep(5_000)
+    assert meter.one_minute_rate() == pytest.approx(160_000 / 5)
 
 
 # ---------------------------------------------------------------- exposition
