@@ -7,6 +7,9 @@ watermark of one of its partitions advances (Kafka's ``DelayedFetch`` in the fet
 ``acks=-1`` produces wait until the high watermark covers their last offset
 (``DelayedProduce``).
 
+Each partition of a produce or of a fetch's answer marks ``topic_stats`` (Kafka's
+``BrokerTopicStats``: requests, bytes and messages in, bytes out, failures).
+
 Thread-safety: ``_partitions`` is guarded by ``_lock``; waiters live on the loop and are woken
 through ``call_soon_threadsafe``.
 """
@@ -30,6 +33,7 @@ from storage_core.errors import (
 )
 from storage_core.log.log_manager import LogManager
 from storage_core.log.log_validator import LogAppendInfo
+from storage_core.metrics import BrokerTopicStats, KafkaMetricsRegistry
 from storage_core.records.file_region import SENDFILE_SUPPORTED, FileRegion
 from storage_core.replication.partition import NO_EPOCH_CHECK, LogReadResult, Partition
 
@@ -82,7 +86,13 @@ class FetchResult:
 class ReplicaManager:
     """Routes appends and fetches to ``Partition`` objects; owns the fetch purgatory."""
 
-    def __init__(self, log_manager: LogManager, *, local_broker_id: int) -> None:
+    def __init__(
+        self,
+        log_manager: LogManager,
+        *,
+        local_broker_id: int,
+        topic_stats: BrokerTopicStats | None = None,
+    ) -> None:
         self.log_manager = log_manager
         self.local_broker_id = local_broker_id
         self._lock = threading.RLock()
@@ -90,6 +100,7 @@ class ReplicaManager:
         self._io = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="io")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self.topic_stats = topic_stats or BrokerTopicStats(KafkaMetricsRegistry())
 
     # ------------------------------------------------------------------ lifecycle
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -154,6 +165,8 @@ class ReplicaManager:
             return results
 
         results = await self.run_io(append_all)
+        for tp, result in results.items():
+            self.topic_stats.mark_produce(tp.topic, result.info, result.error)
         if required_acks == -1:
             await self._await_replication(results, timeout_ms)
         return results
@@ -252,6 +265,8 @@ class ReplicaManager:
             errors = any(r.error is not None for r in results.values())
             remaining = deadline - loop.time()
             if total >= min_bytes or errors or remaining <= 0 or not requests:
+                for tp, result in results.items():
+                    self.topic_stats.mark_fetch(tp.topic, len(result.records), result.error)
                 return results
             close_regions(results.values())
             await self._wait_for_any(requests.keys(), remaining)

@@ -26,6 +26,8 @@ from storage_core.coordinator.group.group_coordinator import GroupCoordinator
 from storage_core.errors import PolicyViolationError, StorageError
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
+from storage_core.metrics import BrokerTopicStats, KafkaMetricsRegistry
+from storage_core.metrics.http_server import MetricsHttpServer, maybe_start_metrics_server
 from storage_core.replication.partition import Partition
 from storage_core.replication.replica_manager import ReplicaManager
 from storage_core.server.group_coordinator_setup import start_group_coordinator
@@ -78,7 +80,13 @@ class KafkaBroker:
             remote_storage_system_enable=config.get_bool("remote.log.storage.system.enable"),
         )
         self.producer_id_manager = ProducerIdManager(log_dirs[0])
-        self.replica_manager = ReplicaManager(self.log_manager, local_broker_id=self.broker_id)
+        self.metrics = KafkaMetricsRegistry(clock=clock)
+        self.metrics_server: MetricsHttpServer | None = None
+        self.replica_manager = ReplicaManager(
+            self.log_manager,
+            local_broker_id=self.broker_id,
+            topic_stats=BrokerTopicStats(self.metrics),
+        )
         self.api_registry: dict[int, ApiHandler] = build_registry()
         self.group_coordinator: GroupCoordinator | None = None
         self.socket_server = SocketServer(
@@ -169,6 +177,7 @@ class KafkaBroker:
                 tp = TopicPartition(name, assignment.partition)
                 self.replica_manager.remove_partition(tp)
                 self.log_manager.delete_log(tp)
+            self.replica_manager.topic_stats.remove_topic(name)
             return topic
 
     def add_partitions(self, name: str, new_total: int, *, validate_only: bool) -> TopicInfo:
@@ -246,6 +255,11 @@ class KafkaBroker:
                     tp,
                 )
         self.group_coordinator = await start_group_coordinator(self)
+        self.metrics_server = await maybe_start_metrics_server(
+            self.metrics,
+            host=self.config.get_string("metrics.host"),
+            port=self.config.get_int("metrics.port"),
+        )
         listener = self.config.listeners()[0]
         port = await self.socket_server.start(listener.host, listener.port)
         advertised = self.config.advertised_listeners()
@@ -264,6 +278,8 @@ class KafkaBroker:
         )
 
     async def stop(self) -> None:
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
         await self.socket_server.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()
