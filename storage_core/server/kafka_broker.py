@@ -34,6 +34,11 @@ from storage_core.server.group_coordinator_setup import start_group_coordinator
 from storage_core.server.handlers import ApiHandler, build_registry
 from storage_core.server.kafka_config import KafkaConfig, new_cluster_id
 from storage_core.server.socket_server import SocketServer
+from storage_core.tiered.topic_based_rlmm.broker_setup import (
+    maybe_start_remote_log_metadata_manager,
+    stop_remote_log_metadata_manager,
+)
+from storage_core.tiered.topic_based_rlmm.manager import TopicBasedRemoteLogMetadataManager
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +94,7 @@ class KafkaBroker:
         )
         self.api_registry: dict[int, ApiHandler] = build_registry()
         self.group_coordinator: GroupCoordinator | None = None
+        self.remote_log_metadata_manager: TopicBasedRemoteLogMetadataManager | None = None
         self.socket_server = SocketServer(
             self,
             max_request_bytes=config.get_int("socket.request.max.bytes"),
@@ -255,6 +261,7 @@ class KafkaBroker:
                     tp,
                 )
         self.group_coordinator = await start_group_coordinator(self)
+        self.remote_log_metadata_manager = await maybe_start_remote_log_metadata_manager(self)
         self.metrics_server = await maybe_start_metrics_server(
             self.metrics,
             host=self.config.get_string("metrics.host"),
@@ -283,6 +290,7 @@ class KafkaBroker:
         await self.socket_server.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()
+        await stop_remote_log_metadata_manager(self.remote_log_metadata_manager)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.replica_manager.shutdown)
         await loop.run_in_executor(None, self.log_manager.shutdown)

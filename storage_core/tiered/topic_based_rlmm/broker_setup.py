@@ -1,0 +1,72 @@
+"""Create ``__remote_log_metadata`` and start the broker's RLMM (broker mode).
+
+Called by ``KafkaBroker.start`` after the local partitions are hosted, when
+``remote.log.storage.system.enable=true``. The topic is internal, ``cleanup.policy=delete``,
+``retention.ms`` = ``remote.log.metadata.topic.retention.ms`` (default -1) with
+``remote.log.metadata.topic.num.partitions`` partitions and one replica (this broker). An
+existing topic keeps its partition count: user partitions must keep mapping to the same
+metadata partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from storage_core.common import TopicIdPartition
+from storage_core.tiered.topic_based_rlmm.config import (
+    REMOTE_LOG_METADATA_TOPIC_NAME,
+    ConsumerTaskConfig,
+    metadata_topic_configs,
+)
+from storage_core.tiered.topic_based_rlmm.manager import TopicBasedRemoteLogMetadataManager
+
+if TYPE_CHECKING:
+    from storage_core.server.kafka_broker import KafkaBroker
+
+logger = logging.getLogger(__name__)
+
+
+async def maybe_start_remote_log_metadata_manager(
+    broker: KafkaBroker, *, consumer_config: ConsumerTaskConfig | None = None
+) -> TopicBasedRemoteLogMetadataManager | None:
+    """The started broker-mode RLMM, or ``None`` when remote storage is off."""
+    config = broker.config
+    if not config.get_bool("remote.log.storage.system.enable"):
+        return None
+    loop = asyncio.get_running_loop()
+    topic = broker.ensure_internal_topic(
+        REMOTE_LOG_METADATA_TOPIC_NAME,
+        config.get_int("remote.log.metadata.topic.num.partitions"),
+        metadata_topic_configs(config.get_int("remote.log.metadata.topic.retention.ms")),
+    )
+    manager = TopicBasedRemoteLogMetadataManager.for_broker(
+        broker,
+        loop,
+        num_metadata_topic_partitions=len(topic.partitions),
+        consumer_config=consumer_config,
+    )
+    leaders: set[TopicIdPartition] = set()
+    followers: set[TopicIdPartition] = set()
+    for tp, partition in broker.replica_manager.partitions().items():
+        if partition.log.config.remote_storage_enable:
+            tip = TopicIdPartition(partition.topic_id, tp)
+            (leaders if partition.is_leader else followers).add(tip)
+    # Restoring snapshots reads files: not on the loop.
+    await loop.run_in_executor(None, manager.on_partition_leadership_changes, leaders, followers)
+    manager.start()
+    logger.info(
+        "remote log metadata manager started metadata_partitions=%d tracked_partitions=%d",
+        len(topic.partitions),
+        len(leaders) + len(followers),
+    )
+    return manager
+
+
+async def stop_remote_log_metadata_manager(
+    manager: TopicBasedRemoteLogMetadataManager | None,
+) -> None:
+    """Close the manager off the loop (it joins its thread and writes checkpoints)."""
+    if manager is not None:
+        await asyncio.get_running_loop().run_in_executor(None, manager.close)

@@ -1,0 +1,144 @@
+"""How a manager appends an event to its ``__remote_log_metadata`` partition.
+
+Every event is one record with a null key and the ``RemoteLogMetadataSerde`` bytes as value,
+in its own record batch v2 (``records.batch.build_batch``), appended with acks=-1 (all
+in-sync replicas). ``publish`` returns the record's offset.
+
+- ``ReplicaManagerPublisher`` (broker mode): ``ReplicaManager.append_records`` on the
+  broker's asyncio loop, as a leader append; called from any thread **but** that loop (it
+  blocks until the append is acknowledged; on the loop it raises
+  ``BlockingCallOnEventLoopError``).
+- ``ProducerPublisher`` (client mode): a ``KafkaProducer`` with acks=all through the leader
+  of the metadata partition. The producer is not idempotent: a retried send may append the
+  event twice, which the cache applies as a no-op repeat of the same state.
+
+Thread-safety: ``publish`` may be called from several threads; each publisher serialises
+what needs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from typing import Protocol
+
+from storage_core.client.cluster import KafkaCluster
+from storage_core.client.producer import ACKS_ALL, KafkaProducer
+from storage_core.clock import SYSTEM_CLOCK, Clock
+from storage_core.common import TopicPartition
+from storage_core.errors import StorageError
+from storage_core.records.batch import build_batch
+from storage_core.records.record import SimpleRecord
+from storage_core.replication.replica_manager import ReplicaManager
+from storage_core.tiered.topic_based_rlmm.config import (
+    DEFAULT_PUBLISH_TIMEOUT_MS,
+    REMOTE_LOG_METADATA_TOPIC_NAME,
+)
+from storage_core.tiered.topic_based_rlmm.errors import (
+    BlockingCallOnEventLoopError,
+    RemoteLogMetadataPublishError,
+)
+
+
+class MetadataPublisher(Protocol):
+    def publish(self, metadata_partition: int, value: bytes) -> int:
+        """Append one event; its offset once acknowledged by all in-sync replicas."""
+
+
+def _record(value: bytes, clock: Clock) -> SimpleRecord:
+    return SimpleRecord(key=None, value=value, timestamp=clock.milliseconds())
+
+
+class ReplicaManagerPublisher:
+    """Leader appends through the broker's ``ReplicaManager`` on ``loop``."""
+
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        timeout_ms: int = DEFAULT_PUBLISH_TIMEOUT_MS,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        if timeout_ms <= 0:
+            raise ValueError(f"timeout_ms must be positive, got {timeout_ms}")
+        self._replica_manager = replica_manager
+        self._loop = loop
+        self._timeout_ms = timeout_ms
+        self._clock = clock
+
+    def _on_loop(self) -> bool:
+        try:
+            return asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            return False
+
+    def publish(self, metadata_partition: int, value: bytes) -> int:
+        tp = TopicPartition(REMOTE_LOG_METADATA_TOPIC_NAME, metadata_partition)
+        if self._on_loop():
+            raise BlockingCallOnEventLoopError(
+                f"publishing to {tp} blocks; it was called on the broker's event loop."
+                " Call it from a thread (asyncio.to_thread)."
+            )
+        batch = build_batch([_record(value, self._clock)])
+        append = self._replica_manager.append_records(
+            {tp: batch}, required_acks=-1, timeout_ms=self._timeout_ms
+        )
+        future = asyncio.run_coroutine_threadsafe(append, self._loop)
+        try:
+            results = future.result(timeout=self._timeout_ms / 1000 + 5)
+        except concurrent.futures.TimeoutError as exc:
+            future.cancel()
+            raise RemoteLogMetadataPublishError(
+                f"appending a remote log metadata event to {tp} took more than"
+                f" {self._timeout_ms} ms; retry the publish"
+            ) from exc
+        result = results[tp]
+        if result.error is not None or result.info is None:
+            raise RemoteLogMetadataPublishError(
+                f"appending a remote log metadata event to {tp} failed: {result.error};"
+                " retry the publish"
+            ) from result.error
+        return result.info.last_offset
+
+
+class ProducerPublisher:
+    """Produces with acks=all through ``cluster`` (owned; closed by ``close``)."""
+
+    def __init__(
+        self,
+        cluster: KafkaCluster,
+        *,
+        timeout_ms: int = DEFAULT_PUBLISH_TIMEOUT_MS,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.cluster = cluster
+        self._producer = KafkaProducer(cluster, acks=ACKS_ALL, timeout_ms=timeout_ms)
+        self._clock = clock
+        self._lock = threading.Lock()  # the cluster's sessions are not thread-safe
+
+    def publish(self, metadata_partition: int, value: bytes) -> int:
+        with self._lock:
+            try:
+                results = self._producer.send(
+                    REMOTE_LOG_METADATA_TOPIC_NAME,
+                    metadata_partition,
+                    [_record(value, self._clock)],
+                )
+            except StorageError as exc:
+                raise RemoteLogMetadataPublishError(
+                    f"producing a remote log metadata event to"
+                    f" {REMOTE_LOG_METADATA_TOPIC_NAME}-{metadata_partition} failed: {exc};"
+                    " retry the publish"
+                ) from exc
+        if len(results) != 1 or results[0].base_offset < 0:
+            raise RemoteLogMetadataPublishError(
+                f"producing to {REMOTE_LOG_METADATA_TOPIC_NAME}-{metadata_partition} returned"
+                f" no offset ({results}); retry the publish"
+            )
+        return results[0].base_offset
+
+    def close(self) -> None:
+        with self._lock:
+            self.cluster.close()
