@@ -7,6 +7,8 @@ storage-core broker --config server.properties [--override key=value ...]
 storage-core topics [--bootstrap-server HOST:PORT] create|list|describe|delete|alter-config ...
 storage-core produce [--bootstrap-server HOST:PORT] --topic T [--count N --record-size B]
 storage-core consume [--bootstrap-server HOST:PORT] --topic T --offset earliest|latest|N
+storage-core remote-log-metadata dump [--bootstrap-server HOST:PORT] [--partition N]
+    [--from-beginning] [--property print.message.offset=true ...]
 """
 
 from __future__ import annotations
@@ -165,7 +167,7 @@ def _describe_log_dir(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------- client commands
-_CLIENT_COMMANDS = ("topics", "produce", "consume")
+_CLIENT_COMMANDS = ("topics", "produce", "consume", "remote-log-metadata")
 _DEFAULT_BOOTSTRAP_SERVER = "127.0.0.1:9092"
 
 
@@ -222,6 +224,23 @@ def _add_client_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPa
     output.add_argument("--print-offsets", action="store_true", help="prefix OFFSET<TAB>")
     output.add_argument("--json", action="store_true", help="one JSON object per record")
 
+    rlm = commands.add_parser(
+        "remote-log-metadata", parents=[common], help="print __remote_log_metadata events"
+    )
+    rlm.add_argument("action", choices=("dump",))
+    rlm.add_argument("--partition", type=int, action="append", help="metadata partition(s)")
+    rlm.add_argument("--from-beginning", action="store_true", help="default: only new events")
+    rlm.add_argument(
+        "--property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="print.partition, print.message.offset, print.version,"
+        " print.all.event.value.fields (true/false), separator",
+    )
+    rlm.add_argument("--max-messages", type=int, help="stop after this many records")
+    rlm.add_argument("--timeout-ms", type=int, help="stop when no record came for this long")
+
 
 def _client_command(args: argparse.Namespace) -> int:
     """Run a client subcommand; its errors are one line on stderr and exit code 1."""
@@ -255,6 +274,19 @@ def _client_command(args: argparse.Namespace) -> int:
                 record_size=args.record_size,
                 progress=args.progress,
                 stdin=sys.stdin.buffer,
+                err=sys.stderr,
+            )
+        if args.command == "remote-log-metadata":
+            from storage_core.tools import remote_log_metadata_dump as rlm  # noqa: PLC0415
+
+            return rlm.run_remote_log_metadata_dump(
+                bootstrap_server=args.bootstrap_server,
+                partitions=args.partition,
+                from_beginning=args.from_beginning,
+                properties=rlm.parse_properties(args.property),
+                max_messages=args.max_messages,
+                timeout_ms=args.timeout_ms,
+                out=sys.stdout,
                 err=sys.stderr,
             )
         from storage_core.tools.consume import run_consume  # noqa: PLC0415
