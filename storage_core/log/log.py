@@ -886,7 +886,7 @@ class Log:
                 high_watermark=self._high_watermark,
                 delete_by_time_and_size=not config.is_compacted
                 or "delete" in config.cleanup_policy,
-                may_delete=self._deletion_guard,
+                may_delete=self._deletion_guard_for(config),
             )
             if decision.segment_count == 0:
                 return 0
@@ -917,6 +917,17 @@ class Log:
             )
             self._on_log_start_offset_incremented()
             return len(doomed)
+
+    def _deletion_guard_for(self, config: LogConfig) -> SegmentDeletionGuard | None:
+        """The installed guard; on a remote-enabled log without one (tiered storage not
+        running yet), only segments below the log start offset may go: deleting any other
+        one locally could lose data that was never copied."""
+        if self._deletion_guard is not None or not config.remote_storage_enable:
+            return self._deletion_guard
+        log_start_offset = self._log_start_offset
+        return lambda segment: (
+            segment.next_base_offset is not None and segment.next_base_offset <= log_start_offset
+        )
 
     def _delete_segment_files(self, segments: list[LogSegment]) -> None:
         """Rename to ``.deleted`` first so a crash mid-way leaves only stray files behind."""

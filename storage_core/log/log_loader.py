@@ -107,7 +107,12 @@ def load_log(
         leader_epoch_cache.clear_and_flush()
         log_end_offset = log_start_offset_checkpoint
 
-    log_start_offset = max(log_start_offset_checkpoint, segments[0].base_offset)
+    if config.remote_storage_enable:
+        # Kafka's LogLoader: with tiered storage the checkpointed log start offset stands
+        # below the first local segment, whose offsets the remote tier serves.
+        log_start_offset = max(log_start_offset_checkpoint, 0)
+    else:
+        log_start_offset = max(log_start_offset_checkpoint, segments[0].base_offset)
     leader_epoch_cache.truncate_from_end(log_end_offset)
     leader_epoch_cache.truncate_from_start(log_start_offset)
     if had_clean_shutdown:

@@ -28,14 +28,20 @@ from storage_core.common import TopicPartition
 from storage_core.errors import (
     InvalidRequiredAcksError,
     NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
     StorageError,
     UnknownTopicOrPartitionError,
 )
 from storage_core.log.log_manager import LogManager
+from storage_core.log.log_segment import FetchDataInfo, LogOffsetMetadata
 from storage_core.log.log_validator import LogAppendInfo
 from storage_core.metrics import BrokerTopicStats, KafkaMetricsRegistry
 from storage_core.records.file_region import SENDFILE_SUPPORTED, FileRegion
 from storage_core.replication.partition import NO_EPOCH_CHECK, LogReadResult, Partition
+from storage_core.tiered.remote_log_manager import (
+    OffsetMovedToTieredStorageError,
+    RemoteLogManager,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -75,12 +81,16 @@ class FetchResult:
     ``diverging_epoch`` is ``(epoch, end offset)`` when the fetcher's last fetched epoch
     ends before its fetch offset on this leader (KIP-595 truncation detection); no records
     are returned then.
+
+    ``remote_read`` is set while the records are still to be read from the remote tier
+    (``(fetch offset, max bytes, min one message)``); ``fetch_messages`` completes it.
     """
 
     read: LogReadResult | None = None
     records: bytes | FileRegion = b""
     error: StorageError | None = None
     diverging_epoch: tuple[int, int] | None = None
+    remote_read: tuple[int, int, bool] | None = None
 
 
 class ReplicaManager:
@@ -101,6 +111,8 @@ class ReplicaManager:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
         self.topic_stats = topic_stats or BrokerTopicStats(KafkaMetricsRegistry())
+        # Set by the broker when remote.log.storage.system.enable: serves tiered offsets.
+        self.remote_log_manager: RemoteLogManager | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -241,11 +253,17 @@ class ReplicaManager:
         max_bytes: int,
         isolation_high_watermark: bool = True,
         zero_copy: bool = False,
+        replica_id: int = -1,
     ) -> dict[TopicPartition, FetchResult]:
         """Read now; below ``min_bytes`` and without errors, wait up to ``max_wait_ms`` for data.
 
         With ``zero_copy``, record sets of ``ZERO_COPY_MIN_BYTES`` or more come back as
         ``FileRegion``s (to be sent with sendfile); the caller owns and must close them.
+
+        Tiered offsets (below the local log start of a remote-enabled log): a consumer's are
+        read by the remote log reader (one partition per request, as Kafka) and the answer
+        goes out when that read completes or ``max_wait_ms`` runs out (then with no records
+        for it); a replica's (``replica_id >= 0``) get OFFSET_MOVED_TO_TIERED_STORAGE.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(max_wait_ms, 0) / 1000
@@ -253,7 +271,9 @@ class ReplicaManager:
         while True:
             reading = asyncio.ensure_future(
                 self.run_io(
-                    lambda: self._read_all(requests, max_bytes, isolation_high_watermark, zero_copy)
+                    lambda: self._read_all(
+                        requests, max_bytes, isolation_high_watermark, zero_copy, replica_id
+                    )
                 )
             )
             try:
@@ -261,6 +281,11 @@ class ReplicaManager:
             except asyncio.CancelledError:
                 reading.add_done_callback(_close_regions_of_read)
                 raise
+            if any(r.remote_read is not None for r in results.values()):
+                await self._complete_remote_reads(results, deadline - loop.time())
+                for tp, result in results.items():
+                    self.topic_stats.mark_fetch(tp.topic, len(result.records), result.error)
+                return results
             total = sum(len(r.records) for r in results.values())
             errors = any(r.error is not None for r in results.values())
             remaining = deadline - loop.time()
@@ -277,12 +302,20 @@ class ReplicaManager:
         max_bytes: int,
         isolation_high_watermark: bool,
         zero_copy: bool = False,
+        replica_id: int = -1,
     ) -> dict[TopicPartition, FetchResult]:
         """Kafka's ``readFromLog``: the response budget shrinks as partitions are read; the
         first non-empty partition may exceed it by one batch (``min_one_message``)."""
         results: dict[TopicPartition, FetchResult] = {}
         try:
-            self._read_each(requests, max_bytes, isolation_high_watermark, zero_copy, results)
+            self._read_each(
+                requests,
+                max_bytes,
+                isolation_high_watermark,
+                zero_copy,
+                results,
+                replica_id=replica_id,
+            )
         except BaseException:
             close_regions(results.values())
             raise
@@ -295,6 +328,8 @@ class ReplicaManager:
         isolation_high_watermark: bool,
         zero_copy: bool,
         results: dict[TopicPartition, FetchResult],
+        *,
+        replica_id: int = -1,
     ) -> None:
         budget = max_bytes
         for tp, request in requests.items():
@@ -313,13 +348,28 @@ class ReplicaManager:
                     )
                     continue
                 limit = max(min(request.max_bytes, budget), 0)
-                read = partition.read_records(
-                    request.fetch_offset,
-                    limit,
-                    current_leader_epoch=request.current_leader_epoch,
-                    isolation_high_watermark=isolation_high_watermark,
-                    min_one_message=budget == max_bytes,
-                )
+                try:
+                    read = partition.read_records(
+                        request.fetch_offset,
+                        limit,
+                        current_leader_epoch=request.current_leader_epoch,
+                        isolation_high_watermark=isolation_high_watermark,
+                        min_one_message=budget == max_bytes,
+                    )
+                except OffsetOutOfRangeError:
+                    # Raised after the leadership checks: maybe a tiered offset.
+                    rlm = self.remote_log_manager
+                    if rlm is None or not rlm.needs_remote_read(partition, request.fetch_offset):
+                        raise
+                    results[tp] = self._tiered_fetch_result(
+                        partition,
+                        request.fetch_offset,
+                        replica_id,
+                        remote_read=None
+                        if any(r.remote_read is not None for r in results.values())
+                        else (request.fetch_offset, limit, budget == max_bytes),
+                    )
+                    continue
                 records: bytes | FileRegion
                 data = read.info.records
                 if zero_copy and data is not None and data.size >= ZERO_COPY_MIN_BYTES:
@@ -329,6 +379,70 @@ class ReplicaManager:
                 budget -= len(records)
                 results[tp] = FetchResult(read=read, records=records)
             except StorageError as error:
+                results[tp] = FetchResult(error=error)
+
+    @staticmethod
+    def _tiered_fetch_result(
+        partition: Partition,
+        fetch_offset: int,
+        replica_id: int,
+        *,
+        remote_read: tuple[int, int, bool] | None,
+    ) -> FetchResult:
+        """A fetch of a tiered offset: replicas are told to build their state from the remote
+        tier; for consumers the records are read by ``_complete_remote_reads`` (only the first
+        such partition of a request; the others answer no records this time, as Kafka)."""
+        log = partition.log
+        if replica_id >= 0:
+            return FetchResult(
+                error=OffsetMovedToTieredStorageError(
+                    f"partition {partition.topic_partition}: offset {fetch_offset} is below the"
+                    f" local log start offset {log.local_log_start_offset}; it is in tiered"
+                    " storage"
+                )
+            )
+        high_watermark = log.high_watermark
+        read = LogReadResult(
+            info=FetchDataInfo(LogOffsetMetadata(fetch_offset), None),
+            high_watermark=high_watermark,
+            last_stable_offset=high_watermark,
+            log_start_offset=log.log_start_offset,
+            log_end_offset=log.log_end_offset,
+        )
+        return FetchResult(read=read, remote_read=remote_read)
+
+    async def _complete_remote_reads(
+        self, results: dict[TopicPartition, FetchResult], remaining_s: float
+    ) -> None:
+        """Run the pending remote read on the reader pool and wait for it up to
+        ``remaining_s``; a store failure is KAFKA_STORAGE_ERROR for that partition only."""
+        rlm = self.remote_log_manager
+        for tp, result in list(results.items()):
+            if result.remote_read is None:
+                continue
+            fetch_offset, max_bytes, min_one_message = result.remote_read
+            try:
+                if rlm is None:
+                    raise OffsetOutOfRangeError(f"partition {tp}: tiered storage is not enabled")
+                future = rlm.read_async(
+                    self.get_partition(tp),
+                    fetch_offset,
+                    max_bytes,
+                    min_one_message=min_one_message,
+                )
+                reading = asyncio.wrap_future(future)
+                reading.add_done_callback(_retrieve_outcome)  # a late failure is not "lost"
+                data = await asyncio.wait_for(asyncio.shield(reading), max(remaining_s, 0.0))
+                results[tp] = FetchResult(read=result.read, records=data.records)
+            except TimeoutError:
+                logger.info(
+                    "remote fetch not done within max wait partition=%s offset=%d",
+                    tp,
+                    fetch_offset,
+                )
+                results[tp] = FetchResult(read=result.read)
+            except StorageError as error:
+                logger.info("remote fetch failed partition=%s error=%s", tp, error)
                 results[tp] = FetchResult(error=error)
 
     @staticmethod
@@ -365,6 +479,11 @@ def close_regions(results: Iterable[FetchResult]) -> None:
 def _close_regions_of_read(reading: asyncio.Future[dict[TopicPartition, FetchResult]]) -> None:
     if not reading.cancelled() and reading.exception() is None:
         close_regions(reading.result().values())
+
+
+def _retrieve_outcome(future: asyncio.Future[T]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 class _RequestTimedOutError(StorageError):

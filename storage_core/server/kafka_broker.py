@@ -19,11 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from storage_core.clock import SYSTEM_CLOCK, Clock
-from storage_core.common import ZERO_UUID, TopicPartition
+from storage_core.common import ZERO_UUID, TopicIdPartition, TopicPartition
 from storage_core.controller.producer_id_manager import ProducerIdManager
 from storage_core.controller.topic_store import TopicInfo, TopicStore
 from storage_core.coordinator.group.group_coordinator import GroupCoordinator
-from storage_core.errors import PolicyViolationError, StorageError
+from storage_core.errors import InvalidConfigError, PolicyViolationError, StorageError
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
 from storage_core.metrics import BrokerTopicStats, KafkaMetricsRegistry
@@ -34,6 +34,7 @@ from storage_core.server.group_coordinator_setup import start_group_coordinator
 from storage_core.server.handlers import ApiHandler, build_registry
 from storage_core.server.kafka_config import KafkaConfig, new_cluster_id
 from storage_core.server.socket_server import SocketServer
+from storage_core.tiered.remote_log_manager import RemoteLogManager
 from storage_core.tiered.topic_based_rlmm.broker_setup import (
     maybe_start_remote_log_metadata_manager,
     stop_remote_log_metadata_manager,
@@ -95,6 +96,25 @@ class KafkaBroker:
         self.api_registry: dict[int, ApiHandler] = build_registry()
         self.group_coordinator: GroupCoordinator | None = None
         self.remote_log_metadata_manager: TopicBasedRemoteLogMetadataManager | None = None
+        # Tiered storage on the broker: deletion guards, remote reads, log start offset.
+        self.remote_log_manager: RemoteLogManager | None = None
+        if config.get_bool("remote.log.storage.system.enable"):
+            try:
+                self.remote_log_manager = RemoteLogManager.from_config(
+                    config.props,
+                    broker_id=self.broker_id,
+                    log_dir=log_dirs[0],
+                    rlmm=None,
+                    clock=clock,
+                )
+            except InvalidConfigError:
+                # Local data stays safe without it: a remote-enabled log deletes no segment
+                # locally until a remote log manager guards it (Log._deletion_guard_for).
+                logger.exception(
+                    "tiered storage unavailable: the remote storage manager cannot be built;"
+                    " set remote.log.storage.manager.class.name and its rsm.config.* settings"
+                )
+        self.replica_manager.remote_log_manager = self.remote_log_manager
         self.socket_server = SocketServer(
             self,
             max_request_bytes=config.get_int("socket.request.max.bytes"),
@@ -178,10 +198,26 @@ class KafkaBroker:
         if not self.config.get_bool("delete.topic.enable"):
             raise PolicyViolationError("Topic deletion is disabled (delete.topic.enable=false).")
         with self._topic_lock:
+            existing = self.topic_store.get(name)
+            rlm = self.remote_log_manager
+            if (
+                existing is not None
+                and rlm is not None
+                and self.topic_log_config(name).remote_storage_enable
+            ):
+                # Marked before anything is deleted: a failure leaves the topic whole.
+                rlm.on_partitions_deleted(
+                    [
+                        TopicIdPartition(existing.topic_id, TopicPartition(name, a.partition))
+                        for a in existing.partitions
+                    ]
+                )
             topic = self.topic_store.delete_topic(name)
             for assignment in topic.partitions:
                 tp = TopicPartition(name, assignment.partition)
                 self.replica_manager.remove_partition(tp)
+                if rlm is not None:
+                    rlm.on_partition_removed(tp)
                 self.log_manager.delete_log(tp)
             self.replica_manager.topic_stats.remove_topic(name)
             return topic
@@ -239,6 +275,8 @@ class KafkaBroker:
                         isr=assignment.isr,
                     )
                 self.replica_manager.add_partition(partition)
+                if self.remote_log_manager is not None:
+                    self.remote_log_manager.on_partition_hosted(partition)
             except StorageError:
                 logger.exception("cannot host partition=%s; it stays offline", tp)
 
@@ -262,6 +300,11 @@ class KafkaBroker:
                 )
         self.group_coordinator = await start_group_coordinator(self)
         self.remote_log_metadata_manager = await maybe_start_remote_log_metadata_manager(self)
+        if self.remote_log_manager is not None:
+            self.remote_log_manager.set_remote_log_metadata_manager(
+                self.remote_log_metadata_manager
+            )
+            self.remote_log_manager.start()
         self.metrics_server = await maybe_start_metrics_server(
             self.metrics,
             host=self.config.get_string("metrics.host"),
@@ -290,8 +333,10 @@ class KafkaBroker:
         await self.socket_server.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()
-        await stop_remote_log_metadata_manager(self.remote_log_metadata_manager)
         loop = asyncio.get_running_loop()
+        if self.remote_log_manager is not None:
+            await loop.run_in_executor(None, self.remote_log_manager.close)
+        await stop_remote_log_metadata_manager(self.remote_log_metadata_manager)
         await loop.run_in_executor(None, self.replica_manager.shutdown)
         await loop.run_in_executor(None, self.log_manager.shutdown)
         self._stopped.set()

@@ -69,6 +69,7 @@ async def handle(ctx: RequestContext, request: Any) -> ResponseParts:
         # asks for (a 2 GiB max_bytes would otherwise build a response of the whole log).
         max_bytes=min(int(request.max_bytes), broker.config.get_int("fetch.max.bytes")),
         zero_copy=True,
+        replica_id=_replica_id(ctx.api_version, request),
     )
     try:
         topics = [
@@ -92,6 +93,13 @@ async def handle(ctx: RequestContext, request: Any) -> ResponseParts:
     except BaseException:
         close_regions(results.values())
         raise
+
+
+def _replica_id(api_version: int, request: Any) -> int:
+    """The fetching broker (>= 0) or -1 for a consumer; v15+ carry it in ``replica_state``."""
+    if api_version >= 15:
+        return int(request.replica_state.replica_id)
+    return int(request.replica_id)
 
 
 def _partition(

@@ -1,5 +1,10 @@
 """ListOffsets (key 2): latest (-1), earliest (-2), max timestamp (-3), earliest local (-4),
-or the first offset whose timestamp is at or after the given one.
+latest tiered (-5), or the first offset whose timestamp is at or after the given one.
+
+Tiered storage (KIP-405): earliest is the log start offset of the whole partition (remote
+included), earliest local the local log start offset, latest tiered the highest offset copied
+to the remote tier (-1 if none, or if the topic is not remote-enabled); a timestamp is searched
+in remote segments first (on a remote reader thread), then locally.
 
 Consumers see only offsets below the high watermark: "latest" is the high watermark, and a
 timestamp whose first match lies at or above it finds nothing (offset -1).
@@ -7,6 +12,7 @@ timestamp whose first match lies at or above it finds nothing (offset -1).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from typing import Any
 
@@ -15,10 +21,12 @@ from storage_core.errors import StorageError
 from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
 from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
+from storage_core.tiered.remote_log_manager import LATEST_TIERED_TIMESTAMP
 
 API_KEY = 2
 MIN_VERSION = 1
 MAX_VERSION = 9
+EARLIEST = -2
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -35,10 +43,23 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 found = await replica_manager.run_io(
                     functools.partial(
                         partition.fetch_offset_for_timestamp,
-                        p.timestamp,
+                        # latest tiered: the local part only checks leadership and epoch
+                        EARLIEST if p.timestamp == LATEST_TIERED_TIMESTAMP else p.timestamp,
                         current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v4+
                     )
                 )
+                rlm = replica_manager.remote_log_manager
+                if rlm is not None and rlm.is_remote_enabled(partition):
+                    if p.timestamp == LATEST_TIERED_TIMESTAMP or p.timestamp >= 0:
+                        found = await asyncio.wrap_future(
+                            rlm.reader.submit(
+                                functools.partial(
+                                    rlm.fetch_offset_for_timestamp, partition, p.timestamp, found
+                                )
+                            )
+                        )
+                elif p.timestamp == LATEST_TIERED_TIMESTAMP:
+                    found = None  # nothing is tiered: offset -1
                 if found is not None:
                     timestamp, offset = found.timestamp, found.offset
                     epoch = -1 if found.leader_epoch is None else found.leader_epoch

@@ -1,0 +1,408 @@
+"""``RemoteIndexCache``: the indexes of remote segments, cached on local disk (KIP-405).
+
+Reading a remote segment at an offset (or a timestamp) needs its offset (or time) index; these
+are fetched once from the remote storage manager and kept under
+``<log dir>/remote-log-index-cache/`` with Kafka's file names::
+
+    <20-digit start offset>_<segment uuid>.index       OffsetIndex format (8-byte entries)
+    <20-digit start offset>_<segment uuid>.timeindex   TimeIndex format (12-byte entries)
+    <20-digit start offset>_<segment uuid>.txnindex    aborted-transaction index (when present)
+    *.tmp                                              a download in progress (never read)
+    *.deleted                                          evicted, still used by a reader
+
+A download goes to a ``.tmp`` file, is checked (whole entries, ordered, not below the start
+offset) and renamed into place, so a complete name always holds a complete file. On start
+the directory is scanned: complete entries are kept (both indexes present), anything else is
+removed.
+
+Entries are keyed by remote segment id and evicted least recently used first once their total
+size exceeds ``remote.log.index.file.cache.total.size.bytes``; ``remove`` drops the entry of
+a deleted segment. An entry in use by a reader (``with cache.acquire(metadata) as entry``) is
+never unmapped under it: eviction only marks it, and the last reader closes and deletes its
+files.
+
+Thread-safety: every method may be called from any thread. ``_lock`` guards the map and the
+byte count; downloads run outside it, one per segment at a time (others wait for it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from storage_core.common import Uuid
+from storage_core.errors import CorruptIndexError
+from storage_core.log.offset_index import OffsetIndex
+from storage_core.log.time_index import TimeIndex, TimestampOffset
+from storage_core.tiered.remote_storage_manager import (
+    IndexType,
+    RemoteLogSegmentMetadataLike,
+    RemoteResourceNotFoundError,
+    RemoteSegmentRef,
+    RemoteStorageError,
+    RemoteStorageManager,
+)
+
+logger = logging.getLogger(__name__)
+
+DIR_NAME = "remote-log-index-cache"
+TEMP_SUFFIX = ".tmp"
+DELETED_SUFFIX = ".deleted"
+OFFSET_INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+# An index file bigger than this is not an index (Kafka's segment.index.bytes max is 2 GiB).
+MAX_INDEX_FILE_BYTES = 1 << 31
+DOWNLOAD_CHUNK_BYTES = 1 << 20
+
+
+def entry_file_stem(start_offset: int, segment_id: Uuid) -> str:
+    """Kafka's ``remoteLogIndexFileName`` prefix: ``<20-digit offset>_<uuid>``."""
+    return f"{start_offset:020d}_{segment_id}"
+
+
+class RemoteIndexCacheEntry:
+    """The cached indexes of one remote segment; read-only, shared by readers.
+
+    ``users`` counts readers holding the entry; ``evicted`` is set once the cache dropped it,
+    and the entry's files are closed and deleted when both say so. Guarded by the cache lock.
+    """
+
+    def __init__(
+        self,
+        segment_id: Uuid,
+        start_offset: int,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+        txn_index_path: Path | None,
+    ) -> None:
+        self.segment_id = segment_id
+        self.start_offset = start_offset
+        self.offset_index = offset_index
+        self.time_index = time_index
+        self.txn_index_path = txn_index_path
+        self.users = 0
+        self.evicted = False
+        txn_bytes = 0
+        if txn_index_path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                txn_bytes = txn_index_path.stat().st_size
+        # Fixed at creation: the files never change while cached.
+        self.size_bytes = offset_index.length + time_index.length + txn_bytes
+
+    def lookup_offset(self, offset: int) -> int:
+        """Byte position in the remote ``.log`` from which to scan for ``offset``."""
+        return self.offset_index.lookup(offset).position
+
+    def lookup_timestamp(self, timestamp: int, starting_offset: int) -> int:
+        """Byte position from which to scan for the first record at or after both targets."""
+        entry: TimestampOffset = self.time_index.lookup(timestamp)
+        return self.offset_index.lookup(max(entry.offset, starting_offset)).position
+
+    def _set_aside(self) -> None:
+        """Rename the files to unique ``.deleted`` names, so a new download of the same
+        segment can take the names while readers still use these (Kafka renames too)."""
+        token = secrets.token_hex(4)
+        self.offset_index.rename_to(_deleted_name(self.offset_index.path, token))
+        self.time_index.rename_to(_deleted_name(self.time_index.path, token))
+        if self.txn_index_path is not None:
+            target = _deleted_name(self.txn_index_path, token)
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(self.txn_index_path, target)
+            self.txn_index_path = target
+
+    def _delete_files(self) -> None:
+        self.offset_index.delete_if_exists()
+        self.time_index.delete_if_exists()
+        if self.txn_index_path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.txn_index_path.unlink()
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteIndexCacheStats:
+    entries: int
+    size_bytes: int
+    hits: int
+    misses: int
+    evictions: int
+
+
+class RemoteIndexCache:
+    """On-disk LRU cache of remote segment indexes; see the module docstring."""
+
+    def __init__(self, rsm: RemoteStorageManager, log_dir: Path, *, max_size_bytes: int) -> None:
+        if max_size_bytes < 0:
+            raise ValueError(
+                f"remote.log.index.file.cache.total.size.bytes must be >= 0, got {max_size_bytes}"
+            )
+        self._rsm = rsm
+        self.cache_dir = log_dir / DIR_NAME
+        self.max_size_bytes = max_size_bytes
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[Uuid, RemoteIndexCacheEntry] = OrderedDict()
+        self._loading: dict[Uuid, threading.Event] = {}
+        self._size_bytes = 0
+        self._hits = 0
+        self._misses = 0
+        self._evictions = 0
+        self._closed = False
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self._load_existing()
+
+    # ------------------------------------------------------------------ start-up
+    def _load_existing(self) -> None:
+        stems: dict[str, set[str]] = {}
+        for path in self.cache_dir.iterdir():
+            if path.name.endswith(TEMP_SUFFIX) or path.suffix not in (
+                OFFSET_INDEX_SUFFIX,
+                TIME_INDEX_SUFFIX,
+                TXN_INDEX_SUFFIX,
+            ):
+                _unlink_quietly(path)
+                continue
+            stems.setdefault(path.stem, set()).add(path.suffix)
+        for stem, suffixes in sorted(stems.items()):
+            parsed = _parse_stem(stem)
+            if parsed is None or not {OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX} <= suffixes:
+                for suffix in suffixes:
+                    _unlink_quietly(self.cache_dir / (stem + suffix))
+                continue
+            start_offset, segment_id = parsed
+            try:
+                entry = self._open_entry(segment_id, start_offset, self.cache_dir / stem)
+            except (CorruptIndexError, ValueError, OSError) as exc:
+                logger.warning("dropping cached remote index stem=%s error=%s", stem, exc)
+                for suffix in suffixes:
+                    _unlink_quietly(self.cache_dir / (stem + suffix))
+                continue
+            self._entries[segment_id] = entry
+            self._size_bytes += entry.size_bytes
+        self._evict_over_limit(keep=None)
+        logger.info(
+            "remote index cache loaded dir=%s entries=%d size_bytes=%d",
+            self.cache_dir,
+            len(self._entries),
+            self._size_bytes,
+        )
+
+    @staticmethod
+    def _open_entry(segment_id: Uuid, start_offset: int, base: Path) -> RemoteIndexCacheEntry:
+        offset_index = OffsetIndex(
+            base.with_name(base.name + OFFSET_INDEX_SUFFIX), start_offset, writable=False
+        )
+        time_index = TimeIndex(
+            base.with_name(base.name + TIME_INDEX_SUFFIX), start_offset, writable=False
+        )
+        try:
+            offset_index.sanity_check()
+            time_index.sanity_check()
+        except BaseException:
+            offset_index.close()
+            time_index.close()
+            raise
+        txn = base.with_name(base.name + TXN_INDEX_SUFFIX)
+        return RemoteIndexCacheEntry(
+            segment_id, start_offset, offset_index, time_index, txn if txn.exists() else None
+        )
+
+    # ------------------------------------------------------------------ lookups
+    @contextlib.contextmanager
+    def acquire(self, metadata: RemoteLogSegmentMetadataLike) -> Iterator[RemoteIndexCacheEntry]:
+        """The entry of ``metadata``'s segment, downloaded if needed, held while in use.
+
+        Raises ``RemoteStorageError`` if the store fails and ``CorruptIndexError`` if a
+        downloaded index is not valid (its files are removed; the next call retries).
+        """
+        entry = self._get_or_load(metadata)
+        try:
+            yield entry
+        finally:
+            self._release(entry)
+
+    def lookup_offset(self, metadata: RemoteLogSegmentMetadataLike, offset: int) -> int:
+        """Kafka's ``RemoteIndexCache.lookupOffset``: a ``.log`` position at or before
+        ``offset``'s batch."""
+        with self.acquire(metadata) as entry:
+            return entry.lookup_offset(offset)
+
+    def lookup_timestamp(
+        self, metadata: RemoteLogSegmentMetadataLike, timestamp: int, starting_offset: int
+    ) -> int:
+        with self.acquire(metadata) as entry:
+            return entry.lookup_timestamp(timestamp, starting_offset)
+
+    def _get_or_load(self, metadata: RemoteLogSegmentMetadataLike) -> RemoteIndexCacheEntry:
+        ref = RemoteSegmentRef.of(metadata)
+        key = ref.segment_id
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise RemoteStorageError("remote index cache is closed (broker shutting down)")
+                entry = self._entries.get(key)
+                if entry is not None:
+                    self._entries.move_to_end(key)
+                    entry.users += 1
+                    self._hits += 1
+                    return entry
+                loading = self._loading.get(key)
+                if loading is None:
+                    loading = threading.Event()
+                    self._loading[key] = loading
+                    self._misses += 1
+                    break
+            loading.wait()  # another thread is downloading this segment's indexes
+        try:
+            entry = self._download(metadata, ref)
+        except BaseException:
+            with self._lock:
+                del self._loading[key]
+                loading.set()
+            raise
+        with self._lock:
+            # Published in the same critical section that ends the download, so a waiter
+            # finds the entry and never downloads the same files again.
+            del self._loading[key]
+            loading.set()
+            if self._closed:
+                entry._delete_files()
+                raise RemoteStorageError("remote index cache is closed (broker shutting down)")
+            self._entries[key] = entry
+            self._size_bytes += entry.size_bytes
+            entry.users += 1
+            self._evict_over_limit(keep=key)
+            return entry
+
+    def _release(self, entry: RemoteIndexCacheEntry) -> None:
+        with self._lock:
+            entry.users -= 1
+            if entry.users == 0 and entry.evicted:
+                entry._delete_files()
+            elif entry.users == 0 and entry.size_bytes > self.max_size_bytes:
+                self._drop(entry.segment_id)
+
+    # ------------------------------------------------------------------ downloads
+    def _download(
+        self, metadata: RemoteLogSegmentMetadataLike, ref: RemoteSegmentRef
+    ) -> RemoteIndexCacheEntry:
+        base = self.cache_dir / entry_file_stem(ref.start_offset, ref.segment_id)
+        targets = {
+            IndexType.OFFSET: base.with_name(base.name + OFFSET_INDEX_SUFFIX),
+            IndexType.TIMESTAMP: base.with_name(base.name + TIME_INDEX_SUFFIX),
+        }
+        written: list[Path] = []
+        try:
+            for index_type, target in targets.items():
+                self._fetch_to_file(metadata, index_type, target)
+                written.append(target)
+            txn_target = base.with_name(base.name + TXN_INDEX_SUFFIX)
+            if not getattr(metadata, "txn_idx_empty", False):
+                try:
+                    self._fetch_to_file(metadata, IndexType.TRANSACTION, txn_target)
+                    written.append(txn_target)
+                except RemoteResourceNotFoundError:
+                    pass  # a segment without aborted transactions has no transaction index
+            return self._open_entry(ref.segment_id, ref.start_offset, base)
+        except BaseException:
+            for path in written:
+                _unlink_quietly(path)
+            raise
+
+    def _fetch_to_file(
+        self, metadata: RemoteLogSegmentMetadataLike, index_type: IndexType, target: Path
+    ) -> None:
+        temp = target.with_name(target.name + TEMP_SUFFIX)
+        try:
+            stream = self._rsm.fetch_index(metadata, index_type)
+            with stream, open(temp, "wb") as out:
+                total_bytes = 0
+                while chunk := stream.read(DOWNLOAD_CHUNK_BYTES):
+                    total_bytes += len(chunk)
+                    if total_bytes > MAX_INDEX_FILE_BYTES:
+                        raise CorruptIndexError(
+                            f"remote {index_type.value} index of {RemoteSegmentRef.of(metadata)}"
+                            f" is larger than {MAX_INDEX_FILE_BYTES} bytes; it is not an index"
+                        )
+                    out.write(chunk)
+                out.flush()
+            os.replace(temp, target)
+        except BaseException:
+            _unlink_quietly(temp)
+            raise
+
+    # ------------------------------------------------------------------ eviction
+    def remove(self, segment_id: Uuid) -> None:
+        """Drop a segment's entry (the segment was deleted); idempotent."""
+        with self._lock:
+            self._drop(segment_id)
+
+    def _drop(self, segment_id: Uuid) -> None:
+        entry = self._entries.pop(segment_id, None)
+        if entry is None:
+            return
+        self._size_bytes -= entry.size_bytes
+        self._evictions += 1
+        entry.evicted = True
+        if entry.users == 0:
+            entry._delete_files()
+        else:
+            entry._set_aside()
+
+    def _evict_over_limit(self, *, keep: Uuid | None) -> None:
+        """Evict least recently used entries (never ``keep``) until within the limit."""
+        for segment_id in list(self._entries):
+            if self._size_bytes <= self.max_size_bytes:
+                return
+            if segment_id != keep:
+                self._drop(segment_id)
+
+    # ------------------------------------------------------------------ state
+    def stats(self) -> RemoteIndexCacheStats:
+        with self._lock:
+            return RemoteIndexCacheStats(
+                entries=len(self._entries),
+                size_bytes=self._size_bytes,
+                hits=self._hits,
+                misses=self._misses,
+                evictions=self._evictions,
+            )
+
+    def __contains__(self, segment_id: object) -> bool:
+        with self._lock:
+            return segment_id in self._entries
+
+    def close(self) -> None:
+        """Unmap every entry; the files stay for the next start."""
+        with self._lock:
+            self._closed = True
+            for entry in self._entries.values():
+                entry.offset_index.close()
+                entry.time_index.close()
+            self._entries.clear()
+            self._size_bytes = 0
+
+
+def _parse_stem(stem: str) -> tuple[int, Uuid] | None:
+    offset_text, _, uuid_text = stem.partition("_")
+    if len(offset_text) != 20 or not offset_text.isdigit():
+        return None
+    try:
+        return int(offset_text), Uuid.from_string(uuid_text)
+    except ValueError:
+        return None
+
+
+def _deleted_name(path: Path, token: str) -> Path:
+    return path.with_name(f"{path.name}.{token}{DELETED_SUFFIX}")
+
+
+def _unlink_quietly(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()

@@ -1,0 +1,443 @@
+"""``RemoteLogManager``: the broker side of tiered storage (KIP-405's RLM, as a broker runs it).
+
+Copying and expiring remote segments is the business of the operations library; the broker
+keeps its local log consistent with the remote tier and serves tiered offsets:
+
+- owns the ``RemoteStorageManager`` (``remote.log.storage.manager.class.name`` built from the
+  ``rsm.config.*`` settings), the ``RemoteIndexCache`` (``remote.log.index.file.cache.
+  total.size.bytes``) and the ``RemoteLogReader`` pool (``remote.log.reader.threads``); uses
+  the broker's ``RemoteLogMetadataManager``;
+- installs on every hosted log the **segment deletion guard**: a local segment of a
+  remote-enabled log may be deleted by local retention only if a COPY_SEGMENT_FINISHED copy
+  covers its last offset (highest remote offset >= segment end, inclusive) or the log start
+  offset passed it. This is DESIGN's "no hole" rule (``Ry + 1 >= Lx``);
+- every ``remote.log.manager.task.interval.ms``, for each remote-enabled partition it leads:
+  rolls an active segment that breaches local retention (so it can be copied and then
+  deleted locally), and moves the log start offset to ``min(Rx, Lx)``: past segments in
+  DELETE_SEGMENT_STARTED (which readers stop seeing at once) with the leader-epoch cache
+  truncated from the start, as ``Log.maybe_increment_log_start_offset`` does. A remote read
+  that finds no segment runs the same sync for its partition at once;
+- answers ListOffsets for tiered data (``latest-tiered`` = highest remote offset, -1 if none;
+  timestamps searched in remote segments first) and publishes DELETE_PARTITION_MARKED for the
+  partitions of a deleted remote-enabled topic.
+
+Offsets (DESIGN section 2): ``log start offset`` of the whole partition = ``Log.log_start_offset``,
+which local retention leaves alone on a remote-enabled log; local log start offset =
+``Log.local_log_start_offset``.
+
+Thread-safety: every method may be called from any thread; ``_lock`` guards the hosted
+partitions; the task runs on its own daemon thread; reads run on the reader pool.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from concurrent.futures import Future
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+from storage_core.clock import SYSTEM_CLOCK, Clock
+from storage_core.common import TopicIdPartition, TopicPartition, Uuid
+from storage_core.errors import OffsetOutOfRangeError, StorageError
+from storage_core.log.log import Log, TimestampAndOffset
+from storage_core.log.retention import SegmentSummary
+from storage_core.records import NO_TIMESTAMP
+from storage_core.tiered.metadata.metadata import RemotePartitionDeleteMetadata
+from storage_core.tiered.metadata.states import (
+    RemoteLogSegmentState,
+    RemotePartitionDeleteState,
+)
+from storage_core.tiered.remote_index_cache import RemoteIndexCache
+from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
+from storage_core.tiered.remote_log_reader import (
+    RemoteFetchData,
+    RemoteLogReader,
+    RemoteStorageFetchInfo,
+)
+from storage_core.tiered.remote_storage_manager import (
+    RemoteStorageError,
+    RemoteStorageManager,
+    load_remote_storage_manager,
+)
+
+logger = logging.getLogger(__name__)
+
+LATEST_TIERED_TIMESTAMP = -5
+RSM_CONFIG_PREFIX = "rsm.config."
+
+
+class HostedPartition(Protocol):
+    """What the RLM reads of a ``replication.Partition``."""
+
+    @property
+    def topic_partition(self) -> TopicPartition: ...
+
+    @property
+    def topic_id(self) -> Uuid: ...
+
+    @property
+    def log(self) -> Log: ...
+
+    @property
+    def is_leader(self) -> bool: ...
+
+
+class OffsetMovedToTieredStorageError(StorageError):
+    """A replica fetched an offset that is only in the remote tier (KIP-405): it must build
+    its leader-epoch and producer state from remote metadata, then fetch from the leader's
+    local log start offset."""
+
+    error_code: ClassVar[str] = "offset_moved_to_tiered_storage"
+
+
+class NoRemoteLogMetadataManagerError(RemoteStorageError):
+    """The broker has no remote log metadata manager yet (it is starting or stopping)."""
+
+
+def topic_id_partition_of(partition: HostedPartition) -> TopicIdPartition:
+    return TopicIdPartition(partition.topic_id, partition.topic_partition)
+
+
+class RemoteLogManager:
+    """One per broker; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        broker_id: int,
+        rsm: RemoteStorageManager,
+        rlmm: RemoteLogMetadataManager | None,
+        log_dir: Path,
+        index_cache_max_bytes: int,
+        reader_threads: int,
+        task_interval_ms: int,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        if task_interval_ms <= 0:
+            raise ValueError(
+                f"remote.log.manager.task.interval.ms must be > 0, got {task_interval_ms}"
+            )
+        self.broker_id = broker_id
+        self.rsm = rsm
+        self._rlmm = rlmm
+        self._clock = clock
+        self.task_interval_ms = task_interval_ms
+        self.index_cache = RemoteIndexCache(rsm, log_dir, max_size_bytes=index_cache_max_bytes)
+        self._reader: RemoteLogReader | None = None
+        self._reader_threads = reader_threads
+        self._lock = threading.Lock()
+        self._partitions: dict[TopicPartition, HostedPartition] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def from_config(
+        props: Mapping[str, str],
+        *,
+        broker_id: int,
+        log_dir: Path,
+        rlmm: RemoteLogMetadataManager | None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> RemoteLogManager:
+        """Build from broker properties (``props`` holds every ``remote.log.*`` and
+        ``rsm.config.*`` key as strings; missing keys take Kafka's defaults)."""
+        rsm = load_remote_storage_manager(
+            props.get("remote.log.storage.manager.class.name", ""),
+            {k: v for k, v in props.items() if k.startswith(RSM_CONFIG_PREFIX)},
+        )
+        return RemoteLogManager(
+            broker_id=broker_id,
+            rsm=rsm,
+            rlmm=rlmm,
+            log_dir=log_dir,
+            index_cache_max_bytes=int(
+                props.get("remote.log.index.file.cache.total.size.bytes", 1 << 30)
+            ),
+            reader_threads=int(props.get("remote.log.reader.threads", 10)),
+            task_interval_ms=int(props.get("remote.log.manager.task.interval.ms", 30_000)),
+            clock=clock,
+        )
+
+    # ------------------------------------------------------------------ wiring
+    @property
+    def rlmm(self) -> RemoteLogMetadataManager:
+        rlmm = self._rlmm
+        if rlmm is None:
+            raise NoRemoteLogMetadataManagerError(
+                "no remote log metadata manager is configured on this broker; tiered data"
+                " cannot be read until it is"
+            )
+        return rlmm
+
+    def set_remote_log_metadata_manager(self, rlmm: RemoteLogMetadataManager | None) -> None:
+        with self._lock:
+            self._rlmm = rlmm
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
+
+    @property
+    def reader(self) -> RemoteLogReader:
+        with self._lock:
+            if self._reader is None:
+                self._reader = RemoteLogReader(
+                    rsm=self.rsm,
+                    rlmm=self.rlmm,
+                    index_cache=self.index_cache,
+                    threads=self._reader_threads,
+                )
+            return self._reader
+
+    def on_partition_hosted(self, partition: HostedPartition) -> None:
+        """Track ``partition`` and install the deletion guard on its log."""
+        log = partition.log
+        tip = topic_id_partition_of(partition)
+        log.set_segment_deletion_guard(
+            lambda segment: self.may_delete_local_segment(log, tip, segment)
+        )
+        with self._lock:
+            self._partitions[partition.topic_partition] = partition
+        rlmm = self._rlmm
+        if rlmm is not None and log.config.remote_storage_enable:
+            # A partition hosted after the RLMM started (a new topic): track its metadata.
+            leaders, followers = ({tip}, set()) if partition.is_leader else (set(), {tip})
+            rlmm.on_partition_leadership_changes(leaders, followers)
+
+    def on_partition_removed(self, tp: TopicPartition) -> None:
+        with self._lock:
+            self._partitions.pop(tp, None)
+
+    def is_remote_enabled(self, partition: HostedPartition) -> bool:
+        return partition.log.config.remote_storage_enable
+
+    # ------------------------------------------------------------------ offsets
+    def highest_remote_offset(self, log: Log, tip: TopicIdPartition) -> int:
+        """Kafka's ``findHighestRemoteOffset``: the highest offset (inclusive) copied for the
+        log's epoch lineage, latest epoch first, bounded by each epoch's end; -1 if none."""
+        rlmm = self._rlmm
+        if rlmm is None:
+            return -1
+        entries = log.leader_epoch_cache.epoch_entries()
+        for i in range(len(entries) - 1, -1, -1):
+            offset = rlmm.highest_offset_for_epoch(tip, entries[i].epoch)
+            if offset is not None:
+                if i + 1 < len(entries):
+                    offset = min(offset, entries[i + 1].start_offset - 1)
+                return offset
+        return -1
+
+    def remote_log_start_offset(self, tip: TopicIdPartition) -> int | None:
+        """Start offset (inclusive) of the earliest COPY_SEGMENT_FINISHED segment; None if none."""
+        starts = [
+            m.start_offset
+            for m in self.rlmm.list_remote_log_segments(tip)
+            if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+        ]
+        return min(starts) if starts else None
+
+    def may_delete_local_segment(
+        self, log: Log, tip: TopicIdPartition, segment: SegmentSummary
+    ) -> bool:
+        """The deletion guard (see the module docstring). Called under the log's lock."""
+        if not log.config.remote_storage_enable:
+            return True
+        if segment.next_base_offset is None:
+            return False  # the active segment is never copied
+        if segment.next_base_offset <= log.log_start_offset:
+            return True
+        try:
+            highest = self.highest_remote_offset(log, tip)
+        except StorageError as exc:  # metadata not loaded yet: keep the segment for now
+            logger.info(
+                "local segment kept, remote metadata unavailable partition=%s error=%s",
+                log.topic_partition,
+                exc,
+            )
+            return False
+        return segment.next_base_offset - 1 <= highest
+
+    # ------------------------------------------------------------------ the task
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(
+            target=self._run, name=f"remote-log-manager-{self.broker_id}", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.task_interval_ms / 1000):
+            try:
+                self.run_once()
+            except Exception:
+                logger.exception("remote log manager task failed; it runs again next interval")
+
+    def run_once(self) -> None:
+        """One pass of the task over the remote-enabled partitions this broker leads."""
+        with self._lock:
+            partitions = list(self._partitions.values())
+        for partition in partitions:
+            if not partition.is_leader or not self.is_remote_enabled(partition):
+                continue
+            try:
+                self.maybe_roll_active_segment(partition.log)
+                self.maybe_sync_log_start_offset(partition)
+            except StorageError as exc:
+                logger.warning(
+                    "remote log manager task skipped partition=%s error=%s",
+                    partition.topic_partition,
+                    exc,
+                )
+
+    def maybe_roll_active_segment(self, log: Log) -> bool:
+        """Roll the active segment when it alone breaches local retention (time or size), so
+        that it can be copied and then deleted locally. Only when all of it is below the high
+        watermark (a copy never includes offsets at or above it)."""
+        config = log.config
+        active = log.active_segment
+        if active.size == 0 or log.log_end_offset > log.high_watermark:
+            return False
+        retention_ms = config.effective_local_retention_ms
+        retention_bytes = config.effective_local_retention_bytes
+        breach_ms = (
+            retention_ms >= 0
+            and active.largest_timestamp >= 0
+            and self._clock.milliseconds() - active.largest_timestamp > retention_ms
+        )
+        breach_bytes = retention_bytes >= 0 and active.size > retention_bytes
+        if not (breach_ms or breach_bytes):
+            return False
+        log.roll()
+        logger.info(
+            "rolled active segment breaching local retention partition=%s base_offset=%d"
+            " by_time=%s by_size=%s",
+            log.topic_partition,
+            active.base_offset,
+            breach_ms,
+            breach_bytes,
+        )
+        return True
+
+    def maybe_sync_log_start_offset(self, partition: HostedPartition) -> bool:
+        """Move the log start offset to ``min(Rx, Lx)`` once anything is tiered, dropping the
+        cached indexes of segments being deleted. Never moves it back or above the HW."""
+        tip = topic_id_partition_of(partition)
+        rlmm = self.rlmm
+        if not rlmm.is_ready(tip):
+            return False
+        log = partition.log
+        live_starts: list[int] = []
+        deleting = False
+        for metadata in rlmm.list_remote_log_segments(tip):
+            if metadata.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
+                live_starts.append(metadata.start_offset)
+            elif metadata.state is RemoteLogSegmentState.DELETE_SEGMENT_STARTED:
+                deleting = True
+                self.index_cache.remove(metadata.remote_log_segment_id.id)
+        if not live_starts and not deleting:
+            return False  # nothing tiered (yet): local retention keeps the log start
+        local_start = log.local_log_start_offset
+        target = min([*live_starts, local_start])
+        target = min(target, log.high_watermark)
+        if target <= log.log_start_offset:
+            return False
+        return log.maybe_increment_log_start_offset(target, "remote segments deleted")
+
+    # ------------------------------------------------------------------ reads
+    def needs_remote_read(self, partition: HostedPartition, fetch_offset: int) -> bool:
+        """True for an offset in ``[log start, local log start)`` of a remote-enabled log."""
+        log = partition.log
+        return (
+            log.config.remote_storage_enable
+            and log.log_start_offset <= fetch_offset < log.local_log_start_offset
+        )
+
+    def read_async(
+        self,
+        partition: HostedPartition,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        min_one_message: bool,
+    ) -> Future[RemoteFetchData]:
+        """Submit a remote read to the reader pool (Kafka's ``asyncRead``)."""
+        info = RemoteStorageFetchInfo(
+            topic_id_partition=topic_id_partition_of(partition),
+            fetch_offset=fetch_offset,
+            max_bytes=max_bytes,
+            min_one_message=min_one_message,
+        )
+        epochs = partition.log.leader_epoch_cache
+        reader = self.reader
+
+        def read() -> RemoteFetchData:
+            try:
+                return reader.read(info, epochs)
+            except OffsetOutOfRangeError:
+                # The segment may have just been deleted: move the log start at once.
+                self._sync_quietly(partition)
+                raise
+
+        return reader.submit(read)
+
+    def _sync_quietly(self, partition: HostedPartition) -> None:
+        try:
+            if partition.is_leader:
+                self.maybe_sync_log_start_offset(partition)
+        except StorageError as exc:
+            logger.warning(
+                "log start offset sync failed partition=%s error=%s", partition.topic_partition, exc
+            )
+
+    def fetch_offset_for_timestamp(
+        self, partition: HostedPartition, timestamp: int, local: TimestampAndOffset | None
+    ) -> TimestampAndOffset | None:
+        """ListOffsets on a remote-enabled log, given the local answer (blocking).
+
+        ``-5`` (latest tiered): the highest remote offset (-1 if none) and its epoch. A
+        timestamp: the first match in remote segments (from the log start offset), else the
+        local answer. Other special timestamps: the local answer.
+        """
+        log = partition.log
+        tip = topic_id_partition_of(partition)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            offset = self.highest_remote_offset(log, tip)
+            epoch = log.leader_epoch_cache.epoch_for_offset(offset) if offset >= 0 else None
+            return TimestampAndOffset(NO_TIMESTAMP, offset, epoch)
+        if timestamp < 0 or log.log_start_offset >= log.local_log_start_offset:
+            return local
+        found = self.reader.find_offset_by_timestamp(
+            tip, timestamp, log.log_start_offset, log.leader_epoch_cache
+        )
+        return found if found is not None else local
+
+    # ------------------------------------------------------------------ deletion
+    def on_partitions_deleted(self, partitions: list[TopicIdPartition]) -> None:
+        """Publish DELETE_PARTITION_MARKED for each partition of a deleted remote-enabled
+        topic; the remote deletion job takes it from there."""
+        rlmm = self.rlmm
+        for tip in partitions:
+            rlmm.put_remote_partition_delete_metadata(
+                RemotePartitionDeleteMetadata(
+                    topic_id_partition=tip,
+                    state=RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
+                    event_timestamp_ms=self._clock.milliseconds(),
+                    broker_id=self.broker_id,
+                )
+            )
+            logger.info("remote partition marked for deletion partition=%s", tip)
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        self._stop.set()
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout=30)
+        with self._lock:
+            reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.close()
+        self.index_cache.close()
+        self.rsm.close()

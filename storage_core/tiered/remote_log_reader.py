@@ -1,0 +1,300 @@
+"""Reads of tiered offsets (Kafka's ``RemoteLogReader`` and ``RemoteLogManager.read``).
+
+A consumer fetch at offset ``O`` below the local log start offset is served from the remote
+tier, never on the event loop and never on the log I/O threads: ``RemoteLogReader`` owns a
+pool of ``remote.log.reader.threads`` threads with a bounded queue of pending reads. One read:
+
+1. ``epoch = leader_epoch_cache.epoch_for_offset(O)``; the RLMM gives the COPY_SEGMENT_FINISHED
+   segment holding ``O`` in that epoch's lineage (``remote_log_segment_metadata(epoch, O)``);
+2. the segment's cached offset index (``RemoteIndexCache``) gives the ``.log`` position of the
+   batch at or before ``O``;
+3. the RSM streams the ``.log`` from that position; whole batches are kept from the first one
+   whose last offset is ``>= O``, until ``max_bytes`` (the first batch even if larger when
+   ``min_one_message``, as Kafka). Every batch is checked (framing, magic, CRC) before it is
+   returned. A segment holding no batch at or after ``O`` (possible after compaction or
+   aborted transactions) hands over to the next segment, up to ``MAX_SEGMENTS_PER_READ``.
+
+Errors: no epoch or no segment for ``O`` -> ``OffsetOutOfRangeError``; the store failing ->
+``RemoteStorageError`` (KAFKA_STORAGE_ERROR for that partition only); a full queue ->
+``RemoteReadQueueFullError``.
+
+Thread-safety: ``submit`` may be called from any thread; reads share only thread-safe objects
+(RLMM, RSM, index cache, epoch cache).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from storage_core.common import TopicIdPartition
+from storage_core.errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
+from storage_core.log.leader_epoch_cache import EpochEntry
+from storage_core.log.log import TimestampAndOffset
+from storage_core.records.batch import LOG_OVERHEAD, MIN_BATCH_LENGTH, RecordBatch
+from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
+from storage_core.tiered.metadata.states import RemoteLogSegmentState
+from storage_core.tiered.remote_index_cache import RemoteIndexCache
+from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
+from storage_core.tiered.remote_storage_manager import (
+    RemoteStorageError,
+    RemoteStorageManager,
+    RemoteStream,
+)
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_LOG_OVERHEAD = struct.Struct(">qi")
+MAX_PENDING_READS = 100  # Kafka's remote.log.reader.max.pending.tasks default
+MAX_SEGMENTS_PER_READ = 8
+MAX_BATCH_BYTES = (1 << 31) - 1
+
+
+class RemoteReadQueueFullError(KafkaStorageError):
+    """Too many remote reads are pending; the fetch should be retried later."""
+
+
+class LeaderEpochLookup(Protocol):
+    """What a remote read needs of the partition's ``LeaderEpochFileCache``."""
+
+    def epoch_for_offset(self, offset: int) -> int | None: ...
+
+    def epoch_entries(self) -> list[EpochEntry]: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoteStorageFetchInfo:
+    """Kafka's ``RemoteStorageFetchInfo``: one partition's read from the remote tier."""
+
+    topic_id_partition: TopicIdPartition
+    fetch_offset: int
+    max_bytes: int
+    min_one_message: bool
+
+    def __post_init__(self) -> None:
+        if self.fetch_offset < 0:
+            raise ValueError(f"fetch offset must be >= 0, got {self.fetch_offset}")
+        if self.max_bytes < 0:
+            raise ValueError(f"max bytes must be >= 0, got {self.max_bytes}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoteFetchData:
+    """Whole batches read from remote segments, starting at or before ``fetch_offset``.
+
+    ``first_entry_incomplete`` is True when the first batch exceeded ``max_bytes`` without
+    ``min_one_message`` (no bytes are returned then).
+    """
+
+    fetch_offset: int
+    records: bytes
+    first_entry_incomplete: bool = False
+
+
+class RemoteLogReader:
+    """The remote read pool and the read itself; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        rsm: RemoteStorageManager,
+        rlmm: RemoteLogMetadataManager,
+        index_cache: RemoteIndexCache,
+        threads: int,
+        max_pending_reads: int = MAX_PENDING_READS,
+    ) -> None:
+        if threads < 1:
+            raise ValueError(f"remote.log.reader.threads must be >= 1, got {threads}")
+        self._rsm = rsm
+        self._rlmm = rlmm
+        self.index_cache = index_cache
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="remote-reader")
+        self._max_pending_reads = max_pending_reads
+        self._pending_lock = threading.Lock()
+        self._pending = 0
+
+    # ------------------------------------------------------------------ the pool
+    def submit(self, task: Callable[[], T]) -> Future[T]:
+        """Run ``task`` on a reader thread; ``RemoteReadQueueFullError`` when saturated."""
+        with self._pending_lock:
+            if self._pending >= self._max_pending_reads:
+                raise RemoteReadQueueFullError(
+                    f"{self._pending} remote reads are pending (limit {self._max_pending_reads});"
+                    " retry the fetch later or raise remote.log.reader.threads"
+                )
+            self._pending += 1
+        try:
+            future = self._pool.submit(task)
+        except BaseException:
+            self._done()
+            raise
+        future.add_done_callback(lambda _f: self._done())
+        return future
+
+    def _done(self) -> None:
+        with self._pending_lock:
+            self._pending -= 1
+
+    def submit_read(
+        self, info: RemoteStorageFetchInfo, epochs: LeaderEpochLookup
+    ) -> Future[RemoteFetchData]:
+        return self.submit(lambda: self.read(info, epochs))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    # ------------------------------------------------------------------ reads
+    def read(self, info: RemoteStorageFetchInfo, epochs: LeaderEpochLookup) -> RemoteFetchData:
+        """Kafka's ``RemoteLogManager.read`` (blocking; call it on a reader thread)."""
+        tip = info.topic_id_partition
+        offset = info.fetch_offset
+        epoch = epochs.epoch_for_offset(offset)
+        if epoch is None:
+            raise OffsetOutOfRangeError(
+                f"partition {tip.topic_partition}: no leader epoch holds offset {offset}"
+                " in the leader-epoch cache, so no remote segment can serve it"
+            )
+        metadata = self._rlmm.remote_log_segment_metadata(tip, epoch, offset)
+        if metadata is None:
+            raise OffsetOutOfRangeError(
+                f"partition {tip.topic_partition}: no remote segment holds offset {offset}"
+                f" (leader epoch {epoch}); the consumer should reset its position"
+            )
+        for _ in range(MAX_SEGMENTS_PER_READ):
+            position = self.index_cache.lookup_offset(metadata, offset)
+            data = self._read_from_segment(metadata, position, info)
+            if data is not None:
+                return data
+            # No batch at or after the offset in this segment: continue with the next one.
+            next_offset = metadata.end_offset + 1
+            next_epoch = epochs.epoch_for_offset(next_offset)
+            following = (
+                None
+                if next_epoch is None
+                else self._rlmm.remote_log_segment_metadata(tip, next_epoch, next_offset)
+            )
+            if following is None:
+                break
+            metadata = following
+        return RemoteFetchData(fetch_offset=offset, records=b"")
+
+    def _read_from_segment(
+        self, metadata: RemoteLogSegmentMetadata, position: int, info: RemoteStorageFetchInfo
+    ) -> RemoteFetchData | None:
+        out = bytearray()
+        stream = self._rsm.fetch_log_segment(metadata, position)
+        with stream:
+            for batch_bytes, batch in _batches(stream, metadata, position):
+                if batch.last_offset < info.fetch_offset:
+                    continue
+                size = len(batch_bytes)
+                if not out and size > info.max_bytes and not info.min_one_message:
+                    return RemoteFetchData(
+                        fetch_offset=info.fetch_offset, records=b"", first_entry_incomplete=True
+                    )
+                if out and len(out) + size > info.max_bytes:
+                    break
+                out += batch_bytes
+                if len(out) >= info.max_bytes:
+                    break
+        if not out:
+            return None
+        return RemoteFetchData(fetch_offset=info.fetch_offset, records=bytes(out))
+
+    # ------------------------------------------------------------------ timestamps
+    def find_offset_by_timestamp(
+        self,
+        tip: TopicIdPartition,
+        timestamp: int,
+        starting_offset: int,
+        epochs: LeaderEpochLookup,
+    ) -> TimestampAndOffset | None:
+        """Kafka's ``RemoteLogManager.findOffsetByTimestamp``: the first record with
+        ``timestamp >= timestamp`` and ``offset >= starting_offset`` in the remote segments of
+        the partition's epoch lineage, oldest epoch first; None if no remote record matches."""
+        for entry in epochs.epoch_entries():
+            for metadata in self._rlmm.list_remote_log_segments(tip, entry.epoch):
+                if (
+                    metadata.state is not RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+                    or metadata.max_timestamp_ms < timestamp
+                    or metadata.end_offset < starting_offset
+                ):
+                    continue
+                found = self._lookup_timestamp(metadata, timestamp, starting_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def _lookup_timestamp(
+        self, metadata: RemoteLogSegmentMetadata, timestamp: int, starting_offset: int
+    ) -> TimestampAndOffset | None:
+        position = self.index_cache.lookup_timestamp(metadata, timestamp, starting_offset)
+        stream = self._rsm.fetch_log_segment(metadata, position)
+        with stream:
+            for _bytes, batch in _batches(stream, metadata, position):
+                if batch.max_timestamp < timestamp or batch.last_offset < starting_offset:
+                    continue
+                for record in batch.records():
+                    if record.timestamp >= timestamp and record.offset >= starting_offset:
+                        epoch = batch.partition_leader_epoch
+                        return TimestampAndOffset(
+                            record.timestamp, record.offset, epoch if epoch >= 0 else None
+                        )
+        return None
+
+
+def _batches(
+    stream: RemoteStream, metadata: RemoteLogSegmentMetadata, position: int
+) -> Iterator[tuple[bytes, RecordBatch]]:
+    """Each whole, CRC-checked batch of a remote ``.log`` stream starting at a batch."""
+    where = f"remote segment {metadata.remote_log_segment_id}"
+    limit = min(max(metadata.segment_size_in_bytes, MIN_BATCH_LENGTH), MAX_BATCH_BYTES)
+    while True:
+        head = _read_exact(stream, LOG_OVERHEAD)
+        if not head:
+            return
+        if len(head) < LOG_OVERHEAD:
+            raise CorruptRecordError(
+                f"{where}: truncated batch header at position {position}"
+                f" ({len(head)} of {LOG_OVERHEAD} bytes)"
+            )
+        _base_offset, length = _LOG_OVERHEAD.unpack(head)
+        if not MIN_BATCH_LENGTH <= length <= limit:
+            raise CorruptRecordError(
+                f"{where}: batch at position {position} has length {length}, outside"
+                f" [{MIN_BATCH_LENGTH}, {limit}]"
+            )
+        body = _read_exact(stream, length)
+        if len(body) < length:
+            raise CorruptRecordError(
+                f"{where}: batch at position {position} ends after {len(body)} of {length} bytes"
+            )
+        data = head + body
+        batch = RecordBatch.from_buffer(data, file=where)
+        batch.ensure_valid()
+        yield data, batch
+        position += len(data)
+
+
+def _read_exact(stream: RemoteStream, size: int) -> bytes:
+    """``size`` bytes, fewer only at the end of the stream; store failures are
+    ``RemoteStorageError``."""
+    parts: list[bytes] = []
+    remaining = size
+    try:
+        while remaining > 0:
+            chunk = stream.read(remaining)
+            if not chunk:
+                break
+            parts.append(chunk)
+            remaining -= len(chunk)
+    except OSError as exc:
+        raise RemoteStorageError(f"reading a remote segment failed: {exc}") from exc
+    return b"".join(parts)
