@@ -46,6 +46,8 @@ logger = logging.getLogger(__name__)
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
+# Kept by the tiered-storage RemoteIndexCache in each log dir; not a partition.
+REMOTE_INDEX_CACHE_DIR_NAME = "remote-log-index-cache"
 
 
 class LogManager:
@@ -144,6 +146,8 @@ class LogManager:
                 shutil.rmtree(entry, ignore_errors=True)
                 continue
             if entry.name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
+                continue
+            if entry.name == REMOTE_INDEX_CACHE_DIR_NAME:  # the RemoteIndexCache's (as Kafka)
                 continue
             try:
                 tp = TopicPartition.parse_dir_name(entry.name)

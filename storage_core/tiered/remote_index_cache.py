@@ -39,6 +39,7 @@ from pathlib import Path
 
 from storage_core.common import Uuid
 from storage_core.errors import CorruptIndexError
+from storage_core.log.log_manager import REMOTE_INDEX_CACHE_DIR_NAME
 from storage_core.log.offset_index import OffsetIndex
 from storage_core.log.time_index import TimeIndex, TimestampOffset
 from storage_core.tiered.remote_storage_manager import (
@@ -52,7 +53,7 @@ from storage_core.tiered.remote_storage_manager import (
 
 logger = logging.getLogger(__name__)
 
-DIR_NAME = "remote-log-index-cache"
+DIR_NAME = REMOTE_INDEX_CACHE_DIR_NAME
 TEMP_SUFFIX = ".tmp"
 DELETED_SUFFIX = ".deleted"
 OFFSET_INDEX_SUFFIX = ".index"

@@ -1,0 +1,183 @@
+"""RemoteLogReader over LocalTieredStorage and real segments: batch boundaries, max bytes,
+min-one-message, segment hand-over, timestamps, and a failing store."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from storage_core.errors import KafkaStorageError, OffsetOutOfRangeError
+from storage_core.records import RecordBatch
+from storage_core.tiered.remote_index_cache import RemoteIndexCache
+from storage_core.tiered.remote_log_reader import (
+    RemoteLogReader,
+    RemoteReadQueueFullError,
+    RemoteStorageFetchInfo,
+)
+from storage_core.tiered.remote_storage_manager import RemoteStorageError
+from tests.conftest import BASE_TIMESTAMP_MS
+from tests.unit.tiered_fixtures import TIP, TieredLog, build_tiered_log
+
+
+@pytest.fixture
+def tiered(tmp_path: Path) -> Iterator[TieredLog]:
+    t = build_tiered_log(tmp_path)
+    yield t
+    t.log.close()
+
+
+@pytest.fixture
+def reader(tiered: TieredLog, tmp_path: Path) -> Iterator[RemoteLogReader]:
+    cache = RemoteIndexCache(tiered.rsm, tmp_path / "logs", max_size_bytes=1 << 20)
+    r = RemoteLogReader(rsm=tiered.rsm, rlmm=tiered.rlmm, index_cache=cache, threads=2)
+    yield r
+    r.close()
+    cache.close()
+
+
+def read(
+    reader: RemoteLogReader,
+    tiered: TieredLog,
+    offset: int,
+    max_bytes: int = 1 << 20,
+    *,
+    min_one_message: bool = True,
+) -> bytes:
+    info = RemoteStorageFetchInfo(
+        topic_id_partition=TIP,
+        fetch_offset=offset,
+        max_bytes=max_bytes,
+        min_one_message=min_one_message,
+    )
+    return reader.submit_read(info, tiered.log.leader_epoch_cache).result(timeout=10).records
+
+
+def split(records: bytes) -> list[RecordBatch]:
+    out, position = [], 0
+    while position < len(records):
+        batch = RecordBatch.from_buffer(records, position)
+        batch.ensure_valid()
+        out.append(batch)
+        position += batch.size_in_bytes
+    return out
+
+
+def test_several_segments_are_tiered(tiered: TieredLog) -> None:
+    assert len(tiered.copied) >= 4
+    epochs = {epoch for m in tiered.copied for epoch in m.segment_leader_epochs}
+    assert epochs == {0, 1}
+
+
+def test_every_offset_reads_the_batch_holding_it_byte_for_byte(
+    tiered: TieredLog, reader: RemoteLogReader
+) -> None:
+    last_remote = tiered.copied[-1].end_offset
+    for offset in range(0, last_remote + 1):
+        batches = split(read(reader, tiered, offset, max_bytes=1))
+        assert len(batches) == 1  # min-one-message: the first batch, though above max bytes
+        assert bytes(batches[0].buffer) == tiered.batch_at(offset)
+        assert batches[0].base_offset <= offset <= batches[0].last_offset
+
+
+def test_max_bytes_keeps_whole_batches_and_stops_at_the_segment_end(
+    tiered: TieredLog, reader: RemoteLogReader
+) -> None:
+    batch_bytes = len(tiered.batches[0])
+    got = split(read(reader, tiered, 7, max_bytes=3 * batch_bytes + batch_bytes // 2))
+    assert [b.base_offset for b in got] == [5, 10, 15]
+    first_segment = tiered.copied[0]
+    everything = split(read(reader, tiered, 0, max_bytes=1 << 20))
+    assert everything[-1].last_offset == first_segment.end_offset
+    expected = b"".join(
+        tiered.batches[o] for o in sorted(tiered.batches) if o <= first_segment.end_offset
+    )
+    assert b"".join(bytes(b.buffer) for b in everything) == expected
+
+
+def test_without_min_one_message_an_oversized_first_batch_returns_nothing(
+    tiered: TieredLog, reader: RemoteLogReader
+) -> None:
+    info = RemoteStorageFetchInfo(
+        topic_id_partition=TIP, fetch_offset=12, max_bytes=10, min_one_message=False
+    )
+    data = reader.read(info, tiered.log.leader_epoch_cache)
+    assert data.records == b""
+    assert data.first_entry_incomplete
+
+
+def test_an_offset_in_the_second_epoch_uses_that_epochs_segment(
+    tiered: TieredLog, reader: RemoteLogReader
+) -> None:
+    epoch1_start = tiered.log.leader_epoch_cache.epoch_entries()[1].start_offset
+    assert epoch1_start <= tiered.copied[-1].end_offset
+    batches = split(read(reader, tiered, epoch1_start, max_bytes=1))
+    assert batches[0].partition_leader_epoch == 1
+    assert batches[0].base_offset == epoch1_start
+
+
+def test_offset_without_remote_segment_is_out_of_range(
+    tiered: TieredLog, reader: RemoteLogReader
+) -> None:
+    beyond = tiered.copied[-1].end_offset + 1  # local only
+    with pytest.raises(OffsetOutOfRangeError):
+        read(reader, tiered, beyond)
+
+
+def test_unavailable_store_fails_the_read_quickly_with_a_storage_error(
+    tiered: TieredLog, reader: RemoteLogReader, tmp_path: Path
+) -> None:
+    shutil.rmtree(tmp_path / "remote")
+    started = time.monotonic()
+    with pytest.raises(RemoteStorageError) as failure:
+        read(reader, tiered, 3)
+    assert time.monotonic() - started < 2
+    assert isinstance(failure.value, KafkaStorageError)
+    assert failure.value.error_code == "kafka_storage_error"
+
+
+def test_cached_indexes_still_need_the_log_object(
+    tiered: TieredLog, reader: RemoteLogReader, tmp_path: Path
+) -> None:
+    read(reader, tiered, 3)  # indexes now cached locally
+    shutil.rmtree(tmp_path / "remote")
+    with pytest.raises(RemoteStorageError):
+        read(reader, tiered, 3)
+
+
+def test_timestamp_lookup_finds_the_first_record_at_or_after(
+    tiered: TieredLog, reader: RemoteLogReader
+) -> None:
+    epochs = tiered.log.leader_epoch_cache
+    # Batch i holds offsets 5i..5i+4 with timestamps BASE + 50i + j (j = 0..4).
+    found = reader.find_offset_by_timestamp(TIP, BASE_TIMESTAMP_MS + 50 * 3 + 2, 0, epochs)
+    assert found is not None and (found.offset, found.timestamp) == (17, BASE_TIMESTAMP_MS + 152)
+    between = reader.find_offset_by_timestamp(TIP, BASE_TIMESTAMP_MS + 50 * 3 + 7, 0, epochs)
+    assert between is not None and between.offset == 20
+    assert reader.find_offset_by_timestamp(TIP, BASE_TIMESTAMP_MS, 12, epochs).offset == 12  # type: ignore[union-attr]
+    beyond = BASE_TIMESTAMP_MS + 50 * 1000
+    assert reader.find_offset_by_timestamp(TIP, beyond, 0, epochs) is None
+
+
+def test_pending_reads_are_bounded(tiered: TieredLog, tmp_path: Path) -> None:
+    cache = RemoteIndexCache(tiered.rsm, tmp_path / "logs", max_size_bytes=1 << 20)
+    r = RemoteLogReader(
+        rsm=tiered.rsm, rlmm=tiered.rlmm, index_cache=cache, threads=1, max_pending_reads=1
+    )
+
+    release = threading.Event()
+    try:
+        blocked = r.submit(release.wait)
+        with pytest.raises(RemoteReadQueueFullError):
+            r.submit(lambda: None)
+        release.set()
+        blocked.result(timeout=5)
+        assert r.submit(lambda: 7).result(timeout=5) == 7
+    finally:
+        release.set()
+        r.close()
+        cache.close()
