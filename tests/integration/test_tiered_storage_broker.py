@@ -10,6 +10,7 @@ Story::
     consume from 0 (kafka-python, confluent-kafka): every record, in order
     ListOffsets v9: -2 = 0, -4 = local log start (> 0), -5 = last copied offset
     restart the broker: consume from 0 again, same records; same offsets
+    delete the topic: local data gone, DELETE_PARTITION_MARKED published
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i64
 
 from storage_core.client import KafkaAdminClient, KafkaCluster
+from storage_core.common import TopicIdPartition
 from storage_core.common import TopicPartition as StorageTopicPartition
 from storage_core.log.log_config import LogConfig
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
+from storage_core.tiered.metadata.states import RemotePartitionDeleteState
 from storage_core.tiered.operations.copy import candidate_segments, copy_segment
 from storage_core.tiered.operations.fencing import LeaderEpochFence
 from storage_core.tiered.operations.log_view import LogView
@@ -176,7 +179,7 @@ def test_consumers_read_tiered_records_across_a_restart(
     broker: BrokerProcess, tmp_path: Path
 ) -> None:
     with KafkaCluster(broker.bootstrap) as cluster:
-        KafkaAdminClient(cluster).create_topic(
+        created = KafkaAdminClient(cluster).create_topic(
             TOPIC,
             num_partitions=1,
             replication_factor=1,
@@ -218,3 +221,16 @@ def test_consumers_read_tiered_records_across_a_restart(
     assert list_offset(broker.bootstrap, LATEST_TIERED)[0] == last_copied
     assert consume_kafka_python(broker.bootstrap) == expected
     assert consume_confluent(broker.bootstrap) == expected
+
+    # Deleting the topic marks its remote partition for the remote deletion job.
+    with KafkaCluster(broker.bootstrap) as cluster:
+        KafkaAdminClient(cluster).delete_topics([TOPIC])
+    assert created.topic_id is not None
+    tip = TopicIdPartition(created.topic_id, StorageTopicPartition(TOPIC, 0))
+    with TopicBasedRemoteLogMetadataManager.for_client(
+        broker.bootstrap, consumer_config=ConsumerTaskConfig(idle_poll_ms=20)
+    ) as rlmm:
+        marked = rlmm.remote_partition_delete_metadata(tip)
+    assert marked is not None
+    assert marked.state is RemotePartitionDeleteState.DELETE_PARTITION_MARKED
+    assert not (broker.log_dir / f"{TOPIC}-0").exists()
