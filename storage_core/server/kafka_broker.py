@@ -106,6 +106,7 @@ class KafkaBroker:
                     log_dir=log_dirs[0],
                     rlmm=None,
                     clock=clock,
+                    topic_stats=self.replica_manager.topic_stats,
                 )
             except InvalidConfigError:
                 # Local data stays safe without it: a remote-enabled log deletes no segment

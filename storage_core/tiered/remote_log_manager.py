@@ -17,6 +17,9 @@ keeps its local log consistent with the remote tier and serves tiered offsets:
   DELETE_SEGMENT_STARTED (which readers stop seeing at once) with the leader-epoch cache
   truncated from the start, as ``Log.maybe_increment_log_start_offset`` does. A remote read
   that finds no segment runs the same sync for its partition at once;
+- feeds the remote series of ``BrokerTopicMetrics`` (``remote_log_metrics``): the remote
+  read meters on the reader threads, and per led partition, every task interval, the copy
+  lag and the remote log size and metadata count;
 - answers ListOffsets for tiered data (``latest-tiered`` = highest remote offset, -1 if none;
   timestamps searched in remote segments first) and publishes DELETE_PARTITION_MARKED for the
   partitions of a deleted remote-enabled topic.
@@ -43,14 +46,22 @@ from storage_core.common import TopicIdPartition, TopicPartition, Uuid
 from storage_core.errors import OffsetOutOfRangeError, StorageError
 from storage_core.log.log import Log, TimestampAndOffset
 from storage_core.log.retention import SegmentSummary
+from storage_core.metrics import BrokerTopicStats
 from storage_core.records import NO_TIMESTAMP
 from storage_core.tiered.metadata.metadata import RemotePartitionDeleteMetadata
 from storage_core.tiered.metadata.states import (
     RemoteLogSegmentState,
     RemotePartitionDeleteState,
 )
+from storage_core.tiered.operations.copy import is_copy_enabled
 from storage_core.tiered.remote_index_cache import RemoteIndexCache
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
+from storage_core.tiered.remote_log_metrics import (
+    NO_COPY_LAG,
+    RemoteLogMetrics,
+    copy_lag,
+    remote_log_size,
+)
 from storage_core.tiered.remote_log_reader import (
     RemoteFetchData,
     RemoteLogReader,
@@ -114,6 +125,7 @@ class RemoteLogManager:
         reader_threads: int,
         task_interval_ms: int,
         clock: Clock = SYSTEM_CLOCK,
+        topic_stats: BrokerTopicStats | None = None,
     ) -> None:
         if task_interval_ms <= 0:
             raise ValueError(
@@ -131,6 +143,7 @@ class RemoteLogManager:
         self._partitions: dict[TopicPartition, HostedPartition] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.metrics = RemoteLogMetrics(topic_stats) if topic_stats is not None else None
 
     @staticmethod
     def from_config(
@@ -140,6 +153,7 @@ class RemoteLogManager:
         log_dir: Path,
         rlmm: RemoteLogMetadataManager | None,
         clock: Clock = SYSTEM_CLOCK,
+        topic_stats: BrokerTopicStats | None = None,
     ) -> RemoteLogManager:
         """Build from broker properties (``props`` holds every ``remote.log.*`` and
         ``rsm.config.*`` key as strings; missing keys take Kafka's defaults)."""
@@ -158,6 +172,7 @@ class RemoteLogManager:
             reader_threads=int(props.get("remote.log.reader.threads", 10)),
             task_interval_ms=int(props.get("remote.log.manager.task.interval.ms", 30_000)),
             clock=clock,
+            topic_stats=topic_stats,
         )
 
     # ------------------------------------------------------------------ wiring
@@ -208,6 +223,8 @@ class RemoteLogManager:
     def on_partition_removed(self, tp: TopicPartition) -> None:
         with self._lock:
             self._partitions.pop(tp, None)
+        if self.metrics is not None:
+            self.metrics.remove_partition(tp)
 
     def is_remote_enabled(self, partition: HostedPartition) -> bool:
         return partition.log.config.remote_storage_enable
@@ -280,10 +297,13 @@ class RemoteLogManager:
             partitions = list(self._partitions.values())
         for partition in partitions:
             if not partition.is_leader or not self.is_remote_enabled(partition):
+                if self.metrics is not None:
+                    self.metrics.remove_partition(partition.topic_partition)
                 continue
             try:
                 self.maybe_roll_active_segment(partition.log)
                 self.maybe_sync_log_start_offset(partition)
+                self.maybe_update_metrics(partition)
             except StorageError as exc:
                 logger.warning(
                     "remote log manager task skipped partition=%s error=%s",
@@ -345,6 +365,28 @@ class RemoteLogManager:
             return False
         return log.maybe_increment_log_start_offset(target, "remote segments deleted")
 
+    def maybe_update_metrics(self, partition: HostedPartition) -> bool:
+        """Refresh the partition's copy lag and remote log size gauges from its log and the
+        RLMM listing (see ``remote_log_metrics``); not before the RLMM is ready."""
+        metrics = self.metrics
+        tip = topic_id_partition_of(partition)
+        rlmm = self.rlmm
+        if metrics is None or not rlmm.is_ready(tip):
+            return False
+        log = partition.log
+        if is_copy_enabled(log.config):
+            lag = copy_lag(
+                log.segment_summaries(),
+                highest_remote_offset=self.highest_remote_offset(log, tip),
+                local_log_start_offset=log.local_log_start_offset,
+                high_watermark=log.high_watermark,
+            )
+        else:
+            lag = NO_COPY_LAG
+        size = remote_log_size(rlmm.list_remote_log_segments(tip))
+        metrics.update_partition(partition.topic_partition, lag, size)
+        return True
+
     # ------------------------------------------------------------------ reads
     def needs_remote_read(self, partition: HostedPartition, fetch_offset: int) -> bool:
         """True for an offset in ``[log start, local log start)`` of a remote-enabled log."""
@@ -371,16 +413,32 @@ class RemoteLogManager:
         )
         epochs = partition.log.leader_epoch_cache
         reader = self.reader
+        metrics = self.metrics
+        topic = partition.topic_partition.topic
 
         def read() -> RemoteFetchData:
             try:
-                return reader.read(info, epochs)
+                data = reader.read(info, epochs)
             except OffsetOutOfRangeError:
+                if metrics is not None:
+                    metrics.mark_fetch(topic, 0)
                 # The segment may have just been deleted: move the log start at once.
                 self._sync_quietly(partition)
                 raise
+            except BaseException:
+                if metrics is not None:
+                    metrics.mark_fetch_error(topic)
+                raise
+            if metrics is not None:
+                metrics.mark_fetch(topic, len(data.records))
+            return data
 
-        return reader.submit(read)
+        try:
+            return reader.submit(read)
+        except StorageError:  # the reader queue is full
+            if metrics is not None:
+                metrics.mark_fetch_error(topic)
+            raise
 
     def _sync_quietly(self, partition: HostedPartition) -> None:
         try:
