@@ -9,6 +9,9 @@ storage-core produce [--bootstrap-server HOST:PORT] --topic T [--count N --recor
 storage-core consume [--bootstrap-server HOST:PORT] --topic T --offset earliest|latest|N
 storage-core remote-log-metadata dump [--bootstrap-server HOST:PORT] [--partition N]
     [--from-beginning] [--property print.message.offset=true ...]
+storage-core tier [--bootstrap-server HOST:PORT] --log-dir DIR [--topic T] [--dry-run]
+    [--expire] [--delete-partitions] [--broker-config server.properties]
+    [--remote-storage-manager NAME] [--rsm-config key=value ...]
 """
 
 from __future__ import annotations
@@ -167,7 +170,7 @@ def _describe_log_dir(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------- client commands
-_CLIENT_COMMANDS = ("topics", "produce", "consume", "remote-log-metadata")
+_CLIENT_COMMANDS = ("topics", "produce", "consume", "remote-log-metadata", "tier")
 _DEFAULT_BOOTSTRAP_SERVER = "127.0.0.1:9092"
 
 
@@ -240,6 +243,49 @@ def _add_client_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPa
     )
     rlm.add_argument("--max-messages", type=int, help="stop after this many records")
     rlm.add_argument("--timeout-ms", type=int, help="stop when no record came for this long")
+    _add_tier_parser(commands, common)
+
+
+def _add_tier_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+) -> None:
+    tier = commands.add_parser(
+        "tier",
+        parents=[common],
+        help="copy eligible segments to the remote tier now; or expire, or delete partitions",
+    )
+    tier.add_argument("--log-dir", type=Path, metavar="DIR", help="default: the broker config's")
+    tier.add_argument("--topic", help="only this topic")
+    tier.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    tier.add_argument("--expire", action="store_true", help="run remote retention instead")
+    tier.add_argument(
+        "--delete-partitions",
+        action="store_true",
+        help="delete the remote data of partitions marked deleted instead",
+    )
+    tier.add_argument(
+        "--broker-config", type=Path, metavar="server.properties", help="RSM and broker defaults"
+    )
+    tier.add_argument(
+        "--broker-id",
+        type=int,
+        help="whose log dir it is (default: the broker config's, else the only broker)",
+    )
+    tier.add_argument(
+        "--remote-storage-manager",
+        metavar="NAME",
+        help="LocalTieredStorage, S3RemoteStorageManager or a dotted path",
+    )
+    tier.add_argument(
+        "--rsm-config", action="append", default=[], metavar="KEY=VALUE", help="rsm.config.*"
+    )
+    tier.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: when stderr is a terminal)",
+    )
 
 
 def _client_command(args: argparse.Namespace) -> int:
@@ -274,6 +320,24 @@ def _client_command(args: argparse.Namespace) -> int:
                 record_size=args.record_size,
                 progress=args.progress,
                 stdin=sys.stdin.buffer,
+                err=sys.stderr,
+            )
+        if args.command == "tier":
+            from storage_core.tools.tier import run_tier  # noqa: PLC0415
+
+            return run_tier(
+                bootstrap_server=args.bootstrap_server,
+                log_dir=args.log_dir,
+                topic=args.topic,
+                dry_run=args.dry_run,
+                expire=args.expire,
+                delete_partitions_marked=args.delete_partitions,
+                broker_config_path=args.broker_config,
+                broker_id=args.broker_id,
+                remote_storage_manager=args.remote_storage_manager,
+                rsm_config=args.rsm_config,
+                progress=args.progress,
+                out=sys.stdout,
                 err=sys.stderr,
             )
         if args.command == "remote-log-metadata":

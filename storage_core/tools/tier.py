@@ -1,0 +1,712 @@
+"""``storage-core tier``: run the tiering operations now, from outside the broker.
+
+    storage-core tier --bootstrap-server HOST:PORT --log-dir DIR [--topic T] [--dry-run]
+        [--broker-config server.properties] [--broker-id N]
+        [--remote-storage-manager LocalTieredStorage|S3RemoteStorageManager]
+        [--rsm-config KEY=VALUE ...] [--expire] [--delete-partitions] [--progress]
+
+Modes (the default is copy; ``--expire`` and ``--delete-partitions`` may be combined):
+
+- **copy**: for every partition directory of the log dir whose topic has
+  ``remote.storage.enable=true`` (read through DescribeConfigs) and whose leader is this
+  broker (Metadata), copy the segments ``candidate_segments`` finds eligible, oldest first,
+  fenced by the leader epoch Metadata reported when planning.
+- **expire** (``--expire``): remote retention, ``plan_expiry`` + ``delete_expired_segments``
+  for the same partitions. The broker moves the log start offset once it sees the
+  DELETE_SEGMENT_STARTED events.
+- **delete partitions** (``--delete-partitions``): ``delete_partition`` for every partition
+  whose latest deletion event on ``__remote_log_metadata`` is DELETE_PARTITION_MARKED or
+  DELETE_PARTITION_STARTED (the log dir is not needed: a deleted topic has no directory).
+
+The broker id is ``--broker-id``, else ``--broker-config``'s, else the only broker of the
+cluster. The remote storage manager is ``--remote-storage-manager`` (default: the broker
+config's ``remote.log.storage.manager.class.name``) built from the broker config's
+``rsm.config.*`` settings, overridden by ``--rsm-config`` (prefix optional).
+
+Views of the log dir use the log start offset and the high watermark the leader reports
+(ListOffsets -2 and -1, asked in that order, before the directory is read), not the
+checkpoint files, which lag.
+
+Output on stdout, one ``key=value`` line per partition and per mode, then a summary::
+
+    partition=orders-0 action=copy status=ok segments=3 bytes=49152 offsets=0..29 seconds=0.21
+    partition=orders-1 action=copy status=skipped reason="leader is broker 2"
+    partition=orders-0 action=expire status=ok deleted=2 failed=0 bytes=32768 log_start_offset=20
+    partition=orders-0 action=delete-partition status=ok topic_id=... segments=5 finished=true
+    summary action=copy partitions=2 segments=3 bytes=49152 errors=0 seconds=0.35
+
+``--dry-run`` prints ``plan ...`` lines (one per segment) and ``status=planned`` instead,
+and changes nothing. A progress bar goes to stderr when it is a terminal (or with
+``--progress``). Exit code 0, or 1 when a partition failed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from kio.schema.errors import ErrorCode
+
+from storage_core.client.admin import ConfigResourceType, KafkaAdminClient
+from storage_core.client.cluster import KafkaCluster
+from storage_core.client.consumer import KafkaConsumer
+from storage_core.client.metadata import ClusterMetadata
+from storage_core.clock import SYSTEM_CLOCK, Clock
+from storage_core.common import TopicIdPartition, TopicPartition, Uuid
+from storage_core.errors import InvalidConfigError, StorageError, UnknownTopicOrPartitionError
+from storage_core.log.log_config import TOPIC_CONFIG_NAMES, LogConfig
+from storage_core.server.kafka_config import KafkaConfig
+from storage_core.tiered.metadata import serde
+from storage_core.tiered.metadata.metadata import RemotePartitionDeleteMetadata
+from storage_core.tiered.metadata.states import RemotePartitionDeleteState
+from storage_core.tiered.operations import (
+    ExpiryPlan,
+    LeaderEpochFence,
+    LogView,
+    SegmentView,
+    candidate_segments,
+    copy_segment,
+    delete_expired_segments,
+    delete_partition,
+    plan_expiry,
+)
+from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
+from storage_core.tiered.remote_storage_manager import (
+    RemoteStorageManager,
+    load_remote_storage_manager,
+)
+from storage_core.tiered.topic_based_rlmm import (
+    REMOTE_LOG_METADATA_TOPIC_NAME,
+    ConsumerTaskConfig,
+    TopicBasedRemoteLogMetadataManager,
+)
+
+RSM_CONFIG_PREFIX = "rsm.config."
+RSM_CLASS_CONFIG = "remote.log.storage.manager.class.name"
+PROGRESS_INTERVAL_S = 0.2
+# The tool is short-lived: its metadata consumer polls often so that it answers quickly.
+RLMM_IDLE_POLL_MS = 20
+# Fetches per metadata partition while looking for partitions marked for deletion.
+MARKED_SCAN_ROUNDS_MAX = 100_000
+
+
+# ---------------------------------------------------------------------------- settings
+def parse_key_values(items: Sequence[str], *, option: str) -> dict[str, str]:
+    """``["k=v", ...]`` as a dict; ``ValueError`` naming the option for a malformed item."""
+    values: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{option} expects KEY=VALUE, got {item!r}")
+        values[key.strip()] = value.strip()
+    return values
+
+
+def rsm_settings(
+    broker_config: KafkaConfig | None, class_name: str | None, rsm_config: Sequence[str]
+) -> tuple[str, dict[str, str]]:
+    """The RSM class name and its ``rsm.config.*`` settings: the broker config's, then the
+    command line's (``k=v`` or ``rsm.config.k=v``) on top."""
+    props: Mapping[str, str] = broker_config.props if broker_config is not None else {}
+    name = class_name if class_name is not None else props.get(RSM_CLASS_CONFIG, "")
+    config = {k: v for k, v in props.items() if k.startswith(RSM_CONFIG_PREFIX)}
+    for key, value in parse_key_values(rsm_config, option="--rsm-config").items():
+        config[key if key.startswith(RSM_CONFIG_PREFIX) else RSM_CONFIG_PREFIX + key] = value
+    return name, config
+
+
+def resolve_broker_id(
+    explicit: int | None, broker_config: KafkaConfig | None, metadata: ClusterMetadata
+) -> int:
+    """``--broker-id``, else the broker config's id, else the cluster's only broker."""
+    if explicit is not None:
+        return explicit
+    if broker_config is not None:
+        return broker_config.broker_id
+    if len(metadata.brokers) == 1:
+        return metadata.brokers[0].node_id
+    ids = sorted(b.node_id for b in metadata.brokers)
+    raise InvalidConfigError(
+        f"the cluster has brokers {ids}: pass --broker-id (or --broker-config) to say whose"
+        " log dir this is"
+    )
+
+
+def log_dirs_of(log_dir: Path | None, broker_config: KafkaConfig | None) -> list[Path]:
+    """``--log-dir``, else the broker config's ``log.dirs``."""
+    if log_dir is not None:
+        return [log_dir]
+    if broker_config is not None:
+        return broker_config.log_dirs()
+    raise InvalidConfigError("pass --log-dir (or --broker-config to use its log.dirs)")
+
+
+def topic_log_config(admin: KafkaAdminClient, topic: str) -> LogConfig:
+    """The topic's effective config, as DescribeConfigs reports it."""
+    entries = admin.describe_configs(ConfigResourceType.TOPIC, topic)
+    return LogConfig().with_overrides(
+        {e.name: e.value for e in entries if e.value is not None and e.name in TOPIC_CONFIG_NAMES}
+    )
+
+
+# ---------------------------------------------------------------------------- output
+def format_fields(fields: Mapping[str, object]) -> str:
+    """``k=v k="v with spaces"`` in the given order."""
+    parts = []
+    for key, value in fields.items():
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if not text or any(c in text for c in ' "='):
+            text = '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        parts.append(f"{key}={text}")
+    return " ".join(parts)
+
+
+class TierProgress:
+    """A ``\\r``-rewritten bar on stderr (at most every 0.2 s) over segments and bytes."""
+
+    def __init__(self, stream: TextIO, *, action: str, total: int, enabled: bool) -> None:
+        self.stream = stream
+        self.action = action
+        self.total = total
+        self.enabled = enabled and total > 0
+        self._shown_at = 0.0
+        self._drawn = False
+
+    def update(self, done: int, size_bytes: int, *, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and now - self._shown_at < PROGRESS_INTERVAL_S:
+            return
+        self._shown_at = now
+        width = 30
+        filled = width * done // self.total
+        bar = "#" * filled + "." * (width - filled)
+        self.stream.write(
+            f"\r{self.action} [{bar}] {done}/{self.total} segments {size_bytes:,} bytes"
+        )
+        self.stream.flush()
+        self._drawn = True
+
+    def finish(self, done: int, size_bytes: int) -> None:
+        if self.enabled:
+            self.update(done, size_bytes, force=True)
+        if self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+@dataclass(slots=True)
+class Summary:
+    """Totals of one mode, printed as the ``summary`` line."""
+
+    action: str
+    partitions: int = 0
+    segments: int = 0
+    size_bytes: int = 0
+    errors: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def line(self) -> str:
+        return "summary " + format_fields(
+            {
+                "action": self.action,
+                "partitions": self.partitions,
+                "segments": self.segments,
+                "bytes": self.size_bytes,
+                "errors": self.errors,
+                "seconds": f"{time.monotonic() - self.started:.3f}",
+            }
+        )
+
+
+# ---------------------------------------------------------------------------- targets
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionTarget:
+    """A remote-enabled partition of the log dir led by this broker, as planned."""
+
+    directory: Path
+    topic_partition: TopicPartition
+    topic_id: Uuid
+    leader_epoch: int
+    config: LogConfig
+
+
+def partition_dirs(log_dir: Path, topic: str | None) -> Iterator[tuple[TopicPartition, Path]]:
+    """``<topic>-<n>`` directories of ``log_dir`` (of ``topic`` only, when given), sorted;
+    directories of deleted or moved partitions (``...-delete``, ``...-future``) are not."""
+    if not log_dir.is_dir():
+        raise InvalidConfigError(f"log dir {log_dir} is not a directory")
+    for entry in sorted(log_dir.iterdir()):
+        if not entry.is_dir():
+            continue
+        try:
+            tp = TopicPartition.parse_dir_name(entry.name)
+        except StorageError:
+            continue
+        if topic is None or tp.topic == topic:
+            yield tp, entry
+
+
+def find_targets(
+    cluster: KafkaCluster,
+    log_dirs: Sequence[Path],
+    *,
+    topic: str | None,
+    broker_id: int,
+    out: TextIO,
+    action: str,
+) -> list[PartitionTarget]:
+    """The partitions to work on; prints a ``status=skipped`` line for each one left out."""
+    found = [item for log_dir in log_dirs for item in partition_dirs(log_dir, topic)]
+    topics = sorted({tp.topic for tp, _ in found})
+    if not topics:
+        return []
+    metadata = cluster.refresh_metadata(topics)
+    admin = KafkaAdminClient(cluster)
+    configs: dict[str, LogConfig | None] = {}
+    targets: list[PartitionTarget] = []
+
+    def skip(tp: TopicPartition, reason: str) -> None:
+        line = {"partition": tp, "action": action, "status": "skipped", "reason": reason}
+        print(format_fields(line), file=out)
+
+    for tp, directory in found:
+        described = metadata.topic(tp.topic)
+        if described is None or described.topic_id is None or described.error != ErrorCode.none:
+            skip(tp, "topic unknown to the cluster")
+            continue
+        if described.is_internal:
+            continue
+        if tp.topic not in configs:
+            described_config = topic_log_config(admin, tp.topic)
+            configs[tp.topic] = described_config if described_config.remote_storage_enable else None
+        config = configs[tp.topic]
+        if config is None:
+            continue  # not remote-enabled: nothing to say about it
+        partition = described.partition(tp.partition)
+        if partition is None:
+            skip(tp, "partition unknown to the cluster")
+            continue
+        if partition.leader_id != broker_id:
+            skip(tp, f"leader is broker {partition.leader_id}, not {broker_id}")
+            continue
+        targets.append(
+            PartitionTarget(
+                directory=directory,
+                topic_partition=tp,
+                topic_id=described.topic_id,
+                leader_epoch=partition.leader_epoch,
+                config=config,
+            )
+        )
+    return targets
+
+
+def current_leader_epoch(cluster: KafkaCluster, tp: TopicPartition) -> Callable[[], int]:
+    """Reads the partition's leader epoch from fresh Metadata (for ``LeaderEpochFence``)."""
+
+    def read() -> int:
+        described = cluster.refresh_metadata([tp.topic]).topic(tp.topic)
+        partition = None if described is None else described.partition(tp.partition)
+        if partition is None:
+            raise UnknownTopicOrPartitionError(f"partition {tp} is gone from the cluster")
+        return partition.leader_epoch
+
+    return read
+
+
+def fence_for(cluster: KafkaCluster, target: PartitionTarget) -> LeaderEpochFence:
+    return LeaderEpochFence(
+        planned_leader_epoch=target.leader_epoch,
+        current_leader_epoch=current_leader_epoch(cluster, target.topic_partition),
+    )
+
+
+def read_view(consumer: KafkaConsumer, target: PartitionTarget) -> LogView:
+    """A view with the leader's current log start offset and HW (asked before reading)."""
+    tp = target.topic_partition
+    log_start_offset = consumer.earliest_offset(tp.topic, tp.partition)
+    high_watermark = consumer.latest_offset(tp.topic, tp.partition)
+    view = LogView.read(
+        target.directory, high_watermark=high_watermark, log_start_offset=log_start_offset
+    )
+    if view.topic_id != target.topic_id:
+        raise UnknownTopicOrPartitionError(
+            f"{target.directory} holds topic id {view.topic_id}, the cluster's {tp.topic} has"
+            f" {target.topic_id}: a leftover of a deleted topic; it is not tiered"
+        )
+    return view
+
+
+# ---------------------------------------------------------------------------- context
+@dataclass(slots=True)
+class TierContext:
+    """What every mode uses; the RSM and the RLMM are built on first use, closed at the end."""
+
+    cluster: KafkaCluster
+    bootstrap_server: str
+    broker_id: int
+    rsm_class_name: str
+    rsm_config: dict[str, str]
+    out: TextIO
+    err: TextIO
+    dry_run: bool
+    progress: bool
+    clock: Clock = SYSTEM_CLOCK
+    _rsm: RemoteStorageManager | None = None
+    _rlmm: TopicBasedRemoteLogMetadataManager | None = None
+
+    @property
+    def rsm(self) -> RemoteStorageManager:
+        if self._rsm is None:
+            self._rsm = load_remote_storage_manager(self.rsm_class_name, self.rsm_config)
+        return self._rsm
+
+    @property
+    def rlmm(self) -> RemoteLogMetadataManager:
+        if self._rlmm is None:
+            self._rlmm = TopicBasedRemoteLogMetadataManager.for_client(
+                self.bootstrap_server,
+                consumer_config=ConsumerTaskConfig(idle_poll_ms=RLMM_IDLE_POLL_MS),
+            )
+        return self._rlmm
+
+    def close(self) -> None:
+        if self._rlmm is not None:
+            self._rlmm.close()
+        if self._rsm is not None:
+            self._rsm.close()
+
+    def print(self, fields: Mapping[str, object]) -> None:
+        print(format_fields(fields), file=self.out, flush=True)
+
+    def error(self, tp: object, action: str, exc: Exception) -> None:
+        self.print({"partition": tp, "action": action, "status": "error", "error": exc})
+
+
+# ---------------------------------------------------------------------------- copy
+def offsets_text(segments: Sequence[SegmentView]) -> str:
+    return f"{segments[0].base_offset}..{segments[-1].end_offset}" if segments else "-"
+
+
+def plan_copies(
+    ctx: TierContext, targets: Sequence[PartitionTarget], summary: Summary
+) -> list[tuple[PartitionTarget, LogView, list[SegmentView]]]:
+    """Each target's view and candidate segments (a failed one prints its error)."""
+    consumer = KafkaConsumer(ctx.cluster)
+    plans = []
+    for target in targets:
+        try:
+            view = read_view(consumer, target)
+            segments = candidate_segments(view, ctx.rlmm, config=target.config)
+        except StorageError as exc:
+            summary.errors += 1
+            ctx.error(target.topic_partition, "copy", exc)
+            continue
+        plans.append((target, view, segments))
+    return plans
+
+
+def copy_partitions(ctx: TierContext, targets: Sequence[PartitionTarget]) -> Summary:
+    """Copy mode (see the module docstring)."""
+    summary = Summary(action="copy")
+    plans = plan_copies(ctx, targets, summary)
+    total = sum(len(segments) for _, _, segments in plans)
+    bar = TierProgress(ctx.err, action="copy", total=total, enabled=ctx.progress)
+    for target, view, segments in plans:
+        tp = target.topic_partition
+        started = time.monotonic()
+        summary.partitions += 1
+        if ctx.dry_run:
+            for segment in segments:
+                ctx.print(
+                    {
+                        "plan": "copy",
+                        "partition": tp,
+                        "base_offset": segment.base_offset,
+                        "end_offset": segment.end_offset,
+                        "bytes": segment.size_bytes,
+                    }
+                )
+            ctx.print(
+                {
+                    "partition": tp,
+                    "action": "copy",
+                    "status": "planned",
+                    "segments": len(segments),
+                    "bytes": sum(s.size_bytes for s in segments),
+                    "offsets": offsets_text(segments),
+                    "leader_epoch": target.leader_epoch,
+                }
+            )
+            summary.segments += len(segments)
+            summary.size_bytes += sum(s.size_bytes for s in segments)
+            continue
+        copied: list[SegmentView] = []
+        fence = fence_for(ctx.cluster, target)
+        try:
+            for segment in segments:
+                copy_segment(
+                    view,
+                    segment,
+                    rsm=ctx.rsm,
+                    rlmm=ctx.rlmm,
+                    fence=fence,
+                    broker_id=ctx.broker_id,
+                    clock=ctx.clock,
+                )
+                copied.append(segment)
+                summary.segments += 1
+                summary.size_bytes += segment.size_bytes
+                bar.update(summary.segments, summary.size_bytes)
+        except StorageError as exc:
+            summary.errors += 1
+            ctx.error(tp, "copy", exc)
+            continue
+        ctx.print(
+            {
+                "partition": tp,
+                "action": "copy",
+                "status": "ok",
+                "segments": len(copied),
+                "bytes": sum(s.size_bytes for s in copied),
+                "offsets": offsets_text(copied),
+                "seconds": f"{time.monotonic() - started:.3f}",
+            }
+        )
+    bar.finish(summary.segments, summary.size_bytes)
+    return summary
+
+
+# ---------------------------------------------------------------------------- expire
+def expire_partitions(ctx: TierContext, targets: Sequence[PartitionTarget]) -> Summary:
+    """Expire mode (see the module docstring)."""
+    summary = Summary(action="expire")
+    consumer = KafkaConsumer(ctx.cluster)
+    plans: list[tuple[PartitionTarget, ExpiryPlan]] = []
+    for target in targets:
+        try:
+            view = read_view(consumer, target)
+            plan = plan_expiry(
+                view, ctx.rlmm, config=target.config, now_ms=ctx.clock.milliseconds()
+            )
+        except StorageError as exc:
+            summary.errors += 1
+            ctx.error(target.topic_partition, "expire", exc)
+            continue
+        plans.append((target, plan))
+    total = sum(len(plan.expired) for _, plan in plans)
+    bar = TierProgress(ctx.err, action="expire", total=total, enabled=ctx.progress)
+    for target, plan in plans:
+        tp = target.topic_partition
+        started = time.monotonic()
+        summary.partitions += 1
+        for item in plan.expired:
+            ctx.print(
+                {
+                    "plan": "expire",
+                    "partition": tp,
+                    "base_offset": item.metadata.start_offset,
+                    "end_offset": item.metadata.end_offset,
+                    "bytes": item.metadata.segment_size_in_bytes,
+                    "reason": item.reason.name,
+                }
+            )
+        planned_bytes = sum(i.metadata.segment_size_in_bytes for i in plan.expired)
+        new_start = "-" if plan.log_start_offset is None else plan.log_start_offset
+        if ctx.dry_run:
+            summary.segments += len(plan.expired)
+            summary.size_bytes += planned_bytes
+            ctx.print(
+                {
+                    "partition": tp,
+                    "action": "expire",
+                    "status": "planned",
+                    "segments": len(plan.expired),
+                    "bytes": planned_bytes,
+                    "log_start_offset": new_start,
+                }
+            )
+            continue
+        try:
+            outcome = delete_expired_segments(
+                plan,
+                rsm=ctx.rsm,
+                rlmm=ctx.rlmm,
+                fence=fence_for(ctx.cluster, target),
+                broker_id=ctx.broker_id,
+                clock=ctx.clock,
+            )
+        except StorageError as exc:
+            summary.errors += 1
+            ctx.error(tp, "expire", exc)
+            continue
+        deleted_bytes = sum(i.metadata.segment_size_in_bytes for i in outcome.deleted)
+        summary.segments += len(outcome.deleted)
+        summary.size_bytes += deleted_bytes
+        summary.errors += len(outcome.failed)
+        bar.update(summary.segments, summary.size_bytes)
+        ctx.print(
+            {
+                "partition": tp,
+                "action": "expire",
+                "status": "error" if outcome.failed else "ok",
+                "deleted": len(outcome.deleted),
+                "failed": len(outcome.failed),
+                "bytes": deleted_bytes,
+                "log_start_offset": new_start,
+                "seconds": f"{time.monotonic() - started:.3f}",
+            }
+        )
+    bar.finish(summary.segments, summary.size_bytes)
+    return summary
+
+
+# ---------------------------------------------------------------------------- delete
+def marked_partitions(cluster: KafkaCluster, topic: str | None) -> list[TopicIdPartition]:
+    """Partitions whose latest deletion event is MARKED or STARTED, read from the start of
+    every ``__remote_log_metadata`` partition up to its current end."""
+    name = REMOTE_LOG_METADATA_TOPIC_NAME
+    described = cluster.refresh_metadata([name]).topic(name)
+    if described is None or not described.partitions:
+        raise UnknownTopicOrPartitionError(
+            f"{name} does not exist (remote storage is not enabled on the cluster)"
+        )
+    consumer = KafkaConsumer(cluster, max_wait_ms=0, min_bytes=0)
+    latest: dict[TopicIdPartition, RemotePartitionDeleteState] = {}
+    for partition in sorted(p.partition for p in described.partitions):
+        offset = consumer.earliest_offset(name, partition)
+        end = consumer.latest_offset(name, partition)
+        for _round in range(MARKED_SCAN_ROUNDS_MAX):
+            if offset >= end:
+                break
+            fetched = consumer.fetch(name, partition, offset)
+            if fetched.next_offset <= offset:
+                break
+            offset = fetched.next_offset
+            for record in fetched.records:
+                if record.value is None:
+                    continue
+                event = serde.deserialize(record.value)
+                if isinstance(event, RemotePartitionDeleteMetadata):
+                    latest[event.topic_id_partition] = event.state
+    pending = (
+        RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
+        RemotePartitionDeleteState.DELETE_PARTITION_STARTED,
+    )
+    return sorted(
+        (
+            tip
+            for tip, state in latest.items()
+            if state in pending and (topic is None or tip.topic_partition.topic == topic)
+        ),
+        key=lambda tip: (tip.topic_partition.topic, tip.topic_partition.partition, tip.topic_id),
+    )
+
+
+def delete_partitions(ctx: TierContext, topic: str | None) -> Summary:
+    """Delete-partitions mode (see the module docstring)."""
+    summary = Summary(action="delete-partition")
+    tips = marked_partitions(ctx.cluster, topic)
+    for tip in tips:
+        started = time.monotonic()
+        summary.partitions += 1
+        common = {"partition": tip.topic_partition, "action": "delete-partition"}
+        try:
+            if ctx.dry_run:
+                segments = list(ctx.rlmm.list_remote_log_segments(tip))
+                summary.segments += len(segments)
+                summary.size_bytes += sum(m.segment_size_in_bytes for m in segments)
+                ctx.print(
+                    {
+                        **common,
+                        "status": "planned",
+                        "topic_id": tip.topic_id,
+                        "segments": len(segments),
+                    }
+                )
+                continue
+            result = delete_partition(
+                tip, rsm=ctx.rsm, rlmm=ctx.rlmm, broker_id=ctx.broker_id, clock=ctx.clock
+            )
+        except StorageError as exc:
+            summary.errors += 1
+            ctx.error(tip.topic_partition, "delete-partition", exc)
+            continue
+        summary.segments += result.deleted_segments
+        if not result.finished:
+            summary.errors += 1
+        ctx.print(
+            {
+                **common,
+                "status": "ok" if result.finished else "unfinished",
+                "topic_id": tip.topic_id,
+                "segments": result.deleted_segments,
+                "finished": result.finished,
+                "seconds": f"{time.monotonic() - started:.3f}",
+            }
+        )
+    return summary
+
+
+# ---------------------------------------------------------------------------- main
+def run_tier(
+    *,
+    bootstrap_server: str,
+    log_dir: Path | None,
+    topic: str | None,
+    dry_run: bool,
+    expire: bool,
+    delete_partitions_marked: bool,
+    broker_config_path: Path | None,
+    broker_id: int | None,
+    remote_storage_manager: str | None,
+    rsm_config: Sequence[str],
+    progress: bool | None,
+    out: TextIO,
+    err: TextIO,
+    clock: Clock = SYSTEM_CLOCK,
+) -> int:
+    """Run the modes asked for (copy when neither ``expire`` nor ``delete_partitions_marked``);
+    returns 1 if any partition failed."""
+    broker_config = None if broker_config_path is None else KafkaConfig.load(broker_config_path)
+    rsm_class_name, rsm_config_values = rsm_settings(
+        broker_config, remote_storage_manager, rsm_config
+    )
+    copy = not expire and not delete_partitions_marked
+    with KafkaCluster(bootstrap_server) as cluster:
+        ctx = TierContext(
+            cluster=cluster,
+            bootstrap_server=bootstrap_server,
+            broker_id=resolve_broker_id(broker_id, broker_config, cluster.refresh_metadata([])),
+            rsm_class_name=rsm_class_name,
+            rsm_config=rsm_config_values,
+            out=out,
+            err=err,
+            dry_run=dry_run,
+            progress=not dry_run and (progress if progress is not None else err.isatty()),
+            clock=clock,
+        )
+        summaries: list[Summary] = []
+        try:
+            if copy or expire:
+                dirs = log_dirs_of(log_dir, broker_config)
+                action = "copy" if copy else "expire"
+                targets = find_targets(
+                    cluster, dirs, topic=topic, broker_id=ctx.broker_id, out=out, action=action
+                )
+                if copy:
+                    summaries.append(copy_partitions(ctx, targets))
+                if expire:
+                    summaries.append(expire_partitions(ctx, targets))
+            if delete_partitions_marked:
+                summaries.append(delete_partitions(ctx, topic))
+        finally:
+            ctx.close()
+    for summary in summaries:
+        print(summary.line(), file=out, flush=True)
+    return 1 if any(s.errors for s in summaries) else 0
