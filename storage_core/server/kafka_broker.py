@@ -247,7 +247,15 @@ class KafkaBroker:
                 validate_only=validate_only,
             )
             if not validate_only:
-                self.log_manager.update_topic_config(name, self.topic_log_config(name))
+                config = self.topic_log_config(name)
+                self.log_manager.update_topic_config(name, config)
+                rlm = self.remote_log_manager
+                if rlm is not None and config.remote_storage_enable:
+                    # Remote storage enabled on a topic with data: track its remote
+                    # metadata now (Kafka's TopicConfigHandler), not at the next refresh.
+                    for tp, partition in self.replica_manager.partitions().items():
+                        if tp.topic == name:
+                            rlm.on_partition_hosted(partition)
             return topic
 
     def _host_partitions(self, topic: TopicInfo) -> None:
