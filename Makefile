@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip uv
-	UV_COMPILE_BYTECODE=1 $(BIN)/uv pip install --python $(BIN)/python --quiet -e '.[dev]'
+	UV_COMPILE_BYTECODE=1 $(BIN)/uv pip install --python $(BIN)/python --quiet -e '.[dev,pipeline]'
 	touch $(STAMP)
 
 ## Run the main job on the embedded default (today: the log-engine demonstration).
