@@ -28,6 +28,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/log_append.py
 	$(BIN)/python benchmarks/broker_throughput.py
+	$(BIN)/python benchmarks/remote_read.py
 
 clean:
 	rm -rf $(VENV) demo-data .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,309 @@
+"""Consume from the remote tier against consume from the local log, on one broker process.
+
+Two topics get the same records (1 KiB records stamped now, in 64 KiB batches, lean Produce
+requests, 4 MiB segments): ``local`` keeps its log; ``tiered`` (remote.storage.enable,
+local.retention.ms=1) is fully offloaded: the RemoteLogManager task rolls the active
+segment, every segment is copied with the operations library (as a tiering job would), and
+local retention deletes the local copies until the local log start equals the log end offset.
+Every fetch of ``tiered`` is then a remote read.
+
+  consume lean      raw-socket Fetch requests, one at a time from offset 0 to the end
+                    (``lean_client.fetch``: batch headers checked, records never decoded),
+                    partition max bytes 1 MiB and 4 MiB; the ratio is tiered/local MiB/s
+  first batch       one Fetch (partition max bytes 1: the first batch, min-one-message) at
+                    the start offset of each of up to ``LATENCY_SEGMENTS`` segments, on a
+                    new connection:
+                      cold   broker restarted with ``remote-log-index-cache/`` cleared (the
+                             segment's offset index is downloaded first)
+                      warm   the same offsets again (index cached on disk and mapped)
+                    median and max in ms; the ratio is tiered/local of the medians
+
+The remote tier is ``LocalTieredStorage`` in a directory beside the log dir (same disk); with
+``--s3`` it is ``S3RemoteStorageManager`` against a moto server on loopback (moto is a Python
+process on the same CPUs: its figures bound nothing about real S3). Nothing is fsynced; the
+throughput figures are the best of ``--rounds`` and read warm page caches on both sides.
+
+    python benchmarks/remote_read.py [--total-mib 64] [--rounds 2] [--s3] [--dir bench-data]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import lean_client
+from storage_core.records import SimpleRecord, build_batch
+from storage_core.tiered.local_tiered_storage import LocalTieredStorage
+from storage_core.tiered.remote_storage_manager import RemoteStorageManager
+from storage_core.tiered.s3_remote_storage_manager import S3RemoteStorageManager
+from tests.broker_process import BrokerProcess
+from tests.integration import raw_wire
+from tests.s3_server import AWS_TEST_ENV, S3Server
+from tests.tiered_broker_support import (
+    EARLIEST_LOCAL,
+    LATEST,
+    LATEST_TIERED,
+    client_rlmm,
+    copy_eligible_segments,
+    list_offset,
+    raw_fetch,
+    wait_until,
+)
+
+RECORD_BYTES = 1024
+BATCH_BYTES = 64 * 1024
+SEGMENT_BYTES = 4 * 1024 * 1024
+FETCH_BYTES = (1024 * 1024, SEGMENT_BYTES)
+LATENCY_SEGMENTS = 8
+OFFLOAD_TIMEOUT_S = 300.0
+LOCAL, TIERED = "local", "tiered"
+BUCKET = "bench-tiered"
+
+
+def records_per_batch() -> int:
+    return max(1, (BATCH_BYTES - 61) // (RECORD_BYTES + 16))
+
+
+# ---------------------------------------------------------------------- setup
+@contextmanager
+def remote_tier(
+    work_dir: Path, use_s3: bool
+) -> Iterator[tuple[dict[str, str], RemoteStorageManager]]:
+    """Broker overrides for the remote tier, and an RSM of the same store for the copies."""
+    if not use_s3:
+        storage_dir = work_dir / "remote-tier"
+        yield (
+            {
+                "remote.log.storage.manager.class.name": "LocalTieredStorage",
+                "rsm.config.local.storage.dir": str(storage_dir),
+                "rsm.config.local.fsync": "false",
+            },
+            LocalTieredStorage(storage_dir, fsync=False),
+        )
+        return
+    os.environ.update(AWS_TEST_ENV)  # the broker process inherits the credentials
+    with S3Server(work_dir / "moto") as s3:
+        s3.create_bucket(BUCKET)
+        config = {
+            "rsm.config.s3.bucket.name": BUCKET,
+            "rsm.config.s3.endpoint.url": s3.endpoint_url,
+            "rsm.config.s3.path.style.access.enabled": "true",
+        }
+        rsm = S3RemoteStorageManager.from_config(config)
+        try:
+            yield {"remote.log.storage.manager.class.name": "S3RemoteStorageManager", **config}, rsm
+        finally:
+            rsm.close()
+
+
+def create_topics(port: int) -> None:
+    raw_wire.create_topic(port, LOCAL, configs={"segment.bytes": str(SEGMENT_BYTES)})
+    raw_wire.create_topic(
+        port,
+        TIERED,
+        configs={
+            "segment.bytes": str(SEGMENT_BYTES),
+            "remote.storage.enable": "true",
+            # Time, not size: size retention always keeps the newest closed segment.
+            "local.retention.ms": "1",
+        },
+    )
+
+
+def produce_both(port: int, total_mib: int) -> int:
+    """The same batches to both topics; returns the record count of each."""
+    per_batch = records_per_batch()
+    batch = build_batch(
+        [SimpleRecord(value=os.urandom(RECORD_BYTES), timestamp=int(time.time() * 1000))]
+        * per_batch
+    )
+    batches = max(1, total_mib * 1024 * 1024 // len(batch))
+    for topic in (LOCAL, TIERED):
+        frame = lean_client.produce_frame(topic, batch, acks=1)
+        lean_client.produce(port, frame, batches, in_flight=5)
+    return batches * per_batch
+
+
+def offload(broker: BrokerProcess, rsm: RemoteStorageManager, total_records: int) -> int:
+    """Copy every segment of ``tiered`` until the local log is empty; returns segments copied."""
+    partition_dir = broker.log_dir / f"{TIERED}-0"
+    copied = 0
+    deadline = time.monotonic() + OFFLOAD_TIMEOUT_S
+    with client_rlmm(broker.bootstrap) as rlmm:
+        while list_offset(broker.bootstrap, TIERED, LATEST_TIERED)[0] < total_records - 1:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{TIERED}: not offloaded within {OFFLOAD_TIMEOUT_S}s")
+            # The RLM task rolls the active segment (it breaches local.retention.ms).
+            copied += len(
+                copy_eligible_segments(broker.bootstrap, partition_dir, TIERED, rsm, rlmm)
+            )
+            time.sleep(0.2)
+    wait_until(
+        lambda: list_offset(broker.bootstrap, TIERED, EARLIEST_LOCAL)[0] == total_records,
+        "local retention to delete every copied segment",
+        OFFLOAD_TIMEOUT_S,
+    )
+    return copied
+
+
+def segment_starts(broker: BrokerProcess) -> list[int]:
+    """Start offsets of the local topic's segments (the tiered topic's are the same)."""
+    names = sorted(p.name for p in (broker.log_dir / f"{LOCAL}-0").glob("*.log"))
+    starts = [int(name.split(".")[0]) for name in names][:-1]
+    step = max(1, len(starts) // LATENCY_SEGMENTS)
+    return starts[::step][:LATENCY_SEGMENTS]
+
+
+# ---------------------------------------------------------------------- measurements
+def lean_consume(port: int, topic: str, total_records: int, max_bytes: int) -> float:
+    buffer = lean_client.fetch_buffer(max_bytes)
+    start = time.perf_counter()
+    totals = lean_client.fetch(port, topic, total_records, max_bytes=max_bytes, buffer=buffer)
+    elapsed = time.perf_counter() - start
+    if totals.records != total_records:
+        raise SystemExit(f"{topic}: fetched {totals.records} of {total_records} records")
+    return elapsed
+
+
+def first_batch_ms(port: int, topic: str, offsets: list[int]) -> list[float]:
+    out = []
+    for offset in offsets:
+        start = time.perf_counter()
+        result = raw_fetch(port, topic, offset, max_bytes=1, max_wait_ms=30_000)
+        out.append((time.perf_counter() - start) * 1000)
+        if result.error_code != 0 or not result.records:
+            raise SystemExit(f"{topic} at {offset}: {result.error_code!r}, no records")
+    return out
+
+
+def restart_cold(broker: BrokerProcess, total_records: int) -> None:
+    """Restart the broker with an empty remote index cache; back once it knows the tier."""
+    broker.stop()
+    shutil.rmtree(broker.log_dir / "remote-log-index-cache", ignore_errors=True)
+    broker.start()
+    wait_until(
+        lambda: list_offset(broker.bootstrap, TIERED, LATEST_TIERED)[0] == total_records - 1,
+        "remote metadata after the restart",
+        60,
+    )
+
+
+# ---------------------------------------------------------------------- the run
+Row = dict[str, object]
+
+
+def mib_s(size: int, seconds: float) -> float:
+    return round(size / (1024 * 1024) / seconds, 1)
+
+
+def run(work_dir: Path, total_mib: int, rounds: int, use_s3: bool) -> list[Row]:
+    rows: list[Row] = []
+    with remote_tier(work_dir, use_s3) as (overrides, rsm):
+        broker_overrides = {
+            "remote.log.storage.system.enable": "true",
+            "remote.log.metadata.topic.num.partitions": "1",
+            "remote.log.manager.task.interval.ms": "200",
+            "log.retention.check.interval.ms": "200",
+            **overrides,
+        }
+        with BrokerProcess(work_dir / "broker", overrides=broker_overrides) as broker:
+            create_topics(broker.port)
+            total_records = produce_both(broker.port, total_mib)
+            log_bytes = sum(p.stat().st_size for p in (broker.log_dir / f"{LOCAL}-0").glob("*.log"))
+            if list_offset(broker.bootstrap, LOCAL, LATEST)[0] != total_records:
+                raise SystemExit(f"{LOCAL}: not every record was appended")
+            offload(broker, rsm, total_records)
+            offsets = segment_starts(broker)
+
+            restart_cold(broker, total_records)
+            cold = first_batch_ms(broker.port, TIERED, offsets)
+            warm = first_batch_ms(broker.port, TIERED, offsets)
+            local_first = first_batch_ms(broker.port, LOCAL, offsets)
+            local_warm = first_batch_ms(broker.port, LOCAL, offsets)
+            base = statistics.median(local_warm)
+            for case, samples in (
+                ("first batch, cold index cache", cold),
+                ("first batch, warm index cache", warm),
+                ("first batch, local (first)", local_first),
+                ("first batch, local", local_warm),
+            ):
+                rows.append(
+                    {
+                        "case": case,
+                        "topic": LOCAL if "local" in case else TIERED,
+                        "median_ms": round(statistics.median(samples), 2),
+                        "max_ms": round(max(samples), 2),
+                        "samples": len(samples),
+                        "baseline_median_ms": round(base, 2),
+                        "ratio": round(statistics.median(samples) / base, 2),
+                    }
+                )
+
+            for max_bytes in FETCH_BYTES:
+                best = {LOCAL: float("inf"), TIERED: float("inf")}
+                for _ in range(rounds):
+                    for topic in (LOCAL, TIERED):
+                        elapsed = lean_consume(broker.port, topic, total_records, max_bytes)
+                        best[topic] = min(best[topic], elapsed)
+                local_mib_s = mib_s(log_bytes, best[LOCAL])
+                for topic in (LOCAL, TIERED):
+                    rows.append(
+                        {
+                            "case": f"consume lean, max_bytes {max_bytes // (1024 * 1024)} MiB",
+                            "topic": topic,
+                            "mib_s": mib_s(log_bytes, best[topic]),
+                            "records_s": round(total_records / best[topic]),
+                            "baseline_mib_s": local_mib_s,
+                            "ratio": round(mib_s(log_bytes, best[topic]) / local_mib_s, 3),
+                        }
+                    )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--total-mib", type=int, default=64, help="record bytes per topic")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--s3", action="store_true", help="remote tier in a moto S3 server")
+    parser.add_argument("--dir", type=Path, default=Path("bench-data"))
+    args = parser.parse_args()
+    command = shlex.join([Path(sys.executable).name, *sys.argv])
+    print(f"$ {command}", flush=True)
+    shutil.rmtree(args.dir, ignore_errors=True)
+    args.dir.mkdir(parents=True)
+    try:
+        rows = run(args.dir.resolve(), args.total_mib, args.rounds, args.s3)
+    finally:
+        shutil.rmtree(args.dir, ignore_errors=True)
+    tier = "S3 (moto)" if args.s3 else "LocalTieredStorage"
+    print(f"remote tier: {tier}; baseline: the local topic in the same run")
+    print(f"{'case':<32} {'topic':<7} {'MiB/s':>8} {'rec/s':>9} {'base MiB/s':>11} {'ratio':>6}")
+    for r in rows:
+        if "mib_s" in r:
+            print(
+                f"{r['case']:<32} {r['topic']:<7} {r['mib_s']:>8} {r['records_s']:>9}"
+                f" {r['baseline_mib_s']:>11} {r['ratio']:>6}"
+            )
+    print(f"{'case':<32} {'topic':<7} {'med ms':>8} {'max ms':>9} {'base med ms':>11} {'ratio':>6}")
+    for r in rows:
+        if "median_ms" in r:
+            print(
+                f"{r['case']:<32} {r['topic']:<7} {r['median_ms']:>8} {r['max_ms']:>9}"
+                f" {r['baseline_median_ms']:>11} {r['ratio']:>6}"
+            )
+    print(json.dumps({"benchmark": "remote_read", "command": command, "results": rows}))
+
+
+if __name__ == "__main__":
+    main()
