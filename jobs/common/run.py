@@ -1,0 +1,54 @@
+"""``run_job``: the failure contract shared by every job's ``main``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from jobs.common.args import JobArgs
+from jobs.common.output import log_line
+from jobs.common.summary import RunSummary
+
+
+def one_line(exc: BaseException) -> str:
+    """The exception's message on one line (its type when it has none)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def run_job(args: JobArgs, body: Callable[[RunSummary], None]) -> int:
+    """Run ``body`` with a fresh summary; write the summary whatever happens.
+
+    Returns 0 when the run did its work (or was skipped on purpose), 1 when a partition
+    failed (noted in the summary) or ``body`` raised; in the latter case one line
+    ``<job>: error: <message>`` goes to stderr.
+    """
+    summary = RunSummary(job=args.job, dry_run=args.dry_run)
+    failure: Exception | None = None
+    try:
+        body(summary)
+    except Exception as exc:
+        failure = exc
+        summary.error(f"{type(exc).__name__}: {one_line(exc)}")
+        summary.finish("failed")
+    else:
+        summary.finish()
+    finally:
+        if summary.finished is None:  # KeyboardInterrupt and the like
+            summary.finish("failed")
+        if args.summary_path is not None:
+            summary.write(args.summary_path)
+    log_line(
+        "summary",
+        {
+            "job": args.job,
+            "status": summary.status,
+            "dry_run": args.dry_run,
+            **summary.counts,
+            **{f"bytes_{k}": v for k, v in summary.bytes.items()},
+            "duration_s": summary.duration_s,
+        },
+    )
+    if failure is not None:
+        print(f"{args.job}: error: {one_line(failure)}", file=sys.stderr, flush=True)
+        return 1
+    return summary.exit_code

@@ -1,0 +1,65 @@
+"""``spark_session``: the one way jobs get a SparkSession.
+
+Local-mode settings that matter on small machines (see ENVIRONMENT.md): the UI off, few
+shuffle partitions, a JVM that starts fast (``-XX:TieredStopAtLevel=1 -XX:+UseSerialGC``),
+quiet logs. An already running session (a test's shared one, or spark-submit's) is used as
+it is and left running; a session started here is stopped on exit.
+
+Executors import ``jobs`` and ``storage_core``: in local mode the project root is put on
+the Python workers' ``PYTHONPATH``; on a cluster ship them with ``--py-files`` (or install
+the package on the workers).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+SHUFFLE_PARTITIONS = 4
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _put_project_on_pythonpath() -> None:
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(PROJECT_ROOT) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *paths])
+
+
+def build_spark_session(app_name: str, master: str) -> SparkSession:
+    """A new (or the running) session with the settings above."""
+    _put_project_on_pythonpath()
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(master)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
+        .config("spark.default.parallelism", str(SHUFFLE_PARTITIONS))
+        .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
+        .config("spark.executor.extraJavaOptions", JVM_OPTIONS)
+        .config("spark.python.worker.reuse", "true")
+        # one task per work unit, never retried by Spark: the job's own rules decide
+        .config("spark.task.maxFailures", "1")
+    )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+@contextmanager
+def spark_session(app_name: str, master: str) -> Iterator[SparkSession]:
+    """The running session if there is one (left running), else a new one (stopped after)."""
+    existing = SparkSession.getActiveSession()
+    if existing is not None:
+        yield existing
+        return
+    spark = build_spark_session(app_name, master)
+    try:
+        yield spark
+    finally:
+        spark.stop()
