@@ -25,6 +25,11 @@ from jobs.common.args import (
     job_parser,
     parse_job_args,
 )
+from jobs.common.deadline import (
+    COPY_TIMEOUT_S_DEFAULT,
+    CopyDeadlineExceededError,
+    deadline_fence,
+)
 from jobs.common.locking import LOCK_DIR_ENV, default_lock_dir, log_dir_locks
 from jobs.common.output import Progress, format_fields, log_line, log_partition
 from jobs.common.run import run_job
@@ -34,15 +39,18 @@ from jobs.common.summary import RunSummary, utc_now_iso
 __all__ = [
     "BOOTSTRAP_SERVER_ENV",
     "BROKER_CONFIG_ENV",
+    "COPY_TIMEOUT_S_DEFAULT",
     "DEFAULT_BOOTSTRAP_SERVER",
     "DEFAULT_SPARK_MASTER",
     "LOCK_DIR_ENV",
     "LOG_DIRS_ENV",
     "SPARK_MASTER_ENV",
+    "CopyDeadlineExceededError",
     "JobArgs",
     "JobArgumentError",
     "Progress",
     "RunSummary",
+    "deadline_fence",
     "default_lock_dir",
     "format_fields",
     "job_parser",

@@ -75,6 +75,21 @@ class JobArgs:
             )
         return self.log_dirs
 
+    def int_option(self, name: str) -> int:
+        value = self.options[name]
+        if not isinstance(value, int):
+            raise JobArgumentError(f"option {name} must be an integer, got {value!r}")
+        return value
+
+    def float_option(self, name: str) -> float:
+        value = self.options[name]
+        if not isinstance(value, int | float):
+            raise JobArgumentError(f"option {name} must be a number, got {value!r}")
+        return float(value)
+
+    def optional_float_option(self, name: str) -> float | None:
+        return None if self.options.get(name) is None else self.float_option(name)
+
     def broker_config(self) -> KafkaConfig | None:
         path = self.broker_config_path
         return None if path is None else KafkaConfig.load(path)

@@ -1,0 +1,494 @@
+"""copy_segments: tier every eligible closed segment of the partitions this broker leads.
+
+    python -m jobs.copy_segments --bootstrap-server HOST:PORT --broker-config server.properties
+        [--log-dir DIR ...] [--num-work-units N] [--bytes-per-second B]
+        [--copy-timeout-s S] [--run-timeout-s S] [--dry-run] [--summary-path PATH]
+
+Extract (driver): the partition directories of the log dirs whose topic has
+``remote.storage.enable=true`` (DescribeConfigs) and whose leader is this broker
+(Metadata, which also gives the leader epoch the copies are fenced at); the leader's log
+start offset and high watermark (ListOffsets); the segments ``candidate_segments`` finds
+eligible. Transform (pure): ``plan_work_units`` packs them by bytes into work units, one
+partition's segments always in one unit, oldest first. Load (executors, one Spark task per
+unit): each task builds its own remote storage manager and client-mode metadata manager
+from plain settings, re-reads each partition directory, skips what is already remote, and
+runs ``copy_segment``: COPY_SEGMENT_STARTED -> upload -> verify -> COPY_SEGMENT_FINISHED.
+
+Each copy has a deadline (``--copy-timeout-s`` from the attempt's start): it is checked
+with the leader epoch before STARTED and before FINISHED, so a late or hung attempt never
+commits and is rolled back. ``--run-timeout-s`` cancels the Spark job (interrupting the
+tasks) when the whole run takes too long. A failed segment stops the rest of its
+partition's chain (a later segment must not be committed before an earlier one).
+
+Concurrency: a run holds a lock per log dir (``--lock-dir``) from planning to its last
+event; a second run waits ``--lock-wait-s`` and then reports ``status=skipped``. Executors
+also skip a segment the metadata already shows as remote. Running it again copies nothing.
+
+Output: ``partition=<tp> event=planned|copied ...`` lines on stdout, progress on stderr, a
+``summary`` line, and the JSON summary (counts: partitions, segments_planned,
+segments_copied, segments_skipped, segments_failed, work_units; bytes: planned, copied).
+Exit code 0, or 1 when a segment failed or the run did.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from jobs.common import (
+    COPY_TIMEOUT_S_DEFAULT,
+    JobArgs,
+    Progress,
+    RunSummary,
+    deadline_fence,
+    job_parser,
+    log_dir_locks,
+    log_partition,
+    parse_job_args,
+    run_job,
+    spark_session,
+)
+from jobs.planning.work_units import PlannedSegment, WorkUnit, plan_work_units, throttle_delay_s
+from storage_core.client.cluster import KafkaCluster
+from storage_core.client.consumer import KafkaConsumer
+from storage_core.clock import SYSTEM_CLOCK, Clock
+from storage_core.common import TopicPartition
+from storage_core.errors import UnknownTopicOrPartitionError
+from storage_core.tiered.operations import (
+    LogView,
+    SegmentView,
+    candidate_segments,
+    copy_segment,
+    highest_remote_offset,
+)
+from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
+from storage_core.tiered.remote_storage_manager import (
+    RemoteStorageManager,
+    load_remote_storage_manager,
+)
+from storage_core.tiered.topic_based_rlmm import (
+    ConsumerTaskConfig,
+    TopicBasedRemoteLogMetadataManager,
+)
+from storage_core.tools.tier import (
+    RLMM_IDLE_POLL_MS,
+    current_leader_epoch,
+    find_targets,
+    read_view,
+    resolve_broker_id,
+)
+
+JOB = "copy_segments"
+NUM_WORK_UNITS_DEFAULT = 8
+RUN_TIMEOUT_S_DEFAULT = 3600.0
+STATUS_POLL_S = 1.0
+
+
+# ---------------------------------------------------------------------------- settings
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CopySettings:
+    """What an executor needs, as plain (picklable) data."""
+
+    bootstrap_server: str
+    rsm_class_name: str
+    rsm_config: dict[str, str]
+    broker_id: int
+    copy_timeout_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CopyOutcome:
+    """What happened to one planned segment. ``status``: copied | skipped | failed."""
+
+    partition: str
+    base_offset: int
+    end_offset: int
+    status: str
+    size_bytes: int
+    seconds: float
+    unit: int
+    segment_id: str | None = None
+    reason: str | None = None
+
+
+@dataclass(slots=True)
+class PartitionResult:
+    segments: int = 0
+    size_bytes: int = 0
+    skipped: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    offsets: list[int] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------- extract
+def extract_segments(args: JobArgs, log_dirs: Sequence[Path]) -> tuple[int, list[PlannedSegment]]:
+    """The broker id and every eligible segment of the partitions it leads (driver side)."""
+    broker_config = args.broker_config()
+    with KafkaCluster(args.bootstrap_server) as cluster:
+        broker_id = resolve_broker_id(args.broker_id, broker_config, cluster.refresh_metadata([]))
+        targets = find_targets(
+            cluster, log_dirs, topic=args.topic, broker_id=broker_id, out=sys.stdout, action="copy"
+        )
+        if not targets:
+            return broker_id, []
+        consumer = KafkaConsumer(cluster)
+        planned: list[PlannedSegment] = []
+        with TopicBasedRemoteLogMetadataManager.for_client(
+            args.bootstrap_server,
+            consumer_config=ConsumerTaskConfig(idle_poll_ms=RLMM_IDLE_POLL_MS),
+        ) as rlmm:
+            for target in targets:
+                view = read_view(consumer, target)
+                segments = candidate_segments(view, rlmm, config=target.config)
+                planned.extend(
+                    planned_segment(view, s, leader_epoch=target.leader_epoch) for s in segments
+                )
+    return broker_id, planned
+
+
+def planned_segment(view: LogView, segment: SegmentView, *, leader_epoch: int) -> PlannedSegment:
+    if segment.next_base_offset is None or view.topic_id is None:
+        raise ValueError(f"{view.topic_partition}: segment {segment.base_offset} is not copyable")
+    return PlannedSegment(
+        partition=str(view.topic_partition),
+        topic=view.topic_partition.topic,
+        partition_index=view.topic_partition.partition,
+        topic_id=str(view.topic_id),
+        directory=str(view.directory),
+        base_offset=segment.base_offset,
+        next_base_offset=segment.next_base_offset,
+        size_bytes=segment.size_bytes,
+        leader_epoch=leader_epoch,
+        log_start_offset=view.log_start_offset,
+        high_watermark=view.high_watermark,
+    )
+
+
+# ---------------------------------------------------------------------------- executors
+def copy_chain(
+    chain: Sequence[PlannedSegment],
+    *,
+    rsm: RemoteStorageManager,
+    rlmm: RemoteLogMetadataManager,
+    leader_epoch_reader: Callable[[TopicPartition], Callable[[], int]],
+    broker_id: int,
+    copy_timeout_s: float,
+    unit: int = 0,
+    clock: Clock = SYSTEM_CLOCK,
+    after_copy: Callable[[int], None] = lambda size_bytes: None,
+) -> Iterator[CopyOutcome]:
+    """Copy one partition's planned segments, oldest first; the first failure stops it."""
+    view: LogView | None = None
+    stop_reason: str | None = None
+    for planned in chain:
+        started = time.monotonic()
+
+        def outcome(
+            status: str,
+            reason: str | None = None,
+            segment_id: str | None = None,
+            planned: PlannedSegment = planned,
+            started: float = started,
+        ) -> CopyOutcome:
+            return CopyOutcome(
+                partition=planned.partition,
+                base_offset=planned.base_offset,
+                end_offset=planned.end_offset,
+                status=status,
+                size_bytes=planned.size_bytes,
+                seconds=round(time.monotonic() - started, 3),
+                unit=unit,
+                segment_id=segment_id,
+                reason=reason,
+            )
+
+        if stop_reason is not None:
+            yield outcome("skipped", stop_reason)
+            continue
+        try:
+            if view is None:
+                view = LogView.read(
+                    Path(planned.directory),
+                    high_watermark=planned.high_watermark,
+                    log_start_offset=planned.log_start_offset,
+                )
+                if str(view.topic_id) != planned.topic_id:
+                    raise UnknownTopicOrPartitionError(
+                        f"{planned.directory} now holds topic id {view.topic_id}, planned"
+                        f" with {planned.topic_id}: the topic was recreated; not copied"
+                    )
+            segment = view.segment(planned.base_offset)
+            if segment is None or segment.next_base_offset != planned.next_base_offset:
+                stop_reason = "the segment changed or is gone since planning"
+                yield outcome("skipped", stop_reason)
+                continue
+            if highest_remote_offset(view, rlmm).offset >= segment.end_offset:
+                yield outcome("skipped", "already remote")
+                continue
+            tp = view.topic_partition
+            fence = deadline_fence(
+                topic_partition=tp,
+                planned_leader_epoch=planned.leader_epoch,
+                current_leader_epoch=leader_epoch_reader(tp),
+                deadline_ms=clock.milliseconds() + int(copy_timeout_s * 1000),
+                clock=clock,
+                what=f"the copy of segment {segment.base_offset}",
+            )
+            result = copy_segment(
+                view, segment, rsm=rsm, rlmm=rlmm, fence=fence, broker_id=broker_id, clock=clock
+            )
+        except Exception as exc:
+            stop_reason = f"segment {planned.base_offset} of the partition failed"
+            yield outcome("failed", f"{type(exc).__name__}: {' '.join(str(exc).split())}")
+            continue
+        yield outcome("copied", segment_id=str(result.metadata.remote_log_segment_id.id))
+        after_copy(planned.size_bytes)
+
+
+def copy_work_units(units: Iterable[WorkUnit], settings: CopySettings) -> Iterator[dict[str, Any]]:
+    """A Spark task: copy the segments of its work unit(s) with its own clients."""
+    for unit in units:
+        rsm = load_remote_storage_manager(settings.rsm_class_name, settings.rsm_config)
+        cluster = KafkaCluster(settings.bootstrap_server)
+        rlmm = TopicBasedRemoteLogMetadataManager.for_client(
+            settings.bootstrap_server,
+            consumer_config=ConsumerTaskConfig(idle_poll_ms=RLMM_IDLE_POLL_MS),
+        )
+        started = time.monotonic()
+        done_bytes = 0
+
+        def throttle(size_bytes: int, unit: WorkUnit = unit, started: float = started) -> None:
+            nonlocal done_bytes
+            done_bytes += size_bytes
+            time.sleep(
+                throttle_delay_s(done_bytes, time.monotonic() - started, unit.bytes_per_second)
+            )
+
+        try:
+            chains: dict[str, list[PlannedSegment]] = {}
+            for segment in unit.segments:
+                chains.setdefault(segment.partition, []).append(segment)
+            for chain in chains.values():
+                for outcome in copy_chain(
+                    chain,
+                    rsm=rsm,
+                    rlmm=rlmm,
+                    leader_epoch_reader=partial(current_leader_epoch, cluster),
+                    broker_id=settings.broker_id,
+                    copy_timeout_s=settings.copy_timeout_s,
+                    unit=unit.index,
+                    after_copy=throttle,
+                ):
+                    yield asdict(outcome)
+        finally:
+            rlmm.close()
+            cluster.close()
+            rsm.close()
+
+
+def run_on_spark(
+    args: JobArgs, units: Sequence[WorkUnit], settings: CopySettings, run_timeout_s: float
+) -> list[dict[str, Any]]:
+    """One Spark task per unit; progress from the status tracker; cancelled on timeout."""
+    progress = Progress(JOB, len(units))
+    with spark_session(JOB, args.spark_master) as spark:
+        sc = spark.sparkContext
+        group = f"{JOB}-{uuid.uuid4().hex}"
+        sc.setJobGroup(group, f"{JOB}: {len(units)} work units", interruptOnCancel=True)
+        timed_out = threading.Event()
+        finished = threading.Event()
+
+        def watch() -> None:
+            deadline = time.monotonic() + run_timeout_s
+            while not finished.wait(STATUS_POLL_S):
+                tracker = sc.statusTracker()
+                done = 0
+                for job_id in tracker.getJobIdsForGroup(group):
+                    job = tracker.getJobInfo(job_id)
+                    for stage_id in job.stageIds if job is not None else []:
+                        stage = tracker.getStageInfo(stage_id)
+                        done += stage.numCompletedTasks if stage is not None else 0
+                progress.advance(done - progress.done)
+                if time.monotonic() > deadline:
+                    timed_out.set()
+                    sc.cancelJobGroup(group)
+                    return
+
+        watcher = threading.Thread(target=watch, name=f"{JOB}-progress", daemon=True)
+        watcher.start()
+        try:
+            rdd = sc.parallelize(list(units), len(units))
+            results = rdd.mapPartitions(partial(copy_work_units, settings=settings)).collect()
+        except Exception as exc:
+            if timed_out.is_set():
+                raise TimeoutError(
+                    f"the run passed --run-timeout-s={run_timeout_s:g}; its Spark job was"
+                    " cancelled (copies that had not finished are not committed)"
+                ) from exc
+            raise
+        finally:
+            finished.set()
+            watcher.join()
+    progress.advance(len(units) - progress.done)
+    progress.finish()
+    return results
+
+
+# ---------------------------------------------------------------------------- load
+def record_results(summary: RunSummary, outcomes: Iterable[dict[str, Any]]) -> None:
+    """Per-partition lines and summary entries from the executors' outcomes."""
+    by_partition: dict[str, PartitionResult] = {}
+    for item in outcomes:
+        result = by_partition.setdefault(item["partition"], PartitionResult())
+        result.seconds += item["seconds"]
+        if item["status"] == "copied":
+            result.segments += 1
+            result.size_bytes += item["size_bytes"]
+            result.offsets += [item["base_offset"], item["end_offset"]]
+        elif item["status"] == "skipped":
+            result.skipped += 1
+        else:
+            result.failed += 1
+            result.errors.append(f"segment {item['base_offset']}: {item['reason']}")
+    for partition, result in sorted(by_partition.items()):
+        status = "error" if result.failed else "ok"
+        offsets = f"{min(result.offsets)}..{max(result.offsets)}" if result.offsets else "-"
+        fields: dict[str, Any] = {
+            "segments": result.segments,
+            "bytes": result.size_bytes,
+            "skipped": result.skipped,
+            "failed": result.failed,
+            "offsets": offsets,
+            "seconds": round(result.seconds, 3),
+        }
+        log_partition("copied", partition, job=JOB, status=status, **fields)
+        summary.partition(partition, status, **fields, errors=result.errors)
+        summary.count("segments_copied", result.segments)
+        summary.count("segments_skipped", result.skipped)
+        summary.count("segments_failed", result.failed)
+        summary.add_bytes("copied", result.size_bytes)
+        for error in result.errors:
+            summary.error(error, partition)
+
+
+def report_plan(summary: RunSummary, units: Sequence[WorkUnit]) -> None:
+    for unit in units:
+        chains: dict[str, list[PlannedSegment]] = {}
+        for segment in unit.segments:
+            chains.setdefault(segment.partition, []).append(segment)
+        for partition, chain in chains.items():
+            size = sum(s.size_bytes for s in chain)
+            log_partition(
+                "planned",
+                partition,
+                job=JOB,
+                unit=unit.index,
+                segments=len(chain),
+                bytes=size,
+                offsets=f"{chain[0].base_offset}..{chain[-1].end_offset}",
+                leader_epoch=chain[0].leader_epoch,
+            )
+            summary.count("partitions")
+            if summary.dry_run:
+                summary.partition(
+                    partition,
+                    "planned",
+                    segments=len(chain),
+                    bytes=size,
+                    offsets=[[s.base_offset, s.end_offset] for s in chain],
+                )
+    summary.count("work_units", len(units))
+    summary.count("segments_planned", sum(len(u.segments) for u in units))
+    summary.add_bytes("planned", sum(u.size_bytes for u in units))
+    summary.details["work_units"] = [
+        {
+            "index": u.index,
+            "partitions": list(u.partitions),
+            "segments": len(u.segments),
+            "bytes": u.size_bytes,
+            "bytes_per_second": u.bytes_per_second,
+        }
+        for u in units
+    ]
+
+
+# ---------------------------------------------------------------------------- main
+def run(args: JobArgs, summary: RunSummary) -> None:
+    log_dirs = args.require_log_dirs()
+    with log_dir_locks(args.lock_dir, JOB, log_dirs, wait_s=args.lock_wait_s) as held_by:
+        if held_by is not None:
+            summary.details["skipped"] = f"another run holds {held_by}"
+            summary.finish("skipped")
+            print(f"{JOB}: another run holds {held_by}; nothing done", file=sys.stderr)
+            return
+        broker_id, segments = extract_segments(args, log_dirs)
+        units = plan_work_units(
+            segments,
+            args.int_option("num_work_units"),
+            args.optional_float_option("bytes_per_second"),
+        )
+        report_plan(summary, units)
+        if args.dry_run or not units:
+            return
+        settings = CopySettings(
+            bootstrap_server=args.bootstrap_server,
+            rsm_class_name=args.rsm_class_name,
+            rsm_config=dict(args.rsm_config),
+            broker_id=broker_id,
+            copy_timeout_s=args.float_option("copy_timeout_s"),
+        )
+        results = run_on_spark(args, units, settings, args.float_option("run_timeout_s"))
+        record_results(summary, results)
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError(text)
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = job_parser(JOB, __doc__)
+    own = parser.add_argument_group(f"{JOB} options")
+    own.add_argument(
+        "--num-work-units",
+        type=int,
+        default=NUM_WORK_UNITS_DEFAULT,
+        help=f"Spark tasks to spread the copies over (default {NUM_WORK_UNITS_DEFAULT})",
+    )
+    own.add_argument(
+        "--bytes-per-second",
+        type=positive_float,
+        default=None,
+        help="a quota on the whole run's upload rate (default: none)",
+    )
+    own.add_argument(
+        "--copy-timeout-s",
+        type=positive_float,
+        default=COPY_TIMEOUT_S_DEFAULT,
+        help=f"each segment copy's deadline (default {COPY_TIMEOUT_S_DEFAULT:g})",
+    )
+    own.add_argument(
+        "--run-timeout-s",
+        type=positive_float,
+        default=RUN_TIMEOUT_S_DEFAULT,
+        help=f"cancel the Spark job after this long (default {RUN_TIMEOUT_S_DEFAULT:g})",
+    )
+    args = parse_job_args(parser, argv, job=JOB)
+    if args.int_option("num_work_units") < 1:
+        parser.error("--num-work-units must be >= 1")
+    return run_job(args, partial(run, args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
