@@ -1,0 +1,49 @@
+"""# data_quality
+
+On demand, and after every job that changed the remote tier (the `tiered_storage_remote_tier`
+Asset, updated by tiering, retention_nightly and partition_deletion): builds the
+offsets-and-epochs tables and runs the expectation suites (`jobs.quality`), then publishes the
+run's report (`quality_report.json` in the run's directory) beside the Great Expectations Data
+Docs, which the Tiered storage page of the UI serves (`/tiered-storage/`). A failing suite fails
+the run: the failing expectations and a link to the Data Docs are in the quality task's log.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from airflow.sdk import dag, task
+from tiered_storage_plugin.dag_support import (
+    DEFAULT_ARGS,
+    REMOTE_TIER,
+    START_DATE,
+    TAGS,
+    write_run_report,
+)
+from tiered_storage_plugin.operators import TieringJobOperator
+
+
+@dag(
+    dag_id="data_quality",
+    schedule=REMOTE_TIER,
+    start_date=START_DATE,
+    catchup=False,
+    max_active_runs=1,
+    dagrun_timeout=timedelta(hours=1),
+    tags=[*TAGS, "quality"],
+    doc_md=__doc__,
+    default_args=DEFAULT_ARGS,
+)
+def data_quality() -> None:
+    quality = TieringJobOperator(task_id="quality", job="quality")
+
+    @task(trigger_rule="all_done", retries=0)
+    def publish() -> dict[str, object]:
+        from airflow.sdk import get_current_context
+
+        return write_run_report(get_current_context(), ["quality"], name="quality_report")
+
+    quality >> publish()
+
+
+data_quality()

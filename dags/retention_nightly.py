@@ -1,0 +1,52 @@
+"""# retention_nightly
+
+Nightly at 02:00 UTC: finish or roll back transitions stuck in a STARTED state and delete
+orphaned objects (`jobs.reconcile`), apply remote retention (`jobs.expire_remote`: retention.ms,
+retention.bytes, log start offset, segments off the leader-epoch lineage), check offsets and
+epochs (`jobs.quality`), then write the run's report (`report.json` in the run's directory,
+listing every job's summary; written even when a job failed, and the run then fails).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from airflow.sdk import dag, task
+from tiered_storage_plugin.dag_support import (
+    DEFAULT_ARGS,
+    REMOTE_TIER,
+    START_DATE,
+    TAGS,
+    write_run_report,
+)
+from tiered_storage_plugin.operators import TieringJobOperator
+
+JOB_TASKS = ("reconcile", "expire_remote", "quality")
+
+
+@dag(
+    dag_id="retention_nightly",
+    schedule="0 2 * * *",
+    start_date=START_DATE,
+    catchup=False,
+    max_active_runs=1,
+    dagrun_timeout=timedelta(hours=6),
+    tags=[*TAGS, "retention"],
+    doc_md=__doc__,
+    default_args=DEFAULT_ARGS,
+)
+def retention_nightly() -> None:
+    reconcile = TieringJobOperator(task_id="reconcile", job="reconcile", outlets=[REMOTE_TIER])
+    expire = TieringJobOperator(task_id="expire_remote", job="expire_remote", outlets=[REMOTE_TIER])
+    quality = TieringJobOperator(task_id="quality", job="quality")
+
+    @task(trigger_rule="all_done", retries=0)
+    def report() -> dict[str, object]:
+        from airflow.sdk import get_current_context
+
+        return write_run_report(get_current_context(), JOB_TASKS)
+
+    reconcile >> expire >> quality >> report()
+
+
+retention_nightly()

@@ -1,0 +1,35 @@
+"""# tiering
+
+Every 5 minutes: copy every eligible closed segment of the partitions the brokers lead to the
+remote tier (`jobs.copy_segments`), then check offsets and epochs (`jobs.quality`).
+Runs never overlap (`max_active_runs=1`); a copy interrupted by a failure is rolled back by the
+job and finished by the next run. The cluster is the `tiered_storage_default` connection.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from airflow.sdk import dag
+from tiered_storage_plugin.dag_support import DEFAULT_ARGS, REMOTE_TIER, START_DATE, TAGS
+from tiered_storage_plugin.operators import TieringJobOperator
+
+
+@dag(
+    dag_id="tiering",
+    schedule=timedelta(minutes=5),
+    start_date=START_DATE,
+    catchup=False,
+    max_active_runs=1,
+    dagrun_timeout=timedelta(minutes=60),
+    tags=[*TAGS, "copy"],
+    doc_md=__doc__,
+    default_args=DEFAULT_ARGS,
+)
+def tiering() -> None:
+    copy = TieringJobOperator(task_id="copy_segments", job="copy_segments", outlets=[REMOTE_TIER])
+    quality = TieringJobOperator(task_id="quality", job="quality")
+    copy >> quality
+
+
+tiering()

@@ -1,0 +1,28 @@
+"""Registers the tiered-storage UI with Airflow: the web app under ``/tiered-storage`` and a
+navigation entry that shows it inside the Airflow UI.
+
+The operators and the hook are imported by the DAGs from the ``tiered_storage_plugin``
+package directly (``plugins/`` is on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+from airflow.plugins_manager import AirflowPlugin
+from tiered_storage_plugin.paths import URL_PREFIX
+from tiered_storage_plugin.web import create_app
+
+
+class TieredStoragePlugin(AirflowPlugin):
+    name = "tiered_storage"
+    fastapi_apps = [  # noqa: RUF012 - AirflowPlugin declares these as class attributes
+        {"app": create_app(), "url_prefix": URL_PREFIX, "name": "Tiered storage status"}
+    ]
+    external_views = [  # noqa: RUF012 - same as above
+        {
+            "name": "Tiered storage",
+            "href": URL_PREFIX.lstrip("/") + "/",
+            "destination": "nav",
+            "category": "browse",
+            "url_route": "tiered-storage",
+        }
+    ]

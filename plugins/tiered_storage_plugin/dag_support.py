@@ -1,0 +1,76 @@
+"""What every tiering DAG shares: start date, tags, retries, the remote-tier Asset, and the
+run report task body. Light to import (DAG files import it at parse time)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.sdk import Asset
+
+from tiered_storage_plugin import paths
+
+START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
+TAGS = ["tiered-storage"]
+DEFAULT_ARGS: dict[str, Any] = {
+    "owner": "tiered-storage",
+    "retries": 2,
+    "retry_delay": timedelta(seconds=30),
+    "retry_exponential_backoff": True,
+    "max_retry_delay": timedelta(minutes=5),
+}
+
+# Updated whenever a job changed what is stored remotely; data_quality runs after it.
+REMOTE_TIER = Asset(name="tiered_storage_remote_tier", uri="tiered-storage://cluster/remote-tier")
+
+
+class TieringRunFailedError(RuntimeError):
+    """A job of the run failed; the run report says which."""
+
+
+def write_run_report(
+    context: Mapping[str, Any], task_ids: Sequence[str], *, name: str = "report"
+) -> dict[str, Any]:
+    """Gather the run's job summaries into ``<run dir>/<name>.json`` (written atomically) and
+    return it. A job whose task pushed no summary (it failed or did not run) is listed under
+    ``failed``; then ``TieringRunFailedError`` is raised after the report is written, so the
+    run fails while its report stays readable."""
+    ti = context["ti"]
+    run_dir = paths.run_dir(context)
+    jobs: dict[str, Any] = {}
+    failed: list[str] = []
+    for task_id in task_ids:
+        pushed = ti.xcom_pull(task_ids=task_id)
+        summary_path = run_dir / paths.safe_name(task_id) / paths.SUMMARY_FILE
+        if pushed is None:
+            failed.append(task_id)
+            jobs[task_id] = {"status": "failed", "summary": _read_json(summary_path)}
+        else:
+            jobs[task_id] = {"status": "ok", "summary": pushed}
+    report = {
+        "dag_id": context["dag"].dag_id,
+        "run_id": context["run_id"],
+        "run_key": paths.run_key(context),
+        "jobs": jobs,
+        "failed": failed,
+    }
+    run_dir.mkdir(parents=True, exist_ok=True)
+    target = run_dir / f"{paths.safe_name(name)}.json"
+    temporary = target.with_suffix(".json.tmp")
+    temporary.write_text(json.dumps(report, indent=2, sort_keys=True, default=str))
+    os.replace(temporary, target)
+    if failed:
+        raise TieringRunFailedError(
+            f"{', '.join(failed)} failed (see each task's log); report written to {target}"
+        )
+    return {"report_path": str(target), "failed": failed}
+
+
+def _read_json(path: Any) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

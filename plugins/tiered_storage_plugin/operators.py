@@ -1,0 +1,242 @@
+"""``TieringJobOperator``: run one ``jobs.<name>`` entry point as a subprocess.
+
+The command is ``python -m jobs.<job>`` with the hook's cluster arguments, a ``--summary-path``
+in the run's directory (keyed by the data interval, see ``paths``), ``--report-dir`` for the
+quality job, ``--dry-run`` when asked, then ``extra_args``. Every output line of the job goes to
+the task log as it comes. The JSON run summary is the task's return value (XCom). A non-zero
+exit fails the task with the job's error lines (and, for the quality job, the failing
+expectations and where the Data Docs are).
+
+A retry of the same run reuses the same directory: the previous summary is removed first, so a
+failed retry never pushes an older run's summary. Jobs are idempotent, so rerunning is safe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections import deque
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException
+
+from tiered_storage_plugin import paths
+from tiered_storage_plugin.hooks import DEFAULT_CONN_ID, TieredStorageHook
+
+JOBS = ("copy_segments", "expire_remote", "delete_partitions", "reconcile", "quality")
+ERROR_LINES_MAX = 40
+STOP_GRACE_S = 30.0
+DEFAULT_EXECUTION_TIMEOUT = timedelta(hours=2)
+_ERROR_LINE = re.compile(
+    r"(\berror\b|\berrors=[1-9]|status=failed|traceback|exception|\bfailed\b)", re.IGNORECASE
+)
+
+
+class TieringJobError(AirflowException):
+    """A tiering job exited non-zero; the message carries its error lines."""
+
+
+class TieringJobOperator(BaseOperator):
+    """Runs ``python -m jobs.<job>`` against the cluster of a tiered-storage connection."""
+
+    template_fields: Sequence[str] = ("extra_args", "dry_run")
+    ui_color = "#d7ecff"
+
+    def __init__(
+        self,
+        *,
+        job: str,
+        extra_args: Sequence[str] | str = (),
+        dry_run: bool | str = False,
+        tiered_storage_conn_id: str = DEFAULT_CONN_ID,
+        python: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if job not in JOBS:
+            raise ValueError(f"unknown tiering job {job!r}: expected one of {', '.join(JOBS)}")
+        kwargs.setdefault("execution_timeout", DEFAULT_EXECUTION_TIMEOUT)
+        super().__init__(**kwargs)
+        self.job = job
+        self.extra_args = extra_args
+        self.dry_run = dry_run
+        self.tiered_storage_conn_id = tiered_storage_conn_id
+        self.python = python or sys.executable
+        self._process: subprocess.Popen[str] | None = None
+
+    # ------------------------------------------------------------------ command
+    def task_dir(self, context: Mapping[str, Any]) -> Path:
+        return paths.run_dir(context) / paths.safe_name(self.task_id)
+
+    def command(self, hook: TieredStorageHook, task_dir: Path) -> list[str]:
+        cmd = [self.python, "-m", f"jobs.{self.job}", *hook.settings().job_arguments()]
+        cmd += ["--summary-path", str(task_dir / paths.SUMMARY_FILE)]
+        if self.job == "quality":
+            cmd += ["--report-dir", str(task_dir / "report")]
+        if _truthy(self.dry_run):
+            cmd.append("--dry-run")
+        cmd += _argument_list(self.extra_args)
+        return cmd
+
+    # ------------------------------------------------------------------ execute
+    def execute(self, context: Any) -> dict[str, Any]:
+        hook = TieredStorageHook(self.tiered_storage_conn_id)
+        task_dir = self.task_dir(context)
+        task_dir.mkdir(parents=True, exist_ok=True)
+        summary_path = task_dir / paths.SUMMARY_FILE
+        summary_path.unlink(missing_ok=True)
+        cmd = self.command(hook, task_dir)
+        env = _job_environment(hook.job_environment())
+        self.log.info("job=%s command=%s", self.job, " ".join(cmd))
+        code, error_lines = self._run(cmd, env)
+        summary = _read_summary(summary_path)
+        report = task_dir / "report" / paths.DATA_DOCS_INDEX
+        if report.is_file():
+            self.log.info("job=%s data_docs=%s", self.job, report)
+            self.log.info("job=%s report_url=%s", self.job, report_url(task_dir))
+        if code != 0:
+            raise TieringJobError(failure_message(self.job, code, error_lines, summary, report))
+        if summary is None:
+            raise TieringJobError(
+                f"job {self.job} exited 0 but wrote no run summary at {summary_path}"
+            )
+        summary.setdefault("summary_path", str(summary_path))
+        if report.is_file():
+            summary.setdefault("report_path", str(report))
+        return summary
+
+    def _run(self, cmd: list[str], env: dict[str, str]) -> tuple[int, list[str]]:
+        errors: deque[str] = deque(maxlen=ERROR_LINES_MAX)
+        tail: deque[str] = deque(maxlen=ERROR_LINES_MAX)
+        self._process = subprocess.Popen(  # noqa: S603 - a fixed interpreter and module
+            cmd,
+            cwd=paths.project_dir(),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
+        assert self._process.stdout is not None
+        for raw in self._process.stdout:
+            line = raw.rstrip("\n")
+            self.log.info("%s", line)
+            tail.append(line)
+            if _ERROR_LINE.search(line):
+                errors.append(line)
+        code = self._process.wait()
+        self._process = None
+        return code, list(errors) or list(tail)
+
+    def on_kill(self) -> None:
+        process = self._process
+        if process is None or process.poll() is not None:
+            return
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def failure_message(
+    job: str,
+    code: int,
+    error_lines: Sequence[str],
+    summary: Mapping[str, Any] | None,
+    report: Path | None = None,
+) -> str:
+    parts = [f"job {job} exited with code {code}"]
+    failures = summary_failures(summary) if summary else []
+    if failures:
+        parts.append("failing checks:\n  " + "\n  ".join(failures))
+    if error_lines:
+        parts.append("job output (error lines):\n  " + "\n  ".join(error_lines))
+    if report is not None and report.is_file():
+        parts.append(f"report: {report_url(report.parents[5])} (file {report})")
+    return "\n".join(parts)
+
+
+def summary_failures(summary: Mapping[str, Any]) -> list[str]:
+    """Readable lines for what failed, from the summary's error and expectation fields."""
+    lines: list[str] = []
+    details = summary.get("details")
+    sources = [summary, details] if isinstance(details, Mapping) else [summary]
+    for source, key in (
+        (source, key) for source in sources for key in ("failed_expectations", "failures", "errors")
+    ):
+        value = source.get(key)
+        if isinstance(value, list):
+            lines.extend(_describe(item) for item in value)
+        elif isinstance(value, str) and value:
+            lines.append(value)
+    suites = summary.get("suites")
+    if isinstance(suites, list | dict):
+        items = suites.values() if isinstance(suites, dict) else suites
+        for suite in items:
+            if isinstance(suite, Mapping) and suite.get("success") is False:
+                name = suite.get("name") or suite.get("suite") or "suite"
+                for failed in suite.get("failed_expectations") or suite.get("failures") or []:
+                    lines.append(f"{name}: {_describe(failed)}")
+    return lines[:ERROR_LINES_MAX]
+
+
+def report_url(task_dir: Path) -> str:
+    """The Data Docs a quality task wrote in ``task_dir``, as the plugin's web app serves them
+    (``file://`` when the directory is outside the reports root)."""
+    base = os.environ.get("AIRFLOW__API__BASE_URL", "http://localhost:8080").rstrip("/")
+    try:
+        relative = task_dir.resolve().relative_to(paths.reports_root().resolve())
+    except ValueError:
+        return (task_dir / "report" / paths.DATA_DOCS_INDEX).as_uri()
+    return f"{base}{paths.URL_PREFIX}/docs/{relative.as_posix()}/index.html"
+
+
+def _describe(item: Any) -> str:
+    if isinstance(item, Mapping) and isinstance(item.get("error"), str):
+        where = item.get("partition")
+        return f"{where}: {item['error']}"[:500] if where else item["error"][:500]
+    if isinstance(item, Mapping):
+        return json.dumps(item, sort_keys=True, default=str)[:500]
+    return str(item)[:500]
+
+
+def _read_summary(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise TieringJobError(f"run summary {path} is not readable JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise TieringJobError(f"run summary {path} is not a JSON object")
+    return value
+
+
+def _job_environment(extra: Mapping[str, str]) -> dict[str, str]:
+    env = {**os.environ, **extra, "PYTHONUNBUFFERED": "1"}
+    project = str(paths.project_dir())
+    existing = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = f"{project}{os.pathsep}{existing}" if existing else project
+    return env
+
+
+def _argument_list(value: Sequence[str] | str) -> list[str]:
+    if isinstance(value, str):
+        return value.split()
+    return [str(v) for v in value]
+
+
+def _truthy(value: bool | str) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)

@@ -1,0 +1,79 @@
+"""The plugin's web app, served by the Airflow api-server under ``/tiered-storage``:
+
+    GET /                      the tiering status page (HTML, inline SVG chart)
+    GET /status.json           the same data as JSON
+    GET /docs/latest/<file>    the most recent Great Expectations Data Docs
+    GET /docs/runs/<dag_id>/<run key>/<task_id>/<file>   the Data Docs of one quality task
+
+Everything is read from the reports root (``paths.reports_root()``) on each request; a missing
+report is a 404. Paths are resolved and must stay inside their report directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+
+from tiered_storage_plugin import paths, status
+
+
+def create_app(root: Path | None = None) -> FastAPI:
+    """``root`` fixes the reports root (tests); by default it is read on each request."""
+    app = FastAPI(title="Tiered storage", docs_url=None, redoc_url=None, openapi_url=None)
+
+    def reports() -> Path:
+        return root if root is not None else paths.reports_root()
+
+    @app.get("/", response_class=HTMLResponse)
+    def status_page(request: Request) -> HTMLResponse:
+        summaries = status.read_summaries(reports())
+        docs = status.latest_data_docs(reports())
+        base = request.scope.get("root_path", "").rstrip("/")
+        href = f"{base}/docs/latest/index.html" if docs is not None else None
+        return HTMLResponse(status.status_page(summaries, docs_href=href))
+
+    @app.get("/status.json")
+    def status_json() -> JSONResponse:
+        summaries = status.read_summaries(reports())
+        latest, statuses = status.latest_statuses(summaries)
+        return JSONResponse(
+            {
+                "source": str(latest.path) if latest else None,
+                "partitions": [
+                    {**dataclasses.asdict(s), "copy_lag_offsets": s.copy_lag_offsets}
+                    for s in statuses
+                ],
+                "runs": [dataclasses.asdict(p) for p in status.chart_points(summaries)],
+            }
+        )
+
+    @app.get("/docs/latest/{file_path:path}")
+    def latest_docs(file_path: str) -> FileResponse:
+        site = status.latest_data_docs(reports())
+        if site is None:
+            raise HTTPException(404, "no Data Docs yet: run the data_quality DAG")
+        return _serve(site, file_path)
+
+    @app.get("/docs/runs/{dag_id}/{key}/{task_id}/{file_path:path}")
+    def run_docs(dag_id: str, key: str, task_id: str, file_path: str) -> FileResponse:
+        parts = (dag_id, key, task_id)
+        if any(p != paths.safe_name(p) for p in parts):
+            raise HTTPException(404, "no such report")
+        task_dir = reports() / "runs" / dag_id / key / task_id
+        site = task_dir / "report" / paths.DATA_DOCS_INDEX.parent
+        if not site.is_dir():
+            raise HTTPException(404, f"no Data Docs for {dag_id} {key} {task_id}")
+        return _serve(site, file_path)
+
+    return app
+
+
+def _serve(site: Path, file_path: str) -> FileResponse:
+    base = site.resolve()
+    target = (base / (file_path or "index.html")).resolve()
+    if not target.is_relative_to(base) or not target.is_file():
+        raise HTTPException(404, f"no such file in the report: {file_path}")
+    return FileResponse(target)

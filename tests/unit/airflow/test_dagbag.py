@@ -1,0 +1,179 @@
+"""The DAGs as Airflow parses them: one DagBag load, then structure, schedules and params."""
+
+from __future__ import annotations
+
+import copy
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+EXPECTED = {
+    "tiering": ["copy_segments", "quality"],
+    "retention_nightly": ["reconcile", "expire_remote", "quality", "report"],
+    "partition_deletion": ["validate_request", "mark_partitions", "delete_partitions"],
+    "data_quality": ["quality", "publish"],
+}
+
+
+@pytest.fixture(scope="module")
+def dagbag(airflow_home: Path) -> Any:
+    from airflow.dag_processing.dagbag import DagBag
+
+    from tests.unit.airflow.airflow_env import DAGS
+
+    return DagBag(dag_folder=str(DAGS))
+
+
+def chain(dag: Any) -> list[str]:
+    """Task ids in dependency order (every DAG here is a single chain)."""
+    order = [t for t in dag.tasks if not t.upstream_task_ids]
+    assert len(order) == 1, f"{dag.dag_id}: one root task expected"
+    while order[-1].downstream_list:
+        (nxt,) = order[-1].downstream_list
+        order.append(nxt)
+    return [t.task_id for t in order]
+
+
+def test_dags_load_without_import_errors(dagbag: Any) -> None:
+    assert dagbag.import_errors == {}
+    assert sorted(dagbag.dags) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("dag_id", sorted(EXPECTED))
+def test_dag_conventions(dagbag: Any, dag_id: str) -> None:
+    dag = dagbag.dags[dag_id]
+    assert Path(dag.fileloc).stem == dag_id
+    assert "tiered-storage" in dag.tags
+    assert dag.doc_md and dag_id in dag.doc_md
+    assert dag.start_date.utcoffset() == timedelta(0)
+    assert dag.catchup is False
+    assert dag.max_active_runs == 1
+    assert chain(dag) == EXPECTED[dag_id]
+    for task in dag.tasks:
+        if task.task_id not in ("report", "publish", "validate_request"):
+            assert task.retries >= 2, f"{dag_id}.{task.task_id} retries {task.retries}"
+
+
+def test_schedules(dagbag: Any) -> None:
+    assert dagbag.dags["tiering"].timetable.delta == timedelta(minutes=5)
+    nightly = dagbag.dags["retention_nightly"].timetable
+    assert (nightly.expression, str(nightly.timezone)) == ("0 2 * * *", "UTC")
+    assert dagbag.dags["partition_deletion"].timetable.expression == "30 * * * *"
+    quality = dagbag.dags["data_quality"].timetable
+    assert quality.asset_condition.name == "tiered_storage_remote_tier"
+
+
+def test_remote_tier_asset_is_updated_by_the_jobs_that_change_it(dagbag: Any) -> None:
+    writers = {
+        (dag_id, task.task_id)
+        for dag_id, dag in dagbag.dags.items()
+        for task in dag.tasks
+        if any(getattr(o, "name", None) == "tiered_storage_remote_tier" for o in task.outlets)
+    }
+    assert writers == {
+        ("tiering", "copy_segments"),
+        ("retention_nightly", "reconcile"),
+        ("retention_nightly", "expire_remote"),
+        ("partition_deletion", "delete_partitions"),
+    }
+
+
+def test_report_tasks_run_after_failures(dagbag: Any) -> None:
+    assert dagbag.dags["retention_nightly"].get_task("report").trigger_rule == "all_done"
+    assert dagbag.dags["data_quality"].get_task("publish").trigger_rule == "all_done"
+
+
+# ---------------------------------------------------------------- partition_deletion params
+GOOD_CONFS = [
+    {},
+    {"topic": "orders", "confirm": "orders"},
+    {"topic": "orders.v2_eu-1", "confirm": "orders.v2_eu-1", "partitions": [0, 1, 2]},
+    {"topic": "orders", "confirm": "orders", "partitions": None, "dry_run": True},
+]
+BAD_CONFS = [
+    ({"topic": "bad topic!"}, "does not match"),
+    ({"topic": "x" * 250}, "does not match|is too long"),
+    ({"topic": "orders", "partitions": [-1]}, "less than the minimum of 0"),
+    ({"topic": "orders", "partitions": [0, "1"]}, "is not of type 'integer'"),
+    ({"topic": "orders", "partitions": [1, 1]}, "non-unique elements"),
+    ({"topic": "orders", "partitions": 3}, "is not of type 'null', 'array'|is not valid under any"),
+    ({"dry_run": "yes"}, "is not of type 'boolean'"),
+    ({"topic": 5}, "is not of type 'null', 'string'|is not valid under any"),
+]
+
+
+def validated(dag: Any, conf: dict[str, Any]) -> dict[str, Any]:
+    """The params a run created with ``conf`` gets (the run creation's merge, then validate)."""
+    params = copy.deepcopy(dag.params)
+    params.update(conf)
+    return params.validate()
+
+
+@pytest.fixture
+def deletion_dag(dagbag: Any) -> Any:
+    return dagbag.dags["partition_deletion"]
+
+
+def test_param_defaults_are_valid(dagbag: Any) -> None:
+    for dag in dagbag.dags.values():
+        dag.params.validate()
+
+
+@pytest.mark.parametrize("conf", GOOD_CONFS)
+def test_good_conf_is_accepted(deletion_dag: Any, conf: dict[str, Any]) -> None:
+    params = validated(deletion_dag, conf)
+    assert {k: params[k] for k in conf} == conf
+
+
+@pytest.mark.parametrize(("conf", "message"), BAD_CONFS)
+def test_bad_conf_is_refused_with_a_clear_message(
+    deletion_dag: Any, conf: dict[str, Any], message: str
+) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+
+    with pytest.raises(ParamValidationError) as caught:
+        validated(deletion_dag, conf)
+    text = str(caught.value)
+    assert text.startswith("Invalid input for param ")
+    assert re.search(message, text), text
+
+
+@pytest.mark.parametrize(
+    ("conf", "message"),
+    [
+        ({"topic": "orders"}, "confirm must equal the topic name 'orders'"),
+        ({"topic": "orders", "confirm": "Orders"}, "got 'Orders'"),
+        ({"confirm": "orders"}, "partitions and confirm need a topic"),
+        ({"partitions": [0]}, "partitions and confirm need a topic"),
+        ({"topic": "__consumer_offsets", "confirm": "__consumer_offsets"}, "internal"),
+        ({"topic": "..", "confirm": ".."}, "not a Kafka topic name"),
+    ],
+)
+def test_deletion_request_refused_before_anything_runs(
+    deletion_dag: Any, conf: dict[str, Any], message: str
+) -> None:
+    from tiered_storage_plugin.deletion import DeletionRequestError, parse_request
+
+    params = validated(deletion_dag, conf)
+    with pytest.raises(DeletionRequestError, match=message):
+        parse_request(params)
+
+
+def test_deletion_request_parsed(deletion_dag: Any) -> None:
+    from tiered_storage_plugin.deletion import DeletionRequest, parse_request
+
+    assert parse_request(deletion_dag.params.validate()) is None  # the scheduled sweep
+    conf = {"topic": "orders", "confirm": "orders", "partitions": [2, 0, 1], "dry_run": True}
+    assert parse_request(validated(deletion_dag, conf)) == DeletionRequest(
+        topic="orders", partitions=(0, 1, 2), dry_run=True
+    )
+
+
+def test_the_validation_task_runs_first(deletion_dag: Any) -> None:
+    validate = deletion_dag.get_task("validate_request")
+    assert validate.retries == 0
+    assert not validate.upstream_task_ids
+    assert deletion_dag.get_task("mark_partitions").upstream_task_ids == {"validate_request"}

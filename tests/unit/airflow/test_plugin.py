@@ -1,0 +1,306 @@
+"""The plugin package: connection settings, the job operator (against stand-in jobs), the
+status page and the web app (FastAPI TestClient)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CONN = {
+    "conn_type": "generic",
+    "host": "127.0.0.1",
+    "port": 9092,
+    "extra": {
+        "log_dirs": ["/data/a", "/data/b"],
+        "remote_storage_manager": "S3RemoteStorageManager",
+        "rsm_config": {"s3.bucket": "tier", "s3.prefix": "p"},
+        "broker_config": "/etc/server.properties",
+        "aws_conn_id": "aws_tier",
+    },
+}
+
+
+@pytest.fixture
+def connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_TS_UNIT", json.dumps(CONN))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_AWS_TIER",
+        "aws://AKIDUNIT:SECRETUNIT@/?region_name=eu-west-1"
+        "&endpoint_url=http%3A%2F%2F127.0.0.1%3A5055",
+    )
+
+
+def test_hook_builds_job_arguments_and_environment(connection: None) -> None:
+    from tiered_storage_plugin.hooks import TieredStorageHook
+
+    hook = TieredStorageHook("ts_unit")
+    assert hook.settings().job_arguments() == [
+        "--bootstrap-server",
+        "127.0.0.1:9092",
+        "--log-dir",
+        "/data/a",
+        "--log-dir",
+        "/data/b",
+        "--broker-config",
+        "/etc/server.properties",
+        "--remote-storage-manager",
+        "S3RemoteStorageManager",
+        "--rsm-config",
+        "s3.bucket=tier",
+        "--rsm-config",
+        "s3.prefix=p",
+    ]
+    env = hook.job_environment()
+    assert env == {
+        "AWS_ACCESS_KEY_ID": "AKIDUNIT",
+        "AWS_SECRET_ACCESS_KEY": "SECRETUNIT",
+        "AWS_REGION": "eu-west-1",
+        "AWS_DEFAULT_REGION": "eu-west-1",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:5055",
+    }
+    # credentials never reach the command line
+    assert not any("SECRETUNIT" in a for a in hook.settings().job_arguments())
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "extra", "message"),
+    [
+        (None, 9092, {}, "needs host and port"),
+        ("h", 9092, {"log_dirs": 5}, "'log_dirs' must be a list"),
+        ("h", 9092, {"rsm_config": ["a=b"]}, "'rsm_config' must be an object"),
+    ],
+)
+def test_bad_connections_are_refused(
+    host: str | None, port: int, extra: dict[str, Any], message: str
+) -> None:
+    from tiered_storage_plugin.hooks import ClusterSettings, TieredStorageConnectionError
+
+    with pytest.raises(TieredStorageConnectionError, match=message):
+        ClusterSettings.from_connection(host=host, port=port, extra=extra)
+
+
+def test_log_dirs_as_a_comma_separated_string() -> None:
+    from tiered_storage_plugin.hooks import ClusterSettings
+
+    settings = ClusterSettings.from_connection(
+        host="h", port=1, extra={"log_dirs": "/a, /b", "rsm_config": {}}
+    )
+    assert settings.log_dirs == ("/a", "/b")
+
+
+def test_run_key_is_the_data_interval_not_now() -> None:
+    from tiered_storage_plugin import paths
+
+    start = datetime(2026, 1, 2, 2, 0, tzinfo=UTC)
+    end = datetime(2026, 1, 3, 2, 0, tzinfo=UTC)
+    context = {"data_interval_start": start, "data_interval_end": end, "run_id": "x"}
+    assert paths.run_key(context) == "20260102T020000--20260103T020000"
+    manual = {"data_interval_start": None, "run_id": "manual__2026-01-02T02:00:00+00:00"}
+    assert paths.run_key(manual) == "manual__2026-01-02T02_00_00_00_00"
+
+
+# ------------------------------------------------------------------ the operator
+FAKE_JOB = """
+import argparse, json, sys
+parser = argparse.ArgumentParser()
+parser.add_argument("--summary-path")
+parser.add_argument("--report-dir")
+parser.add_argument("--dry-run", action="store_true")
+args, rest = parser.parse_known_args()
+summary = {{"job": "{job}", "status": "{status}", "argv": sys.argv[1:], "dry_run": args.dry_run,
+           "errors": {errors}, "partitions": []}}
+with open(args.summary_path, "w") as f:
+    json.dump(summary, f)
+if args.report_dir:
+    import pathlib
+    site = pathlib.Path(args.report_dir) / "gx/uncommitted/data_docs/local_site"
+    site.mkdir(parents=True)
+    (site / "index.html").write_text("<html>docs</html>")
+print("partition=orders-0 action={job} status=ok")
+{tail}
+"""
+
+
+@pytest.fixture
+def fake_jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    project = tmp_path / "project"
+    (project / "jobs").mkdir(parents=True)
+    (project / "jobs" / "__init__.py").write_text("")
+    (project / "jobs" / "copy_segments.py").write_text(
+        FAKE_JOB.format(job="copy_segments", status="ok", errors="[]", tail="")
+    )
+    (project / "jobs" / "quality.py").write_text(
+        FAKE_JOB.format(
+            job="quality",
+            status="error",
+            errors='[{"partition": "orders-0", "error": "expect_no_hole failed: Ry+1 < Lx"}]',
+            tail='print("ERROR suite offsets failed: 1 of 6 expectations", file=sys.stderr)\n'
+            "sys.exit(1)",
+        )
+    )
+    monkeypatch.setenv("TIERED_STORAGE_PROJECT_DIR", str(project))
+    monkeypatch.setenv("TIERED_STORAGE_REPORTS_DIR", str(tmp_path / "reports"))
+    monkeypatch.setenv("AIRFLOW_CONN_TIERED_STORAGE_DEFAULT", json.dumps(CONN))
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_TIER", "aws://AKIDUNIT:SECRETUNIT@/?region_name=eu-west-1")
+    return tmp_path / "reports"
+
+
+class _Dag:
+    dag_id = "tiering"
+
+
+def context() -> dict[str, Any]:
+    start = datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
+    return {"dag": _Dag(), "data_interval_start": start, "data_interval_end": start, "run_id": "r"}
+
+
+def test_operator_runs_the_job_and_returns_its_summary(fake_jobs: Path) -> None:
+    from tiered_storage_plugin.operators import TieringJobOperator
+
+    op = TieringJobOperator(
+        task_id="copy_segments", job="copy_segments", dry_run="True", extra_args=["--x", "1"]
+    )
+    summary = op.execute(context())
+    assert summary["job"] == "copy_segments"
+    argv = summary["argv"]
+    assert argv[:2] == ["--bootstrap-server", "127.0.0.1:9092"]
+    assert argv[-3:] == ["--dry-run", "--x", "1"]
+    expected = fake_jobs / "runs/tiering/20260101T000500--20260101T000500/copy_segments"
+    assert argv[argv.index("--summary-path") + 1] == str(expected / "summary.json")
+    assert summary["dry_run"] is True
+    assert "SECRETUNIT" not in json.dumps(argv)
+
+
+def test_operator_fails_with_the_job_errors_and_the_report_link(fake_jobs: Path) -> None:
+    from tiered_storage_plugin.operators import TieringJobError, TieringJobOperator
+
+    op = TieringJobOperator(task_id="quality", job="quality")
+    with pytest.raises(TieringJobError) as caught:
+        op.execute(context())
+    message = str(caught.value)
+    assert "job quality exited with code 1" in message
+    assert "orders-0: expect_no_hole failed: Ry+1 < Lx" in message
+    assert "ERROR suite offsets failed: 1 of 6 expectations" in message
+    assert (
+        "/tiered-storage/docs/runs/tiering/20260101T000500--20260101T000500/quality/index.html"
+        in message
+    )
+
+
+def test_operator_refuses_an_unknown_job() -> None:
+    from tiered_storage_plugin.operators import TieringJobOperator
+
+    with pytest.raises(ValueError, match="unknown tiering job 'compact'"):
+        TieringJobOperator(task_id="t", job="compact")
+
+
+# ------------------------------------------------------------------ status page and web app
+def write_summary(root: Path, key: str, finished: str, partitions: list[dict[str, Any]]) -> None:
+    path = root / "runs" / "tiering" / key / "copy_segments" / "summary.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        json.dumps({"job": "copy_segments", "finished": finished, "partitions": partitions})
+    )
+
+
+@pytest.fixture
+def reports(tmp_path: Path) -> Path:
+    root = tmp_path / "reports"
+    for i in range(3):
+        write_summary(
+            root,
+            f"2026010{i + 1}T000000--2026010{i + 1}T000000",
+            f"2026-01-0{i + 1}T00:00:10Z",
+            [
+                {
+                    "partition": "orders-0",
+                    "status": "ok",
+                    "local_bytes": 4096,
+                    "remote_bytes": 1000 * (i + 1),
+                    "log_start_offset": 0,
+                    "local_log_start_offset": 100 * i,
+                    "high_watermark": 500,
+                    "highest_tiered_offset": 100 * (i + 1) - 1,
+                    "copy_lag_bytes": 300 - 100 * i,
+                },
+                {"partition": "orders-1", "status": "skipped"},
+            ],
+        )
+    (root / "runs" / "junk" / "k" / "t").mkdir(parents=True)
+    (root / "runs" / "junk" / "k" / "t" / "summary.json").write_text("{not json")
+    return root
+
+
+def test_status_from_summaries(reports: Path) -> None:
+    from tiered_storage_plugin import status
+
+    summaries = status.read_summaries(reports)
+    assert [s.finished for s in summaries] == [f"2026-01-0{i}T00:00:10Z" for i in (1, 2, 3)]
+    latest, rows = status.latest_statuses(summaries)
+    assert latest is not None and latest.finished == "2026-01-03T00:00:10Z"
+    assert rows[0].remote_bytes == 3000 and rows[0].copy_lag_offsets == 500 - 1 - 299
+    assert rows[1].partition == "orders-1" and rows[1].high_watermark is None
+    points = status.chart_points(summaries)
+    assert [(p.remote_bytes, p.copy_lag_bytes) for p in points] == [
+        (1000, 300),
+        (2000, 200),
+        (3000, 100),
+    ]
+
+
+def test_web_app_serves_status_and_data_docs(reports: Path) -> None:
+    from fastapi.testclient import TestClient
+    from tiered_storage_plugin.web import create_app
+
+    client = TestClient(create_app(reports))
+    page = client.get("/")
+    assert page.status_code == 200
+    assert "<svg" in page.text and "<polyline" in page.text and "<script" not in page.text
+    assert "<td>orders-0</td><td>4096</td><td>3000</td><td>0</td><td>200</td><td>500</td>" in (
+        page.text
+    )
+    assert "Latest Data Docs" not in page.text
+    assert client.get("/status.json").json()["partitions"][0]["copy_lag_offsets"] == 200
+    assert client.get("/docs/latest/index.html").status_code == 404
+
+    site = reports / "runs/data_quality/k1/quality/report/gx/uncommitted/data_docs/local_site"
+    (site / "validations").mkdir(parents=True)
+    (site / "index.html").write_text("<html>suite offsets</html>")
+    (site / "validations" / "v.html").write_text("<html>one validation</html>")
+    page = client.get("/")
+    assert 'href="/docs/latest/index.html"' in page.text
+    assert client.get("/docs/latest/index.html").text == "<html>suite offsets</html>"
+    assert client.get("/docs/latest/validations/v.html").text == "<html>one validation</html>"
+    run = client.get("/docs/runs/data_quality/k1/quality/index.html")
+    assert run.status_code == 200 and "suite offsets" in run.text
+    assert client.get("/docs/runs/data_quality/k2/quality/index.html").status_code == 404
+    assert client.get("/docs/latest/missing.html").status_code == 404
+    assert client.get("/docs/latest/..%2F..%2F..%2F..%2Fsummary.json").status_code == 404
+
+
+def test_plugin_registers_the_app_and_its_view() -> None:
+    import tiered_storage_airflow_plugin as module
+
+    plugin = module.TieredStoragePlugin
+    (app,) = plugin.fastapi_apps
+    assert app["url_prefix"] == "/tiered-storage"
+    (view,) = plugin.external_views
+    assert view["href"] == "tiered-storage/" and not view["href"].startswith("/")
+
+
+def test_airflow_loads_the_plugin() -> None:
+    from airflow import plugins_manager
+
+    plugins, errors = plugins_manager._get_plugins()
+    assert errors == {}
+    assert [p.name for p in plugins if p.name == "tiered_storage"] == ["tiered_storage"]
+    assert "hooks" not in sys.modules or "tiered_storage" not in str(
+        getattr(sys.modules["hooks"], "__file__", "")
+    )
+    assert os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"].endswith("plugins")
