@@ -55,6 +55,7 @@ class Progress:
         self.size_bytes = 0
         self._started = time.monotonic()
         self._shown_at = float("-inf")
+        self._shown: tuple[int, int] | None = None
 
     def advance(self, items: int = 1, size_bytes: int = 0) -> None:
         self.done += items
@@ -83,5 +84,8 @@ class Progress:
         now = time.monotonic()
         if not force and now - self._shown_at < self.interval_s:
             return
+        if force and self._shown == (self.done, self.size_bytes):
+            return  # the last line said it already
         self._shown_at = now
+        self._shown = (self.done, self.size_bytes)
         print(self.line(), file=self.out or sys.stderr, flush=True)

@@ -7,12 +7,14 @@ it is and left running; a session started here is stopped on exit.
 
 Executors import ``jobs`` and ``storage_core``: in local mode the project root is put on
 the Python workers' ``PYTHONPATH``; on a cluster ship them with ``--py-files`` (or install
-the package on the workers).
+the package on the workers). Workers run the driver's interpreter unless
+``PYSPARK_PYTHON`` says otherwise.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,6 +35,8 @@ def _put_project_on_pythonpath() -> None:
 def build_spark_session(app_name: str, master: str) -> SparkSession:
     """A new (or the running) session with the settings above."""
     _put_project_on_pythonpath()
+    # Python workers run this interpreter (the venv's), not the first python3 on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
         SparkSession.builder.appName(app_name)
         .master(master)

@@ -1,0 +1,266 @@
+"""expire_remote: delete remote segments past retention, below the log start offset, or
+off the leader-epoch lineage, for the partitions this broker leads.
+
+    python -m jobs.expire_remote --bootstrap-server HOST:PORT --broker-config server.properties
+        [--log-dir DIR ...] [--topic T] [--num-work-units N] [--dry-run] [--summary-path PATH]
+
+Extract (driver): the same partitions as ``copy_segments`` (remote storage on, led by this
+broker, the leader epoch from Metadata, log start and high watermark from ListOffsets).
+Plan (driver, pure over what was read): the library's ``plan_expiry`` per partition:
+``retention.ms``, ``retention.bytes``, the log start offset, segments before or off the
+leader-epoch lineage, and deletions that started earlier and did not finish. Load
+(executors, partitions packed by bytes into work units): ``delete_expired_segments``:
+DELETE_SEGMENT_STARTED -> delete the objects -> DELETE_SEGMENT_FINISHED per segment,
+fenced by the leader epoch; a failed segment is reported and the others go on.
+
+``--dry-run`` prints one ``plan`` line per segment (what, why, bytes) and a ``planned``
+line per partition, writes the plan into the summary, and changes nothing.
+
+Concurrency: one run per log dir at a time (``--lock-dir``, ``--lock-wait-s``; a second run
+reports ``status=skipped``). Deleting is idempotent: a segment already deleted is no
+longer listed, one whose deletion stopped half-way is retried (DELETE_RETRY).
+
+Summary counts: partitions, segments_planned, segments_deleted, segments_failed,
+work_units; bytes: planned, deleted. Exit code 0, or 1 when a deletion or the run failed.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from jobs.common import (
+    JobArgs,
+    Progress,
+    RunSummary,
+    job_parser,
+    log_dir_locks,
+    log_line,
+    log_partition,
+    parse_job_args,
+    run_job,
+    spark_session,
+)
+from jobs.planning.expiry_plan import PartitionExpiry, describe_expiry, plan_expiry_units
+from storage_core.client.cluster import KafkaCluster
+from storage_core.client.consumer import KafkaConsumer
+from storage_core.clock import SYSTEM_CLOCK
+from storage_core.common import TopicPartition
+from storage_core.tiered.operations import LeaderEpochFence, delete_expired_segments, plan_expiry
+from storage_core.tiered.remote_storage_manager import load_remote_storage_manager
+from storage_core.tiered.topic_based_rlmm import (
+    ConsumerTaskConfig,
+    TopicBasedRemoteLogMetadataManager,
+)
+from storage_core.tools.tier import (
+    RLMM_IDLE_POLL_MS,
+    current_leader_epoch,
+    find_targets,
+    read_view,
+    resolve_broker_id,
+)
+
+JOB = "expire_remote"
+NUM_WORK_UNITS_DEFAULT = 4
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExpireSettings:
+    """What an executor needs, as plain (picklable) data."""
+
+    bootstrap_server: str
+    rsm_class_name: str
+    rsm_config: dict[str, str]
+    broker_id: int
+
+
+# ---------------------------------------------------------------------------- extract + plan
+def extract_plans(args: JobArgs, log_dirs: Sequence[Path]) -> tuple[int, list[PartitionExpiry]]:
+    """The broker id and each led, remote-enabled partition's expiry plan (driver side)."""
+    broker_config = args.broker_config()
+    now_ms = SYSTEM_CLOCK.milliseconds()
+    with KafkaCluster(args.bootstrap_server) as cluster:
+        broker_id = resolve_broker_id(args.broker_id, broker_config, cluster.refresh_metadata([]))
+        targets = find_targets(
+            cluster,
+            log_dirs,
+            topic=args.topic,
+            broker_id=broker_id,
+            out=sys.stdout,
+            action="expire",
+        )
+        if not targets:
+            return broker_id, []
+        consumer = KafkaConsumer(cluster)
+        plans: list[PartitionExpiry] = []
+        with TopicBasedRemoteLogMetadataManager.for_client(
+            args.bootstrap_server,
+            consumer_config=ConsumerTaskConfig(idle_poll_ms=RLMM_IDLE_POLL_MS),
+        ) as rlmm:
+            for target in targets:
+                view = read_view(consumer, target)
+                tp = target.topic_partition
+                plans.append(
+                    PartitionExpiry(
+                        partition=str(tp),
+                        topic=tp.topic,
+                        partition_index=tp.partition,
+                        leader_epoch=target.leader_epoch,
+                        plan=plan_expiry(view, rlmm, config=target.config, now_ms=now_ms),
+                    )
+                )
+    return broker_id, plans
+
+
+def report_plans(summary: RunSummary, plans: Sequence[PartitionExpiry]) -> None:
+    for item in plans:
+        rows = describe_expiry(item.partition, item.plan)
+        for row in rows:
+            log_line("plan", {"action": "expire", **row})
+        new_start = item.plan.log_start_offset
+        log_partition(
+            "planned",
+            item.partition,
+            job=JOB,
+            segments=len(rows),
+            bytes=item.size_bytes,
+            remote_bytes=item.plan.remote_size_bytes,
+            log_start_offset="-" if new_start is None else new_start,
+        )
+        summary.count("partitions")
+        summary.count("segments_planned", len(rows))
+        summary.add_bytes("planned", item.size_bytes)
+        if summary.dry_run:
+            summary.partition(
+                item.partition,
+                "planned",
+                segments=len(rows),
+                bytes=item.size_bytes,
+                log_start_offset=new_start,
+                plan=rows,
+            )
+
+
+# ---------------------------------------------------------------------------- executors
+def expire_work_units(
+    units: Iterable[list[PartitionExpiry]], settings: ExpireSettings
+) -> Iterator[dict[str, Any]]:
+    """A Spark task: run its partitions' deletions with its own clients."""
+    for unit in units:
+        rsm = load_remote_storage_manager(settings.rsm_class_name, settings.rsm_config)
+        cluster = KafkaCluster(settings.bootstrap_server)
+        rlmm = TopicBasedRemoteLogMetadataManager.for_client(
+            settings.bootstrap_server,
+            consumer_config=ConsumerTaskConfig(idle_poll_ms=RLMM_IDLE_POLL_MS),
+        )
+        try:
+            for item in unit:
+                tp = TopicPartition(item.topic, item.partition_index)
+                fence = LeaderEpochFence(
+                    planned_leader_epoch=item.leader_epoch,
+                    current_leader_epoch=current_leader_epoch(cluster, tp),
+                )
+                try:
+                    outcome = delete_expired_segments(
+                        item.plan, rsm=rsm, rlmm=rlmm, fence=fence, broker_id=settings.broker_id
+                    )
+                except Exception as exc:
+                    yield {
+                        "partition": item.partition,
+                        "deleted": 0,
+                        "bytes": 0,
+                        "errors": [f"{type(exc).__name__}: {' '.join(str(exc).split())}"],
+                    }
+                    continue
+                yield {
+                    "partition": item.partition,
+                    "deleted": len(outcome.deleted),
+                    "bytes": sum(d.metadata.segment_size_in_bytes for d in outcome.deleted),
+                    "errors": [
+                        f"segment {failed.metadata.remote_log_segment_id.id}"
+                        f" [{failed.metadata.start_offset}, {failed.metadata.end_offset}]:"
+                        f" {type(exc).__name__}: {' '.join(str(exc).split())}"
+                        for failed, exc in outcome.failed
+                    ],
+                }
+        finally:
+            rlmm.close()
+            cluster.close()
+            rsm.close()
+
+
+def record_results(
+    summary: RunSummary, plans: Sequence[PartitionExpiry], results: Iterable[dict[str, Any]]
+) -> None:
+    by_name = {p.partition: p for p in plans}
+    for result in sorted(results, key=lambda r: str(r["partition"])):
+        partition = result["partition"]
+        errors: list[str] = result["errors"]
+        status = "error" if errors else "ok"
+        new_start = by_name[partition].plan.log_start_offset
+        fields: dict[str, Any] = {
+            "deleted": result["deleted"],
+            "failed": len(errors),
+            "bytes": result["bytes"],
+            "log_start_offset": "-" if new_start is None else new_start,
+        }
+        log_partition("expired", partition, job=JOB, status=status, **fields)
+        summary.partition(partition, status, **fields, errors=errors)
+        summary.count("segments_deleted", result["deleted"])
+        summary.count("segments_failed", len(errors))
+        summary.add_bytes("deleted", result["bytes"])
+        for error in errors:
+            summary.error(error, partition)
+
+
+# ---------------------------------------------------------------------------- main
+def run(args: JobArgs, summary: RunSummary) -> None:
+    log_dirs = args.require_log_dirs()
+    with log_dir_locks(args.lock_dir, JOB, log_dirs, wait_s=args.lock_wait_s) as held_by:
+        if held_by is not None:
+            summary.details["skipped"] = f"another run holds {held_by}"
+            summary.finish("skipped")
+            print(f"{JOB}: another run holds {held_by}; nothing done", file=sys.stderr)
+            return
+        broker_id, plans = extract_plans(args, log_dirs)
+        report_plans(summary, plans)
+        units = plan_expiry_units(plans, args.int_option("num_work_units"))
+        summary.count("work_units", len(units))
+        if args.dry_run or not units:
+            return
+        settings = ExpireSettings(
+            bootstrap_server=args.bootstrap_server,
+            rsm_class_name=args.rsm_class_name,
+            rsm_config=dict(args.rsm_config),
+            broker_id=broker_id,
+        )
+        progress = Progress(JOB, len(units))
+        with spark_session(JOB, args.spark_master) as spark:
+            rdd = spark.sparkContext.parallelize(units, len(units))
+            results = rdd.mapPartitions(partial(expire_work_units, settings=settings)).collect()
+        progress.advance(len(units), sum(r["bytes"] for r in results))
+        progress.finish()
+        record_results(summary, plans, results)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = job_parser(JOB, __doc__)
+    own = parser.add_argument_group(f"{JOB} options")
+    own.add_argument(
+        "--num-work-units",
+        type=int,
+        default=NUM_WORK_UNITS_DEFAULT,
+        help=f"Spark tasks to spread the deletions over (default {NUM_WORK_UNITS_DEFAULT})",
+    )
+    args = parse_job_args(parser, argv, job=JOB)
+    if args.int_option("num_work_units") < 1:
+        parser.error("--num-work-units must be >= 1")
+    return run_job(args, partial(run, args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
