@@ -55,6 +55,7 @@ from jobs.common import (
     run_job,
     spark_session,
 )
+from jobs.common.discovery import discover_targets
 from jobs.planning.work_units import PlannedSegment, WorkUnit, plan_work_units, throttle_delay_s
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.consumer import KafkaConsumer
@@ -80,7 +81,6 @@ from storage_core.tiered.topic_based_rlmm import (
 from storage_core.tools.tier import (
     RLMM_IDLE_POLL_MS,
     current_leader_epoch,
-    find_targets,
     read_view,
     resolve_broker_id,
 )
@@ -130,13 +130,15 @@ class PartitionResult:
 
 
 # ---------------------------------------------------------------------------- extract
-def extract_segments(args: JobArgs, log_dirs: Sequence[Path]) -> tuple[int, list[PlannedSegment]]:
+def extract_segments(
+    args: JobArgs, log_dirs: Sequence[Path], summary: RunSummary
+) -> tuple[int, list[PlannedSegment]]:
     """The broker id and every eligible segment of the partitions it leads (driver side)."""
     broker_config = args.broker_config()
     with KafkaCluster(args.bootstrap_server) as cluster:
         broker_id = resolve_broker_id(args.broker_id, broker_config, cluster.refresh_metadata([]))
-        targets = find_targets(
-            cluster, log_dirs, topic=args.topic, broker_id=broker_id, out=sys.stdout, action="copy"
+        targets = discover_targets(
+            cluster, log_dirs, topic=args.topic, broker_id=broker_id, job=JOB, summary=summary
         )
         if not targets:
             return broker_id, []
@@ -430,7 +432,7 @@ def run(args: JobArgs, summary: RunSummary) -> None:
             summary.finish("skipped")
             print(f"{JOB}: another run holds {held_by}; nothing done", file=sys.stderr)
             return
-        broker_id, segments = extract_segments(args, log_dirs)
+        broker_id, segments = extract_segments(args, log_dirs, summary)
         units = plan_work_units(
             segments,
             args.int_option("num_work_units"),

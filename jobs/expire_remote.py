@@ -45,6 +45,7 @@ from jobs.common import (
     run_job,
     spark_session,
 )
+from jobs.common.discovery import discover_targets
 from jobs.planning.expiry_plan import PartitionExpiry, describe_expiry, plan_expiry_units
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.consumer import KafkaConsumer
@@ -59,7 +60,6 @@ from storage_core.tiered.topic_based_rlmm import (
 from storage_core.tools.tier import (
     RLMM_IDLE_POLL_MS,
     current_leader_epoch,
-    find_targets,
     read_view,
     resolve_broker_id,
 )
@@ -79,19 +79,16 @@ class ExpireSettings:
 
 
 # ---------------------------------------------------------------------------- extract + plan
-def extract_plans(args: JobArgs, log_dirs: Sequence[Path]) -> tuple[int, list[PartitionExpiry]]:
+def extract_plans(
+    args: JobArgs, log_dirs: Sequence[Path], summary: RunSummary
+) -> tuple[int, list[PartitionExpiry]]:
     """The broker id and each led, remote-enabled partition's expiry plan (driver side)."""
     broker_config = args.broker_config()
     now_ms = SYSTEM_CLOCK.milliseconds()
     with KafkaCluster(args.bootstrap_server) as cluster:
         broker_id = resolve_broker_id(args.broker_id, broker_config, cluster.refresh_metadata([]))
-        targets = find_targets(
-            cluster,
-            log_dirs,
-            topic=args.topic,
-            broker_id=broker_id,
-            out=sys.stdout,
-            action="expire",
+        targets = discover_targets(
+            cluster, log_dirs, topic=args.topic, broker_id=broker_id, job=JOB, summary=summary
         )
         if not targets:
             return broker_id, []
@@ -226,7 +223,7 @@ def run(args: JobArgs, summary: RunSummary) -> None:
             summary.finish("skipped")
             print(f"{JOB}: another run holds {held_by}; nothing done", file=sys.stderr)
             return
-        broker_id, plans = extract_plans(args, log_dirs)
+        broker_id, plans = extract_plans(args, log_dirs, summary)
         report_plans(summary, plans)
         units = plan_expiry_units(plans, args.int_option("num_work_units"))
         summary.count("work_units", len(units))
