@@ -1,0 +1,32 @@
+"""Great Expectations suites over the quality tables (``jobs.tables``), as Python code.
+
+- ``definitions``: the named expectations and the two suites (the list is there).
+- ``runner``: ``QualityContext`` (file-mode context, checkpoints with Data Docs) and the
+  readable ``SuiteOutcome`` / ``FailedExpectation`` results.
+"""
+
+from expectations.definitions import (
+    DESCRIPTIONS,
+    PARTITION_OFFSETS_SUITE,
+    REMOTE_SEGMENTS_SUITE,
+    partition_offsets_suite,
+    remote_segments_suite,
+)
+from expectations.runner import (
+    FailedExpectation,
+    QualityContext,
+    SuiteOutcome,
+    data_docs_index,
+)
+
+__all__ = [
+    "DESCRIPTIONS",
+    "PARTITION_OFFSETS_SUITE",
+    "REMOTE_SEGMENTS_SUITE",
+    "FailedExpectation",
+    "QualityContext",
+    "SuiteOutcome",
+    "data_docs_index",
+    "partition_offsets_suite",
+    "remote_segments_suite",
+]

@@ -1,0 +1,308 @@
+"""The data-quality expectations of the remote tier, as named Great Expectations classes.
+
+Each class subclasses a built-in expectation and fixes its arguments as defaults, so a
+suite reads as a list of rules and a failure names the rule (``expect_no_gap_before_...``).
+They check the tables of ``jobs.tables.schemas``: most check a column that the pure
+builders derive (a violation flag expected false, a problem text expected null); the offset
+orders of KIP-405 compare two columns directly. ``DESCRIPTIONS`` gives each rule's sentence
+for reports (GE keeps a subclass's default description out of its validation results).
+
+remote_segments::
+
+    expect_segment_start_offset_at_most_end_offset       start_offset <= end_offset
+    expect_no_gap_before_finished_segment                 lineage contiguous: no gap
+    expect_no_overlap_with_previous_finished_segment      lineage contiguous: no overlap
+    expect_segment_epochs_strictly_increasing             segment_leader_epochs well formed
+    expect_segment_epochs_agree_with_leader_epoch_chain   FINISHED segments on the lineage
+    expect_only_valid_segment_state_transitions           RemoteLogSegmentState machine
+    expect_no_segment_stuck_in_started_state              STARTED states end in time
+    expect_finished_segment_objects_complete              objects present, .log size
+    expect_no_objects_without_live_metadata               no orphaned objects
+    expect_no_segment_older_than_twice_retention_ms       retention.ms + one period
+
+partition_offsets::
+
+    expect_log_end_offset_at_least_last_stable_offset     Lz >= Ly
+    expect_last_stable_offset_at_least_local_log_start    Ly >= Lx
+    expect_last_stable_offset_at_least_remote_log_end     Ly >= Ry
+    expect_remote_log_end_at_least_remote_log_start       Ry >= Rx
+    expect_no_hole_between_remote_and_local_log           Ry + 1 >= Lx (above log start)
+    expect_leader_epoch_chain_strictly_increasing         the chain itself
+    expect_remote_bytes_within_retention_bytes            retention.bytes + one segment
+    expect_only_valid_partition_delete_transitions        RemotePartitionDeleteState machine
+    expect_no_partition_deletion_stuck                    MARKED/STARTED end in time
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import great_expectations as gx
+from great_expectations.expectations.core.expect_column_pair_values_a_to_be_greater_than_b import (
+    ExpectColumnPairValuesAToBeGreaterThanB,
+)
+from great_expectations.expectations.core.expect_column_values_to_be_between import (
+    ExpectColumnValuesToBeBetween,
+)
+from great_expectations.expectations.core.expect_column_values_to_be_in_set import (
+    ExpectColumnValuesToBeInSet,
+)
+from great_expectations.expectations.core.expect_column_values_to_be_null import (
+    ExpectColumnValuesToBeNull,
+)
+
+STARTED_STATE_MAX_MS_DEFAULT = 30 * 60 * 1000  # a copy or delete left STARTED for 30 min
+DELETE_PENDING_MAX_MS_DEFAULT = 24 * 60 * 60 * 1000  # a marked partition waits for a sweep
+
+REMOTE_SEGMENTS_SUITE = "remote_segments"
+PARTITION_OFFSETS_SUITE = "partition_offsets"
+
+DESCRIPTIONS: dict[str, str] = {}
+
+
+def _described(cls: type[Any]) -> type[Any]:
+    """Register ``cls``'s description under its expectation type (snake case of its name)."""
+    DESCRIPTIONS[cls.expectation_type] = cls.rule
+    return cls
+
+
+_MISSING: Literal["either_value_is_missing"] = "either_value_is_missing"
+
+# ---------------------------------------------------------------------------- remote_segments
+
+
+@_described
+class ExpectSegmentStartOffsetAtMostEndOffset(ExpectColumnPairValuesAToBeGreaterThanB):
+    rule: ClassVar[str] = "a remote segment's start_offset <= end_offset (both inclusive)"
+    column_A: str = "end_offset"  # noqa: N815 - GE\'s field name
+    column_B: str = "start_offset"  # noqa: N815 - GE\'s field name
+    or_equal: bool = True
+    ignore_row_if: Literal["either_value_is_missing"] = _MISSING
+
+
+@_described
+class ExpectNoGapBeforeFinishedSegment(ExpectColumnValuesToBeInSet):
+    rule: ClassVar[str] = (
+        "COPY_SEGMENT_FINISHED segments of a partition's leader-epoch lineage are contiguous:"
+        " none starts after previous_end_offset + 1 (gap_before)"
+    )
+    column: str = "gap_before"
+    value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
+
+
+@_described
+class ExpectNoOverlapWithPreviousFinishedSegment(ExpectColumnValuesToBeInSet):
+    rule: ClassVar[str] = (
+        "COPY_SEGMENT_FINISHED segments of a partition's leader-epoch lineage do not overlap:"
+        " none starts at or below previous_end_offset (overlaps_previous)"
+    )
+    column: str = "overlaps_previous"
+    value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
+
+
+@_described
+class ExpectSegmentEpochsStrictlyIncreasing(ExpectColumnValuesToBeInSet):
+    rule: ClassVar[str] = (
+        "a segment's leader-epoch entries are strictly increasing in epoch, non-decreasing in"
+        " start offset and inside [start_offset, end_offset] (epochs_not_increasing)"
+    )
+    column: str = "epochs_not_increasing"
+    value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
+
+
+@_described
+class ExpectSegmentEpochsAgreeWithLeaderEpochChain(ExpectColumnValuesToBeInSet):
+    rule: ClassVar[str] = (
+        "a COPY_SEGMENT_FINISHED segment's leader-epoch entries agree with the partition's"
+        " leader-epoch chain (not OFF_LINEAGE; an unclean election leaves such segments until"
+        " expire_remote deletes them) (epochs_conflict_with_chain)"
+    )
+    column: str = "epochs_conflict_with_chain"
+    value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
+
+
+@_described
+class ExpectOnlyValidSegmentStateTransitions(ExpectColumnValuesToBeNull):
+    rule: ClassVar[str] = (
+        "every segment event follows COPY_SEGMENT_STARTED -> COPY_SEGMENT_FINISHED ->"
+        " DELETE_SEGMENT_STARTED -> DELETE_SEGMENT_FINISHED (or STARTED -> DELETE_SEGMENT_"
+        "STARTED) (invalid_transition)"
+    )
+    column: str = "invalid_transition"
+
+
+@_described
+class ExpectNoSegmentStuckInStartedState(ExpectColumnValuesToBeBetween):
+    rule: ClassVar[str] = (
+        "no segment stays in COPY_SEGMENT_STARTED or DELETE_SEGMENT_STARTED longer than"
+        " max_value ms (started_age_ms)"
+    )
+    column: str = "started_age_ms"
+    min_value: Any = 0
+    max_value: Any = STARTED_STATE_MAX_MS_DEFAULT
+
+
+@_described
+class ExpectFinishedSegmentObjectsComplete(ExpectColumnValuesToBeNull):
+    rule: ClassVar[str] = (
+        "every COPY_SEGMENT_FINISHED segment has its .log, .index, .timeindex and"
+        " .leader-epoch-checkpoint objects (and .txnindex when it has one), the .log of the"
+        " recorded segment_size_bytes (objects_problem)"
+    )
+    column: str = "objects_problem"
+
+
+@_described
+class ExpectNoObjectsWithoutLiveMetadata(ExpectColumnValuesToBeInSet):
+    rule: ClassVar[str] = (
+        "no object in the store belongs to a segment without metadata or in"
+        " DELETE_SEGMENT_FINISHED (objects_without_live_metadata)"
+    )
+    column: str = "objects_without_live_metadata"
+    value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
+
+
+@_described
+class ExpectNoSegmentOlderThanTwiceRetentionMs(ExpectColumnValuesToBeInSet):
+    rule: ClassVar[str] = (
+        "no COPY_SEGMENT_FINISHED segment is older than retention.ms plus one retention"
+        " period (older_than_retention)"
+    )
+    column: str = "older_than_retention"
+    value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
+
+
+# ---------------------------------------------------------------------------- partition_offsets
+
+
+@_described
+class ExpectLogEndOffsetAtLeastLastStableOffset(ExpectColumnPairValuesAToBeGreaterThanB):
+    rule: ClassVar[str] = "Lz >= Ly: log_end_offset >= last_stable_offset"
+    column_A: str = "log_end_offset"  # noqa: N815 - GE\'s field name
+    column_B: str = "last_stable_offset"  # noqa: N815 - GE\'s field name
+    or_equal: bool = True
+    ignore_row_if: Literal["either_value_is_missing"] = _MISSING
+
+
+@_described
+class ExpectLastStableOffsetAtLeastLocalLogStart(ExpectColumnPairValuesAToBeGreaterThanB):
+    rule: ClassVar[str] = "Ly >= Lx: last_stable_offset >= local_log_start_offset"
+    column_A: str = "last_stable_offset"  # noqa: N815 - GE\'s field name
+    column_B: str = "local_log_start_offset"  # noqa: N815 - GE\'s field name
+    or_equal: bool = True
+    ignore_row_if: Literal["either_value_is_missing"] = _MISSING
+
+
+@_described
+class ExpectLastStableOffsetAtLeastRemoteLogEnd(ExpectColumnPairValuesAToBeGreaterThanB):
+    rule: ClassVar[str] = (
+        "Ly >= Ry: last_stable_offset >= remote_log_end_offset (only offsets below the LSO"
+        " are tiered)"
+    )
+    column_A: str = "last_stable_offset"  # noqa: N815 - GE\'s field name
+    column_B: str = "remote_log_end_offset"  # noqa: N815 - GE\'s field name
+    or_equal: bool = True
+    ignore_row_if: Literal["either_value_is_missing"] = _MISSING
+
+
+@_described
+class ExpectRemoteLogEndAtLeastRemoteLogStart(ExpectColumnPairValuesAToBeGreaterThanB):
+    rule: ClassVar[str] = "Ry >= Rx: remote_log_end_offset >= remote_log_start_offset"
+    column_A: str = "remote_log_end_offset"  # noqa: N815 - GE\'s field name
+    column_B: str = "remote_log_start_offset"  # noqa: N815 - GE\'s field name
+    or_equal: bool = True
+    ignore_row_if: Literal["either_value_is_missing"] = _MISSING
+
+
+@_described
+class ExpectNoHoleBetweenRemoteAndLocalLog(ExpectColumnValuesToBeInSet):
+    rule: ClassVar[str] = (
+        "no hole: once anything is tiered, Ry + 1 >= Lx for the offsets above the log start"
+        " offset (hole_before_local_log)"
+    )
+    column: str = "hole_before_local_log"
+    value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
+
+
+@_described
+class ExpectLeaderEpochChainStrictlyIncreasing(ExpectColumnValuesToBeInSet):
+    rule: ClassVar[str] = (
+        "the partition's leader-epoch chain is strictly increasing in epoch and start offset"
+        " (chain_not_increasing)"
+    )
+    column: str = "chain_not_increasing"
+    value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
+
+
+@_described
+class ExpectRemoteBytesWithinRetentionBytes(ExpectColumnValuesToBeInSet):
+    rule: ClassVar[str] = (
+        "remote_bytes of COPY_SEGMENT_FINISHED segments <= retention.bytes plus one segment"
+        " (remote_bytes_over_retention)"
+    )
+    column: str = "remote_bytes_over_retention"
+    value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
+
+
+@_described
+class ExpectOnlyValidPartitionDeleteTransitions(ExpectColumnValuesToBeNull):
+    rule: ClassVar[str] = (
+        "every partition deletion event follows DELETE_PARTITION_MARKED ->"
+        " DELETE_PARTITION_STARTED -> DELETE_PARTITION_FINISHED (invalid_delete_transition)"
+    )
+    column: str = "invalid_delete_transition"
+
+
+@_described
+class ExpectNoPartitionDeletionStuck(ExpectColumnValuesToBeBetween):
+    rule: ClassVar[str] = (
+        "no partition stays in DELETE_PARTITION_MARKED or DELETE_PARTITION_STARTED longer than"
+        " max_value ms (delete_started_age_ms)"
+    )
+    column: str = "delete_started_age_ms"
+    min_value: Any = 0
+    max_value: Any = DELETE_PENDING_MAX_MS_DEFAULT
+
+
+# ---------------------------------------------------------------------------- suites
+
+
+def remote_segments_suite(
+    *, started_state_max_ms: int = STARTED_STATE_MAX_MS_DEFAULT
+) -> gx.ExpectationSuite:
+    """The ``remote_segments`` suite; ``started_state_max_ms`` bounds a STARTED state."""
+    return gx.ExpectationSuite(
+        name=REMOTE_SEGMENTS_SUITE,
+        expectations=[
+            ExpectSegmentStartOffsetAtMostEndOffset(),
+            ExpectNoGapBeforeFinishedSegment(),
+            ExpectNoOverlapWithPreviousFinishedSegment(),
+            ExpectSegmentEpochsStrictlyIncreasing(),
+            ExpectSegmentEpochsAgreeWithLeaderEpochChain(),
+            ExpectOnlyValidSegmentStateTransitions(),
+            ExpectNoSegmentStuckInStartedState(max_value=started_state_max_ms),
+            ExpectFinishedSegmentObjectsComplete(),
+            ExpectNoObjectsWithoutLiveMetadata(),
+            ExpectNoSegmentOlderThanTwiceRetentionMs(),
+        ],
+    )
+
+
+def partition_offsets_suite(
+    *, delete_pending_max_ms: int = DELETE_PENDING_MAX_MS_DEFAULT
+) -> gx.ExpectationSuite:
+    """The ``partition_offsets`` suite; ``delete_pending_max_ms`` bounds a pending deletion."""
+    return gx.ExpectationSuite(
+        name=PARTITION_OFFSETS_SUITE,
+        expectations=[
+            ExpectLogEndOffsetAtLeastLastStableOffset(),
+            ExpectLastStableOffsetAtLeastLocalLogStart(),
+            ExpectLastStableOffsetAtLeastRemoteLogEnd(),
+            ExpectRemoteLogEndAtLeastRemoteLogStart(),
+            ExpectNoHoleBetweenRemoteAndLocalLog(),
+            ExpectLeaderEpochChainStrictlyIncreasing(),
+            ExpectRemoteBytesWithinRetentionBytes(),
+            ExpectOnlyValidPartitionDeleteTransitions(),
+            ExpectNoPartitionDeletionStuck(max_value=delete_pending_max_ms),
+        ],
+    )

@@ -1,0 +1,235 @@
+"""Run the suites of ``expectations.definitions`` over the quality tables with a file-mode
+Great Expectations context, and turn the results into readable failure reasons.
+
+Layout under ``root_dir`` (GE's own)::
+
+    <root_dir>/gx/                                    context, suites, checkpoints (generated)
+    <root_dir>/gx/uncommitted/data_docs/local_site/index.html    the Data Docs
+
+One ``QualityContext`` per process (or per test module): building it registers a dataframe
+data source (pandas or Spark), one asset + whole-dataframe batch definition + suite +
+validation definition + checkpoint (with a Data Docs action) per table; ``validate`` runs a
+table's checkpoint on a DataFrame. Failures come back as ``FailedExpectation`` values whose
+``reason`` names the expectation, its rule and the offending rows (identified by the
+columns of ``ROW_ID_COLUMNS`` plus the checked column).
+
+Thread-safety: none; one context is used by one thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import great_expectations as gx
+from great_expectations.checkpoint.actions import UpdateDataDocsAction
+from great_expectations.data_context.types.base import ProgressBarsConfig
+
+from expectations.definitions import (
+    DELETE_PENDING_MAX_MS_DEFAULT,
+    DESCRIPTIONS,
+    PARTITION_OFFSETS_SUITE,
+    REMOTE_SEGMENTS_SUITE,
+    STARTED_STATE_MAX_MS_DEFAULT,
+    partition_offsets_suite,
+    remote_segments_suite,
+)
+from jobs.tables.schemas import PARTITION_OFFSETS_ROW_ID, REMOTE_SEGMENTS_ROW_ID
+
+Engine = Literal["pandas", "spark"]
+
+DATA_SOURCE_NAME = "quality_tables"
+BATCH_DEFINITION_NAME = "whole_table"
+ROWS_IN_REASON_MAX = 10  # offending rows quoted in a reason
+ROWS_KEPT_MAX = 100  # offending rows kept in a FailedExpectation
+
+ROW_ID_COLUMNS: Mapping[str, Sequence[str]] = {
+    REMOTE_SEGMENTS_SUITE: REMOTE_SEGMENTS_ROW_ID,
+    PARTITION_OFFSETS_SUITE: PARTITION_OFFSETS_ROW_ID,
+}
+
+
+def data_docs_index(root_dir: Path) -> Path:
+    """Where a file context rooted at ``root_dir`` writes its Data Docs index."""
+    return Path(root_dir) / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailedExpectation:
+    """One failed expectation: its type, rule, counts, offending rows or the error."""
+
+    expectation: str
+    rule: str
+    unexpected_count: int | None
+    element_count: int | None
+    rows: tuple[dict[str, Any], ...]
+    error: str | None = None
+
+    @property
+    def reason(self) -> str:
+        head = f"{self.expectation}: {self.rule}"
+        if self.error is not None:
+            return f"{head}: raised {self.error}"
+        quoted = "; ".join(_row_text(row) for row in self.rows[:ROWS_IN_REASON_MAX])
+        more = len(self.rows) - ROWS_IN_REASON_MAX
+        if more > 0:
+            quoted += f"; and {more} more"
+        return f"{head}: {self.unexpected_count} of {self.element_count} rows unexpected: {quoted}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "expectation": self.expectation,
+            "rule": self.rule,
+            "unexpected_count": self.unexpected_count,
+            "element_count": self.element_count,
+            "rows": list(self.rows),
+            "error": self.error,
+            "reason": self.reason,
+        }
+
+
+def _is_missing(value: Any) -> bool:
+    return value is None or value in ("None", "nan", "NaN") or value != value  # noqa: PLR0124 - NaN
+
+
+def _row_text(row: Mapping[str, Any]) -> str:
+    """``{k=v, ...}`` without the missing values; whole floats shown as ints (pandas turns
+    nullable offset columns into floats)."""
+    parts = []
+    for key, value in row.items():
+        if _is_missing(value):
+            continue
+        shown = int(value) if isinstance(value, float) and value.is_integer() else value
+        parts.append(f"{key}={shown}")
+    return "{" + ", ".join(parts) + "}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SuiteOutcome:
+    """The result of one suite on one table."""
+
+    suite: str
+    success: bool
+    evaluated: int
+    failed: tuple[FailedExpectation, ...] = field(default=())
+
+    def failed_expectations(self) -> list[str]:
+        return [f.expectation for f in self.failed]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "suite": self.suite,
+            "success": self.success,
+            "evaluated_expectations": self.evaluated,
+            "failed_expectations": [f.to_dict() for f in self.failed],
+        }
+
+
+def outcome_from_validation(suite: str, validation: Any) -> SuiteOutcome:
+    """A ``SuiteOutcome`` from GE's ``ExpectationSuiteValidationResult``."""
+    failed = []
+    for result in validation.results:
+        if result.success:
+            continue
+        expectation = str(result.expectation_config.type)
+        info = result.exception_info or {}
+        raised = bool(info.get("raised_exception")) if isinstance(info, dict) else False
+        details = result.result or {}
+        error = str(info.get("exception_message")) if raised else None
+        if not raised and "unexpected_count" not in details and "observed_value" not in details:
+            error = "no result (the expectation could not run on this table)"
+        rows = tuple(
+            {str(k): v for k, v in row.items()} if isinstance(row, dict) else {"row": row}
+            for row in (details.get("unexpected_index_list") or [])[:ROWS_KEPT_MAX]
+        )
+        failed.append(
+            FailedExpectation(
+                expectation=expectation,
+                rule=DESCRIPTIONS.get(expectation, expectation),
+                unexpected_count=details.get("unexpected_count"),
+                element_count=details.get("element_count"),
+                rows=rows,
+                error=error,
+            )
+        )
+    return SuiteOutcome(
+        suite=suite,
+        success=bool(validation.success),
+        evaluated=len(validation.results),
+        failed=tuple(failed),
+    )
+
+
+class QualityContext:
+    """A file-mode GE context under ``root_dir`` with both suites ready to run."""
+
+    def __init__(
+        self,
+        root_dir: Path,
+        *,
+        engine: Engine = "pandas",
+        started_state_max_ms: int = STARTED_STATE_MAX_MS_DEFAULT,
+        delete_pending_max_ms: int = DELETE_PENDING_MAX_MS_DEFAULT,
+        data_docs: bool = True,
+    ) -> None:
+        self.root_dir = Path(root_dir)
+        self.root_dir.mkdir(parents=True, exist_ok=True)
+        self.context = gx.get_context(mode="file", project_root_dir=str(self.root_dir))
+        self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
+        self.context.variables.save()
+        source: Any
+        if engine == "pandas":
+            source = self.context.data_sources.add_or_update_pandas(DATA_SOURCE_NAME)
+        else:
+            source = self.context.data_sources.add_or_update_spark(DATA_SOURCE_NAME)
+        suites = {
+            REMOTE_SEGMENTS_SUITE: remote_segments_suite(started_state_max_ms=started_state_max_ms),
+            PARTITION_OFFSETS_SUITE: partition_offsets_suite(
+                delete_pending_max_ms=delete_pending_max_ms
+            ),
+        }
+        self.checkpoints: dict[str, Any] = {}
+        for table, suite in suites.items():
+            asset = source.add_dataframe_asset(name=table)
+            batch = asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION_NAME)
+            saved = self.context.suites.add_or_update(suite)
+            validation = self.context.validation_definitions.add_or_update(
+                gx.ValidationDefinition(name=table, data=batch, suite=saved)
+            )
+            self.checkpoints[table] = self.context.checkpoints.add_or_update(
+                gx.Checkpoint(
+                    name=f"quality_{table}",
+                    validation_definitions=[validation],
+                    actions=[UpdateDataDocsAction(name="update_data_docs")] if data_docs else [],
+                    result_format={
+                        "result_format": "COMPLETE",
+                        "unexpected_index_column_names": list(ROW_ID_COLUMNS[table]),
+                        "partial_unexpected_count": ROWS_IN_REASON_MAX,
+                    },
+                )
+            )
+
+    @property
+    def data_docs_index(self) -> Path:
+        return data_docs_index(self.root_dir)
+
+    def validate(self, table: str, dataframe: Any) -> SuiteOutcome:
+        """Run ``table``'s checkpoint on ``dataframe`` (pandas or Spark, as the engine)."""
+        if table not in self.checkpoints:
+            raise ValueError(f"unknown table {table!r}; known: {sorted(self.checkpoints)}")
+        result = self.checkpoints[table].run(batch_parameters={"dataframe": dataframe})
+        validations = list(result.run_results.values())
+        if len(validations) != 1:
+            raise RuntimeError(f"checkpoint of {table} returned {len(validations)} validations")
+        return outcome_from_validation(table, validations[0])
+
+
+def pandas_frame(table: str, rows: Sequence[Mapping[str, Any]]) -> Any:
+    """A pandas DataFrame of ``rows`` with the table's columns in schema order."""
+    import pandas as pd  # noqa: PLC0415 - only the pandas engine needs it
+
+    from jobs.tables.schemas import column_names  # noqa: PLC0415
+
+    return pd.DataFrame(list(rows), columns=column_names(table))

@@ -1,0 +1,29 @@
+"""Pure builders of the quality tables ``remote_segments`` and ``partition_offsets``.
+
+Schemas: ``jobs.tables.schemas`` (the one place they are written down). Inputs:
+``jobs.tables.inputs``. No I/O, no Spark: the quality job turns the rows into DataFrames.
+"""
+
+from jobs.tables.inputs import MetadataRecord, PartitionState, RemoteObjectInfo
+from jobs.tables.partition_offsets import build_partition_offsets
+from jobs.tables.remote_segments import build_remote_segments
+from jobs.tables.schemas import (
+    PARTITION_OFFSETS_COLUMNS,
+    REMOTE_SEGMENTS_COLUMNS,
+    column_names,
+    row_tuples,
+    spark_ddl,
+)
+
+__all__ = [
+    "PARTITION_OFFSETS_COLUMNS",
+    "REMOTE_SEGMENTS_COLUMNS",
+    "MetadataRecord",
+    "PartitionState",
+    "RemoteObjectInfo",
+    "build_partition_offsets",
+    "build_remote_segments",
+    "column_names",
+    "row_tuples",
+    "spark_ddl",
+]

@@ -1,0 +1,61 @@
+"""Plain inputs of the quality tables: what the quality job gathers from the cluster.
+
+- ``MetadataRecord``: one decoded ``__remote_log_metadata`` record with where and when it was
+  appended (the record's timestamp is its publish time).
+- ``RemoteObjectInfo`` (from ``storage_core``): one listed object, its key and size.
+- ``PartitionState``: one partition's offsets, leader-epoch chain and retention configs.
+
+All frozen values; the builders never do I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from storage_core.common import Uuid
+from storage_core.tiered.metadata.metadata import RemoteLogMetadata
+from storage_core.tiered.remote_storage_manager import RemoteObjectInfo
+
+__all__ = ["MetadataRecord", "PartitionKey", "PartitionState", "RemoteObjectInfo"]
+
+# (topic id text, partition): a partition of one incarnation of a topic.
+PartitionKey = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetadataRecord:
+    """A record of ``__remote_log_metadata``: its partition, offset, append time and event."""
+
+    partition: int
+    offset: int
+    timestamp_ms: int
+    event: RemoteLogMetadata
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionState:
+    """One partition as the quality job saw it (KIP-405 names in the comments).
+
+    Offsets: ``log_start_offset`` (inclusive), ``local_log_start_offset`` Lx (inclusive),
+    ``high_watermark`` / ``last_stable_offset`` Ly / ``log_end_offset`` Lz (exclusive),
+    ``highest_remote_offset`` the broker's ListOffsets -5 answer (inclusive; -1 none, ``None``
+    not asked). ``leader_epoch_chain`` is ``(epoch, start offset)`` pairs, oldest first.
+    """
+
+    topic: str
+    partition: int
+    topic_id: Uuid
+    log_start_offset: int
+    local_log_start_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    log_end_offset: int
+    highest_remote_offset: int | None
+    leader_epoch_chain: tuple[tuple[int, int], ...]
+    retention_ms: int
+    retention_bytes: int
+    segment_bytes: int
+
+    @property
+    def key(self) -> PartitionKey:
+        return (str(self.topic_id), self.partition)
