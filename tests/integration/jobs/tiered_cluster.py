@@ -14,7 +14,7 @@ from storage_core.client import KafkaAdminClient, KafkaCluster
 from storage_core.common import TopicIdPartition, TopicPartition
 from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
 from storage_core.tiered.metadata.states import RemotePartitionDeleteState
-from storage_core.tiered.remote_object_keys import parse_object_key
+from storage_core.tiered.remote_object_keys import InvalidRemoteObjectKeyError, parse_object_key
 from storage_core.tiered.remote_storage_manager import (
     RemoteStorageManager,
     load_remote_storage_manager,
@@ -130,6 +130,12 @@ class TieredCluster:
             rsm.close()
         if tip is None:
             return keys
-        return [
-            key for key in keys if parse_object_key(key, prefix).segment.topic_id_partition == tip
-        ]
+        mine = []
+        for key in keys:
+            try:
+                parsed = parse_object_key(key, prefix)
+            except InvalidRemoteObjectKeyError:
+                continue  # not an object of a segment
+            if parsed.segment.topic_id_partition == tip:
+                mine.append(key)
+        return mine

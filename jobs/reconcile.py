@@ -1,0 +1,431 @@
+"""reconcile: finish or roll back what crashed runs left behind, delete orphaned objects.
+
+    python -m jobs.reconcile --bootstrap-server HOST:PORT [--broker-config PATH]
+        [--remote-storage-manager NAME] [--rsm-config K=V ...] [--summary-path PATH]
+        [--dry-run] [--spark-master URL] [--copy-deadline-s S] [--delete-retry-grace-s S]
+        [--orphan-grace-s S]
+
+Steps::
+
+    1. list every object of the store (``list_objects``)            -- first, see below
+    2. read every __remote_log_metadata partition from its start to its current end and
+       replay it into one ``RemoteLogMetadataCache`` per partition (as a broker would)
+    3. plan (``jobs.planning.reconcile_plan.plan_reconcile``, pure):
+         COPY_SEGMENT_STARTED older than the copy deadline  -> roll back
+         DELETE_SEGMENT_STARTED older than the retry grace   -> retry the deletion
+         objects of no live segment, older than the grace    -> delete them (orphans)
+    4. executors (one RLMM and RSM per task, as ``jobs.delete_partitions`` runs them):
+         roll back / retry: ``delete_segment`` (DELETE_SEGMENT_STARTED, objects,
+         DELETE_SEGMENT_FINISHED), only if the segment is still in the state planned
+         (a copy that finished late is never touched); orphans: the keys are deleted only
+         if no live metadata names their segment when the task runs
+    5. S3 only: abort multipart uploads started before now - copy deadline (a copy killed
+       mid-upload leaves its parts billed and invisible to listings)
+
+Objects are listed before the metadata is read: a copy publishes COPY_SEGMENT_STARTED before
+its first object, so every object listed belongs to a segment the metadata read knows, unless
+the segment is dead. The copy deadline (default ``copy_segments``' copy timeout plus a
+minute of clock skew) must not be shorter than the copy job's: a copy past it never commits.
+
+``--dry-run`` prints every planned action with its reason and changes nothing. Output: one
+``partition=... event=reconcile action=...`` line per action, a ``summary`` line, and the
+JSON summary with counts ``copies_rolled_back``, ``deletes_retried``, ``orphan_segments``,
+``orphan_objects_deleted``, ``multipart_uploads_aborted``, ``skipped``, ``errors`` (and the
+``planned_*`` counts), bytes ``orphans_deleted``, and ``details.actions``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from jobs.common import (
+    COPY_TIMEOUT_S_DEFAULT,
+    JobArgs,
+    JobArgumentError,
+    Progress,
+    RunSummary,
+    format_fields,
+    job_parser,
+    log_dir_locks,
+    parse_job_args,
+    run_job,
+    spark_session,
+)
+from jobs.delete_partitions import (
+    DeletionItem,
+    DeletionOutcome,
+    StoreSettings,
+    cluster_lock_key,
+    resolve_job_broker_id,
+    run_on_executors,
+)
+from jobs.planning.reconcile_plan import (
+    DELETE_RETRY_GRACE_MS_DEFAULT,
+    ReconcileAction,
+    ReconcileActionKind,
+    ReconcilePlan,
+    plan_reconcile,
+)
+from storage_core.client.cluster import KafkaCluster
+from storage_core.client.consumer import KafkaConsumer
+from storage_core.clock import SYSTEM_CLOCK
+from storage_core.common import TopicIdPartition
+from storage_core.errors import UnknownTopicOrPartitionError
+from storage_core.tiered.metadata import serde
+from storage_core.tiered.metadata.cache import RemoteLogMetadataCache
+from storage_core.tiered.metadata.errors import (
+    IllegalRemoteLogStateTransitionError,
+    RemoteResourceNotFoundError,
+)
+from storage_core.tiered.metadata.metadata import (
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataSnapshot,
+)
+from storage_core.tiered.metadata.states import RemoteLogSegmentState
+from storage_core.tiered.remote_storage_manager import (
+    RemoteObjectInfo,
+    RemoteStorageError,
+    RemoteStorageManager,
+    load_remote_storage_manager,
+)
+from storage_core.tiered.topic_based_rlmm import REMOTE_LOG_METADATA_TOPIC_NAME
+
+JOB = "reconcile"
+# Allowance for clocks of the copy job's hosts running behind this one.
+CLOCK_SKEW_S = 60.0
+COPY_DEADLINE_S_DEFAULT = COPY_TIMEOUT_S_DEFAULT + CLOCK_SKEW_S
+GRACE_S_MAX = 7 * 24 * 3600.0
+# Fetches per metadata partition while reading it (bounds a run on a huge topic).
+METADATA_FETCH_ROUNDS_MAX = 1_000_000
+ACTIONS_IN_SUMMARY_MAX = 1000
+
+_ALLOWED_STATES = {
+    ReconcileActionKind.ROLL_BACK_COPY: (RemoteLogSegmentState.COPY_SEGMENT_STARTED,),
+    ReconcileActionKind.RETRY_DELETE: (RemoteLogSegmentState.DELETE_SEGMENT_STARTED,),
+}
+_DONE_COUNTS = {
+    ReconcileActionKind.ROLL_BACK_COPY: "copies_rolled_back",
+    ReconcileActionKind.RETRY_DELETE: "deletes_retried",
+    ReconcileActionKind.DELETE_ORPHANS: "orphan_segments",
+}
+
+
+# ---------------------------------------------------------------------------- extract
+def list_store_objects(rsm: RemoteStorageManager) -> tuple[list[RemoteObjectInfo], str]:
+    """Every object under the store's key prefix, and that prefix."""
+    list_objects = getattr(rsm, "list_objects", None)
+    prefix = getattr(rsm, "prefix", None)
+    if not callable(list_objects) or not isinstance(prefix, str):
+        raise RemoteStorageError(
+            f"{rsm!r} can not list its objects (no list_objects/prefix): reconcile needs"
+            " LocalTieredStorage, S3RemoteStorageManager or a store with both"
+        )
+    return list(list_objects()), prefix
+
+
+def read_remote_log_metadata(
+    cluster: KafkaCluster,
+) -> dict[TopicIdPartition, RemoteLogMetadataCache]:
+    """Every partition's metadata, replayed from the start of each ``__remote_log_metadata``
+    partition to its end when the read began. Events a cache refuses are skipped (as the
+    brokers' consumers skip them)."""
+    name = REMOTE_LOG_METADATA_TOPIC_NAME
+    described = cluster.refresh_metadata([name]).topic(name)
+    if described is None or not described.partitions:
+        raise UnknownTopicOrPartitionError(
+            f"{name} does not exist (remote storage is not enabled on the cluster)"
+        )
+    consumer = KafkaConsumer(cluster, max_wait_ms=0, min_bytes=0)
+    caches: dict[TopicIdPartition, RemoteLogMetadataCache] = {}
+    for partition in sorted(p.partition for p in described.partitions):
+        offset = consumer.earliest_offset(name, partition)
+        end = consumer.latest_offset(name, partition)
+        for _round in range(METADATA_FETCH_ROUNDS_MAX):
+            if offset >= end:
+                break
+            fetched = consumer.fetch(name, partition, offset)
+            if fetched.next_offset <= offset:
+                break
+            offset = fetched.next_offset
+            for record in fetched.records:
+                if record.value is None:
+                    continue
+                event = serde.deserialize(record.value)
+                if isinstance(event, RemoteLogSegmentMetadataSnapshot):
+                    continue  # snapshots live in files, never on the topic
+                tip = event.topic_id_partition
+                cache = caches.get(tip)
+                if cache is None:
+                    cache = caches[tip] = RemoteLogMetadataCache(tip)
+                try:
+                    cache.handle(event)
+                except (IllegalRemoteLogStateTransitionError, RemoteResourceNotFoundError):
+                    continue
+    return caches
+
+
+def listing_of(
+    caches: Mapping[TopicIdPartition, RemoteLogMetadataCache],
+) -> dict[TopicIdPartition, list[RemoteLogSegmentMetadata]]:
+    return {tip: cache.list_all_remote_log_segments() for tip, cache in caches.items()}
+
+
+# ---------------------------------------------------------------------------- load
+def items_of(plan: ReconcilePlan, key_prefix: str) -> list[DeletionItem]:
+    """The executor work of the plan's actions, in the plan's order."""
+    items = []
+    for action in plan.actions:
+        if action.segment is not None:
+            items.append(
+                DeletionItem.for_segment(
+                    action.segment,
+                    reason=action.kind.value,
+                    allowed_states=_ALLOWED_STATES[action.kind],
+                )
+            )
+        else:
+            items.append(
+                DeletionItem.for_orphans(action.keys, key_prefix=key_prefix, reason=action.reason)
+            )
+    return items
+
+
+def action_fields(action: ReconcileAction) -> dict[str, object]:
+    fields: dict[str, object] = {
+        "action": action.kind.value,
+        "segment_id": str(action.segment_id),
+        "objects": len(action.keys),
+        "bytes": action.size_bytes,
+        "reason": action.reason,
+    }
+    if action.segment is not None:
+        fields["start_offset"] = action.segment.start_offset
+        fields["end_offset"] = action.segment.end_offset
+        fields["state"] = action.segment.state.name
+    return fields
+
+
+def print_action(action: ReconcileAction, status: str, **extra: object) -> None:
+    line = {
+        "partition": action.topic_id_partition.topic_partition,
+        "event": "reconcile",
+        "job": JOB,
+        "status": status,
+        **action_fields(action),
+        **extra,
+    }
+    print(format_fields(line), flush=True)
+
+
+def reconcile(args: JobArgs, summary: RunSummary) -> None:
+    """The whole run (see the module docstring)."""
+    with log_dir_locks(
+        args.lock_dir, JOB, [cluster_lock_key(args.bootstrap_server)], wait_s=args.lock_wait_s
+    ) as held_by:
+        if held_by is not None:
+            summary.details["skipped"] = f"another run holds {held_by}"
+            summary.finish("skipped")
+            return
+        _reconcile(args, summary)
+
+
+def _reconcile(args: JobArgs, summary: RunSummary) -> None:
+    options = ReconcileOptions.of(args)
+    rsm = load_remote_storage_manager(args.rsm_class_name, dict(args.rsm_config))
+    try:
+        objects, key_prefix = list_store_objects(rsm)  # before the metadata: see above
+        with KafkaCluster(args.bootstrap_server) as cluster:
+            broker_id = resolve_job_broker_id(args, cluster)
+            caches = read_remote_log_metadata(cluster)
+        plan = plan_reconcile(
+            listing_of(caches),
+            objects,
+            now_ms=SYSTEM_CLOCK.milliseconds(),
+            copy_deadline_ms=options.copy_deadline_ms,
+            key_prefix=key_prefix,
+            delete_retry_grace_ms=options.delete_retry_grace_ms,
+            orphan_grace_ms=options.orphan_grace_ms,
+        )
+        record_plan(plan, objects, summary)
+        if args.dry_run:
+            for action in plan.actions:
+                print_action(action, "planned")
+            summary.details["actions"] = [
+                {**action_fields(a), "partition": str(a.topic_id_partition.topic_partition)}
+                for a in plan.actions[:ACTIONS_IN_SUMMARY_MAX]
+            ]
+            if hasattr(rsm, "abort_incomplete_multipart_uploads"):
+                summary.details["multipart_uploads"] = (
+                    f"would abort those started over {options.copy_deadline_ms} ms ago"
+                )
+            return
+        settings = StoreSettings(
+            bootstrap_server=args.bootstrap_server,
+            rsm_class_name=args.rsm_class_name,
+            rsm_config=dict(args.rsm_config),
+            broker_id=broker_id,
+        )
+        outcomes: list[DeletionOutcome] = []
+        progress = Progress(JOB, len(plan.actions))
+        if plan.actions:
+            with spark_session(JOB, args.spark_master) as spark:
+                outcomes = run_on_executors(spark, settings, items_of(plan, key_prefix))
+            progress.advance(len(outcomes), sum(o.size_bytes for o in outcomes))
+        progress.finish()
+        record_outcomes(plan, outcomes, summary)
+        maybe_abort_multipart_uploads(rsm, options.copy_deadline_ms, summary)
+    finally:
+        rsm.close()
+
+
+class ReconcileOptions:
+    """The job's own options, in ms."""
+
+    def __init__(
+        self, *, copy_deadline_ms: int, delete_retry_grace_ms: int, orphan_grace_ms: int
+    ) -> None:
+        self.copy_deadline_ms = copy_deadline_ms
+        self.delete_retry_grace_ms = delete_retry_grace_ms
+        self.orphan_grace_ms = orphan_grace_ms
+
+    @staticmethod
+    def of(args: JobArgs) -> ReconcileOptions:
+        def seconds(name: str, default: float) -> float:
+            value = args.options.get(name)
+            number = default if value is None else float(str(value))
+            if not 0 <= number <= GRACE_S_MAX:
+                option = "--" + name.replace("_", "-")
+                raise JobArgumentError(f"{option} must be within [0, {GRACE_S_MAX:g}] seconds")
+            return number
+
+        copy_deadline_s = seconds("copy_deadline_s", COPY_DEADLINE_S_DEFAULT)
+        if copy_deadline_s <= 0:
+            raise JobArgumentError("--copy-deadline-s must be positive")
+        return ReconcileOptions(
+            copy_deadline_ms=int(copy_deadline_s * 1000),
+            delete_retry_grace_ms=int(
+                seconds("delete_retry_grace_s", DELETE_RETRY_GRACE_MS_DEFAULT / 1000) * 1000
+            ),
+            orphan_grace_ms=int(seconds("orphan_grace_s", copy_deadline_s) * 1000),
+        )
+
+
+def record_plan(
+    plan: ReconcilePlan, objects: Sequence[RemoteObjectInfo], summary: RunSummary
+) -> None:
+    summary.count("objects_listed", len(objects))
+    summary.count("live_segments", plan.live_segments)
+    summary.count("copies_in_progress", plan.copies_in_progress)
+    summary.count("deletes_in_progress", plan.deletes_in_progress)
+    summary.count("young_orphan_objects", plan.young_orphan_objects)
+    summary.count("foreign_objects", len(plan.foreign_keys))
+    for kind, name in _DONE_COUNTS.items():
+        summary.count(f"planned_{name}", len(plan.of_kind(kind)))
+    summary.add_bytes(
+        "orphans_planned",
+        sum(a.size_bytes for a in plan.of_kind(ReconcileActionKind.DELETE_ORPHANS)),
+    )
+
+
+def record_outcomes(
+    plan: ReconcilePlan, outcomes: Sequence[DeletionOutcome], summary: RunSummary
+) -> None:
+    """Match each action with its outcome (by segment id) and count what was done."""
+    by_segment = {o.segment_id: o for o in outcomes}
+    for name in (*_DONE_COUNTS.values(), "orphan_objects_deleted", "skipped"):
+        summary.count(name, 0)
+    summary.add_bytes("orphans_deleted", 0)
+    reported: list[dict[str, Any]] = []
+    for action in plan.actions:
+        outcome = by_segment.get(str(action.segment_id))
+        status = "error" if outcome is None else outcome.status
+        detail = "no outcome from the executors" if outcome is None else outcome.detail
+        tp = action.topic_id_partition.topic_partition
+        if status in ("deleted", "already_deleted"):
+            summary.count(_DONE_COUNTS[action.kind])
+            if action.kind is ReconcileActionKind.DELETE_ORPHANS:
+                summary.count("orphan_objects_deleted", len(action.keys))
+                summary.add_bytes("orphans_deleted", action.size_bytes)
+        elif status == "skipped":
+            summary.count("skipped")
+        else:
+            summary.error(f"{action.kind.value} of segment {action.segment_id}: {detail}", tp)
+        print_action(action, status, **({"detail": detail} if detail else {}))
+        if len(reported) < ACTIONS_IN_SUMMARY_MAX:
+            reported.append(
+                {**action_fields(action), "partition": str(tp), "status": status, "detail": detail}
+            )
+    summary.details["actions"] = reported
+
+
+def maybe_abort_multipart_uploads(
+    rsm: RemoteStorageManager, copy_deadline_ms: int, summary: RunSummary
+) -> None:
+    """S3: abort uploads older than the copy deadline (no copy can still be using them)."""
+    abort = getattr(rsm, "abort_incomplete_multipart_uploads", None)
+    if not callable(abort):
+        return
+    started = time.monotonic()
+    try:
+        aborted: list[str] = abort(timedelta(milliseconds=copy_deadline_ms))
+    except RemoteStorageError as exc:
+        summary.error(f"aborting incomplete multipart uploads failed: {exc}")
+        return
+    summary.count("multipart_uploads_aborted", len(aborted))
+    summary.details["multipart_uploads_aborted"] = aborted[:ACTIONS_IN_SUMMARY_MAX]
+    for key in aborted:
+        line = {"event": "reconcile", "job": JOB, "action": "abort_multipart", "key": key}
+        print(format_fields(line), flush=True)
+    summary.details["multipart_seconds"] = round(time.monotonic() - started, 3)
+
+
+# ---------------------------------------------------------------------------- main
+def build_parser() -> argparse.ArgumentParser:
+    parser = job_parser(JOB, __doc__)
+    own = parser.add_argument_group("reconcile")
+    own.add_argument(
+        "--copy-deadline-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="roll back COPY_SEGMENT_STARTED older than this; never below copy_segments'"
+        f" --copy-timeout-s (default {COPY_DEADLINE_S_DEFAULT:g})",
+    )
+    own.add_argument(
+        "--delete-retry-grace-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="retry DELETE_SEGMENT_STARTED older than this"
+        f" (default {DELETE_RETRY_GRACE_MS_DEFAULT / 1000:g})",
+    )
+    own.add_argument(
+        "--orphan-grace-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="delete orphaned objects older than this (default: the copy deadline)",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_job_args(build_parser(), argv, job=JOB)
+    try:
+        ReconcileOptions.of(args)
+    except JobArgumentError as exc:
+        build_parser().error(str(exc))
+    return run_job(args, lambda summary: reconcile(args, summary))
+
+
+if __name__ == "__main__":
+    import sys
+
+    # Run through the importable module so Spark pickles its functions by reference.
+    from jobs.reconcile import main as module_main
+
+    sys.exit(module_main())
