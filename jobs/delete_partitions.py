@@ -350,7 +350,8 @@ def delete_object_keys(rsm: RemoteStorageManager, keys: list[str]) -> None:
 def run_on_executors(
     spark: Any, settings: StoreSettings, items: Sequence[DeletionItem]
 ) -> list[DeletionOutcome]:
-    """Spread ``items`` over Spark tasks and collect the outcomes (in no particular order)."""
+    """Spread ``items`` over Spark tasks and collect one outcome per item, in the order of
+    ``items`` (``parallelize`` slices keep it and ``collect`` concatenates the slices)."""
     if not items:
         return []
     context = spark.sparkContext
@@ -359,6 +360,10 @@ def run_on_executors(
     outcomes: list[DeletionOutcome] = rdd.mapPartitions(
         lambda part: delete_on_executor(settings, part)
     ).collect()
+    if len(outcomes) != len(items):
+        raise RuntimeError(
+            f"{len(items)} deletions sent to the executors, {len(outcomes)} answered"
+        )
     return outcomes
 
 

@@ -334,14 +334,17 @@ def record_plan(
 def record_outcomes(
     plan: ReconcilePlan, outcomes: Sequence[DeletionOutcome], summary: RunSummary
 ) -> None:
-    """Match each action with its outcome (by segment id) and count what was done."""
-    by_segment = {o.segment_id: o for o in outcomes}
+    """Match each action with its outcome and count what was done. ``run_on_executors``
+    keeps the order of its items (one outcome per item), so outcomes pair by position."""
+    paired: list[DeletionOutcome | None] = list(outcomes)
+    if len(paired) != len(plan.actions):
+        summary.error(f"{len(plan.actions)} actions but {len(paired)} outcomes from the executors")
+        paired = [None] * len(plan.actions)
     for name in (*_DONE_COUNTS.values(), "orphan_objects_deleted", "skipped"):
         summary.count(name, 0)
     summary.add_bytes("orphans_deleted", 0)
     reported: list[dict[str, Any]] = []
-    for action in plan.actions:
-        outcome = by_segment.get(str(action.segment_id))
+    for action, outcome in zip(plan.actions, paired, strict=True):
         status = "error" if outcome is None else outcome.status
         detail = "no outcome from the executors" if outcome is None else outcome.detail
         tp = action.topic_id_partition.topic_partition

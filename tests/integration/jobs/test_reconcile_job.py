@@ -29,12 +29,20 @@ from pyspark.sql import SparkSession
 
 from jobs import reconcile
 from storage_core.common import Uuid
-from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadataUpdate
+from storage_core.tiered.metadata.metadata import (
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+)
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
 from storage_core.tiered.remote_object_keys import RemoteObjectSuffix, segment_key
 from storage_core.tiered.remote_storage_manager import RemoteSegmentRef
 from tests.broker_process import BrokerProcess
-from tests.integration.jobs.tiered_cluster import BROKER_SETTINGS, TieredCluster
+from tests.integration.jobs.tiered_cluster import (
+    BROKER_SETTINGS,
+    TieredCluster,
+    local_store_settings,
+)
 from tests.s3_server import AWS_TEST_ENV, S3Server
 from tests.tiered_broker_support import client_rlmm, wait_until
 
@@ -196,3 +204,50 @@ def test_reconcile_fixes_a_stale_copy_an_orphan_an_upload_and_a_stuck_delete(
             assert victim.remote_log_segment_id not in {
                 m.remote_log_segment_id for m in cluster.segments(tip)
             }
+
+
+def test_reconcile_on_a_local_directory(spark: SparkSession, tmp_path: Path) -> None:
+    """A dead copy (COPY_SEGMENT_STARTED long ago, one object written) and an orphan file in
+    the directory store: both removed, the copied segments untouched."""
+    settings = local_store_settings(tmp_path / "remote")
+    with BrokerProcess(tmp_path / "broker", overrides={**BROKER_SETTINGS, **settings}) as b:
+        cluster = TieredCluster(b, settings)
+        (tip,) = cluster.create_topic("reconciled-locally")
+        cluster.produce("reconciled-locally", RECORDS)
+        copied = cluster.copy(tip)
+        live_keys = sorted(cluster.object_keys(tip))
+
+        dead = RemoteLogSegmentMetadata(
+            remote_log_segment_id=RemoteLogSegmentId.generate_new(tip),
+            start_offset=copied[-1].end_offset + 1,
+            end_offset=copied[-1].end_offset + 5,
+            max_timestamp_ms=0,
+            broker_id=0,
+            event_timestamp_ms=int(time.time() * 1000) - 3_600_000,
+            segment_size_in_bytes=5,
+            segment_leader_epochs={0: copied[-1].end_offset + 1},
+        )
+        with client_rlmm(cluster.bootstrap) as rlmm:
+            rlmm.add_remote_log_segment_metadata(dead)
+        store = Path(settings["rsm.config.local.storage.dir"])
+        dead_file = store / segment_key("", RemoteSegmentRef.of(dead), RemoteObjectSuffix.LOG)
+        dead_file.write_bytes(b"12345")
+        orphan = RemoteSegmentRef(
+            topic="reconciled-locally",
+            topic_id=tip.topic_id,
+            partition=0,
+            segment_id=Uuid.random(),
+            start_offset=0,
+        )
+        orphan_file = store / segment_key("", orphan, RemoteObjectSuffix.TIME_INDEX)
+        orphan_file.write_bytes(b"orphan")
+
+        code, done = run(cluster, tmp_path / "local.json")
+        assert code == 0, done
+        assert (done["counts"]["copies_rolled_back"], done["counts"]["orphan_segments"]) == (1, 1)
+        assert "multipart_uploads_aborted" not in done["counts"]
+        assert not dead_file.exists() and not orphan_file.exists()
+        assert sorted(cluster.object_keys(tip)) == live_keys
+        assert [m.remote_log_segment_id for m in cluster.segments(tip)] == [
+            m.remote_log_segment_id for m in copied
+        ]
