@@ -4,7 +4,8 @@ On demand, and after every job that changed the remote tier (the `tiered_storage
 Asset, updated by tiering, retention_nightly and partition_deletion): builds the
 offsets-and-epochs tables and runs the expectation suites (`jobs.quality`), then publishes the
 run's report (`quality_report.json` in the run's directory) beside the Great Expectations Data
-Docs, which the Tiered storage page of the UI serves (`/tiered-storage/`). A failing suite fails
+Docs, which the Tiered storage page of the UI serves (`/tiered-storage/`), and records a status
+snapshot per partition for that page. A failing suite fails
 the run: the failing expectations and a link to the Data Docs are in the quality task's log.
 """
 
@@ -18,6 +19,7 @@ from tiered_storage_plugin.dag_support import (
     REMOTE_TIER,
     START_DATE,
     TAGS,
+    tiering_status,
     write_run_report,
 )
 from tiered_storage_plugin.operators import TieringJobOperator
@@ -44,6 +46,7 @@ def data_quality() -> None:
         return write_run_report(get_current_context(), ["quality"], name="quality_report")
 
     quality >> publish()
+    tiering_status()
 
 
 data_quality()

@@ -113,6 +113,8 @@ def partition_deletion() -> None:
         task_id="delete_partitions",
         job="delete_partitions",
         dry_run="{{ params.dry_run }}",
+        # a named topic restricts the job to it; the sweep takes every marked partition
+        extra_args="{% if params.topic %}--topic {{ params.topic }}{% endif %}",
         outlets=[REMOTE_TIER],
     )
     mark_partitions(validate_request()) >> delete

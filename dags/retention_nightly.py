@@ -5,6 +5,7 @@ orphaned objects (`jobs.reconcile`), apply remote retention (`jobs.expire_remote
 retention.bytes, log start offset, segments off the leader-epoch lineage), check offsets and
 epochs (`jobs.quality`), then write the run's report (`report.json` in the run's directory,
 listing every job's summary; written even when a job failed, and the run then fails).
+A status snapshot per partition is recorded after the expiry for the Tiered storage page.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tiered_storage_plugin.dag_support import (
     REMOTE_TIER,
     START_DATE,
     TAGS,
+    tiering_status,
     write_run_report,
 )
 from tiered_storage_plugin.operators import TieringJobOperator
@@ -47,6 +49,7 @@ def retention_nightly() -> None:
         return write_run_report(get_current_context(), JOB_TASKS)
 
     reconcile >> expire >> quality >> report()
+    expire >> tiering_status()
 
 
 retention_nightly()

@@ -1,7 +1,9 @@
 """# tiering
 
 Every 5 minutes: copy every eligible closed segment of the partitions the brokers lead to the
-remote tier (`jobs.copy_segments`), then check offsets and epochs (`jobs.quality`).
+remote tier (`jobs.copy_segments`), then check offsets and epochs (`jobs.quality`) and, beside
+it, record a status snapshot per partition (offsets, local and remote bytes, copy lag) for the
+Tiered storage page of the UI.
 Runs never overlap (`max_active_runs=1`); a copy interrupted by a failure is rolled back by the
 job and finished by the next run. The cluster is the `tiered_storage_default` connection.
 """
@@ -11,7 +13,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 from airflow.sdk import dag
-from tiered_storage_plugin.dag_support import DEFAULT_ARGS, REMOTE_TIER, START_DATE, TAGS
+from tiered_storage_plugin.dag_support import (
+    DEFAULT_ARGS,
+    REMOTE_TIER,
+    START_DATE,
+    TAGS,
+    tiering_status,
+)
 from tiered_storage_plugin.operators import TieringJobOperator
 
 
@@ -30,6 +38,7 @@ def tiering() -> None:
     copy = TieringJobOperator(task_id="copy_segments", job="copy_segments", outlets=[REMOTE_TIER])
     quality = TieringJobOperator(task_id="quality", job="quality")
     copy >> quality
+    copy >> tiering_status()
 
 
 tiering()

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk import Asset
+from airflow.sdk import Asset, task
 
 from tiered_storage_plugin import paths
 
@@ -25,6 +25,21 @@ DEFAULT_ARGS: dict[str, Any] = {
 
 # Updated whenever a job changed what is stored remotely; data_quality runs after it.
 REMOTE_TIER = Asset(name="tiered_storage_remote_tier", uri="tiered-storage://cluster/remote-tier")
+
+
+@task(task_id="status")
+def tiering_status() -> dict[str, int]:
+    """Snapshot of every remote-enabled partition (``cluster_status``) for the status page;
+    returns the totals (remote, local and copy-lag bytes)."""
+    from airflow.sdk import get_current_context
+
+    from tiered_storage_plugin.cluster_status import write_status
+    from tiered_storage_plugin.hooks import TieredStorageHook
+
+    summary = write_status(get_current_context(), TieredStorageHook().settings())
+    if summary["errors"]:
+        raise TieringRunFailedError(f"status of some partitions unknown: {summary['errors']}")
+    return dict(summary["bytes"])
 
 
 class TieringRunFailedError(RuntimeError):

@@ -28,13 +28,16 @@ def dagbag(airflow_home: Path) -> Any:
 
 
 def chain(dag: Any) -> list[str]:
-    """Task ids in dependency order (every DAG here is a single chain)."""
-    order = [t for t in dag.tasks if not t.upstream_task_ids]
+    """Task ids in dependency order along the main chain (the status snapshot, a side leaf,
+    is left out)."""
+    order = [t for t in dag.tasks if not t.upstream_task_ids and t.task_id != "status"]
     assert len(order) == 1, f"{dag.dag_id}: one root task expected"
-    while order[-1].downstream_list:
-        (nxt,) = order[-1].downstream_list
+    while True:
+        following = [t for t in order[-1].downstream_list if t.task_id != "status"]
+        if not following:
+            return [t.task_id for t in order]
+        (nxt,) = following
         order.append(nxt)
-    return [t.task_id for t in order]
 
 
 def test_dags_load_without_import_errors(dagbag: Any) -> None:
@@ -79,6 +82,22 @@ def test_remote_tier_asset_is_updated_by_the_jobs_that_change_it(dagbag: Any) ->
         ("retention_nightly", "expire_remote"),
         ("partition_deletion", "delete_partitions"),
     }
+
+
+@pytest.mark.parametrize(
+    ("dag_id", "after"),
+    [
+        ("tiering", {"copy_segments"}),
+        ("retention_nightly", {"expire_remote"}),
+        ("data_quality", set()),
+    ],
+)
+def test_status_snapshot_follows_the_job_that_changed_the_tier(
+    dagbag: Any, dag_id: str, after: set[str]
+) -> None:
+    status = dagbag.dags[dag_id].get_task("status")
+    assert status.upstream_task_ids == after and not status.downstream_task_ids
+    assert status.retries >= 2
 
 
 def test_report_tasks_run_after_failures(dagbag: Any) -> None:
