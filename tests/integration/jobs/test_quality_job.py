@@ -1,0 +1,164 @@
+"""``jobs.quality`` on the shared Spark session against a broker process with the remote tier
+in a local directory: green suites, the JSON summaries and the Data Docs after a clean
+copy; then an orphaned object planted in the store (a valid key of an unknown segment id)
+fails ``expect_no_objects_without_live_metadata`` with exit 1.
+
+    produce quality-tiered 0..59   segments of ~4 KiB
+    copy_segments                  remote: the closed segments (COPY_SEGMENT_FINISHED)
+    gather                         the tables: every segment ON_LINEAGE with its objects,
+                                   Ry = ListOffsets -5 = the last copied offset
+    quality                        exit 0, both suites green, index.html written
+    plant <prefix>/<topic>-<id>/0/<offset>-<new id>.log
+    quality                        exit 1, remote_segments fails on the orphan
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from jobs import copy_segments, quality
+from jobs.common import job_parser, parse_job_args
+from storage_core.common import Uuid
+from storage_core.tiered.remote_object_keys import RemoteObjectSuffix, segment_key
+from storage_core.tiered.remote_storage_manager import RemoteSegmentRef
+from tests.broker_process import BrokerProcess
+from tests.integration.jobs.tiered_cluster import (
+    BROKER_SETTINGS,
+    TieredCluster,
+    local_store_settings,
+)
+from tests.tiered_broker_support import wait_until
+
+pytestmark = pytest.mark.timeout(300)
+
+TOPIC = "quality-tiered"
+RECORDS = 60
+ORPHAN_EXPECTATION = "expect_no_objects_without_live_metadata"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredCluster]:
+    directory = tmp_path_factory.mktemp("quality")
+    settings = local_store_settings(directory / "remote")
+    with BrokerProcess(directory / "broker", overrides={**BROKER_SETTINGS, **settings}) as broker:
+        yield TieredCluster(broker, settings)
+
+
+def run_quality(
+    cluster: TieredCluster, report_dir: Path, summary_path: Path
+) -> tuple[int, dict[str, Any], dict[str, Any]]:
+    code = quality.main(
+        cluster.job_args("--report-dir", str(report_dir), "--summary-path", str(summary_path))
+    )
+    report = json.loads((report_dir / quality.SUMMARY_FILE).read_text())
+    return code, report, json.loads(summary_path.read_text())
+
+
+def test_quality_green_then_orphan_object_fails(
+    spark: SparkSession,
+    cluster: TieredCluster,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (tip,) = cluster.create_topic(TOPIC)
+    cluster.produce(TOPIC, RECORDS)
+    copy_args = ["--lock-dir", str(tmp_path / "locks"), "--summary-path", str(tmp_path / "c.json")]
+    assert copy_segments.main(cluster.job_args(*copy_args)) == 0
+    copied = sorted(cluster.segments(tip), key=lambda m: m.start_offset)
+    assert len(copied) >= 2, copied
+    last_copied = copied[-1].end_offset
+    job_args = parse_job_args(job_parser("quality", None), cluster.job_args(), job="quality")
+    wait_until(
+        lambda: quality.gather(job_args)[1][0]["highest_remote_offset"] == last_copied,
+        "the broker to report the last tiered offset (ListOffsets -5)",
+    )
+
+    # the tables the suites check
+    segments, offsets = quality.gather(job_args)
+    assert [(r["start_offset"], r["end_offset"]) for r in segments] == [
+        (m.start_offset, m.end_offset) for m in copied
+    ]
+    for row in segments:
+        assert row["current_state"] == "COPY_SEGMENT_FINISHED", row
+        assert row["lineage"] == "ON_LINEAGE", row
+        assert row["missing_objects"] == [] and row["objects_problem"] is None, row
+        assert row["log_object_size_bytes"] == row["segment_size_bytes"] > 0, row
+        assert row["objects_without_live_metadata"] is False, row
+    (offsets_row,) = offsets
+    assert offsets_row["remote_log_start_offset"] == 0
+    assert offsets_row["remote_log_end_offset"] == last_copied
+    assert offsets_row["remote_segment_count"] == len(copied)
+    assert offsets_row["log_end_offset"] == RECORDS
+    assert offsets_row["local_log_start_offset"] <= last_copied + 1
+    capsys.readouterr()
+
+    # clean: both suites green, Data Docs written
+    report_dir = tmp_path / "report"
+    code, report, green = run_quality(cluster, report_dir, tmp_path / "green.json")
+    err = capsys.readouterr().err
+    assert code == 0, (report, err)
+    assert report["success"] is True
+    assert set(report["suites"]) == {"remote_segments", "partition_offsets"}
+    for name, suite in report["suites"].items():
+        assert suite["success"] is True, (name, suite)
+        assert suite["failed_expectations"] == []
+        assert suite["evaluated_expectations"] >= 9
+    assert green["status"] == "ok" and green["errors"] == []
+    assert green["counts"]["remote_segments"] == len(copied)
+    assert green["counts"]["partitions"] == 1
+    assert green["details"]["suites"] == report["suites"]
+    docs = Path(report["data_docs"])
+    assert docs == report_dir / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
+    assert docs.is_file() and docs.stat().st_size > 0
+    pages = docs.parent / "validations"
+    assert len(list(pages.rglob("*.html"))) == 2  # one validation page per suite
+    assert "quality: suites passed" in err
+
+    # an orphan: a .log under a valid key whose segment id no metadata names
+    rsm = cluster.rsm()
+    try:
+        prefix: str = rsm.prefix  # type: ignore[attr-defined]
+    finally:
+        rsm.close()
+    orphan_id = Uuid.random()
+    ref = RemoteSegmentRef(
+        topic=TOPIC,
+        topic_id=tip.topic_id,
+        partition=tip.topic_partition.partition,
+        segment_id=orphan_id,
+        start_offset=last_copied + 1,
+    )
+    key = segment_key(prefix, ref, RemoteObjectSuffix.LOG)
+    orphan = Path(cluster.store_settings["rsm.config.local.storage.dir"]) / key
+    orphan.parent.mkdir(parents=True, exist_ok=True)
+    orphan.write_bytes(b"not a segment")
+    assert key in cluster.object_keys(tip)
+
+    code, report, summary = run_quality(cluster, report_dir, tmp_path / "orphan.json")
+    err = capsys.readouterr().err
+    assert code == 1, (report, err)
+    assert report["success"] is False
+    assert report["suites"]["partition_offsets"]["success"] is True
+    segments_suite = report["suites"]["remote_segments"]
+    assert segments_suite["success"] is False
+    (failed,) = segments_suite["failed_expectations"]
+    assert failed["expectation"] == ORPHAN_EXPECTATION
+    assert failed["unexpected_count"] == 1
+    assert failed["element_count"] == len(copied) + 1
+    assert [row["segment_id"] for row in failed["rows"]] == [str(orphan_id)]
+    assert str(orphan_id) in failed["reason"]
+    assert summary["status"] == "error"
+    assert any(ORPHAN_EXPECTATION in e["error"] for e in summary["errors"]), summary["errors"]
+    assert f"quality: FAILED remote_segments: {ORPHAN_EXPECTATION}" in err
+    assert str(orphan_id) in err
+    assert "quality: suites FAILED" in err
+    assert docs.is_file()
+    assert len(list(pages.rglob("*.html"))) == 4
+    with capsys.disabled():
+        print(f"\nquality runs: green {green['duration_s']} s, orphan {summary['duration_s']} s")
