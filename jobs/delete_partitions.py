@@ -210,29 +210,39 @@ def delete_on_executor(
     if not batch:
         return
     rsm = load_remote_storage_manager(settings.rsm_class_name, settings.rsm_config)
-    rlmm = TopicBasedRemoteLogMetadataManager.for_client(
-        settings.bootstrap_server,
-        consumer_config=ConsumerTaskConfig(idle_poll_ms=RLMM_IDLE_POLL_MS),
-    )
     try:
-        for item in batch:
-            started = time.monotonic()
-            if item.metadata_bytes is not None:
-                outcome = _delete_segment_item(item, rsm=rsm, rlmm=rlmm, settings=settings)
-            else:
-                outcome = _delete_orphan_item(item, rsm=rsm, rlmm=rlmm)
-            yield DeletionOutcome(
-                partition=outcome.partition,
-                segment_id=outcome.segment_id,
-                status=outcome.status,
-                size_bytes=outcome.size_bytes,
-                objects=outcome.objects,
-                detail=outcome.detail,
-                seconds=round(time.monotonic() - started, 3),
-            )
+        with TopicBasedRemoteLogMetadataManager.for_client(
+            settings.bootstrap_server,
+            consumer_config=ConsumerTaskConfig(idle_poll_ms=RLMM_IDLE_POLL_MS),
+        ) as rlmm:
+            yield from delete_items(batch, rsm=rsm, rlmm=rlmm, broker_id=settings.broker_id)
     finally:
-        rlmm.close()
         rsm.close()
+
+
+def delete_items(
+    items: Iterable[DeletionItem],
+    *,
+    rsm: RemoteStorageManager,
+    rlmm: RemoteLogMetadataManager,
+    broker_id: int,
+) -> Iterator[DeletionOutcome]:
+    """One outcome per item, in order; a failing item is reported, never raised."""
+    for item in items:
+        started = time.monotonic()
+        if item.metadata_bytes is not None:
+            outcome = _delete_segment_item(item, rsm=rsm, rlmm=rlmm, broker_id=broker_id)
+        else:
+            outcome = _delete_orphan_item(item, rsm=rsm, rlmm=rlmm)
+        yield DeletionOutcome(
+            partition=outcome.partition,
+            segment_id=outcome.segment_id,
+            status=outcome.status,
+            size_bytes=outcome.size_bytes,
+            objects=outcome.objects,
+            detail=outcome.detail,
+            seconds=round(time.monotonic() - started, 3),
+        )
 
 
 def _delete_segment_item(
@@ -240,7 +250,7 @@ def _delete_segment_item(
     *,
     rsm: RemoteStorageManager,
     rlmm: RemoteLogMetadataManager,
-    settings: StoreSettings,
+    broker_id: int,
 ) -> DeletionOutcome:
     if item.metadata_bytes is None:
         raise ValueError("a segment item needs its metadata")
@@ -268,7 +278,7 @@ def _delete_segment_item(
             current,
             rsm=rsm,
             rlmm=rlmm,
-            broker_id=settings.broker_id,
+            broker_id=broker_id,
             clock=SYSTEM_CLOCK,
             reason=item.reason,
         )
