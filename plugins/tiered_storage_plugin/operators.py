@@ -5,7 +5,8 @@ in the run's directory (keyed by the data interval, see ``paths``), ``--report-d
 quality job, ``--dry-run`` when asked, then ``extra_args``. Every output line of the job goes to
 the task log as it comes. The JSON run summary is the task's return value (XCom). A non-zero
 exit fails the task with the job's error lines (and, for the quality job, the failing
-expectations and where the Data Docs are).
+expectations and where the Data Docs are). Failing suites fail the task without retries (the
+data will not change by retrying); any other failure is retried.
 
 A retry of the same run reuses the same directory: the previous summary is removed first, so a
 failed retry never pushes an older run's summary. Jobs are idempotent, so rerunning is safe.
@@ -26,13 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from tiered_storage_plugin import paths
 from tiered_storage_plugin.hooks import DEFAULT_CONN_ID, TieredStorageHook
 
 JOBS = ("copy_segments", "expire_remote", "delete_partitions", "reconcile", "quality")
 ERROR_LINES_MAX = 40
+DEFAULT_BASE_URL = "http://localhost:8080"  # the api-server's default when [api] base_url is unset
 STOP_GRACE_S = 30.0
 DEFAULT_EXECUTION_TIMEOUT = timedelta(hours=2)
 _ERROR_LINE = re.compile(
@@ -41,7 +43,12 @@ _ERROR_LINE = re.compile(
 
 
 class TieringJobError(AirflowException):
-    """A tiering job exited non-zero; the message carries its error lines."""
+    """A tiering job exited non-zero; the message carries its error lines. Retried."""
+
+
+class DataQualityFailedError(AirflowFailException):
+    """The quality job ran and its suites failed: a verdict on the data, not a transient
+    fault, so the task fails at once (no retry) with the failing expectations."""
 
 
 class TieringJobOperator(BaseOperator):
@@ -102,7 +109,10 @@ class TieringJobOperator(BaseOperator):
             self.log.info("job=%s data_docs=%s", self.job, report)
             self.log.info("job=%s report_url=%s", self.job, report_url(task_dir))
         if code != 0:
-            raise TieringJobError(failure_message(self.job, code, error_lines, summary, report))
+            message = failure_message(self.job, code, error_lines, summary, report)
+            if is_quality_verdict(summary):
+                raise DataQualityFailedError(message)
+            raise TieringJobError(message)
         if summary is None:
             raise TieringJobError(
                 f"job {self.job} exited 0 but wrote no run summary at {summary_path}"
@@ -125,7 +135,8 @@ class TieringJobOperator(BaseOperator):
             errors="replace",
             start_new_session=True,
         )
-        assert self._process.stdout is not None
+        if self._process.stdout is None:
+            raise TieringJobError(f"job {self.job}: no output pipe from the subprocess")
         for raw in self._process.stdout:
             line = raw.rstrip("\n")
             self.log.info("%s", line)
@@ -166,6 +177,14 @@ def failure_message(
     return "\n".join(parts)
 
 
+def is_quality_verdict(summary: Mapping[str, Any] | None) -> bool:
+    """The summary of a quality run whose suites ran and failed."""
+    if not summary or summary.get("job") != "quality":
+        return False
+    details = summary.get("details")
+    return isinstance(details, Mapping) and details.get("success") is False
+
+
 def summary_failures(summary: Mapping[str, Any]) -> list[str]:
     """Readable lines for what failed, from the summary's error and expectation fields."""
     lines: list[str] = []
@@ -180,20 +199,24 @@ def summary_failures(summary: Mapping[str, Any]) -> list[str]:
         elif isinstance(value, str) and value:
             lines.append(value)
     suites = summary.get("suites")
-    if isinstance(suites, list | dict):
-        items = suites.values() if isinstance(suites, dict) else suites
-        for suite in items:
+    if suites is None and isinstance(details, Mapping):
+        suites = details.get("suites")
+    if isinstance(suites, list | dict) and not lines:
+        items = suites.items() if isinstance(suites, dict) else [("suite", s) for s in suites]
+        for key, suite in items:
             if isinstance(suite, Mapping) and suite.get("success") is False:
-                name = suite.get("name") or suite.get("suite") or "suite"
+                name = suite.get("name") or suite.get("suite") or key
                 for failed in suite.get("failed_expectations") or suite.get("failures") or []:
                     lines.append(f"{name}: {_describe(failed)}")
-    return lines[:ERROR_LINES_MAX]
+    return list(dict.fromkeys(lines))[:ERROR_LINES_MAX]
 
 
 def report_url(task_dir: Path) -> str:
     """The Data Docs a quality task wrote in ``task_dir``, as the plugin's web app serves them
     (``file://`` when the directory is outside the reports root)."""
-    base = os.environ.get("AIRFLOW__API__BASE_URL", "http://localhost:8080").rstrip("/")
+    from airflow.configuration import conf
+
+    base = (conf.get("api", "base_url", fallback=None) or DEFAULT_BASE_URL).rstrip("/")
     try:
         relative = task_dir.resolve().relative_to(paths.reports_root().resolve())
     except ValueError:

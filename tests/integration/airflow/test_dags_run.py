@@ -284,3 +284,28 @@ def test_data_quality_publishes_data_docs_served_by_the_plugin(cluster: Any, dag
     statuses = {p["partition"]: p for p in client.get("/status.json").json()["partitions"]}
     assert set(statuses) == {"orders-0", "orders-1"}
     assert statuses["orders-0"]["remote_bytes"] == remote_bytes(cluster, ORDERS, 0)
+
+
+@needs_jobs("quality")
+def test_data_quality_fails_at_once_with_the_failing_expectations_and_the_report(
+    cluster: Any, dags: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # the defect: a remote segment whose .log object is gone while its metadata is FINISHED
+    (victim, *_) = remote_logs(cluster, ORDERS)
+    victim.unlink()
+    dag_run = dags["data_quality"].test()
+    tries = {ti.task_id: (str(ti.state), ti.try_number) for ti in dag_run.get_task_instances()}
+    assert str(dag_run.state) == "failed"
+    assert tries["quality"] == ("failed", 1)  # a failing suite is not retried
+    assert tries["publish"][0] == "failed"  # the report is written, and the run fails
+    output = capfd.readouterr()
+    text = output.out + output.err
+    assert "DataQualityFailedError" in text
+    assert "failing checks:" in text
+    assert "remote_segments" in text
+    assert "report: http://localhost:8080/tiered-storage/docs/runs/data_quality/" in text
+    summary = latest_summary("data_quality", "quality")
+    assert summary["details"]["success"] is False
+    runs = airflow_env.reports_dir() / "runs" / "data_quality"
+    reports = sorted(runs.glob("*/quality_report.json"), key=lambda p: p.stat().st_mtime)
+    assert json.loads(reports[-1].read_text())["failed"] == ["quality"]

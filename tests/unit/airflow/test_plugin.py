@@ -193,6 +193,35 @@ def test_operator_fails_with_the_job_errors_and_the_report_link(fake_jobs: Path)
     )
 
 
+def test_failing_suites_fail_without_retry() -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+    from tiered_storage_plugin.operators import is_quality_verdict, summary_failures
+
+    verdict = {
+        "job": "quality",
+        "status": "error",
+        "errors": [{"partition": None, "error": "remote_segments: 1 segment lacks objects"}],
+        "details": {
+            "success": False,
+            "suites": {
+                "remote_segments": {
+                    "success": False,
+                    "failed_expectations": [{"expectation": "objects_present"}],
+                }
+            },
+        },
+    }
+    assert is_quality_verdict(verdict)
+    assert summary_failures(verdict) == ["remote_segments: 1 segment lacks objects"]
+    del verdict["errors"]
+    assert summary_failures(verdict) == ['remote_segments: {"expectation": "objects_present"}']
+    assert not is_quality_verdict({"job": "quality", "status": "failed", "details": {}})
+    assert not is_quality_verdict({"job": "copy_segments", "details": {"success": False}})
+    from tiered_storage_plugin.operators import DataQualityFailedError
+
+    assert issubclass(DataQualityFailedError, AirflowFailException)
+
+
 def test_operator_refuses_an_unknown_job() -> None:
     from tiered_storage_plugin.operators import TieringJobOperator
 
