@@ -17,13 +17,10 @@ Story (one broker, remote storage on, ``LocalTieredStorage`` in a temp dir; the 
     partition_deletion sweep         scheduled run without params: succeeds, nothing to do
     data_quality                     quality publishes its summary and Data Docs, which the
                                      plugin's web app serves with the status page
-
-A DAG whose job is not in ``jobs/`` yet is marked xfail(strict=True) by ``needs_jobs``.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from collections.abc import Iterator
@@ -44,15 +41,6 @@ pytestmark = pytest.mark.timeout(1200)
 ORDERS, DOOMED = "orders", "doomed"
 RECORDS = 600
 SEGMENT_BYTES = 16 * 1024
-
-
-def needs_jobs(*jobs: str) -> pytest.MarkDecorator:
-    missing = [j for j in jobs if importlib.util.find_spec(f"jobs.{j}") is None]
-    return pytest.mark.xfail(
-        condition=bool(missing),
-        strict=True,
-        reason=f"jobs not written yet: {', '.join(missing)}",
-    )
 
 
 def value_of(i: int) -> bytes:
@@ -153,7 +141,6 @@ def ok(states: dict[str, str | None]) -> bool:
     return all(s == "success" for s in states.values())
 
 
-@needs_jobs("copy_segments", "quality")
 def test_tiering_copies_every_closed_segment_then_checks(cluster: Any, dags: Any) -> None:
     state, states = run(dags["tiering"])
     assert (state, ok(states)) == ("success", True), states
@@ -176,7 +163,6 @@ def test_tiering_copies_every_closed_segment_then_checks(cluster: Any, dags: Any
     assert latest_summary("tiering", "copy_segments")["counts"].get("segments", 0) == 0
 
 
-@needs_jobs("reconcile", "expire_remote", "quality")
 def test_retention_nightly_expires_and_reports(cluster: Any, dags: Any) -> None:
     before = remote_logs(cluster, ORDERS)
     assert before, "the tiering test runs first"
@@ -231,7 +217,6 @@ def test_partition_deletion_refuses_part_of_a_topic(cluster: Any, dags: Any) -> 
         assert ORDERS in KafkaAdminClient(kafka).list_topics()
 
 
-@needs_jobs("delete_partitions")
 def test_partition_deletion_dry_run_changes_nothing(cluster: Any, dags: Any) -> None:
     before = remote_logs(cluster, DOOMED)
     state, states = run(
@@ -243,7 +228,6 @@ def test_partition_deletion_dry_run_changes_nothing(cluster: Any, dags: Any) -> 
     assert remote_logs(cluster, DOOMED) == before
 
 
-@needs_jobs("delete_partitions")
 def test_partition_deletion_deletes_the_topic_and_its_remote_data(cluster: Any, dags: Any) -> None:
     assert remote_logs(cluster, DOOMED), "the tiering test copies doomed first"
     state, states = run(
@@ -262,7 +246,6 @@ def test_partition_deletion_deletes_the_topic_and_its_remote_data(cluster: Any, 
     assert (state, ok(states)) == ("success", True), states
 
 
-@needs_jobs("quality")
 def test_data_quality_publishes_data_docs_served_by_the_plugin(cluster: Any, dags: Any) -> None:
     from fastapi.testclient import TestClient
     from tiered_storage_plugin.web import create_app
@@ -286,7 +269,6 @@ def test_data_quality_publishes_data_docs_served_by_the_plugin(cluster: Any, dag
     assert statuses["orders-0"]["remote_bytes"] == remote_bytes(cluster, ORDERS, 0)
 
 
-@needs_jobs("quality")
 def test_data_quality_fails_at_once_with_the_failing_expectations_and_the_report(
     cluster: Any, dags: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:

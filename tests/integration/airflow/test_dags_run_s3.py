@@ -21,7 +21,7 @@ from kafka import KafkaProducer
 
 from storage_core.client import KafkaAdminClient, KafkaCluster
 from tests.broker_process import BrokerProcess
-from tests.integration.airflow.test_dags_run import latest_summary, needs_jobs, ok, run
+from tests.integration.airflow.test_dags_run import latest_summary, ok, run
 from tests.s3_server import AWS_TEST_ENV, S3Server
 from tests.tiered_broker_support import LATEST_TIERED, list_offset
 from tests.unit.airflow import airflow_env
@@ -111,7 +111,6 @@ def dags(airflow_home: Path) -> dict[str, Any]:
     return DagBag(dag_folder=str(airflow_env.DAGS)).dags
 
 
-@needs_jobs("copy_segments", "quality")
 def test_tiering_to_s3_with_the_aws_connection(s3_cluster: Any, dags: Any) -> None:
     assert "AWS_ACCESS_KEY_ID" not in os.environ
     state, states = run(dags["tiering"])
