@@ -1,7 +1,8 @@
 """# data_quality
 
-On demand, and after every job that changed the remote tier (the `tiered_storage_remote_tier`
-Asset, updated by tiering, retention_nightly and partition_deletion): builds the
+On demand, and after every job run that changed the remote tier (the
+`tiered_storage_remote_tier` Asset, updated by tiering, retention_nightly and partition_deletion
+runs that copied, deleted or repaired something; idle runs do not trigger it): builds the
 offsets-and-epochs tables and runs the expectation suites (`jobs.quality`), then publishes the
 run's report (`quality_report.json` in the run's directory) beside the Great Expectations Data
 Docs, which the Tiered storage page of the UI serves (`/tiered-storage/`), and records a status

@@ -115,7 +115,7 @@ def partition_deletion() -> None:
         dry_run="{{ params.dry_run }}",
         # a named topic restricts the job to it; the sweep takes every marked partition
         extra_args="{% if params.topic %}--topic {{ params.topic }}{% endif %}",
-        outlets=[REMOTE_TIER],
+        changes=REMOTE_TIER,
     )
     mark_partitions(validate_request()) >> delete
 

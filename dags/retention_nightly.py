@@ -38,8 +38,8 @@ JOB_TASKS = ("reconcile", "expire_remote", "quality")
     default_args=DEFAULT_ARGS,
 )
 def retention_nightly() -> None:
-    reconcile = TieringJobOperator(task_id="reconcile", job="reconcile", outlets=[REMOTE_TIER])
-    expire = TieringJobOperator(task_id="expire_remote", job="expire_remote", outlets=[REMOTE_TIER])
+    reconcile = TieringJobOperator(task_id="reconcile", job="reconcile", changes=REMOTE_TIER)
+    expire = TieringJobOperator(task_id="expire_remote", job="expire_remote", changes=REMOTE_TIER)
     quality = TieringJobOperator(task_id="quality", job="quality")
 
     @task(trigger_rule="all_done", retries=0)

@@ -35,7 +35,7 @@ from tiered_storage_plugin.operators import TieringJobOperator
     default_args=DEFAULT_ARGS,
 )
 def tiering() -> None:
-    copy = TieringJobOperator(task_id="copy_segments", job="copy_segments", outlets=[REMOTE_TIER])
+    copy = TieringJobOperator(task_id="copy_segments", job="copy_segments", changes=REMOTE_TIER)
     quality = TieringJobOperator(task_id="quality", job="quality")
     copy >> quality
     copy >> tiering_status()

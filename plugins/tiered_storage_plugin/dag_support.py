@@ -23,7 +23,8 @@ DEFAULT_ARGS: dict[str, Any] = {
     "max_retry_delay": timedelta(minutes=5),
 }
 
-# Updated whenever a job changed what is stored remotely; data_quality runs after it.
+# Updated whenever a job changed what is stored remotely (through the operator's alias, only
+# by runs that changed something); data_quality runs after it.
 REMOTE_TIER = Asset(name="tiered_storage_remote_tier", uri="tiered-storage://cluster/remote-tier")
 
 

@@ -6,7 +6,9 @@ quality job, ``--dry-run`` when asked, then ``extra_args``. Every output line of
 the task log as it comes. The JSON run summary is the task's return value (XCom). A non-zero
 exit fails the task with the job's error lines (and, for the quality job, the failing
 expectations and where the Data Docs are). Failing suites fail the task without retries (the
-data will not change by retrying); any other failure is retried.
+data will not change by retrying); any other failure is retried. With ``changes=<Asset>``,
+a run that changed the remote tier (its summary counts copies, deletions or repairs) emits an
+event for that asset through ``CHANGES_ALIAS``; an idle run emits none.
 
 A retry of the same run reuses the same directory: the previous summary is removed first, so a
 failed retry never pushes an older run's summary. Jobs are idempotent, so rerunning is safe.
@@ -26,7 +28,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import Asset, AssetAlias, BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from tiered_storage_plugin import paths
@@ -37,6 +39,20 @@ ERROR_LINES_MAX = 40
 DEFAULT_BASE_URL = "http://localhost:8080"  # the api-server's default when [api] base_url is unset
 STOP_GRACE_S = 30.0
 DEFAULT_EXECUTION_TIMEOUT = timedelta(hours=2)
+# Emitted through this alias, an asset event for ``changes`` exists only for runs that changed
+# the remote tier (so data_quality does not rerun after every idle tiering run).
+CHANGES_ALIAS = AssetAlias("tiered_storage_remote_tier_changes")
+# Summary counts (and bytes) that say a run changed what is stored remotely.
+CHANGE_COUNTS = (
+    "segments_copied",
+    "segments_deleted",
+    "partitions_finished",
+    "copies_rolled_back",
+    "deletes_retried",
+    "orphan_objects_deleted",
+    "uploads_aborted",
+)
+CHANGE_BYTES = ("copied", "deleted")
 _ERROR_LINE = re.compile(
     r"(\berror\b|\berrors=[1-9]|status=failed|traceback|exception|\bfailed\b)", re.IGNORECASE
 )
@@ -65,17 +81,21 @@ class TieringJobOperator(BaseOperator):
         dry_run: bool | str = False,
         tiered_storage_conn_id: str = DEFAULT_CONN_ID,
         python: str | None = None,
+        changes: Asset | None = None,
         **kwargs: Any,
     ) -> None:
         if job not in JOBS:
             raise ValueError(f"unknown tiering job {job!r}: expected one of {', '.join(JOBS)}")
         kwargs.setdefault("execution_timeout", DEFAULT_EXECUTION_TIMEOUT)
+        if changes is not None:
+            kwargs["outlets"] = [*(kwargs.get("outlets") or []), CHANGES_ALIAS]
         super().__init__(**kwargs)
         self.job = job
         self.extra_args = extra_args
         self.dry_run = dry_run
         self.tiered_storage_conn_id = tiered_storage_conn_id
         self.python = python or sys.executable
+        self.changes = changes
         self._process: subprocess.Popen[str] | None = None
 
     # ------------------------------------------------------------------ command
@@ -117,6 +137,11 @@ class TieringJobOperator(BaseOperator):
             raise TieringJobError(
                 f"job {self.job} exited 0 but wrote no run summary at {summary_path}"
             )
+        if self.changes is not None and changed_remote_tier(summary):
+            context["outlet_events"][CHANGES_ALIAS].add(
+                self.changes, extra={"job": self.job, "run_key": task_dir.parent.name}
+            )
+            self.log.info("job=%s remote tier changed: asset event for %s", self.job, self.changes)
         summary.setdefault("summary_path", str(summary_path))
         if report.is_file():
             summary.setdefault("report_path", str(report))
@@ -175,6 +200,21 @@ def failure_message(
     if report is not None and report.is_file():
         parts.append(f"report: {report_url(report.parents[5])} (file {report})")
     return "\n".join(parts)
+
+
+def changed_remote_tier(summary: Mapping[str, Any]) -> bool:
+    """Whether a (not dry) run copied, deleted or repaired anything remote."""
+    if summary.get("dry_run"):
+        return False
+    counts = summary.get("counts") or {}
+    sizes = summary.get("bytes") or {}
+    return any(_positive(counts.get(name)) for name in CHANGE_COUNTS) or any(
+        _positive(sizes.get(name)) for name in CHANGE_BYTES
+    )
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def is_quality_verdict(summary: Mapping[str, Any] | None) -> bool:

@@ -133,6 +133,24 @@ def latest_summary(dag_id: str, task_id: str) -> dict[str, Any]:
     return json.loads(paths[-1].read_text())
 
 
+def remote_tier_events() -> int:
+    """Asset events recorded for the remote tier (what schedules data_quality)."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import func, select
+
+    with create_session() as session:
+        return int(
+            session.scalar(
+                select(func.count())
+                .select_from(AssetEvent)
+                .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+                .where(AssetModel.name == "tiered_storage_remote_tier")
+            )
+            or 0
+        )
+
+
 def remote_logs(cluster: Any, topic: str) -> list[Path]:
     return sorted(cluster.remote_dir.glob(f"{topic}-*/*/*.log"))
 
@@ -142,9 +160,11 @@ def ok(states: dict[str, str | None]) -> bool:
 
 
 def test_tiering_copies_every_closed_segment_then_checks(cluster: Any, dags: Any) -> None:
+    events = remote_tier_events()
     state, states = run(dags["tiering"])
     assert (state, ok(states)) == ("success", True), states
     assert set(states) == {"copy_segments", "quality", "status"}
+    assert remote_tier_events() == events + 1  # data_quality is due
     copy = latest_summary("tiering", "copy_segments")
     assert copy["job"] == "copy_segments" and copy["status"] == "ok"
     assert remote_logs(cluster, ORDERS) and remote_logs(cluster, DOOMED)
@@ -158,9 +178,10 @@ def test_tiering_copies_every_closed_segment_then_checks(cluster: Any, dags: Any
     assert orders0["high_watermark"] == RECORDS and orders0["log_start_offset"] == 0
     assert orders0["remote_bytes"] == remote_bytes(cluster, ORDERS, 0) > 0
     assert orders0["copy_lag_segments"] == 0 and orders0["copy_lag_bytes"] == 0
-    # a second run finds nothing more to copy
+    # a second run finds nothing more to copy, and does not make data_quality due
     assert run(dags["tiering"])[0] == "success"
-    assert latest_summary("tiering", "copy_segments")["counts"].get("segments", 0) == 0
+    assert latest_summary("tiering", "copy_segments")["counts"].get("segments_copied", 0) == 0
+    assert remote_tier_events() == events + 1
 
 
 def test_retention_nightly_expires_and_reports(cluster: Any, dags: Any) -> None:
@@ -172,8 +193,10 @@ def test_retention_nightly_expires_and_reports(cluster: Any, dags: Any) -> None:
             ORDERS,
             [AlterConfigOp(name="retention.bytes", op=AlterConfigOpType.SET, value="40000")],
         )
+    events = remote_tier_events()
     state, states = run(dags["retention_nightly"])
     assert state == "success", states
+    assert remote_tier_events() == events + 1  # expire_remote deleted segments
     assert ok(states)
     after = remote_logs(cluster, ORDERS)
     assert len(after) < len(before)

@@ -74,7 +74,8 @@ def test_remote_tier_asset_is_updated_by_the_jobs_that_change_it(dagbag: Any) ->
         (dag_id, task.task_id)
         for dag_id, dag in dagbag.dags.items()
         for task in dag.tasks
-        if any(getattr(o, "name", None) == "tiered_storage_remote_tier" for o in task.outlets)
+        if getattr(getattr(task, "changes", None), "name", None) == "tiered_storage_remote_tier"
+        and [o.name for o in task.outlets] == ["tiered_storage_remote_tier_changes"]
     }
     assert writers == {
         ("tiering", "copy_segments"),

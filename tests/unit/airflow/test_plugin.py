@@ -222,6 +222,26 @@ def test_failing_suites_fail_without_retry() -> None:
     assert issubclass(DataQualityFailedError, AirflowFailException)
 
 
+@pytest.mark.parametrize(
+    ("summary", "changed"),
+    [
+        ({"counts": {"segments_copied": 3}, "bytes": {"copied": 100}}, True),
+        ({"counts": {"segments_planned": 0}, "bytes": {"planned": 0}}, False),
+        ({"counts": {"segments_deleted": 1}}, True),
+        ({"counts": {"orphan_objects_deleted": 2}}, True),
+        ({"counts": {"segments_copied": 3}, "dry_run": True}, False),
+        ({"counts": {}, "bytes": {"deleted": 5}}, True),
+        ({}, False),
+    ],
+)
+def test_only_runs_that_changed_the_remote_tier_emit_the_asset(
+    summary: dict[str, Any], changed: bool
+) -> None:
+    from tiered_storage_plugin.operators import changed_remote_tier
+
+    assert changed_remote_tier(summary) is changed
+
+
 def test_operator_refuses_an_unknown_job() -> None:
     from tiered_storage_plugin.operators import TieringJobOperator
 
