@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -30,6 +31,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     session = build_spark_session("jobs-tests", "local[2]")
     yield session
     session.stop()
+    # py4j logs from __del__ at interpreter exit, after pytest closed the streams.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     if previous is None:
         os.environ.pop("SPARK_LOCAL_DIRS", None)
     else:
