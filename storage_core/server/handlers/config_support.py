@@ -14,9 +14,10 @@ server.properties (4) or the built-in default (5).
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from storage_core.common import validate_topic_name
 from storage_core.controller.topic_store import TopicInfo
@@ -27,7 +28,9 @@ from storage_core.log.log_config import (
     TOPIC_CONFIG_NAMES,
     LogConfig,
 )
+from storage_core.server.handlers.common import error_code_of
 from storage_core.server.kafka_config import BROKER_CONFIG_DEFS
+from storage_core.server.protocol import build
 
 if TYPE_CHECKING:
     from storage_core.server.kafka_broker import KafkaBroker
@@ -356,3 +359,35 @@ def topic_info_or_raise(broker: KafkaBroker, name: str) -> TopicInfo:
     if info is None:
         raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
     return info
+
+
+async def alter_each_resource(
+    module: Any, resources: Sequence[Any], alter: Callable[[Any], Awaitable[None]]
+) -> tuple[Any, ...]:
+    """One ``AlterConfigsResourceResponse`` per resource (AlterConfigs and its incremental
+    twin): each resource succeeds or fails alone; duplicates and too many are INVALID_REQUEST.
+    """
+    seen = Counter((r.resource_type, r.resource_name) for r in resources)
+    responses = []
+    for index, resource in enumerate(resources):
+        error: StorageError | None = None
+        try:
+            if index >= MAX_RESOURCES_PER_REQUEST:
+                raise InvalidRequestError(
+                    f"at most {MAX_RESOURCES_PER_REQUEST} resources per request"
+                )
+            if seen[(resource.resource_type, resource.resource_name)] > 1:
+                raise InvalidRequestError("Each resource must appear at most once.")
+            await alter(resource)
+        except StorageError as exc:
+            error = exc
+        responses.append(
+            build(
+                module.AlterConfigsResourceResponse,
+                error_code=error_code_of(error),
+                error_message=None if error is None else str(error),
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return tuple(responses)

@@ -12,15 +12,13 @@ since none can change while the broker runs. ``validate_only`` checks and change
 from __future__ import annotations
 
 import functools
-from collections import Counter
 from typing import Any
 
-from storage_core.errors import StorageError
-from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
+from storage_core.server.handlers.common import NO_THROTTLE
 from storage_core.server.handlers.config_support import (
-    MAX_RESOURCES_PER_REQUEST,
     InvalidRequestError,
     ResourceType,
+    alter_each_resource,
     check_broker_resource,
     check_operations,
     check_unique_keys,
@@ -38,33 +36,16 @@ MAX_VERSION = 1
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = ctx.response_module
-    seen = Counter((r.resource_type, r.resource_name) for r in request.resources)
-    responses = []
-    for index, resource in enumerate(request.resources):
-        error: StorageError | None = None
-        try:
-            if index >= MAX_RESOURCES_PER_REQUEST:
-                raise InvalidRequestError(
-                    f"at most {MAX_RESOURCES_PER_REQUEST} resources per request"
-                )
-            if seen[(resource.resource_type, resource.resource_name)] > 1:
-                raise InvalidRequestError("Each resource must appear at most once.")
-            await _alter(ctx, resource, validate_only=bool(request.validate_only))
-        except StorageError as exc:
-            error = exc
-        responses.append(
-            build(
-                module.AlterConfigsResourceResponse,
-                error_code=error_code_of(error),
-                error_message=None if error is None else str(error),
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
-            )
-        )
+    validate_only = bool(request.validate_only)
+    responses = await alter_each_resource(
+        module,
+        request.resources,
+        lambda resource: _alter(ctx, resource, validate_only=validate_only),
+    )
     return build(
         module.IncrementalAlterConfigsResponse,
         throttle_time=NO_THROTTLE,
-        responses=tuple(responses),
+        responses=responses,
     )
 
 
