@@ -386,37 +386,32 @@ def _build(reader: _Reader, cls: type[_T], **fields: object) -> _T:
         raise reader.fail(f"invalid {cls.__name__}: {exc}") from exc
 
 
-def _read_segment_metadata(reader: _Reader, version: int) -> RemoteLogSegmentMetadata:
-    segment_id = _read_segment_id(reader)
-    start_offset = reader.int64("StartOffset")
-    end_offset = reader.int64("EndOffset")
-    broker_id = reader.int32("BrokerId")
-    max_timestamp_ms = reader.int64("MaxTimestampMs")
-    event_timestamp_ms = reader.int64("EventTimestampMs")
-    epochs = _read_leader_epochs(reader)
-    segment_size_in_bytes = reader.int32("SegmentSizeInBytes")
-    custom_metadata = reader.nullable_bytes("CustomMetadata")
-    state = _read_segment_state(reader)
+def _read_segment_fields(reader: _Reader, version: int, record: str) -> dict[str, object]:
+    """The fields a segment record and a snapshot record share, after the segment id."""
+    fields: dict[str, object] = {
+        "start_offset": reader.int64("StartOffset"),
+        "end_offset": reader.int64("EndOffset"),
+        "broker_id": reader.int32("BrokerId"),
+        "max_timestamp_ms": reader.int64("MaxTimestampMs"),
+        "event_timestamp_ms": reader.int64("EventTimestampMs"),
+        "segment_leader_epochs": _read_leader_epochs(reader),
+        "segment_size_in_bytes": reader.int32("SegmentSizeInBytes"),
+        "custom_metadata": reader.nullable_bytes("CustomMetadata"),
+        "state": _read_segment_state(reader),
+    }
     txn_idx_empty = [False]
     known = {_TAG_TXN_INDEX_EMPTY: _txn_index_empty_handler(reader, txn_idx_empty)}
     if version >= 1:
         known[1] = _fixed_size(4, "BrokerLeaderEpoch", reader)
-    reader.tagged_fields("RemoteLogSegmentMetadataRecord", known)
-    return _build(
-        reader,
-        RemoteLogSegmentMetadata,
-        remote_log_segment_id=segment_id,
-        start_offset=start_offset,
-        end_offset=end_offset,
-        max_timestamp_ms=max_timestamp_ms,
-        broker_id=broker_id,
-        event_timestamp_ms=event_timestamp_ms,
-        segment_size_in_bytes=segment_size_in_bytes,
-        segment_leader_epochs=epochs,
-        custom_metadata=custom_metadata,
-        state=state,
-        txn_idx_empty=txn_idx_empty[0],
-    )
+    reader.tagged_fields(record, known)
+    fields["txn_idx_empty"] = txn_idx_empty[0]
+    return fields
+
+
+def _read_segment_metadata(reader: _Reader, version: int) -> RemoteLogSegmentMetadata:
+    segment_id = _read_segment_id(reader)
+    fields = _read_segment_fields(reader, version, "RemoteLogSegmentMetadataRecord")
+    return _build(reader, RemoteLogSegmentMetadata, remote_log_segment_id=segment_id, **fields)
 
 
 def _v1_epoch_and_end_offset_tags(
@@ -473,35 +468,8 @@ def _read_partition_delete(reader: _Reader, version: int) -> RemotePartitionDele
 
 def _read_snapshot(reader: _Reader, version: int) -> RemoteLogSegmentMetadataSnapshot:
     segment_id = reader.uuid("SegmentId")
-    start_offset = reader.int64("StartOffset")
-    end_offset = reader.int64("EndOffset")
-    broker_id = reader.int32("BrokerId")
-    max_timestamp_ms = reader.int64("MaxTimestampMs")
-    event_timestamp_ms = reader.int64("EventTimestampMs")
-    epochs = _read_leader_epochs(reader)
-    segment_size_in_bytes = reader.int32("SegmentSizeInBytes")
-    custom_metadata = reader.nullable_bytes("CustomMetadata")
-    state = _read_segment_state(reader)
-    txn_idx_empty = [False]
-    known = {_TAG_TXN_INDEX_EMPTY: _txn_index_empty_handler(reader, txn_idx_empty)}
-    if version >= 1:
-        known[1] = _fixed_size(4, "BrokerLeaderEpoch", reader)
-    reader.tagged_fields("RemoteLogSegmentMetadataSnapshotRecord", known)
-    return _build(
-        reader,
-        RemoteLogSegmentMetadataSnapshot,
-        segment_id=segment_id,
-        start_offset=start_offset,
-        end_offset=end_offset,
-        max_timestamp_ms=max_timestamp_ms,
-        broker_id=broker_id,
-        event_timestamp_ms=event_timestamp_ms,
-        segment_size_in_bytes=segment_size_in_bytes,
-        segment_leader_epochs=epochs,
-        custom_metadata=custom_metadata,
-        state=state,
-        txn_idx_empty=txn_idx_empty[0],
-    )
+    fields = _read_segment_fields(reader, version, "RemoteLogSegmentMetadataSnapshotRecord")
+    return _build(reader, RemoteLogSegmentMetadataSnapshot, segment_id=segment_id, **fields)
 
 
 _READERS: dict[int, Callable[[_Reader, int], RemoteLogMetadata]] = {
