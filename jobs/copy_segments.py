@@ -55,10 +55,9 @@ from jobs.common import (
     run_job,
     spark_session,
 )
-from jobs.common.discovery import discover_targets
+from jobs.common.discovery import plan_led_partitions
 from jobs.planning.work_units import PlannedSegment, WorkUnit, plan_work_units, throttle_delay_s
 from storage_core.client.cluster import KafkaCluster
-from storage_core.client.consumer import KafkaConsumer
 from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicPartition
 from storage_core.errors import UnknownTopicOrPartitionError
@@ -74,15 +73,10 @@ from storage_core.tiered.remote_storage_manager import (
     RemoteStorageManager,
     load_remote_storage_manager,
 )
-from storage_core.tiered.topic_based_rlmm import (
-    ConsumerTaskConfig,
-    TopicBasedRemoteLogMetadataManager,
-)
 from storage_core.tools.tier import (
-    RLMM_IDLE_POLL_MS,
+    PartitionTarget,
     current_leader_epoch,
-    read_view,
-    resolve_broker_id,
+    metadata_client,
 )
 
 JOB = "copy_segments"
@@ -134,27 +128,14 @@ def extract_segments(
     args: JobArgs, log_dirs: Sequence[Path], summary: RunSummary
 ) -> tuple[int, list[PlannedSegment]]:
     """The broker id and every eligible segment of the partitions it leads (driver side)."""
-    broker_config = args.broker_config()
-    with KafkaCluster(args.bootstrap_server) as cluster:
-        broker_id = resolve_broker_id(args.broker_id, broker_config, cluster.refresh_metadata([]))
-        targets = discover_targets(
-            cluster, log_dirs, topic=args.topic, broker_id=broker_id, job=JOB, summary=summary
-        )
-        if not targets:
-            return broker_id, []
-        consumer = KafkaConsumer(cluster)
-        planned: list[PlannedSegment] = []
-        with TopicBasedRemoteLogMetadataManager.for_client(
-            args.bootstrap_server,
-            consumer_config=ConsumerTaskConfig(idle_poll_ms=RLMM_IDLE_POLL_MS),
-        ) as rlmm:
-            for target in targets:
-                view = read_view(consumer, target)
-                segments = candidate_segments(view, rlmm, config=target.config)
-                planned.extend(
-                    planned_segment(view, s, leader_epoch=target.leader_epoch) for s in segments
-                )
-    return broker_id, planned
+
+    def plan(
+        target: PartitionTarget, view: LogView, rlmm: RemoteLogMetadataManager
+    ) -> list[PlannedSegment]:
+        segments = candidate_segments(view, rlmm, config=target.config)
+        return [planned_segment(view, s, leader_epoch=target.leader_epoch) for s in segments]
+
+    return plan_led_partitions(args, log_dirs, summary, job=JOB, plan=plan)
 
 
 def planned_segment(view: LogView, segment: SegmentView, *, leader_epoch: int) -> PlannedSegment:
@@ -261,10 +242,7 @@ def copy_work_units(units: Iterable[WorkUnit], settings: CopySettings) -> Iterat
     for unit in units:
         rsm = load_remote_storage_manager(settings.rsm_class_name, settings.rsm_config)
         cluster = KafkaCluster(settings.bootstrap_server)
-        rlmm = TopicBasedRemoteLogMetadataManager.for_client(
-            settings.bootstrap_server,
-            consumer_config=ConsumerTaskConfig(idle_poll_ms=RLMM_IDLE_POLL_MS),
-        )
+        rlmm = metadata_client(settings.bootstrap_server)
         started = time.monotonic()
         done_bytes = 0
 

@@ -77,15 +77,10 @@ from storage_core.tiered.remote_storage_manager import (
     RemoteStorageManager,
     load_remote_storage_manager,
 )
-from storage_core.tiered.topic_based_rlmm import (
-    ConsumerTaskConfig,
-    TopicBasedRemoteLogMetadataManager,
-)
-from storage_core.tools.tier import marked_partitions, resolve_broker_id
+from storage_core.tools.tier import marked_partitions, metadata_client, resolve_broker_id
 
 JOB = "delete_partitions"
 # Client RLMMs of jobs poll often so that they answer quickly.
-RLMM_IDLE_POLL_MS = 20
 # Spark tasks per run: each opens one RLMM and one remote storage manager.
 TASKS_PER_CORE = 2
 TASKS_MAX = 64
@@ -211,10 +206,7 @@ def delete_on_executor(
         return
     rsm = load_remote_storage_manager(settings.rsm_class_name, settings.rsm_config)
     try:
-        with TopicBasedRemoteLogMetadataManager.for_client(
-            settings.bootstrap_server,
-            consumer_config=ConsumerTaskConfig(idle_poll_ms=RLMM_IDLE_POLL_MS),
-        ) as rlmm:
+        with metadata_client(settings.bootstrap_server) as rlmm:
             yield from delete_items(batch, rsm=rsm, rlmm=rlmm, broker_id=settings.broker_id)
     finally:
         rsm.close()
@@ -387,12 +379,6 @@ class PartitionReport:
     errors: list[str] = field(default_factory=list)
 
 
-def driver_rlmm(bootstrap_server: str) -> TopicBasedRemoteLogMetadataManager:
-    return TopicBasedRemoteLogMetadataManager.for_client(
-        bootstrap_server, consumer_config=ConsumerTaskConfig(idle_poll_ms=RLMM_IDLE_POLL_MS)
-    )
-
-
 def publish_partition_state(
     rlmm: RemoteLogMetadataManager,
     tip: TopicIdPartition,
@@ -438,7 +424,7 @@ def _delete_marked_partitions(args: JobArgs, summary: RunSummary) -> None:
     summary.count("partitions", len(tips))
     if not tips:
         return
-    with driver_rlmm(args.bootstrap_server) as rlmm:
+    with metadata_client(args.bootstrap_server) as rlmm:
         plans = plan_partition_deletions(
             {
                 tip: (
@@ -487,7 +473,7 @@ def _delete_marked_partitions(args: JobArgs, summary: RunSummary) -> None:
             progress.advance(1, outcome.size_bytes)
     progress.finish()
     # A fresh RLMM reads the executors' events from the topic.
-    with driver_rlmm(args.bootstrap_server) as rlmm:
+    with metadata_client(args.bootstrap_server) as rlmm:
         for report in reports.values():
             finish_partition(rlmm, report, broker_id, summary, started)
 

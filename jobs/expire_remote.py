@@ -45,23 +45,23 @@ from jobs.common import (
     run_job,
     spark_session,
 )
-from jobs.common.discovery import discover_targets
+from jobs.common.discovery import plan_led_partitions
 from jobs.planning.expiry_plan import PartitionExpiry, describe_expiry, plan_expiry_units
 from storage_core.client.cluster import KafkaCluster
-from storage_core.client.consumer import KafkaConsumer
 from storage_core.clock import SYSTEM_CLOCK
 from storage_core.common import TopicPartition
-from storage_core.tiered.operations import LeaderEpochFence, delete_expired_segments, plan_expiry
-from storage_core.tiered.remote_storage_manager import load_remote_storage_manager
-from storage_core.tiered.topic_based_rlmm import (
-    ConsumerTaskConfig,
-    TopicBasedRemoteLogMetadataManager,
+from storage_core.tiered.operations import (
+    LeaderEpochFence,
+    LogView,
+    delete_expired_segments,
+    plan_expiry,
 )
+from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
+from storage_core.tiered.remote_storage_manager import load_remote_storage_manager
 from storage_core.tools.tier import (
-    RLMM_IDLE_POLL_MS,
+    PartitionTarget,
     current_leader_epoch,
-    read_view,
-    resolve_broker_id,
+    metadata_client,
 )
 
 JOB = "expire_remote"
@@ -83,34 +83,24 @@ def extract_plans(
     args: JobArgs, log_dirs: Sequence[Path], summary: RunSummary
 ) -> tuple[int, list[PartitionExpiry]]:
     """The broker id and each led, remote-enabled partition's expiry plan (driver side)."""
-    broker_config = args.broker_config()
     now_ms = SYSTEM_CLOCK.milliseconds()
-    with KafkaCluster(args.bootstrap_server) as cluster:
-        broker_id = resolve_broker_id(args.broker_id, broker_config, cluster.refresh_metadata([]))
-        targets = discover_targets(
-            cluster, log_dirs, topic=args.topic, broker_id=broker_id, job=JOB, summary=summary
-        )
-        if not targets:
-            return broker_id, []
-        consumer = KafkaConsumer(cluster)
-        plans: list[PartitionExpiry] = []
-        with TopicBasedRemoteLogMetadataManager.for_client(
-            args.bootstrap_server,
-            consumer_config=ConsumerTaskConfig(idle_poll_ms=RLMM_IDLE_POLL_MS),
-        ) as rlmm:
-            for target in targets:
-                view = read_view(consumer, target)
-                tp = target.topic_partition
-                plans.append(
-                    PartitionExpiry(
-                        partition=str(tp),
-                        topic=tp.topic,
-                        partition_index=tp.partition,
-                        leader_epoch=target.leader_epoch,
-                        plan=plan_expiry(view, rlmm, config=target.config, now_ms=now_ms),
-                    )
-                )
-    return broker_id, plans
+
+    def plan(
+        target: PartitionTarget, view: LogView, rlmm: RemoteLogMetadataManager
+    ) -> list[PartitionExpiry]:
+        tp = target.topic_partition
+        expiry = plan_expiry(view, rlmm, config=target.config, now_ms=now_ms)
+        return [
+            PartitionExpiry(
+                partition=str(tp),
+                topic=tp.topic,
+                partition_index=tp.partition,
+                leader_epoch=target.leader_epoch,
+                plan=expiry,
+            )
+        ]
+
+    return plan_led_partitions(args, log_dirs, summary, job=JOB, plan=plan)
 
 
 def report_plans(summary: RunSummary, plans: Sequence[PartitionExpiry]) -> None:
@@ -150,10 +140,7 @@ def expire_work_units(
     for unit in units:
         rsm = load_remote_storage_manager(settings.rsm_class_name, settings.rsm_config)
         cluster = KafkaCluster(settings.bootstrap_server)
-        rlmm = TopicBasedRemoteLogMetadataManager.for_client(
-            settings.bootstrap_server,
-            consumer_config=ConsumerTaskConfig(idle_poll_ms=RLMM_IDLE_POLL_MS),
-        )
+        rlmm = metadata_client(settings.bootstrap_server)
         try:
             for item in unit:
                 tp = TopicPartition(item.topic, item.partition_index)

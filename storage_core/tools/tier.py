@@ -164,6 +164,14 @@ def format_fields(fields: Mapping[str, object]) -> str:
     return " ".join(parts)
 
 
+def metadata_client(bootstrap_server: str) -> TopicBasedRemoteLogMetadataManager:
+    """A client-mode metadata manager that polls ``__remote_log_metadata`` briskly (tools and
+    jobs run briefly, so waiting out the default idle poll would dominate them)."""
+    return TopicBasedRemoteLogMetadataManager.for_client(
+        bootstrap_server, consumer_config=ConsumerTaskConfig(idle_poll_ms=RLMM_IDLE_POLL_MS)
+    )
+
+
 class TierProgress:
     """A ``\\r``-rewritten bar on stderr (at most every 0.2 s) over segments and bytes."""
 
@@ -369,10 +377,7 @@ class TierContext:
     @property
     def rlmm(self) -> RemoteLogMetadataManager:
         if self._rlmm is None:
-            self._rlmm = TopicBasedRemoteLogMetadataManager.for_client(
-                self.bootstrap_server,
-                consumer_config=ConsumerTaskConfig(idle_poll_ms=RLMM_IDLE_POLL_MS),
-            )
+            self._rlmm = metadata_client(self.bootstrap_server)
         return self._rlmm
 
     def close(self) -> None:
