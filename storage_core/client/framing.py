@@ -29,12 +29,13 @@ from dataclasses import dataclass
 from kio.static.primitive import i32Timedelta
 
 from storage_core.client.errors import ProtocolMismatchError, ResponseTooLargeError
+from storage_core.errors import CorruptRecordError
+from storage_core.records.varint import decode_unsigned_varint, encode_unsigned_varint
 
 API_VERSIONS_KEY = 18
 MAX_CLIENT_ID_BYTES = 0x7FFF
 # Tagged fields of a header are few and small; refuse anything that looks like garbage.
 MAX_HEADER_TAGGED_FIELDS = 64
-MAX_UVARINT_BYTES = 5
 
 SIZE_PREFIX = struct.Struct(">i")
 _REQUEST_HEADER_FIXED = struct.Struct(">hhih")
@@ -64,36 +65,18 @@ def response_header_version(api_key: int, *, flexible: bool) -> int:
     return 1 if flexible else 0
 
 
-def encode_uvarint(value: int) -> bytes:
-    if not 0 <= value <= 0xFFFFFFFF:
-        raise ValueError(f"unsigned varint out of range: {value}")
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def decode_uvarint(buffer: bytes | memoryview, position: int) -> tuple[int, int]:
     """``(value, position after it)``; ``ProtocolMismatchError`` if truncated or too long."""
-    value = 0
-    shift = 0
-    for index in range(MAX_UVARINT_BYTES):
-        if position + index >= len(buffer):
-            raise ProtocolMismatchError("truncated unsigned varint in a response header")
-        byte = buffer[position + index]
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, position + index + 1
-        shift += 7
-    raise ProtocolMismatchError("unsigned varint longer than 5 bytes in a response header")
+    try:
+        return decode_unsigned_varint(buffer, position)
+    except CorruptRecordError as error:
+        raise ProtocolMismatchError(f"bad unsigned varint in a response header: {error}") from None
 
 
 def encode_tagged_fields(fields: Sequence[tuple[int, bytes]] = ()) -> bytes:
-    parts = [encode_uvarint(len(fields))]
+    parts = [encode_unsigned_varint(len(fields))]
     for tag, data in sorted(fields):
-        parts += [encode_uvarint(tag), encode_uvarint(len(data)), data]
+        parts += [encode_unsigned_varint(tag), encode_unsigned_varint(len(data)), data]
     return b"".join(parts)
 
 

@@ -44,13 +44,17 @@ from dataclasses import dataclass
 
 from storage_core.records.file_region import FileRegion
 from storage_core.server.response_parts import ResponseParts
+from storage_core.server.wire_writer import (
+    append_array_length,
+    append_string,
+    append_uvarint,
+)
 
 MIN_VERSION = 4
 MAX_VERSION = 16
 FIRST_FLEXIBLE_VERSION = 12
 FIRST_TOPIC_ID_VERSION = 13
 
-_I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _TOP_V7 = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
 _PARTITION_HEAD = struct.Struct(">ihqq")  # index, error_code, high_watermark, last_stable_offset
@@ -109,13 +113,13 @@ def encode_fetch_response(
         out += _TOP_V7.pack(throttle_time_ms, error_code, session_id)
     else:
         out += _I32.pack(throttle_time_ms)
-    _array_length(out, len(topics), flexible)
+    append_array_length(out, len(topics), flexible)
     for topic in topics:
         if version >= FIRST_TOPIC_ID_VERSION:
             out += topic.topic_id
         else:
-            _string(out, topic.topic, flexible)
-        _array_length(out, len(topic.partitions), flexible)
+            append_string(out, topic.topic, flexible)
+        append_array_length(out, len(topic.partitions), flexible)
         for p in topic.partitions:
             out += _PARTITION_HEAD.pack(
                 p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset
@@ -126,7 +130,7 @@ def encode_fetch_response(
             if aborted is None:
                 out += b"\x00" if flexible else _I32.pack(-1)
             else:
-                _array_length(out, len(aborted), flexible)
+                append_array_length(out, len(aborted), flexible)
                 for producer_id, first_offset in aborted:
                     out += _ABORTED.pack(producer_id, first_offset)
                     if flexible:
@@ -138,7 +142,7 @@ def encode_fetch_response(
                 out += b"\x00" if flexible else _I32.pack(-1)
             else:
                 if flexible:
-                    _uvarint(out, len(records) + 1)
+                    append_uvarint(out, len(records) + 1)
                 else:
                     out += _I32.pack(len(records))
                 if isinstance(records, FileRegion):
@@ -161,26 +165,3 @@ def encode_fetch_response(
     parts.append_bytes(bytes(out))
     parts.seal()
     return parts
-
-
-def _uvarint(out: bytearray, value: int) -> None:
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
-def _array_length(out: bytearray, count: int, flexible: bool) -> None:
-    if flexible:
-        _uvarint(out, count + 1)
-    else:
-        out += _I32.pack(count)
-
-
-def _string(out: bytearray, value: str, flexible: bool) -> None:
-    data = value.encode()
-    if flexible:
-        _uvarint(out, len(data) + 1)
-    else:
-        out += _I16.pack(len(data))
-    out += data

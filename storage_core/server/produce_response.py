@@ -40,6 +40,12 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from storage_core.server.wire_writer import (
+    append_array_length,
+    append_nullable_string,
+    append_string,
+)
+
 MIN_VERSION = 3
 MAX_VERSION = 12
 FIRST_LOG_START_OFFSET_VERSION = 5
@@ -47,12 +53,10 @@ FIRST_RECORD_ERRORS_VERSION = 8
 FIRST_FLEXIBLE_VERSION = 9
 FIRST_CURRENT_LEADER_VERSION = 10
 
-_I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PARTITION_HEAD = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time
 _I64 = struct.Struct(">q")
 _CURRENT_LEADER = struct.Struct(">iiB")  # leader_id, leader_epoch, no tagged fields
-_NULL_STRING = _I16.pack(-1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,22 +94,22 @@ def encode_produce_response(
     out += _I32.pack(correlation_id)
     if flexible:
         out.append(0)
-    _array_length(out, len(topics), flexible)
+    append_array_length(out, len(topics), flexible)
     for topic in topics:
-        _string(out, topic.name, flexible)
-        _array_length(out, len(topic.partitions), flexible)
+        append_string(out, topic.name, flexible)
+        append_array_length(out, len(topic.partitions), flexible)
         for p in topic.partitions:
             out += _PARTITION_HEAD.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms)
             if version >= FIRST_LOG_START_OFFSET_VERSION:
                 out += _I64.pack(p.log_start_offset)
             if version >= FIRST_RECORD_ERRORS_VERSION:
-                _array_length(out, len(p.record_errors), flexible)
+                append_array_length(out, len(p.record_errors), flexible)
                 for batch_index, message in p.record_errors:
                     out += _I32.pack(batch_index)
-                    _nullable_string(out, message, flexible)
+                    append_nullable_string(out, message, flexible)
                     if flexible:
                         out.append(0)
-                _nullable_string(out, p.error_message, flexible)
+                append_nullable_string(out, p.error_message, flexible)
             if flexible:
                 leader = p.current_leader
                 if version < FIRST_CURRENT_LEADER_VERSION or leader is None or leader == (-1, -1):
@@ -120,36 +124,3 @@ def encode_produce_response(
         out.append(0)
     _I32.pack_into(out, 0, len(out) - 4)
     return bytes(out)
-
-
-def _uvarint(out: bytearray, value: int) -> None:
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
-def _array_length(out: bytearray, count: int, flexible: bool) -> None:
-    if flexible:
-        _uvarint(out, count + 1)
-    else:
-        out += _I32.pack(count)
-
-
-def _string(out: bytearray, value: str, flexible: bool) -> None:
-    data = value.encode()
-    if flexible:
-        _uvarint(out, len(data) + 1)
-    else:
-        out += _I16.pack(len(data))
-    out += data
-
-
-def _nullable_string(out: bytearray, value: str | None, flexible: bool) -> None:
-    if value is None:
-        if flexible:
-            out.append(0)
-        else:
-            out += _NULL_STRING
-    else:
-        _string(out, value, flexible)

@@ -58,6 +58,7 @@ from typing import TypeVar
 
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid, validate_topic_name
 from storage_core.errors import InvalidTopicError
+from storage_core.records.varint import UINT32_MAX, encode_unsigned_varint
 from storage_core.tiered.metadata.errors import CorruptRemoteLogMetadataError
 from storage_core.tiered.metadata.metadata import (
     RemoteLogMetadata,
@@ -90,22 +91,11 @@ _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _UUID = struct.Struct(">qq")
 _EPOCH_ENTRY = struct.Struct(">iq")
-_UINT32_MAX = (1 << 32) - 1
+
 _T = TypeVar("_T")
 
 
 # --------------------------------------------------------------------------- writing
-
-
-def _uvarint(value: int) -> bytes:
-    if not 0 <= value <= _UINT32_MAX:
-        raise ValueError(f"{value} does not fit an unsigned varint")
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _write_uuid(out: bytearray, uuid: Uuid) -> None:
@@ -114,7 +104,7 @@ def _write_uuid(out: bytearray, uuid: Uuid) -> None:
 
 def _write_topic_id_partition(out: bytearray, tip: TopicIdPartition) -> None:
     name = tip.topic_partition.topic.encode("utf-8")
-    out += _uvarint(len(name) + 1)
+    out += encode_unsigned_varint(len(name) + 1)
     out += name
     _write_uuid(out, tip.topic_id)
     out += _INT32.pack(tip.topic_partition.partition)
@@ -128,7 +118,7 @@ def _write_segment_id(out: bytearray, segment_id: RemoteLogSegmentId) -> None:
 
 
 def _write_leader_epochs(out: bytearray, epochs: Mapping[int, int]) -> None:
-    out += _uvarint(len(epochs) + 1)
+    out += encode_unsigned_varint(len(epochs) + 1)
     for epoch, start_offset in epochs.items():
         out += _EPOCH_ENTRY.pack(epoch, start_offset)
         out.append(0)
@@ -138,7 +128,7 @@ def _write_nullable_bytes(out: bytearray, value: bytes | None) -> None:
     if value is None:
         out.append(0)
     else:
-        out += _uvarint(len(value) + 1)
+        out += encode_unsigned_varint(len(value) + 1)
         out += value
 
 
@@ -258,7 +248,7 @@ class _Reader:
             self.pos += 1
             result |= (byte & 0x7F) << shift
             if byte < 0x80:
-                if result > _UINT32_MAX:
+                if result > UINT32_MAX:
                     raise self.fail(f"unsigned varint {field} does not fit 32 bits")
                 return result
         raise self.fail(f"unsigned varint {field} is longer than 5 bytes")
