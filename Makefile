@@ -20,11 +20,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy storage_core
+	$(BIN)/mypy storage_core jobs
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
-## Log append/read against raw file I/O; broker produce/consume (real clients) against the log.
+## Log, broker and remote-read benchmarks, each against a baseline measured in the same run.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/log_append.py
 	$(BIN)/python benchmarks/broker_throughput.py
