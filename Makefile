@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo airflow-ui test lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,15 +12,20 @@ $(STAMP): pyproject.toml
 	UV_COMPILE_BYTECODE=1 $(BIN)/uv pip install --python $(BIN)/python --quiet -e '.[dev,pipeline]'
 	touch $(STAMP)
 
-## Run the main job on the embedded default (today: the log-engine demonstration).
+## The main job on the embedded default: a broker, the tiering and retention DAGs through
+## Airflow (Spark jobs, data-quality checks), tiered offsets consumed back, the reports.
 demo: $(STAMP)
-	$(BIN)/storage-core demo --dir $${DEMO_DIR:-demo-data}
+	$(BIN)/python -m embedded.demo --dir $${DEMO_DIR:-demo-data}
+
+## The Airflow UI (airflow standalone on 127.0.0.1) over the same embedded cluster.
+airflow-ui: $(STAMP)
+	$(BIN)/python -m embedded.airflow_ui --dir $${DEMO_DIR:-demo-data} --port $${AIRFLOW_PORT:-8080}
 
 ## Lint and type-check, then run the whole test suite.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy storage_core jobs
+	$(BIN)/mypy storage_core jobs embedded
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-FORBIDDEN = {"airflow", "pyspark", "great_expectations", "jobs", "dags", "plugins"}
+FORBIDDEN = {"airflow", "pyspark", "great_expectations", "jobs", "dags", "plugins", "embedded"}
 PACKAGE = Path(__file__).resolve().parents[2] / "storage_core"
 
 
