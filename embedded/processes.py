@@ -14,9 +14,11 @@ import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 STOP_GRACE_S = 30.0
+KILL_WAIT_S = 5.0
 _POLL_S = 0.1
 
 
@@ -83,6 +85,10 @@ class ProcessGroup:
         if group_alive(pgid):
             _signal_group(pgid, signal.SIGKILL)
         code = self.process.wait()
+        # SIGKILL is delivered asynchronously: wait (briefly) until the members are gone
+        deadline = time.monotonic() + KILL_WAIT_S
+        while group_alive(pgid) and time.monotonic() < deadline:
+            time.sleep(_POLL_S)
         return code
 
     def tail(self, max_chars: int = 4000) -> str:
@@ -107,20 +113,32 @@ def group_alive(pgid: int) -> bool:
 
 def _has_live_member(pgid: int) -> bool:
     """``killpg(pgid, 0)`` also succeeds for zombies: look for a member that is not one."""
-    proc = Path("/proc")
-    if not proc.is_dir():
+    if not Path("/proc").is_dir():
         return True
-    for entry in proc.iterdir():
+    return any(entry.group == pgid for entry in process_table().values())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessEntry:
+    parent: int
+    group: int
+
+
+def process_table() -> dict[int, ProcessEntry]:
+    """Every live process (zombies left out) by pid, from ``/proc/<pid>/stat``."""
+    table = {}
+    for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
+            # the command name may hold spaces and parentheses: split after the last ")"
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        state, group = fields[0], int(fields[2])
-        if group == pgid and state != "Z":
-            return True
-    return False
+        state, parent, group = fields[0], int(fields[1]), int(fields[2])
+        if state != "Z":
+            table[int(entry.name)] = ProcessEntry(parent=parent, group=group)
+    return table
 
 
 def _signal_group(pgid: int, signum: signal.Signals) -> None:
