@@ -12,6 +12,8 @@ Removes the remote data of deleted partitions.
 
 Bad params are refused when the run is created (types, topic name pattern, partition numbers)
 or by the first task (`confirm` must equal `topic`) before anything is marked or deleted.
+Another schedule: set `TIERED_STORAGE_PARTITION_DELETION_SCHEDULE`
+(a cron expression or a preset such as `@hourly`) for the scheduler and dag-processor.
 """
 
 from __future__ import annotations
@@ -20,14 +22,20 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import Param, dag, task
-from tiered_storage_plugin.dag_support import DEFAULT_ARGS, REMOTE_TIER, START_DATE, TAGS
+from tiered_storage_plugin.dag_support import (
+    DEFAULT_ARGS,
+    REMOTE_TIER,
+    START_DATE,
+    TAGS,
+    schedule_for,
+)
 from tiered_storage_plugin.deletion import PARTITIONS_MAX, TOPIC_NAME_MAX, TOPIC_PATTERN
 from tiered_storage_plugin.operators import TieringJobOperator
 
 
 @dag(
     dag_id="partition_deletion",
-    schedule="30 * * * *",
+    schedule=schedule_for("partition_deletion", "30 * * * *"),
     start_date=START_DATE,
     catchup=False,
     max_active_runs=1,

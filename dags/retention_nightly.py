@@ -6,6 +6,8 @@ retention.bytes, log start offset, segments off the leader-epoch lineage), check
 epochs (`jobs.quality`), then write the run's report (`report.json` in the run's directory,
 listing every job's summary; written even when a job failed, and the run then fails).
 A status snapshot per partition is recorded after the expiry for the Tiered storage page.
+Another schedule: set `TIERED_STORAGE_RETENTION_NIGHTLY_SCHEDULE`
+(a cron expression or a preset such as `@hourly`) for the scheduler and dag-processor.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from tiered_storage_plugin.dag_support import (
     REMOTE_TIER,
     START_DATE,
     TAGS,
+    schedule_for,
     tiering_status,
     write_run_report,
 )
@@ -28,7 +31,7 @@ JOB_TASKS = ("reconcile", "expire_remote", "quality")
 
 @dag(
     dag_id="retention_nightly",
-    schedule="0 2 * * *",
+    schedule=schedule_for("retention_nightly", "0 2 * * *"),
     start_date=START_DATE,
     catchup=False,
     max_active_runs=1,

@@ -6,6 +6,8 @@ it, record a status snapshot per partition (offsets, local and remote bytes, cop
 Tiered storage page of the UI.
 Runs never overlap (`max_active_runs=1`); a copy interrupted by a failure is rolled back by the
 job and finished by the next run. The cluster is the `tiered_storage_default` connection.
+Another schedule: set `TIERED_STORAGE_TIERING_SCHEDULE`
+(a cron expression or a preset such as `@hourly`) for the scheduler and dag-processor.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from tiered_storage_plugin.dag_support import (
     REMOTE_TIER,
     START_DATE,
     TAGS,
+    schedule_for,
     tiering_status,
 )
 from tiered_storage_plugin.operators import TieringJobOperator
@@ -25,7 +28,7 @@ from tiered_storage_plugin.operators import TieringJobOperator
 
 @dag(
     dag_id="tiering",
-    schedule=timedelta(minutes=5),
+    schedule=schedule_for("tiering", timedelta(minutes=5)),
     start_date=START_DATE,
     catchup=False,
     max_active_runs=1,

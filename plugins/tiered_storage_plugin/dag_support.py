@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk import Asset, task
+from croniter import croniter
 
 from tiered_storage_plugin import paths
 
@@ -22,6 +23,29 @@ DEFAULT_ARGS: dict[str, Any] = {
     "retry_exponential_backoff": True,
     "max_retry_delay": timedelta(minutes=5),
 }
+
+# Each scheduled DAG's schedule can be replaced by a cron expression (or a preset such as
+# "@hourly") in this environment variable of the scheduler and dag-processor.
+SCHEDULE_ENV = "TIERED_STORAGE_{dag_id}_SCHEDULE"
+
+
+def schedule_for(dag_id: str, default: str | timedelta) -> str | timedelta:
+    """``$TIERED_STORAGE_<DAG_ID>_SCHEDULE`` if set, else ``default``. A value that is neither
+    a cron expression nor a preset fails the DAG's import with a message naming the variable."""
+    name = SCHEDULE_ENV.format(dag_id=dag_id.upper())
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    if value not in SCHEDULE_PRESETS and not croniter.is_valid(value):
+        raise ValueError(
+            f"{name}={value!r} is not a cron expression (5 fields, e.g. '*/15 * * * *')"
+            f" nor one of {', '.join(sorted(SCHEDULE_PRESETS))}"
+        )
+    return value
+
+
+SCHEDULE_PRESETS = frozenset({"@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly"})
+
 
 # Updated whenever a job changed what is stored remotely (through the operator's alias, only
 # by runs that changed something); data_quality runs after it.

@@ -197,3 +197,18 @@ def test_the_validation_task_runs_first(deletion_dag: Any) -> None:
     assert validate.retries == 0
     assert not validate.upstream_task_ids
     assert deletion_dag.get_task("mark_partitions").upstream_task_ids == {"validate_request"}
+
+
+def test_a_schedule_can_be_replaced_through_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    from tests.unit.airflow.airflow_env import DAGS
+
+    monkeypatch.setenv("TIERED_STORAGE_TIERING_SCHEDULE", "*/15 * * * *")
+    monkeypatch.setenv("TIERED_STORAGE_RETENTION_NIGHTLY_SCHEDULE", "every night")
+    bag = DagBag(dag_folder=str(DAGS))
+    assert bag.dags["tiering"].timetable.expression == "*/15 * * * *"
+    (error,) = [e for path, e in bag.import_errors.items() if path.endswith("retention_nightly.py")]
+    assert "TIERED_STORAGE_RETENTION_NIGHTLY_SCHEDULE='every night' is not a cron" in error
