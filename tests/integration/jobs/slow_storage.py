@@ -1,5 +1,4 @@
-"""A ``LocalTieredStorage`` that is slow to delete, so a test can SIGKILL a job between
-segments.
+"""``LocalTieredStorage`` variants that are slow, so a test can SIGKILL a job mid-work.
 
     --remote-storage-manager tests.integration.jobs.slow_storage.SlowLocalTieredStorage
     --rsm-config local.storage.dir=DIR --rsm-config slow.marker.dir=MARKERS
@@ -7,6 +6,13 @@ segments.
 
 After deleting a segment's objects it writes ``<MARKERS>/<segment id>`` and sleeps ``MS``
 before returning, i.e. before ``delete_segment`` publishes DELETE_SEGMENT_FINISHED.
+
+    --remote-storage-manager tests.integration.jobs.slow_storage.SlowCopyLocalTieredStorage
+    --rsm-config local.storage.dir=DIR --rsm-config slow.copy.sleep.ms=MS
+
+Sleeps ``MS`` after writing a segment's ``.log`` object and before its indexes: a copy
+spends that long between COPY_SEGMENT_STARTED and COPY_SEGMENT_FINISHED with part of its
+objects in the store (mid-upload).
 """
 
 from __future__ import annotations
@@ -45,3 +51,23 @@ class SlowLocalTieredStorage(LocalTieredStorage):
         segment = RemoteSegmentRef.of(remote_log_segment_metadata)
         (self.marker_dir / str(segment.segment_id)).write_text(str(segment))
         time.sleep(self.sleep_ms / 1000)
+
+
+class SlowCopyLocalTieredStorage(LocalTieredStorage):
+    def __init__(self, storage_dir: Path, *, sleep_ms: int) -> None:
+        super().__init__(storage_dir, fsync=False)
+        self.sleep_ms = sleep_ms
+
+    @staticmethod
+    def from_config(config: Mapping[str, str]) -> SlowCopyLocalTieredStorage:
+        plain = strip_rsm_prefix(config)
+        return SlowCopyLocalTieredStorage(
+            Path(plain["local.storage.dir"]),
+            sleep_ms=int(plain.get("slow.copy.sleep.ms", "1000")),
+        )
+
+    def _write_object(self, target: Path, source: Path | bytes) -> int:
+        size = super()._write_object(target, source)
+        if target.name.endswith(".log"):
+            time.sleep(self.sleep_ms / 1000)
+        return size
