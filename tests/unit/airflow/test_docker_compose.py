@@ -1,0 +1,579 @@
+"""The scale-out deployment (``docker-compose.yml`` and ``Dockerfile``), checked without Docker.
+
+Nothing here needs a Docker engine or starts a container (no engine runs on the machines this
+was written on). What can be checked without one is checked: the file parses (with compose's
+``${VAR:-default}`` substitution, no variable set), the services and their images, health
+checks and start order, the brokers' log volumes (read-write on the broker, read-only on the
+Spark worker and on the Airflow scheduler, which runs the Spark driver), the broker settings
+through ``KafkaConfig``, the Airflow connection through the plugin's ``ClusterSettings``, and
+that every environment variable of ours that the file sets is one the code reads (found by
+searching the source, so renaming a variable in the code fails here). ``docker compose
+config`` runs only where the compose CLI exists.
+
+Lives beside the Airflow tests because it imports the plugin (the session fixture there sets
+Airflow's environment before anything imports ``airflow``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import subprocess
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+
+from storage_core.cli import _build_parser
+from storage_core.server.kafka_config import KafkaConfig
+from storage_core.tiered.remote_storage_manager import RSM_CLASS_ALIASES
+from storage_core.tiered.s3_remote_storage_manager import S3RemoteStorageConfig
+
+REPO = Path(__file__).resolve().parents[3]
+COMPOSE_FILE = REPO / "docker-compose.yml"
+DOCKERFILE = REPO / "Dockerfile"
+PYPROJECT = REPO / "pyproject.toml"
+# Where the code that reads environment variables lives (tests excluded).
+SOURCE_DIRS = ("storage_core", "jobs", "embedded", "expectations", "dags", "plugins")
+
+BROKERS = ("broker-1", "broker-2", "broker-3")
+AIRFLOW_SERVICES = {
+    "airflow-api-server": "api-server",
+    "airflow-scheduler": "scheduler",
+    "airflow-dag-processor": "dag-processor",
+    "airflow-triggerer": "triggerer",
+}
+ONE_SHOT = ("minio-init", "airflow-init")
+SERVICES = {
+    "postgres",
+    "minio",
+    "spark-master",
+    "spark-worker",
+    *BROKERS,
+    *AIRFLOW_SERVICES,
+    *ONE_SHOT,
+}
+# LocalExecutor: tasks, hence the jobs and their Spark driver, run in the scheduler.
+AIRFLOW_WORKER = "airflow-scheduler"
+SPARK_WORKER = "spark-worker"
+TIERED_CONNECTION = "AIRFLOW_CONN_TIERED_STORAGE_DEFAULT"
+# Settings that differ between the brokers; everything else must be the same on all three.
+PER_BROKER_KEYS = {"broker.id", "advertised.listeners", "log.dirs", "rsm.config.s3.key.prefix"}
+# The keys the Compose Specification allows (compose-spec/schema/compose-spec.json), to catch
+# a misspelt key that YAML and these tests would otherwise read past.
+TOP_LEVEL_KEYS = {"version", "name", "include", "services", "models", "networks", "volumes"}
+TOP_LEVEL_KEYS |= {"secrets", "configs"}
+SERVICE_KEYS = set(
+    """develop deploy annotations attach build blkio_config cap_add cap_drop cgroup
+    cgroup_parent command configs container_name cpu_count cpu_percent cpu_shares cpu_quota
+    cpu_period cpu_rt_period cpu_rt_runtime cpus cpuset credential_spec depends_on
+    device_cgroup_rules devices dns dns_opt dns_search domainname entrypoint env_file
+    label_file environment expose extends provider external_links extra_hosts gpus group_add
+    healthcheck hostname image init ipc isolation labels links logging mac_address mem_limit
+    mem_reservation mem_swappiness memswap_limit network_mode models networks oom_kill_disable
+    oom_score_adj pid pids_limit platform ports post_start pre_stop privileged profiles
+    pull_policy pull_refresh_after read_only restart runtime scale security_opt shm_size
+    secrets sysctls stdin_open stop_grace_period stop_signal storage_opt tmpfs tty ulimits
+    use_api_socket user uts userns_mode volumes
+    volumes_from working_dir""".split()  # noqa: SIM905 (a word list)
+)
+HEALTHCHECK_KEYS = {"disable", "interval", "retries", "test", "timeout", "start_period"}
+HEALTHCHECK_KEYS |= {"start_interval"}
+BUILD_KEYS = {"context", "dockerfile", "args", "target", "labels", "tags", "platforms"}
+OUR_VARIABLE = re.compile(r"(STORAGE_CORE_|TIERED_STORAGE_|AIRFLOW_CONN_)[A-Z0-9_]+|SPARK_MASTER")
+SECRET_NAME = re.compile(r"PASSWORD|SECRET|FERNET|ACCESS_KEY|_KEY$|SQL_ALCHEMY_CONN")
+
+
+# ---------------------------------------------------------------------------- compose's rules
+_SUBSTITUTION = re.compile(r"\$(?:(?P<escaped>\$)|\{(?P<braced>[^}]*)\}|(?P<bare>[A-Za-z_]\w*))")
+
+
+def substitute(text: str) -> str:
+    """Compose's variable substitution with no variable set: ``$$`` is a literal ``$`` and
+    every ``${VAR:-default}`` takes its default. A variable without a default fails: the file
+    must start as it is, with no ``.env``."""
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group("escaped"):
+            return "$"
+        expression = match.group("braced") or match.group("bare")
+        name, separator, default = expression.partition(":-")
+        if not separator:
+            raise AssertionError(
+                f"${{{expression}}} has no default: write ${{{name}:-<local default>}}"
+            )
+        return default
+
+    return _SUBSTITUTION.sub(replace, text)
+
+
+def substituted(value: Any) -> Any:
+    if isinstance(value, str):
+        return substitute(value)
+    if isinstance(value, Mapping):
+        return {key: substituted(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [substituted(item) for item in value]
+    return value
+
+
+@pytest.fixture(scope="module")
+def raw() -> dict[str, Any]:
+    """The file as YAML reads it (anchors and ``<<`` merges resolved, variables not)."""
+    document = yaml.safe_load(COMPOSE_FILE.read_text())
+    assert isinstance(document, dict)
+    return document
+
+
+@pytest.fixture(scope="module")
+def services(raw: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return substituted(raw)["services"]
+
+
+def environment(service: Mapping[str, Any]) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        return dict(item.split("=", 1) for item in env)
+    return dict(env)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Mount:
+    source: str
+    target: str
+    read_only: bool
+
+
+def mounts(service: Mapping[str, Any]) -> list[Mount]:
+    """Short (``source:target[:ro]``) and long (``{source, target, read_only}``) syntax."""
+    found = []
+    for volume in service.get("volumes") or []:
+        if isinstance(volume, str):
+            source, target, *options = volume.split(":")
+            read_only = bool(options) and "ro" in options[0].split(",")
+            found.append(Mount(source=source, target=target, read_only=read_only))
+        else:
+            found.append(
+                Mount(
+                    source=volume["source"],
+                    target=volume["target"],
+                    read_only=bool(volume.get("read_only", False)),
+                )
+            )
+    return found
+
+
+def broker_argv(service: Mapping[str, Any]) -> list[str]:
+    """The broker's ``storage-core`` arguments: entrypoint (after the init) then command."""
+    argv = [*service["entrypoint"], *service["command"]]
+    return argv[argv.index("storage-core") + 1 :]
+
+
+def broker_props(service: Mapping[str, Any]) -> dict[str, str]:
+    args = _build_parser().parse_args(broker_argv(service))
+    assert args.command == "broker"
+    assert args.config is None, "the brokers are configured by --override only"
+    props = {}
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        assert sep, f"--override {item!r} is not KEY=VALUE"
+        assert key not in props, f"--override {key} is given twice"
+        props[key] = value
+    return props
+
+
+def image_tag(image: str) -> tuple[str, str]:
+    name, _, tag = image.rpartition(":")
+    if "/" in tag or not name:  # a registry port, not a tag
+        return image, ""
+    return name, tag
+
+
+# ---------------------------------------------------------------------------- the Dockerfile
+@pytest.fixture(scope="module")
+def dockerfile() -> str:
+    assert DOCKERFILE.is_file(), "the deployment builds the project image from ./Dockerfile"
+    return DOCKERFILE.read_text()
+
+
+def dockerfile_args(text: str) -> dict[str, str]:
+    return dict(re.findall(r"^ARG (\w+)=(\S+)$", text, flags=re.MULTILINE))
+
+
+def pyproject() -> dict[str, Any]:
+    return tomllib.loads(PYPROJECT.read_text())
+
+
+def pipeline_requirement(name: str) -> Requirement:
+    for line in pyproject()["project"]["optional-dependencies"]["pipeline"]:
+        requirement = Requirement(line)
+        if requirement.name == name:
+            return requirement
+    raise AssertionError(f"{name} is not in the pipeline extra")
+
+
+# ---------------------------------------------------------------------------- the source
+def source_text() -> Iterator[str]:
+    for directory in SOURCE_DIRS:
+        for path in sorted((REPO / directory).rglob("*.py")):
+            yield path.read_text()
+
+
+def variables_read_by_the_code() -> list[re.Pattern[str]]:
+    """Names of ours that the code spells out, as patterns (``TIERED_STORAGE_{dag_id}_...``
+    templates become ``TIERED_STORAGE_[A-Z0-9_]+_...``)."""
+    literal = re.compile(r"[\"']((?:STORAGE_CORE|TIERED_STORAGE)_[\w{}]+|SPARK_MASTER)[\"']")
+    names = {name for text in source_text() for name in literal.findall(text)}
+    return [
+        re.compile(r"[A-Z0-9_]+".join(map(re.escape, re.split(r"\{\w*\}", name)))) for name in names
+    ]
+
+
+def string_literals() -> set[str]:
+    return {s for text in source_text() for s in re.findall(r"\"([\w.-]+)\"", text)}
+
+
+# ---------------------------------------------------------------------------- the services
+def test_services_of_the_scale_out_deployment(services: dict[str, dict[str, Any]]) -> None:
+    assert set(services) == SERVICES
+    for name, subcommand in AIRFLOW_SERVICES.items():
+        assert services[name]["command"] == [subcommand], name
+    assert services["airflow-init"]["command"] == ["db", "migrate"]
+    master = services["spark-master"]["command"]
+    assert "org.apache.spark.deploy.master.Master" in master
+    worker = services[SPARK_WORKER]["command"]
+    assert worker[:2] == ["spark-class", "org.apache.spark.deploy.worker.Worker"]
+    assert worker[2] == f"spark://spark-master:{master[master.index('--port') + 1]}"
+    for broker in BROKERS:
+        assert broker_argv(services[broker])[0] == "broker"
+
+
+def test_keys_are_compose_spec_keys(raw: dict[str, Any]) -> None:
+    assert {k for k in raw if not k.startswith("x-")} <= TOP_LEVEL_KEYS
+    for name, service in raw["services"].items():
+        assert set(service) <= SERVICE_KEYS, f"{name}: {set(service) - SERVICE_KEYS}"
+        assert set(service.get("healthcheck") or {}) <= HEALTHCHECK_KEYS, name
+        assert set(service.get("build") or {}) <= BUILD_KEYS, name
+        for target, rule in (service.get("depends_on") or {}).items():
+            assert set(rule) <= {"condition", "required", "restart"}, f"{name} -> {target}"
+        for key in ("command", "entrypoint"):
+            assert isinstance(service.get(key, []), list), f"{name}: {key} in exec form"
+    for volume, options in raw["volumes"].items():
+        assert options is None, f"{volume}: a plain named volume"
+
+
+def test_every_variable_has_a_local_default_and_secrets_can_be_replaced(
+    raw: dict[str, Any],
+) -> None:
+    substituted(raw)  # raises on a variable without a default
+    for name, service in raw["services"].items():
+        for key, value in environment(service).items():
+            if SECRET_NAME.search(key):
+                assert "${" in value, f"{name}: {key} must come from a variable (${{X:-dev}})"
+    aws = json.loads(environment(raw["services"][AIRFLOW_WORKER])["AIRFLOW_CONN_MINIO_S3"])
+    assert "${" in aws["login"]
+    assert "${" in aws["password"]
+
+
+def test_environment_values_are_strings(services: dict[str, dict[str, Any]]) -> None:
+    """Compose rejects booleans in ``environment``; YAML turns a bare true into one."""
+    for name, service in services.items():
+        for key, value in environment(service).items():
+            assert isinstance(value, str), f"{name}: {key} should be quoted, got {value!r}"
+
+
+def test_long_running_services_have_health_checks(services: dict[str, dict[str, Any]]) -> None:
+    for name, service in services.items():
+        if name in ONE_SHOT:
+            assert service.get("restart") == "no", f"{name} runs once"
+            continue
+        check = service.get("healthcheck")
+        assert check, f"{name} has no healthcheck"
+        assert not check.get("disable", False), name
+        test = check["test"]
+        assert test[0] in ("CMD", "CMD-SHELL") and len(test) > 1, f"{name}: {test}"
+        assert service.get("restart") == "unless-stopped", name
+
+
+def test_health_checks_ask_each_service_itself(services: dict[str, dict[str, Any]]) -> None:
+    def check(name: str) -> str:
+        return " ".join(services[name]["healthcheck"]["test"][1:])
+
+    assert "pg_isready" in check("postgres")
+    assert check("minio") == "mc ready local"
+    assert "/api/v2/monitor/health" in check("airflow-api-server")
+    assert "8974/health" in check("airflow-scheduler")
+    assert "--job-type DagProcessorJob" in check("airflow-dag-processor")
+    assert "--job-type TriggererJob" in check("airflow-triggerer")
+    assert "8080/json/" in check("spark-master")
+    assert "8081/json/" in check(SPARK_WORKER)
+    for broker in BROKERS:
+        test = services[broker]["healthcheck"]["test"][1:]
+        assert test[0] == "storage-core"
+        args = _build_parser().parse_args(test[1:])
+        assert (args.command, args.action) == ("topics", "list")
+        listener = KafkaConfig.from_props(broker_props(services[broker])).listeners()[0]
+        assert args.bootstrap_server == f"127.0.0.1:{listener.port}"
+
+
+def test_start_order_waits_for_health_or_completion(services: dict[str, dict[str, Any]]) -> None:
+    for name, service in services.items():
+        depends_on = service.get("depends_on") or {}
+        assert isinstance(depends_on, dict), f"{name}: depends_on needs conditions"
+        for target, rule in depends_on.items():
+            assert target in services, f"{name} depends on unknown {target}"
+            expected = "service_completed_successfully" if target in ONE_SHOT else "service_healthy"
+            assert rule.get("condition") == expected, f"{name} -> {target}"
+    scheduler = services[AIRFLOW_WORKER]["depends_on"]
+    assert {"airflow-init", "airflow-api-server", SPARK_WORKER} <= set(scheduler)
+    worker = services[SPARK_WORKER]["depends_on"]
+    assert {"spark-master", *BROKERS} <= set(worker)
+    for broker in BROKERS:
+        assert "minio-init" in services[broker]["depends_on"], "the bucket exists first"
+
+
+def test_images_are_pinned(services: dict[str, dict[str, Any]]) -> None:
+    version = pyproject()["project"]["version"]
+    for name, service in services.items():
+        assert "image" in service, f"{name} names its image"
+        image, tag = image_tag(service["image"])
+        assert tag, f"{name}: {service['image']} has no tag"
+        assert tag != "latest" and not tag.startswith("latest-"), f"{name}: {service['image']}"
+        if "build" in service:
+            assert (image, tag) == ("storage-core", version), f"{name} builds the project image"
+            assert service["build"]["dockerfile"] == "Dockerfile"
+            assert service["build"].get("context", ".") == "."
+    assert image_tag(services["postgres"]["image"]) == ("postgres", "16")
+    assert image_tag(services["spark-master"]["image"])[0] == "apache/spark"
+    assert image_tag(services["minio"]["image"])[0].endswith("minio/minio")
+    assert image_tag(services["minio-init"]["image"])[0].endswith("minio/mc")
+    project = {*BROKERS, SPARK_WORKER, *AIRFLOW_SERVICES, "airflow-init"}
+    assert {name for name, s in services.items() if "build" in s} == project
+
+
+# ---------------------------------------------------------------------------- brokers
+def test_broker_settings_are_known_to_kafka_config(
+    services: dict[str, dict[str, Any]], caplog: pytest.LogCaptureFixture
+) -> None:
+    shared: dict[str, str] | None = None
+    ids = set()
+    for broker in BROKERS:
+        props = broker_props(services[broker])
+        with caplog.at_level(logging.WARNING, logger="storage_core.server.kafka_config"):
+            caplog.clear()
+            config = KafkaConfig.from_props(props)
+        assert not caplog.records, f"{broker}: {[r.getMessage() for r in caplog.records]}"
+        ids.add(config.broker_id)
+        (advertised,) = config.advertised_listeners()
+        assert advertised.host == broker, "clients reach the broker by its service name"
+        assert advertised.port == config.listeners()[0].port
+        assert config.get_bool("remote.log.storage.system.enable")
+        rsm_class = config.get_string("remote.log.storage.manager.class.name")
+        assert rsm_class == "S3RemoteStorageManager" and rsm_class in RSM_CLASS_ALIASES
+        rsm = S3RemoteStorageConfig.from_config(
+            {k: v for k, v in props.items() if k.startswith("rsm.config.")}
+        )
+        assert rsm.endpoint_url == "http://minio:9000" and rsm.path_style_access
+        assert rsm.key_prefix == broker, "each broker's objects under its own prefix"
+        common = {k: v for k, v in props.items() if k not in PER_BROKER_KEYS}
+        assert shared is None or common == shared, f"{broker} is configured unlike the others"
+        shared = common
+    assert len(ids) == len(BROKERS), "broker ids are distinct"
+
+
+def test_bucket_of_the_brokers_is_created_by_the_init_job(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    script = " ".join(services["minio-init"]["entrypoint"])
+    for broker in BROKERS:
+        bucket = broker_props(services[broker])["rsm.config.s3.bucket.name"]
+        assert f"mc mb --ignore-existing local/{bucket}" in script
+    assert "mc alias set local http://minio:9000" in script
+    for broker in BROKERS:
+        env = environment(services[broker])
+        assert env["AWS_ACCESS_KEY_ID"] == environment(services["minio"])["MINIO_ROOT_USER"]
+
+
+def test_log_volumes_are_written_by_their_broker_and_read_by_spark(
+    raw: dict[str, Any], services: dict[str, dict[str, Any]]
+) -> None:
+    readers = (SPARK_WORKER, AIRFLOW_WORKER)
+    for broker in BROKERS:
+        (log_dir,) = KafkaConfig.from_props(broker_props(services[broker])).log_dirs()
+        own = [m for m in mounts(services[broker]) if log_dir.is_relative_to(m.target)]
+        assert len(own) == 1, f"{broker}: {log_dir} is on one volume"
+        volume = own[0]
+        assert not volume.read_only, f"{broker} writes its log dir"
+        assert volume.source in raw["volumes"], f"{volume.source} is a named volume"
+        for reader in readers:
+            (mount,) = [m for m in mounts(services[reader]) if m.source == volume.source]
+            assert mount.target == volume.target, f"{reader} sees {broker}'s files at its path"
+            assert mount.read_only, f"{reader} mounts {volume.source} read-only"
+        for other in set(services) - {broker, *readers}:
+            assert volume.source not in {m.source for m in mounts(services[other])}, other
+
+
+# ---------------------------------------------------------------------------- Airflow and jobs
+def test_tiered_storage_connection_is_accepted_by_the_plugin(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    from tiered_storage_plugin.hooks import ClusterSettings
+
+    env = environment(services[AIRFLOW_WORKER])
+    conn = json.loads(env[TIERED_CONNECTION])
+    settings = ClusterSettings.from_connection(
+        host=conn.get("host"), port=conn.get("port"), extra=conn.get("extra", {})
+    )
+    props = broker_props(services["broker-1"])
+    config = KafkaConfig.from_props(props)
+    (advertised,) = config.advertised_listeners()
+    assert settings.bootstrap_server == f"{advertised.host}:{advertised.port}"
+    assert settings.log_dirs == tuple(str(p) for p in config.log_dirs())
+    assert settings.remote_storage_manager == props["remote.log.storage.manager.class.name"]
+    assert dict(settings.rsm_config) == {
+        k.removeprefix("rsm.config."): v for k, v in props.items() if k.startswith("rsm.config.")
+    }, "the jobs write where broker-1 reads"
+    assert settings.aws_conn_id
+    aws = json.loads(env[f"AIRFLOW_CONN_{settings.aws_conn_id.upper()}"])
+    assert aws["conn_type"] == "aws"
+    assert aws["extra"]["endpoint_url"] == settings.rsm_config["s3.endpoint.url"]
+    assert aws["login"] == environment(services["minio"])["MINIO_ROOT_USER"]
+    assert aws["password"] == environment(services["minio"])["MINIO_ROOT_PASSWORD"]
+
+
+def test_environment_names_of_ours_are_read_by_the_code(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    patterns = variables_read_by_the_code()
+    literals = string_literals()
+    connections = {
+        name: value
+        for service in services.values()
+        for name, value in environment(service).items()
+        if name.startswith("AIRFLOW_CONN_")
+    }
+    referenced = {
+        json.loads(value).get("extra", {}).get("aws_conn_id") for value in connections.values()
+    }
+    checked = set()
+    for name, service in services.items():
+        for key in environment(service):
+            if not OUR_VARIABLE.fullmatch(key):
+                continue
+            checked.add(key)
+            if key.startswith("AIRFLOW_CONN_"):
+                conn_id = key.removeprefix("AIRFLOW_CONN_").lower()
+                assert conn_id in literals or conn_id in referenced, (
+                    f"{name}: {key} is a connection no code and no other connection uses"
+                )
+            else:
+                assert any(p.fullmatch(key) for p in patterns), (
+                    f"{name}: {key} is read nowhere in {', '.join(SOURCE_DIRS)}"
+                )
+    assert {
+        TIERED_CONNECTION,
+        "SPARK_MASTER",
+        "TIERED_STORAGE_PROJECT_DIR",
+        "STORAGE_CORE_JOBS_LOCK_DIR",
+    } <= checked
+
+
+def test_airflow_services_share_one_configuration(services: dict[str, dict[str, Any]]) -> None:
+    shared = (
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN",
+        "AIRFLOW__API_AUTH__JWT_SECRET",
+        "AIRFLOW__API__SECRET_KEY",
+        "AIRFLOW__CORE__FERNET_KEY",
+        "AIRFLOW__CORE__EXECUTOR",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL",
+        TIERED_CONNECTION,
+    )
+    envs = [environment(services[name]) for name in [*AIRFLOW_SERVICES, "airflow-init"]]
+    for key in shared:
+        assert len({env[key] for env in envs}) == 1, f"{key} differs between Airflow services"
+    env = envs[0]
+    assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://")
+    assert "@postgres:5432/airflow" in env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    api = services["airflow-api-server"]
+    assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == (
+        "http://airflow-api-server:8080/execution/"
+    )
+    assert any(port.endswith(":8080:8080") for port in api["ports"])
+
+
+def test_jobs_reach_spark_the_project_and_their_directories(
+    services: dict[str, dict[str, Any]], dockerfile: str
+) -> None:
+    scheduler = services[AIRFLOW_WORKER]
+    env = environment(scheduler)
+    assert env["SPARK_MASTER"] == services[SPARK_WORKER]["command"][2]
+    assert env["SPARK_LOCAL_HOSTNAME"] == scheduler["hostname"] == AIRFLOW_WORKER
+    (project_dir,) = re.findall(r"\"(/[^\"]+)\[pipeline\]\"", dockerfile)
+    assert env["TIERED_STORAGE_PROJECT_DIR"] == project_dir
+    writable = {m.target for m in mounts(scheduler) if not m.read_only}
+    assert env["TIERED_STORAGE_REPORTS_DIR"] in writable
+    assert env["STORAGE_CORE_JOBS_LOCK_DIR"] in writable
+    api_mounts = {m.target for m in mounts(services["airflow-api-server"])}
+    assert env["TIERED_STORAGE_REPORTS_DIR"] in api_mounts, "the plugin's pages read reports"
+    for name in (*BROKERS, SPARK_WORKER):
+        assert "AWS_SECRET_ACCESS_KEY" in environment(services[name]), f"{name} reaches S3"
+
+
+def test_dockerfile_installs_the_project(
+    services: dict[str, dict[str, Any]], dockerfile: str
+) -> None:
+    args = dockerfile_args(dockerfile)
+    assert "FROM apache/airflow:${AIRFLOW_VERSION}-python${PYTHON_VERSION}" in dockerfile
+    airflow_version = args["AIRFLOW_VERSION"]
+    assert pipeline_requirement("apache-airflow").specifier.contains(airflow_version)
+    requires_python = pyproject()["project"]["requires-python"]
+    assert Requirement(f"python{requires_python}").specifier.contains(args["PYTHON_VERSION"])
+    spark_version = args["SPARK_VERSION"]
+    assert pipeline_requirement("pyspark").specifier.contains(spark_version)
+    build_args = services[SPARK_WORKER]["build"]["args"]
+    assert build_args == {"AIRFLOW_VERSION": airflow_version, "SPARK_VERSION": spark_version}
+    master = image_tag(services["spark-master"]["image"])[1]
+    assert master.split("-")[0] == spark_version, "driver, worker and master run one Spark"
+
+    (install,) = re.findall(r"RUN pip install(?:[^\n\\]|\\\n)*", dockerfile)
+    assert '"apache-airflow==${AIRFLOW_VERSION}"' in install
+    assert '"pyspark[connect]==${SPARK_VERSION}"' in install
+    (project_dir,) = re.findall(r"\"(/[^\"]+)\[pipeline\]\"", install)
+    packages = pyproject()["tool"]["setuptools"]["packages"]["find"]["include"]
+    copied = dict(re.findall(r"^COPY --chown=\S+ (\S+) (\S+)$", dockerfile, flags=re.MULTILINE))
+    for package in [p.rstrip("*") for p in packages] + ["expectations"]:
+        assert copied.get(package) == f"{project_dir}/{package}", package
+    assert copied["dags"] == "/opt/airflow/dags"
+    assert copied["plugins"] == "/opt/airflow/plugins"
+    assert "default-jdk-headless" in dockerfile and "ENV JAVA_HOME=" in dockerfile
+
+
+def test_docker_compose_config_accepts_the_file() -> None:
+    docker = shutil.which("docker")
+    if docker is None:
+        pytest.skip("no docker CLI here: the file's structure is checked by the tests above")
+    probe = subprocess.run(
+        [docker, "compose", "version"], check=False, capture_output=True, text=True, timeout=60
+    )
+    if probe.returncode != 0:
+        pytest.skip(
+            "the docker CLI here has no compose plugin: the file's structure is checked by"
+            " the tests above"
+        )
+    result = subprocess.run(
+        [docker, "compose", "-f", str(COMPOSE_FILE), "config", "--quiet"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr
