@@ -26,7 +26,8 @@ also skip a segment the metadata already shows as remote. Running it again copie
 
 Output: ``partition=<tp> event=planned|copied ...`` lines on stdout, progress on stderr, a
 ``summary`` line, and the JSON summary (counts: partitions, segments_planned,
-segments_copied, segments_skipped, segments_failed, work_units; bytes: planned, copied).
+segments_copied, segments_skipped, segments_failed, work_units; bytes: planned, copied;
+details: work_units, spark_start_s until the Spark session is up, copy_s of the Spark job).
 Exit code 0, or 1 when a segment failed or the run did.
 """
 
@@ -276,11 +277,21 @@ def copy_work_units(units: Iterable[WorkUnit], settings: CopySettings) -> Iterat
 
 
 def run_on_spark(
-    args: JobArgs, units: Sequence[WorkUnit], settings: CopySettings, run_timeout_s: float
+    args: JobArgs,
+    units: Sequence[WorkUnit],
+    settings: CopySettings,
+    run_timeout_s: float,
+    summary: RunSummary,
 ) -> list[dict[str, Any]]:
-    """One Spark task per unit; progress from the status tracker; cancelled on timeout."""
+    """One Spark task per unit; progress from the status tracker; cancelled on timeout.
+
+    Notes ``spark_start_s`` (until the session is up) and ``copy_s`` (the Spark job) in the
+    summary's details."""
     progress = Progress(JOB, len(units))
+    spark_started = time.monotonic()
     with spark_session(JOB, args.spark_master) as spark:
+        copy_started = time.monotonic()
+        summary.details["spark_start_s"] = round(copy_started - spark_started, 3)
         sc = spark.sparkContext
         group = f"{JOB}-{uuid.uuid4().hex}"
         sc.setJobGroup(group, f"{JOB}: {len(units)} work units", interruptOnCancel=True)
@@ -318,6 +329,7 @@ def run_on_spark(
         finally:
             finished.set()
             watcher.join()
+            summary.details["copy_s"] = round(time.monotonic() - copy_started, 3)
     progress.advance(len(units) - progress.done)
     progress.finish()
     return results
@@ -426,7 +438,7 @@ def run(args: JobArgs, summary: RunSummary) -> None:
             broker_id=broker_id,
             copy_timeout_s=args.float_option("copy_timeout_s"),
         )
-        results = run_on_spark(args, units, settings, args.float_option("run_timeout_s"))
+        results = run_on_spark(args, units, settings, args.float_option("run_timeout_s"), summary)
         record_results(summary, results)
 
 
