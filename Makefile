@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/log_append.py
 	$(BIN)/python benchmarks/broker_throughput.py
 	$(BIN)/python benchmarks/remote_read.py
+	$(BIN)/python benchmarks/copy_throughput.py
 
 clean:
 	rm -rf $(VENV) demo-data .pytest_cache .mypy_cache .ruff_cache
