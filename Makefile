@@ -29,7 +29,7 @@ test: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
-## Log, broker and remote-read benchmarks, each against a baseline measured in the same run.
+## Log, broker, remote-read and copy-job benchmarks, each against a baseline measured in the same run.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/log_append.py
 	$(BIN)/python benchmarks/broker_throughput.py

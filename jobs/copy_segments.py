@@ -17,7 +17,8 @@ runs ``copy_segment``: COPY_SEGMENT_STARTED -> upload -> verify -> COPY_SEGMENT_
 Each copy has a deadline (``--copy-timeout-s`` from the attempt's start): it is checked
 with the leader epoch before STARTED and before FINISHED, so a late or hung attempt never
 commits and is rolled back. ``--run-timeout-s`` cancels the Spark job (interrupting the
-tasks) when the whole run takes too long. A failed segment stops the rest of its
+tasks) when the copies take too long (counted from the job's submission: planning and the
+Spark session's start are not included). A failed segment stops the rest of its
 partition's chain (a later segment must not be committed before an earlier one).
 
 Concurrency: a run holds a lock per log dir (``--lock-dir``) from planning to its last
@@ -322,7 +323,7 @@ def run_on_spark(
         except Exception as exc:
             if timed_out.is_set():
                 raise TimeoutError(
-                    f"the run passed --run-timeout-s={run_timeout_s:g}; its Spark job was"
+                    f"the copies passed --run-timeout-s={run_timeout_s:g}; their Spark job was"
                     " cancelled (copies that had not finished are not committed)"
                 ) from exc
             raise
@@ -474,7 +475,8 @@ def main(argv: list[str] | None = None) -> int:
         "--run-timeout-s",
         type=positive_float,
         default=RUN_TIMEOUT_S_DEFAULT,
-        help=f"cancel the Spark job after this long (default {RUN_TIMEOUT_S_DEFAULT:g})",
+        help="cancel the Spark job of copies this long after submitting it"
+        f" (default {RUN_TIMEOUT_S_DEFAULT:g})",
     )
     args = parse_job_args(parser, argv, job=JOB)
     if args.int_option("num_work_units") < 1:

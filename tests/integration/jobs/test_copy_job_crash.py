@@ -555,7 +555,7 @@ def test_run_timeout_stops_the_run_and_leaves_nothing_half_committed(
     output = log.read_text()
     assert elapsed_s < run_timeout_s + 60, (elapsed_s, output[-4000:])
     assert worker.returncode == 1, output[-4000:]
-    assert f"copy_segments: error: the run passed --run-timeout-s={run_timeout_s:g}" in output
+    assert f"copy_segments: error: the copies passed --run-timeout-s={run_timeout_s:g}" in output
     summary = json.loads((tmp_path / "timed-out.json").read_text())
     assert summary["status"] == "failed"
     assert any("--run-timeout-s" in e["error"] for e in summary["errors"]), summary["errors"]
