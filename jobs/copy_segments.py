@@ -49,9 +49,10 @@ from jobs.common import (
     JobArgs,
     Progress,
     RunSummary,
+    StoreSettings,
     deadline_fence,
+    exclusive_run,
     job_parser,
-    log_dir_locks,
     log_partition,
     parse_job_args,
     run_job,
@@ -73,7 +74,6 @@ from storage_core.tiered.operations import (
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
 from storage_core.tiered.remote_storage_manager import (
     RemoteStorageManager,
-    load_remote_storage_manager,
 )
 from storage_core.tools.tier import (
     PartitionTarget,
@@ -89,13 +89,9 @@ STATUS_POLL_S = 1.0
 
 # ---------------------------------------------------------------------------- settings
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CopySettings:
+class CopySettings(StoreSettings):
     """What an executor needs, as plain (picklable) data."""
 
-    bootstrap_server: str
-    rsm_class_name: str
-    rsm_config: dict[str, str]
-    broker_id: int
     copy_timeout_s: float
 
 
@@ -242,7 +238,7 @@ def copy_chain(
 def copy_work_units(units: Iterable[WorkUnit], settings: CopySettings) -> Iterator[dict[str, Any]]:
     """A Spark task: copy the segments of its work unit(s) with its own clients."""
     for unit in units:
-        rsm = load_remote_storage_manager(settings.rsm_class_name, settings.rsm_config)
+        rsm = settings.remote_storage_manager()
         cluster = KafkaCluster(settings.bootstrap_server)
         rlmm = metadata_client(settings.bootstrap_server)
         started = time.monotonic()
@@ -417,11 +413,8 @@ def report_plan(summary: RunSummary, units: Sequence[WorkUnit]) -> None:
 # ---------------------------------------------------------------------------- main
 def run(args: JobArgs, summary: RunSummary) -> None:
     log_dirs = args.require_log_dirs()
-    with log_dir_locks(args.lock_dir, JOB, log_dirs, wait_s=args.lock_wait_s) as held_by:
-        if held_by is not None:
-            summary.details["skipped"] = f"another run holds {held_by}"
-            summary.finish("skipped")
-            print(f"{JOB}: another run holds {held_by}; nothing done", file=sys.stderr)
+    with exclusive_run(args, log_dirs, summary) as ours:
+        if not ours:
             return
         broker_id, segments = extract_segments(args, log_dirs, summary)
         units = plan_work_units(
@@ -432,12 +425,8 @@ def run(args: JobArgs, summary: RunSummary) -> None:
         report_plan(summary, units)
         if args.dry_run or not units:
             return
-        settings = CopySettings(
-            bootstrap_server=args.bootstrap_server,
-            rsm_class_name=args.rsm_class_name,
-            rsm_config=dict(args.rsm_config),
-            broker_id=broker_id,
-            copy_timeout_s=args.float_option("copy_timeout_s"),
+        settings = CopySettings.of(
+            args, broker_id, copy_timeout_s=args.float_option("copy_timeout_s")
         )
         results = run_on_spark(args, units, settings, args.float_option("run_timeout_s"), summary)
         record_results(summary, results)

@@ -42,9 +42,10 @@ from jobs.common import (
     JobArgs,
     Progress,
     RunSummary,
+    StoreSettings,
+    exclusive_run,
     format_fields,
     job_parser,
-    log_dir_locks,
     log_partition,
     parse_job_args,
     run_job,
@@ -75,12 +76,10 @@ from storage_core.tiered.remote_object_keys import InvalidRemoteObjectKeyError, 
 from storage_core.tiered.remote_storage_manager import (
     RemoteStorageError,
     RemoteStorageManager,
-    load_remote_storage_manager,
 )
 from storage_core.tools.tier import marked_partitions, metadata_client, resolve_broker_id
 
 JOB = "delete_partitions"
-# Client RLMMs of jobs poll often so that they answer quickly.
 # Spark tasks per run: each opens one RLMM and one remote storage manager.
 TASKS_PER_CORE = 2
 TASKS_MAX = 64
@@ -142,16 +141,6 @@ def segment_order(metadata: RemoteLogSegmentMetadata) -> tuple[int, int, str]:
 
 # ---------------------------------------------------------------------------- executors
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StoreSettings:
-    """What an executor needs to reach the cluster and the remote store (plain, picklable)."""
-
-    bootstrap_server: str
-    rsm_class_name: str
-    rsm_config: dict[str, str]
-    broker_id: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class DeletionItem:
     """One unit of executor work: a segment (its metadata as ``RemoteLogMetadataSerde``
     bytes) to delete if its current state is one of ``allowed_states``, or orphaned object
@@ -204,7 +193,7 @@ def delete_on_executor(
     batch = list(items)
     if not batch:
         return
-    rsm = load_remote_storage_manager(settings.rsm_class_name, settings.rsm_config)
+    rsm = settings.remote_storage_manager()
     try:
         with metadata_client(settings.bootstrap_server) as rlmm:
             yield from delete_items(batch, rsm=rsm, rlmm=rlmm, broker_id=settings.broker_id)
@@ -407,12 +396,8 @@ def resolve_job_broker_id(args: JobArgs, cluster: KafkaCluster) -> int:
 
 def delete_marked_partitions(args: JobArgs, summary: RunSummary) -> None:
     """The whole run (see the module docstring)."""
-    with log_dir_locks(
-        args.lock_dir, JOB, [cluster_lock_key(args.bootstrap_server)], wait_s=args.lock_wait_s
-    ) as held_by:
-        if held_by is not None:
-            summary.details["skipped"] = f"another run holds {held_by}"
-            summary.finish("skipped")
+    with exclusive_run(args, [cluster_lock_key(args.bootstrap_server)], summary) as ours:
+        if not ours:
             return
         _delete_marked_partitions(args, summary)
 
@@ -446,12 +431,7 @@ def _delete_marked_partitions(args: JobArgs, summary: RunSummary) -> None:
                     broker_id,
                 )
     reports = {str(p.topic_id_partition): PartitionReport(plan=p) for p in plans}
-    settings = StoreSettings(
-        bootstrap_server=args.bootstrap_server,
-        rsm_class_name=args.rsm_class_name,
-        rsm_config=dict(args.rsm_config),
-        broker_id=broker_id,
-    )
+    settings = StoreSettings.of(args, broker_id)
     items = [
         DeletionItem.for_segment(metadata, reason="partition deleted")
         for plan in plans

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -37,8 +36,9 @@ from jobs.common import (
     JobArgs,
     Progress,
     RunSummary,
+    StoreSettings,
+    exclusive_run,
     job_parser,
-    log_dir_locks,
     log_line,
     log_partition,
     parse_job_args,
@@ -57,7 +57,6 @@ from storage_core.tiered.operations import (
     plan_expiry,
 )
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
-from storage_core.tiered.remote_storage_manager import load_remote_storage_manager
 from storage_core.tools.tier import (
     PartitionTarget,
     current_leader_epoch,
@@ -66,16 +65,6 @@ from storage_core.tools.tier import (
 
 JOB = "expire_remote"
 NUM_WORK_UNITS_DEFAULT = 4
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ExpireSettings:
-    """What an executor needs, as plain (picklable) data."""
-
-    bootstrap_server: str
-    rsm_class_name: str
-    rsm_config: dict[str, str]
-    broker_id: int
 
 
 # ---------------------------------------------------------------------------- extract + plan
@@ -134,11 +123,11 @@ def report_plans(summary: RunSummary, plans: Sequence[PartitionExpiry]) -> None:
 
 # ---------------------------------------------------------------------------- executors
 def expire_work_units(
-    units: Iterable[list[PartitionExpiry]], settings: ExpireSettings
+    units: Iterable[list[PartitionExpiry]], settings: StoreSettings
 ) -> Iterator[dict[str, Any]]:
     """A Spark task: run its partitions' deletions with its own clients."""
     for unit in units:
-        rsm = load_remote_storage_manager(settings.rsm_class_name, settings.rsm_config)
+        rsm = settings.remote_storage_manager()
         cluster = KafkaCluster(settings.bootstrap_server)
         rlmm = metadata_client(settings.bootstrap_server)
         try:
@@ -204,11 +193,8 @@ def record_results(
 # ---------------------------------------------------------------------------- main
 def run(args: JobArgs, summary: RunSummary) -> None:
     log_dirs = args.require_log_dirs()
-    with log_dir_locks(args.lock_dir, JOB, log_dirs, wait_s=args.lock_wait_s) as held_by:
-        if held_by is not None:
-            summary.details["skipped"] = f"another run holds {held_by}"
-            summary.finish("skipped")
-            print(f"{JOB}: another run holds {held_by}; nothing done", file=sys.stderr)
+    with exclusive_run(args, log_dirs, summary) as ours:
+        if not ours:
             return
         broker_id, plans = extract_plans(args, log_dirs, summary)
         report_plans(summary, plans)
@@ -216,12 +202,7 @@ def run(args: JobArgs, summary: RunSummary) -> None:
         summary.count("work_units", len(units))
         if args.dry_run or not units:
             return
-        settings = ExpireSettings(
-            bootstrap_server=args.bootstrap_server,
-            rsm_class_name=args.rsm_class_name,
-            rsm_config=dict(args.rsm_config),
-            broker_id=broker_id,
-        )
+        settings = StoreSettings.of(args, broker_id)
         progress = Progress(JOB, len(units))
         with spark_session(JOB, args.spark_master) as spark:
             rdd = spark.sparkContext.parallelize(units, len(units))

@@ -54,49 +54,34 @@ from storage_core.tiered.metadata.errors import CorruptRemoteLogMetadataError
 from storage_core.tiered.operations import LogView
 from storage_core.tiered.remote_storage_manager import load_remote_storage_manager
 from storage_core.tiered.topic_based_rlmm.config import REMOTE_LOG_METADATA_TOPIC_NAME
+from storage_core.tiered.topic_based_rlmm.topic_scan import scan_metadata_topic
 from storage_core.tools.tier import partition_dirs, topic_log_config
 
 JOB = "quality"
 LATEST_TIERED_TIMESTAMP = -5  # ListOffsets: the highest offset in remote storage
-METADATA_FETCH_ROUNDS_MAX = 100_000
 DEFAULT_REPORT_DIR = Path("quality-report")
 SUMMARY_FILE = "quality-summary.json"
 
 
 def read_metadata_records(cluster: KafkaCluster) -> list[MetadataRecord]:
     """Every record of ``__remote_log_metadata`` from its start to its current end."""
-    name = REMOTE_LOG_METADATA_TOPIC_NAME
-    described = cluster.refresh_metadata([name]).topic(name)
-    if described is None or not described.partitions:
-        return []
-    consumer = KafkaConsumer(cluster, max_wait_ms=0, min_bytes=0)
     records: list[MetadataRecord] = []
-    for partition in sorted(p.partition for p in described.partitions):
-        offset = consumer.earliest_offset(name, partition)
-        end = consumer.latest_offset(name, partition)
-        for _round in range(METADATA_FETCH_ROUNDS_MAX):
-            if offset >= end:
-                break
-            fetched = consumer.fetch(name, partition, offset)
-            if fetched.next_offset <= offset:
-                break
-            offset = fetched.next_offset
-            for record in fetched.records:
-                if record.value is None:
-                    continue
-                try:
-                    event = serde.deserialize(record.value)
-                except CorruptRemoteLogMetadataError as exc:
-                    log_partition("skipped-record", f"{name}-{partition}", error=exc)
-                    continue
-                records.append(
-                    MetadataRecord(
-                        partition=partition,
-                        offset=record.offset,
-                        timestamp_ms=record.timestamp,
-                        event=event,
-                    )
-                )
+    for record in scan_metadata_topic(cluster, missing_ok=True):
+        try:
+            event = serde.deserialize(record.value)
+        except CorruptRemoteLogMetadataError as exc:
+            log_partition(
+                "skipped-record", f"{REMOTE_LOG_METADATA_TOPIC_NAME}-{record.partition}", error=exc
+            )
+            continue
+        records.append(
+            MetadataRecord(
+                partition=record.partition,
+                offset=record.offset,
+                timestamp_ms=record.timestamp_ms,
+                event=event,
+            )
+        )
     return records
 
 

@@ -48,9 +48,10 @@ from jobs.common import (
     JobArgumentError,
     Progress,
     RunSummary,
+    StoreSettings,
+    exclusive_run,
     format_fields,
     job_parser,
-    log_dir_locks,
     parse_job_args,
     run_job,
     spark_session,
@@ -58,7 +59,6 @@ from jobs.common import (
 from jobs.delete_partitions import (
     DeletionItem,
     DeletionOutcome,
-    StoreSettings,
     cluster_lock_key,
     resolve_job_broker_id,
     run_on_executors,
@@ -71,10 +71,8 @@ from jobs.planning.reconcile_plan import (
     plan_reconcile,
 )
 from storage_core.client.cluster import KafkaCluster
-from storage_core.client.consumer import KafkaConsumer
 from storage_core.clock import SYSTEM_CLOCK
 from storage_core.common import TopicIdPartition
-from storage_core.errors import UnknownTopicOrPartitionError
 from storage_core.tiered.metadata import serde
 from storage_core.tiered.metadata.cache import RemoteLogMetadataCache
 from storage_core.tiered.metadata.errors import (
@@ -92,7 +90,7 @@ from storage_core.tiered.remote_storage_manager import (
     RemoteStorageManager,
     load_remote_storage_manager,
 )
-from storage_core.tiered.topic_based_rlmm import REMOTE_LOG_METADATA_TOPIC_NAME
+from storage_core.tiered.topic_based_rlmm.topic_scan import scan_metadata_topic
 
 JOB = "reconcile"
 # Allowance for clocks of the copy job's hosts running behind this one.
@@ -100,7 +98,6 @@ CLOCK_SKEW_S = 60.0
 COPY_DEADLINE_S_DEFAULT = COPY_TIMEOUT_S_DEFAULT + CLOCK_SKEW_S
 GRACE_S_MAX = 7 * 24 * 3600.0
 # Fetches per metadata partition while reading it (bounds a run on a huge topic).
-METADATA_FETCH_ROUNDS_MAX = 1_000_000
 ACTIONS_IN_SUMMARY_MAX = 1000
 
 _ALLOWED_STATES = {
@@ -133,38 +130,19 @@ def read_remote_log_metadata(
     """Every partition's metadata, replayed from the start of each ``__remote_log_metadata``
     partition to its end when the read began. Events a cache refuses are skipped (as the
     brokers' consumers skip them)."""
-    name = REMOTE_LOG_METADATA_TOPIC_NAME
-    described = cluster.refresh_metadata([name]).topic(name)
-    if described is None or not described.partitions:
-        raise UnknownTopicOrPartitionError(
-            f"{name} does not exist (remote storage is not enabled on the cluster)"
-        )
-    consumer = KafkaConsumer(cluster, max_wait_ms=0, min_bytes=0)
     caches: dict[TopicIdPartition, RemoteLogMetadataCache] = {}
-    for partition in sorted(p.partition for p in described.partitions):
-        offset = consumer.earliest_offset(name, partition)
-        end = consumer.latest_offset(name, partition)
-        for _round in range(METADATA_FETCH_ROUNDS_MAX):
-            if offset >= end:
-                break
-            fetched = consumer.fetch(name, partition, offset)
-            if fetched.next_offset <= offset:
-                break
-            offset = fetched.next_offset
-            for record in fetched.records:
-                if record.value is None:
-                    continue
-                event = serde.deserialize(record.value)
-                if isinstance(event, RemoteLogSegmentMetadataSnapshot):
-                    continue  # snapshots live in files, never on the topic
-                tip = event.topic_id_partition
-                cache = caches.get(tip)
-                if cache is None:
-                    cache = caches[tip] = RemoteLogMetadataCache(tip)
-                try:
-                    cache.handle(event)
-                except (IllegalRemoteLogStateTransitionError, RemoteResourceNotFoundError):
-                    continue
+    for record in scan_metadata_topic(cluster):
+        event = serde.deserialize(record.value)
+        if isinstance(event, RemoteLogSegmentMetadataSnapshot):
+            continue  # snapshots live in files, never on the topic
+        tip = event.topic_id_partition
+        cache = caches.get(tip)
+        if cache is None:
+            cache = caches[tip] = RemoteLogMetadataCache(tip)
+        try:
+            cache.handle(event)
+        except (IllegalRemoteLogStateTransitionError, RemoteResourceNotFoundError):
+            continue
     return caches
 
 
@@ -223,12 +201,8 @@ def print_action(action: ReconcileAction, status: str, **extra: object) -> None:
 
 def reconcile(args: JobArgs, summary: RunSummary) -> None:
     """The whole run (see the module docstring)."""
-    with log_dir_locks(
-        args.lock_dir, JOB, [cluster_lock_key(args.bootstrap_server)], wait_s=args.lock_wait_s
-    ) as held_by:
-        if held_by is not None:
-            summary.details["skipped"] = f"another run holds {held_by}"
-            summary.finish("skipped")
+    with exclusive_run(args, [cluster_lock_key(args.bootstrap_server)], summary) as ours:
+        if not ours:
             return
         _reconcile(args, summary)
 
@@ -263,12 +237,7 @@ def _reconcile(args: JobArgs, summary: RunSummary) -> None:
                     f"would abort those started over {options.copy_deadline_ms} ms ago"
                 )
             return
-        settings = StoreSettings(
-            bootstrap_server=args.bootstrap_server,
-            rsm_class_name=args.rsm_class_name,
-            rsm_config=dict(args.rsm_config),
-            broker_id=broker_id,
-        )
+        settings = StoreSettings.of(args, broker_id)
         outcomes: list[DeletionOutcome] = []
         progress = Progress(JOB, len(plan.actions))
         if plan.actions:

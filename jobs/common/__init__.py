@@ -32,7 +32,8 @@ from jobs.common.deadline import (
 )
 from jobs.common.locking import LOCK_DIR_ENV, default_lock_dir, log_dir_locks
 from jobs.common.output import Progress, format_fields, log_line, log_partition
-from jobs.common.run import run_job
+from jobs.common.run import exclusive_run, run_job
+from jobs.common.settings import StoreSettings
 from jobs.common.spark import spark_session
 from jobs.common.summary import RunSummary, utc_now_iso
 
@@ -50,8 +51,10 @@ __all__ = [
     "JobArgumentError",
     "Progress",
     "RunSummary",
+    "StoreSettings",
     "deadline_fence",
     "default_lock_dir",
+    "exclusive_run",
     "format_fields",
     "job_parser",
     "log_dir_locks",

@@ -1,11 +1,15 @@
-"""``run_job``: the failure contract shared by every job's ``main``."""
+"""``run_job``: the failure contract shared by every job's ``main``; ``exclusive_run``: the
+lock contract (one run at a time per lock key)."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 
 from jobs.common.args import JobArgs
+from jobs.common.locking import log_dir_locks
 from jobs.common.output import log_line
 from jobs.common.summary import RunSummary
 
@@ -52,3 +56,16 @@ def run_job(args: JobArgs, body: Callable[[RunSummary], None]) -> int:
         print(f"{args.job}: error: {one_line(failure)}", file=sys.stderr, flush=True)
         return 1
     return summary.exit_code
+
+
+@contextmanager
+def exclusive_run(args: JobArgs, lock_keys: Sequence[Path], summary: RunSummary) -> Iterator[bool]:
+    """Hold the job's locks on ``lock_keys`` (log dirs, or a cluster key) for the block; yields
+    False, with the summary marked ``skipped`` and one stderr line, when another run still
+    holds one after ``--lock-wait-s``."""
+    with log_dir_locks(args.lock_dir, args.job, lock_keys, wait_s=args.lock_wait_s) as held_by:
+        if held_by is not None:
+            summary.details["skipped"] = f"another run holds {held_by}"
+            summary.finish("skipped")
+            print(f"{args.job}: another run holds {held_by}; nothing done", file=sys.stderr)
+        yield held_by is None

@@ -79,10 +79,10 @@ from storage_core.tiered.remote_storage_manager import (
     load_remote_storage_manager,
 )
 from storage_core.tiered.topic_based_rlmm import (
-    REMOTE_LOG_METADATA_TOPIC_NAME,
     ConsumerTaskConfig,
     TopicBasedRemoteLogMetadataManager,
 )
+from storage_core.tiered.topic_based_rlmm.topic_scan import scan_metadata_topic
 
 RSM_CONFIG_PREFIX = "rsm.config."
 RSM_CLASS_CONFIG = "remote.log.storage.manager.class.name"
@@ -90,7 +90,6 @@ PROGRESS_INTERVAL_S = 0.2
 # The tool is short-lived: its metadata consumer polls often so that it answers quickly.
 RLMM_IDLE_POLL_MS = 20
 # Fetches per metadata partition while looking for partitions marked for deletion.
-MARKED_SCAN_ROUNDS_MAX = 100_000
 
 
 # ---------------------------------------------------------------------------- settings
@@ -575,30 +574,11 @@ def expire_partitions(ctx: TierContext, targets: Sequence[PartitionTarget]) -> S
 def marked_partitions(cluster: KafkaCluster, topic: str | None) -> list[TopicIdPartition]:
     """Partitions whose latest deletion event is MARKED or STARTED, read from the start of
     every ``__remote_log_metadata`` partition up to its current end."""
-    name = REMOTE_LOG_METADATA_TOPIC_NAME
-    described = cluster.refresh_metadata([name]).topic(name)
-    if described is None or not described.partitions:
-        raise UnknownTopicOrPartitionError(
-            f"{name} does not exist (remote storage is not enabled on the cluster)"
-        )
-    consumer = KafkaConsumer(cluster, max_wait_ms=0, min_bytes=0)
     latest: dict[TopicIdPartition, RemotePartitionDeleteState] = {}
-    for partition in sorted(p.partition for p in described.partitions):
-        offset = consumer.earliest_offset(name, partition)
-        end = consumer.latest_offset(name, partition)
-        for _round in range(MARKED_SCAN_ROUNDS_MAX):
-            if offset >= end:
-                break
-            fetched = consumer.fetch(name, partition, offset)
-            if fetched.next_offset <= offset:
-                break
-            offset = fetched.next_offset
-            for record in fetched.records:
-                if record.value is None:
-                    continue
-                event = serde.deserialize(record.value)
-                if isinstance(event, RemotePartitionDeleteMetadata):
-                    latest[event.topic_id_partition] = event.state
+    for record in scan_metadata_topic(cluster):
+        event = serde.deserialize(record.value)
+        if isinstance(event, RemotePartitionDeleteMetadata):
+            latest[event.topic_id_partition] = event.state
     pending = (
         RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
         RemotePartitionDeleteState.DELETE_PARTITION_STARTED,

@@ -1,0 +1,35 @@
+"""``StoreSettings``: what an executor needs to reach the cluster and the remote store, as
+plain (picklable) data built on the driver; tasks build their own clients from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Self
+
+from jobs.common.args import JobArgs
+from storage_core.tiered.remote_storage_manager import (
+    RemoteStorageManager,
+    load_remote_storage_manager,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreSettings:
+    bootstrap_server: str
+    rsm_class_name: str
+    rsm_config: dict[str, str]
+    broker_id: int
+
+    @classmethod
+    def of(cls, args: JobArgs, broker_id: int, **extra: Any) -> Self:
+        """From the job's arguments; ``extra`` fills a subclass's own fields."""
+        return cls(
+            bootstrap_server=args.bootstrap_server,
+            rsm_class_name=args.rsm_class_name,
+            rsm_config=dict(args.rsm_config),
+            broker_id=broker_id,
+            **extra,
+        )
+
+    def remote_storage_manager(self) -> RemoteStorageManager:
+        return load_remote_storage_manager(self.rsm_class_name, self.rsm_config)
