@@ -91,6 +91,19 @@ class ProcessGroup:
             time.sleep(_POLL_S)
         return code
 
+    def kill(self) -> int | None:
+        """SIGKILL to the whole group at once, as a crash (no clean shutdown); waits until
+        the members are gone. Returns the leader's exit code (None if never started)."""
+        if self.process is None:
+            return None
+        pgid = self.process.pid
+        _signal_group(pgid, signal.SIGKILL)
+        code = self.process.wait()
+        deadline = time.monotonic() + KILL_WAIT_S
+        while group_alive(pgid) and time.monotonic() < deadline:
+            time.sleep(_POLL_S)
+        return code
+
     def tail(self, max_chars: int = 4000) -> str:
         """The end of the output, for error messages."""
         try:
