@@ -1,0 +1,481 @@
+"""``KafkaZkClient``: the reads and writes the brokers and the controller make in ZooKeeper,
+as Kafka's class of that name does them, over a kazoo session. Consensus is ZooKeeper's: this
+class only lays data out (``zk_data``) and makes each write conditional where Kafka does.
+
+Fencing, the rule that keeps two controllers from acting together:
+
+- A broker becomes controller by one ZooKeeper transaction that creates the ephemeral
+  ``/controller`` and sets ``/controller_epoch`` to epoch + 1 at the version it read. Losing
+  the race (the node exists, or the version moved) raises ``ControllerMovedError``.
+- Every later controller write is a transaction that first checks ``/controller_epoch`` at the
+  version the controller wrote. A deposed controller (its session expired and another won)
+  fails that check and gets ``ControllerMovedError``; it never half-writes.
+- Partition states are set at the znode version last read: a writer with a stale view gets
+  the partition back in ``retry`` (Kafka's BADVERSION path) and rereads.
+
+``zookeeper.connect`` may end in a chroot (``127.0.0.1:2181/storage-core``), created on first
+use as Kafka does. Thread-safety: kazoo's client is thread-safe; this class keeps no state but
+the session it opened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+
+from storage_core.common import TopicPartition
+from storage_core.controller import zk_data
+from storage_core.controller.zk_data import (
+    BrokerRegistration,
+    ControllerRegistration,
+    LeaderAndIsr,
+    TopicAssignment,
+)
+from storage_core.errors import StorageError
+
+logger = logging.getLogger(__name__)
+
+
+class ZooKeeperConnectionError(StorageError):
+    """ZooKeeper could not be reached, or the session could not be opened in time."""
+
+
+class ControllerMovedError(StorageError):
+    """This broker is not (or no longer) the controller: another broker won the election or
+    the controller epoch moved past the one this broker wrote."""
+
+    error_code: ClassVar[str] = "not_controller"
+
+
+class BrokerIdInUseError(StorageError):
+    """Another live broker is registered under this ``broker.id``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControllerEpoch:
+    """The epoch this controller wrote and the znode version its writes are fenced on."""
+
+    epoch: int
+    zk_version: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpdateLeaderAndIsrResult:
+    """States written (with their new znode versions) and partitions whose znode moved since it
+    was read (reread and retry)."""
+
+    finished: Mapping[TopicPartition, LeaderAndIsr]
+    retry: tuple[TopicPartition, ...]
+
+
+def split_chroot(connect: str) -> tuple[str, str]:
+    """``"h1:2181,h2:2181/chroot"`` -> ``("h1:2181,h2:2181", "/chroot")``; chroot "" if none."""
+    hosts, slash, chroot = connect.partition("/")
+    if not hosts:
+        raise ZooKeeperConnectionError(f"zookeeper.connect={connect!r} names no server")
+    chroot = f"/{chroot}".rstrip("/") if slash else ""
+    return hosts, chroot
+
+
+class KafkaZkClient:
+    """One ZooKeeper session of a broker (its registration and, while it is controller, the
+    controller's writes)."""
+
+    def __init__(
+        self,
+        connect: str,
+        *,
+        session_timeout_ms: int = 18_000,
+        connection_timeout_ms: int = 18_000,
+    ) -> None:
+        self.connect = connect
+        self.hosts, self.chroot = split_chroot(connect)
+        self.session_timeout_ms = session_timeout_ms
+        self.connection_timeout_ms = connection_timeout_ms
+        self.zk = KazooClient(
+            hosts=connect,
+            timeout=session_timeout_ms / 1000,
+            connection_retry={"max_tries": -1, "max_delay": 1.0},
+            command_retry={"max_tries": 3, "max_delay": 1.0},
+        )
+
+    def start(self) -> KafkaZkClient:
+        """Open the session (bounded by ``zookeeper.connection.timeout.ms``), create the chroot
+        and Kafka's persistent paths."""
+        if self.chroot:
+            self._ensure_chroot()
+        self._start(self.zk)
+        for path in zk_data.PERSISTENT_PATHS:
+            self.zk.ensure_path(path)
+        return self
+
+    def _start(self, client: KazooClient) -> None:
+        try:
+            client.start(timeout=self.connection_timeout_ms / 1000)
+        except KazooTimeoutError:
+            client.stop()
+            client.close()
+            raise ZooKeeperConnectionError(
+                f"could not connect to ZooKeeper at zookeeper.connect={self.connect} within "
+                f"zookeeper.connection.timeout.ms={self.connection_timeout_ms}"
+            ) from None
+
+    def _ensure_chroot(self) -> None:
+        root = KazooClient(hosts=self.hosts, timeout=self.session_timeout_ms / 1000)
+        self._start(root)
+        try:
+            root.ensure_path(self.chroot)
+        finally:
+            root.stop()
+            root.close()
+
+    def close(self) -> None:
+        self.zk.stop()
+        self.zk.close()
+
+    @property
+    def session_id(self) -> int:
+        session = self.zk.client_id
+        return int(session[0]) if session else 0
+
+    # --- cluster id -------------------------------------------------------------------------
+
+    def get_or_create_cluster_id(self, proposed: str) -> str:
+        try:
+            self.zk.create(zk_data.CLUSTER_ID_PATH, zk_data.encode_cluster_id(proposed))
+            return proposed
+        except NodeExistsError:
+            data, _ = self.zk.get(zk_data.CLUSTER_ID_PATH)
+            return zk_data.decode_cluster_id(data)
+
+    # --- brokers ----------------------------------------------------------------------------
+
+    def register_broker(self, registration: BrokerRegistration) -> int:
+        """Create the ephemeral ``/brokers/ids/<id>``; returns the broker epoch (its czxid).
+        A registration held by another session is another live broker: refused."""
+        path = zk_data.broker_path(registration.broker_id)
+        try:
+            _, stat = self.zk.create(
+                path, zk_data.encode_broker(registration), ephemeral=True, include_data=True
+            )
+            return int(stat.czxid)
+        except NodeExistsError:
+            data, stat = self.zk.get(path)
+            if stat.ephemeralOwner == self.session_id:
+                return int(stat.czxid)  # ours: a retried create after a reconnect
+            holder = zk_data.decode_broker(registration.broker_id, data)
+            endpoints = ", ".join(e.connection_string() for e in holder.endpoints)
+            raise BrokerIdInUseError(
+                f"broker.id={registration.broker_id} is already registered in ZooKeeper by a "
+                f"live broker at {endpoints} ({path}); give this broker another broker.id"
+            ) from None
+
+    def get_all_brokers(self) -> dict[int, BrokerRegistration]:
+        brokers = {}
+        for child in self.zk.get_children(zk_data.BROKER_IDS_PATH):
+            try:
+                data, stat = self.zk.get(f"{zk_data.BROKER_IDS_PATH}/{child}")
+            except NoNodeError:
+                continue  # went away between the listing and the read
+            broker_id = int(child)
+            brokers[broker_id] = zk_data.decode_broker(broker_id, data, czxid=stat.czxid)
+        return brokers
+
+    # --- controller -------------------------------------------------------------------------
+
+    def get_controller(self) -> ControllerRegistration | None:
+        try:
+            data, stat = self.zk.get(zk_data.CONTROLLER_PATH)
+        except NoNodeError:
+            return None
+        return zk_data.decode_controller(data, zk_version=stat.version)
+
+    def get_controller_epoch(self) -> ControllerEpoch | None:
+        try:
+            data, stat = self.zk.get(zk_data.CONTROLLER_EPOCH_PATH)
+        except NoNodeError:
+            return None
+        return ControllerEpoch(epoch=zk_data.decode_controller_epoch(data), zk_version=stat.version)
+
+    def register_controller_and_increment_controller_epoch(
+        self, broker_id: int, *, timestamp_ms: int = 0
+    ) -> ControllerEpoch:
+        """Win the controller election (or raise ``ControllerMovedError``)."""
+        current = self.get_controller_epoch() or self._create_controller_epoch()
+        new_epoch = current.epoch + 1
+        transaction = self.zk.transaction()
+        transaction.create(
+            zk_data.CONTROLLER_PATH,
+            zk_data.encode_controller(
+                ControllerRegistration(broker_id=broker_id, timestamp_ms=timestamp_ms)
+            ),
+            ephemeral=True,
+        )
+        transaction.set_data(
+            zk_data.CONTROLLER_EPOCH_PATH,
+            zk_data.encode_controller_epoch(new_epoch),
+            version=current.zk_version,
+        )
+        results = transaction.commit()
+        if not any(isinstance(r, Exception) for r in results):
+            return ControllerEpoch(epoch=new_epoch, zk_version=results[1].version)
+        # lost a race, or a retried commit that did succeed: read back who won
+        controller = self.get_controller()
+        epoch = self.get_controller_epoch()
+        if (
+            controller is not None
+            and controller.broker_id == broker_id
+            and epoch is not None
+            and epoch.epoch == new_epoch
+        ):
+            return epoch
+        raise ControllerMovedError(
+            f"broker {broker_id} lost the controller election "
+            f"(controller: {controller.broker_id if controller else 'none'})"
+        )
+
+    def _create_controller_epoch(self) -> ControllerEpoch:
+        with contextlib.suppress(NodeExistsError):
+            self.zk.create(
+                zk_data.CONTROLLER_EPOCH_PATH,
+                zk_data.encode_controller_epoch(zk_data.INITIAL_CONTROLLER_EPOCH),
+            )
+        epoch = self.get_controller_epoch()
+        if epoch is None:
+            raise ControllerMovedError(f"{zk_data.CONTROLLER_EPOCH_PATH} vanished after creation")
+        return epoch
+
+    def resign_controller(self, broker_id: int) -> None:
+        """Delete ``/controller`` if this broker holds it (a controlled resignation)."""
+        controller = self.get_controller()
+        if controller is None or controller.broker_id != broker_id:
+            return
+        with contextlib.suppress(NoNodeError, BadVersionError):
+            self.zk.delete(zk_data.CONTROLLER_PATH, version=controller.zk_version)
+
+    def _fenced(
+        self, epoch: ControllerEpoch, ops: Iterable[tuple[str, tuple[Any, ...]]]
+    ) -> list[Any]:
+        """Run ``ops`` in one transaction after checking ``/controller_epoch`` is still at the
+        version this controller wrote. Returns each op's result (an exception where it failed)."""
+        transaction = self.zk.transaction()
+        transaction.check(zk_data.CONTROLLER_EPOCH_PATH, epoch.zk_version)
+        for name, args in ops:
+            getattr(transaction, name)(*args)
+        results = transaction.commit()
+        if isinstance(results[0], BadVersionError | NoNodeError):
+            raise ControllerMovedError(
+                f"controller epoch {epoch.epoch} was superseded (/controller_epoch is no longer "
+                f"at version {epoch.zk_version}): another broker is controller"
+            )
+        return list(results[1:])
+
+    # --- topics -----------------------------------------------------------------------------
+
+    def get_all_topics(self) -> list[str]:
+        return sorted(self.zk.get_children(zk_data.TOPICS_PATH))
+
+    def get_topic_assignment(self, topic: str) -> tuple[TopicAssignment, int] | None:
+        """The assignment and its znode version, or None for an unknown topic."""
+        try:
+            data, stat = self.zk.get(zk_data.topic_path(topic))
+        except NoNodeError:
+            return None
+        return zk_data.decode_topic_assignment(topic, data), int(stat.version)
+
+    def get_topic_config(self, topic: str) -> dict[str, str]:
+        try:
+            data, _ = self.zk.get(zk_data.topic_config_path(topic))
+        except NoNodeError:
+            return {}
+        return zk_data.decode_topic_config(topic, data)
+
+    def create_topic(
+        self, epoch: ControllerEpoch, assignment: TopicAssignment, configs: Mapping[str, str]
+    ) -> bool:
+        """Create the topic's config and assignment znodes in one fenced transaction; False if
+        the topic already exists (nothing written)."""
+        results = self._fenced(
+            epoch,
+            [
+                (
+                    "create",
+                    (
+                        zk_data.topic_config_path(assignment.topic),
+                        zk_data.encode_topic_config(configs),
+                    ),
+                ),
+                (
+                    "create",
+                    (
+                        zk_data.topic_path(assignment.topic),
+                        zk_data.encode_topic_assignment(assignment),
+                    ),
+                ),
+            ],
+        )
+        failures = [r for r in results if isinstance(r, Exception)]
+        if any(isinstance(r, NodeExistsError) for r in failures):
+            return False
+        if failures:
+            raise failures[0]
+        return True
+
+    def set_topic_assignment(
+        self, epoch: ControllerEpoch, assignment: TopicAssignment, *, expected_version: int
+    ) -> bool:
+        """Replace the assignment (partitions added, a reassignment); False if it moved."""
+        results = self._fenced(
+            epoch,
+            [
+                (
+                    "set_data",
+                    (
+                        zk_data.topic_path(assignment.topic),
+                        zk_data.encode_topic_assignment(assignment),
+                        expected_version,
+                    ),
+                )
+            ],
+        )
+        if isinstance(results[0], BadVersionError):
+            return False
+        if isinstance(results[0], Exception):
+            raise results[0]
+        return True
+
+    def set_topic_config(self, topic: str, configs: Mapping[str, str]) -> None:
+        self.zk.ensure_path(zk_data.TOPIC_CONFIGS_PATH)
+        data = zk_data.encode_topic_config(configs)
+        try:
+            self.zk.set(zk_data.topic_config_path(topic), data)
+        except NoNodeError:
+            self.zk.create(zk_data.topic_config_path(topic), data)
+
+    # --- partition states -------------------------------------------------------------------
+
+    def get_partition_states(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, LeaderAndIsr]:
+        """State (with znode version) of each partition that has one."""
+        states = {}
+        for tp in partitions:
+            try:
+                data, stat = self.zk.get(zk_data.partition_state_path(tp))
+            except NoNodeError:
+                continue
+            states[tp] = zk_data.decode_leader_and_isr(tp, data, zk_version=stat.version)
+        return states
+
+    def create_partition_states(
+        self, epoch: ControllerEpoch, states: Mapping[TopicPartition, LeaderAndIsr]
+    ) -> dict[TopicPartition, LeaderAndIsr]:
+        """Create new partitions' state znodes (with their parents), fenced; returns the ones
+        created (version 0). A partition whose state exists already is left as it is."""
+        created = {}
+        for tp, state in states.items():
+            self.zk.ensure_path(zk_data.partition_state_path(tp).rsplit("/", 1)[0])
+            results = self._fenced(
+                epoch,
+                [
+                    (
+                        "create",
+                        (zk_data.partition_state_path(tp), zk_data.encode_leader_and_isr(state)),
+                    )
+                ],
+            )
+            if isinstance(results[0], NodeExistsError):
+                continue
+            if isinstance(results[0], Exception):
+                raise results[0]
+            created[tp] = _with_version(state, 0)
+        return created
+
+    def update_leader_and_isr(
+        self, epoch: ControllerEpoch, states: Mapping[TopicPartition, LeaderAndIsr]
+    ) -> UpdateLeaderAndIsrResult:
+        """Set each state at the znode version it carries, fenced by the controller epoch."""
+        finished = {}
+        retry = []
+        for tp, state in states.items():
+            results = self._fenced(
+                epoch,
+                [
+                    (
+                        "set_data",
+                        (
+                            zk_data.partition_state_path(tp),
+                            zk_data.encode_leader_and_isr(state),
+                            state.zk_version,
+                        ),
+                    )
+                ],
+            )
+            outcome = results[0]
+            if isinstance(outcome, BadVersionError | NoNodeError):
+                retry.append(tp)
+            elif isinstance(outcome, Exception):
+                raise outcome
+            else:
+                finished[tp] = _with_version(state, int(outcome.version))
+        return UpdateLeaderAndIsrResult(finished=finished, retry=tuple(retry))
+
+    # --- topic deletion ---------------------------------------------------------------------
+
+    def mark_topic_for_deletion(self, topic: str) -> None:
+        with contextlib.suppress(NodeExistsError):
+            self.zk.create(zk_data.delete_topic_path(topic))
+
+    def get_topics_marked_for_deletion(self) -> list[str]:
+        return sorted(self.zk.get_children(zk_data.DELETE_TOPICS_PATH))
+
+    def delete_topic_znodes(self, epoch: ControllerEpoch, topic: str) -> None:
+        """Remove the topic's assignment, partition states and config, then its deletion
+        marker: the last step of a topic deletion, once every broker removed its logs."""
+        paths = self._subtree(zk_data.topic_path(topic))
+        paths.append(zk_data.topic_config_path(topic))
+        paths.append(zk_data.delete_topic_path(topic))
+        for path in paths:  # deepest first, one fenced delete each
+            results = self._fenced(epoch, [("delete", (path,))])
+            outcome = results[0]
+            if isinstance(outcome, Exception) and not isinstance(
+                outcome, NoNodeError | RolledBackError
+            ):
+                if isinstance(outcome, NotEmptyError):
+                    raise StorageError(f"{path} gained children while it was being deleted")
+                raise outcome
+
+    def _subtree(self, path: str) -> list[str]:
+        """``path`` and its descendants, deepest first."""
+        try:
+            children = self.zk.get_children(path)
+        except NoNodeError:
+            return []
+        paths: list[str] = []
+        for child in children:
+            paths.extend(self._subtree(f"{path}/{child}"))
+        paths.append(path)
+        return paths
+
+
+def _with_version(state: LeaderAndIsr, zk_version: int) -> LeaderAndIsr:
+    return LeaderAndIsr(
+        leader=state.leader,
+        leader_epoch=state.leader_epoch,
+        isr=state.isr,
+        controller_epoch=state.controller_epoch,
+        zk_version=zk_version,
+    )
