@@ -38,6 +38,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from storage_core.common import TopicPartition
 from storage_core.controller import zk_data
+from storage_core.controller.local_znode_tree import LocalZNodeTree
 from storage_core.controller.zk_data import (
     BrokerRegistration,
     ControllerRegistration,
@@ -100,17 +101,29 @@ class KafkaZkClient:
         *,
         session_timeout_ms: int = 18_000,
         connection_timeout_ms: int = 18_000,
+        session: Any = None,
     ) -> None:
+        """``session``: a client with kazoo's API other than a ZooKeeper connection (the
+        single-node store's, see ``single_node``); by default a kazoo session to ``connect``."""
         self.connect = connect
-        self.hosts, self.chroot = split_chroot(connect)
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms
+        if session is not None:
+            self.hosts, self.chroot = connect, ""
+            self.zk: Any = session
+            return
+        self.hosts, self.chroot = split_chroot(connect)
         self.zk = KazooClient(
             hosts=connect,
             timeout=session_timeout_ms / 1000,
             connection_retry={"max_tries": -1, "max_delay": 1.0},
             command_retry={"max_tries": 3, "max_delay": 1.0},
         )
+
+    @classmethod
+    def single_node(cls, tree: LocalZNodeTree) -> KafkaZkClient:
+        """A session on the single-node store of a broker without ``zookeeper.connect``."""
+        return cls(f"single-node store {tree.location}", session=tree.session())
 
     def start(self) -> KafkaZkClient:
         """Open the session (bounded by ``zookeeper.connection.timeout.ms``), create the chroot
@@ -122,7 +135,7 @@ class KafkaZkClient:
             self.zk.ensure_path(path)
         return self
 
-    def _start(self, client: KazooClient) -> None:
+    def _start(self, client: Any) -> None:
         try:
             client.start(timeout=self.connection_timeout_ms / 1000)
         except KazooTimeoutError:

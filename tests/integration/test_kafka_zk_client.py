@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
@@ -25,6 +26,7 @@ from storage_core.controller.kafka_zk_client import (
     ZooKeeperConnectionError,
     split_chroot,
 )
+from storage_core.controller.local_znode_tree import LocalZNodeTree
 from storage_core.controller.zk_data import (
     BrokerRegistration,
     EndPoint,
@@ -32,6 +34,7 @@ from storage_core.controller.zk_data import (
     ReplicaAssignment,
     TopicAssignment,
 )
+from storage_core.errors import CorruptCheckpointError
 
 try:
     java_executable()
@@ -49,6 +52,33 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperEns
 def connect(zookeeper: ZooKeeperEnsemble) -> str:
     """A fresh chroot per test: each test sees an empty cluster."""
     return f"{zookeeper.connect_string}/cluster-{uuid.uuid4().hex[:8]}"
+
+
+OpenClient = Callable[[], KafkaZkClient]
+
+
+@pytest.fixture(params=["zookeeper", "single-node"])
+def open_client(
+    request: pytest.FixtureRequest, connect: str, tmp_path: Path
+) -> Iterator[OpenClient]:
+    """Sessions on one store: a real ZooKeeper, or the single-node store of a broker without
+    zookeeper.connect. Both must behave the same for everything the controller relies on."""
+    opened: list[KafkaZkClient] = []
+    tree = LocalZNodeTree(tmp_path) if request.param == "single-node" else None
+
+    def open_one() -> KafkaZkClient:
+        if tree is not None:
+            client = KafkaZkClient.single_node(tree).start()
+        else:
+            client = KafkaZkClient(
+                connect, session_timeout_ms=6000, connection_timeout_ms=10_000
+            ).start()
+        opened.append(client)
+        return client
+
+    yield open_one
+    for client in opened:
+        client.close()
 
 
 @pytest.fixture
@@ -107,14 +137,12 @@ def test_chroot_persistent_paths_and_cluster_id(
         root.stop()
 
 
-def test_broker_registration_epoch_and_duplicate_id(
-    connect: str, clients: list[KafkaZkClient]
-) -> None:
-    first = _open(clients, connect)
+def test_broker_registration_epoch_and_duplicate_id(open_client: OpenClient) -> None:
+    first = open_client()
     epoch = first.register_broker(_registration(1, 19091))
     assert epoch > 0
     assert first.register_broker(_registration(1, 19091)) == epoch  # our own node: same epoch
-    other = _open(clients, connect)
+    other = open_client()
     with pytest.raises(BrokerIdInUseError, match=r"broker.id=1 .* PLAINTEXT://127.0.0.1:19091"):
         other.register_broker(_registration(1, 19092))
     assert other.register_broker(_registration(2, 19092)) > epoch
@@ -123,17 +151,14 @@ def test_broker_registration_epoch_and_duplicate_id(
     assert brokers[1].broker_epoch == epoch
 
     first.close()  # the session ends: its ephemeral registration goes with it
-    clients.remove(first)
     assert sorted(other.get_all_brokers()) == [2]
-    again = _open(clients, connect)
+    again = open_client()
     assert again.register_broker(_registration(1, 19093)) > epoch  # a new broker epoch
 
 
-def test_one_controller_at_a_time_and_a_deposed_one_is_fenced(
-    connect: str, clients: list[KafkaZkClient]
-) -> None:
-    a = _open(clients, connect)
-    b = _open(clients, connect)
+def test_one_controller_at_a_time_and_a_deposed_one_is_fenced(open_client: OpenClient) -> None:
+    a = open_client()
+    b = open_client()
     a_epoch = a.register_controller_and_increment_controller_epoch(1)
     assert a_epoch.epoch == 1
     with pytest.raises(ControllerMovedError, match="lost the controller election"):
@@ -169,9 +194,9 @@ def test_one_controller_at_a_time_and_a_deposed_one_is_fenced(
 
 
 def test_partition_state_updates_are_conditional_on_the_version_read(
-    connect: str, clients: list[KafkaZkClient]
+    open_client: OpenClient,
 ) -> None:
-    zk = _open(clients, connect)
+    zk = open_client()
     epoch = zk.register_controller_and_increment_controller_epoch(1)
     topic_id = Uuid.random()
     assignment = TopicAssignment(
@@ -205,10 +230,8 @@ def test_partition_state_updates_are_conditional_on_the_version_read(
     assert zk.get_partition_states([tps[0]])[tps[0]].leader == 2
 
 
-def test_topic_deletion_removes_every_znode_of_the_topic(
-    connect: str, clients: list[KafkaZkClient]
-) -> None:
-    zk = _open(clients, connect)
+def test_topic_deletion_removes_every_znode_of_the_topic(open_client: OpenClient) -> None:
+    zk = open_client()
     epoch = zk.register_controller_and_increment_controller_epoch(1)
     assignment = TopicAssignment(
         topic="gone", topic_id=Uuid.random(), partitions={0: ReplicaAssignment(replicas=(1,))}
@@ -229,9 +252,9 @@ def test_topic_deletion_removes_every_znode_of_the_topic(
 
 
 def test_partition_state_written_by_the_client_is_what_kafka_reads(
-    connect: str, clients: list[KafkaZkClient], zookeeper: ZooKeeperEnsemble
+    open_client: OpenClient,
 ) -> None:
-    zk = _open(clients, connect)
+    zk = open_client()
     epoch = zk.register_controller_and_increment_controller_epoch(4)
     tp = TopicPartition("x", 0)
     zk.create_topic(
@@ -246,3 +269,33 @@ def test_partition_state_written_by_the_client_is_what_kafka_reads(
     assert raw == b'{"version":1,"leader":4,"leader_epoch":0,"controller_epoch":1,"isr":[4]}'
     epoch_raw, _ = zk.zk.get("/controller_epoch")
     assert epoch_raw == b"1"
+
+
+def test_single_node_store_keeps_persistent_znodes_across_restarts(tmp_path: Path) -> None:
+    first = KafkaZkClient.single_node(LocalZNodeTree(tmp_path)).start()
+    epoch = first.register_controller_and_increment_controller_epoch(0)
+    broker_epoch = first.register_broker(_registration(0, 19090))
+    assignment = TopicAssignment(
+        topic="kept", topic_id=Uuid.random(), partitions={0: ReplicaAssignment(replicas=(0,))}
+    )
+    first.create_topic(epoch, assignment, {"retention.ms": "5"})
+    first.close()
+
+    # a restart: the topic, its config and the controller epoch remain; ephemerals do not
+    second = KafkaZkClient.single_node(LocalZNodeTree(tmp_path)).start()
+    assert second.get_all_brokers() == {}
+    assert second.get_controller() is None
+    read = second.get_topic_assignment("kept")
+    assert read is not None
+    assert read[0] == assignment
+    assert second.get_topic_config("kept") == {"retention.ms": "5"}
+    assert second.register_controller_and_increment_controller_epoch(0).epoch == 2
+    assert second.register_broker(_registration(0, 19090)) > broker_epoch
+
+
+def test_a_damaged_single_node_store_is_named_and_left_in_place(tmp_path: Path) -> None:
+    store = tmp_path / "metadata-store.json"
+    store.write_text('{"version": 1, "zxid": "x"')
+    with pytest.raises(CorruptCheckpointError, match=r"metadata-store\.json"):
+        LocalZNodeTree(tmp_path)
+    assert store.read_text() == '{"version": 1, "zxid": "x"'
