@@ -132,6 +132,8 @@ def remove_replica_from_isr(
         return None
     leader = NO_LEADER if state.leader == replica else state.leader
     isr = state.isr if len(state.isr) == 1 else tuple(b for b in state.isr if b != replica)
+    if leader == state.leader and isr == state.isr:
+        return None  # already offline with its last in-sync replica remembered
     return _bump(state, leader, isr, controller_epoch)
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -46,6 +46,8 @@ from storage_core.controller.zk_data import (
     TopicAssignment,
 )
 from storage_core.errors import StorageError
+
+Watch = Callable[[Any], None]  # called once with the ZooKeeper event that fired it
 
 logger = logging.getLogger(__name__)
 
@@ -196,9 +198,10 @@ class KafkaZkClient:
                 f"live broker at {endpoints} ({path}); give this broker another broker.id"
             ) from None
 
-    def get_all_brokers(self) -> dict[int, BrokerRegistration]:
+    def get_all_brokers(self, watch: Watch | None = None) -> dict[int, BrokerRegistration]:
+        """Every registered broker; ``watch`` fires once when the set of registrations changes."""
         brokers = {}
-        for child in self.zk.get_children(zk_data.BROKER_IDS_PATH):
+        for child in self.zk.get_children(zk_data.BROKER_IDS_PATH, watch=watch):
             try:
                 data, stat = self.zk.get(f"{zk_data.BROKER_IDS_PATH}/{child}")
             except NoNodeError:
@@ -209,7 +212,11 @@ class KafkaZkClient:
 
     # --- controller -------------------------------------------------------------------------
 
-    def get_controller(self) -> ControllerRegistration | None:
+    def get_controller(self, watch: Watch | None = None) -> ControllerRegistration | None:
+        """The controller, or None; ``watch`` fires once when ``/controller`` is created,
+        changed or deleted."""
+        if watch is not None and self.zk.exists(zk_data.CONTROLLER_PATH, watch=watch) is None:
+            return None
         try:
             data, stat = self.zk.get(zk_data.CONTROLLER_PATH)
         except NoNodeError:
@@ -298,13 +305,16 @@ class KafkaZkClient:
 
     # --- topics -----------------------------------------------------------------------------
 
-    def get_all_topics(self) -> list[str]:
-        return sorted(self.zk.get_children(zk_data.TOPICS_PATH))
+    def get_all_topics(self, watch: Watch | None = None) -> list[str]:
+        return sorted(self.zk.get_children(zk_data.TOPICS_PATH, watch=watch))
 
-    def get_topic_assignment(self, topic: str) -> tuple[TopicAssignment, int] | None:
-        """The assignment and its znode version, or None for an unknown topic."""
+    def get_topic_assignment(
+        self, topic: str, watch: Watch | None = None
+    ) -> tuple[TopicAssignment, int] | None:
+        """The assignment and its znode version, or None for an unknown topic; ``watch`` fires
+        once when the assignment changes (partitions added) or the topic goes."""
         try:
-            data, stat = self.zk.get(zk_data.topic_path(topic))
+            data, stat = self.zk.get(zk_data.topic_path(topic), watch=watch)
         except NoNodeError:
             return None
         return zk_data.decode_topic_assignment(topic, data), int(stat.version)
@@ -452,15 +462,38 @@ class KafkaZkClient:
         with contextlib.suppress(NodeExistsError):
             self.zk.create(zk_data.delete_topic_path(topic))
 
-    def get_topics_marked_for_deletion(self) -> list[str]:
-        return sorted(self.zk.get_children(zk_data.DELETE_TOPICS_PATH))
+    def get_topics_marked_for_deletion(self, watch: Watch | None = None) -> list[str]:
+        return sorted(self.zk.get_children(zk_data.DELETE_TOPICS_PATH, watch=watch))
+
+    def acknowledge_topic_deletion(self, topic: str, broker_id: int) -> None:
+        """A broker has removed its replicas of a topic marked for deletion (the role of a
+        StopReplica response in Kafka): ``/admin/delete_topics/<topic>/<broker id>``."""
+        with contextlib.suppress(NodeExistsError, NoNodeError):
+            self.zk.create(f"{zk_data.delete_topic_path(topic)}/{broker_id}")
+
+    def get_topic_deletion_acknowledgements(
+        self, topic: str, watch: Watch | None = None
+    ) -> set[int]:
+        try:
+            children = self.zk.get_children(zk_data.delete_topic_path(topic), watch=watch)
+        except NoNodeError:
+            return set()
+        return {int(c) for c in children if c.isdigit()}
+
+    def add_session_listener(self, listener: Callable[[str], None]) -> None:
+        """``listener(state)`` on every session state change: "CONNECTED", "SUSPENDED" (the
+        connection is lost, the session may survive) or "LOST" (the session expired: its
+        ephemeral znodes are gone). Called on the client's thread: hand work off quickly."""
+        add = getattr(self.zk, "add_listener", None)
+        if add is not None:
+            add(lambda state: listener(str(state)))
 
     def delete_topic_znodes(self, epoch: ControllerEpoch, topic: str) -> None:
         """Remove the topic's assignment, partition states and config, then its deletion
         marker: the last step of a topic deletion, once every broker removed its logs."""
         paths = self._subtree(zk_data.topic_path(topic))
         paths.append(zk_data.topic_config_path(topic))
-        paths.append(zk_data.delete_topic_path(topic))
+        paths.extend(self._subtree(zk_data.delete_topic_path(topic)))  # with the acks
         for path in paths:  # deepest first, one fenced delete each
             results = self._fenced(epoch, [("delete", (path,))])
             outcome = results[0]

@@ -108,6 +108,8 @@ def test_an_offline_broker_leaves_the_isr_but_the_last_member_stays() -> None:
     assert last is not None
     assert (last.leader, last.isr) == (NO_LEADER, (1,))
     assert remove_replica_from_isr(_state(1, 2, (1,)), 3, controller_epoch=1) is None
+    # already offline with the replica as its last ISR member: nothing to write
+    assert remove_replica_from_isr(_state(NO_LEADER, 3, (1,)), 1, controller_epoch=1) is None
 
 
 def test_a_new_partition_is_led_by_its_first_live_replica_at_epoch_0() -> None:

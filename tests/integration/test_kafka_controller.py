@@ -1,0 +1,317 @@
+"""The controller against a real ZooKeeper with three broker sessions (and the single-node
+store with one): one active controller, failover when its broker dies, leadership of a dead
+broker's partitions, elections, controlled shutdown, topic deletion waiting for every replica,
+and no leader epoch bump when nothing changed."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from embedded.zookeeper import ZooKeeperEnsemble, ZooKeeperUnavailableError, java_executable
+from storage_core.common import TopicPartition, Uuid
+from storage_core.controller.kafka_controller import ControllerConfig, KafkaController
+from storage_core.controller.kafka_zk_client import ControllerMovedError, KafkaZkClient
+from storage_core.controller.local_znode_tree import LocalZNodeTree
+from storage_core.controller.replica_assignment import BrokerMetadata, assign_replicas_to_brokers
+from storage_core.controller.zk_data import (
+    NO_LEADER,
+    BrokerRegistration,
+    EndPoint,
+    LeaderAndIsr,
+    ReplicaAssignment,
+    TopicAssignment,
+)
+
+try:
+    java_executable()
+except ZooKeeperUnavailableError as missing:
+    pytest.skip(str(missing), allow_module_level=True)
+
+T = TypeVar("T")
+SESSION_TIMEOUT_MS = 4000
+
+
+def eventually(check: Callable[[], T], *, timeout_s: float = 20.0, what: str = "") -> T:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s} s: {what or check}")
+        time.sleep(0.05)
+
+
+class Node:
+    """What a broker does in ZooKeeper: its registration and its controller."""
+
+    def __init__(self, broker_id: int, connect: str, tree: LocalZNodeTree | None = None) -> None:
+        self.broker_id = broker_id
+        self.connect = connect
+        self.tree = tree
+        self.zk: KafkaZkClient | None = None
+        self.controller: KafkaController | None = None
+
+    def start(self) -> Node:
+        if self.tree is not None:
+            self.zk = KafkaZkClient.single_node(self.tree).start()
+        else:
+            self.zk = KafkaZkClient(
+                self.connect, session_timeout_ms=SESSION_TIMEOUT_MS, connection_timeout_ms=10_000
+            ).start()
+        self.zk.register_broker(
+            BrokerRegistration(
+                broker_id=self.broker_id,
+                endpoints=(
+                    EndPoint(listener="PLAINTEXT", host="127.0.0.1", port=9000 + self.broker_id),
+                ),
+            )
+        )
+        self.controller = KafkaController(
+            self.broker_id,
+            self.zk,
+            unclean_leader_election_enable=lambda topic: topic.startswith("unclean"),
+            config=ControllerConfig(auto_leader_rebalance_enable=False),
+        )
+        self.controller.start()
+        return self
+
+    def crash(self) -> None:
+        """The broker dies: its session ends (ephemerals gone), its controller stops acting."""
+        assert self.zk is not None and self.controller is not None
+        self.zk.close()
+        self.controller.shutdown()
+
+    def stop(self) -> None:
+        if self.controller is not None:
+            self.controller.shutdown()
+        if self.zk is not None:
+            self.zk.close()
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperEnsemble]:
+    with ZooKeeperEnsemble(tmp_path_factory.mktemp("zk"), size=1) as zk:
+        yield zk
+
+
+@pytest.fixture
+def cluster(zookeeper: ZooKeeperEnsemble) -> Iterator[dict[int, Node]]:
+    connect = f"{zookeeper.connect_string}/c-{uuid.uuid4().hex[:8]}"
+    nodes = {b: Node(b, connect).start() for b in (1, 2, 3)}
+    yield nodes
+    for node in nodes.values():
+        node.stop()
+
+
+def active(nodes: dict[int, Node]) -> Node:
+    def one() -> Node | None:
+        live = [n for n in nodes.values() if n.controller is not None and n.controller.is_active]
+        return live[0] if len(live) == 1 else None
+
+    return eventually(one, what="exactly one active controller")
+
+
+def states(node: Node, topic: str, count: int) -> dict[int, LeaderAndIsr]:
+    assert node.zk is not None
+    read = node.zk.get_partition_states([TopicPartition(topic, p) for p in range(count)])
+    return {tp.partition: s for tp, s in read.items()}
+
+
+def create(node: Node, topic: str, replicas: dict[int, tuple[int, ...]]) -> None:
+    assert node.controller is not None
+    assignment = TopicAssignment(
+        topic=topic,
+        topic_id=Uuid.random(),
+        partitions={p: ReplicaAssignment(replicas=r) for p, r in replicas.items()},
+    )
+    assert node.controller.create_topic(assignment, {}).result(timeout=10)
+
+
+def test_one_controller_and_failover_with_offline_partitions(cluster: dict[int, Node]) -> None:
+    controller = active(cluster)
+    others = [n for n in cluster.values() if n is not controller]
+    eventually(
+        lambda: all(
+            n.controller and n.controller.active_controller_id == controller.broker_id
+            for n in others
+        )
+    )
+
+    placement = assign_replicas_to_brokers(
+        [BrokerMetadata(broker_id=b) for b in (1, 2, 3)], 6, 1, fixed_start_index=0
+    )
+    create(controller, "events", placement)
+    first = eventually(lambda: (s := states(controller, "events", 6)) and len(s) == 6 and s)
+    assert {p: s.leader for p, s in first.items()} == {p: r[0] for p, r in placement.items()}
+    assert {s.leader_epoch for s in first.values()} == {0}
+    # a second creation of the same topic writes nothing
+    assert controller.controller is not None
+    again = TopicAssignment(
+        topic="events", topic_id=Uuid.random(), partitions={0: ReplicaAssignment(replicas=(1,))}
+    )
+    assert not controller.controller.create_topic(again, {}).result(timeout=10)
+
+    dead_id = controller.broker_id
+    started = time.monotonic()
+    controller.crash()
+    survivor = active({b: n for b, n in cluster.items() if b != dead_id})
+    failover_s = time.monotonic() - started
+    print(f"controller failover: {failover_s:.2f} s (session timeout {SESSION_TIMEOUT_MS} ms)")
+
+    led_by_dead = [p for p, r in placement.items() if r[0] == dead_id]
+    after = eventually(
+        lambda: (
+            (s := states(survivor, "events", 6))
+            and all(s[p].leader == NO_LEADER for p in led_by_dead)
+            and s
+        )
+    )
+    for p in led_by_dead:
+        assert after[p].leader_epoch == 1
+        assert after[p].isr == (dead_id,)  # the last in-sync replica is remembered
+    for p in set(range(6)) - set(led_by_dead):
+        assert (after[p].leader, after[p].leader_epoch) == (first[p].leader, 0)
+
+    # the broker returns: its partitions come back with higher leader epochs
+    cluster[dead_id] = Node(dead_id, cluster[dead_id].connect).start()
+    back = eventually(
+        lambda: (
+            (s := states(survivor, "events", 6))
+            and all(s[p].leader == dead_id for p in led_by_dead)
+            and s
+        )
+    )
+    assert all(back[p].leader_epoch == 2 for p in led_by_dead)
+
+
+def test_elections_controlled_shutdown_and_a_lost_race(cluster: dict[int, Node]) -> None:
+    controller = active(cluster)
+    assert controller.controller is not None
+    victim = next(b for b in (1, 2, 3) if b != controller.broker_id)
+    other = next(b for b in (1, 2, 3) if b not in (victim, controller.broker_id))
+    create(controller, "rf2", {0: (victim, other), 1: (other, victim)})
+    eventually(lambda: len(states(controller, "rf2", 2)) == 2)
+
+    moved = controller.controller.controlled_shutdown(victim).result(timeout=10)
+    assert moved == []
+    after = states(controller, "rf2", 2)
+    assert (after[0].leader, after[0].isr, after[0].leader_epoch) == (other, (other,), 1)
+    assert victim not in after[1].isr
+
+    # the preferred replica is out of the ISR: a preferred election is refused
+    outcome = controller.controller.elect_leaders([TopicPartition("rf2", 0)], unclean=False).result(
+        timeout=10
+    )
+    assert outcome[TopicPartition("rf2", 0)].error == "preferred_leader_not_available"
+    # where the preferred replica leads already, nothing is needed
+    outcome = controller.controller.elect_leaders([TopicPartition("rf2", 1)], unclean=False).result(
+        timeout=10
+    )
+    assert outcome[TopicPartition("rf2", 1)].error == "election_not_needed"
+    unknown = controller.controller.elect_leaders(
+        [TopicPartition("nope", 0)], unclean=False
+    ).result(timeout=10)
+    assert unknown[TopicPartition("nope", 0)].error == "unknown_topic_or_partition"
+
+    # a broker that is not the controller refuses controller work
+    follower = cluster[other].controller
+    assert follower is not None
+    with pytest.raises(ControllerMovedError):
+        follower.elect_leaders([TopicPartition("rf2", 0)], unclean=False).result(timeout=10)
+
+
+def test_unclean_election_only_where_enabled(cluster: dict[int, Node]) -> None:
+    controller = active(cluster)
+    assert controller.controller is not None
+    a, b = (x for x in (1, 2, 3) if x != controller.broker_id)
+    create(controller, "clean", {0: (a, b)})
+    create(controller, "unclean-ok", {0: (a, b)})
+    eventually(
+        lambda: (
+            len(states(controller, "clean", 1)) == 1
+            and len(states(controller, "unclean-ok", 1)) == 1
+        )
+    )
+    # b leaves the ISRs (a clean shutdown), comes back, then a dies: b is out of sync
+    controller.controller.controlled_shutdown(b).result(timeout=10)
+    cluster[b].crash()
+    cluster[b] = Node(b, cluster[b].connect).start()
+    time.sleep(0.5)
+    cluster[a].crash()
+    clean = eventually(
+        lambda: (s := states(controller, "clean", 1)) and s[0].leader == NO_LEADER and s
+    )
+    assert clean[0].isr == (a,)
+    unclean = eventually(
+        lambda: (s := states(controller, "unclean-ok", 1)) and s[0].leader == b and s
+    )
+    assert unclean[0].isr == (b,)
+    # an operator may still choose an unclean election for the clean topic
+    outcome = controller.controller.elect_leaders(
+        [TopicPartition("clean", 0)], unclean=True
+    ).result(timeout=10)
+    assert outcome[TopicPartition("clean", 0)].error is None
+    assert states(controller, "clean", 1)[0].leader == b
+
+
+def test_topic_deletion_waits_for_every_replica(cluster: dict[int, Node]) -> None:
+    controller = active(cluster)
+    assert controller.controller is not None and controller.zk is not None
+    create(controller, "gone", {0: (1, 2), 1: (2, 3)})
+    eventually(lambda: len(states(controller, "gone", 2)) == 2)
+    controller.controller.delete_topics(["gone"]).result(timeout=10)
+    stopped = eventually(
+        lambda: (
+            (s := states(controller, "gone", 2))
+            and all(x.leader == NO_LEADER for x in s.values())
+            and s
+        )
+    )
+    assert len(stopped) == 2
+    for broker_id in (1, 2):
+        controller.zk.acknowledge_topic_deletion("gone", broker_id)
+    time.sleep(0.5)
+    assert "gone" in controller.zk.get_all_topics()  # broker 3 still holds a replica
+    controller.zk.acknowledge_topic_deletion("gone", 3)
+    eventually(lambda: "gone" not in controller.zk.get_all_topics())  # type: ignore[union-attr]
+    assert controller.zk.get_topics_marked_for_deletion() == []
+    assert controller.zk.get_topic_config("gone") == {}
+
+
+def test_partitions_added_get_leaders(cluster: dict[int, Node]) -> None:
+    controller = active(cluster)
+    assert controller.controller is not None
+    create(controller, "grow", {0: (1,)})
+    controller.controller.add_partitions(
+        "grow", {1: ReplicaAssignment(replicas=(2,)), 2: ReplicaAssignment(replicas=(3,))}
+    ).result(timeout=10)
+    grown = eventually(lambda: (s := states(controller, "grow", 3)) and len(s) == 3 and s)
+    assert [grown[p].leader for p in range(3)] == [1, 2, 3]
+
+
+def test_single_node_store_restart_keeps_leader_epochs(tmp_path: Path) -> None:
+    node = Node(0, "single-node", tree=LocalZNodeTree(tmp_path)).start()
+    try:
+        assert active({0: node}) is node
+        create(node, "t", {0: (0,), 1: (0,)})
+        eventually(lambda: len(states(node, "t", 2)) == 2)
+    finally:
+        node.stop()
+    restarted = Node(0, "single-node", tree=LocalZNodeTree(tmp_path)).start()
+    try:
+        assert active({0: restarted}) is restarted
+        assert restarted.zk is not None
+        epoch = restarted.zk.get_controller_epoch()
+        assert epoch is not None and epoch.epoch == 2
+        after = states(restarted, "t", 2)
+        assert {s.leader for s in after.values()} == {0}
+        assert {s.leader_epoch for s in after.values()} == {0}  # no bump at restart
+    finally:
+        restarted.stop()
