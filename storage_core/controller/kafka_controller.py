@@ -37,17 +37,17 @@ from __future__ import annotations
 
 import functools
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from storage_core.common import TopicPartition
 from storage_core.controller import election
 from storage_core.controller.controller_context import ControllerContext
+from storage_core.controller.event_manager import EventManager
 from storage_core.controller.kafka_zk_client import (
     ControllerEpoch,
     ControllerMovedError,
@@ -64,7 +64,7 @@ from storage_core.errors import InvalidPartitionsError, UnknownTopicOrPartitionE
 logger = logging.getLogger(__name__)
 
 MAX_STATE_WRITE_ATTEMPTS = 10  # rereads after a partition state moved under the controller
-EVENT_QUEUE_MAX = 100_000
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,32 +101,28 @@ class KafkaController:
         self.config = config or ControllerConfig()
         self._unclean_enabled = unclean_leader_election_enable
         self.context = ControllerContext()
-        self._events: queue.Queue[tuple[str, Callable[[], None]] | None] = queue.Queue(
-            EVENT_QUEUE_MAX
+        self._events = EventManager(
+            f"controller-event-thread-{broker_id}", on_error=self._on_event_error, idle=self._idle
         )
-        self._thread: threading.Thread | None = None
+        self._started = False
         self._active = threading.Event()
         self._active_controller_id = -1
         self._next_rebalance_s = float("inf")
-        self._watched_topics: set[str] = set()
 
     # --- lifecycle and state, from any thread -----------------------------------------------
 
     def start(self) -> None:
-        self._thread = threading.Thread(
-            target=self._run, name=f"controller-event-thread-{self.broker_id}", daemon=True
-        )
-        self._thread.start()
-        self._enqueue("Startup", self._process_startup)
+        self._events.start()
+        self._started = True
+        self._events.put("Startup", self._process_startup)
 
     def shutdown(self) -> None:
         """Stop processing events and give up the controllership (another broker takes over
         at once instead of after this broker's session timeout)."""
-        if self._thread is None:
+        if not self._started:
             return
-        self._events.put(None)
-        self._thread.join(timeout=30)
-        self._thread = None
+        self._started = False
+        self._events.stop()
         if self._active.is_set():
             self._active.clear()
             try:
@@ -182,58 +178,36 @@ class KafkaController:
     # --- the event thread ---------------------------------------------------------------------
 
     def _enqueue(self, name: str, handler: Callable[[], None]) -> None:
-        try:
-            self._events.put_nowait((name, handler))
-        except queue.Full:
-            logger.error("controller event queue full, event=%s dropped", name)
+        self._events.put(name, handler)
 
-    def _call(self, name: str, handler: Callable[[], Any]) -> Future[Any]:
-        future: Future[Any] = Future()
-
-        def run() -> None:
+    def _call(self, name: str, handler: Callable[[], T]) -> Future[T]:
+        def when_active() -> T:
             if not self.is_active:
-                future.set_exception(
-                    ControllerMovedError(f"broker {self.broker_id} is not the controller")
-                )
-                return
-            try:
-                future.set_result(handler())
-            except Exception as exc:
-                future.set_exception(exc)
-                raise
+                raise ControllerMovedError(f"broker {self.broker_id} is not the controller")
+            return handler()
 
-        self._enqueue(name, run)
-        return future
+        return self._events.call(name, when_active)
 
-    def _run(self) -> None:
-        while True:
-            timeout = max(0.0, self._next_rebalance_s - time.monotonic())
-            try:
-                event = self._events.get(timeout=min(timeout, 1.0))
-            except queue.Empty:
-                if time.monotonic() >= self._next_rebalance_s:
-                    self._process("AutoRebalance", self._process_auto_rebalance)
-                continue
-            if event is None:
-                return
-            self._process(*event)
+    def _idle(self) -> float:
+        if time.monotonic() >= self._next_rebalance_s:
+            self._process_auto_rebalance()
+        return min(1.0, max(0.05, self._next_rebalance_s - time.monotonic()))
 
-    def _process(self, name: str, handler: Callable[[], None]) -> None:
-        try:
-            handler()
-        except ControllerMovedError as exc:
+    def _on_event_error(self, name: str, exc: Exception) -> None:
+        if isinstance(exc, ControllerMovedError):
             logger.info("controller moved, broker=%s event=%s reason=%s", self.broker_id, name, exc)
             self._resign()
-        except Exception:
-            logger.exception(
-                "controller event failed, broker=%s event=%s: resigning so that another "
-                "broker takes over with a fresh view",
-                self.broker_id,
-                name,
-            )
-            if self.is_active:
-                self._resign()
-                self.zk.resign_controller(self.broker_id)
+            return
+        logger.error(
+            "controller event failed, broker=%s event=%s: resigning so that another broker "
+            "takes over with a fresh view",
+            self.broker_id,
+            name,
+            exc_info=exc,
+        )
+        if self.is_active:
+            self._resign()
+            self.zk.resign_controller(self.broker_id)
 
     # --- election of the controller ----------------------------------------------------------
 
@@ -295,7 +269,6 @@ class KafkaController:
             logger.info("resigning as controller, broker=%s", self.broker_id)
         self._active.clear()
         self.context.clear()
-        self._watched_topics.clear()
         self._next_rebalance_s = float("inf")
 
     def _on_controller_failover(self) -> None:
@@ -318,7 +291,6 @@ class KafkaController:
         """Read a topic's assignment into the context (watching it); returns its partitions
         that the context did not know."""
         read = self.zk.get_topic_assignment(topic, watch=self._partition_watch(topic))
-        self._watched_topics.add(topic)
         if read is None:
             return []
         assignment, _ = read
@@ -411,7 +383,6 @@ class KafkaController:
         known = set(ctx.topic_ids)
         for topic in sorted(known - topics):
             ctx.remove_topic(topic)
-            self._watched_topics.discard(topic)
         added: list[TopicPartition] = []
         for topic in sorted(topics - known):
             added += self._load_topic(topic)
@@ -706,7 +677,6 @@ class KafkaController:
             if replicas <= acknowledged:
                 self.zk.delete_topic_znodes(epoch, topic)
                 ctx.remove_topic(topic)
-                self._watched_topics.discard(topic)
                 logger.info("topic deleted, topic=%s", topic)
             else:
                 logger.info(
