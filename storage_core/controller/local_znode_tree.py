@@ -78,6 +78,13 @@ def _parent(path: str) -> str:
     return path.rsplit("/", 1)[0] or "/"
 
 
+def _add_watch(watches: dict[str, list[Watch]], path: str, watch: Watch) -> None:
+    """A set of watchers per znode, as ZooKeeper clients keep: the same one is added once."""
+    registered = watches.setdefault(path, [])
+    if watch not in registered:
+        registered.append(watch)
+
+
 def _validate(path: str) -> None:
     if not path.startswith("/") or (path != "/" and path.endswith("/")) or "//" in path:
         raise BadArgumentsError(f"invalid znode path {path!r}")
@@ -325,7 +332,7 @@ class LocalZNodeTree:
     def read(self, path: str, watch: Watch | None) -> tuple[bytes, ZnodeStat]:
         with self._lock:
             if watch is not None:
-                self._watches.data.setdefault(path, []).append(watch)
+                _add_watch(self._watches.data, path, watch)
             if path not in self._nodes:
                 raise NoNodeError(path)
             return self._nodes[path].data, self._stat(path)
@@ -333,7 +340,7 @@ class LocalZNodeTree:
     def exists(self, path: str, watch: Watch | None) -> ZnodeStat | None:
         with self._lock:
             if watch is not None:
-                self._watches.data.setdefault(path, []).append(watch)
+                _add_watch(self._watches.data, path, watch)
             return self._stat(path) if path in self._nodes else None
 
     def children(self, path: str, watch: Watch | None) -> list[str]:
@@ -341,7 +348,7 @@ class LocalZNodeTree:
             if path not in self._nodes:
                 raise NoNodeError(path)
             if watch is not None:
-                self._watches.children.setdefault(path, []).append(watch)
+                _add_watch(self._watches.children, path, watch)
             return self._children(path)
 
     def close_session(self, session_id: int) -> None:

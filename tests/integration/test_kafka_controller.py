@@ -7,92 +7,28 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
 from embedded.zookeeper import ZooKeeperEnsemble, ZooKeeperUnavailableError, java_executable
 from storage_core.common import TopicPartition, Uuid
-from storage_core.controller.kafka_controller import ControllerConfig, KafkaController
-from storage_core.controller.kafka_zk_client import ControllerMovedError, KafkaZkClient
+from storage_core.controller.kafka_zk_client import ControllerMovedError
 from storage_core.controller.local_znode_tree import LocalZNodeTree
 from storage_core.controller.replica_assignment import BrokerMetadata, assign_replicas_to_brokers
 from storage_core.controller.zk_data import (
     NO_LEADER,
-    BrokerRegistration,
-    EndPoint,
     LeaderAndIsr,
     ReplicaAssignment,
     TopicAssignment,
 )
+from tests.zk_cluster_support import SESSION_TIMEOUT_MS, Node, eventually
 
 try:
     java_executable()
 except ZooKeeperUnavailableError as missing:
     pytest.skip(str(missing), allow_module_level=True)
-
-T = TypeVar("T")
-SESSION_TIMEOUT_MS = 4000
-
-
-def eventually(check: Callable[[], T], *, timeout_s: float = 20.0, what: str = "") -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s} s: {what or check}")
-        time.sleep(0.05)
-
-
-class Node:
-    """What a broker does in ZooKeeper: its registration and its controller."""
-
-    def __init__(self, broker_id: int, connect: str, tree: LocalZNodeTree | None = None) -> None:
-        self.broker_id = broker_id
-        self.connect = connect
-        self.tree = tree
-        self.zk: KafkaZkClient | None = None
-        self.controller: KafkaController | None = None
-
-    def start(self) -> Node:
-        if self.tree is not None:
-            self.zk = KafkaZkClient.single_node(self.tree).start()
-        else:
-            self.zk = KafkaZkClient(
-                self.connect, session_timeout_ms=SESSION_TIMEOUT_MS, connection_timeout_ms=10_000
-            ).start()
-        self.zk.register_broker(
-            BrokerRegistration(
-                broker_id=self.broker_id,
-                endpoints=(
-                    EndPoint(listener="PLAINTEXT", host="127.0.0.1", port=9000 + self.broker_id),
-                ),
-            )
-        )
-        self.controller = KafkaController(
-            self.broker_id,
-            self.zk,
-            unclean_leader_election_enable=lambda topic: topic.startswith("unclean"),
-            config=ControllerConfig(auto_leader_rebalance_enable=False),
-        )
-        self.controller.start()
-        return self
-
-    def crash(self) -> None:
-        """The broker dies: its session ends (ephemerals gone), its controller stops acting."""
-        assert self.zk is not None and self.controller is not None
-        self.zk.close()
-        self.controller.shutdown()
-
-    def stop(self) -> None:
-        if self.controller is not None:
-            self.controller.shutdown()
-        if self.zk is not None:
-            self.zk.close()
 
 
 @pytest.fixture(scope="module")
