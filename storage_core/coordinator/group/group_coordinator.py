@@ -56,6 +56,7 @@ from dataclasses import dataclass
 
 from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicPartition
+from storage_core.coordinator.group import group_deletion
 from storage_core.coordinator.group.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -1027,6 +1028,26 @@ class GroupCoordinator:
                 )
             )
         return DescribeGroupResult(summary=group.summary())
+
+    # ================================================================== DeleteGroups, OffsetDelete
+    def delete_groups(self, group_ids: Sequence[str]) -> dict[str, StorageError | None]:
+        """Delete Empty groups with their offsets; one error (None: deleted) per group."""
+        return group_deletion.delete_groups(
+            self.manager,
+            group_ids,
+            lambda group_id: self._validate_group_status(group_id, allow_empty_group_id=True),
+        )
+
+    def delete_offsets(
+        self, *, group_id: str, partitions: Sequence[TopicPartition]
+    ) -> group_deletion.OffsetDeleteResult:
+        """Delete committed offsets of ``partitions`` that the group does not consume."""
+        return group_deletion.delete_offsets(
+            self.manager,
+            group_id,
+            partitions,
+            lambda group_id: self._validate_group_status(group_id, allow_empty_group_id=False),
+        )
 
     # ================================================================== validation
     def _validate_group_status(
