@@ -20,6 +20,13 @@ from storage_core.coordinator.group.group_metadata import (
     OffsetAndMetadata,
     SyncGroupResult,
 )
+from storage_core.coordinator.group.offsets_records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadataValue,
+    encode_group_metadata_value,
+    encode_key,
+)
 from tests.unit.test_group_coordinator import (
     GROUP,
     REBALANCE_MS,
@@ -359,3 +366,37 @@ def test_static_members_are_known_again_after_a_coordinator_restart(
         assert (await b2.sync()).assignment == b"p1"
 
     run(after)
+
+
+def test_a_group_record_with_a_repeated_instance_id_is_refused_at_load(
+    logs: OffsetsLogs, clock: ManualClock
+) -> None:
+    coordinator = make_coordinator(logs, clock)
+    twins = tuple(
+        MemberMetadataValue(
+            member_id=f"m{i}",
+            group_instance_id="same",
+            client_id="c",
+            client_host="/127.0.0.1",
+            rebalance_timeout_ms=REBALANCE_MS,
+            session_timeout_ms=SESSION_MS,
+            subscription=b"",
+            assignment=b"",
+        )
+        for i in range(2)
+    )
+    record = GroupMetadataValue(
+        protocol_type="consumer",
+        generation=1,
+        protocol="range",
+        leader="m0",
+        current_state_timestamp_ms=0,
+        members=twins,
+    )
+    coordinator.manager._append(  # as a corrupt or foreign writer would have
+        GROUP, [(encode_key(GroupMetadataKey(group=GROUP)), encode_group_metadata_value(record))]
+    )
+    logs.close()
+    logs.open()
+    reloaded = make_coordinator(logs, clock)
+    assert code(reloaded.describe_group(GROUP).error) == "not_coordinator"

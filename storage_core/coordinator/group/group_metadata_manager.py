@@ -141,8 +141,22 @@ class GroupMetadataManager:
         """
         self._partition_states[partition] = PartitionLoadState.LOADING
         name = f"{OFFSETS_TOPIC_NAME}-{partition}"
+        now = self._clock.milliseconds()
+        loaded = []
         try:
             offsets, groups = self._replay(partition)
+            for group_id in sorted(set(groups) | set(offsets)):
+                value = groups.get(group_id)
+                group_offsets = offsets.get(group_id, {})
+                if value is None and not group_offsets:
+                    continue
+                group = (
+                    GroupMetadata(group_id, now_ms=now)
+                    if value is None
+                    else group_from_record(group_id, value, now_ms=now)
+                )
+                group.offsets = group_offsets
+                loaded.append(group)
         except StorageError as exc:
             self._partition_states[partition] = PartitionLoadState.FAILED
             logger.error(
@@ -151,21 +165,8 @@ class GroupMetadataManager:
                 exc,
             )
             return []
-        now = self._clock.milliseconds()
-        loaded = []
-        for group_id in sorted(set(groups) | set(offsets)):
-            value = groups.get(group_id)
-            group_offsets = offsets.get(group_id, {})
-            if value is None and not group_offsets:
-                continue
-            group = (
-                GroupMetadata(group_id, now_ms=now)
-                if value is None
-                else group_from_record(group_id, value, now_ms=now)
-            )
-            group.offsets = group_offsets
-            self._groups[group_id] = group
-            loaded.append(group)
+        for group in loaded:
+            self._groups[group.group_id] = group
         self._partition_states[partition] = PartitionLoadState.LOADED
         logger.info(
             "loaded group metadata partition=%s groups=%d offsets=%d",
@@ -363,18 +364,23 @@ def group_from_record(group_id: str, value: GroupMetadataValue, *, now_ms: int) 
     group.protocol_type = value.protocol_type or None
     group.protocol_name = value.protocol
     for stored in value.members:
-        member = MemberMetadata(
-            member_id=stored.member_id,
-            group_instance_id=stored.group_instance_id,
-            client_id=stored.client_id,
-            client_host=stored.client_host,
-            rebalance_timeout_ms=stored.rebalance_timeout_ms,
-            session_timeout_ms=stored.session_timeout_ms,
-            protocol_type=value.protocol_type,
-            supported_protocols=[(value.protocol or "", stored.subscription)],
-        )
-        member.assignment = stored.assignment
-        group.add(member)
+        try:
+            member = MemberMetadata(
+                member_id=stored.member_id,
+                group_instance_id=stored.group_instance_id,
+                client_id=stored.client_id,
+                client_host=stored.client_host,
+                rebalance_timeout_ms=stored.rebalance_timeout_ms,
+                session_timeout_ms=stored.session_timeout_ms,
+                protocol_type=value.protocol_type,
+                supported_protocols=[(value.protocol or "", stored.subscription)],
+            )
+            member.assignment = stored.assignment
+            group.add(member)  # refuses repeated member ids and group.instance.ids
+        except ValueError as exc:
+            raise CorruptCoordinatorRecordError(
+                f"group {group_id}: the metadata record's members are not valid: {exc}"
+            ) from exc
     if value.leader is not None and group.has(value.leader):
         group.leader_id = value.leader
     group.update_subscribed_topics()
