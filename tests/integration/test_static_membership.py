@@ -10,9 +10,11 @@ A static member that does not come back is removed when its session expires, as 
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -24,8 +26,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupState, TopicPartition
 from confluent_kafka.admin import AdminClient, MemberDescription
+from kio.schema.errors import ErrorCode
 
 from tests.broker_process import BrokerProcess
+from tests.integration import raw_wire
 from tests.integration.test_consumer_groups import create_topic, produce
 
 pytestmark = pytest.mark.timeout(240)
@@ -229,3 +233,84 @@ def test_a_static_member_that_does_not_come_back_is_removed_at_session_expiry(
     finally:
         b.stop()
         a.consumer.close()
+
+
+def test_static_membership_on_the_wire(broker: BrokerProcess) -> None:
+    """Raw frames: JoinGroup v9 tells a restarted static leader to skip the assignment, v5
+    returns the old leader id instead; the replaced member id is fenced; LeaveGroup v5 removes
+    the member by instance id alone; the emptied group can then be deleted."""
+    join_v9, join_v5 = raw_wire.request_classes(11, 9), raw_wire.request_classes(11, 5)
+    sync = raw_wire.request_classes(14, 5)
+    leave = raw_wire.request_classes(13, 5)
+    seconds = datetime.timedelta(seconds=10)
+
+    def join(sock: socket.socket, version: int) -> Any:
+        module = join_v9 if version == 9 else join_v5
+        return raw_wire.call(
+            sock,
+            11,
+            version,
+            group_id=GROUP,
+            session_timeout=seconds,
+            rebalance_timeout=seconds,
+            member_id="",
+            group_instance_id="wire",
+            protocol_type="consumer",
+            protocols=(module.JoinGroupRequestProtocol(name="range", metadata=b"sub"),),
+        )
+
+    def sync_group(sock: socket.socket, member_id: str, assignments: dict[str, bytes]) -> Any:
+        return raw_wire.call(
+            sock,
+            14,
+            5,
+            group_id=GROUP,
+            generation_id=1,
+            member_id=member_id,
+            group_instance_id="wire",
+            protocol_type="consumer",
+            protocol_name="range",
+            assignments=tuple(
+                sync.SyncGroupRequestAssignment(member_id=m, assignment=a)
+                for m, a in assignments.items()
+            ),
+        )
+
+    with raw_wire.connect(broker.port) as sock:
+        first = join(sock, 9)
+        assert (first.error_code, first.generation_id) == (ErrorCode.none, 1)
+        m1 = first.member_id
+        assert first.leader == m1 and [m.member_id for m in first.members] == [m1]
+        assert sync_group(sock, m1, {m1: b"p0-p3"}).assignment == b"p0-p3"
+
+        again = join(sock, 9)  # the same instance, restarted
+        m2 = again.member_id
+        assert (again.error_code, again.generation_id, again.leader) == (ErrorCode.none, 1, m2)
+        assert again.skip_assignment and [m.member_id for m in again.members] == [m2]
+        fenced = raw_wire.call(
+            sock, 12, 4, group_id=GROUP, generation_id=1, member_id=m1, group_instance_id="wire"
+        )
+        assert fenced.error_code == ErrorCode.fenced_instance_id
+        assert sync_group(sock, m2, {}).assignment == b"p0-p3"
+
+        old_client = join(sock, 5)
+        assert old_client.error_code == ErrorCode.none
+        assert (old_client.leader, old_client.members) == (m2, ())  # the previous leader id
+        assert old_client.member_id not in (m1, m2)
+
+        left = raw_wire.call(
+            sock,
+            13,
+            5,
+            group_id=GROUP,
+            members=(leave.MemberIdentity(member_id="", group_instance_id="wire"),),
+        )
+        assert left.error_code == ErrorCode.none
+        assert [(m.group_instance_id, m.error_code) for m in left.members] == [
+            ("wire", ErrorCode.none)
+        ]
+        deleted = raw_wire.call(sock, 42, 2, groups_names=(GROUP, "missing"))
+        assert [(r.group_id, r.error_code) for r in deleted.results] == [
+            (GROUP, ErrorCode.none),
+            ("missing", ErrorCode.group_id_not_found),
+        ]
