@@ -107,3 +107,31 @@ class IllegalGroupStateTransitionError(GroupCoordinatorError):
     """
 
     error_code: ClassVar[str] = "unknown_server_error"
+
+
+class NonEmptyGroupError(GroupCoordinatorError):
+    """The group still has members: DeleteGroups (and OffsetDelete of a group that is not a
+    consumer group) needs it Empty. Stop or close its consumers first."""
+
+    error_code: ClassVar[str] = "non_empty_group"
+
+
+class GroupIdNotFoundError(GroupCoordinatorError):
+    """The group does not exist (never created, or already deleted)."""
+
+    error_code: ClassVar[str] = "group_id_not_found"
+
+
+class GroupSubscribedToTopicError(GroupCoordinatorError):
+    """OffsetDelete of a partition whose topic an active consumer group subscribes to: its
+    members would commit it again. Unsubscribe the topic or stop the group first."""
+
+    error_code: ClassVar[str] = "group_subscribed_to_topic"
+
+
+class FencedInstanceIdError(GroupCoordinatorError):
+    """KIP-345: the request names a static member's ``group.instance.id`` with a member id that
+    a newer member with the same instance id has replaced. Two consumers share one
+    ``group.instance.id``: give each its own."""
+
+    error_code: ClassVar[str] = "fenced_instance_id"

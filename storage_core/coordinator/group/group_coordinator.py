@@ -30,13 +30,18 @@ Rebalance protocol (the classic one, KIP-394 included):
    ``__consumer_offsets`` before every waiting SyncGroup is answered; the group is Stable.
 4. Members heartbeat within their session timeout or are removed (which rebalances). While
    a member waits in JoinGroup (if it joined before) or SyncGroup its session does not run.
+5. Static members (KIP-345, ``group.instance.id``; see ``static_membership``) get a member id
+   on their first JoinGroup without MEMBER_ID_REQUIRED, survive rebalances they miss, and on
+   a restart take their old place (and assignment) under a new member id without a
+   rebalance while the group is Stable; stale member ids are fenced (FENCED_INSTANCE_ID).
 
 Timers (rebalance deadlines, session expiry, pending members) are deadlines on the injected
 clock. ``startup`` runs a task that fires them; tests drive them with ``expire_deadlines``.
 
-Not implemented: static membership (``group.instance.id`` is stored and reported, but such
-members are treated as dynamic), transactional offset commits, offset expiration
-(``offsets.retention.minutes``), DeleteGroups and the KIP-848 consumer protocol.
+DeleteGroups and OffsetDelete live in ``group_deletion``.
+
+Not implemented: transactional offset commits, offset expiration
+(``offsets.retention.minutes``), the pending-sync timeout and the KIP-848 consumer protocol.
 
 Thread safety: none; every method runs on the one asyncio loop that called ``startup``
 (``load`` may run on a worker thread before it).
@@ -50,12 +55,12 @@ import enum
 import heapq
 import itertools
 import logging
-import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicPartition
+from storage_core.coordinator.group import group_deletion
 from storage_core.coordinator.group.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -86,6 +91,10 @@ from storage_core.coordinator.group.group_metadata import (
 from storage_core.coordinator.group.group_metadata_manager import (
     GroupMetadataManager,
     PartitionLoadState,
+)
+from storage_core.coordinator.group.static_membership import (
+    generate_member_id,
+    validate_current_member,
 )
 from storage_core.errors import InvalidConfigError, StorageError
 from storage_core.log.log import Log
@@ -300,10 +309,13 @@ class GroupCoordinator:
         session_timeout_ms: int,
         protocol_type: str,
         protocols: Sequence[tuple[str, bytes]],
+        supports_skip_assignment: bool = False,
     ) -> JoinGroupResult:
         """Join (or rejoin) ``group_id``; returns when the rebalance completes or fails.
 
-        ``require_known_member_id`` is True for JoinGroup v4+ (KIP-394).
+        ``require_known_member_id`` is True for JoinGroup v4+ (KIP-394),
+        ``supports_skip_assignment`` for v9+ (a static leader rejoining a Stable group is
+        told it leads but must not assign).
         """
         future: asyncio.Future[JoinGroupResult] = asyncio.get_running_loop().create_future()
 
@@ -322,6 +334,7 @@ class GroupCoordinator:
             session_timeout_ms=session_timeout_ms,
             protocol_type=protocol_type,
             protocols=tuple(protocols),
+            supports_skip_assignment=supports_skip_assignment,
             respond=respond,
         )
         return await future
@@ -339,6 +352,7 @@ class GroupCoordinator:
         session_timeout_ms: int,
         protocol_type: str,
         protocols: tuple[tuple[str, bytes], ...],
+        supports_skip_assignment: bool,
         respond: JoinCallback,
     ) -> None:
         error = self._validate_group_status(group_id, allow_empty_group_id=False)
@@ -399,7 +413,9 @@ class GroupCoordinator:
             protocols=protocols,
         )
         if is_unknown_member:
-            self._do_unknown_join_group(group, join, require_known_member_id, respond)
+            self._do_unknown_join_group(
+                group, join, require_known_member_id, supports_skip_assignment, respond
+            )
         else:
             self._do_current_member_join_group(group, join, respond)
         if group.is_in(GroupState.PREPARING_REBALANCE):
@@ -421,6 +437,7 @@ class GroupCoordinator:
         group: GroupMetadata,
         join: _Join,
         require_known_member_id: bool,
+        supports_skip_assignment: bool,
         respond: JoinCallback,
     ) -> None:
         if group.is_in(GroupState.DEAD):
@@ -429,7 +446,28 @@ class GroupCoordinator:
         if not group.supports_protocols(join.protocol_type, join.protocol_names):
             respond(JoinGroupResult.failed(join.member_id, _inconsistent_protocol(group, join)))
             return
-        new_member_id = f"{join.client_id}-{uuid.uuid4()}"
+        new_member_id = generate_member_id(join.client_id, join.group_instance_id)
+        instance_id = join.group_instance_id
+        if instance_id is not None:
+            old_member_id = group.current_static_member_id(instance_id)
+            if old_member_id is None:
+                logger.info(
+                    "new static member group=%s instance=%s member=%s state=%s",
+                    group.group_id,
+                    instance_id,
+                    new_member_id,
+                    group.state.value,
+                )
+                self._add_member_and_rebalance(group, join.with_member_id(new_member_id), respond)
+            else:
+                self._update_static_member_and_rebalance(
+                    group,
+                    old_member_id,
+                    join.with_member_id(new_member_id),
+                    supports_skip_assignment,
+                    respond,
+                )
+            return
         if require_known_member_id:
             group.add_pending_member(new_member_id)
             self._schedule(
@@ -461,15 +499,24 @@ class GroupCoordinator:
             respond(JoinGroupResult.failed(member_id, _inconsistent_protocol(group, join)))
             return
         if group.has_pending_member(member_id):
+            if join.group_instance_id is not None:
+                # Member ids are handed out pending only to dynamic members (KIP-394).
+                respond(
+                    JoinGroupResult.failed(
+                        member_id,
+                        UnknownMemberIdError(
+                            f"group {group.group_id}: pending member {member_id} cannot join"
+                            f" with group.instance.id {join.group_instance_id}; join again"
+                            " with an empty member id"
+                        ),
+                    )
+                )
+                return
             self._add_member_and_rebalance(group, join, respond)
             return
-        if not group.has(member_id):
-            respond(
-                JoinGroupResult.failed(
-                    member_id,
-                    UnknownMemberIdError(f"group {group.group_id} has no member {member_id}"),
-                )
-            )
+        error = validate_current_member(group, member_id, join.group_instance_id, "join-group")
+        if error is not None:
+            respond(JoinGroupResult.failed(member_id, error))
             return
         member = group.get(member_id)
         state = group.state
@@ -529,6 +576,111 @@ class GroupCoordinator:
         )
         group.remove_pending_member(member.member_id)
         self._maybe_prepare_rebalance(group, f"adding new member {member.member_id}")
+
+    def _update_static_member_and_rebalance(
+        self,
+        group: GroupMetadata,
+        old_member_id: str,
+        join: _Join,
+        supports_skip_assignment: bool,
+        respond: JoinCallback,
+    ) -> None:
+        """A known static member joins with an unknown member id (Kafka's
+        ``updateStaticMemberAndRebalance``): it takes its old place under ``join.member_id``."""
+        instance_id = join.group_instance_id
+        if instance_id is None:
+            raise ValueError("only a static member can be replaced")
+        new_member_id = join.member_id
+        current_leader = group.leader_id
+        member = group.replace_static_member(instance_id, old_member_id, new_member_id)
+        # The old member id's heartbeat deadline now finds no member and does nothing.
+        self._complete_and_schedule_next_heartbeat_expiration(group, member)
+        old_protocols = member.supported_protocols
+        old_rebalance_timeout_ms = member.rebalance_timeout_ms
+        old_session_timeout_ms = member.session_timeout_ms
+        group.update_member(
+            member,
+            join.protocols,
+            rebalance_timeout_ms=join.rebalance_timeout_ms,
+            session_timeout_ms=join.session_timeout_ms,
+            callback=respond,
+        )
+        logger.info(
+            "static member rejoined group=%s instance=%s old_member=%s member=%s state=%s",
+            group.group_id,
+            instance_id,
+            old_member_id,
+            new_member_id,
+            group.state.value,
+        )
+        state = group.state
+        if state is GroupState.STABLE:
+            if group.select_protocol() != group.protocol_name:
+                self._maybe_prepare_rebalance(
+                    group,
+                    f"static member {new_member_id} with instance id {instance_id} changes the"
+                    " selected protocol",
+                )
+                return
+            # Only the member id changed: persist it and answer with the current generation.
+            error = self.manager.store_group(
+                group, {m.member_id: m.assignment for m in group.members}
+            )
+            if error is not None:
+                group.update_member(
+                    member,
+                    old_protocols,
+                    rebalance_timeout_ms=old_rebalance_timeout_ms,
+                    session_timeout_ms=old_session_timeout_ms,
+                    callback=None,
+                )
+                old = group.replace_static_member(instance_id, new_member_id, old_member_id)
+                self._complete_and_schedule_next_heartbeat_expiration(group, old)
+                respond(
+                    JoinGroupResult(
+                        member_id=UNKNOWN_MEMBER_ID,
+                        generation_id=group.generation_id,
+                        protocol_type=group.protocol_type,
+                        protocol_name=group.protocol_name,
+                        leader_id=current_leader or "",
+                        error=error,
+                    )
+                )
+                return
+            is_leader = group.is_leader(new_member_id)
+            if supports_skip_assignment:
+                # v9+: the leader learns it leads (to watch metadata) but skips assigning.
+                result = JoinGroupResult(
+                    member_id=new_member_id,
+                    generation_id=group.generation_id,
+                    protocol_type=group.protocol_type,
+                    protocol_name=group.protocol_name,
+                    leader_id=group.leader_id or "",
+                    members=group.current_member_metadata() if is_leader else (),
+                    skip_assignment=is_leader,
+                )
+            else:
+                # Before v9 the old leader id is returned, so that a rejoining leader does not
+                # compute an assignment that a Stable group would ignore.
+                result = JoinGroupResult(
+                    member_id=new_member_id,
+                    generation_id=group.generation_id,
+                    protocol_type=group.protocol_type,
+                    protocol_name=group.protocol_name,
+                    leader_id=current_leader or "",
+                )
+            group.maybe_invoke_join_callback(member, result)
+        elif state is GroupState.COMPLETING_REBALANCE:
+            # The leader may be assigning to the old member id: rebalance again.
+            self._prepare_rebalance(
+                group,
+                f"static member {new_member_id} with instance id {instance_id} rejoined while"
+                " the group completes a rebalance",
+            )
+        elif state is not GroupState.PREPARING_REBALANCE:
+            raise StorageError(  # unreachable: a group with members is never Empty or Dead
+                f"group {group.group_id} is {state.value} with static member {instance_id}"
+            )
 
     def _update_member_and_rebalance(
         self, group: GroupMetadata, member: MemberMetadata, join: _Join, respond: JoinCallback
@@ -623,6 +775,8 @@ class GroupCoordinator:
         """Kafka's ``onCompleteJoin``: drop who did not rejoin, start the next generation."""
         self._delayed_joins.pop(group.group_id, None)
         for member in group.not_yet_rejoined_members():
+            if member.group_instance_id is not None:
+                continue  # static members stay until their session expires
             logger.info(
                 "removing member that did not rejoin group=%s member=%s generation=%d",
                 group.group_id,
@@ -640,11 +794,21 @@ class GroupCoordinator:
             group.remove(member.member_id)
         if group.is_in(GroupState.DEAD):
             return
-        if group.size and not group.maybe_elect_new_joined_leader():
-            raise StorageError(  # unreachable: every remaining member has rejoined
-                f"group {group.group_id}: no rejoined member can lead the group"
-            )
         now = self._clock.milliseconds()
+        if group.size and not group.maybe_elect_new_joined_leader():
+            # Only static members that did not rejoin are left: wait another rebalance
+            # timeout (their sessions expire meanwhile unless they come back).
+            logger.warning(
+                "no member rejoined group=%s generation=%d static_members=%d",
+                group.group_id,
+                group.generation_id,
+                group.static_member_count,
+            )
+            self._set_delayed_join(
+                group,
+                _DelayedJoin(deadline_ms=now + group.rebalance_timeout_ms(), initial=False),
+            )
+            return
         group.init_next_generation(now_ms=now)
         if group.is_in(GroupState.EMPTY):
             logger.info(
@@ -723,6 +887,7 @@ class GroupCoordinator:
             group_id=group_id,
             generation_id=generation_id,
             member_id=member_id,
+            group_instance_id=group_instance_id,
             protocol_type=protocol_type,
             protocol_name=protocol_name,
             assignments=assignments,
@@ -736,6 +901,7 @@ class GroupCoordinator:
         group_id: str,
         generation_id: int,
         member_id: str,
+        group_instance_id: str | None,
         protocol_type: str | None,
         protocol_name: str | None,
         assignments: Mapping[str, bytes],
@@ -755,6 +921,13 @@ class GroupCoordinator:
         if group.is_in(GroupState.DEAD):
             fail(self._dead_group_error(group))
             return
+        error = validate_current_member(group, member_id, group_instance_id, "sync-group")
+        if error is not None:
+            fail(error)
+            return
+        if generation_id != group.generation_id:
+            fail(_illegal_generation(group, generation_id))
+            return
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
             protocol_name is not None and protocol_name != group.protocol_name
         ):
@@ -764,12 +937,6 @@ class GroupCoordinator:
                     f" {group.protocol_name!r}, not {protocol_type!r} and {protocol_name!r}"
                 )
             )
-            return
-        if not group.has(member_id):
-            fail(UnknownMemberIdError(f"group {group_id} has no member {member_id}"))
-            return
-        if generation_id != group.generation_id:
-            fail(_illegal_generation(group, generation_id))
             return
         state = group.state
         member = group.get(member_id)
@@ -839,8 +1006,9 @@ class GroupCoordinator:
             return UnknownMemberIdError(f"group {group_id} does not exist")
         if group.is_in(GroupState.DEAD):
             return self._dead_group_error(group)
-        if not group.has(member_id):
-            return UnknownMemberIdError(f"group {group_id} has no member {member_id}")
+        error = validate_current_member(group, member_id, group_instance_id, "heartbeat")
+        if error is not None:
+            return error
         if generation_id != group.generation_id:
             return _illegal_generation(group, generation_id)
         state = group.state
@@ -867,22 +1035,33 @@ class GroupCoordinator:
             return LeaveGroupResult(error=self._dead_group_error(group))
         results: list[tuple[MemberIdentity, StorageError | None]] = []
         for identity in members:
-            member_id = identity.member_id
-            if group.remove_pending_member(member_id):
-                logger.info("pending member left group=%s member=%s", group_id, member_id)
-                if group.is_in(GroupState.PREPARING_REBALANCE):
-                    self._maybe_complete_join(group)
-                results.append((identity, None))
-            elif not group.has(member_id):
-                results.append(
-                    (identity, UnknownMemberIdError(f"group {group_id} has no member {member_id}"))
-                )
-            else:
-                self._remove_member_and_update_group(
-                    group, group.get(member_id), f"removing member {member_id} on LeaveGroup"
-                )
-                results.append((identity, None))
+            results.append((identity, self._leave(group, identity)))
         return LeaveGroupResult(members=tuple(results))
+
+    def _leave(self, group: GroupMetadata, identity: MemberIdentity) -> StorageError | None:
+        member_id, instance_id = identity.member_id, identity.group_instance_id
+        if member_id == UNKNOWN_MEMBER_ID:
+            # KIP-345: an administrator removes a static member by its instance id alone.
+            current = None if instance_id is None else group.current_static_member_id(instance_id)
+            if current is None:
+                return UnknownMemberIdError(
+                    f"group {group.group_id} has no static member with group.instance.id"
+                    f" {instance_id}"
+                )
+            member_id = current
+        elif group.remove_pending_member(member_id):
+            logger.info("pending member left group=%s member=%s", group.group_id, member_id)
+            if group.is_in(GroupState.PREPARING_REBALANCE):
+                self._maybe_complete_join(group)
+            return None
+        else:
+            error = validate_current_member(group, member_id, instance_id, "leave-group")
+            if error is not None:
+                return error
+        self._remove_member_and_update_group(
+            group, group.get(member_id), f"removing member {member_id} on LeaveGroup"
+        )
+        return None
 
     def _remove_member_and_update_group(
         self, group: GroupMetadata, member: MemberMetadata, reason: str
@@ -925,7 +1104,7 @@ class GroupCoordinator:
             group = self.manager.add_group(
                 GroupMetadata(group_id, now_ms=self._clock.milliseconds())
             )
-        error = self._validate_offset_commit(group, generation_id, member_id)
+        error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
         if error is not None:
             return dict.fromkeys(offsets, error)
         state = group.state
@@ -940,13 +1119,20 @@ class GroupCoordinator:
         return self._store_offsets(group, offsets)
 
     def _validate_offset_commit(
-        self, group: GroupMetadata, generation_id: int, member_id: str
+        self,
+        group: GroupMetadata,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
     ) -> StorageError | None:
         if group.is_in(GroupState.DEAD):
             return self._dead_group_error(group)
-        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID:
-            if not group.has(member_id):
-                return UnknownMemberIdError(f"group {group.group_id} has no member {member_id}")
+        if generation_id < 0 and group.is_in(GroupState.EMPTY):
+            return None  # the admin client or a consumer without group management
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
+            error = validate_current_member(group, member_id, group_instance_id, "offset-commit")
+            if error is not None:
+                return error
             if generation_id != group.generation_id:
                 return _illegal_generation(group, generation_id)
             return None
@@ -1027,6 +1213,26 @@ class GroupCoordinator:
                 )
             )
         return DescribeGroupResult(summary=group.summary())
+
+    # ================================================================== DeleteGroups, OffsetDelete
+    def delete_groups(self, group_ids: Sequence[str]) -> dict[str, StorageError | None]:
+        """Delete Empty groups with their offsets; one error (None: deleted) per group."""
+        return group_deletion.delete_groups(
+            self.manager,
+            group_ids,
+            lambda group_id: self._validate_group_status(group_id, allow_empty_group_id=True),
+        )
+
+    def delete_offsets(
+        self, *, group_id: str, partitions: Sequence[TopicPartition]
+    ) -> group_deletion.OffsetDeleteResult:
+        """Delete committed offsets of ``partitions`` that the group does not consume."""
+        return group_deletion.delete_offsets(
+            self.manager,
+            group_id,
+            partitions,
+            lambda group_id: self._validate_group_status(group_id, allow_empty_group_id=False),
+        )
 
     # ================================================================== validation
     def _validate_group_status(

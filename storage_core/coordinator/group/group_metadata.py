@@ -31,7 +31,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from storage_core.common import TopicPartition
-from storage_core.coordinator.group.errors import IllegalGroupStateTransitionError
+from storage_core.coordinator.group.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    subscribed_topics,
+)
+from storage_core.coordinator.group.errors import (
+    FencedInstanceIdError,
+    IllegalGroupStateTransitionError,
+)
 from storage_core.errors import StorageError
 
 # The member id of a member that has not been given one yet (Kafka's UNKNOWN_MEMBER_ID).
@@ -103,6 +110,7 @@ class JoinGroupResult:
     protocol_name: str | None = None
     leader_id: str = ""
     members: tuple[JoinedMember, ...] = ()
+    skip_assignment: bool = False
     error: StorageError | None = None
 
     @staticmethod
@@ -275,7 +283,10 @@ class GroupMetadata:
 
     Invariants: ``leader_id`` names a member whenever there are members (None otherwise);
     ``num_members_awaiting_join`` counts members with a join callback; ``_supported`` counts,
-    for each protocol name, the members that support it.
+    for each protocol name, the members that support it; ``_static_members`` maps the
+    ``group.instance.id`` of every static member (KIP-345) to its current member id.
+    ``subscribed_topics`` is what a consumer group consumes as of its current generation
+    (None: not a consumer group, or not known).
     """
 
     def __init__(
@@ -292,6 +303,8 @@ class GroupMetadata:
         self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         self._members: dict[str, MemberMetadata] = {}
         self._pending_members: set[str] = set()
+        self._static_members: dict[str, str] = {}
+        self.subscribed_topics: frozenset[str] | None = None
         self._supported: Counter[str] = Counter()
         self._num_members_awaiting_join = 0
 
@@ -342,6 +355,14 @@ class GroupMetadata:
     def add(self, member: MemberMetadata, callback: JoinCallback | None = None) -> None:
         if member.member_id in self._members:
             raise ValueError(f"group {self.group_id}: member {member.member_id} already exists")
+        instance_id = member.group_instance_id
+        if instance_id is not None:
+            if instance_id in self._static_members:
+                raise ValueError(
+                    f"group {self.group_id}: static member with group.instance.id"
+                    f" {instance_id} is already member {self._static_members[instance_id]}"
+                )
+            self._static_members[instance_id] = member.member_id
         if not self._members:
             self.protocol_type = member.protocol_type
         if self.leader_id is None:
@@ -360,8 +381,45 @@ class GroupMetadata:
         self._supported += Counter()  # drops zero counts
         if member.is_awaiting_join:
             self._num_members_awaiting_join -= 1
+        if member.group_instance_id is not None:
+            self._static_members.pop(member.group_instance_id, None)
         if self.is_leader(member_id):
             self.leader_id = next(iter(self._members), None)
+        return member
+
+    # ------------------------------------------------------------------ static members
+    def current_static_member_id(self, group_instance_id: str) -> str | None:
+        """The member id that ``group_instance_id`` is mapped to, or None."""
+        return self._static_members.get(group_instance_id)
+
+    @property
+    def static_member_count(self) -> int:
+        return len(self._static_members)
+
+    def replace_static_member(
+        self, group_instance_id: str, old_member_id: str, new_member_id: str
+    ) -> MemberMetadata:
+        """A static member comes back under a new member id: everything else is kept.
+
+        A JoinGroup or SyncGroup of the old member id still waiting is answered
+        FENCED_INSTANCE_ID at once.
+        """
+        member = self._members.pop(old_member_id, None)
+        if member is None:
+            raise ValueError(
+                f"group {self.group_id}: cannot replace member {old_member_id}: no such member"
+            )
+        fenced = FencedInstanceIdError(
+            f"group {self.group_id}: member {old_member_id} was replaced by {new_member_id}"
+            f" with the same group.instance.id {group_instance_id}"
+        )
+        self.maybe_invoke_join_callback(member, JoinGroupResult.failed(old_member_id, fenced))
+        self.maybe_invoke_sync_callback(member, SyncGroupResult(error=fenced))
+        member.member_id = new_member_id
+        self._members[new_member_id] = member
+        if self.is_leader(old_member_id):
+            self.leader_id = new_member_id
+        self._static_members[group_instance_id] = new_member_id
         return member
 
     def update_member(
@@ -473,11 +531,46 @@ class GroupMetadata:
         self.generation_id += 1
         if self._members:
             self.protocol_name = self.select_protocol()
+            self.update_subscribed_topics()
             self.transition_to(GroupState.COMPLETING_REBALANCE, now_ms=now_ms)
         else:
             self.protocol_name = None
+            self.update_subscribed_topics()
             self.transition_to(GroupState.EMPTY, now_ms=now_ms)
         self.current_state_timestamp_ms = now_ms
+
+    # ------------------------------------------------------------------ subscriptions
+    @property
+    def is_consumer_group(self) -> bool:
+        return self.protocol_type == CONSUMER_PROTOCOL_TYPE
+
+    def update_subscribed_topics(self) -> None:
+        """Recompute ``subscribed_topics`` (at a new generation and when loaded)."""
+        protocol = self.protocol_name
+        self.subscribed_topics = subscribed_topics(
+            self.protocol_type,
+            protocol,
+            (m.metadata(protocol) for m in self._members.values())
+            if protocol is not None
+            else (b"" for _ in self._members),
+        )
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        """True when the group consumes ``topic``, or when that is not known (to be safe)."""
+        topics = self.subscribed_topics
+        return topics is None or topic in topics
+
+    # ------------------------------------------------------------------ offsets
+    def remove_offsets(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Forget the committed offsets of ``partitions``; returns those that existed."""
+        removed = {}
+        for tp in partitions:
+            committed = self.offsets.pop(tp, None)
+            if committed is not None:
+                removed[tp] = committed
+        return removed
 
     def current_member_metadata(self) -> tuple[JoinedMember, ...]:
         """Every member's metadata for the selected protocol (the leader's JoinGroup answer)."""

@@ -6,7 +6,11 @@ Writes are one record batch v2 per request, appended as leader to the partition'
 * a commit writes one offset commit record per partition (key v1, value v3);
 * the end of a rebalance writes one group metadata record (key v2, value v3) holding the
   generation, the protocol, the leader and each member with its assignment; a rebalance that
-  leaves the group without members writes the group with an empty member list.
+  leaves the group without members writes the group with an empty member list;
+* deleting offsets (OffsetDelete) writes a tombstone (null value) per offset; deleting a group
+  (DeleteGroups, or OffsetDelete of the last offsets of an Empty group) writes tombstones for
+  every offset and, if the group ever had a generation (a group record may exist), one for
+  the group record after them, as Kafka's ``cleanupGroupMetadata`` does.
 
 Loading a partition replays every batch from the log start: the last record of each key wins
 and a null value (tombstone) deletes the key. Groups with members come back Stable (their
@@ -24,7 +28,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from storage_core.clock import Clock
 from storage_core.common import TopicPartition
@@ -137,8 +141,22 @@ class GroupMetadataManager:
         """
         self._partition_states[partition] = PartitionLoadState.LOADING
         name = f"{OFFSETS_TOPIC_NAME}-{partition}"
+        now = self._clock.milliseconds()
+        loaded = []
         try:
             offsets, groups = self._replay(partition)
+            for group_id in sorted(set(groups) | set(offsets)):
+                value = groups.get(group_id)
+                group_offsets = offsets.get(group_id, {})
+                if value is None and not group_offsets:
+                    continue
+                group = (
+                    GroupMetadata(group_id, now_ms=now)
+                    if value is None
+                    else group_from_record(group_id, value, now_ms=now)
+                )
+                group.offsets = group_offsets
+                loaded.append(group)
         except StorageError as exc:
             self._partition_states[partition] = PartitionLoadState.FAILED
             logger.error(
@@ -147,21 +165,8 @@ class GroupMetadataManager:
                 exc,
             )
             return []
-        now = self._clock.milliseconds()
-        loaded = []
-        for group_id in sorted(set(groups) | set(offsets)):
-            value = groups.get(group_id)
-            group_offsets = offsets.get(group_id, {})
-            if value is None and not group_offsets:
-                continue
-            group = (
-                GroupMetadata(group_id, now_ms=now)
-                if value is None
-                else group_from_record(group_id, value, now_ms=now)
-            )
-            group.offsets = group_offsets
-            self._groups[group_id] = group
-            loaded.append(group)
+        for group in loaded:
+            self._groups[group.group_id] = group
         self._partition_states[partition] = PartitionLoadState.LOADED
         logger.info(
             "loaded group metadata partition=%s groups=%d offsets=%d",
@@ -260,6 +265,50 @@ class GroupMetadataManager:
         group.offsets.update(offsets)
         return None
 
+    def cleanup_group_metadata(
+        self, group: GroupMetadata, partitions: Iterable[TopicPartition]
+    ) -> tuple[int, StorageError | None]:
+        """Delete the committed offsets of ``partitions`` (those the group has) with tombstones;
+        an Empty group left without offsets is deleted too (Dead, out of the cache).
+
+        Returns how many offsets were deleted and None, or the error that stopped the write
+        (mapped as for a group record). Memory changes only after its tombstones are in the
+        log, so what a restart replays always matches what was answered.
+        """
+        existing = list(dict.fromkeys(tp for tp in partitions if tp in group.offsets))
+        group_gone = group.is_in(GroupState.EMPTY) and len(existing) == len(group.offsets)
+        records: list[tuple[bytes, bytes | None]] = [
+            (
+                encode_key(
+                    OffsetCommitKey(group=group.group_id, topic=tp.topic, partition=tp.partition)
+                ),
+                None,
+            )
+            for tp in existing
+        ]
+        if group_gone and group.generation_id > 0:
+            records.append((encode_key(GroupMetadataKey(group=group.group_id)), None))
+        removed = 0
+        for start in range(0, len(records), MAX_RECORDS_PER_BATCH):
+            chunk = records[start : start + MAX_RECORDS_PER_BATCH]
+            try:
+                self._append(group.group_id, chunk)
+            except StorageError as exc:
+                return removed, _map_store_group_error(group.group_id, exc)
+            done = existing[start : start + MAX_RECORDS_PER_BATCH]
+            removed += len(group.remove_offsets(done))
+        if group_gone:
+            group.transition_to(GroupState.DEAD, now_ms=self._clock.milliseconds())
+            self._groups.pop(group.group_id, None)
+        logger.info(
+            "deleted group offsets group=%s partition=%s offsets=%d group_deleted=%s",
+            group.group_id,
+            f"{OFFSETS_TOPIC_NAME}-{self.partition_for(group.group_id)}",
+            removed,
+            group_gone,
+        )
+        return removed, None
+
     def _append(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         partition = self.partition_for(group_id)
         log = self._get_offsets_log(partition)
@@ -315,20 +364,26 @@ def group_from_record(group_id: str, value: GroupMetadataValue, *, now_ms: int) 
     group.protocol_type = value.protocol_type or None
     group.protocol_name = value.protocol
     for stored in value.members:
-        member = MemberMetadata(
-            member_id=stored.member_id,
-            group_instance_id=stored.group_instance_id,
-            client_id=stored.client_id,
-            client_host=stored.client_host,
-            rebalance_timeout_ms=stored.rebalance_timeout_ms,
-            session_timeout_ms=stored.session_timeout_ms,
-            protocol_type=value.protocol_type,
-            supported_protocols=[(value.protocol or "", stored.subscription)],
-        )
-        member.assignment = stored.assignment
-        group.add(member)
+        try:
+            member = MemberMetadata(
+                member_id=stored.member_id,
+                group_instance_id=stored.group_instance_id,
+                client_id=stored.client_id,
+                client_host=stored.client_host,
+                rebalance_timeout_ms=stored.rebalance_timeout_ms,
+                session_timeout_ms=stored.session_timeout_ms,
+                protocol_type=value.protocol_type,
+                supported_protocols=[(value.protocol or "", stored.subscription)],
+            )
+            member.assignment = stored.assignment
+            group.add(member)  # refuses repeated member ids and group.instance.ids
+        except ValueError as exc:
+            raise CorruptCoordinatorRecordError(
+                f"group {group_id}: the metadata record's members are not valid: {exc}"
+            ) from exc
     if value.leader is not None and group.has(value.leader):
         group.leader_id = value.leader
+    group.update_subscribed_topics()
     return group
 
 

@@ -41,6 +41,8 @@ HANDLER_MODULES: tuple[str, ...] = (
     "offset_fetch",
     "list_groups",
     "describe_groups",
+    "delete_groups",
+    "offset_delete",
 )
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]

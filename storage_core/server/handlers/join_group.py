@@ -1,8 +1,9 @@
 """JoinGroup (key 11): join a classic group and wait for the rebalance to complete.
 
 v0 has no rebalance timeout (the session timeout is used); v4+ first answer MEMBER_ID_REQUIRED
-with a member id to join again with (KIP-394); v7+ carry a nullable protocol name and the
-protocol type.
+with a member id to join again with (KIP-394), except to static members; v5+ carry the
+``group.instance.id`` of static members (KIP-345); v7+ carry a nullable protocol name and the
+protocol type; v9+ tell a static leader rejoining a Stable group to skip the assignment.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             session_timeout_ms=session_timeout_ms,
             protocol_type=request.protocol_type,
             protocols=[(p.name, p.metadata) for p in request.protocols],
+            supports_skip_assignment=ctx.api_version >= 9,
         )
     module = ctx.response_module
     members = tuple(
@@ -64,7 +66,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         protocol_type=result.protocol_type,
         protocol_name=protocol_name if ctx.api_version >= 7 else (protocol_name or ""),
         leader=result.leader_id,
-        skip_assignment=False,
+        skip_assignment=result.skip_assignment,
         member_id=result.member_id,
         members=members,
     )
