@@ -11,6 +11,10 @@ Steps (Kafka's ``LogLoader``):
    later segments are set aside. Cut bytes that are more than a torn tail, and set-aside
    segments, are kept as ``*.quarantined`` files, never deleted, so no byte that was on disk is
    lost; an operator can inspect them with ``storage-core dump-log``.
+   After a clean shutdown recovery is skipped (Kafka), but the active segment must still read
+   to its end: one that does not (a file cut or damaged while the broker was down) is recovered
+   as after a crash, and then even a torn tail is kept aside, since the clean shutdown says
+   those bytes were once complete.
 4. Offsets: the log end offset comes from the last segment; the log start offset is the larger
    of its checkpoint and the first segment's base offset; the leader-epoch cache is cut to both.
 """
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage_core.clock import Clock
-from storage_core.errors import CorruptIndexError
+from storage_core.errors import CorruptIndexError, CorruptRecordError
 from storage_core.log import log_file_utils as files
 from storage_core.log.leader_epoch_cache import LeaderEpochFileCache
 from storage_core.log.log_config import LogConfig
@@ -95,7 +99,30 @@ def load_log(
         )
     active = segments[-1]
     active.resize_indexes(config.segment_index_bytes)
-    log_end_offset = active.read_next_offset()
+    try:
+        log_end_offset = active.read_next_offset()
+    except CorruptRecordError as exc:
+        if not had_clean_shutdown:
+            raise  # recovery above already cut the active segment to its valid batches
+        logger.warning(
+            "active segment does not read cleanly after a clean shutdown, recovering it"
+            " partition=%s segment=%d error=%s",
+            partition,
+            active.base_offset,
+            exc,
+        )
+        more_recovered, more_truncated_bytes = _recover_unflushed(
+            directory,
+            segments,
+            active.base_offset,
+            leader_epoch_cache,
+            partition,
+            keep_torn_tail=True,
+        )
+        recovered += more_recovered
+        truncated_bytes += more_truncated_bytes
+        had_clean_shutdown = False  # what was validated is flushed below, as after a crash
+        log_end_offset = active.read_next_offset()
 
     if log_end_offset < log_start_offset_checkpoint:
         # Everything local is below the checkpointed start (e.g. deleted by DeleteRecords
@@ -201,8 +228,13 @@ def _recover_unflushed(
     recovery_point: int,
     leader_epoch_cache: LeaderEpochFileCache,
     partition: str,
+    *,
+    keep_torn_tail: bool = False,
 ) -> tuple[int, int]:
-    """Step 3: validate segments from the one holding the recovery point; cut at first damage."""
+    """Step 3: validate segments from the one holding the recovery point; cut at first damage.
+
+    With ``keep_torn_tail`` even an incomplete last batch is copied aside before the cut.
+    """
     first = 0
     for i, segment in enumerate(segments):
         if segment.base_offset <= recovery_point:
@@ -213,7 +245,9 @@ def _recover_unflushed(
     while i < len(segments):
         segment = segments[i]
         size_before = segment.size
-        result = _recover_segment_keeping_cut_bytes(segment, leader_epoch_cache)
+        result = _recover_segment_keeping_cut_bytes(
+            segment, leader_epoch_cache, keep_torn_tail=keep_torn_tail
+        )
         recovered += 1
         truncated_bytes += result.truncated_bytes
         if result.truncated_bytes:
@@ -237,12 +271,12 @@ def _recover_unflushed(
 
 
 def _recover_segment_keeping_cut_bytes(
-    segment: LogSegment, leader_epoch_cache: LeaderEpochFileCache
+    segment: LogSegment, leader_epoch_cache: LeaderEpochFileCache, *, keep_torn_tail: bool
 ) -> RecoveryResult:
     """Recover a segment; bytes to be cut that are more than a torn tail are copied aside."""
 
     def keep_cut_bytes(result: RecoveryResult) -> None:
-        if result.torn_tail:
+        if result.torn_tail and not keep_torn_tail:
             return
         target = segment.path.with_name(
             f"{segment.path.name}.at-{result.valid_bytes}{files.QUARANTINED_FILE_SUFFIX}"
