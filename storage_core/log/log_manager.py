@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +43,7 @@ from storage_core.log.checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
+    fsync_directory,
     write_atomically,
 )
 from storage_core.log.log import Log
@@ -52,7 +52,7 @@ from storage_core.scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
 
-DELETE_DIR_SUFFIX = "-delete"
+DELETE_DIR_SUFFIX = files.DELETE_DIR_SUFFIX
 FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
 # Kept by the tiered-storage RemoteIndexCache in each log dir; not a partition.
@@ -298,22 +298,76 @@ class LogManager:
                     log.config = config
 
     def delete_log(self, tp: TopicPartition) -> None:
-        """Rename the partition dir to ``...-delete`` (atomic), then remove it."""
+        """Delete one partition's log (see ``delete_logs``)."""
+        self.delete_logs([tp])
+
+    def delete_logs(
+        self, tps: Sequence[TopicPartition], commit: Callable[[], None] | None = None
+    ) -> None:
+        """Delete the logs of ``tps``, all or nothing (Kafka's rename-then-delete).
+
+        1. Each partition dir is renamed to ``files.log_delete_dir_name`` (atomic). If one
+           rename fails, those already done are renamed back and ``KafkaStorageError`` is
+           raised: every log stays as it was, open and served.
+        2. ``commit`` runs (e.g. the topic leaves the metadata); if it raises, the renames are
+           undone the same way and its error is raised.
+        3. The logs are forgotten, their handles dropped and the renamed dirs removed. A crash
+           or a failed removal from here on leaves only ``-delete`` dirs: startup removes them.
+        """
         with self._lock:
-            log = self._logs.pop(tp, None)
-            offline = self._offline.pop(tp, None)
-        if offline is not None:
-            target = offline.dir.with_name(f"{tp.dir_name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
-            offline.dir.rename(target)
+            moves: list[tuple[TopicPartition, Path, Path]] = []
+            for tp in dict.fromkeys(tps):
+                current = self._logs[tp].dir if tp in self._logs else None
+                if current is None and tp in self._offline:
+                    current = self._offline[tp].dir
+                if current is None:
+                    continue
+                target = current.with_name(files.log_delete_dir_name(tp.topic, tp.partition))
+                try:
+                    current.rename(target)
+                except OSError as exc:
+                    self._undo_moves(moves)
+                    raise KafkaStorageError(
+                        f"cannot delete partition {tp}: renaming {current} to {target.name}"
+                        f" failed ({exc}); nothing was deleted"
+                    ) from exc
+                moves.append((tp, current, target))
+        try:
+            for parent in {target.parent for _tp, _current, target in moves}:
+                fsync_directory(parent)
+            if commit is not None:
+                commit()  # not under the lock: it may publish events through this broker
+        except BaseException:
+            with self._lock:
+                self._undo_moves(moves)
+            raise
+        with self._lock:
+            for tp, _current, target in moves:
+                self._offline.pop(tp, None)
+                log = self._logs.pop(tp, None)
+                if log is not None:
+                    log.release_deleted_files(target)
+        for tp, _current, target in moves:
             shutil.rmtree(target, ignore_errors=True)
-            logger.info("deleted offline log partition=%s", tp)
-        if log is None:
-            return
-        log.rename_dir(f"{tp.dir_name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
-        shutil.rmtree(log.dir, ignore_errors=True)
-        logger.info("deleted log partition=%s", tp)
-        self.checkpoint_recovery_points()
-        self.checkpoint_log_start_offsets()
+            logger.info("deleted log partition=%s dir=%s", tp, target.name)
+        if moves:
+            self.checkpoint_recovery_points()
+            self.checkpoint_log_start_offsets()
+
+    @staticmethod
+    def _undo_moves(moves: list[tuple[TopicPartition, Path, Path]]) -> None:
+        for tp, original, target in reversed(moves):
+            try:
+                target.rename(original)
+            except OSError:
+                logger.exception(
+                    "cannot rename a partition dir back after a failed delete partition=%s"
+                    " dir=%s; rename it back to %s by hand before the next start, which"
+                    " would remove it",
+                    tp,
+                    target,
+                    original.name,
+                )
 
     # ------------------------------------------------------------------ background work
     def cleanup_logs(self) -> int:
