@@ -29,6 +29,7 @@ from pathlib import Path
 from storage_core.clock import Clock
 from storage_core.errors import CorruptIndexError, CorruptRecordError
 from storage_core.log import log_file_utils as files
+from storage_core.log.abstract_index import AbstractIndex
 from storage_core.log.leader_epoch_cache import LeaderEpochFileCache
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_segment import LogSegment, RecoveryResult
@@ -186,14 +187,24 @@ def _open_segments(
             and files.time_index_file(directory, base_offset).exists()
         )
         segment = _open_segment(directory, base_offset, config, clock)
-        try:
-            segment.offset_index.sanity_check()
-            segment.time_index.sanity_check()
-            problem = "missing index file" if index_missing else None
-        except CorruptIndexError as exc:
-            problem = str(exc)
+        problem = "missing index file" if index_missing else None
+        level = logging.WARNING
+        corrupt: list[tuple[AbstractIndex, CorruptIndexError]] = []
+        for index in (segment.offset_index, segment.time_index):
+            try:
+                index.sanity_check()
+            except CorruptIndexError as exc:
+                corrupt.append((index, exc))
+        if corrupt and not index_missing:
+            problem = str(corrupt[0][1])
+            if all(index.is_untrimmed_preallocation() for index, _exc in corrupt):
+                # Expected after a crash: the active segment's preallocated index was never
+                # trimmed. Real damage (entries out of order) stays a warning.
+                problem = "preallocated index not trimmed (unclean shutdown)"
+                level = logging.INFO
         if problem is not None:
-            logger.warning(
+            logger.log(
+                level,
                 "rebuilding indexes partition=%s segment=%d reason=%r",
                 partition,
                 base_offset,
