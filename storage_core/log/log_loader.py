@@ -26,6 +26,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from storage_core.atomic_file import TEMP_FILE_SUFFIX
 from storage_core.clock import Clock
 from storage_core.errors import CorruptIndexError, CorruptRecordError
 from storage_core.log import log_file_utils as files
@@ -35,9 +36,6 @@ from storage_core.log.log_config import LogConfig
 from storage_core.log.log_segment import LogSegment, RecoveryResult
 
 logger = logging.getLogger(__name__)
-
-# Files written through a temp name (checkpoints, partition.metadata) end in this.
-TEMP_FILE_SUFFIX = ".tmp"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

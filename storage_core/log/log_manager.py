@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from storage_core.atomic_file import fsync_directory
 from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicPartition, Uuid, validate_topic_name
 from storage_core.errors import (
@@ -43,7 +44,6 @@ from storage_core.log.checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
-    fsync_directory,
     write_atomically,
 )
 from storage_core.log.log import Log

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
-from storage_core.log.checkpoints import fsync_directory
+from storage_core.atomic_file import fsync_directory
 from storage_core.tiered.remote_object_keys import (
     RemoteObjectSuffix,
     normalize_prefix,
