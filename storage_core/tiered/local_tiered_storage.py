@@ -35,6 +35,7 @@ from storage_core.tiered.remote_object_keys import (
     segment_keys,
 )
 from storage_core.tiered.remote_storage_manager import (
+    RSM_CONFIG_PREFIX,
     IndexType,
     LogSegmentData,
     RemoteLogSegmentMetadataLike,
@@ -47,7 +48,6 @@ from storage_core.tiered.remote_storage_manager import (
 
 logger = logging.getLogger(__name__)
 
-RSM_CONFIG_PREFIX = "rsm.config."
 TEMP_SUFFIX = ".tmp"
 COPY_CHUNK_BYTES = 1 << 20
 
