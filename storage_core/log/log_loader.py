@@ -98,17 +98,14 @@ def load_log(
         )
     active = segments[-1]
     active.resize_indexes(config.segment_index_bytes)
-    try:
-        log_end_offset = active.read_next_offset()
-    except CorruptRecordError as exc:
-        if not had_clean_shutdown:
-            raise  # recovery above already cut the active segment to its valid batches
+    problem = _active_segment_problem(active) if had_clean_shutdown else None
+    if problem is not None:
         logger.warning(
             "active segment does not read cleanly after a clean shutdown, recovering it"
-            " partition=%s segment=%d error=%s",
+            " partition=%s segment=%d problem=%r",
             partition,
             active.base_offset,
-            exc,
+            problem,
         )
         more_recovered, more_truncated_bytes = _recover_unflushed(
             directory,
@@ -121,7 +118,7 @@ def load_log(
         recovered += more_recovered
         truncated_bytes += more_truncated_bytes
         had_clean_shutdown = False  # what was validated is flushed below, as after a crash
-        log_end_offset = active.read_next_offset()
+    log_end_offset = active.read_next_offset()
 
     if log_end_offset < log_start_offset_checkpoint:
         # Everything local is below the checkpointed start (e.g. deleted by DeleteRecords
@@ -221,6 +218,33 @@ def _open_segments(
                 )
         segments.append(segment)
     return segments
+
+
+def _active_segment_problem(segment: LogSegment) -> str | None:
+    """Why the active segment does not read to its end from its last index entry, or None.
+
+    Cheap (only the batch headers after the last index entry are read), so it runs even
+    after a clean shutdown, when recovery is otherwise skipped.
+    """
+    index = segment.offset_index
+    last_entry = index.lookup(index.last_offset)
+    if last_entry.position > segment.size:
+        return (
+            f"the last offset index entry (offset {last_entry.offset}) points at byte"
+            f" {last_entry.position}, past the end of the {segment.size}-byte file"
+        )
+    next_offset = segment.base_offset
+    try:
+        for _position, header in segment.log.batches(last_entry.position):
+            next_offset = header.next_offset
+    except CorruptRecordError as exc:
+        return str(exc)
+    if index.entries and index.last_offset >= next_offset:
+        return (
+            f"the offset index ends at offset {index.last_offset}, at or past the end of the"
+            f" log ({next_offset})"
+        )
+    return None
 
 
 def _is_segment_name(name: str) -> bool:

@@ -256,3 +256,41 @@ def test_index_entries_out_of_order_still_warn(
         assert recovered.log_end_offset == 60
     finally:
         recovered.close()
+
+
+@pytest.mark.parametrize("cut", ["inside-last-batch", "at-last-batch-start", "before-index-end"])
+def test_clean_shutdown_with_a_cut_active_segment_recovers_it(open_log: OpenLog, cut: str) -> None:
+    """A cut inside the last batch, one at a batch boundary that the offset index points past,
+    and one far before the last index entry: each is recovered to its last complete batch."""
+    config = LogConfig(index_interval_bytes=100)
+    log = open_log(config)
+    fill(log, 20)
+    batches = [(b.base_offset, b.size_in_bytes) for b in log.read_batches(0)]
+    path = log.active_segment.path
+    original = path.read_bytes()
+    end = log.log_end_offset
+    log.close()
+    last_start = len(original) - batches[-1][1]
+    cut_at = {
+        "inside-last-batch": last_start + 100,
+        "at-last-batch-start": last_start,
+        "before-index-end": len(original) // 3 + 7,
+    }[cut]
+    with open(path, "r+b") as file:
+        file.truncate(cut_at)
+    complete, position = 0, 0
+    for _base, size in batches:
+        if position + size > cut_at:
+            break
+        complete, position = complete + 1, position + size
+
+    reopened = open_log(config, had_clean_shutdown=True, recovery_point=end)
+    assert reopened.log_end_offset == complete * 3
+    assert len(list(reopened.read_batches(0))) == complete
+    assert path.read_bytes() == original[:position]
+    kept = path.with_name(f"{path.name}.at-{position}.quarantined")
+    if cut_at > position:
+        assert kept.read_bytes() == original[position:cut_at]
+    else:
+        assert not list(reopened.dir.glob("*.quarantined"))
+    assert reopened.append_as_leader(make_batch(1), leader_epoch=0).first_offset == complete * 3
