@@ -13,6 +13,7 @@ listen and serve every other partition whole:
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -173,6 +174,26 @@ def test_unloadable_partition_goes_offline_alone(broker: BrokerProcess) -> None:
             ),
         )
     assert body.topics[0].partitions[0].error_code == KAFKA_STORAGE_ERROR
+    fetch = raw_wire.request_classes(1, 4)
+    with raw_wire.connect(broker.port) as sock:
+        body = raw_wire.call(
+            sock,
+            1,
+            4,
+            max_wait=datetime.timedelta(milliseconds=10),
+            min_bytes=0,
+            topics=(
+                fetch.FetchTopic(
+                    topic=TOPIC,
+                    partitions=(
+                        fetch.FetchPartition(
+                            partition=DAMAGED, fetch_offset=0, partition_max_bytes=1 << 20
+                        ),
+                    ),
+                ),
+            ),
+        )
+    assert body.responses[0].partitions[0].error_code == KAFKA_STORAGE_ERROR
     # Nothing in the offline partition's directory was touched.
     assert {p.name: p.read_bytes() for p in damaged_dir.iterdir()} == files_before
     assert "partition taken offline" in broker.output()
