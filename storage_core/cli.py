@@ -105,14 +105,13 @@ def _broker(args: argparse.Namespace) -> int:
 
     from storage_core.server.kafka_broker import run_until_signalled  # noqa: PLC0415
     from storage_core.server.kafka_config import KafkaConfig  # noqa: PLC0415
+    from storage_core.tools.key_values import parse_key_values  # noqa: PLC0415
 
-    overrides: dict[str, str] = {}
-    for item in args.override:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            print(f"error: --override expects KEY=VALUE, got {item!r}", file=sys.stderr)
-            return 2
-        overrides[key.strip()] = value.strip()
+    try:
+        overrides = parse_key_values(args.override, option="--override")
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.config is not None:
         config = KafkaConfig.load(args.config, overrides)
     else:
@@ -342,12 +341,13 @@ def _client_command(args: argparse.Namespace) -> int:
             )
         if args.command == "remote-log-metadata":
             from storage_core.tools import remote_log_metadata_dump as rlm  # noqa: PLC0415
+            from storage_core.tools.key_values import parse_key_values  # noqa: PLC0415
 
             return rlm.run_remote_log_metadata_dump(
                 bootstrap_server=args.bootstrap_server,
                 partitions=args.partition,
                 from_beginning=args.from_beginning,
-                properties=rlm.parse_properties(args.property),
+                properties=parse_key_values(args.property, option="--property"),
                 max_messages=args.max_messages,
                 timeout_ms=args.timeout_ms,
                 out=sys.stdout,

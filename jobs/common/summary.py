@@ -24,13 +24,13 @@ failed, ``skipped`` when it did nothing on purpose (a concurrent run held the lo
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from storage_core.atomic_file import write_file_atomically
 
 ERRORS_MAX = 1000  # errors kept in a summary; the count says how many there were
 
@@ -105,20 +105,7 @@ class RunSummary:
 
 
 def write_json_atomically(path: Path, value: object) -> None:
+    """Write ``value`` as JSON with ``storage_core.atomic_file`` (its own temp file per write)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps(value, indent=2, sort_keys=False, default=str).encode() + b"\n"
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as tmp:
-            tmp.write(data)
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_file_atomically(path, data, unique_temp=True)

@@ -17,7 +17,6 @@ Runs in a task (it reads the log dirs and the metadata topic); read-only.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -133,7 +132,7 @@ def write_status(context: Mapping[str, Any], settings: ClusterSettings) -> dict[
     }
     target = paths.run_dir(context) / "status" / paths.SUMMARY_FILE
     target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_suffix(".tmp")
-    temporary.write_text(json.dumps(summary, indent=2, sort_keys=True))
-    os.replace(temporary, target)
+    from storage_core.atomic_file import write_file_atomically
+
+    write_file_atomically(target, json.dumps(summary, indent=2, sort_keys=True).encode())
     return summary

@@ -99,9 +99,11 @@ def write_run_report(
     }
     run_dir.mkdir(parents=True, exist_ok=True)
     target = run_dir / f"{paths.safe_name(name)}.json"
-    temporary = target.with_suffix(".json.tmp")
-    temporary.write_text(json.dumps(report, indent=2, sort_keys=True, default=str))
-    os.replace(temporary, target)
+    from storage_core.atomic_file import write_file_atomically
+
+    write_file_atomically(
+        target, json.dumps(report, indent=2, sort_keys=True, default=str).encode()
+    )
     if failed:
         raise TieringRunFailedError(
             f"{', '.join(failed)} failed (see each task's log); report written to {target}"

@@ -300,6 +300,41 @@ class AbstractIndex(abc.ABC):
             if self._entries > 0:
                 self._check_entries()
 
+    def is_untrimmed_preallocation(self) -> bool:
+        """Whether the entries are valid ones followed only by zero-filled entries.
+
+        That is the preallocated tail of an index that was never trimmed because the broker
+        stopped without closing it: expected after a crash, not a sign of corruption.
+        """
+        with self._lock:
+            if self._length % self.entry_size != 0 or self._entries == 0:
+                return False
+            data = self._entries_bytes()
+            zero_entry = bytes(self.entry_size)
+            first_zero = next(
+                (
+                    slot
+                    for slot in range(self._entries)
+                    if data[slot * self.entry_size : (slot + 1) * self.entry_size] == zero_entry
+                ),
+                None,
+            )
+            if first_zero is None:
+                return False
+            tail = data[first_zero * self.entry_size :]
+            if tail.count(0) != len(tail):
+                return False
+            entries = self._entries
+            self._entries = first_zero
+            try:
+                if first_zero > 0:
+                    self._check_entries()
+            except CorruptIndexError:
+                return False
+            finally:
+                self._entries = entries
+            return True
+
     @abc.abstractmethod
     def _check_entries(self) -> None:
         """Index-type checks of the entries in use; raise ``CorruptIndexError``."""

@@ -15,9 +15,9 @@ For the offset checkpoints of a log dir an entry is ``<topic> <partition> <offse
     foo 0 5
     foo 1 7
 
-Files are replaced atomically: written to ``<name>.tmp`` in the same directory, fsynced,
-renamed over the old file, then the directory is fsynced. A leftover ``.tmp`` is the trace
-of an interrupted write and is deleted when the log dir is loaded.
+Files are replaced atomically (``storage_core.atomic_file``): written to ``<name>.tmp`` in the
+same directory, fsynced, renamed over the old file, then the directory is fsynced. A leftover
+``.tmp`` is the trace of an interrupted write and is deleted when the log dir is loaded.
 
 Reading follows Kafka: a missing or empty file, or one with only a version line, holds no
 entries; anything else that does not match the format raises ``CorruptCheckpointError``.
@@ -25,20 +25,18 @@ entries; anything else that does not match the format raises ``CorruptCheckpoint
 
 from __future__ import annotations
 
-import contextlib
 import io
-import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from storage_core.atomic_file import write_file_atomically
 from storage_core.common import TopicPartition, validate_topic_name
 from storage_core.errors import CheckpointWriteError, CorruptCheckpointError, KafkaStorageError
 
 CHECKPOINT_VERSION = 0
-TEMP_FILE_SUFFIX = ".tmp"
 
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -50,44 +48,25 @@ INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 # Java's Pattern "\\s+" (ASCII whitespace only) and Integer/Long.parseInt syntax.
 _WHITESPACES = re.compile(r"[ \t\n\x0b\f\r]+")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
 T = TypeVar("T")
 T2 = TypeVar("T2")
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text``: temp file, fsync, rename, fsync the directory.
+    """Replace ``path`` with ``text`` (UTF-8) atomically (``write_file_atomically``).
 
     Raises ``CheckpointWriteError`` (a ``KafkaStorageError``) naming the file on any I/O
     failure; the previous content of ``path`` is then still in place. Writers of one path
     must not run concurrently (they share the temp file).
     """
-    temp_path = path.with_name(path.name + TEMP_FILE_SUFFIX)
-    data = text.encode("utf-8")
     try:
-        with open(temp_path, "wb") as temp_file:
-            temp_file.write(data)
-            temp_file.flush()
-            os.fsync(temp_file.fileno())
-        os.replace(temp_path, path)
-        fsync_directory(path.parent)
+        write_file_atomically(path, text.encode("utf-8"))
     except OSError as exc:
-        with contextlib.suppress(OSError):  # else the log loader deletes it
-            temp_path.unlink(missing_ok=True)
         raise CheckpointWriteError(
             f"Error while writing checkpoint file {path}: {exc}"
             " (check the disk and permissions of the log dir)"
         ) from exc
-
-
-def fsync_directory(directory: Path) -> None:
-    """Make a rename or a new file in ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY | _O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def parse_int(text: str, minimum: int, maximum: int, what: str) -> int:

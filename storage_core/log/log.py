@@ -965,15 +965,16 @@ class Log:
             self.close()
             shutil.rmtree(self.dir, ignore_errors=False)
 
-    def rename_dir(self, name: str) -> None:
-        """Move the partition directory (e.g. to ``<topic>-<p>.<uuid>-delete``) after closing."""
+    def release_deleted_files(self, directory: Path) -> None:
+        """The partition dir was renamed to ``directory`` for deletion: drop every open handle
+        without writing anything (no snapshot, no index trim), and stay closed."""
         with self._lock:
-            self.close()
-            target = self.dir.with_name(name)
-            os.replace(self.dir, target)
-            _fsync_dir(target.parent)
-            self.dir = target
-            self.producer_state_manager.update_parent_dir(target)
+            self.dir = directory
+            self.producer_state_manager.update_parent_dir(directory)
+            for segment in self._segments:
+                # Its files were under the old dir name, now gone: this only unmaps and closes.
+                segment.delete_if_exists()
+            self._closed = True
 
     def __repr__(self) -> str:
         return (

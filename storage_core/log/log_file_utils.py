@@ -7,6 +7,7 @@ carry ``.deleted``; ``.cleaned`` and ``.swap`` are leftovers of an interrupted r
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 LOG_FILE_SUFFIX = ".log"
@@ -22,6 +23,9 @@ SWAP_FILE_SUFFIX = ".swap"
 QUARANTINED_FILE_SUFFIX = ".quarantined"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 STRAY_SUFFIXES = (DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+DELETE_DIR_SUFFIX = "-delete"
+# A file name may have at most this many bytes (NAME_MAX on Linux and most file systems).
+DIR_NAME_BYTES_MAX = 255
 
 
 def filename_prefix_from_offset(offset: int) -> str:
@@ -51,3 +55,14 @@ def offset_from_file_name(name: str) -> int:
     if len(prefix) != 20 or not prefix.isdigit():
         raise ValueError(f"{name!r} does not start with a 20-digit offset")
     return int(prefix)
+
+
+def log_delete_dir_name(topic: str, partition: int) -> str:
+    """``<topic>-<partition>.<uuid hex>-delete``, the topic cut so the name fits 255 bytes.
+
+    Kafka's ``LocalLog.logDeleteDirName``: a legal topic name has up to 249 characters, so the
+    full name can exceed the file system's limit; only the topic part is shortened (topic names
+    are ASCII, so characters are bytes). Startup removes every ``-delete`` dir by its suffix.
+    """
+    full_suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    return topic[: max(DIR_NAME_BYTES_MAX - len(full_suffix), 0)] + full_suffix

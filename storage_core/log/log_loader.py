@@ -11,6 +11,10 @@ Steps (Kafka's ``LogLoader``):
    later segments are set aside. Cut bytes that are more than a torn tail, and set-aside
    segments, are kept as ``*.quarantined`` files, never deleted, so no byte that was on disk is
    lost; an operator can inspect them with ``storage-core dump-log``.
+   After a clean shutdown recovery is skipped (Kafka), but the active segment must still read
+   to its end: one that does not (a file cut or damaged while the broker was down) is recovered
+   as after a crash, and then even a torn tail is kept aside, since the clean shutdown says
+   those bytes were once complete.
 4. Offsets: the log end offset comes from the last segment; the log start offset is the larger
    of its checkpoint and the first segment's base offset; the leader-epoch cache is cut to both.
 """
@@ -22,17 +26,16 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from storage_core.atomic_file import TEMP_FILE_SUFFIX
 from storage_core.clock import Clock
-from storage_core.errors import CorruptIndexError
+from storage_core.errors import CorruptIndexError, CorruptRecordError
 from storage_core.log import log_file_utils as files
+from storage_core.log.abstract_index import AbstractIndex
 from storage_core.log.leader_epoch_cache import LeaderEpochFileCache
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_segment import LogSegment, RecoveryResult
 
 logger = logging.getLogger(__name__)
-
-# Files written through a temp name (checkpoints, partition.metadata) end in this.
-TEMP_FILE_SUFFIX = ".tmp"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,6 +98,26 @@ def load_log(
         )
     active = segments[-1]
     active.resize_indexes(config.segment_index_bytes)
+    problem = _active_segment_problem(active) if had_clean_shutdown else None
+    if problem is not None:
+        logger.warning(
+            "active segment does not read cleanly after a clean shutdown, recovering it"
+            " partition=%s segment=%d problem=%r",
+            partition,
+            active.base_offset,
+            problem,
+        )
+        more_recovered, more_truncated_bytes = _recover_unflushed(
+            directory,
+            segments,
+            active.base_offset,
+            leader_epoch_cache,
+            partition,
+            keep_torn_tail=True,
+        )
+        recovered += more_recovered
+        truncated_bytes += more_truncated_bytes
+        had_clean_shutdown = False  # what was validated is flushed below, as after a crash
     log_end_offset = active.read_next_offset()
 
     if log_end_offset < log_start_offset_checkpoint:
@@ -159,14 +182,24 @@ def _open_segments(
             and files.time_index_file(directory, base_offset).exists()
         )
         segment = _open_segment(directory, base_offset, config, clock)
-        try:
-            segment.offset_index.sanity_check()
-            segment.time_index.sanity_check()
-            problem = "missing index file" if index_missing else None
-        except CorruptIndexError as exc:
-            problem = str(exc)
+        problem = "missing index file" if index_missing else None
+        level = logging.WARNING
+        corrupt: list[tuple[AbstractIndex, CorruptIndexError]] = []
+        for index in (segment.offset_index, segment.time_index):
+            try:
+                index.sanity_check()
+            except CorruptIndexError as exc:
+                corrupt.append((index, exc))
+        if corrupt and not index_missing:
+            problem = str(corrupt[0][1])
+            if all(index.is_untrimmed_preallocation() for index, _exc in corrupt):
+                # Expected after a crash: the active segment's preallocated index was never
+                # trimmed. Real damage (entries out of order) stays a warning.
+                problem = "preallocated index not trimmed (unclean shutdown)"
+                level = logging.INFO
         if problem is not None:
-            logger.warning(
+            logger.log(
+                level,
                 "rebuilding indexes partition=%s segment=%d reason=%r",
                 partition,
                 base_offset,
@@ -187,6 +220,33 @@ def _open_segments(
     return segments
 
 
+def _active_segment_problem(segment: LogSegment) -> str | None:
+    """Why the active segment does not read to its end from its last index entry, or None.
+
+    Cheap (only the batch headers after the last index entry are read), so it runs even
+    after a clean shutdown, when recovery is otherwise skipped.
+    """
+    index = segment.offset_index
+    last_entry = index.lookup(index.last_offset)
+    if last_entry.position > segment.size:
+        return (
+            f"the last offset index entry (offset {last_entry.offset}) points at byte"
+            f" {last_entry.position}, past the end of the {segment.size}-byte file"
+        )
+    next_offset = segment.base_offset
+    try:
+        for _position, header in segment.log.batches(last_entry.position):
+            next_offset = header.next_offset
+    except CorruptRecordError as exc:
+        return str(exc)
+    if index.entries and index.last_offset >= next_offset:
+        return (
+            f"the offset index ends at offset {index.last_offset}, at or past the end of the"
+            f" log ({next_offset})"
+        )
+    return None
+
+
 def _is_segment_name(name: str) -> bool:
     try:
         files.offset_from_file_name(name)
@@ -201,8 +261,13 @@ def _recover_unflushed(
     recovery_point: int,
     leader_epoch_cache: LeaderEpochFileCache,
     partition: str,
+    *,
+    keep_torn_tail: bool = False,
 ) -> tuple[int, int]:
-    """Step 3: validate segments from the one holding the recovery point; cut at first damage."""
+    """Step 3: validate segments from the one holding the recovery point; cut at first damage.
+
+    With ``keep_torn_tail`` even an incomplete last batch is copied aside before the cut.
+    """
     first = 0
     for i, segment in enumerate(segments):
         if segment.base_offset <= recovery_point:
@@ -213,7 +278,9 @@ def _recover_unflushed(
     while i < len(segments):
         segment = segments[i]
         size_before = segment.size
-        result = _recover_segment_keeping_cut_bytes(segment, leader_epoch_cache)
+        result = _recover_segment_keeping_cut_bytes(
+            segment, leader_epoch_cache, keep_torn_tail=keep_torn_tail
+        )
         recovered += 1
         truncated_bytes += result.truncated_bytes
         if result.truncated_bytes:
@@ -237,12 +304,12 @@ def _recover_unflushed(
 
 
 def _recover_segment_keeping_cut_bytes(
-    segment: LogSegment, leader_epoch_cache: LeaderEpochFileCache
+    segment: LogSegment, leader_epoch_cache: LeaderEpochFileCache, *, keep_torn_tail: bool
 ) -> RecoveryResult:
     """Recover a segment; bytes to be cut that are more than a torn tail are copied aside."""
 
     def keep_cut_bytes(result: RecoveryResult) -> None:
-        if result.torn_tail:
+        if result.torn_tail and not keep_torn_tail:
             return
         target = segment.path.with_name(
             f"{segment.path.name}.at-{result.valid_bytes}{files.QUARANTINED_FILE_SUFFIX}"

@@ -11,7 +11,10 @@ Each log dir holds::
 
 A missing clean-shutdown marker at startup means a crash: every log is recovered from its
 recovery point. A corrupt checkpoint is reported and treated as absent, which only makes
-recovery do more work; it never loses data.
+recovery do more work; it never loses data. A partition whose log cannot be loaded even by
+recovery is taken offline alone (Kafka's offline replica): its directory is left as it is, its
+checkpointed offsets are kept, requests for it fail with KAFKA_STORAGE_ERROR, and every other
+partition is served.
 
 Thread safety: the partition map is guarded by ``self._lock``; each ``Log`` guards itself.
 Background tasks (retention, flush, checkpoints) run on one scheduler thread.
@@ -22,13 +25,19 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+from storage_core.atomic_file import fsync_directory
 from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicPartition, Uuid, validate_topic_name
-from storage_core.errors import CorruptCheckpointError, LogDirNotFoundError, StorageError
+from storage_core.errors import (
+    CorruptCheckpointError,
+    KafkaStorageError,
+    LogDirNotFoundError,
+    StorageError,
+)
 from storage_core.log import log_file_utils as files
 from storage_core.log.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -43,11 +52,22 @@ from storage_core.scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
 
-DELETE_DIR_SUFFIX = "-delete"
+DELETE_DIR_SUFFIX = files.DELETE_DIR_SUFFIX
 FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
 # Kept by the tiered-storage RemoteIndexCache in each log dir; not a partition.
 REMOTE_INDEX_CACHE_DIR_NAME = "remote-log-index-cache"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OfflineLog:
+    """A partition dir that could not be loaded: why, and its checkpointed offsets (kept)."""
+
+    dir: Path
+    reason: str
+    recovery_point: int
+    log_start_offset: int
+    high_watermark: int
 
 
 class LogManager:
@@ -85,6 +105,7 @@ class LogManager:
         self._producer_id_expiration_ms = producer_id_expiration_ms
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, Log] = {}
+        self._offline: dict[TopicPartition, OfflineLog] = {}
         self._scheduler = Scheduler("log-manager-scheduler")
         self._started = False
 
@@ -123,6 +144,7 @@ class LogManager:
                 marker = log_dir / files.CLEAN_SHUTDOWN_FILE
                 write_atomically(marker, "")
             self._logs.clear()
+            self._offline.clear()
             self._started = False
         logger.info("log manager shut down cleanly dirs=%s", [str(d) for d in self.log_dirs])
 
@@ -156,19 +178,36 @@ class LogManager:
                     "skipping a directory that is not a partition dir=%s (%s)", entry, exc
                 )
                 continue
-            if tp in self._logs:
+            if tp in self._logs or tp in self._offline:
+                other = self._logs[tp].dir if tp in self._logs else self._offline[tp].dir
                 raise LogDirNotFoundError(
-                    f"partition {tp} exists in two log dirs: {self._logs[tp].dir} and {entry}"
+                    f"partition {tp} exists in two log dirs: {other} and {entry}"
                 )
-            log = Log(
-                entry,
-                self._config_for(tp.topic),
-                log_start_offset=log_start_offsets.get(tp, 0),
-                recovery_point=recovery_points.get(tp, 0),
-                had_clean_shutdown=had_clean_shutdown,
-                clock=self._clock,
-                producer_id_expiration_ms=self._producer_id_expiration_ms,
-            )
+            try:
+                log = Log(
+                    entry,
+                    self._config_for(tp.topic),
+                    log_start_offset=log_start_offsets.get(tp, 0),
+                    recovery_point=recovery_points.get(tp, 0),
+                    had_clean_shutdown=had_clean_shutdown,
+                    clock=self._clock,
+                    producer_id_expiration_ms=self._producer_id_expiration_ms,
+                )
+            except (StorageError, OSError) as exc:
+                self._offline[tp] = OfflineLog(
+                    dir=entry,
+                    reason=f"{type(exc).__name__}: {exc}",
+                    recovery_point=recovery_points.get(tp, 0),
+                    log_start_offset=log_start_offsets.get(tp, 0),
+                    high_watermark=high_watermarks.get(tp, 0),
+                )
+                logger.exception(
+                    "cannot load log, partition taken offline; its files are left untouched"
+                    " (inspect them with storage-core dump-log) partition=%s dir=%s",
+                    tp,
+                    entry,
+                )
+                continue
             log.update_high_watermark(high_watermarks.get(tp, log.log_start_offset))
             self._logs[tp] = log
         # From now on a crash must trigger recovery.
@@ -200,6 +239,11 @@ class LogManager:
         with self._lock:
             return dict(self._logs)
 
+    def offline_logs(self) -> dict[TopicPartition, OfflineLog]:
+        """Partitions whose log could not be loaded at startup (see the module docstring)."""
+        with self._lock:
+            return dict(self._offline)
+
     def get_or_create_log(
         self,
         tp: TopicPartition,
@@ -212,6 +256,12 @@ class LogManager:
         if tp.partition < 0:
             raise StorageError(f"partition number must be >= 0, got {tp.partition}")
         with self._lock:
+            offline = self._offline.get(tp)
+            if offline is not None:
+                raise KafkaStorageError(
+                    f"partition {tp} is offline: its log in {offline.dir} could not be loaded"
+                    f" ({offline.reason}); repair or remove that directory and restart"
+                )
             existing = self._logs.get(tp)
             if existing is not None:
                 if topic_id is not None:
@@ -248,16 +298,76 @@ class LogManager:
                     log.config = config
 
     def delete_log(self, tp: TopicPartition) -> None:
-        """Rename the partition dir to ``...-delete`` (atomic), then remove it."""
+        """Delete one partition's log (see ``delete_logs``)."""
+        self.delete_logs([tp])
+
+    def delete_logs(
+        self, tps: Sequence[TopicPartition], commit: Callable[[], None] | None = None
+    ) -> None:
+        """Delete the logs of ``tps``, all or nothing (Kafka's rename-then-delete).
+
+        1. Each partition dir is renamed to ``files.log_delete_dir_name`` (atomic). If one
+           rename fails, those already done are renamed back and ``KafkaStorageError`` is
+           raised: every log stays as it was, open and served.
+        2. ``commit`` runs (e.g. the topic leaves the metadata); if it raises, the renames are
+           undone the same way and its error is raised.
+        3. The logs are forgotten, their handles dropped and the renamed dirs removed. A crash
+           or a failed removal from here on leaves only ``-delete`` dirs: startup removes them.
+        """
         with self._lock:
-            log = self._logs.pop(tp, None)
-        if log is None:
-            return
-        log.rename_dir(f"{tp.dir_name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
-        shutil.rmtree(log.dir, ignore_errors=True)
-        logger.info("deleted log partition=%s", tp)
-        self.checkpoint_recovery_points()
-        self.checkpoint_log_start_offsets()
+            moves: list[tuple[TopicPartition, Path, Path]] = []
+            for tp in dict.fromkeys(tps):
+                current = self._logs[tp].dir if tp in self._logs else None
+                if current is None and tp in self._offline:
+                    current = self._offline[tp].dir
+                if current is None:
+                    continue
+                target = current.with_name(files.log_delete_dir_name(tp.topic, tp.partition))
+                try:
+                    current.rename(target)
+                except OSError as exc:
+                    self._undo_moves(moves)
+                    raise KafkaStorageError(
+                        f"cannot delete partition {tp}: renaming {current} to {target.name}"
+                        f" failed ({exc}); nothing was deleted"
+                    ) from exc
+                moves.append((tp, current, target))
+        try:
+            for parent in {target.parent for _tp, _current, target in moves}:
+                fsync_directory(parent)
+            if commit is not None:
+                commit()  # not under the lock: it may publish events through this broker
+        except BaseException:
+            with self._lock:
+                self._undo_moves(moves)
+            raise
+        with self._lock:
+            for tp, _current, target in moves:
+                self._offline.pop(tp, None)
+                log = self._logs.pop(tp, None)
+                if log is not None:
+                    log.release_deleted_files(target)
+        for tp, _current, target in moves:
+            shutil.rmtree(target, ignore_errors=True)
+            logger.info("deleted log partition=%s dir=%s", tp, target.name)
+        if moves:
+            self.checkpoint_recovery_points()
+            self.checkpoint_log_start_offsets()
+
+    @staticmethod
+    def _undo_moves(moves: list[tuple[TopicPartition, Path, Path]]) -> None:
+        for tp, original, target in reversed(moves):
+            try:
+                target.rename(original)
+            except OSError:
+                logger.exception(
+                    "cannot rename a partition dir back after a failed delete partition=%s"
+                    " dir=%s; rename it back to %s by hand before the next start, which"
+                    " would remove it",
+                    tp,
+                    target,
+                    original.name,
+                )
 
     # ------------------------------------------------------------------ background work
     def cleanup_logs(self) -> int:
@@ -287,19 +397,39 @@ class LogManager:
             except StorageError:
                 logger.exception("flush failed partition=%s", tp)
 
-    def _checkpoint(self, file_name: str, value: Callable[[Log], int]) -> None:
+    def _checkpoint(
+        self,
+        file_name: str,
+        value: Callable[[Log], int],
+        offline_value: Callable[[OfflineLog], int],
+    ) -> None:
         with self._lock:
             for log_dir in self.log_dirs:
                 offsets = {
                     tp: value(log) for tp, log in self._logs.items() if log.dir.parent == log_dir
                 }
+                offsets.update(
+                    (tp, offline_value(offline))
+                    for tp, offline in self._offline.items()
+                    if offline.dir.parent == log_dir
+                )
                 OffsetCheckpointFile(log_dir / file_name).write(offsets)
 
     def checkpoint_recovery_points(self) -> None:
-        self._checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
+        self._checkpoint(
+            RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point, lambda o: o.recovery_point
+        )
 
     def checkpoint_log_start_offsets(self) -> None:
-        self._checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
+        self._checkpoint(
+            LOG_START_OFFSET_CHECKPOINT,
+            lambda log: log.log_start_offset,
+            lambda o: o.log_start_offset,
+        )
 
     def checkpoint_high_watermarks(self) -> None:
-        self._checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
+        self._checkpoint(
+            REPLICATION_OFFSET_CHECKPOINT,
+            lambda log: log.high_watermark,
+            lambda o: o.high_watermark,
+        )

@@ -55,6 +55,7 @@ from pathlib import Path
 
 import crc32c
 
+from storage_core.atomic_file import write_file_atomically
 from storage_core.errors import (
     CheckpointWriteError,
     CorruptSnapshotError,
@@ -66,7 +67,6 @@ from storage_core.errors import (
     TransactionCoordinatorFencedError,
 )
 from storage_core.log import log_file_utils as files
-from storage_core.log.checkpoints import TEMP_FILE_SUFFIX, fsync_directory
 from storage_core.records import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -631,17 +631,9 @@ def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry]) -> None:
     Raises ``CheckpointWriteError`` naming the file; the previous file is then untouched.
     """
     data = encode_snapshot(entries)
-    temp_path = path.with_name(path.name + TEMP_FILE_SUFFIX)
     try:
-        with open(temp_path, "wb") as temp_file:
-            temp_file.write(data)
-            temp_file.flush()
-            os.fsync(temp_file.fileno())
-        os.replace(temp_path, path)
-        fsync_directory(path.parent)
+        write_file_atomically(path, data)
     except OSError as exc:
-        with contextlib.suppress(OSError):  # else the log loader deletes it
-            temp_path.unlink(missing_ok=True)
         raise CheckpointWriteError(
             f"Error while writing producer snapshot {path}: {exc}"
             " (check the disk and permissions of the log dir)"

@@ -27,6 +27,7 @@ from typing import TypeVar
 from storage_core.common import TopicPartition
 from storage_core.errors import (
     InvalidRequiredAcksError,
+    KafkaStorageError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     StorageError,
@@ -140,6 +141,12 @@ class ReplicaManager:
         with self._lock:
             partition = self._partitions.get(tp)
         if partition is None:
+            offline = self.log_manager.offline_logs().get(tp)
+            if offline is not None:  # Kafka's HostedPartition.Offline
+                raise KafkaStorageError(
+                    f"partition {tp} is offline: its log in {offline.dir} could not be loaded"
+                    f" ({offline.reason})"
+                )
             raise UnknownTopicOrPartitionError(f"This server does not host partition {tp}.")
         return partition
 

@@ -200,28 +200,28 @@ class KafkaBroker:
             raise PolicyViolationError("Topic deletion is disabled (delete.topic.enable=false).")
         with self._topic_lock:
             existing = self.topic_store.get(name)
+            if existing is None:
+                return self.topic_store.delete_topic(name)  # UNKNOWN_TOPIC_OR_PARTITION
             rlm = self.remote_log_manager
-            if (
-                existing is not None
-                and rlm is not None
-                and self.topic_log_config(name).remote_storage_enable
-            ):
-                # Marked before anything is deleted: a failure leaves the topic whole.
-                rlm.on_partitions_deleted(
-                    [
-                        TopicIdPartition(existing.topic_id, TopicPartition(name, a.partition))
-                        for a in existing.partitions
-                    ]
-                )
-            topic = self.topic_store.delete_topic(name)
-            for assignment in topic.partitions:
-                tp = TopicPartition(name, assignment.partition)
-                self.replica_manager.remove_partition(tp)
-                if rlm is not None:
-                    rlm.on_partition_removed(tp)
-                self.log_manager.delete_log(tp)
+            tps = [TopicPartition(name, a.partition) for a in existing.partitions]
+            deleted: list[TopicInfo] = []
+
+            def commit() -> None:
+                # Runs once every partition dir is renamed for deletion; if anything here
+                # raises, the renames are undone and the topic stays whole.
+                if rlm is not None and self.topic_log_config(name).remote_storage_enable:
+                    rlm.on_partitions_deleted(
+                        [TopicIdPartition(existing.topic_id, tp) for tp in tps]
+                    )
+                deleted.append(self.topic_store.delete_topic(name))
+                for tp in tps:
+                    self.replica_manager.remove_partition(tp)
+                    if rlm is not None:
+                        rlm.on_partition_removed(tp)
+
+            self.log_manager.delete_logs(tps, commit)
             self.replica_manager.topic_stats.remove_topic(name)
-            return topic
+            return deleted[0]
 
     def add_partitions(self, name: str, new_total: int, *, validate_only: bool) -> TopicInfo:
         with self._topic_lock:

@@ -28,13 +28,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
-from storage_core.log.checkpoints import fsync_directory
+from storage_core.atomic_file import fsync_directory
 from storage_core.tiered.remote_object_keys import (
     RemoteObjectSuffix,
     normalize_prefix,
     segment_keys,
 )
 from storage_core.tiered.remote_storage_manager import (
+    RSM_CONFIG_PREFIX,
     IndexType,
     LogSegmentData,
     RemoteLogSegmentMetadataLike,
@@ -47,7 +48,6 @@ from storage_core.tiered.remote_storage_manager import (
 
 logger = logging.getLogger(__name__)
 
-RSM_CONFIG_PREFIX = "rsm.config."
 TEMP_SUFFIX = ".tmp"
 COPY_CHUNK_BYTES = 1 << 20
 

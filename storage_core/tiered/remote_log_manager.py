@@ -68,6 +68,7 @@ from storage_core.tiered.remote_log_reader import (
     RemoteStorageFetchInfo,
 )
 from storage_core.tiered.remote_storage_manager import (
+    RSM_CONFIG_PREFIX,
     RemoteStorageError,
     RemoteStorageManager,
     load_remote_storage_manager,
@@ -76,7 +77,6 @@ from storage_core.tiered.remote_storage_manager import (
 logger = logging.getLogger(__name__)
 
 LATEST_TIERED_TIMESTAMP = -5
-RSM_CONFIG_PREFIX = "rsm.config."
 
 
 class HostedPartition(Protocol):

@@ -40,6 +40,10 @@ from typing import BinaryIO, ClassVar, Protocol, runtime_checkable
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid, validate_topic_name
 from storage_core.errors import InvalidConfigError, KafkaStorageError
 
+# Broker settings passed to the remote storage manager start with this (Kafka's
+# remote.log.storage.manager.impl.prefix default).
+RSM_CONFIG_PREFIX = "rsm.config."
+
 
 class RemoteStorageError(KafkaStorageError):
     """The remote store failed an operation (unreachable, refused, or returned bad data).

@@ -11,7 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from storage_core.errors import CorruptIndexError, CorruptRecordError, StorageError
+from storage_core.errors import (
+    CorruptCheckpointError,
+    CorruptIndexError,
+    CorruptRecordError,
+    StorageError,
+)
 from storage_core.log import log_file_utils as files
 from storage_core.log.leader_epoch_cache import (
     LEADER_EPOCH_CHECKPOINT_FILENAME,
@@ -196,7 +201,13 @@ def dump_time_index(path: Path, *, verify: bool = False) -> Iterator[Row]:
 
 
 def dump_leader_epoch_checkpoint(path: Path) -> Iterator[Row]:
-    entries = LeaderEpochCheckpointFile(path).read()
+    """The epoch entries; a file that does not parse is an ``error`` row naming its line."""
+    try:
+        entries = LeaderEpochCheckpointFile(path).read()
+    except CorruptCheckpointError as exc:
+        yield {"type": "file", "file": str(path)}
+        yield {"type": "error", "file": str(path), "error": str(exc)}
+        return
     yield {"type": "file", "file": str(path), "entries": len(entries)}
     for entry in entries:
         yield {"type": "epoch_entry", "epoch": entry.epoch, "start_offset": entry.start_offset}
@@ -207,6 +218,8 @@ def format_row(row: Row) -> str:
     kind = row["type"]
     if kind == "file":
         return f"Dumping {row['file']}"
+    if kind == "error" and "position" not in row:
+        return f"Found corrupt data: {row['error']}"
     if kind == "error":
         return (
             f"Found corrupt data at position {row['position']} (offset {row['offset']}):"

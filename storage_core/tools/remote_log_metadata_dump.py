@@ -231,17 +231,6 @@ def _hex(data: bytes | None) -> str:
     return "null" if data is None else data.hex()
 
 
-def parse_properties(items: Sequence[str]) -> dict[str, str]:
-    """``KEY=VALUE`` strings (``--property``) as a dict."""
-    properties = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--property expects KEY=VALUE, got {item!r}")
-        properties[key.strip()] = value.strip()
-    return properties
-
-
 def run_remote_log_metadata_dump(
     *,
     bootstrap_server: str,

@@ -75,6 +75,7 @@ from storage_core.tiered.operations import (
 )
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
 from storage_core.tiered.remote_storage_manager import (
+    RSM_CONFIG_PREFIX,
     RemoteStorageManager,
     load_remote_storage_manager,
 )
@@ -83,8 +84,8 @@ from storage_core.tiered.topic_based_rlmm import (
     TopicBasedRemoteLogMetadataManager,
 )
 from storage_core.tiered.topic_based_rlmm.topic_scan import scan_metadata_topic
+from storage_core.tools.key_values import parse_key_values
 
-RSM_CONFIG_PREFIX = "rsm.config."
 RSM_CLASS_CONFIG = "remote.log.storage.manager.class.name"
 PROGRESS_INTERVAL_S = 0.2
 # The tool is short-lived: its metadata consumer polls often so that it answers quickly.
@@ -93,17 +94,6 @@ RLMM_IDLE_POLL_MS = 20
 
 
 # ---------------------------------------------------------------------------- settings
-def parse_key_values(items: Sequence[str], *, option: str) -> dict[str, str]:
-    """``["k=v", ...]`` as a dict; ``ValueError`` naming the option for a malformed item."""
-    values: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"{option} expects KEY=VALUE, got {item!r}")
-        values[key.strip()] = value.strip()
-    return values
-
-
 def rsm_settings(
     broker_config: KafkaConfig | None, class_name: str | None, rsm_config: Sequence[str]
 ) -> tuple[str, dict[str, str]]:

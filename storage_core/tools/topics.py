@@ -21,19 +21,9 @@ from storage_core.client.admin import (
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.errors import UnsupportedVersionError
 from storage_core.client.metadata import TopicMetadata
+from storage_core.tools.key_values import parse_key_values
 
 ACTIONS = ("create", "list", "describe", "delete", "alter-config")
-
-
-def parse_key_values(items: Sequence[str], *, option: str) -> dict[str, str]:
-    """``["k=v", ...]`` as a dict; ``ValueError`` naming the option for a malformed item."""
-    values: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"{option} expects KEY=VALUE, got {item!r}")
-        values[key.strip()] = value.strip()
-    return values
 
 
 def create_topic(

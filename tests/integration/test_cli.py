@@ -84,6 +84,21 @@ def test_dump_index_timeindex_and_epochs_with_verification(log_dir: Path, capsys
     assert "no batch starts at this position" in out or "differs" in out
 
 
+def test_corrupt_epoch_checkpoint_is_corrupt_data_naming_file_and_line(
+    log_dir: Path, capsys
+) -> None:
+    checkpoint = log_dir / "orders-0" / "leader-epoch-checkpoint"
+    checkpoint.write_text("0\n2\n0 0\n2 six\n")
+    status, out = run(capsys, "dump-log", str(checkpoint))
+    assert status == 3, out  # corrupt data, not a usage error (2)
+    assert f"Dumping {checkpoint}" in out
+    assert "Found corrupt data:" in out and "line 4" in out and str(checkpoint) in out
+    status, out = run(capsys, "dump-log", "--json", str(checkpoint))
+    error = [json.loads(line) for line in out.splitlines()][-1]
+    assert status == 3
+    assert error["type"] == "error" and error["file"] == str(checkpoint)
+
+
 def test_describe_log_dir(log_dir: Path, capsys) -> None:
     status, out = run(capsys, "describe-log-dir", "--json", str(log_dir))
     assert status == 0

@@ -8,6 +8,7 @@ import json
 import pytest
 from kio.schema.errors import ErrorCode
 
+from storage_core.cli import main
 from storage_core.client.admin import ConfigEntry, ConfigSource, TopicDescription
 from storage_core.client.metadata import PartitionMetadata, TopicMetadata
 from storage_core.client.producer import (
@@ -19,8 +20,9 @@ from storage_core.common import Uuid
 from storage_core.records.batch import build_batch
 from storage_core.records.record import Header, Record, SimpleRecord
 from storage_core.tools.consume import format_record
+from storage_core.tools.key_values import parse_key_values
 from storage_core.tools.produce import ProgressLine, generated_value, line_records
-from storage_core.tools.topics import format_description, parse_key_values
+from storage_core.tools.topics import format_description
 
 
 def test_estimate_is_an_upper_bound_of_the_encoded_size() -> None:
@@ -79,6 +81,15 @@ def test_parse_key_values() -> None:
     assert parse_key_values(["a=1", " b = x=y "], option="--config") == {"a": "1", "b": "x=y"}
     with pytest.raises(ValueError, match="--set expects KEY=VALUE"):
         parse_key_values(["novalue"], option="--set")
+    later_wins = parse_key_values(["a=1", "a=2", "empty="], option="--property")
+    assert later_wins == {"a": "2", "empty": ""}
+
+
+def test_broker_override_that_is_not_key_value_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["broker", "--override", "=5"]) == 2
+    assert "--override expects KEY=VALUE, got '=5'" in capsys.readouterr().err
 
 
 def test_describe_shows_topic_configs_and_partitions() -> None:

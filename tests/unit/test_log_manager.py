@@ -9,7 +9,8 @@ import pytest
 
 from storage_core.clock import ManualClock
 from storage_core.common import TopicPartition, Uuid
-from storage_core.errors import InvalidTopicError, LogDirNotFoundError
+from storage_core.errors import InvalidTopicError, KafkaStorageError, LogDirNotFoundError
+from storage_core.log import log_file_utils as files
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
 from tests.conftest import BASE_TIMESTAMP_MS, make_batch
@@ -159,4 +160,69 @@ def test_idle_producers_expire_after_producer_id_expiration_ms(tmp_path: Path) -
     clock.sleep(2_000)
     assert manager.remove_expired_producers() == 1
     assert 7 not in log.active_producers
+    manager.shutdown()
+
+
+def test_delete_dir_name_fits_the_file_system_limit_for_the_longest_topic() -> None:
+    topic = "t" * 249  # the longest legal topic name
+    name = files.log_delete_dir_name(topic, 12345)
+    assert len(name.encode()) == 255
+    assert name.endswith("-delete")
+    short_topic, rest = name.split("-12345.")
+    assert topic.startswith(short_topic) and len(short_topic) == 255 - len("-12345.") - len(rest)
+    assert len(rest) == 32 + len("-delete")  # a hex uuid and the suffix, as Kafka
+    short = files.log_delete_dir_name("orders", 3)
+    assert short.startswith("orders-3.") and short.endswith("-delete") and len(short) == 48
+
+
+def test_longest_topic_name_can_be_deleted_and_created_again(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a"]
+    manager = start(dirs)
+    tp = TopicPartition("x" * 249, 0)
+    manager.get_or_create_log(tp).append_as_leader(make_batch(2), leader_epoch=0)
+    manager.delete_log(tp)  # before the fix: OSError [Errno 36] File name too long
+    assert manager.get_log(tp) is None
+    assert [p for p in dirs[0].iterdir() if p.is_dir()] == []
+    again = manager.get_or_create_log(tp)
+    assert again.log_end_offset == 0
+    assert again.append_as_leader(make_batch(1), leader_epoch=0).first_offset == 0
+    manager.shutdown()
+
+
+def test_failed_rename_or_commit_leaves_every_log_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dirs = [tmp_path / "a"]
+    manager = start(dirs)
+    tps = [TopicPartition("whole", p) for p in range(3)]
+    for tp in tps:
+        manager.get_or_create_log(tp).append_as_leader(make_batch(2), leader_epoch=0)
+    names_before = sorted(p.name for p in dirs[0].iterdir())
+
+    def refuse() -> None:
+        raise RuntimeError("metadata store unavailable")
+
+    with pytest.raises(RuntimeError, match="metadata store unavailable"):
+        manager.delete_logs(tps, refuse)
+    assert sorted(p.name for p in dirs[0].iterdir()) == names_before
+
+    real_rename = Path.rename
+
+    def rename_fails_for_partition_2(self: Path, target: Path) -> Path:
+        if self.name == "whole-2":
+            raise OSError(36, "File name too long")
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", rename_fails_for_partition_2)
+    with pytest.raises(KafkaStorageError, match=r"whole-2.*nothing was deleted"):
+        manager.delete_logs(tps)
+    monkeypatch.undo()
+    assert sorted(p.name for p in dirs[0].iterdir()) == names_before
+    for tp in tps:  # still open, readable and writable
+        log = manager.get_log(tp)
+        assert log is not None
+        assert len(list(log.read_batches(0))) == 1
+        assert log.append_as_leader(make_batch(1), leader_epoch=0).first_offset == 2
+    manager.delete_logs(tps)
+    assert [p for p in dirs[0].iterdir() if p.is_dir()] == []
     manager.shutdown()

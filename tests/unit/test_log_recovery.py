@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -195,3 +197,100 @@ def test_corrupt_epoch_checkpoint_is_set_aside_and_rebuilt(open_log: OpenLog) ->
     assert checkpoint.read_text() == "0\n2\n3 0\n5 6\n"
     assert (log.dir / "leader-epoch-checkpoint.quarantined").read_text() == "0\n2\n3 zero\n"
     assert reopened.log_end_offset == 9
+
+
+def crash_copy(log: Log, target: Path) -> Path:
+    """The partition dir as a crash leaves it: files copied while the log is still open
+    (indexes untrimmed, still preallocated), then recovered from there."""
+    log.flush()
+    shutil.copytree(log.dir, target / log.dir.name)
+    return target / log.dir.name
+
+
+def rebuild_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if "rebuilding indexes" in r.getMessage()]
+
+
+def test_unclean_restart_over_healthy_data_rebuilds_indexes_without_warning(
+    open_log: OpenLog, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = LogConfig(segment_bytes=2000, index_interval_bytes=200)
+    log = open_log(config)
+    fill(log, 20)
+    expected = all_values(log)
+    crashed = crash_copy(log, tmp_path / "crash")
+    assert crashed.joinpath(log.active_segment.offset_index.path.name).stat().st_size > 10_000
+
+    with caplog.at_level(logging.INFO, logger="storage_core"):
+        recovered = Log(crashed, config, had_clean_shutdown=False, recovery_point=0)
+    try:
+        assert all_values(recovered) == expected
+        rebuilt = rebuild_records(caplog)
+        assert rebuilt, "the untrimmed active indexes are rebuilt"
+        assert all(r.levelno == logging.INFO for r in rebuilt), [r.getMessage() for r in rebuilt]
+        assert "preallocated index not trimmed" in rebuilt[0].getMessage()
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    finally:
+        recovered.close()
+
+
+def test_index_entries_out_of_order_still_warn(
+    open_log: OpenLog, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = LogConfig(index_interval_bytes=200)
+    log = open_log(config)
+    fill(log, 20)
+    index_name = log.active_segment.offset_index.path.name
+    crashed = crash_copy(log, tmp_path / "crash")
+    index_path = crashed / index_name
+    data = bytearray(index_path.read_bytes())
+    data[0:8], data[8:16] = data[8:16], data[0:8]  # two real entries swapped
+    index_path.write_bytes(bytes(data))
+
+    with caplog.at_level(logging.INFO, logger="storage_core"):
+        recovered = Log(crashed, config, had_clean_shutdown=False, recovery_point=0)
+    try:
+        rebuilt = rebuild_records(caplog)
+        assert [r.levelno for r in rebuilt] == [logging.WARNING]
+        assert "not larger than the previous entry" in rebuilt[0].getMessage()
+        assert recovered.log_end_offset == 60
+    finally:
+        recovered.close()
+
+
+@pytest.mark.parametrize("cut", ["inside-last-batch", "at-last-batch-start", "before-index-end"])
+def test_clean_shutdown_with_a_cut_active_segment_recovers_it(open_log: OpenLog, cut: str) -> None:
+    """A cut inside the last batch, one at a batch boundary that the offset index points past,
+    and one far before the last index entry: each is recovered to its last complete batch."""
+    config = LogConfig(index_interval_bytes=100)
+    log = open_log(config)
+    fill(log, 20)
+    batches = [(b.base_offset, b.size_in_bytes) for b in log.read_batches(0)]
+    path = log.active_segment.path
+    original = path.read_bytes()
+    end = log.log_end_offset
+    log.close()
+    last_start = len(original) - batches[-1][1]
+    cut_at = {
+        "inside-last-batch": last_start + 100,
+        "at-last-batch-start": last_start,
+        "before-index-end": len(original) // 3 + 7,
+    }[cut]
+    with open(path, "r+b") as file:
+        file.truncate(cut_at)
+    complete, position = 0, 0
+    for _base, size in batches:
+        if position + size > cut_at:
+            break
+        complete, position = complete + 1, position + size
+
+    reopened = open_log(config, had_clean_shutdown=True, recovery_point=end)
+    assert reopened.log_end_offset == complete * 3
+    assert len(list(reopened.read_batches(0))) == complete
+    assert path.read_bytes() == original[:position]
+    kept = path.with_name(f"{path.name}.at-{position}.quarantined")
+    if cut_at > position:
+        assert kept.read_bytes() == original[position:cut_at]
+    else:
+        assert not list(reopened.dir.glob("*.quarantined"))
+    assert reopened.append_as_leader(make_batch(1), leader_epoch=0).first_offset == complete * 3

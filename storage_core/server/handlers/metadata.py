@@ -3,13 +3,14 @@
 A null topic list (v1+) or an empty one (v0) asks for every topic. An unknown topic is
 created when the request allows it (v4+ flag; always before v4) and the broker's
 ``auto.create.topics.enable`` is true; otherwise it is UNKNOWN_TOPIC_OR_PARTITION. An
-illegal name is INVALID_TOPIC_EXCEPTION.
+illegal name is INVALID_TOPIC_EXCEPTION. A partition whose log this broker could not load is
+listed without a leader (LEADER_NOT_AVAILABLE) and with this broker as an offline replica.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
@@ -25,6 +26,9 @@ from storage_core.server.handlers.common import (
 from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 
+if TYPE_CHECKING:
+    from storage_core.server.kafka_broker import KafkaBroker
+
 API_KEY = 3
 MIN_VERSION = 0
 MAX_VERSION = 12
@@ -37,7 +41,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topics: list[Any] = []
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
         for known in sorted(store.topics().values(), key=lambda t: t.name):
-            topics.append(_topic(module, known))
+            topics.append(_topic(module, known, broker))
     else:
         allow_create = ctx.api_version < 4 or bool(request.allow_auto_topic_creation)
         for requested in request.topics:
@@ -54,7 +58,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         _error_topic(module, None, ErrorCode.unknown_topic_id, requested.topic_id)
                     )
                 else:
-                    topics.append(_topic(module, by_id))
+                    topics.append(_topic(module, by_id, broker))
                 continue
             info: TopicInfo | None = None
             try:
@@ -71,7 +75,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if info is None:
                 topics.append(_error_topic(module, name, ErrorCode.unknown_topic_or_partition))
             else:
-                topics.append(_topic(module, info))
+                topics.append(_topic(module, info, broker))
     endpoint = broker.endpoint
     return build(
         module.MetadataResponse,
@@ -91,17 +95,22 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def _topic(module: Any, info: TopicInfo) -> Any:
+def _topic(module: Any, info: TopicInfo, broker: KafkaBroker) -> Any:
+    # A partition whose log could not be loaded here is offline on this broker: no leader
+    # (LEADER_NOT_AVAILABLE) and this broker in offline_replicas, as Kafka reports it.
+    offline = {tp.partition for tp in broker.log_manager.offline_logs() if tp.topic == info.name}
     partitions = tuple(
         build(
             module.MetadataResponsePartition,
-            error_code=ErrorCode.none,
+            error_code=ErrorCode.leader_not_available if p.partition in offline else ErrorCode.none,
             partition_index=p.partition,
-            leader_id=p.leader,
+            leader_id=-1 if p.partition in offline else p.leader,
             leader_epoch=p.leader_epoch,
             replica_nodes=p.replicas,
-            isr_nodes=p.isr,
-            offline_replicas=(),
+            isr_nodes=tuple(r for r in p.isr if r != broker.broker_id)
+            if p.partition in offline
+            else p.isr,
+            offline_replicas=(broker.broker_id,) if p.partition in offline else (),
         )
         for p in info.partitions
     )

@@ -39,18 +39,16 @@ rename, fsync the directory. Writers of one file must not run concurrently.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 import crc32c
 
+from storage_core.atomic_file import write_file_atomically
 from storage_core.common import TopicIdPartition, Uuid
 from storage_core.errors import CheckpointWriteError, KafkaStorageError
-from storage_core.log.checkpoints import TEMP_FILE_SUFFIX, fsync_directory
 from storage_core.tiered.metadata import serde
 from storage_core.tiered.metadata.cache import (
     CacheSnapshotState,
@@ -269,17 +267,9 @@ class RemoteLogMetadataSnapshotFile:
             )
         data = encode_snapshot(snapshot)
         decode_snapshot(data, self.topic_id_partition, file=str(self.path))  # check before writing
-        temp_path = self.path.with_name(self.path.name + TEMP_FILE_SUFFIX)
         try:
-            with open(temp_path, "wb") as temp_file:
-                temp_file.write(data)
-                temp_file.flush()
-                os.fsync(temp_file.fileno())
-            os.replace(temp_path, self.path)
-            fsync_directory(self.path.parent)
+            write_file_atomically(self.path, data)
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                temp_path.unlink(missing_ok=True)
             raise CheckpointWriteError(
                 f"Error while writing remote log metadata snapshot {self.path}: {exc}"
                 " (check the disk and permissions of the log dir)"
