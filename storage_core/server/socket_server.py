@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import struct
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from storage_core.server.acceptor import Acceptor
 from storage_core.server.handlers.api_versions import api_versions_response
 from storage_core.server.protocol import (
     API_VERSIONS_KEY,
@@ -53,40 +55,44 @@ class SocketServer:
         self._broker = broker
         self._max_request_bytes = max_request_bytes
         self._max_connections = max_connections
-        self._server: asyncio.Server | None = None
+        self._acceptor = Acceptor(self._on_accepted)
         self._connections: set[asyncio.Task[None]] = set()
         self.bound_port = -1
 
     async def start(self, host: str, port: int) -> int:
-        self._server = await asyncio.start_server(
-            self._on_connection, host or None, port, reuse_address=True, limit=1 << 20
-        )
-        self.bound_port = int(self._server.sockets[0].getsockname()[1])
+        self.bound_port = await self._acceptor.start(host, port)
         return self.bound_port
 
     async def stop(self) -> None:
         """Stop accepting, then close every connection (in-flight requests are cancelled)."""
-        if self._server is not None:
-            self._server.close()
+        await self._acceptor.stop()
         for task in list(self._connections):
             task.cancel()
         if self._connections:
             await asyncio.gather(*self._connections, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
+
+    def _on_accepted(self, conn: socket.socket) -> None:
+        task = asyncio.create_task(self._open(conn))
+        self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
+
+    async def _open(self, conn: socket.socket) -> None:
+        try:
+            reader, writer = await asyncio.open_connection(sock=conn, limit=1 << 20)
+        except OSError:
+            conn.close()
+            return
+        await self._on_connection(reader, writer)
 
     async def _on_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        task = asyncio.current_task()
         peer = writer.get_extra_info("peername")
         client = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        if len(self._connections) >= self._max_connections:
+        if len(self._connections) > self._max_connections:
             logger.warning("refusing connection client=%s reason=max.connections reached", client)
             writer.close()
             return
-        if task is not None:
-            self._connections.add(task)
         try:
             await self._serve(reader, writer, client)
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -94,8 +100,6 @@ class SocketServer:
         except asyncio.CancelledError:
             pass
         finally:
-            if task is not None:
-                self._connections.discard(task)
             writer.close()
 
     async def _serve(
