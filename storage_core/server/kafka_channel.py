@@ -17,7 +17,6 @@ Thread-safety: written by its connection's task, read by the idle check, one eve
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass, field
 from enum import Enum
@@ -33,7 +32,6 @@ class KafkaChannel:
     client: str
     """``host:port`` of the peer, as log lines name it."""
     host: str
-    task: asyncio.Task[None] | None
     last_active_ns: int = field(default_factory=time.monotonic_ns)
     frame_started_ns: int = 0
     """When the first byte of the frame being read arrived; 0 between frames."""

@@ -144,7 +144,7 @@ class SocketServer:
             writer.close()
             return
         task = asyncio.current_task()
-        channel = KafkaChannel(client=client, host=host, task=task)
+        channel = KafkaChannel(client=client, host=host)
         if task is not None:
             self._channels[task] = channel
         self._connections_per_host[host] += 1
@@ -153,7 +153,9 @@ class SocketServer:
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away; nothing to answer
         except asyncio.CancelledError:
-            pass
+            # Expired or shutting down: drop what the client has not taken. close() would
+            # wait for a client that reads nothing, and keep its descriptor open meanwhile.
+            writer.transport.abort()
         finally:
             if task is not None:
                 self._channels.pop(task, None)

@@ -7,18 +7,22 @@ too many connections, over raw sockets.
   time) is not idle, and gets its response;
 - one that trickles a frame a byte at a time is active, yet closed once the frame is older
   than the idle time, with a line naming it;
+- one that asks for a large Fetch and never reads the response is cut off once nothing
+  more could be sent to it for the idle time, and its descriptor is given back;
 - ``max.connections.per.ip`` refuses the connection over the cap, and only that one.
 """
 
 from __future__ import annotations
 
 import datetime
+import os
 import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kafka import KafkaProducer
 from kio.schema.errors import ErrorCode
 
 from tests.broker_process import BrokerProcess
@@ -30,6 +34,9 @@ pytestmark = pytest.mark.timeout(120)
 IDLE_MS = 1_500
 MAX_CONNECTIONS_PER_IP = 6
 TOPIC = "quiet"
+BIG_TOPIC = "big"
+BIG_VALUE_BYTES = 200_000
+BIG_VALUES = 80  # 16 MB: far more than the socket buffers of both ends hold
 FETCH_V = 12
 
 
@@ -44,6 +51,12 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         },
     ) as process:
         raw_wire.create_topic(process.port, TOPIC)
+        producer = KafkaProducer(bootstrap_servers=process.bootstrap, linger_ms=0)
+        for future in [
+            producer.send(BIG_TOPIC, value=bytes([i]) * BIG_VALUE_BYTES) for i in range(BIG_VALUES)
+        ]:
+            future.get(timeout=30)
+        producer.close()
         yield process
 
 
@@ -74,9 +87,7 @@ def test_a_connection_with_requests_more_often_than_the_idle_time_stays_open(
             time.sleep(IDLE_MS / 1000 / 3)
 
 
-def test_a_request_being_served_longer_than_the_idle_time_is_not_idle(
-    broker: BrokerProcess,
-) -> None:
+def fetch_fields(topic: str, *, wait_ms: int, max_bytes: int) -> dict[str, object]:
     module = raw_wire.request_classes(1, FETCH_V)
     partition = raw_wire.build(
         module.FetchPartition,
@@ -85,25 +96,29 @@ def test_a_request_being_served_longer_than_the_idle_time_is_not_idle(
         fetch_offset=0,
         last_fetched_epoch=-1,
         log_start_offset=-1,
-        partition_max_bytes=1 << 20,
+        partition_max_bytes=max_bytes,
     )
+    return {
+        "max_wait": datetime.timedelta(milliseconds=wait_ms),
+        "min_bytes": 1,
+        "max_bytes": max_bytes,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": (module.FetchTopic(topic=topic, partitions=(partition,)),),
+        "forgotten_topics_data": (),
+        "rack_id": "",
+    }
+
+
+def test_a_request_being_served_longer_than_the_idle_time_is_not_idle(
+    broker: BrokerProcess,
+) -> None:
     wait_ms = IDLE_MS * 2
     with connect(broker.port) as sock:
         started = time.monotonic()
-        body = call(
-            sock,
-            1,
-            FETCH_V,
-            max_wait=datetime.timedelta(milliseconds=wait_ms),
-            min_bytes=1,  # the topic is empty: the broker holds the fetch for max_wait
-            max_bytes=1 << 20,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=(module.FetchTopic(topic=TOPIC, partitions=(partition,)),),
-            forgotten_topics_data=(),
-            rack_id="",
-        )
+        # The topic is empty: the broker holds the fetch for max_wait.
+        body = call(sock, 1, FETCH_V, **fetch_fields(TOPIC, wait_ms=wait_ms, max_bytes=1 << 20))
         assert time.monotonic() - started >= wait_ms / 1000 * 0.9
         assert body.responses[0].partitions[0].error_code == ErrorCode.none
         assert api_versions(sock).error_code == ErrorCode.none, "closed after its response"
@@ -131,6 +146,39 @@ def test_a_frame_trickled_a_byte_at_a_time_is_closed_at_its_deadline(
     wanted = f"client=127.0.0.1:{port} reason=a request of {len(frame) - 4} bytes was not received"
     while wanted not in broker.output_path.read_text(errors="replace"):
         assert time.monotonic() < deadline, f"no line {wanted!r}"
+        time.sleep(0.1)
+
+
+def open_descriptors(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_a_client_that_never_reads_its_response_is_cut_off(broker: BrokerProcess) -> None:
+    assert broker.process is not None
+    descriptors_before = open_descriptors(broker.process.pid)
+    total_bytes = BIG_VALUE_BYTES * BIG_VALUES
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)
+    with sock:
+        sock.connect(("127.0.0.1", broker.port))
+        fields = fetch_fields(BIG_TOPIC, wait_ms=0, max_bytes=50 * 1024 * 1024)
+        sock.sendall(raw_wire.request_bytes(1, FETCH_V, **fields))
+        time.sleep(IDLE_MS / 1000 * 3)  # reads nothing
+        received_bytes = 0
+        sock.settimeout(10)
+        closed = True
+        try:
+            while chunk := sock.recv(1 << 20):
+                received_bytes += len(chunk)
+        except ConnectionResetError:
+            pass
+        except TimeoutError:
+            closed = False
+    assert closed, "the broker kept the connection open"
+    assert received_bytes < total_bytes, "the whole response waited for the client"
+    deadline = time.monotonic() + 5
+    while open_descriptors(broker.process.pid) > descriptors_before:
+        assert time.monotonic() < deadline, "the connection's descriptor was kept"
         time.sleep(0.1)
 
 

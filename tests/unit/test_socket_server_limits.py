@@ -74,7 +74,7 @@ async def _oversized_reservations_and_over_releases_are_errors() -> None:
 
 
 def channel(**fields: int | bool) -> KafkaChannel:
-    return KafkaChannel(client="127.0.0.1:1", host="127.0.0.1", task=None, **fields)  # type: ignore[arg-type]
+    return KafkaChannel(client="127.0.0.1:1", host="127.0.0.1", **fields)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
