@@ -255,11 +255,16 @@ class SocketServer:
                     continue
                 self._channels.pop(task, None)
                 if reason is ExpiryReason.REQUEST_DEADLINE:
+                    declared = (
+                        f"a request of {channel.frame_size_bytes} bytes"
+                        if channel.frame_size_bytes >= 0
+                        else "a request's 4-byte size"
+                    )
                     logger.warning(
-                        "closing connection client=%s reason=a request of %d bytes was not"
-                        " received within connections.max.idle.ms=%d (%d bytes came)",
+                        "closing connection client=%s reason=%s was not received within"
+                        " connections.max.idle.ms=%d (%d bytes came, size prefix included)",
                         channel.client,
-                        channel.frame_size_bytes,
+                        declared,
                         max_idle_ms,
                         channel.frame_received_bytes,
                     )
