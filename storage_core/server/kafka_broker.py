@@ -34,6 +34,7 @@ from storage_core.server.group_coordinator_setup import start_group_coordinator
 from storage_core.server.handlers import ApiHandler, build_registry
 from storage_core.server.kafka_config import KafkaConfig, new_cluster_id
 from storage_core.server.socket_server import SocketServer
+from storage_core.server.socket_server_config import SocketServerConfig
 from storage_core.tiered.remote_log_manager import RemoteLogManager
 from storage_core.tiered.topic_based_rlmm.broker_setup import (
     maybe_start_remote_log_metadata_manager,
@@ -116,11 +117,7 @@ class KafkaBroker:
                     " set remote.log.storage.manager.class.name and its rsm.config.* settings"
                 )
         self.replica_manager.remote_log_manager = self.remote_log_manager
-        self.socket_server = SocketServer(
-            self,
-            max_request_bytes=config.get_int("socket.request.max.bytes"),
-            max_connections=config.get_int("max.connections"),
-        )
+        self.socket_server = SocketServer(self, config=SocketServerConfig.from_kafka_config(config))
         self.endpoint = BrokerEndpoint(node_id=self.broker_id, host="127.0.0.1", port=-1)
         self._topic_lock = threading.RLock()
         self._stopped = asyncio.Event()

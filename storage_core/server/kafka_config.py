@@ -46,7 +46,9 @@ BROKER_CONFIG_DEFS: dict[str, tuple[str, Any]] = {
     "socket.receive.buffer.bytes": ("int", 100 * 1024),
     "queued.max.requests": ("int", 500),
     "max.connections": ("int", INT_MAX),
+    "max.connections.per.ip": ("int", INT_MAX),
     "connections.max.idle.ms": ("long", 600_000),
+    "queued.max.request.bytes": ("long", -1),  # -1: derived, see SocketServerConfig
     "replica.fetch.wait.max.ms": ("int", 500),
     "fetch.max.bytes": ("int", 55 * 1024 * 1024),
     "log.retention.check.interval.ms": ("long", 300_000),

@@ -28,9 +28,11 @@ from storage_core.records.file_region import FileRegion
 
 T = TypeVar("T")
 RunIo = Callable[[Callable[[], T]], Awaitable[T]]
+OnProgress = Callable[[], None]
 
 _SIZE = struct.Struct(">i")
 MAX_FRAME_BYTES = (1 << 31) - 1
+WRITE_CHUNK_BYTES = 256 * 1024
 
 
 class ResponseParts:
@@ -73,14 +75,34 @@ class ResponseParts:
                 part.close()
 
 
-async def send_response_parts(
-    writer: asyncio.StreamWriter, response: ResponseParts, run_io: RunIo[int]
+def _no_progress() -> None:
+    pass
+
+
+async def write_all(
+    writer: asyncio.StreamWriter, data: bytes, on_progress: OnProgress = _no_progress
 ) -> None:
-    """Send the frame, bytes through ``writer`` and regions with sendfile; closes the parts."""
+    """Write ``data`` in chunks, draining each; ``on_progress`` runs after each drained chunk
+    (the connection's activity for the idle check: a client that reads nothing stalls it)."""
+    view = memoryview(data)
+    for start in range(0, len(view), WRITE_CHUNK_BYTES):
+        writer.write(view[start : start + WRITE_CHUNK_BYTES])
+        await writer.drain()
+        on_progress()
+
+
+async def send_response_parts(
+    writer: asyncio.StreamWriter,
+    response: ResponseParts,
+    run_io: RunIo[int],
+    on_progress: OnProgress = _no_progress,
+) -> None:
+    """Send the frame, bytes through ``writer`` and regions with sendfile; closes the parts.
+    ``on_progress`` runs whenever the client has taken more of it."""
     try:
         if not response.has_regions:
-            writer.write(b"".join(p for p in response.parts if isinstance(p, bytes)))
-            await writer.drain()
+            data = b"".join(p for p in response.parts if isinstance(p, bytes))
+            await write_all(writer, data, on_progress)
             return
         transport = writer.transport
         low, high = transport.get_write_buffer_limits()
@@ -90,11 +112,10 @@ async def send_response_parts(
         try:
             for part in response.parts:
                 if isinstance(part, bytes):
-                    writer.write(part)
-                    await writer.drain()
+                    await write_all(writer, part, on_progress)
                 else:
                     await writer.drain()
-                    await _send_region(writer, part, run_io)
+                    await _send_region(writer, part, run_io, on_progress)
         finally:
             if not transport.is_closing():
                 transport.set_write_buffer_limits(high=high, low=low)
@@ -103,7 +124,7 @@ async def send_response_parts(
 
 
 async def _send_region(
-    writer: asyncio.StreamWriter, region: FileRegion, run_io: RunIo[int]
+    writer: asyncio.StreamWriter, region: FileRegion, run_io: RunIo[int], on_progress: OnProgress
 ) -> None:
     sock = writer.get_extra_info("socket")
     if sock is None:
@@ -123,6 +144,7 @@ async def _send_region(
             except asyncio.CancelledError:
                 await asyncio.wait([sending])
                 raise
+            on_progress()
             if sent < region.size:
                 await _writable(loop, socket_fd)
     finally:

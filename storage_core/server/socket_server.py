@@ -13,18 +13,36 @@ line that says who sent what and why; every other connection keeps going.
                                                       is not)
 - a handler that raises, or whose response does   -> close (logged with the traceback)
   not encode
+- more connections than ``max.connections``, or    -> close at once (logged)
+  than ``max.connections.per.ip`` from one address
+- no byte either way for ``connections.max.idle.ms`` -> close (debug line); never while the
+                                                      broker serves a request
+- a frame not complete ``connections.max.idle.ms``  -> close (logged)
+  after its first byte
+
+Each frame reserves its declared size in the ``MemoryPool`` (``queued.max.request.bytes``)
+before its body is read, and keeps it until its request is served; while the pool is full the
+connection is not read from. See ``socket_server_config`` for why these bounds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import logging
+import socket
 import struct
+import time
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from storage_core.server.acceptor import Acceptor
 from storage_core.server.handlers.api_versions import api_versions_response
+from storage_core.server.kafka_channel import ExpiryReason, KafkaChannel
+from storage_core.server.memory_pool import MemoryPool
 from storage_core.server.protocol import (
     API_VERSIONS_KEY,
     MalformedRequestError,
@@ -34,7 +52,8 @@ from storage_core.server.protocol import (
     response_module,
 )
 from storage_core.server.request_context import RequestContext
-from storage_core.server.response_parts import ResponseParts, send_response_parts
+from storage_core.server.response_parts import ResponseParts, send_response_parts, write_all
+from storage_core.server.socket_server_config import STREAM_BUFFER_BYTES, SocketServerConfig
 
 if TYPE_CHECKING:
     from storage_core.server.kafka_broker import KafkaBroker
@@ -42,95 +61,221 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
+IDLE_CHECK_INTERVAL_MS_MAX = 1_000
 
 
 class SocketServer:
-    """Accepts connections on one listener and serves their requests through the broker."""
+    """Accepts connections on one listener and serves their requests through the broker.
 
-    def __init__(
-        self, broker: KafkaBroker, *, max_request_bytes: int, max_connections: int
-    ) -> None:
+    Connections, bytes of requests in memory and time are bounded as ``SocketServerConfig``
+    describes; one task (``_expire_idle_connections``) closes idle connections and frames
+    past their deadline. Thread-safety: one event loop.
+    """
+
+    def __init__(self, broker: KafkaBroker, *, config: SocketServerConfig) -> None:
         self._broker = broker
-        self._max_request_bytes = max_request_bytes
-        self._max_connections = max_connections
-        self._server: asyncio.Server | None = None
+        self._config = config
+        self._memory_pool = MemoryPool(
+            size_bytes=config.queued_max_request_bytes,
+            max_single_allocation_bytes=config.max_request_bytes,
+        )
+        self._acceptor = Acceptor(self._on_accepted)
         self._connections: set[asyncio.Task[None]] = set()
+        self._channels: dict[asyncio.Task[None], KafkaChannel] = {}
+        self._connections_per_host: Counter[str] = Counter()
+        self._expiry_task: asyncio.Task[None] | None = None
         self.bound_port = -1
 
+    @property
+    def memory_pool(self) -> MemoryPool:
+        return self._memory_pool
+
     async def start(self, host: str, port: int) -> int:
-        self._server = await asyncio.start_server(
-            self._on_connection, host or None, port, reuse_address=True, limit=1 << 20
-        )
-        self.bound_port = int(self._server.sockets[0].getsockname()[1])
+        self.bound_port = await self._acceptor.start(host, port)
+        if self._config.connections_max_idle_ms > 0:
+            self._expiry_task = asyncio.create_task(
+                self._expire_idle_connections(), name="idle-expiry"
+            )
         return self.bound_port
 
     async def stop(self) -> None:
         """Stop accepting, then close every connection (in-flight requests are cancelled)."""
-        if self._server is not None:
-            self._server.close()
+        await self._acceptor.stop()
+        if self._expiry_task is not None:
+            self._expiry_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._expiry_task
         for task in list(self._connections):
             task.cancel()
         if self._connections:
             await asyncio.gather(*self._connections, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
+
+    def _on_accepted(self, conn: socket.socket) -> None:
+        task = asyncio.create_task(self._open(conn))
+        self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
+
+    async def _open(self, conn: socket.socket) -> None:
+        try:
+            reader, writer = await asyncio.open_connection(sock=conn, limit=STREAM_BUFFER_BYTES)
+        except OSError:
+            conn.close()
+            return
+        await self._on_connection(reader, writer)
 
     async def _on_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        task = asyncio.current_task()
         peer = writer.get_extra_info("peername")
         client = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        if len(self._connections) >= self._max_connections:
+        host = peer[0] if isinstance(peer, tuple) else str(peer)
+        if len(self._connections) > self._config.max_connections:
             logger.warning("refusing connection client=%s reason=max.connections reached", client)
             writer.close()
             return
+        if self._connections_per_host[host] >= self._config.max_connections_per_ip:
+            logger.info(
+                "Rejected connection from %s, address already has the configured maximum of"
+                " %d connections (max.connections.per.ip) client=%s",
+                host,
+                self._config.max_connections_per_ip,
+                client,
+            )
+            writer.close()
+            return
+        task = asyncio.current_task()
+        channel = KafkaChannel(client=client, host=host)
         if task is not None:
-            self._connections.add(task)
+            self._channels[task] = channel
+        self._connections_per_host[host] += 1
         try:
-            await self._serve(reader, writer, client)
+            await self._serve(reader, writer, channel)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away; nothing to answer
         except asyncio.CancelledError:
-            pass
+            # Expired or shutting down: drop what the client has not taken. close() would
+            # wait for a client that reads nothing, and keep its descriptor open meanwhile.
+            writer.transport.abort()
         finally:
             if task is not None:
-                self._connections.discard(task)
+                self._channels.pop(task, None)
+            self._connections_per_host[host] -= 1
+            if not self._connections_per_host[host]:
+                del self._connections_per_host[host]
             writer.close()
 
     async def _serve(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client: str
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, channel: KafkaChannel
     ) -> None:
-        host = client.rsplit(":", 1)[0]
+        client = channel.client
         while True:
-            try:
-                (size,) = _SIZE.unpack(await reader.readexactly(4))
-            except asyncio.IncompleteReadError as eof:
-                if eof.partial:  # a clean close between frames is not worth a line
-                    self._log_truncated(client, len(eof.partial), 4)
+            size = await self._read_size(reader, channel)
+            if size is None:
                 return
-            if size <= 0 or size > self._max_request_bytes:
+            if size <= 0 or size > self._config.max_request_bytes:
                 logger.warning(
                     "closing connection client=%s reason=frame of %d bytes is outside"
                     " (0, socket.request.max.bytes=%d]",
                     client,
                     size,
-                    self._max_request_bytes,
+                    self._config.max_request_bytes,
                 )
                 return
+            # Not a byte of the body is read before its whole size is reserved (back-pressure).
+            await self._memory_pool.reserve(size)
             try:
-                frame = await reader.readexactly(size)
-            except asyncio.IncompleteReadError as eof:
-                self._log_truncated(client, len(eof.partial), size)
-                return
-            response = await self._serve_frame(frame, client, host)
+                frame = await self._read_body(reader, size, channel)
+                if frame is None:
+                    return
+                channel.serving = True
+                try:
+                    response = await self._serve_frame(frame, client, channel.host)
+                finally:
+                    channel.serving = False
+                    channel.touch()
+                del frame
+            finally:
+                self._memory_pool.release(size)
             if response is _CLOSE:
                 return
             if isinstance(response, bytes):
-                writer.write(response)
-                await writer.drain()
+                await write_all(writer, response, channel.touch)
             elif isinstance(response, ResponseParts):
-                await send_response_parts(writer, response, self._broker.replica_manager.run_io)
+                await send_response_parts(
+                    writer, response, self._broker.replica_manager.run_io, channel.touch
+                )
+
+    @staticmethod
+    async def _read_size(reader: asyncio.StreamReader, channel: KafkaChannel) -> int | None:
+        """The next frame's size prefix; None when the client closed (logged if mid-prefix)."""
+        head = b""
+        while len(head) < _SIZE.size:
+            chunk = await reader.read(_SIZE.size - len(head))
+            if not chunk:
+                if head:  # a clean close between frames is not worth a line
+                    SocketServer._log_truncated(channel.client, len(head), _SIZE.size)
+                return None
+            channel.on_frame_bytes(len(chunk))
+            head += chunk
+        (size,) = _SIZE.unpack(head)
+        channel.frame_size_bytes = int(size)
+        return int(size)
+
+    @staticmethod
+    async def _read_body(
+        reader: asyncio.StreamReader, size: int, channel: KafkaChannel
+    ) -> bytes | None:
+        """The frame's ``size`` bytes, read as they come: memory follows the bytes received,
+        never the size the frame declares. None when the client closed (logged)."""
+        body = io.BytesIO()  # getvalue() hands over its buffer without a copy
+        received = 0
+        while received < size:
+            chunk = await reader.read(size - received)
+            if not chunk:
+                SocketServer._log_truncated(channel.client, received, size)
+                return None
+            channel.on_frame_bytes(len(chunk))
+            if len(chunk) == size:
+                channel.on_frame_read()
+                return chunk
+            body.write(chunk)
+            received += len(chunk)
+        channel.on_frame_read()
+        return body.getvalue()
+
+    async def _expire_idle_connections(self) -> None:
+        max_idle_ms = self._config.connections_max_idle_ms
+        interval_s = max(10, min(IDLE_CHECK_INTERVAL_MS_MAX, max_idle_ms // 4)) / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            now_ns = time.monotonic_ns()
+            for task, channel in list(self._channels.items()):
+                reason = channel.expiry_reason(now_ns=now_ns, max_idle_ns=max_idle_ms * 1_000_000)
+                if reason is None:
+                    continue
+                self._channels.pop(task, None)
+                if reason is ExpiryReason.REQUEST_DEADLINE:
+                    declared = (
+                        f"a request of {channel.frame_size_bytes} bytes"
+                        if channel.frame_size_bytes >= 0
+                        else "a request's 4-byte size"
+                    )
+                    logger.warning(
+                        "closing connection client=%s reason=%s was not received within"
+                        " connections.max.idle.ms=%d (%d bytes came, size prefix included)",
+                        channel.client,
+                        declared,
+                        max_idle_ms,
+                        channel.frame_received_bytes,
+                    )
+                else:
+                    logger.debug(
+                        "closing idle connection client=%s idle_ms=%d connections.max.idle.ms=%d",
+                        channel.client,
+                        (now_ns - channel.last_active_ns) // 1_000_000,
+                        max_idle_ms,
+                    )
+                task.cancel()
 
     @staticmethod
     def _log_truncated(client: str, received_bytes: int, expected_bytes: int) -> None:

@@ -18,6 +18,7 @@ from storage_core.server.handlers import ApiHandler
 from storage_core.server.protocol import build, encode_request, request_schema
 from storage_core.server.request_context import RequestContext
 from storage_core.server.socket_server import SocketServer
+from storage_core.server.socket_server_config import SocketServerConfig
 
 
 async def unencodable(ctx: RequestContext, request: Any) -> Any:
@@ -79,7 +80,14 @@ async def send_and_wait_for_close(port: int, frame: bytes) -> bytes:
 
 
 async def scenario(frame: bytes) -> tuple[bytes, bytes]:
-    server = SocketServer(StubBroker(), max_request_bytes=1 << 20, max_connections=10)  # type: ignore[arg-type]
+    config = SocketServerConfig(
+        max_request_bytes=1 << 20,
+        max_connections=10,
+        max_connections_per_ip=10,
+        connections_max_idle_ms=600_000,
+        queued_max_request_bytes=1 << 21,
+    )
+    server = SocketServer(StubBroker(), config=config)  # type: ignore[arg-type]
     port = await server.start("127.0.0.1", 0)
     try:
         first = await send_and_wait_for_close(port, frame)
