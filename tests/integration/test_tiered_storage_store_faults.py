@@ -13,12 +13,16 @@ serves a topic whose tiered segments are gone locally::
       fetch offset 0, raw, many times                UNKNOWN_SERVER_ERROR naming nothing hidden
       kafka-python / confluent-kafka from 0          the error is raised / delivered to the app
       broker log                                     one WARN per lost segment, not per fetch
+    store hung, 200 more records
+      storage-core tier --run-timeout-s 5            exit 1 within the bound, naming the store
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,6 +62,7 @@ pytestmark = pytest.mark.timeout(240)
 FETCH_ANSWERED_WITHIN_S = 5.0
 CLIENT_WATCH_S = 6.0
 MAX_LOST_SEGMENT_WARNINGS = 3
+TIER_EXIT_SLACK_S = 15.0  # interpreter start, metadata, the first request
 
 
 @pytest.fixture
@@ -222,3 +227,46 @@ class _Collect(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.append(record.getMessage())
+
+
+def test_tier_command_against_a_hung_store_exits_within_its_run_timeout(
+    tiered_broker: BrokerProcess, store: Store, tmp_path: Path
+) -> None:
+    """Against a hung store one copy (request timeouts, then the rollback's) takes ~40 s per
+    partition with the store's default timeouts; ``--run-timeout-s 5`` ends the run at 5 s,
+    exit 1, naming the store and the bound."""
+    produce(tiered_broker.bootstrap, RECORDS, 200)  # new closed segments to copy
+    store.relay.blackhole()
+    rsm_config = [
+        f"{k}={v}"
+        for k, v in store.rsm_config().items()
+        if not k.startswith(("rsm.config.s3.retry", "rsm.config.s3.connect", "rsm.config.s3.read"))
+    ]
+    started = time.monotonic()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "storage_core.cli",
+            "tier",
+            "--bootstrap-server",
+            tiered_broker.bootstrap,
+            "--log-dir",
+            str(tiered_broker.log_dir),
+            "--remote-storage-manager",
+            "S3RemoteStorageManager",
+            *(f"--rsm-config={item}" for item in rsm_config),
+            "--run-timeout-s",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    elapsed = time.monotonic() - started
+    print(f"tier against a hung store: exit {done.returncode} after {elapsed:.1f} s")
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert elapsed < 5 + TIER_EXIT_SLACK_S, elapsed
+    assert "--run-timeout-s=5" in done.stderr, done.stderr
+    assert BUCKET in done.stderr and store.relay.url in done.stderr, done.stderr
