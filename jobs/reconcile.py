@@ -14,6 +14,8 @@ Steps::
          COPY_SEGMENT_STARTED older than the copy deadline  -> roll back
          DELETE_SEGMENT_STARTED older than the retry grace   -> retry the deletion
          objects of no live segment, older than the grace    -> delete them (orphans)
+         COPY_SEGMENT_FINISHED missing its .log/.index/.timeindex object -> report it
+           (lost segment): never changed, never deleted
     4. executors (one RLMM and RSM per task, as ``jobs.delete_partitions`` runs them):
          roll back / retry: ``delete_segment`` (DELETE_SEGMENT_STARTED, objects,
          DELETE_SEGMENT_FINISHED), only if the segment is still in the state planned
@@ -27,10 +29,23 @@ its first object, so every object listed belongs to a segment the metadata read 
 the segment is dead. The copy deadline (default ``copy_segments``' copy timeout plus a
 minute of clock skew) must not be shorter than the copy job's: a copy past it never commits.
 
+Lost segments (objects of a COPY_SEGMENT_FINISHED segment gone from the store, e.g. an
+emptied bucket) are data loss: each gets a ``action=lost_segment status=reported`` line, the
+count ``lost_segments``, ``details.lost_segments`` and an error, so the run exits 1 for as
+long as the loss stands. Reconcile never deletes their metadata: it is the only trace that
+the records existed. What an operator does:
+
+- restore the objects (from a backup or a replica of the bucket) under the same keys; the
+  next run reports nothing, consumers read the records again;
+- or accept the loss: delete the records up to the segment's end offset + 1 (DeleteRecords,
+  e.g. ``kafka-delete-records``) so the log start offset passes the segment; consumers then
+  skip it and ``expire_remote`` deletes its metadata as below the log start offset.
+
 ``--dry-run`` prints every planned action with its reason and changes nothing. Output: one
 ``partition=... event=reconcile action=...`` line per action, a ``summary`` line, and the
 JSON summary with counts ``copies_rolled_back``, ``deletes_retried``, ``orphan_segments``,
-``orphan_objects_deleted``, ``multipart_uploads_aborted``, ``skipped``, ``errors`` (and the
+``orphan_objects_deleted``, ``multipart_uploads_aborted``, ``lost_segments``, ``skipped``,
+``errors`` (and the
 ``planned_*`` counts), bytes ``orphans_deleted``, and ``details.actions``.
 """
 
@@ -211,6 +226,7 @@ def _reconcile(args: JobArgs, summary: RunSummary) -> None:
     options = ReconcileOptions.of(args)
     rsm = load_remote_storage_manager(args.rsm_class_name, dict(args.rsm_config))
     try:
+        listed_at_ms = SYSTEM_CLOCK.milliseconds()
         objects, key_prefix = list_store_objects(rsm)  # before the metadata: see above
         with KafkaCluster(args.bootstrap_server) as cluster:
             broker_id = resolve_job_broker_id(args, cluster)
@@ -223,8 +239,10 @@ def _reconcile(args: JobArgs, summary: RunSummary) -> None:
             key_prefix=key_prefix,
             delete_retry_grace_ms=options.delete_retry_grace_ms,
             orphan_grace_ms=options.orphan_grace_ms,
+            listed_at_ms=listed_at_ms,
         )
         record_plan(plan, objects, summary)
+        report_lost_segments(plan, summary)
         if args.dry_run:
             for action in plan.actions:
                 print_action(action, "planned")
@@ -298,6 +316,25 @@ def record_plan(
         "orphans_planned",
         sum(a.size_bytes for a in plan.of_kind(ReconcileActionKind.DELETE_ORPHANS)),
     )
+
+
+def report_lost_segments(plan: ReconcilePlan, summary: RunSummary) -> None:
+    """Data loss is reported, never repaired here: one line and one error per lost segment."""
+    summary.count("lost_segments", len(plan.lost))
+    summary.details["lost_segments"] = [
+        {**action_fields(a), "partition": str(a.topic_id_partition.topic_partition)}
+        for a in plan.lost[:ACTIONS_IN_SUMMARY_MAX]
+    ]
+    for action in plan.lost:
+        segment = action.segment
+        offsets = (
+            "" if segment is None else f" (offsets {segment.start_offset}..{segment.end_offset})"
+        )
+        summary.error(
+            f"lost segment {action.segment_id}{offsets}: {action.reason}",
+            action.topic_id_partition.topic_partition,
+        )
+        print_action(action, "reported")
 
 
 def record_outcomes(

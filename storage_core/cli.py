@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -285,6 +286,13 @@ def _add_tier_parser(
         default=None,
         help="progress bar on stderr (default: when stderr is a terminal)",
     )
+    tier.add_argument(
+        "--run-timeout-s",
+        type=float,
+        default=600.0,
+        metavar="S",
+        help="bound on the whole run: past it, exit 1 naming the store (default 600)",
+    )
 
 
 def _client_command(args: argparse.Namespace) -> int:
@@ -322,23 +330,31 @@ def _client_command(args: argparse.Namespace) -> int:
                 err=sys.stderr,
             )
         if args.command == "tier":
-            from storage_core.tools.tier import run_tier  # noqa: PLC0415
+            from storage_core.tools.tier import TierRunTimeoutError, run_tier  # noqa: PLC0415
 
-            return run_tier(
-                bootstrap_server=args.bootstrap_server,
-                log_dir=args.log_dir,
-                topic=args.topic,
-                dry_run=args.dry_run,
-                expire=args.expire,
-                delete_partitions_marked=args.delete_partitions,
-                broker_config_path=args.broker_config,
-                broker_id=args.broker_id,
-                remote_storage_manager=args.remote_storage_manager,
-                rsm_config=args.rsm_config,
-                progress=args.progress,
-                out=sys.stdout,
-                err=sys.stderr,
-            )
+            try:
+                return run_tier(
+                    bootstrap_server=args.bootstrap_server,
+                    log_dir=args.log_dir,
+                    topic=args.topic,
+                    dry_run=args.dry_run,
+                    expire=args.expire,
+                    delete_partitions_marked=args.delete_partitions,
+                    broker_config_path=args.broker_config,
+                    broker_id=args.broker_id,
+                    remote_storage_manager=args.remote_storage_manager,
+                    rsm_config=args.rsm_config,
+                    progress=args.progress,
+                    out=sys.stdout,
+                    err=sys.stderr,
+                    run_timeout_s=args.run_timeout_s,
+                )
+            except TierRunTimeoutError as exc:
+                # Its worker may be stuck in a store call: leave now rather than wait for it
+                # at interpreter exit (it leaves what a crash leaves; see storage_core.tools.tier).
+                print(f"error: {exc}", file=sys.stderr, flush=True)
+                sys.stdout.flush()
+                os._exit(1)
         if args.command == "remote-log-metadata":
             from storage_core.tools import remote_log_metadata_dump as rlm  # noqa: PLC0415
             from storage_core.tools.key_values import parse_key_values  # noqa: PLC0415

@@ -9,12 +9,19 @@ time, the copy deadline. Actions, each with its reason::
                                                                    objects, ..._FINISHED
     COPY_SEGMENT_STARTED, within the deadline     (kept: a copy may be running)
     COPY_SEGMENT_FINISHED                         (kept: readers use it)
+    COPY_SEGMENT_FINISHED, its .log, .index or    LOST_SEGMENT     reported only, never
+      .timeindex object not listed (and FINISHED                   acted on: the records
+      longer than the orphan grace before listing)                 are gone from the store
     DELETE_SEGMENT_STARTED, older than the grace  RETRY_DELETE     objects, ..._FINISHED
     DELETE_SEGMENT_STARTED, within the grace      (kept: a deletion may be running)
     object of no listed segment, older than the   DELETE_ORPHANS   the objects only (no
       orphan grace (unknown id, DELETE_FINISHED)                   metadata to change)
     object of no listed segment, younger          (kept, counted: wait for the next run)
     key that is not ours (``parse_object_key``)   (kept, counted as foreign)
+
+A lost segment is never rolled back or deleted here: its metadata is the only record that
+the data existed, and deleting it would hide the loss (and move no log start offset). The
+operator restores the objects, or accepts the loss (see ``jobs.reconcile --help``).
 
 Live objects are those of segments in COPY_SEGMENT_FINISHED and of COPY_SEGMENT_STARTED within
 the deadline. Objects of segments rolled back or retried go with their segment's action.
@@ -37,6 +44,7 @@ from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
 from storage_core.tiered.remote_object_keys import (
     InvalidRemoteObjectKeyError,
+    RemoteObjectSuffix,
     parse_object_key,
 )
 from storage_core.tiered.remote_storage_manager import RemoteObjectInfo
@@ -51,6 +59,15 @@ class ReconcileActionKind(enum.Enum):
     ROLL_BACK_COPY = "roll_back_copy"
     RETRY_DELETE = "retry_delete"
     DELETE_ORPHANS = "delete_orphans"
+    LOST_SEGMENT = "lost_segment"  # reported, never executed
+
+
+# What a reader needs of every COPY_SEGMENT_FINISHED segment.
+REQUIRED_SUFFIXES = (
+    RemoteObjectSuffix.LOG,
+    RemoteObjectSuffix.OFFSET_INDEX,
+    RemoteObjectSuffix.TIME_INDEX,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,9 +99,11 @@ class ReconcileAction:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReconcilePlan:
     """The actions, in order (roll backs, retries, orphans; each by partition and offset),
-    plus what was seen and deliberately kept."""
+    plus what was seen and deliberately kept. ``lost`` holds the LOST_SEGMENT reports (by
+    partition and offset), which are not actions: nothing is executed for them."""
 
     actions: tuple[ReconcileAction, ...]
+    lost: tuple[ReconcileAction, ...]
     live_segments: int
     copies_in_progress: int
     deletes_in_progress: int
@@ -104,8 +123,10 @@ def plan_reconcile(
     key_prefix: str = "",
     delete_retry_grace_ms: int = DELETE_RETRY_GRACE_MS_DEFAULT,
     orphan_grace_ms: int | None = None,
+    listed_at_ms: int | None = None,
 ) -> ReconcilePlan:
-    """The plan of the module docstring. ``orphan_grace_ms`` defaults to ``copy_deadline_ms``.
+    """The plan of the module docstring. ``orphan_grace_ms`` defaults to ``copy_deadline_ms``;
+    ``listed_at_ms`` (when the object listing began) defaults to ``now_ms``.
 
     Ages compare ``now_ms`` with a segment's latest event time and an object's last-modified
     time (both ms since the epoch): older means ``now_ms - time > bound`` (exclusive).
@@ -118,6 +139,7 @@ def plan_reconcile(
     if orphan_grace < 0:
         raise ValueError(f"orphan_grace_ms must be >= 0, got {orphan_grace}")
 
+    listed_at = now_ms if listed_at_ms is None else listed_at_ms
     objects_by_segment: dict[Uuid, list[RemoteObjectInfo]] = {}
     partition_of_segment: dict[Uuid, TopicIdPartition] = {}
     foreign: list[str] = []
@@ -131,6 +153,7 @@ def plan_reconcile(
         objects_by_segment.setdefault(segment_id, []).append(info)
         partition_of_segment[segment_id] = parsed.segment.topic_id_partition
 
+    lost: list[ReconcileAction] = []
     roll_backs: list[ReconcileAction] = []
     retries: list[ReconcileAction] = []
     listed_ids: set[Uuid] = set()
@@ -144,6 +167,19 @@ def plan_reconcile(
             found = objects_by_segment.get(segment_id, [])
             if state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
                 live += 1
+                missing = missing_required_objects(metadata, found, key_prefix)
+                # Finished well before the listing began: every object was there to list.
+                if missing and listed_at - metadata.event_timestamp_ms > orphan_grace:
+                    lost.append(
+                        _segment_action(
+                            ReconcileActionKind.LOST_SEGMENT,
+                            metadata,
+                            found,
+                            f"COPY_SEGMENT_FINISHED but its {', '.join(missing)} object(s) are"
+                            " missing from the store: the records of these offsets are lost"
+                            " from the remote tier; restore the objects or accept the loss",
+                        )
+                    )
             elif state is RemoteLogSegmentState.COPY_SEGMENT_STARTED:
                 if age_ms > copy_deadline_ms:
                     roll_backs.append(
@@ -201,12 +237,21 @@ def plan_reconcile(
             )
     return ReconcilePlan(
         actions=(*roll_backs, *retries, *orphans),
+        lost=tuple(lost),
         live_segments=live,
         copies_in_progress=in_progress_copies,
         deletes_in_progress=in_progress_deletes,
         young_orphan_objects=young,
         foreign_keys=tuple(sorted(foreign)),
     )
+
+
+def missing_required_objects(
+    metadata: RemoteLogSegmentMetadata, found: Sequence[RemoteObjectInfo], key_prefix: str
+) -> list[str]:
+    """The suffixes of ``REQUIRED_SUFFIXES`` with no listed object (``[]`` if complete)."""
+    present = {parse_object_key(info.key, key_prefix).suffix for info in found}
+    return [f".{suffix.value}" for suffix in REQUIRED_SUFFIXES if suffix not in present]
 
 
 def _segment_action(

@@ -269,8 +269,9 @@ class ReplicaManager:
 
         Tiered offsets (below the local log start of a remote-enabled log): a consumer's are
         read by the remote log reader (one partition per request, as Kafka) and the answer
-        goes out when that read completes or ``max_wait_ms`` runs out (then with no records
-        for it); a replica's (``replica_id >= 0``) get OFFSET_MOVED_TO_TIERED_STORAGE.
+        goes out when that read completes or ``remote.fetch.max.wait.ms`` runs out (then
+        with KAFKA_STORAGE_ERROR for it; the read carries on for the next fetch); a
+        replica's (``replica_id >= 0``) get OFFSET_MOVED_TO_TIERED_STORAGE.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(max_wait_ms, 0) / 1000
@@ -289,7 +290,7 @@ class ReplicaManager:
                 reading.add_done_callback(_close_regions_of_read)
                 raise
             if any(r.remote_read is not None for r in results.values()):
-                await self._complete_remote_reads(results, deadline - loop.time())
+                await self._complete_remote_reads(results)
                 for tp, result in results.items():
                     self.topic_stats.mark_fetch(tp.topic, len(result.records), result.error)
                 return results
@@ -418,11 +419,10 @@ class ReplicaManager:
         )
         return FetchResult(read=read, remote_read=remote_read)
 
-    async def _complete_remote_reads(
-        self, results: dict[TopicPartition, FetchResult], remaining_s: float
-    ) -> None:
-        """Run the pending remote read on the reader pool and wait for it up to
-        ``remaining_s``; a store failure is KAFKA_STORAGE_ERROR for that partition only."""
+    async def _complete_remote_reads(self, results: dict[TopicPartition, FetchResult]) -> None:
+        """Wait for the pending remote read up to ``remote.fetch.max.wait.ms`` (Kafka's
+        ``DelayedRemoteFetch``); a store failure or a read still running then is an error for
+        that partition only (KAFKA_STORAGE_ERROR, or UNKNOWN_SERVER_ERROR for lost objects)."""
         rlm = self.remote_log_manager
         for tp, result in list(results.items()):
             if result.remote_read is None:
@@ -431,25 +431,29 @@ class ReplicaManager:
             try:
                 if rlm is None:
                     raise OffsetOutOfRangeError(f"partition {tp}: tiered storage is not enabled")
-                future = rlm.read_async(
+                pending = rlm.read_async(
                     self.get_partition(tp),
                     fetch_offset,
                     max_bytes,
                     min_one_message=min_one_message,
                 )
-                reading = asyncio.wrap_future(future)
+                reading = asyncio.wrap_future(pending.future)
                 reading.add_done_callback(_retrieve_outcome)  # a late failure is not "lost"
-                data = await asyncio.wait_for(asyncio.shield(reading), max(remaining_s, 0.0))
+                try:
+                    data = await asyncio.wait_for(
+                        asyncio.shield(reading), rlm.remote_fetch_max_wait_ms / 1000
+                    )
+                except TimeoutError:
+                    raise rlm.read_timed_out(tp, fetch_offset, pending) from None
+                except StorageError:
+                    rlm.read_collected(tp, pending)
+                    raise
+                rlm.read_collected(tp, pending)
                 results[tp] = FetchResult(read=result.read, records=data.records)
-            except TimeoutError:
-                logger.info(
-                    "remote fetch not done within max wait partition=%s offset=%d",
-                    tp,
-                    fetch_offset,
-                )
-                results[tp] = FetchResult(read=result.read)
             except StorageError as error:
-                logger.info("remote fetch failed partition=%s error=%s", tp, error)
+                # Logged where it arises, at WARN and rate-limited: a retrying consumer
+                # fetches many times a second.
+                logger.debug("remote fetch failed partition=%s error=%s", tp, error)
                 results[tp] = FetchResult(error=error)
 
     @staticmethod

@@ -76,6 +76,7 @@ BROKER_CONFIG_DEFS: dict[str, tuple[str, Any]] = {
     "remote.log.metadata.consume.wait.ms": ("long", 120_000),
     "remote.log.index.file.cache.total.size.bytes": ("long", 1024 * 1024 * 1024),
     "remote.log.reader.threads": ("int", 10),
+    "remote.fetch.max.wait.ms": ("int", 500),
     "remote.log.manager.task.interval.ms": ("long", 30_000),
     "shutdown.timeout.ms": ("int", 30_000),
     # Prometheus endpoint (GET /metrics) for the broker's metrics; -1 disables it

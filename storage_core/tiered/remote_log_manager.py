@@ -24,6 +24,12 @@ keeps its local log consistent with the remote tier and serves tiered offsets:
   timestamps searched in remote segments first) and publishes DELETE_PARTITION_MARKED for the
   partitions of a deleted remote-enabled topic.
 
+Reads of tiered offsets go through ``PendingRemoteReads`` (one read per partition, kept
+while the store is slow) and are waited for ``remote.fetch.max.wait.ms`` (KIP-1018, default
+500) by the fetch; a store that does not answer by then gives ``RemoteReadTimeoutError`` and
+an object missing from the store ``RemoteSegmentMissingError`` (``remote_read_faults``). Both
+log one WARN per partition (timeouts) or per segment (missing objects) per minute.
+
 Offsets (DESIGN section 2): ``log start offset`` of the whole partition = ``Log.log_start_offset``,
 which local retention leaves alone on a remote-enabled log; local log start offset =
 ``Log.local_log_start_offset``.
@@ -54,6 +60,7 @@ from storage_core.tiered.metadata.states import (
     RemotePartitionDeleteState,
 )
 from storage_core.tiered.operations.copy import is_copy_enabled
+from storage_core.tiered.pending_remote_reads import PendingRead, PendingRemoteReads
 from storage_core.tiered.remote_index_cache import RemoteIndexCache
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
 from storage_core.tiered.remote_log_metrics import (
@@ -67,6 +74,11 @@ from storage_core.tiered.remote_log_reader import (
     RemoteLogReader,
     RemoteStorageFetchInfo,
 )
+from storage_core.tiered.remote_read_faults import (
+    RemoteReadTimeoutError,
+    RemoteSegmentMissingError,
+    WarningLimiter,
+)
 from storage_core.tiered.remote_storage_manager import (
     RSM_CONFIG_PREFIX,
     RemoteStorageError,
@@ -77,6 +89,8 @@ from storage_core.tiered.remote_storage_manager import (
 logger = logging.getLogger(__name__)
 
 LATEST_TIERED_TIMESTAMP = -5
+REMOTE_FETCH_MAX_WAIT_MS_DEFAULT = 500  # Kafka's remote.fetch.max.wait.ms (KIP-1018)
+REMOTE_FETCH_MAX_WAIT_MS_MAX = 300_000
 
 
 class HostedPartition(Protocol):
@@ -124,6 +138,7 @@ class RemoteLogManager:
         index_cache_max_bytes: int,
         reader_threads: int,
         task_interval_ms: int,
+        remote_fetch_max_wait_ms: int = REMOTE_FETCH_MAX_WAIT_MS_DEFAULT,
         clock: Clock = SYSTEM_CLOCK,
         topic_stats: BrokerTopicStats | None = None,
     ) -> None:
@@ -131,6 +146,14 @@ class RemoteLogManager:
             raise ValueError(
                 f"remote.log.manager.task.interval.ms must be > 0, got {task_interval_ms}"
             )
+        if not 0 < remote_fetch_max_wait_ms <= REMOTE_FETCH_MAX_WAIT_MS_MAX:
+            raise ValueError(
+                f"remote.fetch.max.wait.ms must be in [1, {REMOTE_FETCH_MAX_WAIT_MS_MAX}],"
+                f" got {remote_fetch_max_wait_ms}"
+            )
+        self.remote_fetch_max_wait_ms = remote_fetch_max_wait_ms
+        self._pending_reads: PendingRemoteReads[RemoteFetchData] = PendingRemoteReads(clock=clock)
+        self._warnings = WarningLimiter(clock=clock)
         self.broker_id = broker_id
         self.rsm = rsm
         self._rlmm = rlmm
@@ -171,6 +194,9 @@ class RemoteLogManager:
             ),
             reader_threads=int(props.get("remote.log.reader.threads", 10)),
             task_interval_ms=int(props.get("remote.log.manager.task.interval.ms", 30_000)),
+            remote_fetch_max_wait_ms=int(
+                props.get("remote.fetch.max.wait.ms", REMOTE_FETCH_MAX_WAIT_MS_DEFAULT)
+            ),
             clock=clock,
             topic_stats=topic_stats,
         )
@@ -192,6 +218,7 @@ class RemoteLogManager:
             if self._reader is not None:
                 self._reader.close()
                 self._reader = None
+        self._pending_reads = PendingRemoteReads(clock=self._clock)
 
     @property
     def reader(self) -> RemoteLogReader:
@@ -223,6 +250,7 @@ class RemoteLogManager:
     def on_partition_removed(self, tp: TopicPartition) -> None:
         with self._lock:
             self._partitions.pop(tp, None)
+        self._pending_reads.forget(tp)
         if self.metrics is not None:
             self.metrics.remove_partition(tp)
 
@@ -403,8 +431,10 @@ class RemoteLogManager:
         max_bytes: int,
         *,
         min_one_message: bool,
-    ) -> Future[RemoteFetchData]:
-        """Submit a remote read to the reader pool (Kafka's ``asyncRead``)."""
+    ) -> PendingRead[RemoteFetchData]:
+        """The partition's pending remote read of this request, else a new one submitted to
+        the reader pool (Kafka's ``asyncRead``). Wait for it at most
+        ``remote.fetch.max.wait.ms``; on time ``read_collected``, else ``read_timed_out``."""
         info = RemoteStorageFetchInfo(
             topic_id_partition=topic_id_partition_of(partition),
             fetch_offset=fetch_offset,
@@ -414,7 +444,8 @@ class RemoteLogManager:
         epochs = partition.log.leader_epoch_cache
         reader = self.reader
         metrics = self.metrics
-        topic = partition.topic_partition.topic
+        tp = partition.topic_partition
+        topic = tp.topic
 
         def read() -> RemoteFetchData:
             try:
@@ -425,6 +456,16 @@ class RemoteLogManager:
                 # The segment may have just been deleted: move the log start at once.
                 self._sync_quietly(partition)
                 raise
+            except RemoteSegmentMissingError as exc:
+                if metrics is not None:
+                    metrics.mark_fetch_error(topic)
+                self._maybe_warn(("missing", exc.segment_id), "remote segment lost", tp, exc)
+                raise
+            except RemoteStorageError:
+                if metrics is not None:
+                    metrics.mark_fetch_error(topic)
+                self._sync_quietly(partition)  # maybe deleted while being read
+                raise
             except BaseException:
                 if metrics is not None:
                     metrics.mark_fetch_error(topic)
@@ -433,12 +474,42 @@ class RemoteLogManager:
                 metrics.mark_fetch(topic, len(data.records))
             return data
 
-        try:
-            return reader.submit(read)
-        except StorageError:  # the reader queue is full
-            if metrics is not None:
-                metrics.mark_fetch_error(topic)
-            raise
+        def submit() -> Future[RemoteFetchData]:
+            try:
+                return reader.submit(read)
+            except StorageError:  # the reader queue is full
+                if metrics is not None:
+                    metrics.mark_fetch_error(topic)
+                raise
+
+        request = (fetch_offset, max_bytes, min_one_message)
+        return self._pending_reads.read(tp, request, submit)
+
+    def read_collected(self, tp: TopicPartition, pending: PendingRead[RemoteFetchData]) -> None:
+        """The outcome of ``pending`` answered a fetch: the next fetch starts a new read."""
+        self._pending_reads.forget_if(tp, pending)
+
+    def read_timed_out(
+        self, tp: TopicPartition, fetch_offset: int, pending: PendingRead[RemoteFetchData]
+    ) -> RemoteReadTimeoutError:
+        """The error for a fetch whose remote read is still running after
+        ``remote.fetch.max.wait.ms`` (logged at WARN once a minute per partition)."""
+        age_ms = pending.age_ms(self._clock.nanoseconds())
+        error = RemoteReadTimeoutError(
+            f"partition {tp}: the remote store {self.rsm!r} has not answered a read of offset"
+            f" {fetch_offset} within remote.fetch.max.wait.ms={self.remote_fetch_max_wait_ms}"
+            f" (the read has been running for {age_ms} ms and carries on; a later fetch gets"
+            " its records). Check that the store is reachable and answering"
+        )
+        self._maybe_warn(("timeout", tp), "remote read not answered in time", tp, error)
+        return error
+
+    def _maybe_warn(self, key: object, what: str, tp: TopicPartition, error: Exception) -> None:
+        log_now, suppressed = self._warnings.should_log(key)
+        if log_now:
+            logger.warning(
+                "%s partition=%s suppressed_since_last=%d error=%s", what, tp, suppressed, error
+            )
 
     def _sync_quietly(self, partition: HostedPartition) -> None:
         try:

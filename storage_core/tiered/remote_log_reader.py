@@ -16,7 +16,10 @@ pool of ``remote.log.reader.threads`` threads with a bounded queue of pending re
 
 Errors: no epoch or no segment for ``O`` -> ``OffsetOutOfRangeError``; the store failing ->
 ``RemoteStorageError`` (KAFKA_STORAGE_ERROR for that partition only); a full queue ->
-``RemoteReadQueueFullError``.
+``RemoteReadQueueFullError``. An object of the segment missing from the store: if the RLMM
+still holds the segment COPY_SEGMENT_FINISHED, its records are lost ->
+``RemoteSegmentMissingError`` (see ``remote_read_faults``); if the segment was deleted while
+being read -> a plain ``RemoteStorageError`` (the next fetch finds the new log start).
 
 Thread-safety: ``submit`` may be called from any thread; reads share only thread-safe objects
 (RLMM, RSM, index cache, epoch cache).
@@ -41,7 +44,9 @@ from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
 from storage_core.tiered.remote_index_cache import RemoteIndexCache
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
+from storage_core.tiered.remote_read_faults import RemoteSegmentMissingError
 from storage_core.tiered.remote_storage_manager import (
+    RemoteResourceNotFoundError,
     RemoteStorageError,
     RemoteStorageManager,
     RemoteStream,
@@ -168,8 +173,11 @@ class RemoteLogReader:
                 f" (leader epoch {epoch}); the consumer should reset its position"
             )
         for _ in range(MAX_SEGMENTS_PER_READ):
-            position = self.index_cache.lookup_offset(metadata, offset)
-            data = self._read_from_segment(metadata, position, info)
+            try:
+                position = self.index_cache.lookup_offset(metadata, offset)
+                data = self._read_from_segment(metadata, position, info)
+            except RemoteResourceNotFoundError as exc:
+                raise self._missing_object_error(metadata, exc) from exc
             if data is not None:
                 return data
             # No batch at or after the offset in this segment: continue with the next one.
@@ -184,6 +192,31 @@ class RemoteLogReader:
                 break
             metadata = following
         return RemoteFetchData(fetch_offset=offset, records=b"")
+
+    def _missing_object_error(
+        self, metadata: RemoteLogSegmentMetadata, exc: RemoteResourceNotFoundError
+    ) -> RemoteStorageError:
+        """A segment's object is gone: lost if the segment is still COPY_SEGMENT_FINISHED."""
+        tip = metadata.remote_log_segment_id.topic_id_partition
+        segment_id = metadata.remote_log_segment_id
+        still_finished = any(
+            m.remote_log_segment_id == segment_id
+            and m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+            for m in self._rlmm.list_remote_log_segments(tip)
+        )
+        where = (
+            f"partition {tip.topic_partition}: remote segment {segment_id.id}"
+            f" (offsets {metadata.start_offset}..{metadata.end_offset}, inclusive)"
+        )
+        if not still_finished:
+            return RemoteStorageError(f"{where} was deleted while being read ({exc}); fetch again")
+        return RemoteSegmentMissingError(
+            f"{where} is COPY_SEGMENT_FINISHED but an object of it is missing from the"
+            f" store ({exc}): these records are lost from the remote tier. Restore the"
+            " objects from a backup of the store if there is one; `python -m jobs.reconcile`"
+            " lists every such segment",
+            segment_id=segment_id.id,
+        )
 
     def _read_from_segment(
         self, metadata: RemoteLogSegmentMetadata, position: int, info: RemoteStorageFetchInfo

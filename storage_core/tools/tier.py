@@ -4,6 +4,7 @@
         [--broker-config server.properties] [--broker-id N]
         [--remote-storage-manager LocalTieredStorage|S3RemoteStorageManager]
         [--rsm-config KEY=VALUE ...] [--expire] [--delete-partitions] [--progress]
+        [--run-timeout-s S]
 
 Modes (the default is copy; ``--expire`` and ``--delete-partitions`` may be combined):
 
@@ -35,6 +36,14 @@ Output on stdout, one ``key=value`` line per partition and per mode, then a summ
     partition=orders-0 action=delete-partition status=ok topic_id=... segments=5 finished=true
     summary action=copy partitions=2 segments=3 bytes=49152 errors=0 seconds=0.35
 
+``--run-timeout-s`` (default 600) bounds the whole run: a store that hangs (each request runs
+into its timeouts and retries, then the rollback does too) cannot keep the command for
+minutes per partition. Past the bound the command prints an error naming the store and the
+bound and exits 1 at once. Whatever it was doing is left as the crash of a copy would leave
+it: a COPY_SEGMENT_STARTED attempt (rolled back by ``jobs.reconcile`` after its copy
+deadline) or a DELETE_SEGMENT_STARTED one (retried by expiry or reconcile); nothing is
+committed half-way (FINISHED is published only after every object is written and checked).
+
 ``--dry-run`` prints ``plan ...`` lines (one per segment) and ``status=planned`` instead,
 and changes nothing. A progress bar goes to stderr when it is a terminal (or with
 ``--progress``). Exit code 0, or 1 when a partition failed.
@@ -42,6 +51,7 @@ and changes nothing. A progress bar goes to stderr when it is a terminal (or wit
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -88,9 +98,18 @@ from storage_core.tools.key_values import parse_key_values
 
 RSM_CLASS_CONFIG = "remote.log.storage.manager.class.name"
 PROGRESS_INTERVAL_S = 0.2
+RUN_TIMEOUT_S_DEFAULT = 600.0
+RUN_TIMEOUT_S_MAX = 24 * 3600.0
 # The tool is short-lived: its metadata consumer polls often so that it answers quickly.
 RLMM_IDLE_POLL_MS = 20
 # Fetches per metadata partition while looking for partitions marked for deletion.
+
+
+class TierRunTimeoutError(StorageError):
+    """The run passed ``--run-timeout-s``; the process must exit now (its worker may be stuck
+    in a store call that cannot be interrupted)."""
+
+    error_code = "request_timed_out"
 
 
 # ---------------------------------------------------------------------------- settings
@@ -645,9 +664,80 @@ def run_tier(
     out: TextIO,
     err: TextIO,
     clock: Clock = SYSTEM_CLOCK,
+    run_timeout_s: float = RUN_TIMEOUT_S_DEFAULT,
 ) -> int:
     """Run the modes asked for (copy when neither ``expire`` nor ``delete_partitions_marked``);
-    returns 1 if any partition failed."""
+    returns 1 if any partition failed. Raises ``TierRunTimeoutError`` past ``run_timeout_s``
+    (the run goes on in a daemon thread: the caller exits the process)."""
+    if not 0 < run_timeout_s <= RUN_TIMEOUT_S_MAX:
+        raise ValueError(
+            f"--run-timeout-s must be in (0, {RUN_TIMEOUT_S_MAX:g}], got {run_timeout_s}"
+        )
+    outcome: list[int] = []
+    failure: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            outcome.append(
+                _run_tier(
+                    bootstrap_server=bootstrap_server,
+                    log_dir=log_dir,
+                    topic=topic,
+                    dry_run=dry_run,
+                    expire=expire,
+                    delete_partitions_marked=delete_partitions_marked,
+                    broker_config_path=broker_config_path,
+                    broker_id=broker_id,
+                    remote_storage_manager=remote_storage_manager,
+                    rsm_config=rsm_config,
+                    progress=progress,
+                    out=out,
+                    err=err,
+                    clock=clock,
+                )
+            )
+        except BaseException as exc:  # handed to the caller's thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=body, name="tier-run", daemon=True)
+    worker.start()
+    worker.join(run_timeout_s)
+    if worker.is_alive():
+        broker_config = None if broker_config_path is None else KafkaConfig.load(broker_config_path)
+        name, config = rsm_settings(broker_config, remote_storage_manager, rsm_config)
+        store = {
+            k: v
+            for k, v in config.items()
+            if k.endswith((".bucket.name", ".endpoint.url", ".storage.dir"))
+        }
+        raise TierRunTimeoutError(
+            f"storage-core tier did not finish within --run-timeout-s={run_timeout_s:g}"
+            f" (remote storage manager {name or 'LocalTieredStorage'} {store}): is the store"
+            " answering? Segments left COPY_SEGMENT_STARTED are rolled back by"
+            " `python -m jobs.reconcile` after the copy deadline; nothing was committed half-way"
+        )
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
+def _run_tier(
+    *,
+    bootstrap_server: str,
+    log_dir: Path | None,
+    topic: str | None,
+    dry_run: bool,
+    expire: bool,
+    delete_partitions_marked: bool,
+    broker_config_path: Path | None,
+    broker_id: int | None,
+    remote_storage_manager: str | None,
+    rsm_config: Sequence[str],
+    progress: bool | None,
+    out: TextIO,
+    err: TextIO,
+    clock: Clock,
+) -> int:
     broker_config = None if broker_config_path is None else KafkaConfig.load(broker_config_path)
     rsm_class_name, rsm_config_values = rsm_settings(
         broker_config, remote_storage_manager, rsm_config

@@ -7,7 +7,7 @@ Story::
                                             metadata count = segments copied
     raw fetch of offset 0 (tiered)          RemoteFetchRequests 1, RemoteFetchBytes = the
                                             record bytes of that response, no error
-    remote .log objects removed             the next tiered fetch: KAFKA_STORAGE_ERROR and
+    remote .log objects removed             the next tiered fetch: UNKNOWN_SERVER_ERROR (lost) and
                                             RemoteFetchErrors 1
 
 Each series is checked per topic and broker-wide (one topic: the same value).
@@ -154,7 +154,7 @@ def test_remote_fetch_meters_and_copy_gauges(broker: MeteredTieredBroker) -> Non
     for path in remote_logs:
         path.unlink()
     failed = raw_fetch(broker.process.port, TOPIC, 0, max_bytes=4096)
-    assert failed.error_code == ErrorCode.kafka_storage_error
+    assert failed.error_code == ErrorCode.unknown_server_error  # lost: not retriable
     wait_until(lambda: both(broker, "remotefetcherrorspersec_count", 1), "remote fetch errors")
     assert broker.value("remotefetchrequestspersec_count") == (2, 2)
     assert broker.value("remotefetchbytespersec_count") == (size, size)

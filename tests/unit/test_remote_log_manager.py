@@ -142,8 +142,8 @@ def test_replica_fetch_below_local_start_is_offset_moved_to_tiered_storage(
     assert result.error.error_code == "offset_moved_to_tiered_storage"  # type: ignore[attr-defined]
 
 
-def test_unavailable_store_fails_only_that_partition_promptly(
-    broker: Broker, tmp_path: Path
+def test_emptied_store_fails_only_that_partition_promptly_and_warns_once(
+    broker: Broker, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     broker.tiered.log.delete_old_segments()
     shutil.rmtree(tmp_path / "remote")
@@ -152,8 +152,14 @@ def test_unavailable_store_fails_only_that_partition_promptly(
     results = broker.fetch({tp: 0, LOCAL_TP: 0}, max_wait_ms=5000)
     assert time.monotonic() - started < 2
     assert isinstance(results[tp].error, KafkaStorageError)  # type: ignore[attr-defined]
-    assert results[tp].error.error_code == "kafka_storage_error"  # type: ignore[attr-defined]
+    # The segment is COPY_SEGMENT_FINISHED and its objects are gone: lost, not retriable.
+    assert results[tp].error.error_code == "unknown_server_error"  # type: ignore[attr-defined]
     assert results[LOCAL_TP].error is None and results[LOCAL_TP].records  # type: ignore[attr-defined]
+    for _ in range(20):
+        assert broker.fetch({tp: 0}, max_wait_ms=5000)[tp].error is not None  # type: ignore[attr-defined]
+    warnings = [r for r in caplog.records if r.levelname == "WARNING" and "lost" in r.message]
+    assert len(warnings) == 1, [r.message for r in caplog.records]
+    assert str(broker.tiered.copied[0].remote_log_segment_id.id) in warnings[0].message
 
 
 def test_deleted_remote_segment_moves_the_log_start_offset(broker: Broker) -> None:

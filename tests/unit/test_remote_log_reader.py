@@ -19,6 +19,7 @@ from storage_core.tiered.remote_log_reader import (
     RemoteReadQueueFullError,
     RemoteStorageFetchInfo,
 )
+from storage_core.tiered.remote_read_faults import RemoteSegmentMissingError
 from storage_core.tiered.remote_storage_manager import RemoteStorageError
 from tests.conftest import BASE_TIMESTAMP_MS
 from tests.unit.tiered_fixtures import TIP, TieredLog, build_tiered_log
@@ -128,16 +129,21 @@ def test_offset_without_remote_segment_is_out_of_range(
         read(reader, tiered, beyond)
 
 
-def test_unavailable_store_fails_the_read_quickly_with_a_storage_error(
+def test_emptied_store_fails_the_read_quickly_naming_the_lost_segment(
     tiered: TieredLog, reader: RemoteLogReader, tmp_path: Path
 ) -> None:
     shutil.rmtree(tmp_path / "remote")
     started = time.monotonic()
-    with pytest.raises(RemoteStorageError) as failure:
+    with pytest.raises(RemoteSegmentMissingError) as failure:
         read(reader, tiered, 3)
     assert time.monotonic() - started < 2
     assert isinstance(failure.value, KafkaStorageError)
-    assert failure.value.error_code == "kafka_storage_error"
+    # As Kafka answers a RemoteResourceNotFoundException: not retriable, clients surface it.
+    assert failure.value.error_code == "unknown_server_error"
+    lost = tiered.copied[0]
+    assert failure.value.segment_id == lost.remote_log_segment_id.id
+    assert str(lost.remote_log_segment_id.id) in str(failure.value)
+    assert "COPY_SEGMENT_FINISHED" in str(failure.value)
 
 
 def test_cached_indexes_still_need_the_log_object(

@@ -162,3 +162,53 @@ def test_quality_green_then_orphan_object_fails(
     assert len(list(pages.rglob("*.html"))) == 4
     with capsys.disabled():
         print(f"\nquality runs: green {green['duration_s']} s, orphan {summary['duration_s']} s")
+
+
+LOST_EXPECTATION = "expect_finished_segment_objects_complete"
+
+
+def test_quality_fails_naming_finished_segments_whose_objects_are_gone(
+    spark: SparkSession,
+    cluster: TieredCluster,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The store lost every object of two COPY_SEGMENT_FINISHED segments (an emptied part of
+    the bucket): the remote_segments suite fails on ``expect_finished_segment_objects_complete``
+    naming exactly those segments and what is missing."""
+    topic = "quality-lost"
+    (tip,) = cluster.create_topic(topic)
+    cluster.produce(topic, RECORDS)
+    copy_args = ["--lock-dir", str(tmp_path / "locks"), "--summary-path", str(tmp_path / "c.json")]
+    assert copy_segments.main(cluster.job_args(*copy_args)) == 0
+    copied = sorted(cluster.segments(tip), key=lambda m: m.start_offset)
+    assert len(copied) >= 2, copied
+    rsm = cluster.rsm()
+    try:
+        prefix: str = rsm.prefix  # type: ignore[attr-defined]
+    finally:
+        rsm.close()
+    store = Path(cluster.store_settings["rsm.config.local.storage.dir"])
+    lost = copied[:2]
+    for segment in lost:
+        for suffix in RemoteObjectSuffix:
+            (store / segment_key(prefix, RemoteSegmentRef.of(segment), suffix)).unlink(
+                missing_ok=True
+            )
+    lost_ids = sorted(str(m.remote_log_segment_id.id) for m in lost)
+    capsys.readouterr()
+
+    code, report, summary = run_quality(cluster, tmp_path / "report", tmp_path / "lost.json")
+    err = capsys.readouterr().err
+    assert code == 1, (report, err)
+    segments_suite = report["suites"]["remote_segments"]
+    failed = {f["expectation"]: f for f in segments_suite["failed_expectations"]}
+    assert LOST_EXPECTATION in failed, segments_suite
+    rows = [row for row in failed[LOST_EXPECTATION]["rows"] if row["topic"] == topic]
+    assert sorted(row["segment_id"] for row in rows) == lost_ids, failed[LOST_EXPECTATION]
+    for segment_id in lost_ids:
+        assert segment_id in failed[LOST_EXPECTATION]["reason"]
+        assert segment_id in err
+    assert "missing .index, .leader-epoch-checkpoint, .log, .timeindex" in json.dumps(rows)
+    assert f"quality: FAILED remote_segments: {LOST_EXPECTATION}" in err
+    assert any(LOST_EXPECTATION in e["error"] for e in summary["errors"]), summary["errors"]

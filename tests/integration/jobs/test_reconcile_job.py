@@ -251,3 +251,48 @@ def test_reconcile_on_a_local_directory(spark: SparkSession, tmp_path: Path) -> 
         assert [m.remote_log_segment_id for m in cluster.segments(tip)] == [
             m.remote_log_segment_id for m in copied
         ]
+
+
+def test_reconcile_reports_finished_segments_whose_objects_are_gone_and_keeps_them(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The store lost the objects of two COPY_SEGMENT_FINISHED segments (deleted by hand):
+    reconcile reports both, in its lines, counts, details and errors (exit 1), dry run or
+    not, and leaves their metadata FINISHED and every other object alone."""
+    settings = local_store_settings(tmp_path / "remote")
+    with BrokerProcess(tmp_path / "broker", overrides={**BROKER_SETTINGS, **settings}) as b:
+        cluster = TieredCluster(b, settings)
+        (tip,) = cluster.create_topic("lost-objects")
+        cluster.produce("lost-objects", RECORDS)
+        copied = cluster.copy(tip)
+        assert len(copied) >= 3
+        lost = copied[:2]
+        store = Path(settings["rsm.config.local.storage.dir"])
+        for segment in lost:
+            for suffix in RemoteObjectSuffix:
+                path = store / segment_key("", RemoteSegmentRef.of(segment), suffix)
+                path.unlink(missing_ok=True)
+        kept_keys = sorted(cluster.object_keys(tip))
+        lost_ids = [str(m.remote_log_segment_id.id) for m in lost]
+
+        for extra in (("--dry-run",), ()):
+            capsys.readouterr()
+            code, done = run(cluster, tmp_path / "lost.json", *extra)
+            lines = [
+                line
+                for line in capsys.readouterr().out.splitlines()
+                if "action=lost_segment" in line
+            ]
+            assert code == 1, done
+            assert done["counts"]["lost_segments"] == 2, done
+            assert [d["segment_id"] for d in done["details"]["lost_segments"]] == lost_ids
+            assert all(
+                d["state"] == "COPY_SEGMENT_FINISHED" for d in done["details"]["lost_segments"]
+            )
+            assert len(done["errors"]) == 2 and all("lost" in e["error"] for e in done["errors"])
+            assert len(lines) == 2 and all("status=reported" in line for line in lines), lines
+            assert all(f"segment_id={i}" in line for i, line in zip(lost_ids, lines, strict=True))
+            assert done["counts"].get("copies_rolled_back", 0) == 0
+        states = {str(m.remote_log_segment_id.id): m.state for m in cluster.segments(tip)}
+        assert [states[i] for i in lost_ids] == [RemoteLogSegmentState.COPY_SEGMENT_FINISHED] * 2
+        assert sorted(cluster.object_keys(tip)) == kept_keys

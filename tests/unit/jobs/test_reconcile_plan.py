@@ -188,3 +188,27 @@ def test_bad_bounds_are_refused(kwargs: dict[str, int], message: str) -> None:
     arguments = {"now_ms": NOW_MS, "copy_deadline_ms": DEADLINE_MS, **kwargs}
     with pytest.raises(ValueError, match=message):
         plan_reconcile({}, [], **arguments)
+
+
+def test_finished_segments_missing_objects_are_reported_never_acted_on() -> None:
+    FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+    whole, no_log, gone = (segment(s, FINISHED, age_ms=10 * DEADLINE_MS) for s in (0, 10, 20))
+    partial = [o for o in objects_of(no_log) if not o.key.endswith(".log")]
+    result = plan({TIP: [whole, no_log, gone]}, [*objects_of(whole), *partial])
+    assert result.actions == ()  # nothing executed: the metadata is the only trace of the data
+    assert [(a.kind, a.segment) for a in result.lost] == [
+        (ReconcileActionKind.LOST_SEGMENT, no_log),
+        (ReconcileActionKind.LOST_SEGMENT, gone),
+    ]
+    assert "its .log object(s) are missing" in result.lost[0].reason
+    assert "its .log, .index, .timeindex object(s) are missing" in result.lost[1].reason
+    assert result.live_segments == 3
+
+
+def test_a_segment_finished_after_the_listing_began_is_not_reported_lost() -> None:
+    # Copied between the object listing and the metadata read: its objects were not listed.
+    late = segment(0, RemoteLogSegmentState.COPY_SEGMENT_FINISHED, age_ms=1_000)
+    result = plan({TIP: [late]}, [], listed_at_ms=NOW_MS - 5_000, orphan_grace_ms=0)
+    assert result.lost == ()
+    early = segment(0, RemoteLogSegmentState.COPY_SEGMENT_FINISHED, age_ms=10_000)
+    assert len(plan({TIP: [early]}, [], listed_at_ms=NOW_MS - 5_000, orphan_grace_ms=0).lost) == 1
