@@ -41,7 +41,10 @@ simple_records = st.builds(
     value=st.none() | st.binary(max_size=9000),  # lengths of 1, 2 and 3 varint bytes
     key=st.none() | small_bytes,
     headers=headers,
-    timestamp=st.just(-1) | st.integers(min_value=0, max_value=2**45),
+    # deltas of every varint size: near one another (1-2 bytes) and far apart
+    timestamp=st.just(-1)
+    | st.integers(min_value=1_700_000_000_000, max_value=1_700_000_010_000)
+    | st.integers(min_value=0, max_value=2**45),
 )
 record_lists = st.lists(simple_records, min_size=1, max_size=140)  # offset deltas past 63
 
