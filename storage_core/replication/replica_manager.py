@@ -190,7 +190,8 @@ class ReplicaManager:
     def _append_one(self, tp: TopicPartition, records: bytes, required_acks: int) -> ProduceResult:
         try:
             partition = self.get_partition(tp)
-            _validate_client_append(partition, records)
+            if partition.is_leader:  # else the append answers NOT_LEADER_OR_FOLLOWER first
+                _validate_client_append(partition, records)
             info = partition.append_records_to_leader(records, required_acks=required_acks)
             return ProduceResult(info=info, log_start_offset=partition.log.log_start_offset)
         except StorageError as error:
