@@ -11,7 +11,10 @@ say something about the broker and not only about a Python client library:
                            over one raw socket, ``IN_FLIGHT`` requests outstanding
                            (``lean_client.produce``)
   append                   Log.append_as_leader of batches of the same size and bytes, in a
-                           directory beside the broker's log dir (same disk), no network
+                           directory beside the broker's log dir (same disk), no network;
+                           every record is validated on the way (as on the produce path)
+  validate records         log_validator.validate_records alone over the same batches: the
+                           share of an append (and of a produce) spent walking the records
   consume confluent-kafka  Consumer from offset 0 until every record produced with acks=1 has
                            arrived, ``consume(num_messages=...)`` in batches of up to
                            ``CONSUME_BATCH`` (the fastest way to use it from Python)
@@ -54,6 +57,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from benchmarks import lean_client
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
+from storage_core.log.log_validator import validate_records
 from storage_core.records import SimpleRecord, build_batch
 from storage_core.records.file_records import FileRecords
 from tests.broker_process import BrokerProcess
@@ -91,6 +95,19 @@ def direct_append(directory: Path, batch_bytes: int, total_records: int) -> tupl
     size = log.size_in_bytes
     log.close()
     return elapsed, size
+
+
+def record_validation(batch_bytes: int, total_records: int) -> tuple[float, int, int]:
+    """Seconds, bytes and records to validate the batches ``direct_append`` writes."""
+    per_batch = records_per_batch(batch_bytes)
+    batch = build_batch(
+        [SimpleRecord(value=os.urandom(RECORD_BYTES), timestamp=1_700_000_000_000)] * per_batch
+    )
+    count = max(1, total_records // per_batch)
+    start = time.perf_counter()
+    for _ in range(count):
+        validate_records(batch, 0, log_append_time=False)
+    return time.perf_counter() - start, count * len(batch), count * per_batch
 
 
 def raw_read(partition_dir: Path) -> tuple[float, int]:
@@ -317,6 +334,26 @@ def run(work_dir: Path, total_mib: int, rounds: int) -> list[Row]:
                 elapsed, append_bytes = direct_append(directory, batch_bytes, total_records)
                 shutil.rmtree(directory)
                 best_append = min(best_append, elapsed)
+            best_validation = float("inf")
+            validation_bytes = validation_records = 0
+            for _ in range(rounds):
+                elapsed, validation_bytes, validation_records = record_validation(
+                    batch_bytes, total_records
+                )
+                best_validation = min(best_validation, elapsed)
+            rows.append(
+                _row(
+                    "validate records",
+                    batch_bytes,
+                    "-",
+                    validation_bytes,
+                    validation_records,
+                    best_validation,
+                    "append",
+                    append_bytes,
+                    best_append,
+                )
+            )
             lean_records = (
                 total_records // records_per_batch(batch_bytes) * (records_per_batch(batch_bytes))
             )

@@ -52,9 +52,24 @@ class CorruptRecordError(StorageError):
 
 
 class InvalidRecordError(StorageError):
-    """A batch is well formed but not acceptable here (bad timestamps, control misuse...)."""
+    """A batch is well formed but not acceptable here (bad timestamps, control misuse...).
+
+    ``record_errors`` name the records at fault as ``(index in the batch, message)``; the
+    Produce response (v8+) carries them as its ``record_errors``, as Kafka's do.
+    """
 
     error_code: ClassVar[str] = "invalid_record"
+
+    def __init__(self, message: str, *, record_errors: tuple[tuple[int, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
+
+
+class InvalidRecordTimestampError(InvalidRecordError):
+    """A produced batch carries a timestamp type the topic refuses (Kafka's INVALID_TIMESTAMP
+    with one record error per record); the producer must send CreateTime batches."""
+
+    error_code: ClassVar[str] = "invalid_timestamp"
 
 
 class UnsupportedCompressionError(StorageError):

@@ -1,10 +1,28 @@
 """Validation of incoming record batches and, for the leader, offset assignment in place.
 
-Each batch is validated once, on the bytes that will be written: header sizes, magic 2, CRC32C,
-the offset range against the record count, and size limits. A leader then patches the base
-offset and partition leader epoch of every batch in place; those header fields lie outside the
-CRC (which starts at ``attributes``), so no checksum is recomputed. Only topics with
-``message.timestamp.type=LogAppendTime`` rewrite a covered field and re-checksum.
+Kafka's split (``UnifiedLog.analyzeAndValidateRecords`` and ``LogValidator``):
+
+- every append (``analyze_and_validate``): framing, magic 2, sizes against
+  ``max.message.bytes``/``segment.bytes``, CRC32C, the offset range against the record count;
+- appends from clients (``validate_client_batches``, on the produce path): base offset 0, no
+  control batch, a base sequence with a producer id, no transactional batch without one;
+- leader appends (``assign_offsets``, Kafka's ``validateMessagesAndAssignOffsets``): every
+  record of every batch, decompressed when compressed (``records.record_scan``: lengths,
+  offset deltas 0..n-1, key/value/header framing, nothing left over), and the batch's
+  ``maxTimestamp`` recomputed from the records (CreateTime) or set to the append time
+  (LogAppendTime). Followers append what their leader validated.
+
+Errors, as Kafka answers them: a bad CRC, size field, unknown codec or undecodable compressed
+stream is CORRUPT_MESSAGE (``CorruptRecordError``; Kafka itself answers UNKNOWN_SERVER_ERROR for
+the last two, which tells a client nothing); a malformed record or a batch a client may not
+write is INVALID_RECORD (``InvalidRecordError``, naming the record in ``record_errors``); a
+client batch flagged LogAppendTime where Kafka refuses it is INVALID_TIMESTAMP with one record
+error per record. Nothing of a refused append is written.
+
+A leader patches the base offset and partition leader epoch of every batch in place; those
+header fields lie outside the CRC (which starts at ``attributes``), so no checksum is
+recomputed. A batch whose ``maxTimestamp`` (or timestamp type) must change is copied whole and
+re-checksummed, as Kafka's ``setMaxTimestamp`` does.
 """
 
 from __future__ import annotations
@@ -13,9 +31,12 @@ from dataclasses import dataclass
 
 from storage_core.errors import (
     CorruptRecordError,
+    DecompressedSizeLimitError,
     InvalidRecordError,
+    InvalidRecordTimestampError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
+    UnsupportedCompressionError,
 )
 from storage_core.records import (
     BATCH_HEADER_SIZE,
@@ -23,14 +44,21 @@ from storage_core.records import (
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     NO_TIMESTAMP,
+    CompressionType,
     RecordBatch,
+    TimestampType,
+    decompress,
     iter_batches,
     patch_log_append_time,
+    patch_max_timestamp,
     patch_offset_and_epoch,
 )
+from storage_core.records.record_scan import scan_records
 
 # A produce request with more batches than this is refused rather than walked forever.
 MAX_BATCHES_PER_APPEND = 100_000
+# Kafka lists a record error for every record; a response names at most this many.
+MAX_RECORD_ERRORS = 1_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,8 +220,10 @@ def assign_offsets(
     offset_of_max_timestamp = -1
     for batch in info.batches:
         start, end = batch.position, batch.position + batch.size_in_bytes
-        batch_max_timestamp = batch.max_timestamp
-        if log_append_time_ms is None:
+        batch_max_timestamp, header_is_right = validate_records(
+            buffer, batch.position, log_append_time=log_append_time_ms is not None
+        )
+        if log_append_time_ms is None and header_is_right:
             header = bytearray(view[start : start + BATCH_HEADER_SIZE])
             patch_offset_and_epoch(
                 header, 0, base_offset=offset, partition_leader_epoch=leader_epoch
@@ -205,9 +235,12 @@ def assign_offsets(
             patch_offset_and_epoch(
                 whole, 0, base_offset=offset, partition_leader_epoch=leader_epoch
             )
-            patch_log_append_time(whole, 0, log_append_time_ms)
+            if log_append_time_ms is None:
+                patch_max_timestamp(whole, 0, batch_max_timestamp)
+            else:
+                patch_log_append_time(whole, 0, log_append_time_ms)
+                batch_max_timestamp = log_append_time_ms
             parts.append(whole)
-            batch_max_timestamp = log_append_time_ms
         assigned = BatchInfo(
             position=batch.position,
             base_offset=offset,
@@ -238,3 +271,88 @@ def assign_offsets(
         log_append_time_ms=NO_TIMESTAMP if log_append_time_ms is None else log_append_time_ms,
     )
     return summary, parts
+
+
+def validate_records(
+    buffer: bytes | bytearray | memoryview, position: int, *, log_append_time: bool
+) -> tuple[int, bool]:
+    """Check every record of the batch at ``position``: ``(max timestamp as Kafka stores it,
+    whether the header already says so)``.
+
+    For a CreateTime topic that is the largest record timestamp (``baseTimestamp`` plus the
+    largest delta), whatever the header said. A client batch flagged LogAppendTime is refused
+    with INVALID_TIMESTAMP where Kafka refuses it (a LogAppendTime topic, or no timestamp);
+    on a CreateTime topic Kafka keeps its max timestamp and stores it as CreateTime. The
+    max timestamp is ignored for LogAppendTime topics (the append time replaces it).
+    """
+    batch = RecordBatch.from_buffer(buffer, position)
+    count = batch.records_count
+    if batch.timestamp_type == TimestampType.LOG_APPEND_TIME and (
+        log_append_time or batch.max_timestamp == NO_TIMESTAMP
+    ):
+        message = (
+            "the batch's timestamp type is LogAppendTime; a producer must send CreateTime"
+            " (the broker sets LogAppendTime itself)"
+        )
+        raise InvalidRecordTimestampError(
+            f"{message}; nothing of the batch was stored",
+            record_errors=tuple((index, message) for index in range(min(count, MAX_RECORD_ERRORS))),
+        )
+    try:
+        compression = batch.compression
+    except UnsupportedCompressionError as exc:
+        raise CorruptRecordError(str(exc), position=position, offset=batch.base_offset) from None
+    records_start = position + BATCH_HEADER_SIZE
+    records_end = position + batch.size_in_bytes
+    data: bytes
+    if compression == CompressionType.NONE:
+        if isinstance(buffer, bytes):
+            data, start, end = buffer, records_start, records_end
+        else:
+            data = bytes(memoryview(buffer).cast("B")[records_start:records_end])
+            start, end = 0, len(data)
+    else:
+        try:
+            data = decompress(compression, memoryview(buffer).cast("B")[records_start:records_end])
+        except DecompressedSizeLimitError:
+            raise
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(
+                f"{exc.reason}; the batch's compression flag ({compression.display_name}) does"
+                " not match its records",
+                position=position,
+                offset=batch.base_offset,
+            ) from None
+        start, end = 0, len(data)
+    max_delta = scan_records(data, start, end, count)
+    if batch.timestamp_type == TimestampType.LOG_APPEND_TIME:
+        return batch.max_timestamp, False
+    max_timestamp = batch.base_timestamp + max_delta
+    return max_timestamp, max_timestamp == batch.max_timestamp
+
+
+def validate_client_batches(buffer: bytes | bytearray | memoryview) -> None:
+    """Kafka's ``LogValidator.validateBatch`` rules for batches a client produced.
+
+    Raises ``InvalidRecordError`` for a base offset other than 0, a control batch, a producer
+    id without a base sequence, and a transactional batch without a producer id (which Kafka's
+    own builder refuses to write). Framing, sizes and CRCs are ``analyze_and_validate``'s.
+    """
+    for position, batch in iter_batches(buffer):
+        problem = None
+        if batch.base_offset != 0:
+            problem = f"its base offset is {batch.base_offset}; a producer sends 0"
+        elif batch.is_control:
+            problem = "it is a control batch; clients may not write control records"
+        elif batch.producer_id != NO_PRODUCER_ID and batch.base_sequence < 0:
+            problem = (
+                f"it has producer id {batch.producer_id} but base sequence"
+                f" {batch.base_sequence}; an idempotent batch needs a sequence >= 0"
+            )
+        elif batch.is_transactional and batch.producer_id == NO_PRODUCER_ID:
+            problem = "it is transactional without a producer id; call InitProducerId first"
+        if problem is not None:
+            raise InvalidRecordError(
+                f"the record batch at byte {position} of the request is refused: {problem};"
+                " nothing of it was stored"
+            )

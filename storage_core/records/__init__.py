@@ -20,6 +20,7 @@ from storage_core.records.batch import (
     build_batch,
     parse_batch_header,
     patch_log_append_time,
+    patch_max_timestamp,
     patch_offset_and_epoch,
 )
 from storage_core.records.compression import (
@@ -57,5 +58,6 @@ __all__ = [
     "iter_batches",
     "parse_batch_header",
     "patch_log_append_time",
+    "patch_max_timestamp",
     "patch_offset_and_epoch",
 ]

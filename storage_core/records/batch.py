@@ -787,3 +787,22 @@ def patch_log_append_time(
     end = position + batch.size_in_bytes
     crc = crc32c(memoryview(buffer)[position + ATTRIBUTES_OFFSET : end])
     _UINT32.pack_into(buffer, position + CRC_OFFSET, crc)
+
+
+def patch_max_timestamp(buffer: bytearray | memoryview, position: int, max_timestamp: int) -> None:
+    """Make the batch at ``position`` a CreateTime batch with ``maxTimestamp`` = ``max_timestamp``.
+
+    Clears attribute bit 3, writes ``maxTimestamp`` and recomputes the CRC (both are covered),
+    as Kafka's ``DefaultRecordBatch.setMaxTimestamp(CREATE_TIME, ...)``. The CRC is verified
+    first so that a damaged batch is never given a fresh, valid checksum. No-op when nothing
+    changes.
+    """
+    batch = RecordBatch.from_buffer(buffer, position)
+    batch.ensure_valid()
+    if batch.timestamp_type == TimestampType.CREATE_TIME and batch.max_timestamp == max_timestamp:
+        return
+    _INT16.pack_into(buffer, position + ATTRIBUTES_OFFSET, batch.attributes & ~TIMESTAMP_TYPE_MASK)
+    _INT64.pack_into(buffer, position + MAX_TIMESTAMP_OFFSET, max_timestamp)
+    end = position + batch.size_in_bytes
+    crc = crc32c(memoryview(buffer)[position + ATTRIBUTES_OFFSET : end])
+    _UINT32.pack_into(buffer, position + CRC_OFFSET, crc)

@@ -35,7 +35,11 @@ from storage_core.errors import (
 )
 from storage_core.log.log_manager import LogManager
 from storage_core.log.log_segment import FetchDataInfo, LogOffsetMetadata
-from storage_core.log.log_validator import LogAppendInfo
+from storage_core.log.log_validator import (
+    LogAppendInfo,
+    analyze_and_validate,
+    validate_client_batches,
+)
 from storage_core.metrics import BrokerTopicStats, KafkaMetricsRegistry
 from storage_core.records.file_region import SENDFILE_SUPPORTED, FileRegion
 from storage_core.replication.partition import NO_EPOCH_CHECK, LogReadResult, Partition
@@ -193,6 +197,8 @@ class ReplicaManager:
     def _append_one(self, tp: TopicPartition, records: bytes, required_acks: int) -> ProduceResult:
         try:
             partition = self.get_partition(tp)
+            if partition.is_leader:  # else the append answers NOT_LEADER_OR_FOLLOWER first
+                _validate_client_append(partition, records)
             info = partition.append_records_to_leader(records, required_acks=required_acks)
             return ProduceResult(info=info, log_start_offset=partition.log.log_start_offset)
         except StorageError as error:
@@ -478,6 +484,21 @@ class ReplicaManager:
                 f"broker {self.local_broker_id} is not the leader of {tp}"
             )
         return partition
+
+
+def _validate_client_append(partition: Partition, records: bytes) -> None:
+    """Batches from a client (Kafka's ``AppendOrigin.CLIENT``): the client-only rules first,
+    but a framing, size or CRC error of the same bytes is reported before them, as Kafka
+    checks those first (``analyze_and_validate`` runs again in the append, at no cost on this
+    failure path only)."""
+    try:
+        validate_client_batches(records)
+    except StorageError:
+        config = partition.log.config
+        analyze_and_validate(
+            records, max_message_bytes=config.max_message_bytes, segment_bytes=config.segment_bytes
+        )
+        raise
 
 
 def close_regions(results: Iterable[FetchResult]) -> None:

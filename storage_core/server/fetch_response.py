@@ -65,7 +65,13 @@ _EPOCH_END_OFFSET = struct.Struct(">iqB")  # epoch, end_offset, no tagged fields
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FetchPartitionResponse:
-    """One partition of a FetchResponse; ``records`` are inline bytes, a file region or null."""
+    """One partition of a FetchResponse; ``records`` are inline bytes, a file region or null.
+
+    A partition that answers an error carries an empty record set, never null: Kafka sends
+    ``MemoryRecords.EMPTY`` with every error, and librdkafka refuses a null record set
+    ("invalid MessageSetSize -1"), so it never sees the error (OFFSET_OUT_OF_RANGE would not
+    reset its position). Null stays encodable only for parity with the codec.
+    """
 
     partition_index: int
     error_code: int
@@ -75,7 +81,7 @@ class FetchPartitionResponse:
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset)
     aborted_transactions: tuple[tuple[int, int], ...] | None = None  # (producer id, first)
     preferred_read_replica: int = -1
-    records: bytes | FileRegion | None = None
+    records: bytes | FileRegion | None = b""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

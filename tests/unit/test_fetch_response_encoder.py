@@ -110,6 +110,7 @@ def _cases(segment: FileRecords) -> dict[str, list[FetchTopicResponse]]:
                     FetchPartitionResponse(
                         partition_index=3, error_code=int(ErrorCode.offset_out_of_range)
                     ),
+                    FetchPartitionResponse(partition_index=4, error_code=0, records=None),
                     FetchPartitionResponse(
                         partition_index=1,
                         error_code=0,

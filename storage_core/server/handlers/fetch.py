@@ -116,5 +116,6 @@ def _partition(
         log_start_offset=read.log_start_offset if read is not None else -1,
         diverging_epoch=result.diverging_epoch if result is not None else None,
         aborted_transactions=None if read is None else (),
-        records=result.records if result is not None and read is not None else None,
+        # Empty, not null, with an error: as Kafka; librdkafka cannot parse a null record set.
+        records=result.records if result is not None and read is not None else b"",
     )

@@ -1,8 +1,10 @@
 """Produce (key 0): append record batches to partition leaders (acks 0, 1 or -1).
 
 Each partition answers on its own: a bad batch or an unknown partition fails that partition
-only. ``acks=0`` gets no response at all, as in Kafka. The internal ``__consumer_offsets``
-topic is written by the group coordinator only.
+only. Batches are validated record by record before anything is stored (``log_validator``);
+a refused one answers CORRUPT_MESSAGE, INVALID_RECORD or INVALID_TIMESTAMP, with the records
+at fault in ``record_errors`` (v8+). ``acks=0`` gets no response at all, as in Kafka. The
+internal ``__consumer_offsets`` topic is written by the group coordinator only.
 
 The response is encoded by ``produce_response`` (not the codec), which costs a small fraction
 of the codec's time for these few dozen bytes.
@@ -15,6 +17,7 @@ from typing import Any
 from storage_core.common import TopicPartition, validate_topic_name
 from storage_core.errors import (
     CorruptRecordError,
+    InvalidRecordError,
     InvalidTopicError,
     StorageError,
     UnknownTopicOrPartitionError,
@@ -85,6 +88,9 @@ async def handle(ctx: RequestContext, request: Any) -> bytes | None:
                     base_offset=info.first_offset if info is not None else -1,
                     log_append_time_ms=append_time_ms if append_time_ms >= 0 else -1,
                     log_start_offset=result.log_start_offset,
+                    record_errors=result.error.record_errors
+                    if isinstance(result.error, InvalidRecordError)
+                    else (),
                     error_message=error_message(result.error),
                 )
             )
