@@ -8,19 +8,24 @@ INVALID_REQUEST (a topic listed twice), POLICY_VIOLATION. ``validate_only`` chan
 from __future__ import annotations
 
 import functools
+import logging
 from collections import Counter
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from storage_core.controller.topic_store import TopicInfo
 from storage_core.errors import InvalidReplicationFactorError, StorageError
 from storage_core.server.handlers.common import (
     NO_THROTTLE,
     error_code_of,
     to_kio_uuid,
 )
+from storage_core.server.handlers.config_support import describe_topic
 from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
+
+logger = logging.getLogger(__name__)
 
 API_KEY = 19
 MIN_VERSION = 2
@@ -69,6 +74,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             )
             continue
+        except Exception as error:  # one topic's failure never costs the others their answer
+            logger.exception("CreateTopics failed unexpectedly topic=%s", topic.name)
+            results.append(
+                _result(
+                    module, topic.name, info=None, error=error_code_of(error), message=str(error)
+                )
+            )
+            continue
         partitions = len(info.partitions) or int(topic.num_partitions)
         factor = len(info.partitions[0].replicas) if info.partitions else topic.replication_factor
         results.append(
@@ -76,6 +89,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 module,
                 topic.name,
                 info=info,
+                configs=_effective_configs(module, ctx, info),
                 error=ErrorCode.none,
                 message=None,
                 num_partitions=partitions,
@@ -85,24 +99,36 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return build(module.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
 
 
+def _effective_configs(module: Any, ctx: RequestContext, info: TopicInfo) -> tuple[Any, ...]:
+    """v5+: every config of the new topic with its value and source, as DescribeConfigs shows
+    it (Kafka's controller answers the same); older versions have no such field."""
+    config_class = getattr(module, "CreatableTopicConfigs", None)
+    if config_class is None:
+        return ()
+    rows = describe_topic(info, ctx.broker.default_log_config, ctx.broker.config.props)
+    return tuple(
+        config_class(
+            name=row.name,
+            value=row.value,
+            read_only=row.read_only,
+            config_source=int(row.source),
+            is_sensitive=False,
+        )
+        for row in rows
+    )
+
+
 def _result(
     module: Any,
     name: str,
     *,
-    info: Any,
+    info: TopicInfo | None,
     error: ErrorCode,
     message: str | None,
+    configs: tuple[Any, ...] = (),
     num_partitions: int = -1,
     replication_factor: int = -1,
 ) -> Any:
-    configs = None
-    if info is not None:
-        configs = tuple(
-            module.CreatableTopicConfigs(
-                name=k, value=v, read_only=False, config_source=1, is_sensitive=False
-            )
-            for k, v in sorted(info.configs.items())
-        )
     return build(
         module.CreatableTopicResult,
         name=name,
@@ -112,5 +138,5 @@ def _result(
         topic_config_error_code=ErrorCode.none,
         num_partitions=num_partitions,
         replication_factor=replication_factor,
-        configs=configs,
+        configs=configs if info is not None else None,
     )
