@@ -15,11 +15,11 @@ import asyncio
 import logging
 import signal
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from storage_core.clock import SYSTEM_CLOCK, Clock
-from storage_core.common import ZERO_UUID, TopicIdPartition, TopicPartition
+from storage_core.common import TopicIdPartition, TopicPartition
 from storage_core.controller.producer_id_manager import ProducerIdManager
 from storage_core.controller.topic_store import TopicInfo, TopicStore
 from storage_core.coordinator.group.group_coordinator import GroupCoordinator
@@ -146,18 +146,26 @@ class KafkaBroker:
         *,
         validate_only: bool = False,
         internal: bool = False,
+        replica_assignment: Sequence[Sequence[int]] | None = None,
     ) -> TopicInfo:
-        """Create a topic and its local partitions (or only validate, as CreateTopics can)."""
+        """Create a topic and its local partitions (or only validate, as CreateTopics can).
+
+        ``replica_assignment`` (replicas by partition 0..n-1) replaces the count and factor.
+        """
         if num_partitions == -1:
             num_partitions = self.config.get_int("num.partitions")
         if replication_factor == -1:
             replication_factor = self.config.get_int("default.replication.factor")
         with self._topic_lock:
             if validate_only:
-                self.topic_store.validate_new_topic(
-                    name, num_partitions, replication_factor, configs, self.default_log_config
+                return self.topic_store.validate_new_topic(
+                    name,
+                    num_partitions,
+                    replication_factor,
+                    configs,
+                    self.default_log_config,
+                    replica_assignment=replica_assignment,
                 )
-                return TopicInfo(name=name, topic_id=ZERO_UUID, partitions=(), configs=configs)
             topic = self.topic_store.create_topic(
                 name,
                 num_partitions,
@@ -165,6 +173,7 @@ class KafkaBroker:
                 configs,
                 self.default_log_config,
                 internal=internal,
+                replica_assignment=replica_assignment,
             )
             self._host_partitions(topic)
             return topic
@@ -223,9 +232,21 @@ class KafkaBroker:
             self.replica_manager.topic_stats.remove_topic(name)
             return topic
 
-    def add_partitions(self, name: str, new_total: int, *, validate_only: bool) -> TopicInfo:
+    def add_partitions(
+        self,
+        name: str,
+        new_total: int,
+        *,
+        validate_only: bool,
+        replica_assignment: Sequence[Sequence[int]] | None = None,
+    ) -> TopicInfo:
         with self._topic_lock:
-            topic = self.topic_store.create_partitions(name, new_total, validate_only=validate_only)
+            topic = self.topic_store.create_partitions(
+                name,
+                new_total,
+                validate_only=validate_only,
+                replica_assignment=replica_assignment,
+            )
             if not validate_only:
                 self._host_partitions(topic)
             return topic

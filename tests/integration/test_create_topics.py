@@ -15,7 +15,15 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import (
+    AdminClient,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic as KNewTopic
 
 from tests.broker_process import BrokerProcess
 from tests.integration import raw_wire
@@ -198,3 +206,100 @@ def test_confluent_admin_reports_the_one_bad_topic(cadmin: AdminClient) -> None:
     assert error.code() == KafkaError.INVALID_CONFIG
     assert _exists(cadmin, good)
     assert not _exists(cadmin, bad)
+
+
+# ------------------------------------------------------------------ manual replica assignments
+INVALID_REQUEST, INVALID_REPLICA_ASSIGNMENT = 42, 39
+
+
+def test_confluent_admin_creates_a_topic_from_a_replica_assignment(cadmin: AdminClient) -> None:
+    name = _name("assigned")
+    futures = cadmin.create_topics(
+        [NewTopic(name, num_partitions=3, replica_assignment=[[0], [0], [0]])],
+        request_timeout=TIMEOUT_S,
+    )
+
+    futures[name].result(timeout=TIMEOUT_S)
+    assert _partitions(cadmin, name) == {0: [0], 1: [0], 2: [0]}
+
+
+def test_kafka_python_creates_a_topic_from_a_replica_assignment(
+    broker: BrokerProcess, cadmin: AdminClient
+) -> None:
+    name = _name("assigned")
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)
+    try:
+        admin.create_topics([KNewTopic(name, -1, -1, replica_assignments={0: [0], 1: [0]})])
+    finally:
+        admin.close()
+    assert _partitions(cadmin, name) == {0: [0], 1: [0]}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_bad_replica_assignments_are_refused_with_kafkas_errors(
+    broker: BrokerProcess, cadmin: AdminClient, version: int
+) -> None:
+    cases = {
+        _name("unknown-broker"): (
+            {0: [0], 1: [7]},
+            -1,
+            INVALID_REPLICA_ASSIGNMENT,
+            "The manual partition assignment includes broker 7, but no such broker is registered.",
+        ),
+        _name("twice"): (
+            {0: [0, 0]},
+            -1,
+            INVALID_REPLICA_ASSIGNMENT,
+            "The manual partition assignment includes the broker 0 more than once.",
+        ),
+        _name("gap"): (
+            {0: [0], 2: [0]},
+            -1,
+            INVALID_REPLICA_ASSIGNMENT,
+            "partitions should be a consecutive 0-based integer sequence",
+        ),
+        _name("empty"): (
+            {0: []},
+            -1,
+            INVALID_REPLICA_ASSIGNMENT,
+            "The manual partition assignment includes an empty replica list.",
+        ),
+        _name("counted"): (
+            {0: [0]},
+            1,
+            INVALID_REQUEST,
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        ),
+    }
+    answer = _create(
+        broker,
+        version,
+        *(
+            _creatable(version, name, partitions=partitions, factor=-1, assignments=assignment)
+            for name, (assignment, partitions, _code, _message) in cases.items()
+        ),
+    )
+
+    assert [(t.name, t.error_code.value, t.error_message) for t in answer.topics] == [
+        (name, code, message) for name, (_a, _p, code, message) in cases.items()
+    ]
+    assert not any(_exists(cadmin, name) for name in cases)
+
+
+def test_create_partitions_follows_a_replica_assignment(cadmin: AdminClient) -> None:
+    name = _name("grown")
+    cadmin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1)])[name].result(
+        timeout=TIMEOUT_S
+    )
+
+    cadmin.create_partitions([NewPartitions(name, 3, replica_assignment=[[0], [0]])])[name].result(
+        timeout=TIMEOUT_S
+    )
+    unknown = cadmin.create_partitions([NewPartitions(name, 4, replica_assignment=[[5]])])[name]
+
+    with pytest.raises(KafkaException) as raised:
+        unknown.result(timeout=TIMEOUT_S)
+    error: KafkaError = raised.value.args[0]
+    assert error.code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    assert "includes broker 5, but no such broker is registered" in error.str()
+    assert _partitions(cadmin, name) == {0: [0], 1: [0], 2: [0]}

@@ -14,14 +14,15 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from storage_core.controller.replica_assignment import validate_new_topic_assignment
 from storage_core.controller.topic_store import TopicInfo
-from storage_core.errors import InvalidReplicationFactorError, StorageError
+from storage_core.errors import StorageError
 from storage_core.server.handlers.common import (
     NO_THROTTLE,
     error_code_of,
     to_kio_uuid,
 )
-from storage_core.server.handlers.config_support import describe_topic
+from storage_core.server.handlers.config_support import InvalidRequestError, describe_topic
 from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 
@@ -52,11 +53,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             continue
         configs = {c.name: c.value for c in topic.configs if c.value is not None}
         try:
-            if topic.assignments:
-                raise InvalidReplicationFactorError(
-                    "Manual replica assignments are not supported; give a partition count and a"
-                    " replication factor."
-                )
             info = await broker.replica_manager.run_io(
                 functools.partial(
                     broker.create_topic,
@@ -65,6 +61,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     int(topic.replication_factor),
                     configs,
                     validate_only=bool(request.validate_only),
+                    replica_assignment=_manual_assignment(topic, brokers=(broker.broker_id,)),
                 )
             )
         except StorageError as error:
@@ -82,8 +79,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             )
             continue
-        partitions = len(info.partitions) or int(topic.num_partitions)
-        factor = len(info.partitions[0].replicas) if info.partitions else topic.replication_factor
+        partitions = len(info.partitions)
+        factor = len(info.partitions[0].replicas)
         results.append(
             _result(
                 module,
@@ -97,6 +94,30 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
         )
     return build(module.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
+
+
+def _manual_assignment(
+    topic: Any, *, brokers: tuple[int, ...]
+) -> tuple[tuple[int, ...], ...] | None:
+    """The topic's manual replica assignment checked as Kafka's controller does, or None.
+
+    With an assignment the request must leave the partition count and the replication factor
+    to it (-1 each), else INVALID_REQUEST.
+    """
+    if not topic.assignments:
+        return None
+    if int(topic.replication_factor) != -1:
+        raise InvalidRequestError(
+            "A manual partition assignment was specified, but replication factor was not set to -1."
+        )
+    if int(topic.num_partitions) != -1:
+        raise InvalidRequestError(
+            "A manual partition assignment was specified, but numPartitions was not set to -1."
+        )
+    return validate_new_topic_assignment(
+        ((int(a.partition_index), tuple(int(b) for b in a.broker_ids)) for a in topic.assignments),
+        brokers=brokers,
+    )
 
 
 def _effective_configs(module: Any, ctx: RequestContext, info: TopicInfo) -> tuple[Any, ...]:
