@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from storage_core.errors import InvalidConfigError
-from storage_core.log.log_config import TOPIC_CONFIG_NAMES, LogConfig
+from storage_core.log.log_config import BROKER_SYNONYMS, TOPIC_CONFIG_NAMES, LogConfig
 
 logger = logging.getLogger(__name__)
 
@@ -240,6 +240,7 @@ _KNOWN_TOPIC_DEFAULT_NAMES = frozenset(
         "unclean.leader.election.enable",
         "process.roles",
         *("log." + name for name in TOPIC_CONFIG_NAMES),
+        *(synonym for synonyms in BROKER_SYNONYMS.values() for synonym in synonyms),
     }
 )
 

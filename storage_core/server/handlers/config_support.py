@@ -57,6 +57,7 @@ class ConfigType(enum.IntEnum):
     STRING = 2
     INT = 3
     LONG = 5
+    DOUBLE = 6
     LIST = 7
 
 
@@ -94,6 +95,22 @@ TOPIC_CONFIG_TYPES: dict[str, ConfigType] = {
     "cleanup.policy": ConfigType.LIST,
     "message.timestamp.type": ConfigType.STRING,
     "compression.type": ConfigType.STRING,
+    "delete.retention.ms": ConfigType.LONG,
+    "min.compaction.lag.ms": ConfigType.LONG,
+    "max.compaction.lag.ms": ConfigType.LONG,
+    "min.cleanable.dirty.ratio": ConfigType.DOUBLE,
+    "message.timestamp.before.max.ms": ConfigType.LONG,
+    "message.timestamp.after.max.ms": ConfigType.LONG,
+    "message.timestamp.difference.max.ms": ConfigType.LONG,
+    "compression.gzip.level": ConfigType.INT,
+    "compression.lz4.level": ConfigType.INT,
+    "compression.zstd.level": ConfigType.INT,
+    "message.format.version": ConfigType.STRING,
+    "message.downconversion.enable": ConfigType.BOOLEAN,
+    "remote.log.copy.disable": ConfigType.BOOLEAN,
+    "remote.log.delete.on.disable": ConfigType.BOOLEAN,
+    "leader.replication.throttled.replicas": ConfigType.LIST,
+    "follower.replication.throttled.replicas": ConfigType.LIST,
 }
 
 TOPIC_CONFIG_DOCS: dict[str, str] = {
@@ -124,6 +141,35 @@ TOPIC_CONFIG_DOCS: dict[str, str] = {
     "message.timestamp.type": "Whether a record's timestamp is CreateTime or LogAppendTime.",
     "compression.type": "The final compression of the topic's data: uncompressed, gzip,"
     " snappy, lz4, zstd or producer (keep the producer's codec).",
+    "delete.retention.ms": "How long delete tombstones are kept for compacted topics"
+    " (stored; no log cleaner runs here).",
+    "min.compaction.lag.ms": "The minimum time a message stays uncompacted (stored; no log"
+    " cleaner runs here).",
+    "max.compaction.lag.ms": "The maximum time a message stays ineligible for compaction"
+    " (stored; no log cleaner runs here).",
+    "min.cleanable.dirty.ratio": "The dirty share of the log that triggers cleaning"
+    " (stored; no log cleaner runs here).",
+    "message.timestamp.before.max.ms": "How far a CreateTime timestamp may lie before the"
+    " broker's clock; records beyond it are refused with INVALID_TIMESTAMP.",
+    "message.timestamp.after.max.ms": "How far a CreateTime timestamp may lie after the"
+    " broker's clock; records beyond it are refused with INVALID_TIMESTAMP.",
+    "message.timestamp.difference.max.ms": "[DEPRECATED] Both bounds of the timestamp window"
+    " while message.timestamp.before/after.max.ms keep their defaults.",
+    "compression.gzip.level": "The gzip level used with compression.type=gzip (stored; batches"
+    " are kept as produced).",
+    "compression.lz4.level": "The lz4 level used with compression.type=lz4 (stored; batches"
+    " are kept as produced).",
+    "compression.zstd.level": "The zstd level used with compression.type=zstd (stored; batches"
+    " are kept as produced).",
+    "message.format.version": "[DEPRECATED] Ignored: every batch is written in format v2.",
+    "message.downconversion.enable": "[DEPRECATED] Ignored: fetches are never down-converted.",
+    "remote.log.copy.disable": "Stop copying segments to remote storage while keeping remote"
+    " data readable.",
+    "remote.log.delete.on.disable": "Delete the remote data when remote storage is disabled.",
+    "leader.replication.throttled.replicas": "Replicas to throttle on the leader side, as"
+    " partitionId:brokerId pairs or '*' (stored; no replication quotas here).",
+    "follower.replication.throttled.replicas": "Replicas to throttle on the follower side, as"
+    " partitionId:brokerId pairs or '*' (stored; no replication quotas here).",
 }
 
 _BROKER_KIND_TYPES = {
