@@ -185,10 +185,7 @@ class TopicStore:
             colliding = _collision_key(name)
             for other in self._topics:
                 if _collision_key(other) == colliding:
-                    raise InvalidTopicError(
-                        f"Topic '{name}' collides with existing topic '{other}': '.' and '_'"
-                        " may not both be used in names that differ only by them"
-                    )
+                    raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {other}")
         if replica_assignment is not None:
             num_partitions = len(replica_assignment)
             replication_factor = len(replica_assignment[0]) if replica_assignment else 0

@@ -303,3 +303,53 @@ def test_create_partitions_follows_a_replica_assignment(cadmin: AdminClient) -> 
     assert error.code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
     assert "includes broker 5, but no such broker is registered" in error.str()
     assert _partitions(cadmin, name) == {0: [0], 1: [0], 2: [0]}
+
+
+# ------------------------------------------------------------------ names
+INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS = 17, 36
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_internal_topics_cannot_be_created_by_clients(
+    broker: BrokerProcess, cadmin: AdminClient, version: int
+) -> None:
+    internal = ["__remote_log_metadata", "__transaction_state", "__cluster_metadata"]
+    answer = _create(broker, version, *(_creatable(version, n, partitions=1) for n in internal))
+
+    assert [(t.name, t.error_code.value, t.error_message) for t in answer.topics] == [
+        (n, INVALID_REQUEST, f"Creation of internal topic {n} is prohibited.") for n in internal
+    ]
+    assert not any(_exists(cadmin, n) for n in internal)
+
+
+def test_consumer_offsets_cannot_be_created_by_confluent_admin(cadmin: AdminClient) -> None:
+    future = cadmin.create_topics(
+        [NewTopic("__consumer_offsets", num_partitions=1, replication_factor=1)],
+        request_timeout=TIMEOUT_S,
+    )["__consumer_offsets"]
+
+    with pytest.raises(KafkaException) as raised:
+        future.result(timeout=TIMEOUT_S)
+    error: KafkaError = raised.value.args[0]
+    assert error.code() == KafkaError.INVALID_REQUEST
+    assert "Creation of internal topic __consumer_offsets is prohibited." in error.str()
+
+
+def test_names_colliding_by_dot_and_underscore_are_refused(
+    broker: BrokerProcess, cadmin: AdminClient
+) -> None:
+    base = _name("collide").replace("-", "")
+    dotted, underscored = f"{base}.events", f"{base}_events"
+    first = _create(broker, 7, _creatable(7, dotted))
+    again = _create(broker, 7, _creatable(7, dotted), _creatable(7, underscored))
+
+    assert first.topics[0].error_code.value == NONE
+    assert [(t.name, t.error_code.value, t.error_message) for t in again.topics] == [
+        (dotted, TOPIC_ALREADY_EXISTS, f"Topic '{dotted}' already exists."),
+        (
+            underscored,
+            INVALID_TOPIC_EXCEPTION,
+            f"Topic '{underscored}' collides with existing topic: {dotted}",
+        ),
+    ]
+    assert not _exists(cadmin, underscored)

@@ -1,8 +1,10 @@
 """CreateTopics (key 19): create topics with partitions, replication factor and configs.
 
-Each topic succeeds or fails alone with Kafka's error: TOPIC_ALREADY_EXISTS,
-INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG,
-INVALID_REQUEST (a topic listed twice), POLICY_VIOLATION. ``validate_only`` changes nothing.
+Each topic succeeds or fails alone, whole, with Kafka's error: TOPIC_ALREADY_EXISTS,
+INVALID_TOPIC_EXCEPTION (an illegal name, or one colliding with an existing topic by '.'/'_'),
+INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG,
+INVALID_REQUEST (a topic listed twice, an internal topic, an assignment with a count),
+POLICY_VIOLATION. Every topic of a request gets its result. ``validate_only`` changes nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +30,18 @@ from storage_core.server.request_context import RequestContext
 
 logger = logging.getLogger(__name__)
 
+# Topics the broker creates itself, with the layout its coordinators need: a client may not
+# create them (Kafka refuses __cluster_metadata this way; its coordinators create the others).
+INTERNAL_TOPIC_NAMES = frozenset(
+    {
+        "__cluster_metadata",
+        "__consumer_offsets",
+        "__transaction_state",
+        "__share_group_state",
+        "__remote_log_metadata",
+    }
+)
+
 API_KEY = 19
 MIN_VERSION = 2
 MAX_VERSION = 7
@@ -48,6 +62,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     error=ErrorCode.invalid_request,
                     message=f"Create topics request from client `{ctx.client_id}` contains"
                     f" multiple entries for the following topics: {topic.name}",
+                )
+            )
+            continue
+        if topic.name in INTERNAL_TOPIC_NAMES:
+            results.append(
+                _result(
+                    module,
+                    topic.name,
+                    info=None,
+                    error=ErrorCode.invalid_request,
+                    message=f"Creation of internal topic {topic.name} is prohibited.",
                 )
             )
             continue
