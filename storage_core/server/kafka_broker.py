@@ -30,6 +30,7 @@ from storage_core.metrics import BrokerTopicStats, KafkaMetricsRegistry
 from storage_core.metrics.http_server import MetricsHttpServer, maybe_start_metrics_server
 from storage_core.replication.partition import Partition
 from storage_core.replication.replica_manager import ReplicaManager
+from storage_core.server.dynamic_broker_config import DynamicBrokerConfigStore
 from storage_core.server.group_coordinator_setup import start_group_coordinator
 from storage_core.server.handlers import ApiHandler, build_registry
 from storage_core.server.kafka_config import KafkaConfig, new_cluster_id
@@ -86,6 +87,8 @@ class KafkaBroker:
             remote_storage_system_enable=config.get_bool("remote.log.storage.system.enable"),
         )
         self.producer_id_manager = ProducerIdManager(log_dirs[0])
+        # Stored and described; the running settings still come from server.properties.
+        self.dynamic_broker_config = DynamicBrokerConfigStore(log_dirs[0])
         self.metrics = KafkaMetricsRegistry(clock=clock)
         self.metrics_server: MetricsHttpServer | None = None
         self.replica_manager = ReplicaManager(

@@ -7,8 +7,9 @@ A topic config's value is the first of its synonyms, most precise first:
     STATIC_BROKER_CONFIG (4)  a broker default set in server.properties (``log.retention.hours``)
     DEFAULT_CONFIG       (5)  the built-in default, under the primary broker name
 
-There are no dynamic broker configs: every broker config is read-only and comes from
-server.properties (4) or the built-in default (5).
+A broker config's value is its dynamic one for this broker (DYNAMIC_BROKER_CONFIG, 2), else
+the cluster-wide dynamic default (DYNAMIC_DEFAULT_BROKER_CONFIG, 3), else server.properties (4),
+else the built-in default (5); configs Kafka cannot change while running are read-only.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from storage_core.log.log_config import (
     TOPIC_CONFIG_NAMES,
     LogConfig,
 )
+from storage_core.server.dynamic_broker_config import ALL_DYNAMIC_CONFIGS, is_sensitive
 from storage_core.server.handlers.common import error_code_of
 from storage_core.server.kafka_config import BROKER_CONFIG_DEFS
 from storage_core.server.protocol import build
@@ -48,6 +50,8 @@ class ResourceType(enum.IntEnum):
 
 class ConfigSource(enum.IntEnum):
     DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
 
@@ -199,6 +203,7 @@ class DescribedConfig:
     read_only: bool
     synonyms: tuple[ConfigSynonym, ...]
     documentation: str | None
+    is_sensitive: bool = False  # a password: its value is never shown
 
 
 def broker_synonyms(topic_config: str) -> tuple[str, ...]:
@@ -253,9 +258,50 @@ def describe_topic(
 
 
 def describe_broker(
-    default_config: LogConfig, broker_props: Mapping[str, str]
+    default_config: LogConfig,
+    broker_props: Mapping[str, str],
+    *,
+    dynamic: Mapping[str, str] | None = None,
+    dynamic_default: Mapping[str, str] | None = None,
 ) -> list[DescribedConfig]:
-    """The broker's own configs and its topic defaults (``log.*``), sorted by name."""
+    """The broker's own configs and its topic defaults (``log.*``), sorted by name, with the
+    dynamic values of this broker and of the cluster default in front."""
+    rows = _static_broker_rows(default_config, broker_props)
+    for source, values in (
+        (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, dynamic_default or {}),
+        (ConfigSource.DYNAMIC_BROKER_CONFIG, dynamic or {}),
+    ):
+        for name, value in values.items():
+            rows[name] = _with_dynamic(rows.get(name), name, value, source)
+    return [rows[name] for name in sorted(rows)]
+
+
+def describe_dynamic_default(dynamic_default: Mapping[str, str]) -> list[DescribedConfig]:
+    """The cluster-wide dynamic broker configs (the BROKER resource named "")."""
+    source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    return [_with_dynamic(None, n, v, source) for n, v in sorted(dynamic_default.items())]
+
+
+def _with_dynamic(
+    row: DescribedConfig | None, name: str, value: str, source: ConfigSource
+) -> DescribedConfig:
+    sensitive = is_sensitive(name)
+    synonym = ConfigSynonym(name=name, value=None if sensitive else value, source=source)
+    return DescribedConfig(
+        name=name,
+        value=None if sensitive else value,
+        source=source,
+        config_type=row.config_type if row is not None else ConfigType.STRING,
+        read_only=False,
+        synonyms=(synonym, *(row.synonyms if row is not None else ())),
+        documentation=row.documentation if row is not None else None,
+        is_sensitive=sensitive,
+    )
+
+
+def _static_broker_rows(
+    default_config: LogConfig, broker_props: Mapping[str, str]
+) -> dict[str, DescribedConfig]:
     rows: dict[str, DescribedConfig] = {}
     for name, (kind, default) in BROKER_CONFIG_DEFS.items():
         rows[name] = _static_row(
@@ -286,11 +332,11 @@ def describe_broker(
             if set_synonyms
             else ConfigSource.DEFAULT_CONFIG,
             config_type=TOPIC_CONFIG_TYPES.get(topic_name, ConfigType.STRING),
-            read_only=True,
+            read_only=names[0] not in ALL_DYNAMIC_CONFIGS,
             synonyms=(*set_synonyms, default_synonym),
             documentation=f"The default {topic_name} of topics without their own.",
         )
-    return [rows[name] for name in sorted(rows)]
+    return rows
 
 
 def _static_row(
@@ -303,7 +349,7 @@ def _static_row(
             value=default,
             source=ConfigSource.DEFAULT_CONFIG,
             config_type=config_type,
-            read_only=True,
+            read_only=name not in ALL_DYNAMIC_CONFIGS,
             synonyms=(default_synonym,),
             documentation=doc,
         )
@@ -312,7 +358,7 @@ def _static_row(
         value=value,
         source=ConfigSource.STATIC_BROKER_CONFIG,
         config_type=config_type,
-        read_only=True,
+        read_only=name not in ALL_DYNAMIC_CONFIGS,
         synonyms=(
             ConfigSynonym(name=name, value=value, source=ConfigSource.STATIC_BROKER_CONFIG),
             default_synonym,
@@ -348,14 +394,6 @@ def check_unique_keys(names: Sequence[str]) -> None:
         raise InvalidRequestError(
             f"{len(names)} configs in one resource; at most {MAX_CONFIGS_PER_RESOURCE} are allowed"
         )
-
-
-def reject_broker_changes(names: Sequence[str]) -> None:
-    """No broker config can change while the broker runs: edit server.properties instead."""
-    raise InvalidRequestError(
-        f"Cannot update these configs dynamically: {sorted(names)}; change them in"
-        " server.properties and restart the broker"
-    )
 
 
 def check_operations(ops: Sequence[tuple[str, int, str | None]]) -> None:
