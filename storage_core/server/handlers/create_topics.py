@@ -89,19 +89,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     replica_assignment=_manual_assignment(topic, brokers=(broker.broker_id,)),
                 )
             )
-        except StorageError as error:
-            results.append(
-                _result(
-                    module, topic.name, info=None, error=error_code_of(error), message=str(error)
-                )
-            )
-            continue
         except Exception as error:  # one topic's failure never costs the others their answer
-            logger.exception("CreateTopics failed unexpectedly topic=%s", topic.name)
+            message = str(error)
+            if not isinstance(error, StorageError):
+                logger.exception("CreateTopics failed unexpectedly topic=%s", topic.name)
+                message = "The server experienced an unexpected error when processing the request."
             results.append(
-                _result(
-                    module, topic.name, info=None, error=error_code_of(error), message=str(error)
-                )
+                _result(module, topic.name, info=None, error=error_code_of(error), message=message)
             )
             continue
         partitions = len(info.partitions)
