@@ -30,7 +30,10 @@ from storage_core.metrics import BrokerTopicStats, KafkaMetricsRegistry
 from storage_core.metrics.http_server import MetricsHttpServer, maybe_start_metrics_server
 from storage_core.replication.partition import Partition
 from storage_core.replication.replica_manager import ReplicaManager
-from storage_core.server.dynamic_broker_config import DynamicBrokerConfigStore
+from storage_core.server.dynamic_broker_config import (
+    BrokerConfigUpdateError,
+    DynamicBrokerConfigStore,
+)
 from storage_core.server.group_coordinator_setup import start_group_coordinator
 from storage_core.server.handlers import ApiHandler, build_registry
 from storage_core.server.kafka_config import KafkaConfig, new_cluster_id
@@ -61,8 +64,10 @@ class KafkaBroker:
         self.config = config
         self.broker_id = config.broker_id
         self.clock = clock
-        self.default_log_config = config.log_config()
         log_dirs = config.log_dirs()
+        log_dirs[0].mkdir(parents=True, exist_ok=True)
+        self.dynamic_broker_config = DynamicBrokerConfigStore(log_dirs[0])
+        self.default_log_config = self._dynamic_log_defaults()
         self.log_manager = LogManager(
             log_dirs,
             self.default_log_config,
@@ -80,15 +85,12 @@ class KafkaBroker:
                 "producer.id.expiration.check.interval.ms"
             ),
         )
-        log_dirs[0].mkdir(parents=True, exist_ok=True)
         self.topic_store = TopicStore(
             log_dirs[0],
             broker_ids=(self.broker_id,),
             remote_storage_system_enable=config.get_bool("remote.log.storage.system.enable"),
         )
         self.producer_id_manager = ProducerIdManager(log_dirs[0])
-        # Stored and described; the running settings still come from server.properties.
-        self.dynamic_broker_config = DynamicBrokerConfigStore(log_dirs[0])
         self.metrics = KafkaMetricsRegistry(clock=clock)
         self.metrics_server: MetricsHttpServer | None = None
         self.replica_manager = ReplicaManager(
@@ -127,6 +129,43 @@ class KafkaBroker:
         self.endpoint = BrokerEndpoint(node_id=self.broker_id, host="127.0.0.1", port=-1)
         self._topic_lock = threading.RLock()
         self._stopped = asyncio.Event()
+
+    # ------------------------------------------------------------------ dynamic configs
+    def _dynamic_log_defaults(
+        self, *, default: Mapping[str, str] | None = None, broker: Mapping[str, str] | None = None
+    ) -> LogConfig:
+        """Topic defaults from server.properties, the cluster's dynamic defaults and this
+        broker's dynamic configs, the last winning (Kafka's DynamicLogConfig); ``default`` and
+        ``broker`` replace the stored dynamic configs of their level."""
+        store = self.dynamic_broker_config
+        return LogConfig.from_broker_props(
+            {
+                **self.config.props,
+                **(store.configs(per_broker=False) if default is None else default),
+                **(store.configs(per_broker=True) if broker is None else broker),
+            }
+        )
+
+    def alter_dynamic_broker_configs(self, configs: Mapping[str, str], *, per_broker: bool) -> None:
+        """Persist a resource's new dynamic configs; topic defaults take effect at once on every
+        topic without its own override (a new ``log.retention.ms`` at the next retention pass).
+        Nothing changes when the resulting topic defaults are invalid (INVALID_REQUEST).
+        """
+        with self._topic_lock:
+            try:
+                defaults = self._dynamic_log_defaults(
+                    **({"broker": configs} if per_broker else {"default": configs})
+                )
+            except InvalidConfigError as error:
+                raise BrokerConfigUpdateError(str(error)) from None
+            self.dynamic_broker_config.replace(configs, per_broker=per_broker)
+            if defaults == self.default_log_config:
+                return
+            self.default_log_config = defaults
+            self.log_manager.default_config = defaults
+            for name in self.topic_store.topics():
+                self.log_manager.update_topic_config(name, self.topic_log_config(name))
+            logger.info("dynamic topic defaults applied per_broker=%s", per_broker)
 
     # ------------------------------------------------------------------ topics
     def _topic_overrides(self, topic: str) -> Mapping[str, str]:

@@ -9,6 +9,8 @@ refused with INVALID_REQUEST and Kafka's message.
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +23,11 @@ from confluent_kafka.admin import (
     ConfigEntry,
     ConfigResource,
     ConfigSource,
+    NewTopic,
     ResourceType,
 )
+from kafka import KafkaProducer
+from kafka import errors as kafka_errors
 
 from tests.broker_process import BrokerProcess
 from tests.integration import raw_wire
@@ -33,6 +38,7 @@ TIMEOUT_S = 15.0
 RELOGIN = "sasl.kerberos.min.time.before.relogin"  # librdkafka's 0081-admin sets this one
 BROKER_RESOURCE, SET = 4, 0
 NONE, INVALID_REQUEST = 0, 42
+HOUR_MS = 3_600_000
 
 
 @pytest.fixture(scope="module")
@@ -214,3 +220,43 @@ def test_dynamic_configs_survive_a_restart(tmp_path: Path) -> None:
         process.stop()
         process.start()
         assert _describe(process, "0")[RELOGIN].value == "59000"
+
+
+def test_dynamic_topic_defaults_apply_to_running_topics(broker: BrokerProcess) -> None:
+    """A dynamic ``log.message.timestamp.before.max.ms`` acts on a topic without an override at
+    once, and DescribeConfigs names where the topic's value comes from."""
+    topic = f"dynamic-defaults-{uuid.uuid4().hex[:8]}"
+    admin = _admin(broker)
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(
+        timeout=TIMEOUT_S
+    )
+    old_ms = int(time.time() * 1000) - 2 * HOUR_MS
+    name = "log.message.timestamp.before.max.ms"
+
+    _incremental(broker, "0", *_set((name, str(HOUR_MS), AlterConfigOpType.SET))).result(
+        timeout=TIMEOUT_S  # type: ignore[attr-defined]
+    )
+    refused = _send(broker, topic, old_ms)
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    described = admin.describe_configs([resource])[resource].result(timeout=TIMEOUT_S)
+    _incremental(broker, "0", *_set((name, None, AlterConfigOpType.DELETE))).result(
+        timeout=TIMEOUT_S  # type: ignore[attr-defined]
+    )
+
+    assert isinstance(refused, kafka_errors.InvalidTimestampError)
+    entry = described["message.timestamp.before.max.ms"]
+    assert (entry.value, entry.source) == (str(HOUR_MS), ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    assert _send(broker, topic, old_ms) == 0  # the default is back: no window
+
+
+def _send(broker: BrokerProcess, topic: str, timestamp_ms: int) -> object:
+    """The record's offset, or the error its send failed with."""
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=0, retries=0)
+    try:
+        future = producer.send(topic, value=b"v", timestamp_ms=timestamp_ms)
+        try:
+            return int(future.get(timeout=TIMEOUT_S).offset)
+        except kafka_errors.KafkaError as error:
+            return error
+    finally:
+        producer.close()

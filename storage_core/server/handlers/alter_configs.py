@@ -57,7 +57,7 @@ async def _alter(ctx: RequestContext, resource: Any, *, validate_only: bool) -> 
         if not validate_only:
             await broker.replica_manager.run_io(
                 functools.partial(
-                    broker.dynamic_broker_config.replace, new_configs, per_broker=per_broker
+                    broker.alter_dynamic_broker_configs, new_configs, per_broker=per_broker
                 )
             )
         return

@@ -212,9 +212,23 @@ def broker_synonyms(topic_config: str) -> tuple[str, ...]:
 
 
 def describe_topic(
-    info: TopicInfo, default_config: LogConfig, broker_props: Mapping[str, str]
+    info: TopicInfo,
+    default_config: LogConfig,
+    broker_props: Mapping[str, str],
+    *,
+    dynamic: Mapping[str, str] | None = None,
+    dynamic_default: Mapping[str, str] | None = None,
 ) -> list[DescribedConfig]:
-    """Every topic config with its value, source and synonyms, sorted by name."""
+    """Every topic config with its value, source and synonyms, sorted by name.
+
+    A broker synonym (``log.retention.ms``) is looked up in the broker's dynamic configs, the
+    cluster's dynamic defaults, then server.properties, as Kafka lists them.
+    """
+    layers = (
+        (ConfigSource.DYNAMIC_BROKER_CONFIG, dynamic or {}),
+        (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, dynamic_default or {}),
+        (ConfigSource.STATIC_BROKER_CONFIG, broker_props),
+    )
     effective = default_config.with_overrides(info.configs).to_props()
     built_in = LogConfig().to_props()
     rows = []
@@ -228,14 +242,11 @@ def describe_topic(
             )
         names = broker_synonyms(name)
         for synonym in names:
-            if synonym in broker_props:
-                synonyms.append(
-                    ConfigSynonym(
-                        name=synonym,
-                        value=broker_props[synonym],
-                        source=ConfigSource.STATIC_BROKER_CONFIG,
-                    )
-                )
+            synonyms.extend(
+                ConfigSynonym(name=synonym, value=props[synonym], source=source)
+                for source, props in layers
+                if synonym in props
+            )
         synonyms.append(
             ConfigSynonym(
                 name=names[0] if names else name,

@@ -145,7 +145,14 @@ def _effective_configs(module: Any, ctx: RequestContext, info: TopicInfo) -> tup
     config_class = getattr(module, "CreatableTopicConfigs", None)
     if config_class is None:
         return ()
-    rows = describe_topic(info, ctx.broker.default_log_config, ctx.broker.config.props)
+    broker = ctx.broker
+    rows = describe_topic(
+        info,
+        broker.default_log_config,
+        broker.config.props,
+        dynamic=broker.dynamic_broker_config.configs(per_broker=True),
+        dynamic_default=broker.dynamic_broker_config.configs(per_broker=False),
+    )
     return tuple(
         config_class(
             name=row.name,

@@ -74,7 +74,14 @@ def _describe(ctx: RequestContext, resource_type: int, name: str) -> list[Descri
     broker = ctx.broker
     if resource_type == ResourceType.TOPIC:
         info = topic_info_or_raise(broker, name)
-        return describe_topic(info, broker.default_log_config, broker.config.props)
+        store = broker.dynamic_broker_config
+        return describe_topic(
+            info,
+            broker.default_log_config,
+            broker.config.props,
+            dynamic=store.configs(per_broker=True),
+            dynamic_default=store.configs(per_broker=False),
+        )
     if resource_type == ResourceType.BROKER:
         check_broker_resource(name, broker.broker_id)
         store = broker.dynamic_broker_config

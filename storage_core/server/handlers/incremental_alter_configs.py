@@ -69,7 +69,9 @@ async def _alter(ctx: RequestContext, resource: Any, *, validate_only: bool) -> 
         validate_broker_configs(new_configs, per_broker=per_broker)
         if not validate_only:
             await broker.replica_manager.run_io(
-                functools.partial(store.replace, new_configs, per_broker=per_broker)
+                functools.partial(
+                    broker.alter_dynamic_broker_configs, new_configs, per_broker=per_broker
+                )
             )
         return
     if resource.resource_type != ResourceType.TOPIC:
