@@ -177,33 +177,47 @@ NON_DYNAMIC_CONFIGS: frozenset[str] = (
     - ALL_DYNAMIC_CONFIGS
     - {"metrics.port", "metrics.host"}
 )
+# Kafka's types of the dynamic configs that are numbers or booleans (the rest are strings,
+# lists or passwords, which any text fits).
+_INT_CONFIGS = (
+    "num.io.threads",
+    "num.replica.fetchers",
+    "background.threads",
+    "num.recovery.threads.per.data.dir",
+    "log.cleaner.threads",
+    "log.cleaner.io.buffer.size",
+    "max.connections.per.ip",
+    "max.connection.creation.rate",
+    "num.network.threads",
+    "remote.fetch.max.wait.ms",
+    "sasl.login.refresh.min.period.seconds",
+    "sasl.login.refresh.buffer.seconds",
+)
+_LONG_CONFIGS = (
+    "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.backoff.ms",
+    "sasl.kerberos.min.time.before.relogin",
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+    "remote.log.manager.copy.max.bytes.per.second",
+    "remote.log.manager.fetch.max.bytes.per.second",
+    "remote.list.offsets.request.timeout.ms",
+)
+_DOUBLE_CONFIGS = (
+    "log.cleaner.io.buffer.load.factor",
+    "log.cleaner.io.max.bytes.per.second",
+    "sasl.kerberos.ticket.renew.window.factor",
+    "sasl.kerberos.ticket.renew.jitter",
+    "sasl.login.refresh.window.factor",
+    "sasl.login.refresh.window.jitter",
+)
 _TYPES: dict[str, str] = {
-    **{n: "int" for n in ("num.io.threads", "num.replica.fetchers", "background.threads")},
-    **{n: "int" for n in ("num.recovery.threads.per.data.dir", "log.cleaner.threads")},
-    **{n: "int" for n in ("log.cleaner.io.buffer.size", "max.connections.per.ip")},
-    **{n: "int" for n in ("max.connection.creation.rate", "num.network.threads")},
-    **{n: "int" for n in ("remote.fetch.max.wait.ms", "sasl.login.refresh.min.period.seconds")},
-    "sasl.login.refresh.buffer.seconds": "int",
-    **{n: "long" for n in ("log.cleaner.dedupe.buffer.size", "log.cleaner.backoff.ms")},
-    **{n: "long" for n in ("sasl.kerberos.min.time.before.relogin",)},
-    **{
-        n: "long"
-        for n in ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
-    },
-    **{n: "long" for n in ("replica.alter.log.dirs.io.max.bytes.per.second",)},
-    **{n: "long" for n in ("remote.log.manager.copy.max.bytes.per.second",)},
-    **{n: "long" for n in ("remote.log.manager.fetch.max.bytes.per.second",)},
-    **{n: "long" for n in ("remote.list.offsets.request.timeout.ms",)},
-    **{n: "double" for n in ("log.cleaner.io.buffer.load.factor",)},
-    **{n: "double" for n in ("log.cleaner.io.max.bytes.per.second",)},
-    **{n: "double" for n in ("sasl.kerberos.ticket.renew.window.factor",)},
-    **{n: "double" for n in ("sasl.kerberos.ticket.renew.jitter",)},
-    **{
-        n: "double"
-        for n in ("sasl.login.refresh.window.factor", "sasl.login.refresh.window.jitter")
-    },
+    **{name: kind for name, (kind, _default) in BROKER_CONFIG_DEFS.items()},
+    **dict.fromkeys(_INT_CONFIGS, "int"),
+    **dict.fromkeys(_LONG_CONFIGS, "long"),
+    **dict.fromkeys(_DOUBLE_CONFIGS, "double"),
     "transaction.partition.verification.enable": "bool",
-    **{n: kind for n, (kind, _default) in BROKER_CONFIG_DEFS.items()},
 }
 LIST_CONFIGS = frozenset(
     {
