@@ -19,11 +19,15 @@ import dataclasses
 import json
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage_core.common import Uuid, validate_topic_name
+from storage_core.common import ZERO_UUID, Uuid, validate_topic_name
+from storage_core.controller.manual_assignment import (
+    validate_added_partitions_assignment,
+    validate_manual_partition_assignment,
+)
 from storage_core.errors import (
     CorruptCheckpointError,
     InvalidPartitionsError,
@@ -165,8 +169,15 @@ class TopicStore:
         replication_factor: int,
         configs: Mapping[str, str],
         default_config: LogConfig,
-    ) -> None:
-        """Raise the error Kafka would answer CreateTopics with; change nothing."""
+        *,
+        replica_assignment: Sequence[Sequence[int]] | None = None,
+    ) -> TopicInfo:
+        """Raise the error Kafka would answer CreateTopics with; change nothing.
+
+        Returns the topic as it would be created (with the zero topic id). With a
+        ``replica_assignment`` (replicas by partition 0..n-1, already checked by
+        ``validate_new_topic_assignment``) the partition count and replication factor follow it.
+        """
         validate_topic_name(name)
         with self._lock:
             if name in self._topics:
@@ -174,10 +185,14 @@ class TopicStore:
             colliding = _collision_key(name)
             for other in self._topics:
                 if _collision_key(other) == colliding:
-                    raise InvalidTopicError(
-                        f"Topic '{name}' collides with existing topic '{other}': '.' and '_'"
-                        " may not both be used in names that differ only by them"
-                    )
+                    raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {other}")
+        if replica_assignment is not None:
+            num_partitions = len(replica_assignment)
+            replication_factor = len(replica_assignment[0]) if replica_assignment else 0
+            for replicas in replica_assignment:
+                validate_manual_partition_assignment(
+                    replicas, replication_factor=replication_factor, brokers=self._broker_ids
+                )
         if not 1 <= num_partitions <= MAX_PARTITIONS_PER_TOPIC:
             raise InvalidPartitionsError(
                 f"Number of partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC},"
@@ -198,6 +213,12 @@ class TopicStore:
             previous=None,
             system_enabled=self._remote_storage_system_enable,
         )
+        partitions = (
+            tuple(self._assign(p, replication_factor) for p in range(num_partitions))
+            if replica_assignment is None
+            else tuple(_manual(p, replicas) for p, replicas in enumerate(replica_assignment))
+        )
+        return TopicInfo(name=name, topic_id=ZERO_UUID, partitions=partitions, configs=configs)
 
     def create_topic(
         self,
@@ -208,28 +229,29 @@ class TopicStore:
         default_config: LogConfig,
         *,
         internal: bool = False,
+        replica_assignment: Sequence[Sequence[int]] | None = None,
     ) -> TopicInfo:
         with self._lock:
-            self.validate_new_topic(
-                name, num_partitions, replication_factor, configs, default_config
+            planned = self.validate_new_topic(
+                name,
+                num_partitions,
+                replication_factor,
+                configs,
+                default_config,
+                replica_assignment=replica_assignment,
             )
-            topic = TopicInfo(
-                name=name,
-                topic_id=Uuid.random(),
-                partitions=tuple(
-                    self._assign(p, replication_factor) for p in range(num_partitions)
-                ),
-                configs=dict(configs),
-                internal=internal,
+            topic = dataclasses.replace(
+                planned, topic_id=Uuid.random(), configs=dict(configs), internal=internal
             )
             self._topics[name] = topic
             self._persist()
         logger.info(
-            "created topic topic=%s topic_id=%s partitions=%d replication_factor=%d",
+            "created topic topic=%s topic_id=%s partitions=%d replication_factor=%d manual=%s",
             name,
             topic.topic_id,
-            num_partitions,
-            replication_factor,
+            len(topic.partitions),
+            len(topic.partitions[0].replicas),
+            replica_assignment is not None,
         )
         return topic
 
@@ -250,7 +272,16 @@ class TopicStore:
         logger.info("deleted topic topic=%s topic_id=%s", name, topic.topic_id)
         return topic
 
-    def create_partitions(self, name: str, new_total: int, *, validate_only: bool) -> TopicInfo:
+    def create_partitions(
+        self,
+        name: str,
+        new_total: int,
+        *,
+        validate_only: bool,
+        replica_assignment: Sequence[Sequence[int]] | None = None,
+    ) -> TopicInfo:
+        """Grow ``name`` to ``new_total`` partitions; ``replica_assignment`` gives the replicas
+        of the added partitions only, in order (Kafka's CreatePartitions assignments)."""
         with self._lock:
             topic = self._require(name)
             current = len(topic.partitions)
@@ -264,7 +295,16 @@ class TopicStore:
                     f"Number of partitions must be at most {MAX_PARTITIONS_PER_TOPIC}."
                 )
             factor = len(topic.partitions[0].replicas)
-            added = tuple(self._assign(p, factor) for p in range(current, new_total))
+            if replica_assignment is None:
+                added = tuple(self._assign(p, factor) for p in range(current, new_total))
+            else:
+                manual = validate_added_partitions_assignment(
+                    replica_assignment,
+                    added=new_total - current,
+                    replication_factor=factor,
+                    brokers=self._broker_ids,
+                )
+                added = tuple(_manual(current + i, r) for i, r in enumerate(manual))
             updated = dataclasses.replace(topic, partitions=topic.partitions + added)
             if not validate_only:
                 self._topics[name] = updated
@@ -321,6 +361,17 @@ class TopicStore:
         if topic is None:
             raise UnknownTopicOrPartitionError(f"This server does not host topic '{name}'.")
         return topic
+
+
+def _manual(partition: int, replicas: Sequence[int]) -> PartitionAssignment:
+    """A manually assigned partition: its preferred (first) replica leads, all are in sync."""
+    return PartitionAssignment(
+        partition=partition,
+        replicas=tuple(replicas),
+        isr=tuple(replicas),
+        leader=replicas[0],
+        leader_epoch=0,
+    )
 
 
 def _collision_key(name: str) -> str:

@@ -75,6 +75,7 @@ from storage_core.log.producer_state import (
     end_txn_marker_of,
 )
 from storage_core.log.retention import RetentionReason, SegmentSummary, plan_retention
+from storage_core.log.timestamp_window import TimestampWindow
 from storage_core.records import NO_PRODUCER_ID, NO_TIMESTAMP, RecordBatch, RecordBatchHeader
 
 logger = logging.getLogger(__name__)
@@ -290,6 +291,7 @@ class Log:
             records,
             max_message_bytes=self.config.max_message_bytes,
             segment_bytes=self.config.segment_bytes,
+            timestamp_window=TimestampWindow.maybe_of(self.config, self._clock.milliseconds()),
         )
         with self._lock:
             self._check_open()

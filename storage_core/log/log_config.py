@@ -8,6 +8,7 @@ immutable value: changing a config builds a new one.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,8 +18,12 @@ from storage_core.errors import InvalidConfigError
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
 
-# Topic config name -> (field name, default, minimum). The broker-level name is ``log.`` + topic
-# name for most keys (Kafka's ``ServerTopicConfigSynonyms``); the exceptions are listed below.
+# Every topic config of Kafka 3.9 (``TopicConfig``/``LogConfig``; 4.0 dropped only the three
+# deprecated ``message.format.version``, ``message.timestamp.difference.max.ms`` and
+# ``message.downconversion.enable``, still accepted here for older clients), with Kafka's types,
+# defaults and validators. Topic config name -> (field name, default, minimum) for the numbers.
+# The broker-level name is ``log.`` + topic name for most keys (Kafka's
+# ``ServerTopicConfigSynonyms``); the exceptions are listed below.
 _TOPIC_CONFIGS: dict[str, tuple[str, int, int]] = {
     "segment.bytes": ("segment_bytes", 1024 * 1024 * 1024, 14),
     "segment.ms": ("segment_ms", 7 * 24 * 60 * 60 * 1000, 1),
@@ -34,6 +39,31 @@ _TOPIC_CONFIGS: dict[str, tuple[str, int, int]] = {
     "max.message.bytes": ("max_message_bytes", 1024 * 1024 + 12, 0),
     "file.delete.delay.ms": ("file_delete_delay_ms", 60_000, 0),
     "min.insync.replicas": ("min_insync_replicas", 1, 1),
+    "delete.retention.ms": ("delete_retention_ms", 24 * 60 * 60 * 1000, 0),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", 0, 0),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", LONG_MAX, 1),
+    "message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", LONG_MAX, 0),
+    "message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", LONG_MAX, 0),
+    "message.timestamp.difference.max.ms": ("message_timestamp_difference_max_ms", LONG_MAX, 0),
+    "compression.gzip.level": ("compression_gzip_level", -1, -1),
+    "compression.lz4.level": ("compression_lz4_level", 9, 1),
+    "compression.zstd.level": ("compression_zstd_level", 3, -131072),
+}
+# Kafka's INT configs (the others are LONG): at most 2**31 - 1, or the maximum given here.
+_INT_MAXIMUMS: dict[str, int] = {
+    "segment.bytes": INT_MAX,
+    "segment.index.bytes": INT_MAX,
+    "index.interval.bytes": INT_MAX,
+    "max.message.bytes": INT_MAX,
+    "min.insync.replicas": INT_MAX,
+    "compression.gzip.level": 9,  # Deflater.BEST_COMPRESSION; -1 is Deflater.DEFAULT_COMPRESSION
+    "compression.lz4.level": 17,
+    "compression.zstd.level": 22,
+}
+_GZIP_LEVEL_MIN = 1  # levels 1..9 (inclusive) or -1
+_DOUBLE_CONFIGS: dict[str, tuple[str, float, float, float]] = {
+    # name -> (field, default, minimum, maximum), bounds inclusive
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", 0.5, 0.0, 1.0),
 }
 _BOOLEAN_CONFIGS: dict[str, tuple[str, bool]] = {
     "preallocate": ("preallocate", False),
@@ -41,6 +71,7 @@ _BOOLEAN_CONFIGS: dict[str, tuple[str, bool]] = {
     "remote.log.copy.disable": ("remote_log_copy_disable", False),
     "remote.log.delete.on.disable": ("remote_log_delete_on_disable", False),
     "unclean.leader.election.enable": ("unclean_leader_election_enable", False),
+    "message.downconversion.enable": ("message_downconversion_enable", True),
 }
 _STRING_CONFIGS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "cleanup.policy": ("cleanup_policy", "delete", ("delete", "compact")),
@@ -54,9 +85,25 @@ _STRING_CONFIGS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "producer",
         ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
     ),
+    # Free-form strings with their own validators (empty ``allowed``), see ``_parse_free``.
+    "message.format.version": ("message_format_version", "3.0-IV1", ()),
+    "leader.replication.throttled.replicas": ("leader_replication_throttled_replicas", "", ()),
+    "follower.replication.throttled.replicas": (
+        "follower_replication_throttled_replicas",
+        "",
+        (),
+    ),
 }
 # Comma-separated lists: each item must be one of the allowed values, in any order.
-LIST_CONFIG_NAMES = frozenset({"cleanup.policy"})
+LIST_CONFIG_NAMES = frozenset(
+    {
+        "cleanup.policy",
+        "leader.replication.throttled.replicas",
+        "follower.replication.throttled.replicas",
+    }
+)
+_THROTTLED_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
+_METADATA_VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?(-IV[0-9]+)?")
 # Broker names that are not simply "log." + the topic name.
 BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
     "segment.ms": ("log.roll.ms", "log.roll.hours"),
@@ -76,10 +123,21 @@ BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
     "min.insync.replicas": ("min.insync.replicas",),
     "unclean.leader.election.enable": ("unclean.leader.election.enable",),
     "compression.type": ("compression.type",),
+    "compression.gzip.level": ("compression.gzip.level",),
+    "compression.lz4.level": ("compression.lz4.level",),
+    "compression.zstd.level": ("compression.zstd.level",),
+    "delete.retention.ms": ("log.cleaner.delete.retention.ms",),
+    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms",),
+    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms",),
+    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio",),
+    "leader.replication.throttled.replicas": (),
+    "follower.replication.throttled.replicas": (),
 }
 _UNIT_MS = {"minutes": 60_000, "hours": 3_600_000}
 
-TOPIC_CONFIG_NAMES = frozenset([*_TOPIC_CONFIGS, *_BOOLEAN_CONFIGS, *_STRING_CONFIGS])
+TOPIC_CONFIG_NAMES = frozenset(
+    [*_TOPIC_CONFIGS, *_BOOLEAN_CONFIGS, *_STRING_CONFIGS, *_DOUBLE_CONFIGS]
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,6 +166,22 @@ class LogConfig:
     cleanup_policy: str = "delete"
     message_timestamp_type: str = "CreateTime"
     compression_type: str = "producer"
+    # Stored and described, not acted on (no log cleaner, no recompression, no quotas here).
+    delete_retention_ms: int = 24 * 60 * 60 * 1000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
+    message_format_version: str = "3.0-IV1"
+    message_downconversion_enable: bool = True
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
+    # Enforced on produce: records whose CreateTime is outside [now - before, now + after].
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
+    message_timestamp_difference_max_ms: int = LONG_MAX
 
     @property
     def max_index_size_bytes(self) -> int:
@@ -121,6 +195,21 @@ class LogConfig:
     @property
     def uses_log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """How far (ms) a CreateTime may lie before the broker's clock; the deprecated
+        ``message.timestamp.difference.max.ms`` counts while this one keeps its default."""
+        if self.message_timestamp_before_max_ms != LONG_MAX:
+            return self.message_timestamp_before_max_ms
+        return self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        """How far (ms) a CreateTime may lie after the broker's clock (see the one before)."""
+        if self.message_timestamp_after_max_ms != LONG_MAX:
+            return self.message_timestamp_after_max_ms
+        return self.message_timestamp_difference_max_ms
 
     @property
     def effective_local_retention_ms(self) -> int:
@@ -140,13 +229,20 @@ class LogConfig:
         for name, raw in props.items():
             if name in _TOPIC_CONFIGS:
                 int_field, _default, minimum = _TOPIC_CONFIGS[name]
-                changes[int_field] = _parse_int(name, raw, minimum)
+                changes[int_field] = _parse_int(
+                    name, raw, minimum, _INT_MAXIMUMS.get(name, LONG_MAX)
+                )
+            elif name in _DOUBLE_CONFIGS:
+                double_field, _d, low, high = _DOUBLE_CONFIGS[name]
+                changes[double_field] = _parse_double(name, raw, low, high)
             elif name in _BOOLEAN_CONFIGS:
                 changes[_BOOLEAN_CONFIGS[name][0]] = _parse_bool(name, raw)
             elif name in _STRING_CONFIGS:
                 str_field, _default_text, allowed = _STRING_CONFIGS[name]
                 text = str(raw).strip()
-                if name in LIST_CONFIG_NAMES:
+                if not allowed:
+                    text = _parse_free(name, text)
+                elif name in LIST_CONFIG_NAMES:
                     text = _parse_list(name, text, allowed)
                 elif text not in allowed:
                     raise InvalidConfigError(
@@ -182,10 +278,46 @@ class LogConfig:
             out[name] = "true" if getattr(self, bool_field) else "false"
         for name, (str_field, _s, _a) in _STRING_CONFIGS.items():
             out[name] = str(getattr(self, str_field))
+        for name, (double_field, _f, _lo, _hi) in _DOUBLE_CONFIGS.items():
+            out[name] = str(getattr(self, double_field))
         return out
 
 
-def _parse_int(name: str, raw: Any, minimum: int) -> int:
+def _parse_free(name: str, text: str) -> str:
+    """Validators of the string configs without a fixed set of values."""
+    if name == "message.format.version":
+        if not _METADATA_VERSION.fullmatch(text):
+            raise InvalidConfigError(
+                f"Invalid value {text} for configuration {name}: not a Kafka version such as"
+                " 2.8 or 3.0-IV1"
+            )
+        return text
+    items = [item.strip() for item in text.split(",")]
+    if not (all(_THROTTLED_REPLICA.fullmatch(i) for i in items) or "".join(items) == "*"):
+        raise InvalidConfigError(
+            f"Invalid value {text} for configuration {name}: {name} must be the literal '*' or a"
+            " list of replicas in the following format:"
+            " [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+        )
+    return ",".join(items)
+
+
+def _parse_double(name: str, raw: Any, low: float, high: float) -> float:
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        raise InvalidConfigError(
+            f"Invalid value {raw!r} for configuration {name}: not a number"
+        ) from None
+    if not low <= value <= high:
+        raise InvalidConfigError(
+            f"Invalid value {value} for configuration {name}: Value must be between"
+            f" {low} and {high} (inclusive)"
+        )
+    return value
+
+
+def _parse_int(name: str, raw: Any, minimum: int, maximum: int = LONG_MAX) -> int:
     if isinstance(raw, bool):
         raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: not a number")
     try:
@@ -194,9 +326,18 @@ def _parse_int(name: str, raw: Any, minimum: int) -> int:
         raise InvalidConfigError(
             f"Invalid value {raw!r} for configuration {name}: not a number"
         ) from None
+    if name == "compression.gzip.level" and value != -1 and value < _GZIP_LEVEL_MIN:
+        raise InvalidConfigError(
+            f"Invalid value {value} for configuration {name}: Value must be between"
+            f" {_GZIP_LEVEL_MIN} and {maximum} or equal to -1"
+        )
     if value < minimum:
         raise InvalidConfigError(
             f"Invalid value {value} for configuration {name}: must be at least {minimum}"
+        )
+    if value > maximum:
+        raise InvalidConfigError(
+            f"Invalid value {value} for configuration {name}: must be at most {maximum}"
         )
     return value
 

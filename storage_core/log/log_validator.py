@@ -38,6 +38,7 @@ from storage_core.errors import (
     RecordTooLargeError,
     UnsupportedCompressionError,
 )
+from storage_core.log.timestamp_window import TimestampWindow
 from storage_core.records import (
     BATCH_HEADER_SIZE,
     NO_PRODUCER_EPOCH,
@@ -117,6 +118,7 @@ def analyze_and_validate(
     max_message_bytes: int,
     segment_bytes: int,
     file: str | None = None,
+    timestamp_window: TimestampWindow | None = None,
 ) -> LogAppendInfo:
     """Validate every batch in ``buffer`` and summarise them, with the offsets as given.
 
@@ -140,6 +142,8 @@ def analyze_and_validate(
         if len(batches) >= MAX_BATCHES_PER_APPEND:
             raise InvalidRecordError(f"more than {MAX_BATCHES_PER_APPEND} batches in one append")
         _validate_batch(batch, position, max_message_bytes, file)
+        if timestamp_window is not None:  # a leader's append to a topic with a window
+            timestamp_window.check(batch, batch_index=len(batches))
         info = BatchInfo(
             position=position,
             base_offset=batch.base_offset,

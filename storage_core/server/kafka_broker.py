@@ -15,11 +15,11 @@ import asyncio
 import logging
 import signal
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from storage_core.clock import SYSTEM_CLOCK, Clock
-from storage_core.common import ZERO_UUID, TopicIdPartition, TopicPartition
+from storage_core.common import TopicIdPartition, TopicPartition
 from storage_core.controller.producer_id_manager import ProducerIdManager
 from storage_core.controller.topic_store import TopicInfo, TopicStore
 from storage_core.coordinator.group.group_coordinator import GroupCoordinator
@@ -30,6 +30,10 @@ from storage_core.metrics import BrokerTopicStats, KafkaMetricsRegistry
 from storage_core.metrics.http_server import MetricsHttpServer, maybe_start_metrics_server
 from storage_core.replication.partition import Partition
 from storage_core.replication.replica_manager import ReplicaManager
+from storage_core.server.dynamic_broker_config import (
+    BrokerConfigUpdateError,
+    DynamicBrokerConfigStore,
+)
 from storage_core.server.group_coordinator_setup import start_group_coordinator
 from storage_core.server.handlers import ApiHandler, build_registry
 from storage_core.server.kafka_config import KafkaConfig, new_cluster_id
@@ -61,8 +65,10 @@ class KafkaBroker:
         self.config = config
         self.broker_id = config.broker_id
         self.clock = clock
-        self.default_log_config = config.log_config()
         log_dirs = config.log_dirs()
+        log_dirs[0].mkdir(parents=True, exist_ok=True)
+        self.dynamic_broker_config = DynamicBrokerConfigStore(log_dirs[0])
+        self.default_log_config = self._dynamic_log_defaults()
         self.log_manager = LogManager(
             log_dirs,
             self.default_log_config,
@@ -80,7 +86,6 @@ class KafkaBroker:
                 "producer.id.expiration.check.interval.ms"
             ),
         )
-        log_dirs[0].mkdir(parents=True, exist_ok=True)
         self.topic_store = TopicStore(
             log_dirs[0],
             broker_ids=(self.broker_id,),
@@ -122,6 +127,43 @@ class KafkaBroker:
         self._topic_lock = threading.RLock()
         self._stopped = asyncio.Event()
 
+    # ------------------------------------------------------------------ dynamic configs
+    def _dynamic_log_defaults(
+        self, *, default: Mapping[str, str] | None = None, broker: Mapping[str, str] | None = None
+    ) -> LogConfig:
+        """Topic defaults from server.properties, the cluster's dynamic defaults and this
+        broker's dynamic configs, the last winning (Kafka's DynamicLogConfig); ``default`` and
+        ``broker`` replace the stored dynamic configs of their level."""
+        store = self.dynamic_broker_config
+        return LogConfig.from_broker_props(
+            {
+                **self.config.props,
+                **(store.configs(per_broker=False) if default is None else default),
+                **(store.configs(per_broker=True) if broker is None else broker),
+            }
+        )
+
+    def alter_dynamic_broker_configs(self, configs: Mapping[str, str], *, per_broker: bool) -> None:
+        """Persist a resource's new dynamic configs; topic defaults take effect at once on every
+        topic without its own override (a new ``log.retention.ms`` at the next retention pass).
+        Nothing changes when the resulting topic defaults are invalid (INVALID_REQUEST).
+        """
+        with self._topic_lock:
+            try:
+                defaults = self._dynamic_log_defaults(
+                    **({"broker": configs} if per_broker else {"default": configs})
+                )
+            except InvalidConfigError as error:
+                raise BrokerConfigUpdateError(str(error)) from None
+            self.dynamic_broker_config.replace(configs, per_broker=per_broker)
+            if defaults == self.default_log_config:
+                return
+            self.default_log_config = defaults
+            self.log_manager.default_config = defaults
+            for name in self.topic_store.topics():
+                self.log_manager.update_topic_config(name, self.topic_log_config(name))
+            logger.info("dynamic topic defaults applied per_broker=%s", per_broker)
+
     # ------------------------------------------------------------------ topics
     def _topic_overrides(self, topic: str) -> Mapping[str, str]:
         info = self.topic_store.get(topic)
@@ -143,18 +185,26 @@ class KafkaBroker:
         *,
         validate_only: bool = False,
         internal: bool = False,
+        replica_assignment: Sequence[Sequence[int]] | None = None,
     ) -> TopicInfo:
-        """Create a topic and its local partitions (or only validate, as CreateTopics can)."""
+        """Create a topic and its local partitions (or only validate, as CreateTopics can).
+
+        ``replica_assignment`` (replicas by partition 0..n-1) replaces the count and factor.
+        """
         if num_partitions == -1:
             num_partitions = self.config.get_int("num.partitions")
         if replication_factor == -1:
             replication_factor = self.config.get_int("default.replication.factor")
         with self._topic_lock:
             if validate_only:
-                self.topic_store.validate_new_topic(
-                    name, num_partitions, replication_factor, configs, self.default_log_config
+                return self.topic_store.validate_new_topic(
+                    name,
+                    num_partitions,
+                    replication_factor,
+                    configs,
+                    self.default_log_config,
+                    replica_assignment=replica_assignment,
                 )
-                return TopicInfo(name=name, topic_id=ZERO_UUID, partitions=(), configs=configs)
             topic = self.topic_store.create_topic(
                 name,
                 num_partitions,
@@ -162,6 +212,7 @@ class KafkaBroker:
                 configs,
                 self.default_log_config,
                 internal=internal,
+                replica_assignment=replica_assignment,
             )
             self._host_partitions(topic)
             return topic
@@ -220,9 +271,21 @@ class KafkaBroker:
             self.replica_manager.topic_stats.remove_topic(name)
             return deleted[0]
 
-    def add_partitions(self, name: str, new_total: int, *, validate_only: bool) -> TopicInfo:
+    def add_partitions(
+        self,
+        name: str,
+        new_total: int,
+        *,
+        validate_only: bool,
+        replica_assignment: Sequence[Sequence[int]] | None = None,
+    ) -> TopicInfo:
         with self._topic_lock:
-            topic = self.topic_store.create_partitions(name, new_total, validate_only=validate_only)
+            topic = self.topic_store.create_partitions(
+                name,
+                new_total,
+                validate_only=validate_only,
+                replica_assignment=replica_assignment,
+            )
             if not validate_only:
                 self._host_partitions(topic)
             return topic

@@ -21,7 +21,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from storage_core.errors import InvalidConfigError
-from storage_core.log.log_config import TOPIC_CONFIG_NAMES, LogConfig
+from storage_core.log.log_config import BROKER_SYNONYMS, TOPIC_CONFIG_NAMES, LogConfig
+from storage_core.server.security_config import refuse_unsupported_security
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +125,7 @@ class KafkaConfig:
     @staticmethod
     def from_props(props: Mapping[str, Any]) -> KafkaConfig:
         text_props = {str(k).strip(): str(v).strip() for k, v in props.items()}
+        refuse_unsupported_security(text_props)  # before anything else: never run open
         config = KafkaConfig(props=text_props)
         for name in text_props:
             if name in BROKER_CONFIG_DEFS:
@@ -243,6 +245,7 @@ _KNOWN_TOPIC_DEFAULT_NAMES = frozenset(
         "unclean.leader.election.enable",
         "process.roles",
         *("log." + name for name in TOPIC_CONFIG_NAMES),
+        *(synonym for synonyms in BROKER_SYNONYMS.values() for synonym in synonyms),
     }
 )
 

@@ -52,7 +52,7 @@ def test_topic_value_comes_from_the_most_precise_synonym() -> None:
     assert not any(r.read_only for r in rows.values())
 
 
-def test_broker_configs_are_read_only_and_name_their_source() -> None:
+def test_static_broker_configs_are_read_only_and_name_their_source() -> None:
     props = {"num.partitions": "3", "log.segment.bytes": "4096"}
     rows = {r.name: r for r in describe_broker(LogConfig.from_broker_props(props), props)}
 
@@ -66,7 +66,11 @@ def test_broker_configs_are_read_only_and_name_their_source() -> None:
     )
     assert rows["delete.topic.enable"].value == "true"
     assert rows["log.retention.ms"].source == ConfigSource.DEFAULT_CONFIG
-    assert all(r.read_only for r in rows.values())
+    # Kafka's rule: only configs it cannot change while running are read-only.
+    assert rows["num.partitions"].read_only
+    assert rows["log.dirs"].read_only
+    assert not rows["log.retention.ms"].read_only
+    assert not rows["message.max.bytes"].read_only
 
 
 def test_append_and_subtract_work_on_lists_in_order() -> None:

@@ -1,8 +1,10 @@
 """AlterConfigs (key 33): replace a topic's config overrides with exactly the ones given.
 
 Kafka's legacy API: every override not in the request is removed. Prefer
-IncrementalAlterConfigs, which changes only the keys it names. Errors per resource:
-INVALID_REQUEST (a resource listed twice, a key listed twice, a null value, any broker config),
+IncrementalAlterConfigs, which changes only the keys it names. The BROKER resource (this
+broker's id, or empty for the cluster default) takes the dynamic broker configs Kafka accepts
+(see ``dynamic_broker_config``). Errors per resource: INVALID_REQUEST (a resource listed twice,
+a key listed twice, a null value, a broker config Kafka cannot change dynamically),
 INVALID_CONFIG naming the key, UNKNOWN_TOPIC_OR_PARTITION. ``validate_only`` changes nothing.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from storage_core.server.dynamic_broker_config import validate_broker_configs
 from storage_core.server.handlers.common import NO_THROTTLE
 from storage_core.server.handlers.config_support import (
     InvalidRequestError,
@@ -18,7 +21,6 @@ from storage_core.server.handlers.config_support import (
     alter_each_resource,
     check_broker_resource,
     check_unique_keys,
-    reject_broker_changes,
     topic_info_or_raise,
 )
 from storage_core.server.protocol import build
@@ -49,8 +51,15 @@ async def _alter(ctx: RequestContext, resource: Any, *, validate_only: bool) -> 
         raise InvalidRequestError("Null value not supported for : " + ", ".join(nulls))
     if resource.resource_type == ResourceType.BROKER:
         check_broker_resource(resource.resource_name, broker.broker_id)
-        if names:
-            reject_broker_changes(names)
+        per_broker = resource.resource_name != ""
+        new_configs = {c.name: str(c.value) for c in resource.configs}
+        validate_broker_configs(new_configs, per_broker=per_broker)
+        if not validate_only:
+            await broker.replica_manager.run_io(
+                functools.partial(
+                    broker.alter_dynamic_broker_configs, new_configs, per_broker=per_broker
+                )
+            )
         return
     if resource.resource_type != ResourceType.TOPIC:
         raise InvalidRequestError(

@@ -7,8 +7,9 @@ A topic config's value is the first of its synonyms, most precise first:
     STATIC_BROKER_CONFIG (4)  a broker default set in server.properties (``log.retention.hours``)
     DEFAULT_CONFIG       (5)  the built-in default, under the primary broker name
 
-There are no dynamic broker configs: every broker config is read-only and comes from
-server.properties (4) or the built-in default (5).
+A broker config's value is its dynamic one for this broker (DYNAMIC_BROKER_CONFIG, 2), else
+the cluster-wide dynamic default (DYNAMIC_DEFAULT_BROKER_CONFIG, 3), else server.properties (4),
+else the built-in default (5); configs Kafka cannot change while running are read-only.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from storage_core.log.log_config import (
     TOPIC_CONFIG_NAMES,
     LogConfig,
 )
+from storage_core.server.dynamic_broker_config import ALL_DYNAMIC_CONFIGS, is_sensitive
 from storage_core.server.handlers.common import error_code_of
 from storage_core.server.kafka_config import BROKER_CONFIG_DEFS
 from storage_core.server.protocol import build
@@ -48,6 +50,8 @@ class ResourceType(enum.IntEnum):
 
 class ConfigSource(enum.IntEnum):
     DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
 
@@ -57,6 +61,7 @@ class ConfigType(enum.IntEnum):
     STRING = 2
     INT = 3
     LONG = 5
+    DOUBLE = 6
     LIST = 7
 
 
@@ -94,6 +99,22 @@ TOPIC_CONFIG_TYPES: dict[str, ConfigType] = {
     "cleanup.policy": ConfigType.LIST,
     "message.timestamp.type": ConfigType.STRING,
     "compression.type": ConfigType.STRING,
+    "delete.retention.ms": ConfigType.LONG,
+    "min.compaction.lag.ms": ConfigType.LONG,
+    "max.compaction.lag.ms": ConfigType.LONG,
+    "min.cleanable.dirty.ratio": ConfigType.DOUBLE,
+    "message.timestamp.before.max.ms": ConfigType.LONG,
+    "message.timestamp.after.max.ms": ConfigType.LONG,
+    "message.timestamp.difference.max.ms": ConfigType.LONG,
+    "compression.gzip.level": ConfigType.INT,
+    "compression.lz4.level": ConfigType.INT,
+    "compression.zstd.level": ConfigType.INT,
+    "message.format.version": ConfigType.STRING,
+    "message.downconversion.enable": ConfigType.BOOLEAN,
+    "remote.log.copy.disable": ConfigType.BOOLEAN,
+    "remote.log.delete.on.disable": ConfigType.BOOLEAN,
+    "leader.replication.throttled.replicas": ConfigType.LIST,
+    "follower.replication.throttled.replicas": ConfigType.LIST,
 }
 
 TOPIC_CONFIG_DOCS: dict[str, str] = {
@@ -124,6 +145,35 @@ TOPIC_CONFIG_DOCS: dict[str, str] = {
     "message.timestamp.type": "Whether a record's timestamp is CreateTime or LogAppendTime.",
     "compression.type": "The final compression of the topic's data: uncompressed, gzip,"
     " snappy, lz4, zstd or producer (keep the producer's codec).",
+    "delete.retention.ms": "How long delete tombstones are kept for compacted topics"
+    " (stored; no log cleaner runs here).",
+    "min.compaction.lag.ms": "The minimum time a message stays uncompacted (stored; no log"
+    " cleaner runs here).",
+    "max.compaction.lag.ms": "The maximum time a message stays ineligible for compaction"
+    " (stored; no log cleaner runs here).",
+    "min.cleanable.dirty.ratio": "The dirty share of the log that triggers cleaning"
+    " (stored; no log cleaner runs here).",
+    "message.timestamp.before.max.ms": "How far a CreateTime timestamp may lie before the"
+    " broker's clock; records beyond it are refused with INVALID_TIMESTAMP.",
+    "message.timestamp.after.max.ms": "How far a CreateTime timestamp may lie after the"
+    " broker's clock; records beyond it are refused with INVALID_TIMESTAMP.",
+    "message.timestamp.difference.max.ms": "[DEPRECATED] Both bounds of the timestamp window"
+    " while message.timestamp.before/after.max.ms keep their defaults.",
+    "compression.gzip.level": "The gzip level used with compression.type=gzip (stored; batches"
+    " are kept as produced).",
+    "compression.lz4.level": "The lz4 level used with compression.type=lz4 (stored; batches"
+    " are kept as produced).",
+    "compression.zstd.level": "The zstd level used with compression.type=zstd (stored; batches"
+    " are kept as produced).",
+    "message.format.version": "[DEPRECATED] Ignored: every batch is written in format v2.",
+    "message.downconversion.enable": "[DEPRECATED] Ignored: fetches are never down-converted.",
+    "remote.log.copy.disable": "Stop copying segments to remote storage while keeping remote"
+    " data readable.",
+    "remote.log.delete.on.disable": "Delete the remote data when remote storage is disabled.",
+    "leader.replication.throttled.replicas": "Replicas to throttle on the leader side, as"
+    " partitionId:brokerId pairs or '*' (stored; no replication quotas here).",
+    "follower.replication.throttled.replicas": "Replicas to throttle on the follower side, as"
+    " partitionId:brokerId pairs or '*' (stored; no replication quotas here).",
 }
 
 _BROKER_KIND_TYPES = {
@@ -153,6 +203,7 @@ class DescribedConfig:
     read_only: bool
     synonyms: tuple[ConfigSynonym, ...]
     documentation: str | None
+    is_sensitive: bool = False  # a password: its value is never shown
 
 
 def broker_synonyms(topic_config: str) -> tuple[str, ...]:
@@ -161,9 +212,23 @@ def broker_synonyms(topic_config: str) -> tuple[str, ...]:
 
 
 def describe_topic(
-    info: TopicInfo, default_config: LogConfig, broker_props: Mapping[str, str]
+    info: TopicInfo,
+    default_config: LogConfig,
+    broker_props: Mapping[str, str],
+    *,
+    dynamic: Mapping[str, str] | None = None,
+    dynamic_default: Mapping[str, str] | None = None,
 ) -> list[DescribedConfig]:
-    """Every topic config with its value, source and synonyms, sorted by name."""
+    """Every topic config with its value, source and synonyms, sorted by name.
+
+    A broker synonym (``log.retention.ms``) is looked up in the broker's dynamic configs, the
+    cluster's dynamic defaults, then server.properties, as Kafka lists them.
+    """
+    layers = (
+        (ConfigSource.DYNAMIC_BROKER_CONFIG, dynamic or {}),
+        (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, dynamic_default or {}),
+        (ConfigSource.STATIC_BROKER_CONFIG, broker_props),
+    )
     effective = default_config.with_overrides(info.configs).to_props()
     built_in = LogConfig().to_props()
     rows = []
@@ -177,14 +242,11 @@ def describe_topic(
             )
         names = broker_synonyms(name)
         for synonym in names:
-            if synonym in broker_props:
-                synonyms.append(
-                    ConfigSynonym(
-                        name=synonym,
-                        value=broker_props[synonym],
-                        source=ConfigSource.STATIC_BROKER_CONFIG,
-                    )
-                )
+            synonyms.extend(
+                ConfigSynonym(name=synonym, value=props[synonym], source=source)
+                for source, props in layers
+                if synonym in props
+            )
         synonyms.append(
             ConfigSynonym(
                 name=names[0] if names else name,
@@ -207,9 +269,50 @@ def describe_topic(
 
 
 def describe_broker(
-    default_config: LogConfig, broker_props: Mapping[str, str]
+    default_config: LogConfig,
+    broker_props: Mapping[str, str],
+    *,
+    dynamic: Mapping[str, str] | None = None,
+    dynamic_default: Mapping[str, str] | None = None,
 ) -> list[DescribedConfig]:
-    """The broker's own configs and its topic defaults (``log.*``), sorted by name."""
+    """The broker's own configs and its topic defaults (``log.*``), sorted by name, with the
+    dynamic values of this broker and of the cluster default in front."""
+    rows = _static_broker_rows(default_config, broker_props)
+    for source, values in (
+        (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, dynamic_default or {}),
+        (ConfigSource.DYNAMIC_BROKER_CONFIG, dynamic or {}),
+    ):
+        for name, value in values.items():
+            rows[name] = _with_dynamic(rows.get(name), name, value, source)
+    return [rows[name] for name in sorted(rows)]
+
+
+def describe_dynamic_default(dynamic_default: Mapping[str, str]) -> list[DescribedConfig]:
+    """The cluster-wide dynamic broker configs (the BROKER resource named "")."""
+    source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    return [_with_dynamic(None, n, v, source) for n, v in sorted(dynamic_default.items())]
+
+
+def _with_dynamic(
+    row: DescribedConfig | None, name: str, value: str, source: ConfigSource
+) -> DescribedConfig:
+    sensitive = is_sensitive(name)
+    synonym = ConfigSynonym(name=name, value=None if sensitive else value, source=source)
+    return DescribedConfig(
+        name=name,
+        value=None if sensitive else value,
+        source=source,
+        config_type=row.config_type if row is not None else ConfigType.STRING,
+        read_only=False,
+        synonyms=(synonym, *(row.synonyms if row is not None else ())),
+        documentation=row.documentation if row is not None else None,
+        is_sensitive=sensitive,
+    )
+
+
+def _static_broker_rows(
+    default_config: LogConfig, broker_props: Mapping[str, str]
+) -> dict[str, DescribedConfig]:
     rows: dict[str, DescribedConfig] = {}
     for name, (kind, default) in BROKER_CONFIG_DEFS.items():
         rows[name] = _static_row(
@@ -240,11 +343,11 @@ def describe_broker(
             if set_synonyms
             else ConfigSource.DEFAULT_CONFIG,
             config_type=TOPIC_CONFIG_TYPES.get(topic_name, ConfigType.STRING),
-            read_only=True,
+            read_only=names[0] not in ALL_DYNAMIC_CONFIGS,
             synonyms=(*set_synonyms, default_synonym),
             documentation=f"The default {topic_name} of topics without their own.",
         )
-    return [rows[name] for name in sorted(rows)]
+    return rows
 
 
 def _static_row(
@@ -257,7 +360,7 @@ def _static_row(
             value=default,
             source=ConfigSource.DEFAULT_CONFIG,
             config_type=config_type,
-            read_only=True,
+            read_only=name not in ALL_DYNAMIC_CONFIGS,
             synonyms=(default_synonym,),
             documentation=doc,
         )
@@ -266,7 +369,7 @@ def _static_row(
         value=value,
         source=ConfigSource.STATIC_BROKER_CONFIG,
         config_type=config_type,
-        read_only=True,
+        read_only=name not in ALL_DYNAMIC_CONFIGS,
         synonyms=(
             ConfigSynonym(name=name, value=value, source=ConfigSource.STATIC_BROKER_CONFIG),
             default_synonym,
@@ -302,14 +405,6 @@ def check_unique_keys(names: Sequence[str]) -> None:
         raise InvalidRequestError(
             f"{len(names)} configs in one resource; at most {MAX_CONFIGS_PER_RESOURCE} are allowed"
         )
-
-
-def reject_broker_changes(names: Sequence[str]) -> None:
-    """No broker config can change while the broker runs: edit server.properties instead."""
-    raise InvalidRequestError(
-        f"Cannot update these configs dynamically: {sorted(names)}; change them in"
-        " server.properties and restart the broker"
-    )
 
 
 def check_operations(ops: Sequence[tuple[str, int, str | None]]) -> None:

@@ -25,12 +25,6 @@ MIN_VERSION = 0
 MAX_VERSION = 3
 
 
-class InvalidReplicaAssignmentError(StorageError):
-    """Manual replica assignments that do not match the partitions being added."""
-
-    error_code = "invalid_replica_assignment"
-
-
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = ctx.response_module
     broker = ctx.broker
@@ -44,19 +38,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             info = broker.topic_store.get(topic.name)
             if info is None:
                 raise UnknownTopicOrPartitionError(f"The topic '{topic.name}' does not exist.")
+            assignment = None
             if topic.assignments is not None:
-                _check_assignments(
-                    topic.assignments,
-                    added=int(topic.count) - len(info.partitions),
-                    replication_factor=len(info.partitions[0].replicas),
-                    brokers=(broker.broker_id,),
-                )
+                assignment = tuple(tuple(int(b) for b in a.broker_ids) for a in topic.assignments)
             await broker.replica_manager.run_io(
                 functools.partial(
                     broker.add_partitions,
                     topic.name,
                     int(topic.count),
                     validate_only=bool(request.validate_only),
+                    replica_assignment=assignment,
                 )
             )
         except StorageError as exc:
@@ -70,34 +61,3 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
         )
     return build(module.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
-
-
-def _check_assignments(
-    assignments: Any, *, added: int, replication_factor: int, brokers: tuple[int, ...]
-) -> None:
-    """Kafka's checks of manual assignments; the partition count is checked by the store."""
-    if added <= 0:
-        return
-    if len(assignments) != added:
-        raise InvalidReplicaAssignmentError(
-            f"Attempted to add {added} additional partition(s), but only"
-            f" {len(assignments)} assignment(s) were specified."
-        )
-    for assignment in assignments:
-        replicas = [int(b) for b in assignment.broker_ids]
-        if len(replicas) != replication_factor:
-            raise InvalidReplicaAssignmentError(
-                f"The manual partition assignment includes a partition with {len(replicas)}"
-                f" replica(s), but this is not consistent with previous partitions, which have"
-                f" {replication_factor} replica(s)."
-            )
-        if len(set(replicas)) != len(replicas):
-            raise InvalidReplicaAssignmentError(
-                f"The manual partition assignment includes the broker {replicas[0]} more than once."
-            )
-        unknown = [b for b in replicas if b not in brokers]
-        if unknown:
-            raise InvalidReplicaAssignmentError(
-                f"The manual partition assignment includes broker {unknown[0]}, but no such"
-                " broker is registered."
-            )

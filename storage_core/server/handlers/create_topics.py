@@ -1,26 +1,46 @@
 """CreateTopics (key 19): create topics with partitions, replication factor and configs.
 
-Each topic succeeds or fails alone with Kafka's error: TOPIC_ALREADY_EXISTS,
-INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG,
-INVALID_REQUEST (a topic listed twice), POLICY_VIOLATION. ``validate_only`` changes nothing.
+Each topic succeeds or fails alone, whole, with Kafka's error: TOPIC_ALREADY_EXISTS,
+INVALID_TOPIC_EXCEPTION (an illegal name, or one colliding with an existing topic by '.'/'_'),
+INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG,
+INVALID_REQUEST (a topic listed twice, an internal topic, an assignment with a count),
+POLICY_VIOLATION. Every topic of a request gets its result. ``validate_only`` changes nothing.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 from collections import Counter
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from storage_core.errors import InvalidReplicationFactorError, StorageError
+from storage_core.controller.manual_assignment import validate_new_topic_assignment
+from storage_core.controller.topic_store import TopicInfo
+from storage_core.errors import StorageError
 from storage_core.server.handlers.common import (
     NO_THROTTLE,
     error_code_of,
     to_kio_uuid,
 )
+from storage_core.server.handlers.config_support import InvalidRequestError, describe_topic
 from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
+
+logger = logging.getLogger(__name__)
+
+# Topics the broker creates itself, with the layout its coordinators need: a client may not
+# create them (Kafka refuses __cluster_metadata this way; its coordinators create the others).
+INTERNAL_TOPIC_NAMES = frozenset(
+    {
+        "__cluster_metadata",
+        "__consumer_offsets",
+        "__transaction_state",
+        "__share_group_state",
+        "__remote_log_metadata",
+    }
+)
 
 API_KEY = 19
 MIN_VERSION = 2
@@ -45,13 +65,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             )
             continue
+        if topic.name in INTERNAL_TOPIC_NAMES:
+            results.append(
+                _result(
+                    module,
+                    topic.name,
+                    info=None,
+                    error=ErrorCode.invalid_request,
+                    message=f"Creation of internal topic {topic.name} is prohibited.",
+                )
+            )
+            continue
         configs = {c.name: c.value for c in topic.configs if c.value is not None}
         try:
-            if topic.assignments:
-                raise InvalidReplicationFactorError(
-                    "Manual replica assignments are not supported; give a partition count and a"
-                    " replication factor."
-                )
             info = await broker.replica_manager.run_io(
                 functools.partial(
                     broker.create_topic,
@@ -60,22 +86,26 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     int(topic.replication_factor),
                     configs,
                     validate_only=bool(request.validate_only),
+                    replica_assignment=_manual_assignment(topic, brokers=(broker.broker_id,)),
                 )
             )
-        except StorageError as error:
+        except Exception as error:  # one topic's failure never costs the others their answer
+            message = str(error)
+            if not isinstance(error, StorageError):
+                logger.exception("CreateTopics failed unexpectedly topic=%s", topic.name)
+                message = "The server experienced an unexpected error when processing the request."
             results.append(
-                _result(
-                    module, topic.name, info=None, error=error_code_of(error), message=str(error)
-                )
+                _result(module, topic.name, info=None, error=error_code_of(error), message=message)
             )
             continue
-        partitions = len(info.partitions) or int(topic.num_partitions)
-        factor = len(info.partitions[0].replicas) if info.partitions else topic.replication_factor
+        partitions = len(info.partitions)
+        factor = len(info.partitions[0].replicas)
         results.append(
             _result(
                 module,
                 topic.name,
                 info=info,
+                configs=_effective_configs(module, ctx, info),
                 error=ErrorCode.none,
                 message=None,
                 num_partitions=partitions,
@@ -85,24 +115,67 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return build(module.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
 
 
+def _manual_assignment(
+    topic: Any, *, brokers: tuple[int, ...]
+) -> tuple[tuple[int, ...], ...] | None:
+    """The topic's manual replica assignment checked as Kafka's controller does, or None.
+
+    With an assignment the request must leave the partition count and the replication factor
+    to it (-1 each), else INVALID_REQUEST.
+    """
+    if not topic.assignments:
+        return None
+    if int(topic.replication_factor) != -1:
+        raise InvalidRequestError(
+            "A manual partition assignment was specified, but replication factor was not set to -1."
+        )
+    if int(topic.num_partitions) != -1:
+        raise InvalidRequestError(
+            "A manual partition assignment was specified, but numPartitions was not set to -1."
+        )
+    return validate_new_topic_assignment(
+        ((int(a.partition_index), tuple(int(b) for b in a.broker_ids)) for a in topic.assignments),
+        brokers=brokers,
+    )
+
+
+def _effective_configs(module: Any, ctx: RequestContext, info: TopicInfo) -> tuple[Any, ...]:
+    """v5+: every config of the new topic with its value and source, as DescribeConfigs shows
+    it (Kafka's controller answers the same); older versions have no such field."""
+    config_class = getattr(module, "CreatableTopicConfigs", None)
+    if config_class is None:
+        return ()
+    broker = ctx.broker
+    rows = describe_topic(
+        info,
+        broker.default_log_config,
+        broker.config.props,
+        dynamic=broker.dynamic_broker_config.configs(per_broker=True),
+        dynamic_default=broker.dynamic_broker_config.configs(per_broker=False),
+    )
+    return tuple(
+        config_class(
+            name=row.name,
+            value=row.value,
+            read_only=row.read_only,
+            config_source=int(row.source),
+            is_sensitive=False,
+        )
+        for row in rows
+    )
+
+
 def _result(
     module: Any,
     name: str,
     *,
-    info: Any,
+    info: TopicInfo | None,
     error: ErrorCode,
     message: str | None,
+    configs: tuple[Any, ...] = (),
     num_partitions: int = -1,
     replication_factor: int = -1,
 ) -> Any:
-    configs = None
-    if info is not None:
-        configs = tuple(
-            module.CreatableTopicConfigs(
-                name=k, value=v, read_only=False, config_source=1, is_sensitive=False
-            )
-            for k, v in sorted(info.configs.items())
-        )
     return build(
         module.CreatableTopicResult,
         name=name,
@@ -112,5 +185,5 @@ def _result(
         topic_config_error_code=ErrorCode.none,
         num_partitions=num_partitions,
         replication_factor=replication_factor,
-        configs=configs,
+        configs=configs if info is not None else None,
     )

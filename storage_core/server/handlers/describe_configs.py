@@ -1,11 +1,13 @@
 """DescribeConfigs (key 32): the configs of topics (resource type 2) and of this broker (4).
 
 Topics: every topic config, its value and where it comes from (the topic's override, a
-server.properties default, the built-in default). The broker: its server.properties keys and
-topic defaults, all read-only. ``configuration_keys`` null or empty means every key;
-``include_synonyms`` lists the sources most precise first; ``include_documentation`` (v3+)
-adds a sentence per key. Errors per resource: INVALID_TOPIC_EXCEPTION,
-UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST (another broker's id, an unsupported type).
+server.properties default, the built-in default). The broker: its dynamic configs, its
+server.properties keys and topic defaults (read-only where Kafka cannot change them while
+running); the empty broker name: the cluster-wide dynamic defaults. ``configuration_keys``
+null or empty means every key; ``include_synonyms`` lists the sources most precise first;
+``include_documentation`` (v3+) adds a sentence per key. Errors per resource:
+INVALID_TOPIC_EXCEPTION, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST (another broker's id, an
+unsupported type).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from storage_core.server.handlers.config_support import (
     ResourceType,
     check_broker_resource,
     describe_broker,
+    describe_dynamic_default,
     describe_topic,
     topic_info_or_raise,
 )
@@ -71,12 +74,25 @@ def _describe(ctx: RequestContext, resource_type: int, name: str) -> list[Descri
     broker = ctx.broker
     if resource_type == ResourceType.TOPIC:
         info = topic_info_or_raise(broker, name)
-        return describe_topic(info, broker.default_log_config, broker.config.props)
+        store = broker.dynamic_broker_config
+        return describe_topic(
+            info,
+            broker.default_log_config,
+            broker.config.props,
+            dynamic=store.configs(per_broker=True),
+            dynamic_default=store.configs(per_broker=False),
+        )
     if resource_type == ResourceType.BROKER:
         check_broker_resource(name, broker.broker_id)
+        store = broker.dynamic_broker_config
         if name == "":
-            return []  # no cluster-wide dynamic defaults exist
-        return describe_broker(broker.default_log_config, broker.config.props)
+            return describe_dynamic_default(store.configs(per_broker=False))
+        return describe_broker(
+            broker.default_log_config,
+            broker.config.props,
+            dynamic=store.configs(per_broker=True),
+            dynamic_default=store.configs(per_broker=False),
+        )
     raise InvalidRequestError(f"Unsupported resource type {resource_type} for DescribeConfigs")
 
 
@@ -97,7 +113,7 @@ def _config(
         value=row.value,
         read_only=row.read_only,
         config_source=int(row.source),
-        is_sensitive=False,
+        is_sensitive=row.is_sensitive,
         synonyms=synonyms,
         config_type=int(row.config_type),
         documentation=row.documentation if include_documentation else None,

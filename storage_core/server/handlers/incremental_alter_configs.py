@@ -5,8 +5,9 @@ must form a valid config (INVALID_CONFIG naming the key otherwise), and only the
 persisted and applied to the topic's live logs (a new ``retention.ms`` takes effect at the next
 retention pass). APPEND/SUBTRACT work on list configs (``cleanup.policy``) and start from the
 effective value; on other keys they are INVALID_CONFIG. A resource listed twice, a key listed
-twice in one resource and an unknown operation are INVALID_REQUEST; so is any broker config,
-since none can change while the broker runs. ``validate_only`` checks and changes nothing.
+twice in one resource and an unknown operation are INVALID_REQUEST. The BROKER resource takes
+the dynamic broker configs Kafka accepts, refusing the others with Kafka's INVALID_REQUEST (see
+``dynamic_broker_config``). ``validate_only`` checks and changes nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from storage_core.server.dynamic_broker_config import (
+    incremental_broker_changes,
+    validate_broker_configs,
+)
 from storage_core.server.handlers.common import NO_THROTTLE
 from storage_core.server.handlers.config_support import (
     InvalidRequestError,
@@ -23,7 +28,6 @@ from storage_core.server.handlers.config_support import (
     check_operations,
     check_unique_keys,
     incremental_changes,
-    reject_broker_changes,
     topic_info_or_raise,
 )
 from storage_core.server.protocol import build
@@ -57,8 +61,18 @@ async def _alter(ctx: RequestContext, resource: Any, *, validate_only: bool) -> 
     check_operations(ops)
     if resource.resource_type == ResourceType.BROKER:
         check_broker_resource(resource.resource_name, broker.broker_id)
-        if names:
-            reject_broker_changes(names)
+        per_broker = resource.resource_name != ""
+        store = broker.dynamic_broker_config
+        new_configs = incremental_broker_changes(
+            ops, store.configs(per_broker=per_broker), broker.config.props
+        )
+        validate_broker_configs(new_configs, per_broker=per_broker)
+        if not validate_only:
+            await broker.replica_manager.run_io(
+                functools.partial(
+                    broker.alter_dynamic_broker_configs, new_configs, per_broker=per_broker
+                )
+            )
         return
     if resource.resource_type != ResourceType.TOPIC:
         raise InvalidRequestError(

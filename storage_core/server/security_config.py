@@ -1,0 +1,95 @@
+"""Refusal of security settings the broker cannot honour yet.
+
+The broker speaks PLAINTEXT only: no TLS, no SASL authentication, no authorizer. A
+``server.properties`` that asks for any of them would otherwise start a broker open to every
+client, so start-up stops with one line naming the first such setting:
+
+- a listener in use (``listeners``, ``advertised.listeners``) whose security protocol is not
+  PLAINTEXT, by its name (``SASL_PLAINTEXT://``, ``SSL://``) or through
+  ``listener.security.protocol.map`` (``INTERNAL:SASL_SSL``);
+- ``security.inter.broker.protocol`` other than PLAINTEXT;
+- authorization: ``authorizer.class.name``, ``super.users``, ``principal.builder.class``,
+  ``allow.everyone.if.no.acl.found``;
+- any ``sasl.*``, ``ssl.*``, ``delegation.token.*`` setting and any per-listener security
+  setting (``listener.name.<listener>.sasl...``, ``listener.name.<listener>.ssl...``).
+
+Settings left empty (``authorizer.class.name=``) are Kafka's defaults and pass. Mappings of
+listeners that are not in use (Kafka's sample ``SSL:SSL`` entries) pass too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from storage_core.errors import InvalidConfigError
+
+_SECURITY_NAMES = frozenset(
+    {
+        "authorizer.class.name",
+        "super.users",
+        "principal.builder.class",
+        "allow.everyone.if.no.acl.found",
+    }
+)
+_SECURITY_PREFIXES = ("sasl.", "ssl.", "delegation.token.")
+_LISTENER_SECURITY_PARTS = (".sasl.", ".ssl.", ".plain.", ".scram-sha-256.", ".scram-sha-512.")
+_KNOWN_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
+_SECRET_SUFFIXES = ("jaas.config", "password", ".key")  # never echoed into logs
+MAX_SETTINGS_CHECKED = 10_000
+
+
+class UnsupportedSecurityConfigError(InvalidConfigError):
+    """A security setting the broker cannot honour; it refuses to start rather than run open."""
+
+
+def refuse_unsupported_security(props: Mapping[str, str]) -> None:
+    """Raise ``UnsupportedSecurityConfigError`` naming the first security setting found."""
+    if len(props) > MAX_SETTINGS_CHECKED:
+        raise InvalidConfigError(
+            f"{len(props)} broker settings; at most {MAX_SETTINGS_CHECKED} are allowed"
+        )
+    protocol_map = _protocol_map(props.get("listener.security.protocol.map", ""))
+    for key in ("listeners", "advertised.listeners"):
+        for listener in (p.strip() for p in props.get(key, "").split(",") if p.strip()):
+            name = listener.split("://", 1)[0].strip().upper()
+            protocol = protocol_map.get(name, name if name in _KNOWN_PROTOCOLS else "PLAINTEXT")
+            if protocol != "PLAINTEXT":
+                via = "" if protocol == name else " (listener.security.protocol.map maps it)"
+                raise UnsupportedSecurityConfigError(
+                    f"{key}={listener} uses security protocol {protocol}{via}, but this broker"
+                    " supports only PLAINTEXT (no TLS, no SASL yet): use a PLAINTEXT listener"
+                )
+    inter_broker = props.get("security.inter.broker.protocol", "").strip().upper()
+    if inter_broker not in ("", "PLAINTEXT"):
+        _refuse("security.inter.broker.protocol", inter_broker)
+    for name in sorted(props):
+        value = props[name].strip()
+        if not value:
+            continue
+        if (
+            name in _SECURITY_NAMES
+            or name.startswith(_SECURITY_PREFIXES)
+            or (
+                name.startswith("listener.name.")
+                and any(p in name for p in _LISTENER_SECURITY_PARTS)
+            )
+        ):
+            _refuse(name, value)
+
+
+def _refuse(name: str, value: str) -> None:
+    shown = "<hidden>" if name.endswith(_SECRET_SUFFIXES) else value
+    raise UnsupportedSecurityConfigError(
+        f"{name}={shown} asks for authentication, encryption or authorization, which this"
+        " broker does not support yet; remove it (the broker would otherwise serve every"
+        " client unauthenticated)"
+    )
+
+
+def _protocol_map(text: str) -> dict[str, str]:
+    """``NAME:PROTOCOL,...`` -> {NAME: PROTOCOL}, both upper-case."""
+    mapping: dict[str, str] = {}
+    for entry in (e.strip() for e in text.split(",") if e.strip()):
+        name, _sep, protocol = entry.partition(":")
+        mapping[name.strip().upper()] = protocol.strip().upper()
+    return mapping

@@ -1,0 +1,112 @@
+"""A broker asked for TLS, SASL or an authorizer refuses to start rather than run open.
+
+The real ``storage-core broker`` command is started with one security setting each time: it
+must exit non-zero before listening, with one ``error:`` line naming the setting.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.broker_process import free_port
+
+pytestmark = pytest.mark.timeout(120)
+
+START_TIMEOUT_S = 60.0
+
+
+def _start(tmp_path: Path, settings: dict[str, str]) -> tuple[int, list[str], int]:
+    """Exit code, stderr lines that say ``error:``, and the port that was asked for."""
+    port = free_port()
+    props = {
+        "broker.id": "0",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "log.dirs": str(tmp_path / "kafka-logs"),
+        **{k: v.replace("{port}", str(port)) for k, v in settings.items()},
+    }
+    config = tmp_path / "server.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    done = subprocess.run(
+        [sys.executable, "-m", "storage_core.cli", "broker", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT_S,
+        check=False,
+    )
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    return done.returncode, errors, port
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:{port}"}, "SASL_PLAINTEXT"),
+        ({"listeners": "SSL://127.0.0.1:{port}"}, "uses security protocol SSL"),
+        ({"listener.security.protocol.map": "PLAINTEXT:SASL_SSL"}, "listener.security.protocol"),
+        ({"sasl.enabled.mechanisms": "PLAIN"}, "sasl.enabled.mechanisms=PLAIN"),
+        ({"sasl.jaas.config": "PlainLoginModule required;"}, "sasl.jaas.config=<hidden>"),
+        (
+            {"listener.name.plaintext.plain.sasl.jaas.config": "PlainLoginModule required;"},
+            "listener.name.plaintext.plain.sasl.jaas.config",
+        ),
+        ({"security.inter.broker.protocol": "SASL_PLAINTEXT"}, "security.inter.broker.protocol"),
+        ({"ssl.keystore.location": "/etc/kafka/broker.jks"}, "ssl.keystore.location"),
+        (
+            {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"},
+            "authorizer.class.name",
+        ),
+        ({"super.users": "User:admin"}, "super.users=User:admin"),
+    ],
+)
+def test_security_settings_stop_the_broker_with_one_line(
+    tmp_path: Path, settings: dict[str, str], named: str
+) -> None:
+    code, errors, port = _start(tmp_path, settings)
+
+    assert code != 0
+    assert len(errors) == 1, errors
+    assert named in errors[0]
+    assert "PlainLoginModule" not in errors[0]  # a JAAS config may hold a password
+    assert not _listening(port)
+
+
+def test_kafkas_sample_protocol_map_and_empty_defaults_still_start(tmp_path: Path) -> None:
+    """Kafka's sample server.properties maps unused listeners to SSL/SASL; that is harmless."""
+    port = free_port()
+    config = tmp_path / "server.properties"
+    config.write_text(
+        f"broker.id=0\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={tmp_path / 'logs'}\n"
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,"
+        "SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL\n"
+        "authorizer.class.name=\nsecurity.inter.broker.protocol=PLAINTEXT\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "storage_core.cli", "broker", "--config", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if process.poll() is not None or _listening(port):
+                break
+            time.sleep(0.2)
+        assert process.poll() is None
+        assert _listening(port)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
