@@ -102,11 +102,15 @@ class TieringJobOperator(BaseOperator):
     def task_dir(self, context: Mapping[str, Any]) -> Path:
         return paths.run_dir(context) / paths.safe_name(self.task_id)
 
-    def command(self, hook: TieredStorageHook, task_dir: Path) -> list[str]:
+    def command(
+        self, hook: TieredStorageHook, task_dir: Path, run_name: str | None = None
+    ) -> list[str]:
         cmd = [self.python, "-m", f"jobs.{self.job}", *hook.settings().job_arguments()]
         cmd += ["--summary-path", str(task_dir / paths.SUMMARY_FILE)]
         if self.job == "quality":
             cmd += ["--report-dir", str(task_dir / "report")]
+            if run_name:
+                cmd += ["--run-name", run_name]
         if _truthy(self.dry_run):
             cmd.append("--dry-run")
         cmd += _argument_list(self.extra_args)
@@ -119,7 +123,7 @@ class TieringJobOperator(BaseOperator):
         task_dir.mkdir(parents=True, exist_ok=True)
         summary_path = task_dir / paths.SUMMARY_FILE
         summary_path.unlink(missing_ok=True)
-        cmd = self.command(hook, task_dir)
+        cmd = self.command(hook, task_dir, run_name=dag_run_name(context))
         env = _job_environment(hook.job_environment())
         self.log.info("job=%s command=%s", self.job, " ".join(cmd))
         code, error_lines = self._run(cmd, env)
@@ -182,6 +186,15 @@ class TieringJobOperator(BaseOperator):
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+def dag_run_name(context: Mapping[str, Any]) -> str | None:
+    """``<dag_id> <run_id>``: the run a report belongs to, as the Data Docs name it."""
+    run_id = context.get("run_id")
+    dag = context.get("dag")
+    if not run_id or dag is None:
+        return None
+    return f"{dag.dag_id} {run_id}"
 
 
 def failure_message(
