@@ -141,8 +141,16 @@ def test_airflow_ui_serves_rest_runs_and_stops_with_its_process_group(tmp_path: 
         dry = [json.loads(p.read_text()) for p in runs.glob("*/delete_partitions/summary.json")]
         assert any(s["dry_run"] and s["status"] == "ok" for s in dry), dry
 
-        # the plugin's page is served by the real api-server
-        page = urllib.request.urlopen(f"{api.base}/tiered-storage/", timeout=30)
+        # the plugin's page is served by the real api-server, to logged-in users only
+        with pytest.raises(urllib.error.HTTPError) as anonymous:
+            urllib.request.urlopen(f"{api.base}/tiered-storage/", timeout=30)
+        assert anonymous.value.code == 401
+        page = urllib.request.urlopen(
+            urllib.request.Request(
+                f"{api.base}/tiered-storage/", headers={"Authorization": f"Bearer {api.token}"}
+            ),
+            timeout=30,
+        )
         assert page.status == 200 and b"Tiered storage status" in page.read()
 
         # stop it by its process group: everything it started goes away
