@@ -23,6 +23,9 @@ class TieredStoragePlugin(AirflowPlugin):
             "href": URL_PREFIX.lstrip("/") + "/",
             "destination": "nav",
             "category": "browse",
-            "url_route": "tiered-storage",
+            # The UI's address for the page is /plugin/<url_route> followed by the page's
+            # own path (/tiered-storage/...): a route other than "tiered-storage" keeps the
+            # address from repeating it.
+            "url_route": "storage",
         }
     ]

@@ -303,19 +303,32 @@ def test_status_from_summaries(reports: Path) -> None:
     ]
 
 
-def test_web_app_serves_status_and_data_docs(reports: Path) -> None:
+def authorized_client(root: Path) -> Any:
+    """The app with Airflow's user check stood in for by an always-allowed user (the real
+    check is exercised through Airflow's api-server in the integration tests)."""
     from fastapi.testclient import TestClient
-    from tiered_storage_plugin.web import create_app
+    from tiered_storage_plugin.web import airflow_user_required, create_app
 
-    client = TestClient(create_app(reports))
+    app = create_app(root)
+    app.dependency_overrides[airflow_user_required()] = lambda: None
+    return TestClient(app)
+
+
+def test_web_app_serves_status_and_data_docs(reports: Path) -> None:
+    client = authorized_client(reports)
     page = client.get("/")
     assert page.status_code == 200
     assert "<svg" in page.text and "<polyline" in page.text and "<script" not in page.text
-    assert "<td>orders-0</td><td>4096</td><td>3000</td><td>0</td><td>200</td><td>500</td>" in (
-        page.text
-    )
+    assert (
+        "<td>orders-0</td><td>-</td><td>-</td><td>0</td><td>200</td><td>299</td><td>500</td>"
+        "<td>4.0 KiB</td><td>-</td><td>2.9 KiB</td>"
+    ) in page.text
+    assert "DAG tiering, run 20260103T000000--20260103T000000, task copy_segments" in page.text
     assert "Latest Data Docs" not in page.text
-    assert client.get("/status.json").json()["partitions"][0]["copy_lag_offsets"] == 200
+    body = client.get("/status.json").json()
+    assert body["partitions"][0]["copy_lag_offsets"] == 200
+    assert "/" not in body["source"].replace("DAG tiering, run ", "")  # no server paths
+    assert str(reports) not in json.dumps(body)
     assert client.get("/docs/latest/index.html").status_code == 404
 
     site = reports / "runs/data_quality/k1/quality/report/gx/uncommitted/data_docs/local_site"
@@ -333,6 +346,65 @@ def test_web_app_serves_status_and_data_docs(reports: Path) -> None:
     assert client.get("/docs/latest/..%2F..%2F..%2F..%2Fsummary.json").status_code == 404
 
 
+STATUS_ENTRY = {
+    "partition": "events-0",
+    "status": "ok",
+    "leader": 2,
+    "leader_epoch": 7,
+    "log_start_offset": 0,
+    "local_log_start_offset": 1000,
+    "high_watermark": 2072,
+    "highest_tiered_offset": 1999,
+    "active_segment_base_offset": 2000,
+    "local_bytes": 3 * 1024 * 1024,
+    "local_segments": 2,
+    "remote_bytes": 5 * 1024 * 1024,
+    "remote_segments": 4,
+    "copy_lag_bytes": 0,
+    "copy_lag_segments": 0,
+}
+
+
+def write_status(root: Path, finished: str) -> None:
+    path = root / "runs" / "tiering" / "k" / "status" / "summary.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        json.dumps(
+            {
+                "job": "tiering_status",
+                "dag_id": "tiering",
+                "run_id": "scheduled__2026-01-01T04:15:00+00:00",
+                "task_id": "status",
+                "finished": finished,
+                "partitions": [STATUS_ENTRY],
+            }
+        )
+    )
+
+
+def test_status_page_says_who_wrote_it_and_warns_when_stale(tmp_path: Path) -> None:
+    from tiered_storage_plugin import status
+
+    write_status(tmp_path, "2026-01-01T04:20:00.000000Z")
+    summaries = status.read_summaries(tmp_path)
+    at = datetime(2026, 1, 1, 5, 38, tzinfo=UTC)
+    page = status.status_page(summaries, docs_href=None, now=at, tiering_interval_s=300)
+    assert "DAG tiering, run scheduled__2026-01-01T04:15:00+00:00, task status" in page
+    assert "finished 2026-01-01 04:20:00 UTC" in page and "1 h 18 min old" in page
+    assert "Stale:" in page and "older than the tiering schedule (every 5 min)" in page
+    # partition: leader and epoch, the four offsets, sizes in units with segment counts
+    assert (
+        "<td>events-0</td><td>2</td><td>7</td><td>0</td><td>1000</td><td>1999</td>"
+        "<td>2072</td><td>3.0 MiB</td><td>2</td><td>5.0 MiB</td><td>4</td>"
+    ) in page
+    assert "72 offsets: 72 in the active segment (copied once it rolls)" in page
+    assert "last 1 status snapshots" in page and "bytes (binary units)" in page
+
+    fresh = datetime(2026, 1, 1, 4, 22, tzinfo=UTC)
+    page = status.status_page(summaries, docs_href=None, now=fresh, tiering_interval_s=300)
+    assert "2 min old" in page and "Stale:" not in page
+
+
 def test_plugin_registers_the_app_and_its_view() -> None:
     import tiered_storage_airflow_plugin as module
 
@@ -341,6 +413,8 @@ def test_plugin_registers_the_app_and_its_view() -> None:
     assert app["url_prefix"] == "/tiered-storage"
     (view,) = plugin.external_views
     assert view["href"] == "tiered-storage/" and not view["href"].startswith("/")
+    # the UI shows the page at /plugin/<url_route> + the page's own path: not doubled
+    assert view["url_route"] != "tiered-storage"
 
 
 def test_airflow_loads_the_plugin() -> None:
