@@ -1,5 +1,6 @@
-"""Registers the tiered-storage UI with Airflow: the web app under ``/tiered-storage`` and a
-navigation entry that shows it inside the Airflow UI.
+"""Registers the tiered-storage UI with Airflow: the web app under ``/tiered-storage``, a
+navigation entry that shows it inside the Airflow UI, and the api-server middleware that
+keeps a refused trigger of a destructive DAG from unpausing it (``trigger_guard``).
 
 The operators and the hook are imported by the DAGs from the ``tiered_storage_plugin``
 package directly (``plugins/`` is on ``sys.path``).
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 from tiered_storage_plugin.paths import URL_PREFIX
+from tiered_storage_plugin.trigger_guard import DestructiveTriggerGuard
 from tiered_storage_plugin.web import create_app
 
 
@@ -16,6 +18,9 @@ class TieredStoragePlugin(AirflowPlugin):
     name = "tiered_storage"
     fastapi_apps = [  # noqa: RUF012 - AirflowPlugin declares these as class attributes
         {"app": create_app(), "url_prefix": URL_PREFIX, "name": "Tiered storage status"}
+    ]
+    fastapi_root_middlewares = [  # noqa: RUF012 - same as above
+        {"middleware": DestructiveTriggerGuard, "name": "Destructive DAG trigger guard"}
     ]
     external_views = [  # noqa: RUF012 - same as above
         {
