@@ -130,9 +130,9 @@ def write_status(context: Mapping[str, Any], settings: ClusterSettings) -> dict[
     ti = context.get("ti")
     summary = {
         "job": JOB,
-        "dag_id": dag.dag_id if dag is not None else None,
+        "dag_id": dag.dag_id if dag is not None else context.get("dag_id"),
         "run_id": context.get("run_id"),
-        "task_id": ti.task_id if ti is not None else None,
+        "task_id": ti.task_id if ti is not None else context.get("task_id"),
         "status": "error" if any(p["status"] == "error" for p in partitions) else "ok",
         "started": started.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         "finished": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),

@@ -10,6 +10,8 @@ data will not change by retrying); any other failure is retried. With ``changes=
 a run that changed the remote tier (its summary counts copies, deletions or repairs) emits an
 event for that asset through ``CHANGES_ALIAS``; an idle run emits none.
 
+A ``skip_reason`` that renders non-empty skips the task with that reason.
+
 A retry of the same run reuses the same directory: the previous summary is removed first, so a
 failed retry never pushes an older run's summary. Jobs are idempotent, so rerunning is safe.
 """
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import Asset, AssetAlias, BaseOperator
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from tiered_storage_plugin import paths
 from tiered_storage_plugin.hooks import DEFAULT_CONN_ID, TieredStorageHook
@@ -70,7 +72,7 @@ class DataQualityFailedError(AirflowFailException):
 class TieringJobOperator(BaseOperator):
     """Runs ``python -m jobs.<job>`` against the cluster of a tiered-storage connection."""
 
-    template_fields: Sequence[str] = ("extra_args", "dry_run")
+    template_fields: Sequence[str] = ("extra_args", "dry_run", "skip_reason")
     ui_color = "#d7ecff"
 
     def __init__(
@@ -82,6 +84,7 @@ class TieringJobOperator(BaseOperator):
         tiered_storage_conn_id: str = DEFAULT_CONN_ID,
         python: str | None = None,
         changes: Asset | None = None,
+        skip_reason: str = "",
         **kwargs: Any,
     ) -> None:
         if job not in JOBS:
@@ -96,6 +99,7 @@ class TieringJobOperator(BaseOperator):
         self.tiered_storage_conn_id = tiered_storage_conn_id
         self.python = python or sys.executable
         self.changes = changes
+        self.skip_reason = skip_reason
         self._process: subprocess.Popen[str] | None = None
 
     # ------------------------------------------------------------------ command
@@ -118,6 +122,8 @@ class TieringJobOperator(BaseOperator):
 
     # ------------------------------------------------------------------ execute
     def execute(self, context: Any) -> dict[str, Any]:
+        if str(self.skip_reason or "").strip():
+            raise AirflowSkipException(f"job {self.job} not run: {self.skip_reason.strip()}")
         hook = TieredStorageHook(self.tiered_storage_conn_id)
         task_dir = self.task_dir(context)
         task_dir.mkdir(parents=True, exist_ok=True)

@@ -335,7 +335,7 @@ def _row(s: PartitionStatus) -> str:
         _cell(s.leader_epoch),
         _cell(s.log_start_offset),
         _cell(s.local_log_start_offset),
-        _cell(s.highest_tiered_offset),
+        "none" if s.highest_tiered_offset == -1 else _cell(s.highest_tiered_offset),
         _cell(s.high_watermark),
         _size(s.local_bytes),
         _cell(s.local_segments),

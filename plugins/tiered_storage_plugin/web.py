@@ -4,6 +4,7 @@
     GET /status.json           the same data as JSON
     GET /docs/latest/<file>    the most recent Great Expectations Data Docs
     GET /docs/runs/<dag_id>/<run key>/<task_id>/<file>   the Data Docs of one quality task
+    GET /plans/<dag_id>/<run key>  the plan of a dry run of partition_deletion (plain text)
 
 Every route requires the Airflow user of the request, as the rest of the UI does: Airflow's
 own ``requires_access_view(AccessView.WEBSITE)`` dependency reads the session cookie the UI
@@ -26,6 +27,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 
 from tiered_storage_plugin import paths, status
+from tiered_storage_plugin.deletion import PLAN_FILE
 
 
 @functools.cache
@@ -109,6 +111,15 @@ def create_app(root: Path | None = None) -> FastAPI:
         if not site.is_dir():
             raise HTTPException(404, f"no Data Docs for {dag_id} {key} {task_id}")
         return _serve(site, file_path)
+
+    @app.get("/plans/{dag_id}/{key}")
+    def plan(dag_id: str, key: str) -> FileResponse:
+        if any(p != paths.safe_name(p) for p in (dag_id, key)):
+            raise HTTPException(404, "no such plan")
+        target = reports() / "runs" / dag_id / key / "mark_partitions" / PLAN_FILE
+        if not target.is_file():
+            raise HTTPException(404, f"no dry-run plan for {dag_id} {key}")
+        return FileResponse(target, media_type="text/plain; charset=utf-8")
 
     return app
 

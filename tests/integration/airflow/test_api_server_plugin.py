@@ -7,7 +7,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-PLUGIN_PATHS = ("/", "/status.json", "/docs/latest/index.html", "/docs/runs/d/k/t/index.html")
+PLUGIN_PATHS = (
+    "/",
+    "/status.json",
+    "/docs/latest/index.html",
+    "/docs/runs/d/k/t/index.html",
+    "/plans/d/k",
+)
 
 
 def test_api_server_mounts_the_status_app_for_logged_in_users(airflow_home: Path) -> None:

@@ -427,3 +427,61 @@ def test_airflow_loads_the_plugin() -> None:
         getattr(sys.modules["hooks"], "__file__", "")
     )
     assert os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"].endswith("plugins")
+
+
+def test_the_dry_run_plan_is_a_table_per_partition() -> None:
+    from tiered_storage_plugin.deletion import deletion_plan, plan_table
+
+    entries = [
+        {**STATUS_ENTRY, "partition": "events-0"},
+        {**STATUS_ENTRY, "partition": "events-1", "log_start_offset": 500, "high_watermark": 500},
+        {**STATUS_ENTRY, "partition": "other-0"},
+    ]
+    rows = deletion_plan("events", [0, 1, 2], entries)
+    assert [r.partition for r in rows] == ["events-0", "events-1", "events-2"]
+    lines = plan_table(rows).splitlines()
+    assert lines[0].split("  ")[0] == "partition" and "offsets that would go" in lines[0]
+    assert lines[2].split() == [
+        "events-0",
+        "2",
+        "3145728",
+        "4",
+        "5242880",
+        "0..2071",
+        "(2072",
+        "offsets)",
+    ]
+    assert lines[3].endswith("none (empty)")
+    assert lines[4].endswith("unknown (no remote-enabled log dir here)")
+    assert lines[-1].split() == [
+        "total",
+        "(3",
+        "partitions)",
+        "4",
+        "6291456",
+        "8",
+        "10485760",
+        "2072",
+        "offsets",
+    ]
+
+
+def test_web_app_serves_the_plan(tmp_path: Path) -> None:
+    client = authorized_client(tmp_path)
+    assert client.get("/plans/partition_deletion/k").status_code == 404
+    plan = tmp_path / "runs/partition_deletion/k/mark_partitions/plan.txt"
+    plan.parent.mkdir(parents=True)
+    plan.write_text("partition ...\n")
+    answer = client.get("/plans/partition_deletion/k")
+    assert answer.status_code == 200 and answer.text == "partition ...\n"
+    assert answer.headers["content-type"].startswith("text/plain")
+    assert client.get("/plans/partition_deletion/..").status_code == 404
+
+
+def test_a_skip_reason_skips_the_job() -> None:
+    from airflow.sdk.exceptions import AirflowSkipException
+    from tiered_storage_plugin.operators import TieringJobOperator
+
+    operator = TieringJobOperator(task_id="d", job="delete_partitions", skip_reason="dry run")
+    with pytest.raises(AirflowSkipException, match="job delete_partitions not run: dry run"):
+        operator.execute({})
