@@ -289,7 +289,7 @@ def test_partition_deletion_deletes_the_topic_and_its_remote_data(cluster: Any, 
 
 def test_data_quality_publishes_data_docs_served_by_the_plugin(cluster: Any, dags: Any) -> None:
     from fastapi.testclient import TestClient
-    from tiered_storage_plugin.web import create_app
+    from tiered_storage_plugin.web import airflow_user_required, create_app
 
     state, states = run(dags["data_quality"])
     assert (state, states) == (
@@ -298,7 +298,10 @@ def test_data_quality_publishes_data_docs_served_by_the_plugin(cluster: Any, dag
     )
     summary = latest_summary("data_quality", "quality")
     assert summary["job"] == "quality" and summary["status"] == "ok"
-    client = TestClient(create_app(airflow_env.reports_dir()))
+    app = create_app(airflow_env.reports_dir())
+    # the login is checked through the api-server in test_api_server_plugin
+    app.dependency_overrides[airflow_user_required()] = lambda: None
+    client = TestClient(app)
     docs = client.get("/docs/latest/index.html")
     assert docs.status_code == 200 and "<html" in docs.text.lower()
     page = client.get("/")

@@ -485,3 +485,26 @@ def test_a_skip_reason_skips_the_job() -> None:
     operator = TieringJobOperator(task_id="d", job="delete_partitions", skip_reason="dry run")
     with pytest.raises(AirflowSkipException, match="job delete_partitions not run: dry run"):
         operator.execute({})
+
+
+@pytest.mark.parametrize(
+    ("dag_id", "body", "refused"),
+    [
+        ("partition_deletion", {"conf": {"topic": "events", "confirm": "evnets"}}, True),
+        ("partition_deletion", {"conf": {"partitions": [1]}}, True),
+        ("partition_deletion", {"conf": {"topic": "events", "confirm": "events"}}, False),
+        ("partition_deletion", {"conf": {}}, False),  # the sweep
+        ("tiering", {"conf": {"topic": "events", "confirm": "x"}}, False),
+        ("partition_deletion", "not json", False),  # Airflow answers it (422)
+    ],
+)
+def test_the_trigger_guard_refuses_what_parse_request_refuses(
+    dag_id: str, body: Any, refused: bool
+) -> None:
+    from tiered_storage_plugin.trigger_guard import refusal
+
+    raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+    reason = refusal(dag_id, raw)
+    assert (reason is not None) == refused, reason
+    if refused:
+        assert reason.startswith("refused, no run created: ")
