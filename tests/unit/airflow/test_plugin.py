@@ -508,3 +508,21 @@ def test_the_trigger_guard_refuses_what_parse_request_refuses(
     assert (reason is not None) == refused, reason
     if refused:
         assert reason.startswith("refused, no run created: ")
+
+
+def test_the_quality_job_is_named_after_the_dag_run(connection: None, tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from tiered_storage_plugin.hooks import TieredStorageHook
+    from tiered_storage_plugin.operators import TieringJobOperator, dag_run_name
+
+    context = {"dag": SimpleNamespace(dag_id="data_quality"), "run_id": "manual__1"}
+    assert dag_run_name(context) == "data_quality manual__1"
+    assert dag_run_name({"run_id": "manual__1"}) is None
+    hook = TieredStorageHook("ts_unit")
+    command = TieringJobOperator(task_id="q", job="quality").command(
+        hook, tmp_path, run_name=dag_run_name(context)
+    )
+    assert command[command.index("--run-name") + 1] == "data_quality manual__1"
+    copy = TieringJobOperator(task_id="c", job="copy_segments").command(hook, tmp_path, "x")
+    assert "--run-name" not in copy
