@@ -10,8 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from expectations import DESCRIPTIONS, PARTITION_OFFSETS_SUITE, REMOTE_SEGMENTS_SUITE
+from expectations import (
+    DESCRIPTIONS,
+    PARTITION_OFFSETS_SUITE,
+    REMOTE_SEGMENTS_SUITE,
+    partition_offsets_suite,
+    remote_segments_suite,
+)
 from expectations.offline_docs import OFFLINE_DIR, make_offline
+from expectations.rendering import NamedExpectation
 from expectations.runner import QualityContext, pandas_frame
 from tests.unit.expectations.world import healthy_world
 
@@ -86,3 +93,12 @@ def test_every_page_loads_its_assets_from_the_site(site: Path) -> None:
     ]
     assert order == sorted(order)  # jQuery before the scripts that need it
     assert make_offline(site) == 0  # already rewritten: nothing changes
+
+
+def test_every_expectation_of_the_suites_renders_by_name() -> None:
+    for suite in (remote_segments_suite(), partition_offsets_suite()):
+        for expectation in suite.expectations:
+            # a new rule must take NamedExpectation as its first base, or Data Docs show GE's
+            # generic sentence without its name
+            assert isinstance(expectation, NamedExpectation), expectation.expectation_type
+            assert expectation.expectation_type in DESCRIPTIONS
