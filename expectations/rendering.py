@@ -10,7 +10,8 @@ greater than those in None". ``NamedExpectation`` (first base of every class in
 
 - ``configuration`` puts the fixed arguments (columns, value set, bounds) back into the
   kwargs, so results name their columns and Data Docs group them by column;
-- ``_prescriptive_renderer`` renders ``<name>: <rule>. Reads <columns>.``
+- ``_prescriptive_renderer`` renders ``<name>: <rule>. Reads <columns>.`` (and the bound,
+  ``max_value = ...``, of the checks that have one).
 
 The offending rows of a failure are rendered by GE's own unexpected-values table, with the
 row id columns (topic, partition, offsets) the checkpoint asks for.
@@ -70,10 +71,15 @@ class NamedExpectation:
         if columns:
             template += " Reads " + ", ".join(f"$column_{i}" for i in range(len(columns))) + "."
             params.update({f"column_{i}": column for i, column in enumerate(columns)})
+        kwargs = dict(getattr(configuration, "kwargs", None) or {})
+        if kwargs.get("max_value") is not None:
+            template += " max_value = $max_value."
+            params["max_value"] = kwargs["max_value"]
         styling = {
             "params": {
                 "name": {"tag": "strong", "classes": ["expectation-name"]},
                 "rule": {"classes": ["expectation-rule"]},
+                "max_value": {"tag": "code"},
                 **{f"column_{i}": {"tag": "code"} for i in range(len(columns))},
             }
         }

@@ -54,6 +54,7 @@ def test_each_expectation_renders_its_name_rule_and_columns(site: Path) -> None:
     ):
         assert f"{name} : {DESCRIPTIONS[name]}" in text, name
     assert "Reads hole_before_local_log" in text
+    assert "Reads delete_started_age_ms. max_value = 86400000." in text
     assert "Reads last_stable_offset , local_log_start_offset" in text
     # the failure: the offending partition with its offsets
     assert "1 unexpected values found" in text
