@@ -2,22 +2,35 @@
 
 Removes the remote data of deleted partitions.
 
-- **Scheduled sweep** (hourly, no params): `jobs.delete_partitions` deletes the remote data of
-  every partition already marked DELETE_PARTITION_MARKED (by a topic deletion).
-- **Triggered with params** (Trigger DAG w/ config in the UI): deletes a topic. Type the topic
-  name again in `confirm`. The topic is deleted through the broker (DeleteTopics), which marks
-  its remote partitions, then `jobs.delete_partitions` removes their remote data. Kafka deletes
+- **Scheduled sweep** (hourly while the DAG is unpaused, no params): `jobs.delete_partitions`
+  deletes from the remote tier every object (`.log`, indexes, snapshots, leader-epoch
+  checkpoints) and finishes the metadata (DELETE_SEGMENT_* then DELETE_PARTITION_FINISHED in
+  `__remote_log_metadata`) of the partitions already marked DELETE_PARTITION_MARKED or
+  _STARTED, that is of topics Kafka has already deleted. It never deletes a live topic, nor
+  any broker's local log.
+- **Triggered with params** (Trigger in the UI): deletes a topic. Type the topic name again
+  in `confirm`. The topic is deleted through the broker (DeleteTopics), which marks its
+  remote partitions, then `jobs.delete_partitions` removes their remote data. Kafka deletes
   whole topics: `partitions`, when given, must list every partition of the topic. With
-  `dry_run` nothing is marked or deleted; the plan is in the logs.
+  `dry_run` nothing is marked or deleted: the plan (per partition: segments, bytes and
+  offsets that would go) is in the `mark_partitions` log and in `plan.txt` of the run.
 
-Bad params are refused when the run is created (types, topic name pattern, partition numbers)
-or by the first task (`confirm` must equal `topic`) before anything is marked or deleted.
+Bad params are refused before a run exists (the trigger answers 400 with the reason): types,
+the topic name pattern and partition numbers by the params' schemas, `confirm` not equal to
+`topic` by the plugin's trigger guard. A request that the broker refuses (partitions that do
+not match the topic) fails `mark_partitions` with the reason as the first line of its log;
+nothing is marked or deleted.
+
+Pausing: the DAG starts paused. "Unpause on trigger" in the trigger form unpauses it only
+when the trigger is accepted: after a refused trigger the plugin pauses it again, so the
+hourly sweep never starts as a side effect. Unpause it in the DAG list to run the sweep.
 Another schedule: set `TIERED_STORAGE_PARTITION_DELETION_SCHEDULE`
 (a cron expression or a preset such as `@hourly`) for the scheduler and dag-processor.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -31,6 +44,8 @@ from tiered_storage_plugin.dag_support import (
 )
 from tiered_storage_plugin.deletion import PARTITIONS_MAX, TOPIC_NAME_MAX, TOPIC_PATTERN
 from tiered_storage_plugin.operators import TieringJobOperator
+
+log = logging.getLogger("airflow.task")
 
 
 @dag(
@@ -89,6 +104,7 @@ def partition_deletion() -> None:
         try:
             request = parse_request(params)
         except DeletionRequestError as exc:
+            log.error("refused: %s", exc)
             raise AirflowFailException(f"refused: {exc}") from None
         return None if request is None else asdict(request)
 
@@ -111,16 +127,27 @@ def partition_deletion() -> None:
             partitions=None if partitions is None else tuple(partitions),
             dry_run=request["dry_run"],
         )
-        bootstrap = TieredStorageHook().settings().bootstrap_server
+        settings = TieredStorageHook().settings()
         try:
-            return mark_for_deletion(bootstrap, parsed)
+            result = mark_for_deletion(settings.bootstrap_server, parsed)
         except DeletionRequestError as exc:
+            log.error("refused: %s", exc)
             raise AirflowFailException(f"refused: {exc}") from None
+        if result["action"] == "would-delete":
+            from airflow.sdk import get_current_context
+            from tiered_storage_plugin.deletion import write_plan
+
+            result["plan"] = write_plan(get_current_context(), settings, result)
+        return result
 
     delete = TieringJobOperator(
         task_id="delete_partitions",
         job="delete_partitions",
         dry_run="{{ params.dry_run }}",
+        # a dry run of a topic marks nothing, so the job would find nothing to plan: the plan
+        # is mark_partitions' (its log and plan.txt)
+        skip_reason="{% if params.dry_run and params.topic %}dry run of topic {{ params.topic }}:"
+        " the plan is in mark_partitions' log and plan.txt{% endif %}",
         # a named topic restricts the job to it; the sweep takes every marked partition
         extra_args="{% if params.topic %}--topic {{ params.topic }}{% endif %}",
         changes=REMOTE_TIER,

@@ -20,6 +20,7 @@ from tiered_storage_plugin.dag_support import (
     REMOTE_TIER,
     START_DATE,
     TAGS,
+    TIERING_SCHEDULE_DEFAULT,
     schedule_for,
     tiering_status,
 )
@@ -28,7 +29,7 @@ from tiered_storage_plugin.operators import TieringJobOperator
 
 @dag(
     dag_id="tiering",
-    schedule=schedule_for("tiering", timedelta(minutes=5)),
+    schedule=schedule_for("tiering", TIERING_SCHEDULE_DEFAULT),
     start_date=START_DATE,
     catchup=False,
     max_active_runs=1,

@@ -51,6 +51,8 @@ from great_expectations.expectations.core.expect_column_values_to_be_null import
     ExpectColumnValuesToBeNull,
 )
 
+from expectations.rendering import NamedExpectation
+
 STARTED_STATE_MAX_MS_DEFAULT = 30 * 60 * 1000  # a copy or delete left STARTED for 30 min
 DELETE_PENDING_MAX_MS_DEFAULT = 24 * 60 * 60 * 1000  # a marked partition waits for a sweep
 
@@ -72,7 +74,9 @@ _MISSING: Literal["either_value_is_missing"] = "either_value_is_missing"
 
 
 @_described
-class ExpectSegmentStartOffsetAtMostEndOffset(ExpectColumnPairValuesAToBeGreaterThanB):
+class ExpectSegmentStartOffsetAtMostEndOffset(
+    NamedExpectation, ExpectColumnPairValuesAToBeGreaterThanB
+):
     rule: ClassVar[str] = "a remote segment's start_offset <= end_offset (both inclusive)"
     column_A: str = "end_offset"  # noqa: N815 - GE\'s field name
     column_B: str = "start_offset"  # noqa: N815 - GE\'s field name
@@ -81,61 +85,61 @@ class ExpectSegmentStartOffsetAtMostEndOffset(ExpectColumnPairValuesAToBeGreater
 
 
 @_described
-class ExpectNoGapBeforeFinishedSegment(ExpectColumnValuesToBeInSet):
+class ExpectNoGapBeforeFinishedSegment(NamedExpectation, ExpectColumnValuesToBeInSet):
     rule: ClassVar[str] = (
         "COPY_SEGMENT_FINISHED segments of a partition's leader-epoch lineage are contiguous:"
-        " none starts after previous_end_offset + 1 (gap_before)"
+        " none starts after previous_end_offset + 1"
     )
     column: str = "gap_before"
     value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
 
 
 @_described
-class ExpectNoOverlapWithPreviousFinishedSegment(ExpectColumnValuesToBeInSet):
+class ExpectNoOverlapWithPreviousFinishedSegment(NamedExpectation, ExpectColumnValuesToBeInSet):
     rule: ClassVar[str] = (
         "COPY_SEGMENT_FINISHED segments of a partition's leader-epoch lineage do not overlap:"
-        " none starts at or below previous_end_offset (overlaps_previous)"
+        " none starts at or below previous_end_offset"
     )
     column: str = "overlaps_previous"
     value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
 
 
 @_described
-class ExpectSegmentEpochsStrictlyIncreasing(ExpectColumnValuesToBeInSet):
+class ExpectSegmentEpochsStrictlyIncreasing(NamedExpectation, ExpectColumnValuesToBeInSet):
     rule: ClassVar[str] = (
         "a segment's leader-epoch entries are strictly increasing in epoch, non-decreasing in"
-        " start offset and inside [start_offset, end_offset] (epochs_not_increasing)"
+        " start offset and inside [start_offset, end_offset]"
     )
     column: str = "epochs_not_increasing"
     value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
 
 
 @_described
-class ExpectSegmentEpochsAgreeWithLeaderEpochChain(ExpectColumnValuesToBeInSet):
+class ExpectSegmentEpochsAgreeWithLeaderEpochChain(NamedExpectation, ExpectColumnValuesToBeInSet):
     rule: ClassVar[str] = (
         "a COPY_SEGMENT_FINISHED segment's leader-epoch entries agree with the partition's"
         " leader-epoch chain (not OFF_LINEAGE; an unclean election leaves such segments until"
-        " expire_remote deletes them) (epochs_conflict_with_chain)"
+        " expire_remote deletes them)"
     )
     column: str = "epochs_conflict_with_chain"
     value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
 
 
 @_described
-class ExpectOnlyValidSegmentStateTransitions(ExpectColumnValuesToBeNull):
+class ExpectOnlyValidSegmentStateTransitions(NamedExpectation, ExpectColumnValuesToBeNull):
     rule: ClassVar[str] = (
         "every segment event follows COPY_SEGMENT_STARTED -> COPY_SEGMENT_FINISHED ->"
         " DELETE_SEGMENT_STARTED -> DELETE_SEGMENT_FINISHED (or STARTED -> DELETE_SEGMENT_"
-        "STARTED) (invalid_transition)"
+        "STARTED)"
     )
     column: str = "invalid_transition"
 
 
 @_described
-class ExpectNoSegmentStuckInStartedState(ExpectColumnValuesToBeBetween):
+class ExpectNoSegmentStuckInStartedState(NamedExpectation, ExpectColumnValuesToBeBetween):
     rule: ClassVar[str] = (
         "no segment stays in COPY_SEGMENT_STARTED or DELETE_SEGMENT_STARTED longer than"
-        " max_value ms (started_age_ms)"
+        " max_value ms"
     )
     column: str = "started_age_ms"
     min_value: Any = 0
@@ -143,30 +147,28 @@ class ExpectNoSegmentStuckInStartedState(ExpectColumnValuesToBeBetween):
 
 
 @_described
-class ExpectFinishedSegmentObjectsComplete(ExpectColumnValuesToBeNull):
+class ExpectFinishedSegmentObjectsComplete(NamedExpectation, ExpectColumnValuesToBeNull):
     rule: ClassVar[str] = (
         "every COPY_SEGMENT_FINISHED segment has its .log, .index, .timeindex and"
         " .leader-epoch-checkpoint objects (and .txnindex when it has one), the .log of the"
-        " recorded segment_size_bytes (objects_problem)"
+        " recorded segment_size_bytes"
     )
     column: str = "objects_problem"
 
 
 @_described
-class ExpectNoObjectsWithoutLiveMetadata(ExpectColumnValuesToBeInSet):
+class ExpectNoObjectsWithoutLiveMetadata(NamedExpectation, ExpectColumnValuesToBeInSet):
     rule: ClassVar[str] = (
-        "no object in the store belongs to a segment without metadata or in"
-        " DELETE_SEGMENT_FINISHED (objects_without_live_metadata)"
+        "no object in the store belongs to a segment without metadata or in DELETE_SEGMENT_FINISHED"
     )
     column: str = "objects_without_live_metadata"
     value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
 
 
 @_described
-class ExpectNoSegmentOlderThanTwiceRetentionMs(ExpectColumnValuesToBeInSet):
+class ExpectNoSegmentOlderThanTwiceRetentionMs(NamedExpectation, ExpectColumnValuesToBeInSet):
     rule: ClassVar[str] = (
-        "no COPY_SEGMENT_FINISHED segment is older than retention.ms plus one retention"
-        " period (older_than_retention)"
+        "no COPY_SEGMENT_FINISHED segment is older than retention.ms plus one retention period"
     )
     column: str = "older_than_retention"
     value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
@@ -176,7 +178,9 @@ class ExpectNoSegmentOlderThanTwiceRetentionMs(ExpectColumnValuesToBeInSet):
 
 
 @_described
-class ExpectLogEndOffsetAtLeastLastStableOffset(ExpectColumnPairValuesAToBeGreaterThanB):
+class ExpectLogEndOffsetAtLeastLastStableOffset(
+    NamedExpectation, ExpectColumnPairValuesAToBeGreaterThanB
+):
     rule: ClassVar[str] = "Lz >= Ly: log_end_offset >= last_stable_offset"
     column_A: str = "log_end_offset"  # noqa: N815 - GE\'s field name
     column_B: str = "last_stable_offset"  # noqa: N815 - GE\'s field name
@@ -185,7 +189,9 @@ class ExpectLogEndOffsetAtLeastLastStableOffset(ExpectColumnPairValuesAToBeGreat
 
 
 @_described
-class ExpectLastStableOffsetAtLeastLocalLogStart(ExpectColumnPairValuesAToBeGreaterThanB):
+class ExpectLastStableOffsetAtLeastLocalLogStart(
+    NamedExpectation, ExpectColumnPairValuesAToBeGreaterThanB
+):
     rule: ClassVar[str] = "Ly >= Lx: last_stable_offset >= local_log_start_offset"
     column_A: str = "last_stable_offset"  # noqa: N815 - GE\'s field name
     column_B: str = "local_log_start_offset"  # noqa: N815 - GE\'s field name
@@ -194,7 +200,9 @@ class ExpectLastStableOffsetAtLeastLocalLogStart(ExpectColumnPairValuesAToBeGrea
 
 
 @_described
-class ExpectLastStableOffsetAtLeastRemoteLogEnd(ExpectColumnPairValuesAToBeGreaterThanB):
+class ExpectLastStableOffsetAtLeastRemoteLogEnd(
+    NamedExpectation, ExpectColumnPairValuesAToBeGreaterThanB
+):
     rule: ClassVar[str] = (
         "Ly >= Ry: last_stable_offset >= remote_log_end_offset (only offsets below the LSO"
         " are tiered)"
@@ -206,7 +214,9 @@ class ExpectLastStableOffsetAtLeastRemoteLogEnd(ExpectColumnPairValuesAToBeGreat
 
 
 @_described
-class ExpectRemoteLogEndAtLeastRemoteLogStart(ExpectColumnPairValuesAToBeGreaterThanB):
+class ExpectRemoteLogEndAtLeastRemoteLogStart(
+    NamedExpectation, ExpectColumnPairValuesAToBeGreaterThanB
+):
     rule: ClassVar[str] = "Ry >= Rx: remote_log_end_offset >= remote_log_start_offset"
     column_A: str = "remote_log_end_offset"  # noqa: N815 - GE\'s field name
     column_B: str = "remote_log_start_offset"  # noqa: N815 - GE\'s field name
@@ -215,49 +225,47 @@ class ExpectRemoteLogEndAtLeastRemoteLogStart(ExpectColumnPairValuesAToBeGreater
 
 
 @_described
-class ExpectNoHoleBetweenRemoteAndLocalLog(ExpectColumnValuesToBeInSet):
+class ExpectNoHoleBetweenRemoteAndLocalLog(NamedExpectation, ExpectColumnValuesToBeInSet):
     rule: ClassVar[str] = (
-        "no hole: once anything is tiered, Ry + 1 >= Lx for the offsets above the log start"
-        " offset (hole_before_local_log)"
+        "no hole: once anything is tiered, the remote log ends at or after the local log start"
+        " - 1 (Ry + 1 >= Lx), for the offsets above the log start offset"
     )
     column: str = "hole_before_local_log"
     value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
 
 
 @_described
-class ExpectLeaderEpochChainStrictlyIncreasing(ExpectColumnValuesToBeInSet):
+class ExpectLeaderEpochChainStrictlyIncreasing(NamedExpectation, ExpectColumnValuesToBeInSet):
     rule: ClassVar[str] = (
         "the partition's leader-epoch chain is strictly increasing in epoch and start offset"
-        " (chain_not_increasing)"
     )
     column: str = "chain_not_increasing"
     value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
 
 
 @_described
-class ExpectRemoteBytesWithinRetentionBytes(ExpectColumnValuesToBeInSet):
+class ExpectRemoteBytesWithinRetentionBytes(NamedExpectation, ExpectColumnValuesToBeInSet):
     rule: ClassVar[str] = (
         "remote_bytes of COPY_SEGMENT_FINISHED segments <= retention.bytes plus one segment"
-        " (remote_bytes_over_retention)"
     )
     column: str = "remote_bytes_over_retention"
     value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
 
 
 @_described
-class ExpectOnlyValidPartitionDeleteTransitions(ExpectColumnValuesToBeNull):
+class ExpectOnlyValidPartitionDeleteTransitions(NamedExpectation, ExpectColumnValuesToBeNull):
     rule: ClassVar[str] = (
         "every partition deletion event follows DELETE_PARTITION_MARKED ->"
-        " DELETE_PARTITION_STARTED -> DELETE_PARTITION_FINISHED (invalid_delete_transition)"
+        " DELETE_PARTITION_STARTED -> DELETE_PARTITION_FINISHED"
     )
     column: str = "invalid_delete_transition"
 
 
 @_described
-class ExpectNoPartitionDeletionStuck(ExpectColumnValuesToBeBetween):
+class ExpectNoPartitionDeletionStuck(NamedExpectation, ExpectColumnValuesToBeBetween):
     rule: ClassVar[str] = (
         "no partition stays in DELETE_PARTITION_MARKED or DELETE_PARTITION_STARTED longer than"
-        " max_value ms (delete_started_age_ms)"
+        " max_value ms"
     )
     column: str = "delete_started_age_ms"
     min_value: Any = 0

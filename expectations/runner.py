@@ -8,23 +8,26 @@ Layout under ``root_dir`` (GE's own)::
 
 One ``QualityContext`` per process (or per test module): building it registers a dataframe
 data source (pandas or Spark), one asset + whole-dataframe batch definition + suite +
-validation definition + checkpoint (with a Data Docs action) per table; ``validate`` runs a
-table's checkpoint on a DataFrame. Failures come back as ``FailedExpectation`` values whose
-``reason`` names the expectation, its rule and the offending rows (identified by the
-columns of ``ROW_ID_COLUMNS`` plus the checked column).
+validation definition + checkpoint per table; ``validate`` runs a table's checkpoint on a
+DataFrame under a run name (the DAG run), names the validated data (the table and the
+cluster) in the stored result, then rebuilds the Data Docs so that both show there.
+Failures come back as ``FailedExpectation`` values whose ``reason`` names the expectation,
+its rule and the offending rows (identified by the columns of ``ROW_ID_COLUMNS`` plus the
+checked column).
 
 Thread-safety: none; one context is used by one thread.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import great_expectations as gx
-from great_expectations.checkpoint.actions import UpdateDataDocsAction
+from great_expectations.core.run_identifier import RunIdentifier
 from great_expectations.data_context.types.base import ProgressBarsConfig
 
 from expectations.definitions import (
@@ -36,7 +39,10 @@ from expectations.definitions import (
     partition_offsets_suite,
     remote_segments_suite,
 )
+from expectations.offline_docs import make_offline
 from jobs.tables.schemas import PARTITION_OFFSETS_ROW_ID, REMOTE_SEGMENTS_ROW_ID
+
+_PATH_UNSAFE = re.compile(r"[\\/\s]+")
 
 Engine = Literal["pandas", "spark"]
 
@@ -44,6 +50,7 @@ DATA_SOURCE_NAME = "quality_tables"
 BATCH_DEFINITION_NAME = "whole_table"
 ROWS_IN_REASON_MAX = 10  # offending rows quoted in a reason
 ROWS_KEPT_MAX = 100  # offending rows kept in a FailedExpectation
+RUN_NAME_MAX = 200  # characters of a run name (it becomes a directory name of the Data Docs)
 
 ROW_ID_COLUMNS: Mapping[str, Sequence[str]] = {
     REMOTE_SEGMENTS_SUITE: REMOTE_SEGMENTS_ROW_ID,
@@ -175,6 +182,7 @@ class QualityContext:
         data_docs: bool = True,
     ) -> None:
         self.root_dir = Path(root_dir)
+        self.data_docs = data_docs
         self.root_dir.mkdir(parents=True, exist_ok=True)
         self.context = gx.get_context(mode="file", project_root_dir=str(self.root_dir))
         self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
@@ -202,7 +210,8 @@ class QualityContext:
                 gx.Checkpoint(
                     name=f"quality_{table}",
                     validation_definitions=[validation],
-                    actions=[UpdateDataDocsAction(name="update_data_docs")] if data_docs else [],
+                    # Data Docs are built by ``validate`` once the result names its data
+                    actions=[],
                     result_format={
                         "result_format": "COMPLETE",
                         "unexpected_index_column_names": list(ROW_ID_COLUMNS[table]),
@@ -215,15 +224,36 @@ class QualityContext:
     def data_docs_index(self) -> Path:
         return data_docs_index(self.root_dir)
 
-    def validate(self, table: str, dataframe: Any) -> SuiteOutcome:
-        """Run ``table``'s checkpoint on ``dataframe`` (pandas or Spark, as the engine)."""
+    def validate(
+        self, table: str, dataframe: Any, *, run_name: str | None = None, source: str | None = None
+    ) -> SuiteOutcome:
+        """Run ``table``'s checkpoint on ``dataframe`` (pandas or Spark, as the engine).
+
+        ``run_name`` (the DAG run) is the result's run name; ``source`` (the cluster) is
+        shown with the table as its data asset."""
         if table not in self.checkpoints:
             raise ValueError(f"unknown table {table!r}; known: {sorted(self.checkpoints)}")
-        result = self.checkpoints[table].run(batch_parameters={"dataframe": dataframe})
-        validations = list(result.run_results.values())
-        if len(validations) != 1:
-            raise RuntimeError(f"checkpoint of {table} returned {len(validations)} validations")
-        return outcome_from_validation(table, validations[0])
+        result = self.checkpoints[table].run(
+            batch_parameters={"dataframe": dataframe},
+            run_id=RunIdentifier(run_name=_run_name(run_name)) if run_name else None,
+        )
+        if len(result.run_results) != 1:
+            raise RuntimeError(
+                f"checkpoint of {table} returned {len(result.run_results)} validations"
+            )
+        ((key, validation),) = result.run_results.items()
+        asset = table if source is None else f"{table} of {source}"
+        validation.meta.setdefault("batch_spec", {})["data_asset_name"] = asset
+        self.context.validation_results_store.set(key, validation)
+        if self.data_docs:
+            self.context.build_data_docs()
+            make_offline(self.data_docs_index.parent)
+        return outcome_from_validation(table, validation)
+
+
+def _run_name(name: str) -> str:
+    """``name`` as GE can use it in a path: no separators or blanks, at most RUN_NAME_MAX."""
+    return _PATH_UNSAFE.sub("_", name)[:RUN_NAME_MAX]
 
 
 def pandas_frame(table: str, rows: Sequence[Mapping[str, Any]]) -> Any:

@@ -154,6 +154,16 @@ def gather(args: JobArgs) -> tuple[list[Row], list[Row]]:
     return segments, offsets
 
 
+def cluster_label(bootstrap_server: str) -> str:
+    """``cluster <id> (<bootstrap server>)``, how the Data Docs name the validated data."""
+    try:
+        with KafkaCluster(bootstrap_server) as cluster:
+            cluster_id = cluster.metadata().cluster_id
+    except StorageError:
+        cluster_id = None
+    return f"cluster {cluster_id or '?'} ({bootstrap_server})"
+
+
 def run(args: JobArgs, summary: RunSummary) -> None:
     from expectations.runner import QualityContext  # noqa: PLC0415 - GE imports take seconds
 
@@ -169,9 +179,14 @@ def run(args: JobArgs, summary: RunSummary) -> None:
             started_state_max_ms=int(str(args.options["started_state_max_ms"])),
             delete_pending_max_ms=int(str(args.options["delete_pending_max_ms"])),
         )
+        run_name = str(args.options.get("run_name") or "") or None
+        source = cluster_label(args.bootstrap_server)
         outcomes = {
             table: context.validate(
-                table, spark.createDataFrame(row_tuples(table, rows), spark_ddl(table))
+                table,
+                spark.createDataFrame(row_tuples(table, rows), spark_ddl(table)),
+                run_name=run_name,
+                source=source,
             )
             for table, rows in tables.items()
         }
@@ -212,6 +227,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         default=24 * 60 * 60 * 1000,
         help="a partition deletion pending longer than this fails the suite (default 1 day)",
+    )
+    own.add_argument(
+        "--run-name",
+        default=None,
+        help="the run's name in the Data Docs, e.g. the DAG run (default: none)",
     )
     args = parse_job_args(parser, argv, job=JOB)
     return run_job(args, lambda summary: run(args, summary))

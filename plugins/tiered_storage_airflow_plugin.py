@@ -1,5 +1,6 @@
-"""Registers the tiered-storage UI with Airflow: the web app under ``/tiered-storage`` and a
-navigation entry that shows it inside the Airflow UI.
+"""Registers the tiered-storage UI with Airflow: the web app under ``/tiered-storage``, a
+navigation entry that shows it inside the Airflow UI, and the api-server middleware that
+keeps a refused trigger of a destructive DAG from unpausing it (``trigger_guard``).
 
 The operators and the hook are imported by the DAGs from the ``tiered_storage_plugin``
 package directly (``plugins/`` is on ``sys.path``).
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 from tiered_storage_plugin.paths import URL_PREFIX
+from tiered_storage_plugin.trigger_guard import DestructiveTriggerGuard
 from tiered_storage_plugin.web import create_app
 
 
@@ -17,12 +19,18 @@ class TieredStoragePlugin(AirflowPlugin):
     fastapi_apps = [  # noqa: RUF012 - AirflowPlugin declares these as class attributes
         {"app": create_app(), "url_prefix": URL_PREFIX, "name": "Tiered storage status"}
     ]
+    fastapi_root_middlewares = [  # noqa: RUF012 - same as above
+        {"middleware": DestructiveTriggerGuard, "name": "Destructive DAG trigger guard"}
+    ]
     external_views = [  # noqa: RUF012 - same as above
         {
             "name": "Tiered storage",
             "href": URL_PREFIX.lstrip("/") + "/",
             "destination": "nav",
             "category": "browse",
-            "url_route": "tiered-storage",
+            # The UI's address for the page is /plugin/<url_route> followed by the page's
+            # own path (/tiered-storage/...): a route other than "tiered-storage" keeps the
+            # address from repeating it.
+            "url_route": "storage",
         }
     ]

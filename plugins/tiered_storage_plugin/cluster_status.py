@@ -8,8 +8,14 @@ Per partition (KIP-405 names; offsets inclusive unless said)::
     high_watermark          ListOffsets -1 (exclusive)
     highest_tiered_offset   ListOffsets -5 (-1 when nothing is tiered)
     local_bytes             bytes of the local segment files
-    remote_bytes            bytes of the COPY_SEGMENT_FINISHED remote segments (the RLMM)
+    remote_bytes/segments   the COPY_SEGMENT_FINISHED remote segments (the RLMM)
+    local_bytes/segments    the local segment files (the active one included)
     copy_lag_bytes/segments closed local segments holding offsets above the highest tiered one
+    leader, leader_epoch    the partition's leader broker id and epoch (Metadata)
+    active_segment_base_offset  the active segment's first offset: offsets from there up to
+                            the high watermark are not copied until the segment rolls
+
+The summary names the run that wrote it (``dag_id``, ``run_id``, ``task_id``).
 
 Runs in a task (it reads the log dirs and the metadata topic); read-only.
 """
@@ -70,6 +76,8 @@ def collect(settings: ClusterSettings) -> list[dict[str, Any]]:
                 directory, high_watermark=high_watermark, log_start_offset=log_start
             )
             views.append((tp, view, log_start, high_watermark, tiered))
+        topics = sorted({tp.topic for tp, *_ in views})
+        metadata = cluster.metadata(topics) if topics else None
         rlmm = None
         if views:
             rlmm = TopicBasedRemoteLogMetadataManager.for_client(
@@ -84,10 +92,16 @@ def collect(settings: ClusterSettings) -> list[dict[str, Any]]:
                             remote_bytes += segment.segment_size_in_bytes
                             remote_segments += 1
                 lagging = [s for s in view.segments if not s.is_active and s.end_offset > tiered]
+                active = [s.base_offset for s in view.segments if s.is_active]
+                topic = metadata.topic(tp.topic) if metadata is not None else None
+                described = topic.partition(tp.partition) if topic is not None else None
                 entries.append(
                     {
                         "partition": str(tp),
                         "status": "ok",
+                        "leader": described.leader_id if described is not None else None,
+                        "leader_epoch": described.leader_epoch if described is not None else None,
+                        "active_segment_base_offset": active[0] if active else None,
                         "log_start_offset": log_start,
                         "local_log_start_offset": view.local_log_start_offset,
                         "high_watermark": high_watermark,
@@ -111,8 +125,13 @@ def write_status(context: Mapping[str, Any], settings: ClusterSettings) -> dict[
     started = datetime.now(UTC)
     began = time.monotonic()
     partitions = collect(settings)
+    dag = context.get("dag")
+    ti = context.get("ti")
     summary = {
         "job": JOB,
+        "dag_id": dag.dag_id if dag is not None else context.get("dag_id"),
+        "run_id": context.get("run_id"),
+        "task_id": ti.task_id if ti is not None else context.get("task_id"),
         "status": "error" if any(p["status"] == "error" for p in partitions) else "ok",
         "started": started.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         "finished": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),

@@ -3,6 +3,7 @@ run report task body. Light to import (DAG files import it at parse time)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -24,6 +25,8 @@ DEFAULT_ARGS: dict[str, Any] = {
     "max_retry_delay": timedelta(minutes=5),
 }
 
+TIERING_SCHEDULE_DEFAULT = timedelta(minutes=5)
+
 # Each scheduled DAG's schedule can be replaced by a cron expression (or a preset such as
 # "@hourly") in this environment variable of the scheduler and dag-processor.
 SCHEDULE_ENV = "TIERED_STORAGE_{dag_id}_SCHEDULE"
@@ -42,6 +45,15 @@ def schedule_for(dag_id: str, default: str | timedelta) -> str | timedelta:
             f" nor one of {', '.join(sorted(SCHEDULE_PRESETS))}"
         )
     return value
+
+
+def schedule_interval_s(schedule: str | timedelta) -> float:
+    """Seconds between two runs of ``schedule`` (the longest gap of its next few runs)."""
+    if isinstance(schedule, timedelta):
+        return schedule.total_seconds()
+    fires = croniter(schedule, datetime.now(UTC))
+    times = [fires.get_next(datetime) for _ in range(4)]
+    return max((b - a).total_seconds() for a, b in itertools.pairwise(times))
 
 
 SCHEDULE_PRESETS = frozenset({"@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly"})

@@ -16,10 +16,14 @@ the sweep goes on.
 
 from __future__ import annotations
 
+import logging
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+log = logging.getLogger("airflow.task")
 
 TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
 TOPIC_NAME_MAX = 249
@@ -47,6 +51,8 @@ def parse_request(params: Mapping[str, Any]) -> DeletionRequest | None:
     topic = params.get("topic")
     partitions = params.get("partitions")
     confirm = params.get("confirm")
+    if partitions == []:  # the trigger form's empty list: no partitions named
+        partitions = None
     dry_run = params.get("dry_run", False)
     if not isinstance(dry_run, bool):
         raise DeletionRequestError(f"dry_run must be true or false, got {dry_run!r}")
@@ -115,3 +121,141 @@ def mark_for_deletion(bootstrap_server: str, request: DeletionRequest) -> dict[s
             return {"topic": request.topic, "action": "would-delete", "partitions": existing}
         admin.delete_topics([request.topic])
     return {"topic": request.topic, "action": "deleted", "partitions": existing}
+
+
+PLAN_FILE = "plan.txt"
+PLAN_COLUMNS = (
+    "partition",
+    "local segments",
+    "local bytes",
+    "remote segments",
+    "remote bytes",
+    "offsets that would go",
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanRow:
+    """What deleting one partition would remove: its local and remote segments and bytes,
+    and its offsets ``[log_start_offset, high_watermark)`` (start inclusive, end exclusive)."""
+
+    partition: str
+    local_segments: int | None
+    local_bytes: int | None
+    remote_segments: int | None
+    remote_bytes: int | None
+    log_start_offset: int | None
+    high_watermark: int | None
+
+    def offsets(self) -> str:
+        if self.log_start_offset is None or self.high_watermark is None:
+            return "unknown (no remote-enabled log dir here)"
+        if self.high_watermark <= self.log_start_offset:
+            return "none (empty)"
+        count = self.high_watermark - self.log_start_offset
+        return f"{self.log_start_offset}..{self.high_watermark - 1} ({count} offsets)"
+
+
+def deletion_plan(
+    topic: str, partitions: Sequence[int], entries: Sequence[Mapping[str, Any]]
+) -> list[PlanRow]:
+    """A row per partition of ``topic`` from the status entries (``cluster_status``)."""
+    by_name = {str(e.get("partition")): e for e in entries}
+    rows = []
+    for partition in partitions:
+        entry = by_name.get(f"{topic}-{partition}", {})
+        rows.append(
+            PlanRow(
+                partition=f"{topic}-{partition}",
+                local_segments=entry.get("local_segments"),
+                local_bytes=entry.get("local_bytes"),
+                remote_segments=entry.get("remote_segments"),
+                remote_bytes=entry.get("remote_bytes"),
+                log_start_offset=entry.get("log_start_offset"),
+                high_watermark=entry.get("high_watermark"),
+            )
+        )
+    return rows
+
+
+def plan_table(rows: Sequence[PlanRow]) -> str:
+    """The plan as an aligned text table with a totals line."""
+
+    def number(value: int | None) -> str:
+        return "-" if value is None else str(value)
+
+    body = [
+        (
+            r.partition,
+            number(r.local_segments),
+            number(r.local_bytes),
+            number(r.remote_segments),
+            number(r.remote_bytes),
+            r.offsets(),
+        )
+        for r in rows
+    ]
+    total = (
+        f"total ({len(rows)} partitions)",
+        str(sum(r.local_segments or 0 for r in rows)),
+        str(sum(r.local_bytes or 0 for r in rows)),
+        str(sum(r.remote_segments or 0 for r in rows)),
+        str(sum(r.remote_bytes or 0 for r in rows)),
+        str(
+            sum(
+                max(0, r.high_watermark - r.log_start_offset)
+                for r in rows
+                if r.high_watermark is not None and r.log_start_offset is not None
+            )
+        )
+        + " offsets",
+    )
+    table = [PLAN_COLUMNS, *body, total]
+    widths = [max(len(line[i]) for line in table) for i in range(len(PLAN_COLUMNS))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i in (0, 5) else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(PLAN_COLUMNS), rule, *(line(c) for c in body), rule, line(total)])
+
+
+def write_plan(
+    context: Mapping[str, Any], settings: Any, result: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """The dry run's plan for ``result`` (a ``would-delete`` answer of ``mark_for_deletion``):
+    logged as a table and written to ``<run dir>/mark_partitions/plan.txt``, which the
+    plugin's web app serves at ``/tiered-storage/plans/<dag_id>/<run key>``."""
+    from dataclasses import asdict
+
+    from tiered_storage_plugin import paths
+    from tiered_storage_plugin.cluster_status import collect
+
+    topic = str(result["topic"])
+    rows = deletion_plan(topic, result["partitions"], collect(settings))
+    table = plan_table(rows)
+    run_dir = paths.run_dir(context)
+    target = run_dir / "mark_partitions" / PLAN_FILE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{PLAN_FILE}.tmp")
+    temporary.write_text(
+        f"Dry run: deleting topic {topic} would remove (nothing was marked or deleted)\n\n{table}\n"
+    )
+    os.replace(temporary, target)
+    log.info("dry run: deleting topic %s would remove:\n%s", topic, table)
+    log.info("plan: %s (file %s)", plan_url(run_dir), target)
+    return [asdict(r) for r in rows]
+
+
+def plan_url(run_dir: Any) -> str:
+    """Where the plugin's web app serves the plan of the run in ``run_dir``."""
+    from airflow.configuration import conf
+
+    from tiered_storage_plugin import paths
+    from tiered_storage_plugin.operators import DEFAULT_BASE_URL
+
+    base = (conf.get("api", "base_url", fallback=None) or DEFAULT_BASE_URL).rstrip("/")
+    return f"{base}{paths.URL_PREFIX}/plans/{run_dir.parent.name}/{run_dir.name}"

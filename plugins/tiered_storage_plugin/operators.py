@@ -10,6 +10,8 @@ data will not change by retrying); any other failure is retried. With ``changes=
 a run that changed the remote tier (its summary counts copies, deletions or repairs) emits an
 event for that asset through ``CHANGES_ALIAS``; an idle run emits none.
 
+A ``skip_reason`` that renders non-empty skips the task with that reason.
+
 A retry of the same run reuses the same directory: the previous summary is removed first, so a
 failed retry never pushes an older run's summary. Jobs are idempotent, so rerunning is safe.
 """
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import Asset, AssetAlias, BaseOperator
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from tiered_storage_plugin import paths
 from tiered_storage_plugin.hooks import DEFAULT_CONN_ID, TieredStorageHook
@@ -70,7 +72,7 @@ class DataQualityFailedError(AirflowFailException):
 class TieringJobOperator(BaseOperator):
     """Runs ``python -m jobs.<job>`` against the cluster of a tiered-storage connection."""
 
-    template_fields: Sequence[str] = ("extra_args", "dry_run")
+    template_fields: Sequence[str] = ("extra_args", "dry_run", "skip_reason")
     ui_color = "#d7ecff"
 
     def __init__(
@@ -82,6 +84,7 @@ class TieringJobOperator(BaseOperator):
         tiered_storage_conn_id: str = DEFAULT_CONN_ID,
         python: str | None = None,
         changes: Asset | None = None,
+        skip_reason: str = "",
         **kwargs: Any,
     ) -> None:
         if job not in JOBS:
@@ -96,17 +99,22 @@ class TieringJobOperator(BaseOperator):
         self.tiered_storage_conn_id = tiered_storage_conn_id
         self.python = python or sys.executable
         self.changes = changes
+        self.skip_reason = skip_reason
         self._process: subprocess.Popen[str] | None = None
 
     # ------------------------------------------------------------------ command
     def task_dir(self, context: Mapping[str, Any]) -> Path:
         return paths.run_dir(context) / paths.safe_name(self.task_id)
 
-    def command(self, hook: TieredStorageHook, task_dir: Path) -> list[str]:
+    def command(
+        self, hook: TieredStorageHook, task_dir: Path, run_name: str | None = None
+    ) -> list[str]:
         cmd = [self.python, "-m", f"jobs.{self.job}", *hook.settings().job_arguments()]
         cmd += ["--summary-path", str(task_dir / paths.SUMMARY_FILE)]
         if self.job == "quality":
             cmd += ["--report-dir", str(task_dir / "report")]
+            if run_name:
+                cmd += ["--run-name", run_name]
         if _truthy(self.dry_run):
             cmd.append("--dry-run")
         cmd += _argument_list(self.extra_args)
@@ -114,12 +122,14 @@ class TieringJobOperator(BaseOperator):
 
     # ------------------------------------------------------------------ execute
     def execute(self, context: Any) -> dict[str, Any]:
+        if str(self.skip_reason or "").strip():
+            raise AirflowSkipException(f"job {self.job} not run: {self.skip_reason.strip()}")
         hook = TieredStorageHook(self.tiered_storage_conn_id)
         task_dir = self.task_dir(context)
         task_dir.mkdir(parents=True, exist_ok=True)
         summary_path = task_dir / paths.SUMMARY_FILE
         summary_path.unlink(missing_ok=True)
-        cmd = self.command(hook, task_dir)
+        cmd = self.command(hook, task_dir, run_name=dag_run_name(context))
         env = _job_environment(hook.job_environment())
         self.log.info("job=%s command=%s", self.job, " ".join(cmd))
         code, error_lines = self._run(cmd, env)
@@ -182,6 +192,15 @@ class TieringJobOperator(BaseOperator):
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+def dag_run_name(context: Mapping[str, Any]) -> str | None:
+    """``<dag_id> <run_id>``: the run a report belongs to, as the Data Docs name it."""
+    run_id = context.get("run_id")
+    dag = context.get("dag")
+    if not run_id or dag is None:
+        return None
+    return f"{dag.dag_id} {run_id}"
 
 
 def failure_message(

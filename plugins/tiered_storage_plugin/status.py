@@ -1,10 +1,22 @@
 """The tiering status, read from the jobs' JSON run summaries (pure; no Airflow, no network).
 
-A run summary (written by every ``jobs.<name>``) has ``job``, ``started``/``finished`` and a
-list (or an object keyed by partition) of per-partition entries. The status page shows the
-latest entries that carry offsets and sizes, and a chart of the total remote bytes and copy lag
-over the recent runs. Field names are read with a few aliases so that a job may say
-``remote_bytes`` or ``remote_size_bytes``; a missing field shows as "-".
+A run summary (written by every ``jobs.<name>``, and by the ``status`` task of the tiering,
+retention and quality DAGs as ``job: tiering_status``) has ``job``, ``started``/``finished``
+and a list (or an object keyed by partition) of per-partition entries. The status page shows
+the newest entries that carry offsets and sizes:
+
+- where they come from: the DAG run and task that wrote them, when, and how old they are
+  now, with a warning when they are older than one tiering interval (tiering paused or
+  failing: the page is showing the past);
+- per partition: leader and leader epoch, log start / local log start / highest tiered
+  offset / high watermark, local and remote bytes (binary units) and segments, and the copy
+  lag split into what the active segment holds (copied only once it rolls) and what closed
+  segments hold (waiting for the next tiering run);
+- a chart of the total remote and copy-lag bytes over the recent status snapshots, with its
+  axes labelled.
+
+Field names are read with a few aliases so that a job may say ``remote_bytes`` or
+``remote_size_bytes``; a missing field shows as "-".
 """
 
 from __future__ import annotations
@@ -13,16 +25,24 @@ import html
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from tiered_storage_plugin import paths
 
 RUNS_MAX = 50
+CHART_POINTS_MAX = 24
 SUMMARY_BYTES_MAX = 16 * 1024 * 1024
+STALE_GRACE_S = 60  # a tiering run's own duration, on top of its interval
+STATUS_JOB = "tiering_status"
 _ALIASES: dict[str, tuple[str, ...]] = {
+    "leader": ("leader", "leader_id"),
+    "leader_epoch": ("leader_epoch",),
     "local_bytes": ("local_bytes", "local_size_bytes", "local_log_bytes"),
+    "local_segments": ("local_segments",),
     "remote_bytes": ("remote_bytes", "remote_size_bytes", "remote_log_size_bytes"),
+    "remote_segments": ("remote_segments",),
     "log_start_offset": ("log_start_offset", "remote_log_start_offset"),
     "local_log_start_offset": ("local_log_start_offset", "local_start_offset"),
     "high_watermark": ("high_watermark", "hw"),
@@ -32,6 +52,7 @@ _ALIASES: dict[str, tuple[str, ...]] = {
         "remote_log_end_offset",
         "remote_end_offset",
     ),
+    "active_segment_base_offset": ("active_segment_base_offset",),
     "copy_lag_bytes": ("copy_lag_bytes", "lag_bytes", "remote_copy_lag_bytes"),
     "copy_lag_segments": ("copy_lag_segments", "lag_segments", "remote_copy_lag_segments"),
 }
@@ -40,12 +61,17 @@ _ALIASES: dict[str, tuple[str, ...]] = {
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionStatus:
     partition: str
+    leader: int | None = None
+    leader_epoch: int | None = None
     local_bytes: int | None = None
+    local_segments: int | None = None
     remote_bytes: int | None = None
+    remote_segments: int | None = None
     log_start_offset: int | None = None
     local_log_start_offset: int | None = None
     high_watermark: int | None = None
     highest_tiered_offset: int | None = None
+    active_segment_base_offset: int | None = None
     copy_lag_bytes: int | None = None
     copy_lag_segments: int | None = None
 
@@ -54,13 +80,25 @@ class PartitionStatus:
         """Offsets below the high watermark (exclusive) not yet tiered."""
         if self.high_watermark is None:
             return None
+        return max(0, self.high_watermark - self._first_untiered)
+
+    @property
+    def active_lag_offsets(self) -> int | None:
+        """Of the copy lag, the offsets in the active segment (copied once it rolls)."""
+        if self.high_watermark is None or self.active_segment_base_offset is None:
+            return None
+        start = max(self.active_segment_base_offset, self._first_untiered)
+        return max(0, self.high_watermark - start)
+
+    @property
+    def _first_untiered(self) -> int:
         tiered_end = -1 if self.highest_tiered_offset is None else self.highest_tiered_offset
-        return max(0, self.high_watermark - 1 - tiered_end)
+        return max(tiered_end + 1, self.log_start_offset or 0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunPoint:
-    """One run of the chart: when it finished and its totals."""
+    """One snapshot of the chart: when it finished and its totals."""
 
     label: str
     remote_bytes: int
@@ -76,6 +114,26 @@ class RunSummary:
 
     def partitions(self) -> list[PartitionStatus]:
         return partition_statuses(self.data)
+
+    @property
+    def dag_id(self) -> str:
+        return str(self.data.get("dag_id") or self.path.parents[2].name)
+
+    @property
+    def run_id(self) -> str:
+        return str(self.data.get("run_id") or self.path.parents[1].name)
+
+    @property
+    def task_id(self) -> str:
+        return str(self.data.get("task_id") or self.path.parent.name)
+
+    def finished_at(self) -> datetime | None:
+        return parse_time(self.finished)
+
+
+def run_label(summary: RunSummary) -> str:
+    """``DAG <dag_id>, run <run_id>, task <task_id>``: who wrote the summary."""
+    return f"DAG {summary.dag_id}, run {summary.run_id}, task {summary.task_id}"
 
 
 def read_summaries(root: Path, limit: int = RUNS_MAX) -> list[RunSummary]:
@@ -134,7 +192,8 @@ def latest_statuses(summaries: list[RunSummary]) -> tuple[RunSummary | None, lis
     return None, []
 
 
-def chart_points(summaries: list[RunSummary]) -> list[RunPoint]:
+def chart_points(summaries: list[RunSummary], limit: int = CHART_POINTS_MAX) -> list[RunPoint]:
+    """The totals of the last ``limit`` summaries that carry remote sizes, oldest first."""
     points = []
     for summary in summaries:
         statuses = summary.partitions()
@@ -147,88 +206,166 @@ def chart_points(summaries: list[RunSummary]) -> list[RunPoint]:
                 copy_lag_bytes=sum(s.copy_lag_bytes or 0 for s in statuses),
             )
         )
-    return points
+    return points[-limit:]
 
 
-def chart_svg(points: list[RunPoint], *, width: int = 640, height: int = 200) -> str:
-    """Remote bytes (blue) and copy lag bytes (orange) per run, one shared scale."""
+def chart_svg(points: list[RunPoint], *, width: int = 720, height: int = 260) -> str:
+    """Remote bytes (blue) and copy-lag bytes (orange) per snapshot on one labelled scale:
+    y ticks in binary units, one x label per snapshot (its UTC time), a dot per value."""
     if not points:
-        return '<p class="empty">No run summaries with remote sizes yet.</p>'
-    pad = 40
-    top = max(max(p.remote_bytes, p.copy_lag_bytes) for p in points) or 1
-    step = (width - 2 * pad) / max(1, len(points) - 1)
+        return '<p class="empty">No status snapshot with remote sizes yet.</p>'
+    left, right, top_pad, bottom = 80, 20, 30, 60
+    plot_w, plot_h = width - left - right, height - top_pad - bottom
+    top = _nice_top(max(max(p.remote_bytes, p.copy_lag_bytes) for p in points))
+    step = plot_w / max(1, len(points) - 1)
 
-    def polyline(values: list[int], color: str, name: str) -> str:
-        coords = " ".join(
-            f"{pad + i * step:.1f},{height - pad - v / top * (height - 2 * pad):.1f}"
+    def x(i: int) -> float:
+        return left + (i * step if len(points) > 1 else plot_w / 2)
+
+    def y(value: int) -> float:
+        return top_pad + plot_h - value / top * plot_h
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img"'
+        ' aria-label="remote bytes and copy-lag bytes per status snapshot"'
+        ' font-family="sans-serif" font-size="11">'
+    ]
+    for tick in range(5):
+        value = top * tick // 4
+        parts.append(
+            f'<line x1="{left}" y1="{y(value):.1f}" x2="{width - right}" y2="{y(value):.1f}"'
+            f' stroke="{"#888" if tick == 0 else "#e5e5e5"}"/>'
+            f'<text x="{left - 6}" y="{y(value) + 4:.1f}" text-anchor="end">'
+            f"{human_bytes(value)}</text>"
+        )
+    label_every = max(1, len(points) // 8)
+    for i, point in enumerate(points):
+        if i % label_every == 0 or i == len(points) - 1:
+            parts.append(
+                f'<text x="{x(i):.1f}" y="{height - bottom + 16}" text-anchor="middle">'
+                f"{html.escape(_short_time(point.label))}</text>"
+            )
+    for values, color, name in (
+        ([p.remote_bytes for p in points], "#1f77b4", "remote"),
+        ([p.copy_lag_bytes for p in points], "#ff7f0e", "copy lag"),
+    ):
+        coords = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
+        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{coords}"/>')
+        parts.extend(
+            f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="3" fill="{color}">'
+            f"<title>{name}: {human_bytes(v)} at {html.escape(points[i].label)}</title>"
+            "</circle>"
             for i, v in enumerate(values)
         )
-        return (
-            f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{coords}">'
-            f"<title>{name}</title></polyline>"
-        )
-
-    first, last = html.escape(points[0].label), html.escape(points[-1].label)
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}"'
-        f' role="img" aria-label="remote bytes and copy lag over the recent runs">'
-        f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}"'
-        ' stroke="#888"/>'
-        f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="#888"/>'
-        f'<text x="{pad}" y="{pad - 8}" font-size="11">{_human_bytes(top)}</text>'
-        f'<text x="{pad}" y="{height - pad + 16}" font-size="11">{first}</text>'
-        f'<text x="{width - pad}" y="{height - pad + 16}" font-size="11"'
-        f' text-anchor="end">{last}</text>'
-        + polyline([p.remote_bytes for p in points], "#1f77b4", "remote bytes")
-        + polyline([p.copy_lag_bytes for p in points], "#ff7f0e", "copy lag bytes")
-        + f'<text x="{width - pad}" y="{pad - 8}" font-size="11" text-anchor="end">'
-        '<tspan fill="#1f77b4">remote bytes</tspan> '
-        '<tspan fill="#ff7f0e">copy lag bytes</tspan></text></svg>'
+    parts.append(
+        f'<text x="{left}" y="16">bytes (binary units)</text>'
+        f'<text x="{left + plot_w / 2:.1f}" y="{height - 12}" text-anchor="middle">'
+        "status snapshot finished (UTC)</text>"
+        f'<text x="{width - right}" y="16" text-anchor="end">'
+        '<tspan fill="#1f77b4">&#9632; remote</tspan>  '
+        '<tspan fill="#ff7f0e">&#9632; copy lag (closed segments)</tspan></text></svg>'
     )
+    return "".join(parts)
 
 
-def status_page(summaries: list[RunSummary], *, docs_href: str | None) -> str:
+def status_page(
+    summaries: list[RunSummary],
+    *,
+    docs_href: str | None,
+    now: datetime | None = None,
+    tiering_interval_s: float | None = None,
+) -> str:
+    now = now or datetime.now(UTC)
     latest, statuses = latest_statuses(summaries)
-    rows = "".join(
-        "<tr>"
-        + "".join(
-            f"<td>{html.escape(_cell(v))}</td>"
-            for v in (
-                s.partition,
-                s.local_bytes,
-                s.remote_bytes,
-                s.log_start_offset,
-                s.local_log_start_offset,
-                s.high_watermark,
-                s.highest_tiered_offset,
-                s.copy_lag_offsets,
-                s.copy_lag_bytes,
-                s.copy_lag_segments,
-            )
-        )
-        + "</tr>"
-        for s in statuses
-    )
-    source = (
-        f"from the {html.escape(latest.job)} run finished {html.escape(latest.finished or '?')}"
-        if latest
-        else "no run summary with partitions yet"
-    )
+    rows = "".join(_row(s) for s in statuses)
+    points = chart_points(summaries)
     docs = f'<p><a href="{html.escape(docs_href)}">Latest Data Docs</a></p>' if docs_href else ""
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>Tiered storage status</title>
 <style>body{{font-family:sans-serif;margin:1.5em}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child{{text-align:left}}
+th{{background:#f4f4f4}}.stale{{background:#fff3cd;border:1px solid #e0b100;padding:.6em}}
+.fresh{{color:#2b6e2b}}.note{{color:#555;font-size:.9em}}.lag{{text-align:left}}
 </style></head><body>
 <h1>Tiered storage status</h1>
-<p>Per partition, {source}.</p>{docs}
-<table><thead><tr><th>partition</th><th>local bytes</th><th>remote bytes</th>
-<th>log start</th><th>local start</th><th>high watermark</th><th>highest tiered offset</th>
-<th>copy lag (offsets)</th><th>copy lag (bytes)</th><th>copy lag (segments)</th></tr></thead>
+{_provenance(latest, now, tiering_interval_s)}{docs}
+<table><thead>
+<tr><th rowspan="2">partition</th><th colspan="2">leader</th><th colspan="4">offsets</th>
+<th colspan="2">local log</th><th colspan="2">remote log</th><th rowspan="2">copy lag</th></tr>
+<tr><th>broker</th><th>epoch</th><th>log start</th><th>local start</th>
+<th>highest tiered</th><th>high watermark</th><th>size</th><th>segments</th><th>size</th>
+<th>segments</th></tr></thead>
 <tbody>{rows}</tbody></table>
-<h2>Remote bytes and copy lag, last {len(summaries)} runs</h2>
-{chart_svg(chart_points(summaries))}
+<p class="note">Offsets are inclusive except the high watermark (the next offset to be
+written). Local log start &gt; log start means the oldest data is served from the remote
+tier. The active segment is copied only after it rolls; closed segments above the highest
+tiered offset wait for the next tiering run.</p>
+<h2>Remote and copy-lag bytes, last {len(points)} status snapshots</h2>
+{chart_svg(points)}
 </body></html>"""
+
+
+def _provenance(latest: RunSummary | None, now: datetime, interval_s: float | None) -> str:
+    if latest is None:
+        return "<p>No status snapshot yet: the tiering DAG writes one after each run.</p>"
+    finished = latest.finished_at()
+    where = html.escape(run_label(latest))
+    if finished is None:
+        return f"<p>Per partition, from {where} (finish time unknown).</p>"
+    age_s = max(0.0, (now - finished).total_seconds())
+    when = f"{finished:%Y-%m-%d %H:%M:%S} UTC"
+    head = (
+        f"<p>Per partition, from {where}, finished {when}: "
+        f'<strong class="age">{human_duration(age_s)} old</strong> at {now:%H:%M:%S} UTC.</p>'
+    )
+    if interval_s is not None and age_s > interval_s + STALE_GRACE_S:
+        return head + (
+            f'<p class="stale" role="alert"><strong>Stale:</strong> these figures are'
+            f" {human_duration(age_s)} old, older than the tiering schedule (every"
+            f" {human_duration(interval_s)}). Tiering may be paused or failing: check the"
+            " tiering DAG. What is shown is the past, not the cluster now.</p>"
+        )
+    return head.replace("<p>", '<p class="fresh">', 1)
+
+
+def _row(s: PartitionStatus) -> str:
+    cells = (
+        s.partition,
+        _cell(s.leader),
+        _cell(s.leader_epoch),
+        _cell(s.log_start_offset),
+        _cell(s.local_log_start_offset),
+        "none" if s.highest_tiered_offset == -1 else _cell(s.highest_tiered_offset),
+        _cell(s.high_watermark),
+        _size(s.local_bytes),
+        _cell(s.local_segments),
+        _size(s.remote_bytes),
+        _cell(s.remote_segments),
+    )
+    return (
+        "<tr>"
+        + "".join(f"<td>{html.escape(c)}</td>" for c in cells)
+        + f'<td class="lag">{html.escape(copy_lag_text(s))}</td></tr>'
+    )
+
+
+def copy_lag_text(s: PartitionStatus) -> str:
+    """The copy lag in words: how many offsets, and where they sit."""
+    lag = s.copy_lag_offsets
+    if lag is None:
+        return "-"
+    if lag == 0:
+        return "none: everything below the high watermark is tiered"
+    active = s.active_lag_offsets
+    closed = lag - active if active is not None else None
+    parts = []
+    if active:
+        parts.append(f"{active} in the active segment (copied once it rolls)")
+    if closed:
+        segments = f", {s.copy_lag_segments} segments" if s.copy_lag_segments else ""
+        size = f", {human_bytes(s.copy_lag_bytes)}" if s.copy_lag_bytes else ""
+        parts.append(f"{closed} in closed segments{segments}{size} (next tiering run)")
+    return f"{lag} offsets: " + "; ".join(parts) if parts else f"{lag} offsets"
 
 
 def latest_data_docs(root: Path) -> Path | None:
@@ -240,6 +377,59 @@ def latest_data_docs(root: Path) -> Path | None:
     if not candidates:
         return None
     return max(candidates, key=lambda p: p.stat().st_mtime).parent
+
+
+def parse_time(text: str) -> datetime | None:
+    """An ISO 8601 time (``Z`` or an offset; naive means UTC), or None."""
+    if not text:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def human_bytes(value: int | None) -> str:
+    if value is None:
+        return "-"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"
+
+
+def human_duration(seconds: float) -> str:
+    total = int(seconds)
+    if total < 60:
+        return f"{total} s"
+    minutes, _ = divmod(total, 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    return f"{hours // 24} days {hours % 24} h"
+
+
+def _nice_top(value: int) -> int:
+    """The smallest 1, 2 or 5 times a power of 1024 or 10 at or above ``value`` (>= 1)."""
+    if value <= 0:
+        return 1024
+    unit = 1
+    while value > unit * 1024:
+        unit *= 1024
+    for step in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024):
+        if value <= unit * step:
+            return unit * step
+    return unit * 1024
+
+
+def _short_time(label: str) -> str:
+    parsed = parse_time(label)
+    return f"{parsed:%m-%d %H:%M}" if parsed is not None else label[:16]
 
 
 def _partition_name(entry: Mapping[str, Any]) -> str | None:
@@ -268,10 +458,5 @@ def _cell(value: object) -> str:
     return "-" if value is None else str(value)
 
 
-def _human_bytes(value: int) -> str:
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024:
-            return f"{size:.0f} {unit}"
-        size /= 1024
-    return f"{size:.1f} TiB"
+def _size(value: int | None) -> str:
+    return human_bytes(value)

@@ -4,25 +4,62 @@
     GET /status.json           the same data as JSON
     GET /docs/latest/<file>    the most recent Great Expectations Data Docs
     GET /docs/runs/<dag_id>/<run key>/<task_id>/<file>   the Data Docs of one quality task
+    GET /plans/<dag_id>/<run key>  the plan of a dry run of partition_deletion (plain text)
 
+Every route requires the Airflow user of the request, as the rest of the UI does: Airflow's
+own ``requires_access_view(AccessView.WEBSITE)`` dependency reads the session cookie the UI
+sets or an ``Authorization: Bearer`` token; an anonymous request gets 401, a bad token 403.
 Everything is read from the reports root (``paths.reports_root()``) on each request; a missing
-report is a 404. Paths are resolved and must stay inside their report directory.
+report is a 404. Paths are resolved and must stay inside their report directory; no absolute
+path of the server is shown.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 
 from tiered_storage_plugin import paths, status
+from tiered_storage_plugin.deletion import PLAN_FILE
+
+
+@functools.cache
+def airflow_user_required() -> Callable[..., Any]:
+    """Airflow's dependency that lets in a user allowed to see the UI (cookie or token);
+    the same object on every call (it is the key of a FastAPI dependency override)."""
+    from airflow.api_fastapi.auth.managers.models.resource_details import AccessView
+    from airflow.api_fastapi.core_api.security import requires_access_view
+
+    return requires_access_view(AccessView.WEBSITE)
+
+
+def tiering_interval_s() -> float:
+    """The tiering DAG's schedule, as its DAG file reads it, in seconds between runs."""
+    from tiered_storage_plugin.dag_support import (
+        TIERING_SCHEDULE_DEFAULT,
+        schedule_for,
+        schedule_interval_s,
+    )
+
+    return schedule_interval_s(schedule_for("tiering", TIERING_SCHEDULE_DEFAULT))
 
 
 def create_app(root: Path | None = None) -> FastAPI:
     """``root`` fixes the reports root (tests); by default it is read on each request."""
-    app = FastAPI(title="Tiered storage", docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(
+        title="Tiered storage",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        dependencies=[Depends(airflow_user_required())],
+    )
 
     def reports() -> Path:
         return root if root is not None else paths.reports_root()
@@ -33,7 +70,14 @@ def create_app(root: Path | None = None) -> FastAPI:
         docs = status.latest_data_docs(reports())
         base = request.scope.get("root_path", "").rstrip("/")
         href = f"{base}/docs/latest/index.html" if docs is not None else None
-        return HTMLResponse(status.status_page(summaries, docs_href=href))
+        return HTMLResponse(
+            status.status_page(
+                summaries,
+                docs_href=href,
+                now=datetime.now(UTC),
+                tiering_interval_s=tiering_interval_s(),
+            )
+        )
 
     @app.get("/status.json")
     def status_json() -> JSONResponse:
@@ -41,7 +85,7 @@ def create_app(root: Path | None = None) -> FastAPI:
         latest, statuses = status.latest_statuses(summaries)
         return JSONResponse(
             {
-                "source": str(latest.path) if latest else None,
+                "source": status.run_label(latest) if latest else None,
                 "partitions": [
                     {**dataclasses.asdict(s), "copy_lag_offsets": s.copy_lag_offsets}
                     for s in statuses
@@ -67,6 +111,15 @@ def create_app(root: Path | None = None) -> FastAPI:
         if not site.is_dir():
             raise HTTPException(404, f"no Data Docs for {dag_id} {key} {task_id}")
         return _serve(site, file_path)
+
+    @app.get("/plans/{dag_id}/{key}")
+    def plan(dag_id: str, key: str) -> FileResponse:
+        if any(p != paths.safe_name(p) for p in (dag_id, key)):
+            raise HTTPException(404, "no such plan")
+        target = reports() / "runs" / dag_id / key / "mark_partitions" / PLAN_FILE
+        if not target.is_file():
+            raise HTTPException(404, f"no dry-run plan for {dag_id} {key}")
+        return FileResponse(target, media_type="text/plain; charset=utf-8")
 
     return app
 

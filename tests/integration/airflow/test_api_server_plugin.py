@@ -1,20 +1,46 @@
 """The plugin inside Airflow's own api-server app: its web app is mounted under
-``/tiered-storage`` and its view is registered for the UI's navigation."""
+``/tiered-storage``, every route of it answers only Airflow's logged-in users (401 without
+credentials, 403 with a forged token), and its view is registered for the UI's navigation."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+PLUGIN_PATHS = (
+    "/",
+    "/status.json",
+    "/docs/latest/index.html",
+    "/docs/runs/d/k/t/index.html",
+    "/plans/d/k",
+)
 
-def test_api_server_mounts_the_status_app(airflow_home: Path) -> None:
+
+def test_api_server_mounts_the_status_app_for_logged_in_users(airflow_home: Path) -> None:
     from airflow import plugins_manager
-    from airflow.api_fastapi.app import create_app
+    from airflow.api_fastapi.app import create_app, get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
     from fastapi.testclient import TestClient
+    from tiered_storage_plugin.web import create_app as create_plugin_app
 
     client = TestClient(create_app())
-    page = client.get("/tiered-storage/")
+    # every route of the plugin's app is covered by PLUGIN_PATHS
+    templates = {getattr(r, "path", "") for r in create_plugin_app().routes}
+    covered = {t for t in templates if any(re.fullmatch(_pattern(t), p) for p in PLUGIN_PATHS)}
+    assert covered == templates, templates - covered
+
+    for path in PLUGIN_PATHS:
+        anonymous = client.get(f"/tiered-storage{path}")
+        assert anonymous.status_code == 401, (path, anonymous.status_code)
+        forged = client.get(f"/tiered-storage{path}", headers={"Authorization": "Bearer x.y.z"})
+        assert forged.status_code == 403, (path, forged.status_code)
+
+    token = get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="admin", role="ADMIN"))
+    page = client.get("/tiered-storage/", headers={"Authorization": f"Bearer {token}"})
     assert page.status_code == 200
     assert "<h1>Tiered storage status</h1>" in page.text
+    client.cookies.set("_token", token)  # the UI's session cookie
+    assert client.get("/tiered-storage/status.json").status_code == 200
     missing = client.get("/tiered-storage/docs/runs/nope/k/quality/index.html")
     assert missing.status_code == 404
 
@@ -26,3 +52,9 @@ def test_api_server_mounts_the_status_app(airflow_home: Path) -> None:
         "nav",
     )
     assert [app["url_prefix"] for app in info["fastapi_apps"]] == ["/tiered-storage"]
+
+
+def _pattern(template: str) -> str:
+    """A route template (``/docs/latest/{file_path:path}``) as a regular expression."""
+    pieces = re.split(r"(\{[^}]+\})", template)
+    return "".join(".+" if p.startswith("{") else re.escape(p) for p in pieces)

@@ -245,10 +245,28 @@ def test_partition_deletion_dry_run_changes_nothing(cluster: Any, dags: Any) -> 
     state, states = run(
         dags["partition_deletion"], deletion_conf(topic=DOOMED, confirm=DOOMED, dry_run=True)
     )
-    assert (state, ok(states)) == ("success", True), states
+    assert state == "success", states
+    # the plan is mark_partitions': the job, which would find nothing marked, is skipped
+    assert states == {
+        "validate_request": "success",
+        "mark_partitions": "success",
+        "delete_partitions": "skipped",
+    }
     with KafkaCluster(cluster.bootstrap) as kafka:
         assert DOOMED in KafkaAdminClient(kafka).list_topics()
     assert remote_logs(cluster, DOOMED) == before
+    (plan,) = sorted(
+        (airflow_env.reports_dir() / "runs" / "partition_deletion").glob(
+            "*/mark_partitions/plan.txt"
+        ),
+        key=lambda p: p.stat().st_mtime,
+    )[-1:]
+    lines = plan.read_text().splitlines()
+    assert lines[0].startswith(f"Dry run: deleting topic {DOOMED} would remove")
+    assert "offsets that would go" in lines[2]
+    row = next(line for line in lines if line.startswith(f"{DOOMED}-0 "))
+    remote = sum(p.stat().st_size for p in cluster.remote_dir.glob(f"{DOOMED}-*/0/*.log"))
+    assert str(remote) in row.split(), row  # the remote bytes that would go
 
 
 def test_partition_deletion_deletes_the_topic_and_its_remote_data(cluster: Any, dags: Any) -> None:
@@ -271,7 +289,7 @@ def test_partition_deletion_deletes_the_topic_and_its_remote_data(cluster: Any, 
 
 def test_data_quality_publishes_data_docs_served_by_the_plugin(cluster: Any, dags: Any) -> None:
     from fastapi.testclient import TestClient
-    from tiered_storage_plugin.web import create_app
+    from tiered_storage_plugin.web import airflow_user_required, create_app
 
     state, states = run(dags["data_quality"])
     assert (state, states) == (
@@ -280,7 +298,10 @@ def test_data_quality_publishes_data_docs_served_by_the_plugin(cluster: Any, dag
     )
     summary = latest_summary("data_quality", "quality")
     assert summary["job"] == "quality" and summary["status"] == "ok"
-    client = TestClient(create_app(airflow_env.reports_dir()))
+    app = create_app(airflow_env.reports_dir())
+    # the login is checked through the api-server in test_api_server_plugin
+    app.dependency_overrides[airflow_user_required()] = lambda: None
+    client = TestClient(app)
     docs = client.get("/docs/latest/index.html")
     assert docs.status_code == 200 and "<html" in docs.text.lower()
     page = client.get("/")

@@ -1,19 +1,34 @@
-"""The documented Airflow UI command, for real: ``python -m embedded.airflow_ui`` starts the
-embedded broker and ``airflow standalone``; a user logs in through the REST API v2, is refused
-a run with bad params, triggers ``partition_deletion`` with conf, sees it succeed, and stops
-the command by its process group, which leaves no process behind."""
+"""The documented Airflow UI command, for real, started once for this module:
+``python -m embedded.airflow_ui`` starts the embedded broker and ``airflow standalone``.
+
+1. Through the REST API v2 (as the UI calls it): bad params are refused before a run exists,
+   and a refused trigger sent with the form's "Unpause on trigger" leaves
+   ``partition_deletion`` paused; a dry run triggered with conf succeeds and writes its plan;
+   the plugin's page answers only logged-in users.
+2. In a headless Chromium with outbound network unreachable (an air-gapped operator): log in,
+   open the status page through the UI's navigation, open the Data Docs index and find the
+   validation results listed, open one and find each expectation's name and meaning, trigger
+   a dry run of ``partition_deletion`` from the form. Screenshots are kept under
+   ``test-artifacts/airflow-ui/`` (or ``$TEST_ARTIFACTS_DIR``).
+3. Stopping the command by its process group leaves no process behind.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +43,14 @@ pytestmark = pytest.mark.timeout(600)
 REPO = Path(__file__).resolve().parents[3]
 READY_TIMEOUT_S = 300.0
 RUN_TIMEOUT_S = 300.0
+PAGE_TIMEOUT_S = 30.0
+TOPIC = "events"
+# Chromium resolves no name but loopback and sends everything else to a dead proxy: the CDN
+# loads of a page fail as they would on an air-gapped machine.
+OFFLINE_FLAGS = (
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+    "--proxy-server=http://127.0.0.1:9",
+)
 
 
 class Api:
@@ -48,6 +71,43 @@ class Api:
                 return response.status, json.loads(response.read() or b"null")
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read() or b"null")
+
+    def wait_for_run(self, dag_id: str, run_id: str) -> tuple[str, dict[str, str]]:
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}"
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        state = self.call("GET", path)[1]["state"]
+        while state not in ("success", "failed") and time.monotonic() < deadline:
+            time.sleep(2.0)
+            state = self.call("GET", path)[1]["state"]
+        tasks = self.call("GET", f"{path}/taskInstances")[1]["task_instances"]
+        return state, {t["task_id"]: t["state"] for t in tasks}
+
+    def is_paused(self, dag_id: str) -> bool:
+        return bool(self.call("GET", f"/api/v2/dags/{dag_id}")[1]["is_paused"])
+
+    def run_ids(self, dag_id: str) -> set[str]:
+        runs = self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns")[1]["dag_runs"]
+        return {r["dag_run_id"] for r in runs}
+
+
+@dataclass
+class Ui:
+    process: subprocess.Popen[bytes]
+    work: Path
+    output: Path
+    port: int
+    api: Api
+    password: str
+    family: list[int] = field(default_factory=list)
+
+    @property
+    def reports(self) -> Path:
+        return self.work / "reports"
+
+    def bootstrap_server(self) -> str:
+        found = re.search(r"broker on (127\.0\.0\.1:\d+)", self.output.read_text())
+        assert found, self.output.read_text()
+        return found.group(1)
 
 
 def clean_env() -> dict[str, str]:
@@ -70,11 +130,12 @@ def wait_for_line(path: Path, text: str, process: subprocess.Popen[bytes]) -> No
     pytest.fail(f"no {text!r} within {READY_TIMEOUT_S} s:\n{path.read_text()}")
 
 
-def test_airflow_ui_serves_rest_runs_and_stops_with_its_process_group(tmp_path: Path) -> None:
-    work, port = tmp_path / "embedded", free_port()
-    output = tmp_path / "airflow_ui.out"
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ui]:
+    tmp = tmp_path_factory.mktemp("airflow_ui")
+    work, port, output = tmp / "embedded", free_port(), tmp / "airflow_ui.out"
     with output.open("wb") as sink:
-        ui = subprocess.Popen(
+        process = subprocess.Popen(
             [sys.executable, "-m", "embedded.airflow_ui", "--dir", str(work), "--port", str(port)],
             stdout=sink,
             stderr=subprocess.STDOUT,
@@ -82,81 +143,287 @@ def test_airflow_ui_serves_rest_runs_and_stops_with_its_process_group(tmp_path: 
             env=clean_env(),
             start_new_session=True,
         )
-    family: list[int] = []
+    started = Ui(process=process, work=work, output=output, port=port, api=Api(port), password="")
     try:
-        wait_for_line(output, "Airflow UI ready", ui)
-        family = descendants(ui.pid)
+        wait_for_line(output, "Airflow UI ready", process)
+        started.family = descendants(process.pid)
         password_file = work / "airflow" / "simple_auth_manager_passwords.json.generated"
         assert str(password_file) in output.read_text()
-        password = json.loads(password_file.read_text())["admin"]
-
+        started.password = json.loads(password_file.read_text())["admin"]
         status, body = Api(port).call(
-            "POST", "/auth/token", {"username": "admin", "password": password}
+            "POST", "/auth/token", {"username": "admin", "password": started.password}
         )
         assert status == 201, body
-        api = Api(port, body["access_token"])
-        assert Api(port).call("GET", "/api/v2/dags")[0] == 401  # no token, no access
-
-        status, body = api.call("GET", "/api/v2/dags")
-        assert status == 200
-        assert {d["dag_id"] for d in body["dags"]} == {
-            "tiering",
-            "retention_nightly",
-            "partition_deletion",
-            "data_quality",
-        }
-        assert all(d["is_paused"] for d in body["dags"])  # nothing runs until a user says so
-
-        # bad params are refused before a run exists
-        status, body = api.call(
-            "POST",
-            "/api/v2/dags/partition_deletion/dagRuns",
-            {"logical_date": None, "conf": {"topic": "no such/topic", "confirm": "x"}},
-        )
-        assert status == 400
-        assert "Invalid input for param topic" in body["detail"]
-
-        # a UI-style run with conf: a dry run of deleting the demo topic
-        assert api.call("PATCH", "/api/v2/dags/partition_deletion", {"is_paused": False})[0] == 200
-        conf = {"topic": "events", "partitions": None, "confirm": "events", "dry_run": True}
-        status, run = api.call(
-            "POST", "/api/v2/dags/partition_deletion/dagRuns", {"logical_date": None, "conf": conf}
-        )
-        assert status == 200, run
-        run_path = f"/api/v2/dags/partition_deletion/dagRuns/{run['dag_run_id']}"
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        state = run["state"]
-        while state not in ("success", "failed") and time.monotonic() < deadline:
-            time.sleep(2.0)
-            state = api.call("GET", run_path)[1]["state"]
-        status, tasks = api.call("GET", f"{run_path}/taskInstances")
-        task_states = {t["task_id"]: t["state"] for t in tasks["task_instances"]}
-        assert state == "success", task_states
-        assert task_states == {
-            "validate_request": "success",
-            "mark_partitions": "success",
-            "delete_partitions": "success",
-        }
-        runs = work / "reports" / "runs" / "partition_deletion"
-        dry = [json.loads(p.read_text()) for p in runs.glob("*/delete_partitions/summary.json")]
-        assert any(s["dry_run"] and s["status"] == "ok" for s in dry), dry
-
-        # the plugin's page is served by the real api-server
-        page = urllib.request.urlopen(f"{api.base}/tiered-storage/", timeout=30)
-        assert page.status == 200 and b"Tiered storage status" in page.read()
-
-        # stop it by its process group: everything it started goes away
-        assert len(family) >= 5  # broker, standalone and its four components at least
-        os.killpg(ui.pid, signal.SIGTERM)
-        assert ui.wait(90) == 0
-        deadline = time.monotonic() + 30
-        while alive(family) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert alive(family) == [], "processes outlived the stop"
-        assert "Stopped Airflow and the broker." in output.read_text()
+        started.api = Api(port, body["access_token"])
+        yield started
     finally:
-        if ui.poll() is None or group_alive(ui.pid):
-            os.killpg(ui.pid, signal.SIGKILL)
-            for pid in family + descendants(ui.pid):
+        if process.poll() is None or group_alive(process.pid):
+            os.killpg(process.pid, signal.SIGKILL)
+            for pid in started.family + descendants(process.pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+
+
+def test_rest_api_refuses_bad_triggers_before_a_run_and_keeps_the_dag_paused(ui: Ui) -> None:
+    api = ui.api
+    assert Api(ui.port).call("GET", "/api/v2/dags")[0] == 401  # no token, no access
+    status, body = api.call("GET", "/api/v2/dags")
+    assert status == 200
+    assert {d["dag_id"] for d in body["dags"]} == {
+        "tiering",
+        "retention_nightly",
+        "partition_deletion",
+        "data_quality",
+    }
+    assert all(d["is_paused"] for d in body["dags"])  # nothing runs until a user says so
+
+    # the trigger form: "Unpause on trigger" (ticked) sends the unpause, then the trigger
+    refused = [
+        ({"topic": "no such/topic", "confirm": "x"}, "no such/topic"),
+        ({"topic": TOPIC, "confirm": "evnets"}, "confirm must equal the topic name"),
+    ]
+    for conf, reason in refused:
+        assert api.call("PATCH", "/api/v2/dags/partition_deletion", {"is_paused": False})[0] == 200
+        status, body = api.call(
+            "POST", "/api/v2/dags/partition_deletion/dagRuns", {"logical_date": None, "conf": conf}
+        )
+        assert status == 400, body
+        assert reason in body["detail"], body
+        assert api.is_paused("partition_deletion"), conf
+    assert api.run_ids("partition_deletion") == set()  # refused before a run exists
+    time.sleep(4.0)  # the guard's later checks change nothing more
+    assert api.is_paused("partition_deletion")
+
+    # an unpause on its own is left alone; a valid dry run with conf succeeds
+    assert api.call("PATCH", "/api/v2/dags/partition_deletion", {"is_paused": False})[0] == 200
+    conf = {"topic": TOPIC, "partitions": None, "confirm": TOPIC, "dry_run": True}
+    status, run = api.call(
+        "POST", "/api/v2/dags/partition_deletion/dagRuns", {"logical_date": None, "conf": conf}
+    )
+    assert status == 200, run
+    state, task_states = api.wait_for_run("partition_deletion", run["dag_run_id"])
+    assert state == "success", task_states
+    assert task_states == {
+        "validate_request": "success",
+        "mark_partitions": "success",
+        "delete_partitions": "skipped",  # the plan is mark_partitions': nothing is marked
+    }
+    assert not api.is_paused("partition_deletion")
+    (plan,) = (ui.reports / "runs" / "partition_deletion").glob("*/mark_partitions/plan.txt")
+    lines = plan.read_text().splitlines()
+    assert [line.split()[0] for line in lines if line.startswith(f"{TOPIC}-")] == [
+        f"{TOPIC}-0",
+        f"{TOPIC}-1",
+        f"{TOPIC}-2",
+    ]
+    assert "offsets that would go" in lines[2] and "total (3 partitions)" in lines[-1]
+
+    # the plugin's page is served by the real api-server, to logged-in users only
+    with pytest.raises(urllib.error.HTTPError) as anonymous:
+        urllib.request.urlopen(f"{api.base}/tiered-storage/", timeout=30)
+    assert anonymous.value.code == 401
+    page = urllib.request.urlopen(
+        urllib.request.Request(
+            f"{api.base}/tiered-storage/", headers={"Authorization": f"Bearer {api.token}"}
+        ),
+        timeout=30,
+    )
+    assert page.status == 200 and b"Tiered storage status" in page.read()
+
+
+# ---------------------------------------------------------------------------- browser
+def artifacts_dir() -> Path:
+    root = Path(os.environ.get("TEST_ARTIFACTS_DIR") or REPO / "test-artifacts")
+    target = root / "airflow-ui"
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    return target
+
+
+def chromium() -> tuple[str, str] | None:
+    """Chromium and its driver, or None."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    return (browser, driver) if browser and driver else None
+
+
+def write_status_snapshot(ui: Ui) -> None:
+    """The ``status`` task's snapshot of the embedded cluster (its code, run in a process
+    with the UI's Airflow environment, as a task runs it)."""
+    code = (
+        "from tiered_storage_plugin.cluster_status import write_status\n"
+        "from tiered_storage_plugin.hooks import ClusterSettings\n"
+        "import sys\n"
+        "settings = ClusterSettings(bootstrap_server=sys.argv[1], log_dirs=(sys.argv[2],))\n"
+        "summary = write_status("
+        "{'dag_id': 'tiering', 'run_id': 'manual__browser_test', 'task_id': 'status'}, settings)\n"
+        "assert not summary['errors'], summary['errors']\n"
+    )
+    env = clean_env() | {
+        "AIRFLOW_HOME": str(ui.work / "airflow"),
+        "TIERED_STORAGE_REPORTS_DIR": str(ui.reports),
+        "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "plugins")]),
+    }
+    log_dir = ui.work / "broker-0" / "kafka-logs"
+    subprocess.run(
+        [sys.executable, "-c", code, ui.bootstrap_server(), str(log_dir)],
+        env=env,
+        cwd=REPO,
+        check=True,
+        timeout=120,
+    )
+
+
+def write_data_docs(ui: Ui) -> None:
+    """A quality task's Data Docs in the reports root (Great Expectations' own build, on
+    tables with a hole between the remote and the local log)."""
+    # Great Expectations takes seconds to import: only this test needs it
+    from expectations.runner import QualityContext, pandas_frame  # noqa: PLC0415
+    from tests.unit.expectations.world import healthy_world  # noqa: PLC0415
+
+    report = ui.reports / "runs" / "data_quality" / "manual__browser_test" / "quality" / "report"
+    quality = QualityContext(report, engine="pandas")
+    world = healthy_world()
+    world.set_partition(local_log_start_offset=45)
+    segments, partitions = world.tables()
+    for table, rows in (("remote_segments", segments), ("partition_offsets", partitions)):
+        quality.validate(
+            table,
+            pandas_frame(table, rows),
+            run_name="data_quality manual__browser_test",
+            source=f"cluster ({ui.bootstrap_server()})",
+        )
+
+
+def test_an_operator_reads_the_ui_in_a_browser_without_internet(ui: Ui) -> None:
+    found = chromium()
+    if found is None:
+        pytest.skip(
+            "no Chromium here: install Debian's chromium and chromium-driver"
+            " (apt-get install chromium chromium-driver) to run the browser test"
+        )
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+    # selenium may be missing (the test is skipped then); GE is slow to import
+    from selenium.webdriver.chrome.service import Service  # noqa: PLC0415
+    from selenium.webdriver.common.by import By  # noqa: PLC0415
+    from selenium.webdriver.support import expected_conditions  # noqa: PLC0415
+    from selenium.webdriver.support.ui import WebDriverWait  # noqa: PLC0415
+
+    from expectations import DESCRIPTIONS, partition_offsets_suite  # noqa: PLC0415
+
+    write_status_snapshot(ui)
+    write_data_docs(ui)
+    shots = artifacts_dir()
+    options = webdriver.ChromeOptions()
+    options.binary_location = found[0]
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+        *OFFLINE_FLAGS,
+    ):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(found[1]), options=options)
+    wait = WebDriverWait(driver, PAGE_TIMEOUT_S)
+    base = ui.api.base
+
+    def shot(name: str) -> None:
+        driver.save_screenshot(str(shots / f"{name}.png"))
+
+    def page_errors() -> list[str]:
+        return [
+            e["message"]
+            for e in driver.get_log("browser")
+            if e["level"] == "SEVERE" and "favicon" not in e["message"]
+        ]
+
+    def text(xpath: str) -> Any:
+        return wait.until(expected_conditions.element_to_be_clickable((By.XPATH, xpath)))
+
+    try:
+        # log in
+        driver.get(base + "/")
+        wait.until(expected_conditions.presence_of_element_located((By.NAME, "username")))
+        driver.find_element(By.NAME, "username").send_keys("admin")
+        driver.find_element(By.NAME, "password").send_keys(ui.password)
+        driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        text("//*[normalize-space(text())='Browse']").click()
+
+        # the status page, through the navigation
+        text("//*[normalize-space(text())='Tiered storage']").click()
+        wait.until(expected_conditions.url_contains("/plugin/"))
+        frame = wait.until(expected_conditions.presence_of_element_located((By.TAG_NAME, "iframe")))
+        wait.until(lambda d: "/tiered-storage/" in d.current_url)
+        assert driver.current_url == f"{base}/plugin/storage/tiered-storage/"
+        driver.switch_to.frame(frame)
+        body = wait.until(expected_conditions.presence_of_element_located((By.TAG_NAME, "body")))
+        wait.until(lambda d: "Tiered storage status" in body.text)
+        assert "DAG tiering, run manual__browser_test, task status" in body.text
+        assert re.search(r"\d+ s old", body.text), body.text
+        rows = [r.text for r in driver.find_elements(By.CSS_SELECTOR, "tbody tr")]
+        assert [r.split()[0] for r in rows] == [f"{TOPIC}-0", f"{TOPIC}-1", f"{TOPIC}-2"]
+        assert all(" KiB " in r or " MiB " in r for r in rows), rows
+        assert driver.find_elements(By.TAG_NAME, "svg")
+        driver.switch_to.default_content()
+        shot("1-status-page")
+
+        # the Data Docs index, offline: the validation results are listed
+        driver.get(base + "/tiered-storage/docs/latest/index.html")
+        listed = wait.until(
+            expected_conditions.presence_of_all_elements_located(
+                (By.CSS_SELECTOR, "#Validation-Results tr.clickable-row")
+            )
+        )
+        assert len(listed) == 2
+        assert any("partition_offsets of cluster" in r.text for r in listed)
+        assert not [e for e in page_errors() if "is not defined" in e or "TypeError" in e]
+        shot("2-data-docs-index")
+
+        # one result: each expectation's name and meaning
+        next(r for r in listed if "partition_offsets" in r.text).click()
+        wait.until(expected_conditions.url_contains("/validations/partition_offsets/"))
+        body = wait.until(expected_conditions.presence_of_element_located((By.TAG_NAME, "body")))
+        wait.until(lambda d: "Data asset" in body.text)
+        for expectation in partition_offsets_suite().expectations:
+            name = expectation.expectation_type
+            assert f"{name}: {DESCRIPTIONS[name]}" in body.text, name
+        assert "Data asset: partition_offsets of cluster" in body.text
+        shot("3-data-docs-validation")
+
+        # a dry run of partition_deletion from the trigger form
+        before = ui.api.run_ids("partition_deletion")
+        driver.get(base + "/dags/partition_deletion")
+        text("//*[@data-testid='trigger-dag-button']").click()
+        wait.until(expected_conditions.presence_of_element_located((By.NAME, "element_topic")))
+        driver.find_element(By.NAME, "element_topic").send_keys(TOPIC)
+        driver.find_element(By.NAME, "element_confirm").send_keys(TOPIC)
+        dry_run = driver.find_element(By.NAME, "element_dry_run")
+        driver.execute_script("arguments[0].click()", dry_run)
+        wait.until(lambda d: dry_run.is_selected())
+        shot("4-trigger-form")
+        text("//*[@data-testid='trigger-dag-submit']").click()
+        deadline = time.monotonic() + PAGE_TIMEOUT_S
+        while ui.api.run_ids("partition_deletion") == before and time.monotonic() < deadline:
+            time.sleep(0.5)
+        (run_id,) = ui.api.run_ids("partition_deletion") - before
+        state, task_states = ui.api.wait_for_run("partition_deletion", run_id)
+        assert state == "success", task_states
+        assert task_states["delete_partitions"] == "skipped"
+        driver.get(f"{base}/dags/partition_deletion/runs/{urllib.parse.quote(run_id)}")
+        text("//*[normalize-space(text())='mark_partitions']")
+        shot("5-dry-run-done")
+    finally:
+        driver.quit()
+
+
+def test_stopping_the_process_group_leaves_nothing_behind(ui: Ui) -> None:
+    assert len(ui.family) >= 5  # broker, standalone and its four components at least
+    os.killpg(ui.process.pid, signal.SIGTERM)
+    assert ui.process.wait(90) == 0
+    deadline = time.monotonic() + 30
+    while alive(ui.family) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert alive(ui.family) == [], "processes outlived the stop"
+    assert "Stopped Airflow and the broker." in ui.output.read_text()

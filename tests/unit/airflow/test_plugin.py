@@ -303,19 +303,32 @@ def test_status_from_summaries(reports: Path) -> None:
     ]
 
 
-def test_web_app_serves_status_and_data_docs(reports: Path) -> None:
+def authorized_client(root: Path) -> Any:
+    """The app with Airflow's user check stood in for by an always-allowed user (the real
+    check is exercised through Airflow's api-server in the integration tests)."""
     from fastapi.testclient import TestClient
-    from tiered_storage_plugin.web import create_app
+    from tiered_storage_plugin.web import airflow_user_required, create_app
 
-    client = TestClient(create_app(reports))
+    app = create_app(root)
+    app.dependency_overrides[airflow_user_required()] = lambda: None
+    return TestClient(app)
+
+
+def test_web_app_serves_status_and_data_docs(reports: Path) -> None:
+    client = authorized_client(reports)
     page = client.get("/")
     assert page.status_code == 200
     assert "<svg" in page.text and "<polyline" in page.text and "<script" not in page.text
-    assert "<td>orders-0</td><td>4096</td><td>3000</td><td>0</td><td>200</td><td>500</td>" in (
-        page.text
-    )
+    assert (
+        "<td>orders-0</td><td>-</td><td>-</td><td>0</td><td>200</td><td>299</td><td>500</td>"
+        "<td>4.0 KiB</td><td>-</td><td>2.9 KiB</td>"
+    ) in page.text
+    assert "DAG tiering, run 20260103T000000--20260103T000000, task copy_segments" in page.text
     assert "Latest Data Docs" not in page.text
-    assert client.get("/status.json").json()["partitions"][0]["copy_lag_offsets"] == 200
+    body = client.get("/status.json").json()
+    assert body["partitions"][0]["copy_lag_offsets"] == 200
+    assert "/" not in body["source"].replace("DAG tiering, run ", "")  # no server paths
+    assert str(reports) not in json.dumps(body)
     assert client.get("/docs/latest/index.html").status_code == 404
 
     site = reports / "runs/data_quality/k1/quality/report/gx/uncommitted/data_docs/local_site"
@@ -333,6 +346,65 @@ def test_web_app_serves_status_and_data_docs(reports: Path) -> None:
     assert client.get("/docs/latest/..%2F..%2F..%2F..%2Fsummary.json").status_code == 404
 
 
+STATUS_ENTRY = {
+    "partition": "events-0",
+    "status": "ok",
+    "leader": 2,
+    "leader_epoch": 7,
+    "log_start_offset": 0,
+    "local_log_start_offset": 1000,
+    "high_watermark": 2072,
+    "highest_tiered_offset": 1999,
+    "active_segment_base_offset": 2000,
+    "local_bytes": 3 * 1024 * 1024,
+    "local_segments": 2,
+    "remote_bytes": 5 * 1024 * 1024,
+    "remote_segments": 4,
+    "copy_lag_bytes": 0,
+    "copy_lag_segments": 0,
+}
+
+
+def write_status(root: Path, finished: str) -> None:
+    path = root / "runs" / "tiering" / "k" / "status" / "summary.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        json.dumps(
+            {
+                "job": "tiering_status",
+                "dag_id": "tiering",
+                "run_id": "scheduled__2026-01-01T04:15:00+00:00",
+                "task_id": "status",
+                "finished": finished,
+                "partitions": [STATUS_ENTRY],
+            }
+        )
+    )
+
+
+def test_status_page_says_who_wrote_it_and_warns_when_stale(tmp_path: Path) -> None:
+    from tiered_storage_plugin import status
+
+    write_status(tmp_path, "2026-01-01T04:20:00.000000Z")
+    summaries = status.read_summaries(tmp_path)
+    at = datetime(2026, 1, 1, 5, 38, tzinfo=UTC)
+    page = status.status_page(summaries, docs_href=None, now=at, tiering_interval_s=300)
+    assert "DAG tiering, run scheduled__2026-01-01T04:15:00+00:00, task status" in page
+    assert "finished 2026-01-01 04:20:00 UTC" in page and "1 h 18 min old" in page
+    assert "Stale:" in page and "older than the tiering schedule (every 5 min)" in page
+    # partition: leader and epoch, the four offsets, sizes in units with segment counts
+    assert (
+        "<td>events-0</td><td>2</td><td>7</td><td>0</td><td>1000</td><td>1999</td>"
+        "<td>2072</td><td>3.0 MiB</td><td>2</td><td>5.0 MiB</td><td>4</td>"
+    ) in page
+    assert "72 offsets: 72 in the active segment (copied once it rolls)" in page
+    assert "last 1 status snapshots" in page and "bytes (binary units)" in page
+
+    fresh = datetime(2026, 1, 1, 4, 22, tzinfo=UTC)
+    page = status.status_page(summaries, docs_href=None, now=fresh, tiering_interval_s=300)
+    assert "2 min old" in page and "Stale:" not in page
+
+
 def test_plugin_registers_the_app_and_its_view() -> None:
     import tiered_storage_airflow_plugin as module
 
@@ -341,6 +413,8 @@ def test_plugin_registers_the_app_and_its_view() -> None:
     assert app["url_prefix"] == "/tiered-storage"
     (view,) = plugin.external_views
     assert view["href"] == "tiered-storage/" and not view["href"].startswith("/")
+    # the UI shows the page at /plugin/<url_route> + the page's own path: not doubled
+    assert view["url_route"] != "tiered-storage"
 
 
 def test_airflow_loads_the_plugin() -> None:
@@ -353,3 +427,102 @@ def test_airflow_loads_the_plugin() -> None:
         getattr(sys.modules["hooks"], "__file__", "")
     )
     assert os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"].endswith("plugins")
+
+
+def test_the_dry_run_plan_is_a_table_per_partition() -> None:
+    from tiered_storage_plugin.deletion import deletion_plan, plan_table
+
+    entries = [
+        {**STATUS_ENTRY, "partition": "events-0"},
+        {**STATUS_ENTRY, "partition": "events-1", "log_start_offset": 500, "high_watermark": 500},
+        {**STATUS_ENTRY, "partition": "other-0"},
+    ]
+    rows = deletion_plan("events", [0, 1, 2], entries)
+    assert [r.partition for r in rows] == ["events-0", "events-1", "events-2"]
+    lines = plan_table(rows).splitlines()
+    assert lines[0].split("  ")[0] == "partition" and "offsets that would go" in lines[0]
+    assert lines[2].split() == [
+        "events-0",
+        "2",
+        "3145728",
+        "4",
+        "5242880",
+        "0..2071",
+        "(2072",
+        "offsets)",
+    ]
+    assert lines[3].endswith("none (empty)")
+    assert lines[4].endswith("unknown (no remote-enabled log dir here)")
+    assert lines[-1].split() == [
+        "total",
+        "(3",
+        "partitions)",
+        "4",
+        "6291456",
+        "8",
+        "10485760",
+        "2072",
+        "offsets",
+    ]
+
+
+def test_web_app_serves_the_plan(tmp_path: Path) -> None:
+    client = authorized_client(tmp_path)
+    assert client.get("/plans/partition_deletion/k").status_code == 404
+    plan = tmp_path / "runs/partition_deletion/k/mark_partitions/plan.txt"
+    plan.parent.mkdir(parents=True)
+    plan.write_text("partition ...\n")
+    answer = client.get("/plans/partition_deletion/k")
+    assert answer.status_code == 200 and answer.text == "partition ...\n"
+    assert answer.headers["content-type"].startswith("text/plain")
+    assert client.get("/plans/partition_deletion/..").status_code == 404
+
+
+def test_a_skip_reason_skips_the_job() -> None:
+    from airflow.sdk.exceptions import AirflowSkipException
+    from tiered_storage_plugin.operators import TieringJobOperator
+
+    operator = TieringJobOperator(task_id="d", job="delete_partitions", skip_reason="dry run")
+    with pytest.raises(AirflowSkipException, match="job delete_partitions not run: dry run"):
+        operator.execute({})
+
+
+@pytest.mark.parametrize(
+    ("dag_id", "body", "refused"),
+    [
+        ("partition_deletion", {"conf": {"topic": "events", "confirm": "evnets"}}, True),
+        ("partition_deletion", {"conf": {"partitions": [1]}}, True),
+        ("partition_deletion", {"conf": {"topic": "events", "confirm": "events"}}, False),
+        ("partition_deletion", {"conf": {}}, False),  # the sweep
+        ("tiering", {"conf": {"topic": "events", "confirm": "x"}}, False),
+        ("partition_deletion", "not json", False),  # Airflow answers it (422)
+    ],
+)
+def test_the_trigger_guard_refuses_what_parse_request_refuses(
+    dag_id: str, body: Any, refused: bool
+) -> None:
+    from tiered_storage_plugin.trigger_guard import refusal
+
+    raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+    reason = refusal(dag_id, raw)
+    assert (reason is not None) == refused, reason
+    if refused:
+        assert reason.startswith("refused, no run created: ")
+
+
+def test_the_quality_job_is_named_after_the_dag_run(connection: None, tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from tiered_storage_plugin.hooks import TieredStorageHook
+    from tiered_storage_plugin.operators import TieringJobOperator, dag_run_name
+
+    context = {"dag": SimpleNamespace(dag_id="data_quality"), "run_id": "manual__1"}
+    assert dag_run_name(context) == "data_quality manual__1"
+    assert dag_run_name({"run_id": "manual__1"}) is None
+    hook = TieredStorageHook("ts_unit")
+    command = TieringJobOperator(task_id="q", job="quality").command(
+        hook, tmp_path, run_name=dag_run_name(context)
+    )
+    assert command[command.index("--run-name") + 1] == "data_quality manual__1"
+    copy = TieringJobOperator(task_id="c", job="copy_segments").command(hook, tmp_path, "x")
+    assert "--run-name" not in copy

@@ -1,0 +1,105 @@
+"""The Data Docs as an operator reads them (the HTML files GE writes, no browser): each
+expectation under its own name with its rule and columns, a failure with its offending
+partition and offsets, the run and the data named, and every asset served from the site."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import pytest
+
+from expectations import (
+    DESCRIPTIONS,
+    PARTITION_OFFSETS_SUITE,
+    REMOTE_SEGMENTS_SUITE,
+    partition_offsets_suite,
+    remote_segments_suite,
+)
+from expectations.offline_docs import OFFLINE_DIR, make_offline
+from expectations.rendering import NamedExpectation
+from expectations.runner import QualityContext, pandas_frame
+from tests.unit.expectations.world import healthy_world
+
+RUN = "data_quality manual__2026-01-01T00:00:00+00:00"
+SOURCE = "cluster c1 (127.0.0.1:9092)"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    quality = QualityContext(tmp_path_factory.mktemp("docs"), engine="pandas")
+    world = healthy_world()
+    world.set_partition(local_log_start_offset=45)  # a hole: 40..44 neither remote nor local
+    segments, partitions = world.tables()
+    for table, rows in ((REMOTE_SEGMENTS_SUITE, segments), (PARTITION_OFFSETS_SUITE, partitions)):
+        quality.validate(table, pandas_frame(table, rows), run_name=RUN, source=SOURCE)
+    return quality.data_docs_index.parent
+
+
+def page_text(path: Path) -> str:
+    text = re.sub(r"<(script|style)\b.*?</\1>", " ", path.read_text(), flags=re.S)
+    text = html.unescape(re.sub(r"<[^>]+>", " ", text))
+    return re.sub(r"\s+", " ", text).replace(" .", ".")
+
+
+def test_each_expectation_renders_its_name_rule_and_columns(site: Path) -> None:
+    (page,) = site.glob("validations/partition_offsets/*/*/*.html")
+    text = page_text(page)
+    assert "None must always" not in text and "values must belong to this set" not in text
+    for name in (
+        "expect_no_hole_between_remote_and_local_log",
+        "expect_last_stable_offset_at_least_local_log_start",
+        "expect_no_partition_deletion_stuck",
+    ):
+        assert f"{name} : {DESCRIPTIONS[name]}" in text, name
+    assert "Reads hole_before_local_log" in text
+    assert "Reads delete_started_age_ms. max_value = 86400000." in text
+    assert "Reads last_stable_offset , local_log_start_offset" in text
+    # the failure: the offending partition with its offsets
+    assert "1 unexpected values found" in text
+    assert "orders 0 0.0 45.0 50.0 55.0 0.0 39.0" in text
+    # the data and the run are named
+    assert f"Data asset: partition_offsets of {SOURCE}" in text
+    assert "data_quality_manual__2026-01-01T00:00:00+00:00" in text
+    assert "__none__" not in text
+
+
+def test_the_suite_page_counts_columns(site: Path) -> None:
+    text = page_text(site / "expectations" / "remote_segments.html")
+    assert "across 0 columns" not in text
+    assert "expect_no_gap_before_finished_segment" in text
+
+
+def test_every_page_loads_its_assets_from_the_site(site: Path) -> None:
+    pages = list(site.rglob("*.html"))
+    assert len(pages) >= 5
+    for page in pages:
+        source = page.read_text()
+        assert not re.search(r"<(script|link|img)\b[^>]*(src|href)=\"https?://", source), page
+        for local in re.findall(r"(?:src|href)=\"([^\"]*static/offline/[^\"]+)\"", source):
+            assert (page.parent / local).is_file(), (page, local)
+    offline = site / OFFLINE_DIR
+    assert {p.name for p in offline.iterdir()} >= {
+        "jquery.min.js",
+        "bootstrap.min.css",
+        "bootstrap.bundle.min.js",
+        "data-docs-offline.js",
+        "data-docs-offline.css",
+    }
+    index = (site / "index.html").read_text()
+    order = [
+        index.index(f"offline/{n}")
+        for n in ("jquery.min", "bootstrap.bundle", "data-docs-offline.js")
+    ]
+    assert order == sorted(order)  # jQuery before the scripts that need it
+    assert make_offline(site) == 0  # already rewritten: nothing changes
+
+
+def test_every_expectation_of_the_suites_renders_by_name() -> None:
+    for suite in (remote_segments_suite(), partition_offsets_suite()):
+        for expectation in suite.expectations:
+            # a new rule must take NamedExpectation as its first base, or Data Docs show GE's
+            # generic sentence without its name
+            assert isinstance(expectation, NamedExpectation), expectation.expectation_type
+            assert expectation.expectation_type in DESCRIPTIONS
