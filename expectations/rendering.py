@@ -21,7 +21,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from great_expectations.render import LegacyRendererType, RenderedStringTemplateContent
+from great_expectations.render.components import (
+    LegacyRendererType,
+    RenderedStringTemplateContent,
+)
 from great_expectations.render.renderer.renderer import renderer
 
 # The fields a check reads or bounds with, in the order they are shown.
