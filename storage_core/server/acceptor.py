@@ -48,7 +48,20 @@ class Acceptor:
         self._last_logged_ns = 0
 
     async def start(self, host: str, port: int) -> int:
-        """Bind and listen; returns the bound port (useful when ``port`` is 0)."""
+        """Bind, listen and accept; returns the bound port (useful when ``port`` is 0)."""
+        bound = await self.bind(host, port)
+        self.start_accepting()
+        return bound
+
+    def start_accepting(self) -> None:
+        """Accept the connections that queued since ``bind`` and every later one."""
+        if self._socket is None:
+            raise RuntimeError("the acceptor is not bound")
+        self._task = asyncio.create_task(self._run(self._socket), name="acceptor")
+
+    async def bind(self, host: str, port: int) -> int:
+        """Bind and listen without accepting yet: clients can connect (they wait in the
+        backlog) while the broker finishes starting, as Kafka's paused processors do."""
         loop = asyncio.get_running_loop()
         infos = await loop.getaddrinfo(
             host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -64,7 +77,6 @@ class Acceptor:
             sock.close()
             raise
         self._socket = sock
-        self._task = asyncio.create_task(self._run(sock), name="acceptor")
         return int(sock.getsockname()[1])
 
     async def stop(self) -> None:

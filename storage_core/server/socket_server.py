@@ -91,12 +91,22 @@ class SocketServer:
         return self._memory_pool
 
     async def start(self, host: str, port: int) -> int:
-        self.bound_port = await self._acceptor.start(host, port)
+        await self.bind(host, port)
+        self.start_processing()
+        return self.bound_port
+
+    async def bind(self, host: str, port: int) -> int:
+        """Listen (clients may connect and wait) without serving yet; returns the port."""
+        self.bound_port = await self._acceptor.bind(host, port)
+        return self.bound_port
+
+    def start_processing(self) -> None:
+        """Serve: accept the waiting connections and every later one."""
+        self._acceptor.start_accepting()
         if self._config.connections_max_idle_ms > 0:
             self._expiry_task = asyncio.create_task(
                 self._expire_idle_connections(), name="idle-expiry"
             )
-        return self.bound_port
 
     async def stop(self) -> None:
         """Stop accepting, then close every connection (in-flight requests are cancelled)."""
