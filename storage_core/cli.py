@@ -103,6 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _broker(args: argparse.Namespace) -> int:
     import asyncio  # noqa: PLC0415
+    import faulthandler  # noqa: PLC0415
+    import signal  # noqa: PLC0415
 
     from storage_core.server.kafka_broker import run_until_signalled  # noqa: PLC0415
     from storage_core.server.kafka_config import KafkaConfig  # noqa: PLC0415
@@ -117,6 +119,8 @@ def _broker(args: argparse.Namespace) -> int:
         config = KafkaConfig.load(args.config, overrides)
     else:
         config = KafkaConfig.from_props(overrides)
+    # `kill -USR2 <pid>` prints every thread's stack to stderr (a broker that seems stuck)
+    faulthandler.register(signal.SIGUSR2, all_threads=True)
     if logging.getLogger().level > logging.INFO and args.log_level.upper() == "WARNING":
         logging.getLogger("storage_core").setLevel(logging.INFO)
     asyncio.run(run_until_signalled(config))
