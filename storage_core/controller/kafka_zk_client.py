@@ -43,6 +43,7 @@ from storage_core.controller.zk_data import (
     BrokerRegistration,
     ControllerRegistration,
     LeaderAndIsr,
+    ProducerIdBlock,
     TopicAssignment,
 )
 from storage_core.errors import StorageError
@@ -175,6 +176,44 @@ class KafkaZkClient:
         except NodeExistsError:
             data, _ = self.zk.get(zk_data.CLUSTER_ID_PATH)
             return zk_data.decode_cluster_id(data)
+
+    # --- producer ids -----------------------------------------------------------------------
+
+    def allocate_producer_id_block(
+        self, broker_id: int, block_size: int, *, first_id_at_least: int = 0
+    ) -> ProducerIdBlock:
+        """The next block of producer ids for this broker, unique in the cluster (Kafka's
+        ZkProducerIdManager): ``/latest_producer_id_block`` moves on by a conditional write,
+        retried when another broker took a block meanwhile."""
+        while True:
+            try:
+                data, stat = self.zk.get(zk_data.PRODUCER_ID_BLOCK_PATH)
+            except NoNodeError:
+                start = first_id_at_least
+                block = ProducerIdBlock(
+                    broker_id=broker_id, block_start=start, block_end=start + block_size - 1
+                )
+                try:
+                    self.zk.create(
+                        zk_data.PRODUCER_ID_BLOCK_PATH, zk_data.encode_producer_id_block(block)
+                    )
+                    return block
+                except NodeExistsError:
+                    continue
+            previous = zk_data.decode_producer_id_block(data)
+            start = max(previous.block_end + 1, first_id_at_least)
+            block = ProducerIdBlock(
+                broker_id=broker_id, block_start=start, block_end=start + block_size - 1
+            )
+            try:
+                self.zk.set(
+                    zk_data.PRODUCER_ID_BLOCK_PATH,
+                    zk_data.encode_producer_id_block(block),
+                    version=stat.version,
+                )
+                return block
+            except BadVersionError:
+                continue
 
     # --- brokers ----------------------------------------------------------------------------
 
@@ -327,29 +366,32 @@ class KafkaZkClient:
         return zk_data.decode_topic_config(topic, data)
 
     def create_topic(
-        self, epoch: ControllerEpoch, assignment: TopicAssignment, configs: Mapping[str, str]
+        self,
+        epoch: ControllerEpoch | None,
+        assignment: TopicAssignment,
+        configs: Mapping[str, str],
     ) -> bool:
-        """Create the topic's config and assignment znodes in one fenced transaction; False if
-        the topic already exists (nothing written)."""
-        results = self._fenced(
-            epoch,
-            [
-                (
-                    "create",
-                    (
-                        zk_data.topic_config_path(assignment.topic),
-                        zk_data.encode_topic_config(configs),
-                    ),
-                ),
-                (
-                    "create",
-                    (
-                        zk_data.topic_path(assignment.topic),
-                        zk_data.encode_topic_assignment(assignment),
-                    ),
-                ),
-            ],
-        )
+        """Create the topic's config and assignment znodes in one transaction, fenced by the
+        controller's epoch (``None``: unfenced, as Kafka's AdminZkClient writes a topic that a
+        broker creates on its own, e.g. automatically; the controller then gives its partitions
+        their states). False if the topic already exists (nothing written)."""
+        ops = [
+            (
+                "create",
+                (zk_data.topic_config_path(assignment.topic), zk_data.encode_topic_config(configs)),
+            ),
+            (
+                "create",
+                (zk_data.topic_path(assignment.topic), zk_data.encode_topic_assignment(assignment)),
+            ),
+        ]
+        if epoch is None:
+            transaction = self.zk.transaction()
+            for name, args in ops:
+                getattr(transaction, name)(*args)
+            results = list(transaction.commit())
+        else:
+            results = self._fenced(epoch, ops)
         failures = [r for r in results if isinstance(r, Exception)]
         if any(isinstance(r, NodeExistsError) for r in failures):
             return False
@@ -404,22 +446,21 @@ class KafkaZkClient:
         return states
 
     def create_partition_states(
-        self, epoch: ControllerEpoch, states: Mapping[TopicPartition, LeaderAndIsr]
+        self, epoch: ControllerEpoch | None, states: Mapping[TopicPartition, LeaderAndIsr]
     ) -> dict[TopicPartition, LeaderAndIsr]:
-        """Create new partitions' state znodes (with their parents), fenced; returns the ones
-        created (version 0). A partition whose state exists already is left as it is."""
+        """Create new partitions' state znodes (with their parents), fenced (``None``: only
+        when no controller runs, as when a broker moves its old metadata in before starting
+        one); returns the ones created (version 0). An existing state is left as it is."""
         created = {}
         for tp, state in states.items():
             self.zk.ensure_path(zk_data.partition_state_path(tp).rsplit("/", 1)[0])
-            results = self._fenced(
-                epoch,
-                [
-                    (
-                        "create",
-                        (zk_data.partition_state_path(tp), zk_data.encode_leader_and_isr(state)),
-                    )
-                ],
-            )
+            op = (zk_data.partition_state_path(tp), zk_data.encode_leader_and_isr(state))
+            if epoch is None:
+                transaction = self.zk.transaction()
+                transaction.create(*op)
+                results = list(transaction.commit())
+            else:
+                results = self._fenced(epoch, [("create", op)])
             if isinstance(results[0], NodeExistsError):
                 continue
             if isinstance(results[0], Exception):
