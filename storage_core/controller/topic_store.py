@@ -1,49 +1,61 @@
-"""The cluster's topic metadata: names, topic ids, partition assignments, leader epochs, configs.
+"""``TopicStore``: the broker's door to the cluster's topics. Reads come from the
+``MetadataCache`` (what the controller decided, as ZooKeeper delivered it); changes go to the
+controller (create, delete, add partitions: only on the controller's broker, else
+NOT_CONTROLLER as Kafka answers) or, for topic configs, straight to ``/config/topics`` (any
+broker, as Kafka's AdminZkClient writes them). A change returns once this broker's cache shows
+it, so a client that creates a topic can produce to it at once.
 
-This is the controller's persisted state for a single-node cluster (KRaft keeps the same facts
-in ``__cluster_metadata``). It lives in the first log dir as ``topic-metadata.json``, written
-atomically (temp file, fsync, rename, fsync dir) after every change:
-
-    {"version": 1, "cluster_id": "...", "topics": [
-        {"name": "t", "topic_id": "<base64 uuid>", "internal": false,
-         "configs": {"retention.ms": "60000"},
-         "partitions": [{"partition": 0, "replicas": [0], "isr": [0],
-                         "leader": 0, "leader_epoch": 3}]}]}
-
-Thread-safety: every method takes the store's lock; values handed out are immutable.
+Validation is Kafka's: topic names and '.'/'_' collisions, partition counts, replication
+factors against the registered brokers, manual assignments, remote storage settings. Placement
+is Kafka's ``AdminUtils`` over the registered brokers (racks when every broker has one).
+Thread-safety: methods may run on any I/O thread; values handed out are immutable.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
-import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from storage_core.common import ZERO_UUID, Uuid, validate_topic_name
+from storage_core.controller.kafka_controller import KafkaController
+from storage_core.controller.kafka_zk_client import ControllerMovedError, KafkaZkClient
 from storage_core.controller.manual_assignment import (
     validate_added_partitions_assignment,
     validate_manual_partition_assignment,
 )
+from storage_core.controller.replica_assignment import (
+    BrokerMetadata,
+    assign_replicas_to_brokers,
+)
+from storage_core.controller.zk_data import ReplicaAssignment, TopicAssignment
 from storage_core.errors import (
-    CorruptCheckpointError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     InvalidTopicError,
+    StorageError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from storage_core.log.checkpoints import write_atomically
 from storage_core.log.log_config import LogConfig, validate_remote_storage
+from storage_core.replication.metadata_cache import (
+    MetadataCache,
+    MetadataImage,
+    TopicMetadata,
+)
 
 logger = logging.getLogger(__name__)
 
-TOPIC_METADATA_FILE = "topic-metadata.json"
-FORMAT_VERSION = 1
 MAX_PARTITIONS_PER_TOPIC = 10_000  # a limit on everything: one request cannot create millions
+PROPAGATION_TIMEOUT_S = 30.0
+_POLL_S = 0.01
+
+
+class RequestTimedOutError(StorageError):
+    """A change was made but did not reach this broker's metadata in time."""
+
+    error_code = "request_timed_out"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,6 +67,7 @@ class PartitionAssignment:
     isr: tuple[int, ...]
     leader: int
     leader_epoch: int
+    offline_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,95 +84,70 @@ class TopicInfo:
         return None
 
 
-class TopicStore:
-    """Creates, changes and persists topics; the single source of topic ids and epochs."""
+def topic_info(topic: TopicMetadata) -> TopicInfo:
+    return TopicInfo(
+        name=topic.name,
+        topic_id=topic.topic_id or ZERO_UUID,
+        partitions=tuple(
+            PartitionAssignment(
+                partition=p.partition,
+                replicas=p.replicas,
+                isr=p.isr,
+                leader=p.leader,
+                leader_epoch=p.leader_epoch,
+                offline_replicas=p.offline_replicas,
+            )
+            for p in topic.partitions
+        ),
+        configs=dict(topic.configs),
+        internal=topic.internal,
+    )
 
+
+class TopicStore:
     def __init__(
         self,
-        metadata_dir: Path,
         *,
-        broker_ids: tuple[int, ...],
+        broker_id: int,
+        zk: KafkaZkClient,
+        controller: KafkaController,
+        cache: MetadataCache,
         remote_storage_system_enable: bool = False,
+        propagation_timeout_s: float = PROPAGATION_TIMEOUT_S,
     ) -> None:
+        self.broker_id = broker_id
+        self._zk = zk
+        self._controller = controller
+        self._cache = cache
         self._remote_storage_system_enable = remote_storage_system_enable
-        self._path = metadata_dir / TOPIC_METADATA_FILE
-        self._broker_ids = broker_ids
-        self._lock = threading.RLock()
-        self._topics: dict[str, TopicInfo] = {}
-        self.cluster_id = ""
-        self._load()
-
-    # ------------------------------------------------------------------ persistence
-    def _load(self) -> None:
-        if not self._path.exists():
-            return
-        try:
-            document = json.loads(self._path.read_text(encoding="utf-8"))
-            if document.get("version") != FORMAT_VERSION:
-                raise ValueError(f"unsupported version {document.get('version')!r}")
-            self.cluster_id = str(document.get("cluster_id", ""))
-            for entry in document["topics"]:
-                partitions = tuple(
-                    PartitionAssignment(
-                        partition=int(p["partition"]),
-                        replicas=tuple(int(r) for r in p["replicas"]),
-                        isr=tuple(int(r) for r in p["isr"]),
-                        leader=int(p["leader"]),
-                        leader_epoch=int(p["leader_epoch"]),
-                    )
-                    for p in entry["partitions"]
-                )
-                topic = TopicInfo(
-                    name=str(entry["name"]),
-                    topic_id=Uuid.from_string(str(entry["topic_id"])),
-                    partitions=partitions,
-                    configs={str(k): str(v) for k, v in entry["configs"].items()},
-                    internal=bool(entry.get("internal", False)),
-                )
-                self._topics[topic.name] = topic
-        except (ValueError, KeyError, TypeError) as error:
-            raise CorruptCheckpointError(
-                f"topic metadata file {self._path} cannot be read ({error}); restore it from a"
-                " backup: without it the topic ids and configs of this cluster are unknown"
-            ) from None
-
-    def _persist(self) -> None:
-        document = {
-            "version": FORMAT_VERSION,
-            "cluster_id": self.cluster_id,
-            "topics": [
-                {
-                    "name": t.name,
-                    "topic_id": str(t.topic_id),
-                    "internal": t.internal,
-                    "configs": dict(t.configs),
-                    "partitions": [dataclasses.asdict(p) for p in t.partitions],
-                }
-                for t in sorted(self._topics.values(), key=lambda t: t.name)
-            ],
-        }
-        write_atomically(self._path, json.dumps(document, indent=1) + "\n")
-
-    def set_cluster_id(self, cluster_id: str) -> None:
-        with self._lock:
-            self.cluster_id = cluster_id
-            self._persist()
+        self._timeout_s = propagation_timeout_s
 
     # ------------------------------------------------------------------ queries
+    @property
+    def cluster_id(self) -> str:
+        return self._cache.image().cluster_id
+
     def topics(self) -> dict[str, TopicInfo]:
-        with self._lock:
-            return dict(self._topics)
+        return {
+            name: topic_info(t)
+            for name, t in self._cache.image().topics.items()
+            if not t.marked_for_deletion
+        }
 
     def get(self, name: str) -> TopicInfo | None:
-        with self._lock:
-            return self._topics.get(name)
+        topic = self._cache.image().topic(name)
+        if topic is None or topic.marked_for_deletion:
+            return None
+        return topic_info(topic)
 
     def get_by_id(self, topic_id: Uuid) -> TopicInfo | None:
-        with self._lock:
-            for topic in self._topics.values():
-                if topic.topic_id == topic_id:
-                    return topic
+        topic = self._cache.image().topic_by_id(topic_id)
+        if topic is None or topic.marked_for_deletion:
             return None
+        return topic_info(topic)
+
+    def broker_ids(self) -> tuple[int, ...]:
+        return tuple(sorted(self._cache.image().brokers))
 
     # ------------------------------------------------------------------ changes
     def validate_new_topic(
@@ -172,26 +160,23 @@ class TopicStore:
         *,
         replica_assignment: Sequence[Sequence[int]] | None = None,
     ) -> TopicInfo:
-        """Raise the error Kafka would answer CreateTopics with; change nothing.
-
-        Returns the topic as it would be created (with the zero topic id). With a
-        ``replica_assignment`` (replicas by partition 0..n-1, already checked by
-        ``validate_new_topic_assignment``) the partition count and replication factor follow it.
-        """
+        """Raise the error Kafka would answer CreateTopics with; change nothing. Returns the
+        topic as it would be placed (with the zero topic id)."""
         validate_topic_name(name)
-        with self._lock:
-            if name in self._topics:
-                raise TopicExistsError(f"Topic '{name}' already exists.")
-            colliding = _collision_key(name)
-            for other in self._topics:
-                if _collision_key(other) == colliding:
-                    raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {other}")
+        image = self._cache.image()
+        if name in image.topics:
+            raise TopicExistsError(f"Topic '{name}' already exists.")
+        colliding = _collision_key(name)
+        for other in image.topics:
+            if _collision_key(other) == colliding:
+                raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {other}")
+        brokers = sorted(image.brokers)
         if replica_assignment is not None:
             num_partitions = len(replica_assignment)
             replication_factor = len(replica_assignment[0]) if replica_assignment else 0
             for replicas in replica_assignment:
                 validate_manual_partition_assignment(
-                    replicas, replication_factor=replication_factor, brokers=self._broker_ids
+                    replicas, replication_factor=replication_factor, brokers=brokers
                 )
         if not 1 <= num_partitions <= MAX_PARTITIONS_PER_TOPIC:
             raise InvalidPartitionsError(
@@ -202,23 +187,32 @@ class TopicStore:
             raise InvalidReplicationFactorError(
                 f"Replication factor must be larger than 0, got {replication_factor}."
             )
-        if replication_factor > len(self._broker_ids):
+        if replication_factor > len(brokers):
             raise InvalidReplicationFactorError(
                 f"Unable to replicate the partition {replication_factor} time(s): The target"
                 f" replication factor of {replication_factor} cannot be reached because only"
-                f" {len(self._broker_ids)} broker(s) are registered."
+                f" {len(brokers)} broker(s) are registered."
             )
         validate_remote_storage(
             default_config.with_overrides(configs),  # raises InvalidConfigError naming the key
             previous=None,
             system_enabled=self._remote_storage_system_enable,
         )
-        partitions = (
-            tuple(self._assign(p, replication_factor) for p in range(num_partitions))
-            if replica_assignment is None
-            else tuple(_manual(p, replicas) for p, replicas in enumerate(replica_assignment))
+        if replica_assignment is None:
+            placed = assign_replicas_to_brokers(
+                _broker_metadata(image), num_partitions, replication_factor
+            )
+        else:
+            placed = {p: tuple(r) for p, r in enumerate(replica_assignment)}
+        return TopicInfo(
+            name=name,
+            topic_id=ZERO_UUID,
+            partitions=tuple(
+                PartitionAssignment(partition=p, replicas=r, isr=r, leader=r[0], leader_epoch=0)
+                for p, r in sorted(placed.items())
+            ),
+            configs=configs,
         )
-        return TopicInfo(name=name, topic_id=ZERO_UUID, partitions=partitions, configs=configs)
 
     def create_topic(
         self,
@@ -230,47 +224,65 @@ class TopicStore:
         *,
         internal: bool = False,
         replica_assignment: Sequence[Sequence[int]] | None = None,
+        from_any_broker: bool = False,
     ) -> TopicInfo:
-        with self._lock:
-            planned = self.validate_new_topic(
-                name,
-                num_partitions,
-                replication_factor,
-                configs,
-                default_config,
-                replica_assignment=replica_assignment,
+        """Create through the controller (NOT_CONTROLLER elsewhere); ``from_any_broker``: a
+        topic this broker creates on its own (automatically, or an internal one) is written
+        directly, as Kafka's brokers do, and the controller elects its leaders."""
+        planned = self.validate_new_topic(
+            name,
+            num_partitions,
+            replication_factor,
+            configs,
+            default_config,
+            replica_assignment=replica_assignment,
+        )
+        assignment = TopicAssignment(
+            topic=name,
+            topic_id=Uuid.random(),
+            partitions={
+                p.partition: ReplicaAssignment(replicas=p.replicas) for p in planned.partitions
+            },
+        )
+        if self._controller.is_active:
+            created = self._controller.create_topic(assignment, configs).result(self._timeout_s)
+        elif from_any_broker:
+            created = self._zk.create_topic(None, assignment, configs)
+        else:
+            raise ControllerMovedError(
+                f"This is not the correct controller for this cluster (broker {self.broker_id};"
+                f" the controller is broker {self._cache.image().controller_id})."
             )
-            topic = dataclasses.replace(
-                planned, topic_id=Uuid.random(), configs=dict(configs), internal=internal
-            )
-            self._topics[name] = topic
-            self._persist()
+        if not created:
+            raise TopicExistsError(f"Topic '{name}' already exists.")
         logger.info(
             "created topic topic=%s topic_id=%s partitions=%d replication_factor=%d manual=%s",
             name,
-            topic.topic_id,
-            len(topic.partitions),
-            len(topic.partitions[0].replicas),
+            assignment.topic_id,
+            len(planned.partitions),
+            len(planned.partitions[0].replicas),
             replica_assignment is not None,
         )
-        return topic
-
-    def _assign(self, partition: int, replication_factor: int) -> PartitionAssignment:
-        brokers = self._broker_ids
-        replicas = tuple(brokers[(partition + i) % len(brokers)] for i in range(replication_factor))
-        return PartitionAssignment(
-            partition=partition, replicas=replicas, isr=replicas, leader=replicas[0], leader_epoch=0
+        return self._await(
+            name,
+            f"the new topic {name}",
+            lambda image: _online(image, name, len(planned.partitions)),
         )
 
     def delete_topic(self, name: str) -> TopicInfo:
-        with self._lock:
-            topic = self._topics.get(name)
-            if topic is None:
-                raise UnknownTopicOrPartitionError(f"This server does not host topic '{name}'.")
-            del self._topics[name]
-            self._persist()
-        logger.info("deleted topic topic=%s topic_id=%s", name, topic.topic_id)
+        """Mark for deletion through the controller; returns the topic as it was. It is gone
+        from the cache once every replica's broker removed its logs (``await_deleted``)."""
+        topic = self._require(name)
+        self._controller.delete_topics([name]).result(self._timeout_s)
+        logger.info("deleting topic topic=%s topic_id=%s", name, topic.topic_id)
         return topic
+
+    def await_deleted(self, name: str, topic_id: Uuid) -> None:
+        self._await(
+            name,
+            f"the deletion of {name}",
+            lambda image: (t := image.topic(name)) is None or t.topic_id != topic_id,
+        )
 
     def create_partitions(
         self,
@@ -282,34 +294,55 @@ class TopicStore:
     ) -> TopicInfo:
         """Grow ``name`` to ``new_total`` partitions; ``replica_assignment`` gives the replicas
         of the added partitions only, in order (Kafka's CreatePartitions assignments)."""
-        with self._lock:
-            topic = self._require(name)
-            current = len(topic.partitions)
-            if new_total <= current:
-                raise InvalidPartitionsError(
-                    f"Topic currently has {current} partitions, which is higher than or equal"
-                    f" to the requested {new_total}."
-                )
-            if new_total > MAX_PARTITIONS_PER_TOPIC:
-                raise InvalidPartitionsError(
-                    f"Number of partitions must be at most {MAX_PARTITIONS_PER_TOPIC}."
-                )
-            factor = len(topic.partitions[0].replicas)
-            if replica_assignment is None:
-                added = tuple(self._assign(p, factor) for p in range(current, new_total))
-            else:
-                manual = validate_added_partitions_assignment(
+        topic = self._require(name)
+        current = len(topic.partitions)
+        if new_total <= current:
+            raise InvalidPartitionsError(
+                f"Topic currently has {current} partitions, which is higher than or equal"
+                f" to the requested {new_total}."
+            )
+        if new_total > MAX_PARTITIONS_PER_TOPIC:
+            raise InvalidPartitionsError(
+                f"Number of partitions must be at most {MAX_PARTITIONS_PER_TOPIC}."
+            )
+        factor = len(topic.partitions[0].replicas)
+        image = self._cache.image()
+        if replica_assignment is None:
+            placed = assign_replicas_to_brokers(
+                _broker_metadata(image), new_total - current, factor, start_partition_id=current
+            )
+            added = [placed[p] for p in range(current, new_total)]
+        else:
+            added = list(
+                validate_added_partitions_assignment(
                     replica_assignment,
                     added=new_total - current,
                     replication_factor=factor,
-                    brokers=self._broker_ids,
+                    brokers=sorted(image.brokers),
                 )
-                added = tuple(_manual(current + i, r) for i, r in enumerate(manual))
-            updated = dataclasses.replace(topic, partitions=topic.partitions + added)
-            if not validate_only:
-                self._topics[name] = updated
-                self._persist()
-            return updated
+            )
+        planned = TopicInfo(
+            name=topic.name,
+            topic_id=topic.topic_id,
+            configs=topic.configs,
+            internal=topic.internal,
+            partitions=topic.partitions
+            + tuple(
+                PartitionAssignment(
+                    partition=current + i, replicas=r, isr=r, leader=r[0], leader_epoch=0
+                )
+                for i, r in enumerate(added)
+            ),
+        )
+        if validate_only:
+            return planned
+        self._controller.add_partitions(
+            name,
+            {current + i: ReplicaAssignment(replicas=tuple(r)) for i, r in enumerate(added)},
+        ).result(self._timeout_s)
+        return self._await(
+            name, f"the new partitions of {name}", lambda image: _online(image, name, new_total)
+        )
 
     def alter_configs(
         self,
@@ -321,57 +354,69 @@ class TopicStore:
         validate_only: bool,
     ) -> TopicInfo:
         """Apply an incremental change (SET / DELETE); the result must be a valid config."""
-        with self._lock:
-            topic = self._require(name)
-            configs = dict(topic.configs)
-            configs.update(set_configs)
-            for key in delete_configs:
-                configs.pop(key, None)
-            validate_remote_storage(
-                default_config.with_overrides(configs),  # raises InvalidConfigError naming the key
-                previous=default_config.with_overrides(topic.configs),
-                system_enabled=self._remote_storage_system_enable,
+        topic = self._require(name)
+        configs = dict(topic.configs)
+        configs.update(set_configs)
+        for key in delete_configs:
+            configs.pop(key, None)
+        validate_remote_storage(
+            default_config.with_overrides(configs),  # raises InvalidConfigError naming the key
+            previous=default_config.with_overrides(topic.configs),
+            system_enabled=self._remote_storage_system_enable,
+        )
+        if validate_only:
+            return TopicInfo(
+                name=topic.name,
+                topic_id=topic.topic_id,
+                partitions=topic.partitions,
+                configs=configs,
+                internal=topic.internal,
             )
-            updated = dataclasses.replace(topic, configs=configs)
-            if not validate_only:
-                self._topics[name] = updated
-                self._persist()
-            return updated
+        self._zk.set_topic_config(name, configs)
+        return self._await(
+            name,
+            f"the configs of {name}",
+            lambda image: (t := image.topic(name)) is not None and dict(t.configs) == configs,
+        )
 
-    def bump_leader_epochs(self, broker_id: int) -> None:
-        """On broker start-up: every partition this broker leads gets a new leader epoch.
-
-        A restarted broker is a new leader as far as followers and clients are concerned
-        (KRaft fences the broker and elects it again), so fetches from the previous epoch are
-        fenced and the leader-epoch cache gets a new entry at the log end offset.
-        """
-        with self._lock:
-            for name, topic in list(self._topics.items()):
-                partitions = tuple(
-                    dataclasses.replace(p, leader_epoch=p.leader_epoch + 1)
-                    if p.leader == broker_id
-                    else p
-                    for p in topic.partitions
-                )
-                self._topics[name] = dataclasses.replace(topic, partitions=partitions)
-            self._persist()
-
+    # ------------------------------------------------------------------ helpers
     def _require(self, name: str) -> TopicInfo:
-        topic = self._topics.get(name)
+        topic = self.get(name)
         if topic is None:
             raise UnknownTopicOrPartitionError(f"This server does not host topic '{name}'.")
         return topic
 
+    def _await(self, name: str, what: str, ready: Callable[[MetadataImage], object]) -> TopicInfo:
+        """Wait until this broker's metadata satisfies ``ready``; the topic as it shows then."""
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            image = self._cache.image()
+            if ready(image):
+                topic = image.topic(name)
+                if topic is None:
+                    return TopicInfo(name=name, topic_id=ZERO_UUID, partitions=(), configs={})
+                return topic_info(topic)
+            if time.monotonic() > deadline:
+                raise RequestTimedOutError(
+                    f"{what} did not reach broker {self.broker_id}'s metadata within"
+                    f" {self._timeout_s:.0f} s"
+                )
+            time.sleep(_POLL_S)
 
-def _manual(partition: int, replicas: Sequence[int]) -> PartitionAssignment:
-    """A manually assigned partition: its preferred (first) replica leads, all are in sync."""
-    return PartitionAssignment(
-        partition=partition,
-        replicas=tuple(replicas),
-        isr=tuple(replicas),
-        leader=replicas[0],
-        leader_epoch=0,
+
+def _online(image: MetadataImage, name: str, partitions: int) -> bool:
+    """The topic has its partitions, each with a first state (a leader, or offline because no
+    replica is alive: the controller elects one when a replica returns)."""
+    topic = image.topic(name)
+    return (
+        topic is not None
+        and len(topic.partitions) == partitions
+        and all(p.leader_epoch >= 0 for p in topic.partitions)
     )
+
+
+def _broker_metadata(image: MetadataImage) -> list[BrokerMetadata]:
+    return [BrokerMetadata(broker_id=b, rack=r.rack) for b, r in sorted(image.brokers.items())]
 
 
 def _collision_key(name: str) -> str:

@@ -101,13 +101,17 @@ class MetadataCache:
         return self._image
 
     def set_image(self, image: MetadataImage) -> None:
-        """Swap in a new picture, with each partition's offline replicas (assigned replicas
-        whose broker is not registered) worked out against its live brokers."""
-        topics = {}
-        for name, topic in image.topics.items():
-            partitions = tuple(
-                replace(p, offline_replicas=tuple(r for r in p.replicas if r not in image.brokers))
-                for p in topic.partitions
-            )
-            topics[name] = replace(topic, partitions=partitions)
-        self._image = replace(image, topics=topics)
+        self._image = with_offline_replicas(image)
+
+
+def with_offline_replicas(image: MetadataImage) -> MetadataImage:
+    """The image with each partition's offline replicas (assigned replicas whose broker is not
+    registered) worked out against its live brokers."""
+    topics = {}
+    for name, topic in image.topics.items():
+        partitions = tuple(
+            replace(p, offline_replicas=tuple(r for r in p.replicas if r not in image.brokers))
+            for p in topic.partitions
+        )
+        topics[name] = replace(topic, partitions=partitions)
+    return replace(image, topics=topics)

@@ -109,6 +109,26 @@ class Partition:
         if advanced:
             self._on_hw_advanced(self.topic_partition)
 
+    def make_follower(
+        self, *, leader_id: int, leader_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...]
+    ) -> None:
+        """Follow ``leader_id`` (-1: the partition has no leader) at ``leader_epoch``: this
+        broker stops serving produce and consumer fetches for it (NOT_LEADER_OR_FOLLOWER sends
+        clients to the leader). Its log stays as it is."""
+        with self._lock:
+            self.leader_id = leader_id
+            self.leader_epoch = leader_epoch
+            self.replicas = replicas
+            self.isr = isr
+            self._followers = {}
+        logger.info(
+            "became follower partition=%s leader=%d leader_epoch=%d log_end_offset=%d",
+            self.topic_partition,
+            leader_id,
+            leader_epoch,
+            self.log.log_end_offset,
+        )
+
     # ------------------------------------------------------------------ epochs
     def _check_epoch(self, current_leader_epoch: int) -> None:
         if current_leader_epoch == NO_EPOCH_CHECK:

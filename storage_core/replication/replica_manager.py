@@ -21,10 +21,10 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
-from storage_core.common import TopicPartition
+from storage_core.common import ZERO_UUID, TopicPartition, Uuid
 from storage_core.errors import (
     InvalidRequiredAcksError,
     KafkaStorageError,
@@ -33,6 +33,7 @@ from storage_core.errors import (
     StorageError,
     UnknownTopicOrPartitionError,
 )
+from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
 from storage_core.log.log_segment import FetchDataInfo, LogOffsetMetadata
 from storage_core.log.log_validator import (
@@ -66,6 +67,29 @@ class ProduceResult:
     info: LogAppendInfo | None = None
     error: StorageError | None = None
     log_start_offset: int = -1
+
+
+class PartitionState(Protocol):
+    """What the controller decided for a partition (``MetadataCache``'s ``PartitionMetadata``)."""
+
+    @property
+    def replicas(self) -> tuple[int, ...]: ...
+    @property
+    def leader(self) -> int: ...
+    @property
+    def leader_epoch(self) -> int: ...
+    @property
+    def isr(self) -> tuple[int, ...]: ...
+
+
+@dataclass(slots=True)
+class LeadershipChanges:
+    """What ``become_leader_or_follower`` changed on this broker."""
+
+    leaders: list[Partition] = field(default_factory=list)
+    followers: list[Partition] = field(default_factory=list)
+    stopped: list[TopicPartition] = field(default_factory=list)
+    failed: list[TopicPartition] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,6 +177,72 @@ class ReplicaManager:
                 )
             raise UnknownTopicOrPartitionError(f"This server does not host partition {tp}.")
         return partition
+
+    def become_leader_or_follower(
+        self,
+        changes: Mapping[TopicPartition, PartitionState | None],
+        *,
+        topic_ids: Mapping[str, Uuid | None],
+        log_config: Callable[[str], LogConfig],
+    ) -> LeadershipChanges:
+        """Apply the controller's decisions for the partitions that changed (Kafka's
+        ``becomeLeaderOrFollower``, fed by ZooKeeper instead of LeaderAndIsr requests): host
+        the partitions assigned here (opening or creating their logs), lead those whose leader
+        is this broker at the controller's epoch (no new epoch of its own: a restarted leader
+        keeps the epoch it was given), follow the others, and stop hosting partitions no longer
+        assigned here (their logs stay until the topic is deleted). A partition whose log
+        cannot be opened, or holds another topic id, stays offline with an error line; nothing
+        is deleted."""
+        result = LeadershipChanges()
+        for tp, state in sorted(changes.items()):
+            if state is None or self.local_broker_id not in state.replicas:
+                if self.remove_partition(tp) is not None:
+                    result.stopped.append(tp)
+                continue
+            try:
+                with self._lock:
+                    partition = self._partitions.get(tp)
+                hosted = partition is not None
+                if partition is None:
+                    topic_id = topic_ids.get(tp.topic)
+                    log = self.log_manager.get_or_create_log(
+                        tp, topic_id=topic_id, config=log_config(tp.topic)
+                    )
+                    partition = Partition(
+                        tp,
+                        topic_id or log.topic_id or ZERO_UUID,
+                        log,
+                        local_broker_id=self.local_broker_id,
+                        on_high_watermark_advanced=self.on_high_watermark_advanced,
+                    )
+                if state.leader == self.local_broker_id:
+                    was_leader = partition.is_leader
+                    partition.make_leader(
+                        leader_epoch=state.leader_epoch, replicas=state.replicas, isr=state.isr
+                    )
+                    if not was_leader:
+                        result.leaders.append(partition)
+                else:
+                    was_leader = partition.is_leader
+                    partition.make_follower(
+                        leader_id=state.leader,
+                        leader_epoch=state.leader_epoch,
+                        replicas=state.replicas,
+                        isr=state.isr,
+                    )
+                    if was_leader or not hosted:
+                        result.followers.append(partition)
+                self.add_partition(partition)
+            except StorageError as error:
+                logger.error(
+                    "cannot host partition=%s leader=%s leader_epoch=%s: it stays offline (%s)",
+                    tp,
+                    state.leader,
+                    state.leader_epoch,
+                    error,
+                )
+                result.failed.append(tp)
+        return result
 
     def partitions(self) -> dict[TopicPartition, Partition]:
         with self._lock:

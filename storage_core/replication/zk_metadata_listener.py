@@ -36,6 +36,7 @@ from storage_core.replication.metadata_cache import (
     MetadataImage,
     PartitionMetadata,
     TopicMetadata,
+    with_offline_replicas,
 )
 
 logger = logging.getLogger(__name__)
@@ -233,31 +234,42 @@ class ZkMetadataListener:
     # --- publishing --------------------------------------------------------------------------
 
     def _publish(self, old: MetadataImage, new: MetadataImage) -> None:
-        self.cache.set_image(new)
-        image = self.cache.image()
-        if self._on_partitions is None:
-            return
-        changes: dict[TopicPartition, PartitionMetadata | None] = {}
-        for name in set(old.topics) | set(image.topics):
-            before = old.topics.get(name)
-            after = image.topics.get(name)
-            configs_changed = (
-                before is not None and after is not None and before.configs != after.configs
-            )
-            indexes = {p.partition for t in (before, after) if t is not None for p in t.partitions}
-            for index in indexes:
-                was = before.partition(index) if before is not None else None
-                now = after.partition(index) if after is not None else None
-                if _essence(was) != _essence(now) or (configs_changed and now is not None):
-                    changes[TopicPartition(name, index)] = now
-        if changes:
-            self._on_partitions(image, changes)
+        """Tell the broker first, then show the new picture to request handlers: a handler
+        that sees a partition led here finds it hosted (as a broker applies LeaderAndIsr
+        before it answers Metadata with the new leader)."""
+        image = with_offline_replicas(new)
+        if self._on_partitions is not None:
+            changes = _partition_changes(old, image)
+            if changes:
+                self._on_partitions(image, changes)
+        self.cache.set_image(image)
 
     def _notify_deletions(self, marked: set[str]) -> None:
         fresh = marked - self._known_marked
         self._known_marked = set(marked)
         if fresh and self._on_deletion_marked is not None:
             self._on_deletion_marked(self.cache.image(), fresh)
+
+
+def _partition_changes(
+    old: MetadataImage, new: MetadataImage
+) -> dict[TopicPartition, PartitionMetadata | None]:
+    """Partitions whose replicas, leader, epoch or ISR changed, or whose topic's configs did;
+    None for those that no longer exist."""
+    changes: dict[TopicPartition, PartitionMetadata | None] = {}
+    for name in set(old.topics) | set(new.topics):
+        before = old.topics.get(name)
+        after = new.topics.get(name)
+        configs_changed = (
+            before is not None and after is not None and before.configs != after.configs
+        )
+        indexes = {p.partition for t in (before, after) if t is not None for p in t.partitions}
+        for index in indexes:
+            was = before.partition(index) if before is not None else None
+            now = after.partition(index) if after is not None else None
+            if _essence(was) != _essence(now) or (configs_changed and now is not None):
+                changes[TopicPartition(name, index)] = now
+    return changes
 
 
 def _essence(p: PartitionMetadata | None) -> tuple[Any, ...] | None:

@@ -1,30 +1,37 @@
 """Create ``__consumer_offsets`` and start the group coordinator over its partitions.
 
-The topic is internal, compacted, with ``offsets.topic.segment.bytes`` segments and one
-replica (this broker). An existing topic keeps its partition count, whatever
-``offsets.topic.num.partitions`` says now: group ids must keep mapping to the same partition.
+The topic is internal, compacted, with ``offsets.topic.segment.bytes`` segments and
+``offsets.topic.replication.factor`` replicas; the coordinator serves the groups of the
+partitions this broker leads, and follows leadership as it moves. An existing topic keeps its
+partition count, whatever ``offsets.topic.num.partitions`` says now: group ids must keep
+mapping to the same partition.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from storage_core.common import TopicPartition
+from storage_core.controller.topic_store import TopicInfo
 from storage_core.coordinator.group.group_coordinator import (
     GroupCoordinator,
     GroupCoordinatorConfig,
 )
 from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME
+from storage_core.errors import InvalidReplicationFactorError
 from storage_core.log.log import Log
 
 if TYPE_CHECKING:
     from storage_core.server.kafka_broker import KafkaBroker
 
+logger = logging.getLogger(__name__)
 
-async def start_group_coordinator(broker: KafkaBroker) -> GroupCoordinator:
-    """Ensure ``__consumer_offsets`` exists, then replay it and start the coordinator."""
+
+def ensure_offsets_topic(broker: KafkaBroker) -> TopicInfo:
+    """``__consumer_offsets`` as it is, or created now (blocking: call off the event loop)."""
     config = broker.config
-    topic = broker.ensure_internal_topic(
+    return broker.ensure_internal_topic(
         OFFSETS_TOPIC_NAME,
         config.get_int("offsets.topic.num.partitions"),
         {
@@ -33,13 +40,25 @@ async def start_group_coordinator(broker: KafkaBroker) -> GroupCoordinator:
         },
     )
 
+
+async def start_group_coordinator(broker: KafkaBroker) -> GroupCoordinator:
+    """Ensure ``__consumer_offsets`` exists, then replay it and start the coordinator."""
+    config = broker.config
+    try:
+        partitions = len(ensure_offsets_topic(broker).partitions)
+    except InvalidReplicationFactorError as error:
+        # Kafka's rule: not before offsets.topic.replication.factor brokers are registered;
+        # FindCoordinator tries again (clients retry on COORDINATOR_NOT_AVAILABLE meanwhile)
+        logger.warning("%s is not created yet: %s", OFFSETS_TOPIC_NAME, error)
+        partitions = config.get_int("offsets.topic.num.partitions")
+
     def offsets_log(partition: int) -> Log:
         tp = TopicPartition(OFFSETS_TOPIC_NAME, partition)
         return broker.replica_manager.leader_partition(tp).log
 
     coordinator = GroupCoordinator(
         GroupCoordinatorConfig(
-            offsets_topic_num_partitions=len(topic.partitions),
+            offsets_topic_num_partitions=partitions,
             group_initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
             group_min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
             group_max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
@@ -47,5 +66,12 @@ async def start_group_coordinator(broker: KafkaBroker) -> GroupCoordinator:
         offsets_log,
         broker.clock,
     )
-    await coordinator.startup()
+
+    def leads(partition: int) -> bool:
+        hosted = broker.replica_manager.partitions().get(
+            TopicPartition(OFFSETS_TOPIC_NAME, partition)
+        )
+        return hosted is not None and hosted.is_leader
+
+    await coordinator.startup(leads)
     return coordinator

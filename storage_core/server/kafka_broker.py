@@ -22,21 +22,28 @@ from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicIdPartition, TopicPartition
 from storage_core.controller.producer_id_manager import ProducerIdManager
 from storage_core.controller.topic_store import TopicInfo, TopicStore
+from storage_core.controller.zk_data import EndPoint
 from storage_core.coordinator.group.group_coordinator import GroupCoordinator
-from storage_core.errors import InvalidConfigError, PolicyViolationError, StorageError
+from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME
+from storage_core.errors import InvalidConfigError, PolicyViolationError, TopicExistsError
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
 from storage_core.metrics import BrokerTopicStats, KafkaMetricsRegistry
 from storage_core.metrics.http_server import MetricsHttpServer, maybe_start_metrics_server
-from storage_core.replication.partition import Partition
+from storage_core.replication.metadata_cache import (
+    MetadataCache,
+    MetadataImage,
+    PartitionMetadata,
+)
 from storage_core.replication.replica_manager import ReplicaManager
+from storage_core.server.cluster_membership import ClusterMembership
 from storage_core.server.dynamic_broker_config import (
     BrokerConfigUpdateError,
     DynamicBrokerConfigStore,
 )
 from storage_core.server.group_coordinator_setup import start_group_coordinator
 from storage_core.server.handlers import ApiHandler, build_registry
-from storage_core.server.kafka_config import KafkaConfig, new_cluster_id
+from storage_core.server.kafka_config import KafkaConfig
 from storage_core.server.socket_server import SocketServer
 from storage_core.server.socket_server_config import SocketServerConfig
 from storage_core.tiered.remote_log_manager import RemoteLogManager
@@ -49,6 +56,11 @@ from storage_core.tiered.topic_based_rlmm.manager import TopicBasedRemoteLogMeta
 logger = logging.getLogger(__name__)
 
 INTERNAL_TOPIC_PREFIX = "__"
+INTERNAL_TOPIC_REPLICATION_FACTORS = {
+    OFFSETS_TOPIC_NAME: "offsets.topic.replication.factor",
+    "__remote_log_metadata": "remote.log.metadata.topic.replication.factor",
+}
+DELETION_RETRY_S = 5.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,12 +98,27 @@ class KafkaBroker:
                 "producer.id.expiration.check.interval.ms"
             ),
         )
+        self.metadata_cache = MetadataCache(self.broker_id)
+        self.membership = ClusterMembership(
+            config,
+            log_dir=log_dirs[0],
+            cache=self.metadata_cache,
+            unclean_leader_election_enable=self._unclean_leader_election_enable,
+            on_partitions=self._on_partitions_changed,
+            on_deletion_marked=self._on_topics_marked_for_deletion,
+        )
+        self.controller = self.membership.controller
+        self.producer_id_manager = ProducerIdManager(
+            self.broker_id, self.membership.zk, log_dirs[0]
+        )
         self.topic_store = TopicStore(
-            log_dirs[0],
-            broker_ids=(self.broker_id,),
+            broker_id=self.broker_id,
+            zk=self.membership.zk,
+            controller=self.controller,
+            cache=self.metadata_cache,
             remote_storage_system_enable=config.get_bool("remote.log.storage.system.enable"),
         )
-        self.producer_id_manager = ProducerIdManager(log_dirs[0])
+
         self.metrics = KafkaMetricsRegistry(clock=clock)
         self.metrics_server: MetricsHttpServer | None = None
         self.replica_manager = ReplicaManager(
@@ -125,6 +152,8 @@ class KafkaBroker:
         self.socket_server = SocketServer(self, config=SocketServerConfig.from_kafka_config(config))
         self.endpoint = BrokerEndpoint(node_id=self.broker_id, host="127.0.0.1", port=-1)
         self._topic_lock = threading.RLock()
+        self._hosting_lock = threading.RLock()
+        self._startup_topic_configs: dict[str, dict[str, str]] = {}
         self._stopped = asyncio.Event()
 
     # ------------------------------------------------------------------ dynamic configs
@@ -167,7 +196,9 @@ class KafkaBroker:
     # ------------------------------------------------------------------ topics
     def _topic_overrides(self, topic: str) -> Mapping[str, str]:
         info = self.topic_store.get(topic)
-        return {} if info is None else info.configs
+        if info is None:  # while logs load, before this broker's metadata is read
+            return self._startup_topic_configs.get(topic, {})
+        return info.configs
 
     def topic_log_config(self, topic: str) -> LogConfig:
         return self.default_log_config.with_overrides(self._topic_overrides(topic))
@@ -175,6 +206,9 @@ class KafkaBroker:
     @property
     def cluster_id(self) -> str:
         return self.topic_store.cluster_id
+
+    def _unclean_leader_election_enable(self, topic: str) -> bool:
+        return self.topic_log_config(topic).unclean_leader_election_enable
 
     def create_topic(
         self,
@@ -186,8 +220,10 @@ class KafkaBroker:
         validate_only: bool = False,
         internal: bool = False,
         replica_assignment: Sequence[Sequence[int]] | None = None,
+        from_any_broker: bool = False,
     ) -> TopicInfo:
-        """Create a topic and its local partitions (or only validate, as CreateTopics can).
+        """Create a topic (or only validate, as CreateTopics can); it returns once this
+        broker's metadata shows the topic with its leaders.
 
         ``replica_assignment`` (replicas by partition 0..n-1) replaces the count and factor.
         """
@@ -195,27 +231,25 @@ class KafkaBroker:
             num_partitions = self.config.get_int("num.partitions")
         if replication_factor == -1:
             replication_factor = self.config.get_int("default.replication.factor")
-        with self._topic_lock:
-            if validate_only:
-                return self.topic_store.validate_new_topic(
-                    name,
-                    num_partitions,
-                    replication_factor,
-                    configs,
-                    self.default_log_config,
-                    replica_assignment=replica_assignment,
-                )
-            topic = self.topic_store.create_topic(
+        if validate_only:
+            return self.topic_store.validate_new_topic(
                 name,
                 num_partitions,
                 replication_factor,
                 configs,
                 self.default_log_config,
-                internal=internal,
                 replica_assignment=replica_assignment,
             )
-            self._host_partitions(topic)
-            return topic
+        return self.topic_store.create_topic(
+            name,
+            num_partitions,
+            replication_factor,
+            configs,
+            self.default_log_config,
+            internal=internal,
+            replica_assignment=replica_assignment,
+            from_any_broker=from_any_broker,
+        )
 
     def maybe_auto_create_topic(self, name: str) -> TopicInfo | None:
         """Metadata for an unknown topic creates it when ``auto.create.topics.enable``."""
@@ -226,50 +260,49 @@ class KafkaBroker:
         existing = self.topic_store.get(name)
         if existing is not None:
             return existing
-        return self.create_topic(
-            name,
-            self.config.get_int("num.partitions"),
-            min(self.config.get_int("default.replication.factor"), 1),
-            {},
-        )
+        try:
+            return self.create_topic(
+                name,
+                self.config.get_int("num.partitions"),
+                self.config.get_int("default.replication.factor"),
+                {},
+                from_any_broker=True,
+            )
+        except TopicExistsError:  # created meanwhile by another client or broker
+            return self.topic_store.get(name)
 
     def ensure_internal_topic(
         self, name: str, num_partitions: int, configs: Mapping[str, str]
     ) -> TopicInfo:
-        """Create an internal topic (``__consumer_offsets``...) on first use."""
-        with self._topic_lock:
-            existing = self.topic_store.get(name)
-            if existing is not None:
-                return existing
-            return self.create_topic(name, num_partitions, 1, configs, internal=True)
+        """Create an internal topic (``__consumer_offsets``...) on first use, with its
+        configured replication factor (Kafka's rule: not before that many brokers are
+        registered; the single-node store has one broker, which is then enough)."""
+        existing = self.topic_store.get(name)
+        if existing is not None:
+            return existing
+        factor = self.config.get_int(
+            INTERNAL_TOPIC_REPLICATION_FACTORS.get(name, "default.replication.factor")
+        )
+        if not self.membership.uses_zookeeper:
+            factor = 1
+        try:
+            return self.create_topic(
+                name, num_partitions, factor, configs, internal=True, from_any_broker=True
+            )
+        except TopicExistsError:
+            topic = self.topic_store.get(name)
+            if topic is None:
+                raise
+            return topic
 
     def delete_topic(self, name: str) -> TopicInfo:
+        """Mark the topic for deletion through the controller and wait until every replica's
+        broker has removed its logs and the topic is gone from this broker's metadata."""
         if not self.config.get_bool("delete.topic.enable"):
             raise PolicyViolationError("Topic deletion is disabled (delete.topic.enable=false).")
-        with self._topic_lock:
-            existing = self.topic_store.get(name)
-            if existing is None:
-                return self.topic_store.delete_topic(name)  # UNKNOWN_TOPIC_OR_PARTITION
-            rlm = self.remote_log_manager
-            tps = [TopicPartition(name, a.partition) for a in existing.partitions]
-            deleted: list[TopicInfo] = []
-
-            def commit() -> None:
-                # Runs once every partition dir is renamed for deletion; if anything here
-                # raises, the renames are undone and the topic stays whole.
-                if rlm is not None and self.topic_log_config(name).remote_storage_enable:
-                    rlm.on_partitions_deleted(
-                        [TopicIdPartition(existing.topic_id, tp) for tp in tps]
-                    )
-                deleted.append(self.topic_store.delete_topic(name))
-                for tp in tps:
-                    self.replica_manager.remove_partition(tp)
-                    if rlm is not None:
-                        rlm.on_partition_removed(tp)
-
-            self.log_manager.delete_logs(tps, commit)
-            self.replica_manager.topic_stats.remove_topic(name)
-            return deleted[0]
+        topic = self.topic_store.delete_topic(name)  # UNKNOWN_TOPIC_OR_PARTITION if unknown
+        self.topic_store.await_deleted(name, topic.topic_id)
+        return topic
 
     def add_partitions(
         self,
@@ -279,16 +312,12 @@ class KafkaBroker:
         validate_only: bool,
         replica_assignment: Sequence[Sequence[int]] | None = None,
     ) -> TopicInfo:
-        with self._topic_lock:
-            topic = self.topic_store.create_partitions(
-                name,
-                new_total,
-                validate_only=validate_only,
-                replica_assignment=replica_assignment,
-            )
-            if not validate_only:
-                self._host_partitions(topic)
-            return topic
+        return self.topic_store.create_partitions(
+            name,
+            new_total,
+            validate_only=validate_only,
+            replica_assignment=replica_assignment,
+        )
 
     def alter_topic_configs(
         self,
@@ -298,72 +327,146 @@ class KafkaBroker:
         *,
         validate_only: bool,
     ) -> TopicInfo:
-        with self._topic_lock:
-            topic = self.topic_store.alter_configs(
-                name,
-                set_configs,
-                delete_configs,
-                self.default_log_config,
-                validate_only=validate_only,
-            )
-            if not validate_only:
-                config = self.topic_log_config(name)
-                self.log_manager.update_topic_config(name, config)
-                rlm = self.remote_log_manager
-                if rlm is not None and config.remote_storage_enable:
-                    # Remote storage enabled on a topic with data: track its remote
-                    # metadata now (Kafka's TopicConfigHandler), not at the next refresh.
-                    for tp, partition in self.replica_manager.partitions().items():
-                        if tp.topic == name:
-                            rlm.on_partition_hosted(partition)
-            return topic
+        """Write the topic's configs (every broker applies them from its metadata)."""
+        return self.topic_store.alter_configs(
+            name,
+            set_configs,
+            delete_configs,
+            self.default_log_config,
+            validate_only=validate_only,
+        )
 
-    def _host_partitions(self, topic: TopicInfo) -> None:
-        """Open the log and become leader for each partition of ``topic`` led by this broker."""
-        config = self.topic_log_config(topic.name)
-        for assignment in topic.partitions:
-            if self.broker_id not in assignment.replicas:
-                continue
-            tp = TopicPartition(topic.name, assignment.partition)
-            try:
-                existing = self.replica_manager.partitions().get(tp)
-                if existing is not None:
-                    continue
-                log = self.log_manager.get_or_create_log(tp, topic_id=topic.topic_id, config=config)
-                partition = Partition(
-                    tp,
-                    topic.topic_id,
-                    log,
-                    local_broker_id=self.broker_id,
-                    on_high_watermark_advanced=self.replica_manager.on_high_watermark_advanced,
+    # ------------------------------------------------------------------ controller decisions
+    def _log_config_in(self, image: MetadataImage, topic: str) -> LogConfig:
+        metadata = image.topic(topic)
+        return self.default_log_config.with_overrides(metadata.configs if metadata else {})
+
+    def _on_partitions_changed(
+        self, image: MetadataImage, changes: Mapping[TopicPartition, PartitionMetadata | None]
+    ) -> None:
+        """The controller changed these partitions (or their topic's configs): host, lead,
+        follow or stop, then tell the components that care (Kafka's LeaderAndIsr path)."""
+        with self._hosting_lock:
+            for topic in sorted({tp.topic for tp, state in changes.items() if state is not None}):
+                self.log_manager.update_topic_config(topic, self._log_config_in(image, topic))
+            result = self.replica_manager.become_leader_or_follower(
+                {
+                    tp: state
+                    for tp, state in changes.items()
+                    if state is None
+                    or not (image.topic(tp.topic) and image.topics[tp.topic].marked_for_deletion)
+                },
+                topic_ids={t.name: t.topic_id for t in image.topics.values()},
+                log_config=lambda topic: self._log_config_in(image, topic),
+            )
+            rlm = self.remote_log_manager
+            if rlm is not None:
+                # every hosted partition that changed, its topic's configs included (remote
+                # storage just enabled: its remote metadata is tracked now, Kafka's
+                # TopicConfigHandler)
+                hosted = self.replica_manager.partitions()
+                for tp in changes:
+                    if tp in hosted:
+                        rlm.on_partition_hosted(hosted[tp])
+                for tp in result.stopped:
+                    rlm.on_partition_removed(tp)
+            coordinator = self.group_coordinator
+            if coordinator is not None:
+                coordinator.on_leadership_changes(
+                    elected=[
+                        p.topic_partition.partition
+                        for p in result.leaders
+                        if p.topic_partition.topic == OFFSETS_TOPIC_NAME
+                    ],
+                    resigned=[
+                        p.topic_partition.partition
+                        for p in result.followers
+                        if p.topic_partition.topic == OFFSETS_TOPIC_NAME
+                    ]
+                    + [tp.partition for tp in result.stopped if tp.topic == OFFSETS_TOPIC_NAME],
                 )
-                if assignment.leader == self.broker_id:
-                    partition.make_leader(
-                        leader_epoch=assignment.leader_epoch,
-                        replicas=assignment.replicas,
-                        isr=assignment.isr,
+
+    def _on_topics_marked_for_deletion(self, image: MetadataImage, topics: set[str]) -> None:
+        """Remove this broker's replicas of topics being deleted, then acknowledge (the role of
+        StopReplica with delete in Kafka). A failure is retried until it succeeds: a topic is
+        never left half-deleted on disk."""
+        for topic in sorted(topics):
+            try:
+                self._delete_local_replicas(image, topic)
+                self.membership.zk.acknowledge_topic_deletion(topic, self.broker_id)
+            except Exception:
+                logger.exception(
+                    "cannot remove the replicas of a deleted topic, retrying topic=%s", topic
+                )
+                timer = threading.Timer(
+                    DELETION_RETRY_S,
+                    self._on_topics_marked_for_deletion,
+                    args=(self.metadata_cache.image(), {topic}),
+                )
+                timer.daemon = True
+                timer.start()
+
+    def _delete_local_replicas(self, image: MetadataImage, name: str) -> None:
+        with self._hosting_lock:
+            tps = [tp for tp in self.log_manager.all_logs() if tp.topic == name]
+            tps += [
+                tp for tp in self.replica_manager.partitions() if tp.topic == name and tp not in tps
+            ]
+            if not tps:
+                return
+            metadata = image.topic(name)
+            rlm = self.remote_log_manager
+
+            def commit() -> None:
+                # Runs once every partition dir is renamed for deletion; if anything here
+                # raises, the renames are undone and the replicas stay whole.
+                if (
+                    rlm is not None
+                    and metadata is not None
+                    and metadata.topic_id is not None
+                    and self._log_config_in(image, name).remote_storage_enable
+                ):
+                    rlm.on_partitions_deleted(
+                        [TopicIdPartition(metadata.topic_id, tp) for tp in tps]
                     )
-                self.replica_manager.add_partition(partition)
-                if self.remote_log_manager is not None:
-                    self.remote_log_manager.on_partition_hosted(partition)
-            except StorageError:
-                logger.exception("cannot host partition=%s; it stays offline", tp)
+                for tp in tps:
+                    self.replica_manager.remove_partition(tp)
+                    if rlm is not None:
+                        rlm.on_partition_removed(tp)
+
+            self.log_manager.delete_logs(tps, commit)
+            self.replica_manager.topic_stats.remove_topic(name)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self.replica_manager.bind_loop(loop)
+        await loop.run_in_executor(None, self.membership.connect)
+        # Logs load with their topics' configs (remote storage, retention...), read first, as
+        # Kafka's LogManager gets them from ZooKeeper before it loads anything.
+        self._startup_topic_configs = await loop.run_in_executor(
+            None, self.membership.read_topic_configs
+        )
         await loop.run_in_executor(None, self.log_manager.startup)
-        if not self.topic_store.cluster_id:
-            self.topic_store.set_cluster_id(self.config.cluster_id() or new_cluster_id())
-        self.topic_store.bump_leader_epochs(self.broker_id)
-        for topic in self.topic_store.topics().values():
-            self._host_partitions(topic)
+        # Listen now (clients wait in the backlog) so that the registration names the port.
+        listener = self.config.listeners()[0]
+        port = await self.socket_server.bind(listener.host, listener.port)
+        advertised = self.config.advertised_listeners()
+        host = advertised[0].host if advertised else (listener.host or "127.0.0.1")
+        if host in ("0.0.0.0", "::"):  # noqa: S104 (a wildcard bind is advertised as loopback)
+            host = "127.0.0.1"
+        advertised_port = advertised[0].port if advertised and advertised[0].port else port
+        self.endpoint = BrokerEndpoint(node_id=self.broker_id, host=host, port=advertised_port)
+        await loop.run_in_executor(
+            None,
+            self.membership.register_and_start,
+            EndPoint(listener="PLAINTEXT", host=host, port=advertised_port),
+        )
         hosted = set(self.replica_manager.partitions())
         for tp in self.log_manager.all_logs():
             if tp not in hosted:
                 logger.warning(
-                    "log of a partition unknown to the topic metadata is left alone and not"
+                    "log of a partition unknown to the cluster metadata is left alone and not"
                     " served partition=%s",
                     tp,
                 )
@@ -379,14 +482,7 @@ class KafkaBroker:
             host=self.config.get_string("metrics.host"),
             port=self.config.get_int("metrics.port"),
         )
-        listener = self.config.listeners()[0]
-        port = await self.socket_server.start(listener.host, listener.port)
-        advertised = self.config.advertised_listeners()
-        host = advertised[0].host if advertised else (listener.host or "127.0.0.1")
-        if host in ("0.0.0.0", "::"):  # noqa: S104 (a wildcard bind is advertised as loopback)
-            host = "127.0.0.1"
-        advertised_port = advertised[0].port if advertised and advertised[0].port else port
-        self.endpoint = BrokerEndpoint(node_id=self.broker_id, host=host, port=advertised_port)
+        self.socket_server.start_processing()
         logger.info(
             "broker started broker_id=%d listener=%s:%d cluster_id=%s partitions=%d",
             self.broker_id,
@@ -406,6 +502,7 @@ class KafkaBroker:
         if self.remote_log_manager is not None:
             await loop.run_in_executor(None, self.remote_log_manager.close)
         await stop_remote_log_metadata_manager(self.remote_log_metadata_manager)
+        await loop.run_in_executor(None, self.membership.close)
         await loop.run_in_executor(None, self.replica_manager.shutdown)
         await loop.run_in_executor(None, self.log_manager.shutdown)
         self._stopped.set()
@@ -415,7 +512,13 @@ class KafkaBroker:
 async def run_until_signalled(config: KafkaConfig) -> None:
     """Start a broker and serve until SIGTERM or SIGINT, then shut down cleanly."""
     broker = KafkaBroker(config)
-    await broker.start()
+    try:
+        await broker.start()
+    except BaseException:
+        # e.g. ZooKeeper unreachable, or a live broker holds this broker.id: release what
+        # started (logs flushed, threads stopped) so that the process exits with the error
+        await broker.stop()
+        raise
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -80,6 +80,16 @@ BROKER_CONFIG_DEFS: dict[str, tuple[str, Any]] = {
     "remote.fetch.max.wait.ms": ("int", 500),
     "remote.log.manager.task.interval.ms": ("long", 30_000),
     "shutdown.timeout.ms": ("int", 30_000),
+    # The cluster: brokers coordinate through Apache ZooKeeper (Kafka's ZooKeeper mode); an
+    # empty zookeeper.connect runs the same controller over the single-node store
+    "zookeeper.connect": ("string", ""),
+    "zookeeper.session.timeout.ms": ("int", 18_000),
+    "zookeeper.connection.timeout.ms": ("int", -1),  # -1: zookeeper.session.timeout.ms
+    "controlled.shutdown.enable": ("bool", True),
+    "auto.leader.rebalance.enable": ("bool", True),
+    "leader.imbalance.check.interval.seconds": ("long", 300),
+    "leader.imbalance.per.broker.percentage": ("int", 10),
+    "broker.rack": ("string", ""),
     # Prometheus endpoint (GET /metrics) for the broker's metrics; -1 disables it
     "metrics.port": ("int", -1),
     "metrics.host": ("string", "127.0.0.1"),

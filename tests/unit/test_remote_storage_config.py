@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -9,12 +11,30 @@ import pytest
 from storage_core.controller.topic_store import TopicStore
 from storage_core.errors import InvalidConfigError
 from storage_core.log.log_config import LogConfig, validate_remote_storage
+from tests.single_node_support import single_node_store
 
 DEFAULT = LogConfig()
 
 
-def _store(tmp_path: Path, *, system_enabled: bool = True) -> TopicStore:
-    return TopicStore(tmp_path, broker_ids=(0,), remote_storage_system_enable=system_enabled)
+@pytest.fixture
+def _store(tmp_path: Path) -> Iterator[Callable[..., TopicStore]]:
+    """Opens a single broker's topic store over the test's directory (a new one stops the
+    previous: a restart)."""
+    with ExitStack() as stack:
+        current: list[ExitStack] = []
+
+        def open_store(_path: Path, *, system_enabled: bool = True) -> TopicStore:
+            for previous in current:
+                previous.close()
+            current.clear()
+            inner = ExitStack()
+            current.append(inner)
+            stack.callback(inner.close)
+            return inner.enter_context(
+                single_node_store(tmp_path, remote_storage_system_enable=system_enabled)
+            )
+
+        yield open_store
 
 
 def test_defaults_and_names_are_kafkas() -> None:
@@ -29,7 +49,7 @@ def test_defaults_and_names_are_kafkas() -> None:
     assert props["remote.storage.enable"] == "true"
 
 
-def test_the_broker_switch_must_be_on(tmp_path: Path) -> None:
+def test_the_broker_switch_must_be_on(tmp_path: Path, _store: Callable[..., TopicStore]) -> None:
     with pytest.raises(InvalidConfigError, match="disabled in the broker"):
         _store(tmp_path, system_enabled=False).create_topic(
             "t", 1, 1, {"remote.storage.enable": "true"}, DEFAULT
@@ -37,7 +57,9 @@ def test_the_broker_switch_must_be_on(tmp_path: Path) -> None:
     _store(tmp_path, system_enabled=False).create_topic("plain", 1, 1, {}, DEFAULT)
 
 
-def test_compacted_topics_cannot_be_tiered(tmp_path: Path) -> None:
+def test_compacted_topics_cannot_be_tiered(
+    tmp_path: Path, _store: Callable[..., TopicStore]
+) -> None:
     with pytest.raises(InvalidConfigError, match=r"cleanup\.policy=delete"):
         _store(tmp_path).create_topic(
             "t", 1, 1, {"remote.storage.enable": "true", "cleanup.policy": "compact"}, DEFAULT
@@ -53,7 +75,7 @@ def test_compacted_topics_cannot_be_tiered(tmp_path: Path) -> None:
     ],
 )
 def test_local_retention_cannot_exceed_total_retention(
-    tmp_path: Path, configs: dict[str, str], named: str
+    tmp_path: Path, configs: dict[str, str], named: str, _store: Callable[..., TopicStore]
 ) -> None:
     with pytest.raises(InvalidConfigError, match=named):
         _store(tmp_path).create_topic(
@@ -61,7 +83,9 @@ def test_local_retention_cannot_exceed_total_retention(
         )
 
 
-def test_local_retention_within_total_is_accepted(tmp_path: Path) -> None:
+def test_local_retention_within_total_is_accepted(
+    tmp_path: Path, _store: Callable[..., TopicStore]
+) -> None:
     store = _store(tmp_path)
     store.create_topic(
         "t",
@@ -86,7 +110,9 @@ def test_local_retention_within_total_is_accepted(tmp_path: Path) -> None:
     )
 
 
-def test_disabling_needs_delete_on_disable(tmp_path: Path) -> None:
+def test_disabling_needs_delete_on_disable(
+    tmp_path: Path, _store: Callable[..., TopicStore]
+) -> None:
     store = _store(tmp_path)
     store.create_topic("t", 1, 1, {"remote.storage.enable": "true"}, DEFAULT)
     with pytest.raises(InvalidConfigError, match=r"remote\.log\.delete\.on\.disable=true"):

@@ -1,12 +1,23 @@
-"""Topic metadata: creation rules as Kafka's, persistence across restarts, epochs."""
+"""Topic metadata through the controller over the single-node store: creation rules as Kafka's,
+persistence across restarts, leader epochs that a restart does not change, and a single
+broker's old topic-metadata.json moved in with its epochs."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from storage_core.controller.topic_store import TOPIC_METADATA_FILE, TopicStore
+from storage_core.common import Uuid
+from storage_core.controller.kafka_zk_client import KafkaZkClient
+from storage_core.controller.legacy_topic_metadata import (
+    TOPIC_METADATA_FILE,
+    migrate_legacy_topic_metadata,
+)
+from storage_core.controller.local_znode_tree import LocalZNodeTree
+from storage_core.controller.topic_store import TopicStore
 from storage_core.errors import (
     CorruptCheckpointError,
     InvalidConfigError,
@@ -17,22 +28,40 @@ from storage_core.errors import (
     UnknownTopicOrPartitionError,
 )
 from storage_core.log.log_config import LogConfig
+from tests.single_node_support import SingleNode
 
 DEFAULT = LogConfig()
 
 
-def _store(tmp_path: Path) -> TopicStore:
-    return TopicStore(tmp_path, broker_ids=(0,))
+@pytest.fixture
+def nodes(tmp_path: Path) -> Iterator[list[SingleNode]]:
+    started: list[SingleNode] = []
+    yield started
+    for node in started:
+        node.stop()
 
 
-def test_create_persists_ids_partitions_and_configs(tmp_path: Path) -> None:
-    store = _store(tmp_path)
+def _store(tmp_path: Path, nodes: list[SingleNode]) -> TopicStore:
+    """A (re)started single broker over ``tmp_path``."""
+    for node in nodes:
+        node.stop()
+    nodes.clear()
+    node = SingleNode(tmp_path)
+    nodes.append(node)
+    return node.start()
+
+
+def test_create_persists_ids_partitions_and_configs(
+    tmp_path: Path, nodes: list[SingleNode]
+) -> None:
+    store = _store(tmp_path, nodes)
     created = store.create_topic("orders", 3, 1, {"retention.ms": "60000"}, DEFAULT)
     assert [p.partition for p in created.partitions] == [0, 1, 2]
     assert all(p.leader == 0 and p.replicas == (0,) and p.isr == (0,) for p in created.partitions)
-    reopened = _store(tmp_path)
+    assert {p.leader_epoch for p in created.partitions} == {0}
+    reopened = _store(tmp_path, nodes)
     again = reopened.get("orders")
-    assert again == created
+    assert again == created  # same id, replicas, leaders and epochs after a restart
     assert reopened.get_by_id(created.topic_id) == created
 
 
@@ -51,21 +80,22 @@ def test_create_persists_ids_partitions_and_configs(tmp_path: Path) -> None:
 )
 def test_invalid_topics_are_refused_and_nothing_is_written(
     tmp_path: Path,
+    nodes: list[SingleNode],
     name: str,
     partitions: int,
     factor: int,
     configs: dict[str, str],
     error: type[Exception],
 ) -> None:
-    store = _store(tmp_path)
+    store = _store(tmp_path, nodes)
     with pytest.raises(error):
         store.create_topic(name, partitions, factor, configs, DEFAULT)
     assert store.topics() == {}
-    assert not (tmp_path / TOPIC_METADATA_FILE).exists()
+    assert nodes[0].zk.get_all_topics() == []
 
 
-def test_duplicates_and_dot_underscore_collisions(tmp_path: Path) -> None:
-    store = _store(tmp_path)
+def test_duplicates_and_dot_underscore_collisions(tmp_path: Path, nodes: list[SingleNode]) -> None:
+    store = _store(tmp_path, nodes)
     store.create_topic("a.b", 1, 1, {}, DEFAULT)
     with pytest.raises(TopicExistsError):
         store.create_topic("a.b", 1, 1, {}, DEFAULT)
@@ -73,43 +103,88 @@ def test_duplicates_and_dot_underscore_collisions(tmp_path: Path) -> None:
         store.create_topic("a_b", 1, 1, {}, DEFAULT)
 
 
-def test_partitions_only_grow_and_configs_change_incrementally(tmp_path: Path) -> None:
-    store = _store(tmp_path)
+def test_partitions_only_grow_and_configs_change_incrementally(
+    tmp_path: Path, nodes: list[SingleNode]
+) -> None:
+    store = _store(tmp_path, nodes)
     store.create_topic("t", 2, 1, {"segment.bytes": "1048576"}, DEFAULT)
     with pytest.raises(InvalidPartitionsError):
         store.create_partitions("t", 2, validate_only=False)
     assert len(store.create_partitions("t", 5, validate_only=True).partitions) == 5
     assert len(store.get("t").partitions) == 2  # type: ignore[union-attr]
-    store.create_partitions("t", 5, validate_only=False)
+    grown = store.create_partitions("t", 5, validate_only=False)
+    assert [p.leader for p in grown.partitions] == [0] * 5
     store.alter_configs(
         "t", {"retention.ms": "1000"}, ("segment.bytes",), DEFAULT, validate_only=False
     )
     with pytest.raises(InvalidConfigError, match=r"retention\.ms"):
         store.alter_configs("t", {"retention.ms": "x"}, (), DEFAULT, validate_only=False)
-    reopened = _store(tmp_path).get("t")
+    reopened = _store(tmp_path, nodes).get("t")
     assert reopened is not None
     assert len(reopened.partitions) == 5
     assert dict(reopened.configs) == {"retention.ms": "1000"}
 
 
-def test_delete_and_unknown(tmp_path: Path) -> None:
-    store = _store(tmp_path)
-    store.create_topic("t", 1, 1, {}, DEFAULT)
+def test_delete_waits_for_the_replica_and_unknown_is_refused(
+    tmp_path: Path, nodes: list[SingleNode]
+) -> None:
+    store = _store(tmp_path, nodes)
+    created = store.create_topic("t", 1, 1, {}, DEFAULT)
     store.delete_topic("t")
-    assert _store(tmp_path).get("t") is None
+    assert store.get("t") is None  # marked: no longer served
+    assert "t" in nodes[0].zk.get_all_topics()  # until broker 0 removed its replica
+    nodes[0].zk.acknowledge_topic_deletion("t", 0)
+    store.await_deleted("t", created.topic_id)
+    assert _store(tmp_path, nodes).get("t") is None
     with pytest.raises(UnknownTopicOrPartitionError):
         store.delete_topic("t")
 
 
-def test_leader_epochs_grow_on_each_start(tmp_path: Path) -> None:
-    store = _store(tmp_path)
-    store.create_topic("t", 2, 1, {}, DEFAULT)
-    store.bump_leader_epochs(0)
-    store.bump_leader_epochs(0)
-    assert [p.leader_epoch for p in _store(tmp_path).get("t").partitions] == [2, 2]  # type: ignore[union-attr]
+def test_a_single_brokers_old_metadata_moves_in_with_its_epochs(tmp_path: Path) -> None:
+    topic_id = Uuid.random()
+    (tmp_path / TOPIC_METADATA_FILE).write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "cluster_id": "old-cluster",
+                "topics": [
+                    {
+                        "name": "kept",
+                        "topic_id": str(topic_id),
+                        "internal": False,
+                        "configs": {"retention.ms": "5"},
+                        "partitions": [
+                            {
+                                "partition": 0,
+                                "replicas": [0],
+                                "isr": [0],
+                                "leader": 0,
+                                "leader_epoch": 7,
+                            }
+                        ],
+                    }
+                ],
+            }
+        )
+    )
+    node = SingleNode(tmp_path)
+    try:
+        assert migrate_legacy_topic_metadata(tmp_path, node.zk) == "old-cluster"
+        store = node.start()
+        kept = store.get("kept")
+        assert kept is not None
+        assert kept.topic_id == topic_id
+        assert (kept.partitions[0].leader, kept.partitions[0].leader_epoch) == (0, 7)
+        assert dict(kept.configs) == {"retention.ms": "5"}
+    finally:
+        node.stop()
+    assert not (tmp_path / TOPIC_METADATA_FILE).exists()
+    assert (tmp_path / f"{TOPIC_METADATA_FILE}.migrated").exists()
 
 
-def test_a_damaged_file_is_a_named_error(tmp_path: Path) -> None:
+def test_a_damaged_old_file_is_a_named_error(tmp_path: Path) -> None:
     (tmp_path / TOPIC_METADATA_FILE).write_text("{not json")
+    zk = KafkaZkClient.single_node(LocalZNodeTree(tmp_path)).start()
     with pytest.raises(CorruptCheckpointError, match=TOPIC_METADATA_FILE):
-        _store(tmp_path)
+        migrate_legacy_topic_metadata(tmp_path, zk)
+    assert (tmp_path / TOPIC_METADATA_FILE).read_text() == "{not json"

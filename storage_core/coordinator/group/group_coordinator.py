@@ -244,6 +244,7 @@ class GroupCoordinator:
         self._timer_sequence = itertools.count()
         self._timer_task: asyncio.Task[None] | None = None
         self._timer_wakeup: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # ================================================================== lifecycle
     @property
@@ -254,17 +255,23 @@ class GroupCoordinator:
         """The ``__consumer_offsets`` partition that stores ``group_id``."""
         return self.manager.partition_for(group_id)
 
-    def load(self) -> None:
-        """Replay every ``__consumer_offsets`` partition, then accept requests."""
+    def load(self, leads: Callable[[int], bool] = lambda _partition: True) -> None:
+        """Replay every ``__consumer_offsets`` partition this broker leads, then accept
+        requests (groups of the others get NOT_COORDINATOR: clients find their leader)."""
         for partition in range(self.config.offsets_topic_num_partitions):
-            for group in self.manager.load_partition(partition):
-                for member in group.members:
-                    self._complete_and_schedule_next_heartbeat_expiration(group, member)
+            if leads(partition):
+                self._install(self.manager.load_partition(partition))
         self._active = True
 
-    async def startup(self) -> None:
+    def _install(self, groups: list[GroupMetadata]) -> None:
+        for group in groups:
+            for member in group.members:
+                self._complete_and_schedule_next_heartbeat_expiration(group, member)
+
+    async def startup(self, leads: Callable[[int], bool] = lambda _partition: True) -> None:
         """Load (on a worker thread) and start firing timers on the running loop."""
-        await asyncio.to_thread(self.load)
+        self._loop = asyncio.get_running_loop()
+        await asyncio.to_thread(self.load, leads)
         self._timer_wakeup = asyncio.Event()
         self._timer_task = asyncio.create_task(self._run_timers(), name="group-coordinator")
         logger.info(
@@ -272,6 +279,36 @@ class GroupCoordinator:
             len(self.manager.groups),
             self.config.offsets_topic_num_partitions,
         )
+
+    def on_leadership_changes(self, *, elected: list[int], resigned: list[int]) -> None:
+        """``__consumer_offsets`` partitions this broker now leads, or no longer leads (Kafka's
+        onElection / onResignation); any thread. The work happens on the coordinator's loop."""
+        loop = self._loop
+        if loop is None or loop.is_closed() or not (elected or resigned):
+            return
+        asyncio.run_coroutine_threadsafe(self._apply_leadership(elected, resigned), loop)
+
+    async def _apply_leadership(self, elected: list[int], resigned: list[int]) -> None:
+        for partition in resigned:
+            self._unload_partition(partition)
+        for partition in elected:
+            self._install(await asyncio.to_thread(self.manager.load_partition, partition))
+
+    def _unload_partition(self, partition: int) -> None:
+        """Forget the partition's groups; their members find the new coordinator."""
+        now = self._clock.milliseconds()
+        for group in self.manager.unload_partition(partition):
+            error = NotCoordinatorError(
+                f"group {group.group_id}: __consumer_offsets-{partition} moved to another broker"
+            )
+            for member in group.members:
+                group.maybe_invoke_join_callback(
+                    member, JoinGroupResult.failed(member.member_id, error)
+                )
+                group.maybe_invoke_sync_callback(member, SyncGroupResult(error=error))
+            group.transition_to(GroupState.DEAD, now_ms=now)
+            self._delayed_joins.pop(group.group_id, None)
+        logger.info("unloaded group metadata partition=__consumer_offsets-%d", partition)
 
     async def shutdown(self) -> None:
         """Stop timers; parked JoinGroup/SyncGroup requests get NOT_COORDINATOR."""

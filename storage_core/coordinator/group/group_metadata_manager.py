@@ -132,6 +132,14 @@ class GroupMetadataManager:
     def groups(self) -> list[GroupMetadata]:
         return list(self._groups.values())
 
+    def unload_partition(self, partition: int) -> list[GroupMetadata]:
+        """Drop the partition's groups from the cache (its leadership moved); returns them."""
+        self._partition_states.pop(partition, None)
+        dropped = [g for g in self._groups.values() if self.partition_for(g.group_id) == partition]
+        for group in dropped:
+            del self._groups[group.group_id]
+        return dropped
+
     # ------------------------------------------------------------------ loading
     def load_partition(self, partition: int) -> list[GroupMetadata]:
         """Replay partition ``partition`` and install its groups; returns them.

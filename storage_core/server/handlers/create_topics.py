@@ -86,7 +86,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     int(topic.replication_factor),
                     configs,
                     validate_only=bool(request.validate_only),
-                    replica_assignment=_manual_assignment(topic, brokers=(broker.broker_id,)),
+                    replica_assignment=_manual_assignment(
+                        topic, brokers=broker.topic_store.broker_ids()
+                    ),
                 )
             )
         except Exception as error:  # one topic's failure never costs the others their answer

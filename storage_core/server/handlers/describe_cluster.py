@@ -1,8 +1,8 @@
 """DescribeCluster (key 60): cluster id, controller and brokers, as a broker endpoint answers.
 
-This single-node cluster has one broker, which is also its controller. ``endpoint_type`` (v1+)
-must be 1 (brokers): 2 (controllers) is MISMATCHED_ENDPOINT_TYPE, anything else
-UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST at v0). Without an authorizer every cluster
+Every registered broker, and the controller as this broker's metadata shows it.
+``endpoint_type`` (v1+) must be 1 (brokers): 2 (controllers) is MISMATCHED_ENDPOINT_TYPE,
+anything else UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST at v0). Without an authorizer every cluster
 operation is allowed, so ``cluster_authorized_operations`` lists all of them when asked.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from storage_core.server.handlers.common import NO_THROTTLE
+from storage_core.server.handlers.common import NO_THROTTLE, live_brokers
 from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 
@@ -52,7 +52,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     operations = AUTHORIZED_OPERATIONS_OMITTED
     if request.include_cluster_authorized_operations:
         operations = sum(1 << code for code in CLUSTER_OPERATIONS)
-    endpoint = broker.endpoint
     return build(
         module.DescribeClusterResponse,
         throttle_time=NO_THROTTLE,
@@ -60,16 +59,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error_message=None,
         endpoint_type=BROKER_ENDPOINT,
         cluster_id=broker.cluster_id,
-        controller_id=broker.broker_id,
-        brokers=(
+        controller_id=broker.metadata_cache.image().controller_id,
+        brokers=tuple(
             build(
                 module.DescribeClusterBroker,
-                broker_id=endpoint.node_id,
-                host=endpoint.host,
-                port=endpoint.port,
-                rack=None,
+                broker_id=b.broker_id,
+                host=b.endpoints[0].host,
+                port=b.endpoints[0].port,
+                rack=b.rack,
                 is_fenced=False,
-            ),
+            )
+            for b in live_brokers(broker)
         ),
         cluster_authorized_operations=operations,
     )

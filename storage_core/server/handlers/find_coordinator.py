@@ -1,5 +1,6 @@
-"""FindCoordinator (key 10): this broker coordinates every group (and, as the only node,
-answers for transactional ids too; transactions themselves are refused by InitProducerId).
+"""FindCoordinator (key 10): a group's coordinator is the leader of its ``__consumer_offsets``
+partition (transactional ids get this broker: transactions themselves are refused by
+InitProducerId).
 
 v0-v3 ask for one key; v4+ (KIP-699) for a batch in ``coordinator_keys``. Until the group
 coordinator runs, the answer is COORDINATOR_NOT_AVAILABLE and clients retry.
@@ -7,14 +8,22 @@ coordinator runs, the answer is COORDINATOR_NOT_AVAILABLE and clients retry.
 
 from __future__ import annotations
 
+import functools
+import logging
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from storage_core.common import TopicPartition
+from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME
+from storage_core.errors import StorageError
+from storage_core.server.group_coordinator_setup import ensure_offsets_topic
 from storage_core.server.handlers.common import NO_THROTTLE
 from storage_core.server.handlers.group_support import coordinator_of
 from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
+
+logger = logging.getLogger(__name__)
 
 API_KEY = 10
 MIN_VERSION = 0
@@ -25,7 +34,21 @@ TRANSACTION_KEY_TYPE = 1
 MAX_COORDINATOR_KEYS = 10_000
 
 
-def _answer(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+async def _maybe_create_offsets_topic(ctx: RequestContext) -> None:
+    """The first FindCoordinator creates ``__consumer_offsets`` when the broker could not at
+    start (too few brokers for ``offsets.topic.replication.factor``), as Kafka does."""
+    broker = ctx.broker
+    if coordinator_of(ctx) is None or broker.metadata_cache.image().topic(OFFSETS_TOPIC_NAME):
+        return
+    try:
+        await broker.replica_manager.run_io(functools.partial(ensure_offsets_topic, broker))
+    except StorageError as error:
+        logger.info("%s not created yet: %s", OFFSETS_TOPIC_NAME, error)
+
+
+def _answer(
+    ctx: RequestContext, key_type: int, key: str
+) -> tuple[ErrorCode, str | None, int, str, int]:
     if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
         return ErrorCode.invalid_request, f"unknown coordinator key type {key_type}", -1, "", -1
     coordinator = coordinator_of(ctx)
@@ -33,14 +56,30 @@ def _answer(ctx: RequestContext, key_type: int) -> tuple[ErrorCode, str | None, 
         message = "the group coordinator is not available yet"
         return ErrorCode.coordinator_not_available, message, -1, "", -1
     endpoint = ctx.broker.endpoint
-    return ErrorCode.none, None, endpoint.node_id, endpoint.host, endpoint.port
+    if key_type == TRANSACTION_KEY_TYPE:
+        return ErrorCode.none, None, endpoint.node_id, endpoint.host, endpoint.port
+    # the group's coordinator is the leader of its __consumer_offsets partition
+    image = ctx.broker.metadata_cache.image()
+    if image.topic(OFFSETS_TOPIC_NAME) is None:
+        message = f"{OFFSETS_TOPIC_NAME} does not exist yet"
+        return ErrorCode.coordinator_not_available, message, -1, "", -1
+    offsets = image.partition(TopicPartition(OFFSETS_TOPIC_NAME, coordinator.partition_for(key)))
+    leader = image.brokers.get(offsets.leader) if offsets is not None else None
+    if leader is None:
+        message = "the group's __consumer_offsets partition has no leader right now"
+        return ErrorCode.coordinator_not_available, message, -1, "", -1
+    if leader.broker_id == endpoint.node_id:
+        return ErrorCode.none, None, endpoint.node_id, endpoint.host, endpoint.port
+    listener = leader.endpoints[0]
+    return ErrorCode.none, None, leader.broker_id, listener.host, listener.port
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = ctx.response_module
+    await _maybe_create_offsets_topic(ctx)
     key_type = int(getattr(request, "key_type", GROUP_KEY_TYPE))
     if ctx.api_version < 4:
-        error, message, node_id, host, port = _answer(ctx, key_type)
+        error, message, node_id, host, port = _answer(ctx, key_type, str(request.key))
         return build(
             module.FindCoordinatorResponse,
             throttle_time=NO_THROTTLE,
@@ -62,7 +101,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 -1,
             )
         else:
-            error, message, node_id, host, port = _answer(ctx, key_type)
+            error, message, node_id, host, port = _answer(ctx, key_type, str(key))
         coordinators.append(
             module.Coordinator(
                 key=key,

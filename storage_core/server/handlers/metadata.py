@@ -21,6 +21,7 @@ from storage_core.server.handlers.common import (
     NO_THROTTLE,
     error_code_of,
     from_kio_uuid,
+    live_brokers,
     to_kio_uuid,
 )
 from storage_core.server.protocol import build
@@ -76,51 +77,58 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 topics.append(_error_topic(module, name, ErrorCode.unknown_topic_or_partition))
             else:
                 topics.append(_topic(module, info, broker))
-    endpoint = broker.endpoint
+    image = broker.metadata_cache.image()
     return build(
         module.MetadataResponse,
         throttle_time=NO_THROTTLE,
-        brokers=(
+        brokers=tuple(
             build(
                 module.MetadataResponseBroker,
-                node_id=endpoint.node_id,
-                host=endpoint.host,
-                port=endpoint.port,
-                rack=None,
-            ),
+                node_id=b.broker_id,
+                host=b.endpoints[0].host,
+                port=b.endpoints[0].port,
+                rack=b.rack,
+            )
+            for b in live_brokers(broker)
         ),
         cluster_id=broker.cluster_id,
-        controller_id=broker.broker_id,
+        controller_id=image.controller_id,
         topics=tuple(topics),
     )
 
 
 def _topic(module: Any, info: TopicInfo, broker: KafkaBroker) -> Any:
-    # A partition whose log could not be loaded here is offline on this broker: no leader
-    # (LEADER_NOT_AVAILABLE) and this broker in offline_replicas, as Kafka reports it.
-    offline = {tp.partition for tp in broker.log_manager.offline_logs() if tp.topic == info.name}
-    partitions = tuple(
-        build(
-            module.MetadataResponsePartition,
-            error_code=ErrorCode.leader_not_available if p.partition in offline else ErrorCode.none,
-            partition_index=p.partition,
-            leader_id=-1 if p.partition in offline else p.leader,
-            leader_epoch=p.leader_epoch,
-            replica_nodes=p.replicas,
-            isr_nodes=tuple(r for r in p.isr if r != broker.broker_id)
-            if p.partition in offline
-            else p.isr,
-            offline_replicas=(broker.broker_id,) if p.partition in offline else (),
+    # A partition without a leader (none of its in-sync replicas is alive, or its log could not
+    # be loaded on its leader, this broker) answers LEADER_NOT_AVAILABLE with leader -1, and
+    # names its offline replicas, as Kafka reports them.
+    local_offline = {
+        tp.partition for tp in broker.log_manager.offline_logs() if tp.topic == info.name
+    }
+    partitions = []
+    for p in info.partitions:
+        offline = set(p.offline_replicas)
+        if p.partition in local_offline:
+            offline.add(broker.broker_id)
+        leader = -1 if p.leader in offline else p.leader
+        partitions.append(
+            build(
+                module.MetadataResponsePartition,
+                error_code=ErrorCode.leader_not_available if leader == -1 else ErrorCode.none,
+                partition_index=p.partition,
+                leader_id=leader,
+                leader_epoch=p.leader_epoch,
+                replica_nodes=p.replicas,
+                isr_nodes=tuple(r for r in p.isr if r not in offline),
+                offline_replicas=tuple(sorted(offline)),
+            )
         )
-        for p in info.partitions
-    )
     return build(
         module.MetadataResponseTopic,
         error_code=ErrorCode.none,
         name=info.name,
         topic_id=to_kio_uuid(info.topic_id),
         is_internal=info.internal,
-        partitions=partitions,
+        partitions=tuple(partitions),
         topic_authorized_operations=-2147483648,
     )
 

@@ -1,0 +1,168 @@
+"""``ClusterMembership``: a broker's place in the cluster. It owns the broker's session with the
+metadata store (ZooKeeper when ``zookeeper.connect`` is set, else the single-node store in the
+first log dir: one code path), the broker's registration (``/brokers/ids/<id>``, registered
+again after a lost session), the controller that runs on every broker and is active on one,
+and the listener that keeps the ``MetadataCache`` and tells the broker what changed.
+
+Start-up order, as Kafka's: connect (bounded by ``zookeeper.connection.timeout.ms``, one clear
+error naming ``zookeeper.connect`` when it fails), move a single broker's old
+``topic-metadata.json`` in, agree on the cluster id, register (a live duplicate ``broker.id``
+is refused naming its holder), read the cluster (the broker hosts its partitions), then start
+the controller. Stop: the controller resigns (another broker takes over at once), the session
+closes (the registration goes, and the controller moves this broker's leaderships).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from storage_core.controller.kafka_controller import ControllerConfig, KafkaController
+from storage_core.controller.kafka_zk_client import KafkaZkClient
+from storage_core.controller.legacy_topic_metadata import migrate_legacy_topic_metadata
+from storage_core.controller.local_znode_tree import LocalZNodeTree
+from storage_core.controller.zk_data import BrokerRegistration, EndPoint
+from storage_core.replication.metadata_cache import MetadataCache
+from storage_core.replication.zk_metadata_listener import (
+    DeletionCallback,
+    PartitionsCallback,
+    ZkMetadataListener,
+)
+from storage_core.server.kafka_config import KafkaConfig, new_cluster_id
+
+logger = logging.getLogger(__name__)
+
+REREGISTER_RETRY_S = 1.0
+
+
+def metadata_store_client(config: KafkaConfig, log_dir: Path) -> KafkaZkClient:
+    connect = config.get_string("zookeeper.connect")
+    if not connect:
+        return KafkaZkClient.single_node(LocalZNodeTree(log_dir))
+    session_ms = config.get_int("zookeeper.session.timeout.ms")
+    connection_ms = config.get_int("zookeeper.connection.timeout.ms")
+    return KafkaZkClient(
+        connect,
+        session_timeout_ms=session_ms,
+        connection_timeout_ms=connection_ms if connection_ms > 0 else session_ms,
+    )
+
+
+class ClusterMembership:
+    def __init__(
+        self,
+        config: KafkaConfig,
+        *,
+        log_dir: Path,
+        cache: MetadataCache,
+        unclean_leader_election_enable: Callable[[str], bool],
+        on_partitions: PartitionsCallback,
+        on_deletion_marked: DeletionCallback,
+    ) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.log_dir = log_dir
+        self.cache = cache
+        self.uses_zookeeper = bool(config.get_string("zookeeper.connect"))
+        self.zk = metadata_store_client(config, log_dir)
+        self.controller = KafkaController(
+            self.broker_id,
+            self.zk,
+            unclean_leader_election_enable=unclean_leader_election_enable,
+            config=ControllerConfig(
+                auto_leader_rebalance_enable=config.get_bool("auto.leader.rebalance.enable"),
+                leader_imbalance_check_interval_s=float(
+                    config.get_int("leader.imbalance.check.interval.seconds")
+                ),
+                leader_imbalance_per_broker_percentage=config.get_int(
+                    "leader.imbalance.per.broker.percentage"
+                ),
+            ),
+        )
+        self.listener = ZkMetadataListener(
+            self.broker_id,
+            self.zk,
+            cache,
+            on_partitions=on_partitions,
+            on_deletion_marked=on_deletion_marked,
+        )
+        self._registration: BrokerRegistration | None = None
+        self._session_lost = False
+        self._closed = False
+
+    def connect(self) -> str:
+        """Open the session, move old metadata in, agree on the cluster id (returned)."""
+        self.zk.start()
+        migrated = None
+        if not self.uses_zookeeper and not self.zk.get_all_topics():
+            migrated = migrate_legacy_topic_metadata(self.log_dir, self.zk)
+        proposed = self.config.cluster_id() or migrated or new_cluster_id()
+        cluster_id = self.zk.get_or_create_cluster_id(proposed)
+        self.cache.set_image(replace(self.cache.image(), cluster_id=cluster_id))
+        return cluster_id
+
+    def read_topic_configs(self) -> dict[str, dict[str, str]]:
+        """Every topic's configs, read once before the logs load."""
+        return {topic: self.zk.get_topic_config(topic) for topic in self.zk.get_all_topics()}
+
+    def register_and_start(self, endpoint: EndPoint) -> int:
+        """Register with ``endpoint``, host the partitions (synchronously: they are hosted when
+        this returns), start the controller; returns the broker epoch."""
+        rack = self.config.get_string("broker.rack") or None
+        self._registration = BrokerRegistration(
+            broker_id=self.broker_id,
+            endpoints=(endpoint,),
+            rack=rack,
+            timestamp_ms=int(time.time() * 1000),
+        )
+        epoch = self.zk.register_broker(self._registration)
+        self.zk.add_session_listener(self._on_session_state)
+        self.listener.start()
+        self.controller.start()
+        logger.info(
+            "registered in the cluster broker_id=%d broker_epoch=%d store=%s",
+            self.broker_id,
+            epoch,
+            self.zk.connect,
+        )
+        return epoch
+
+    def close(self) -> None:
+        """Resign, stop following, close the session; safe after a failed start."""
+        self._closed = True
+        self.controller.shutdown()
+        self.listener.stop()
+        try:
+            self.zk.close()
+        except Exception as exc:  # never opened, or already gone
+            logger.debug("metadata store session close: %s", exc)
+
+    def _on_session_state(self, state: str) -> None:
+        """A lost session took the registration with it: register again once reconnected
+        (on a thread of its own: this runs on the ZooKeeper client's thread)."""
+        if state == "LOST":
+            self._session_lost = True
+            logger.warning("zookeeper session expired broker_id=%d", self.broker_id)
+        elif state == "CONNECTED" and self._session_lost and not self._closed:
+            self._session_lost = False
+            threading.Thread(target=self._register_again, daemon=True).start()
+
+    def _register_again(self) -> None:
+        while not self._closed and self._registration is not None:
+            try:
+                epoch = self.zk.register_broker(self._registration)
+                logger.info(
+                    "registered again after a lost session broker_id=%d broker_epoch=%d",
+                    self.broker_id,
+                    epoch,
+                )
+                return
+            except Exception as exc:
+                logger.warning(
+                    "registration failed, retrying broker_id=%d: %s", self.broker_id, exc
+                )
+                time.sleep(REREGISTER_RETRY_S)

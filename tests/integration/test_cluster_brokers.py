@@ -1,0 +1,230 @@
+"""Three broker processes coordinated through a real ZooKeeper: one cluster with one controller,
+partitions spread over the brokers, real clients producing to and consuming from every
+partition through whichever broker leads it, the controller's broker SIGKILLed (another broker
+takes over, the dead broker's partitions go offline), and the broker's return (its partitions
+come back with higher leader epochs and every record)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KpTopicPartition
+
+from embedded.zookeeper import ZooKeeperEnsemble, ZooKeeperUnavailableError, java_executable
+from tests.broker_process import BrokerProcess
+from tests.integration import raw_wire
+
+try:
+    java_executable()
+except ZooKeeperUnavailableError as missing:
+    pytest.skip(str(missing), allow_module_level=True)
+
+pytestmark = pytest.mark.timeout(240)
+
+T = TypeVar("T")
+SESSION_TIMEOUT_MS = 6000
+BROKER_IDS = (1, 2, 3)
+TOPIC = "events"
+PARTITIONS = 6
+
+
+def eventually(check: Callable[[], T], *, timeout_s: float = 30.0, what: str = "") -> T:
+    deadline = time.monotonic() + timeout_s
+    last: object = None
+    while True:
+        try:
+            value = check()
+            if value:
+                return value
+            last = value
+        except Exception as error:  # a broker may be restarting: keep asking
+            last = error
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s} s: {what} (last: {last!r})")
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperEnsemble]:
+    with ZooKeeperEnsemble(tmp_path_factory.mktemp("zk"), size=1) as zk:
+        yield zk
+
+
+@pytest.fixture
+def brokers(zookeeper: ZooKeeperEnsemble, tmp_path: Path) -> Iterator[dict[int, BrokerProcess]]:
+    connect = f"{zookeeper.connect_string}/cluster-{uuid.uuid4().hex[:8]}"
+    started: dict[int, BrokerProcess] = {}
+    try:
+        for broker_id in BROKER_IDS:
+            started[broker_id] = BrokerProcess(
+                tmp_path / f"broker-{broker_id}",
+                overrides={
+                    "broker.id": str(broker_id),
+                    "zookeeper.connect": connect,
+                    "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+                    "offsets.topic.replication.factor": "1",
+                    "auto.leader.rebalance.enable": "false",
+                },
+            ).start()
+        yield started
+    finally:
+        for broker in started.values():
+            broker.kill()
+
+
+def admin(brokers: dict[int, BrokerProcess]) -> AdminClient:
+    return AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in brokers.values())})
+
+
+def metadata(bootstrap: str) -> Any:
+    """One broker's own answer to Metadata v12 for the topic (no client-side caching)."""
+    module = raw_wire.request_classes(3, 12)
+    with raw_wire.connect(int(bootstrap.rsplit(":", 1)[1])) as sock:
+        return raw_wire.call(
+            sock,
+            3,
+            12,
+            topics=(raw_wire.build(module.MetadataRequestTopic, name=TOPIC, topic_id=None),),
+            allow_auto_topic_creation=False,
+            include_cluster_authorized_operations=False,
+            include_topic_authorized_operations=False,
+        )
+
+
+def partition_leaders(bootstrap: str) -> dict[int, tuple[int, int]]:
+    """partition -> (leader, leader epoch) as one broker's Metadata answers."""
+    (topic,) = metadata(bootstrap).topics
+    return {p.partition_index: (p.leader_id, p.leader_epoch) for p in topic.partitions}
+
+
+def produce(bootstrap: str, prefix: str, per_partition: int) -> dict[int, list[bytes]]:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    sent: dict[int, list[bytes]] = {}
+    for partition in range(PARTITIONS):
+        for i in range(per_partition):
+            value = f"{prefix}-{partition}-{i}".encode()
+            producer.send(TOPIC, value=value, partition=partition).get(timeout=30)
+            sent.setdefault(partition, []).append(value)
+    producer.close(10)
+    return sent
+
+
+def consume_kafka_python(bootstrap: str, partition: int, count: int) -> list[bytes]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=15_000)
+    tp = KpTopicPartition(TOPIC, partition)
+    consumer.assign([tp])
+    consumer.seek(tp, 0)
+    values = []
+    for record in consumer:
+        values.append(record.value)
+        if len(values) == count:
+            break
+    consumer.close()
+    return values
+
+
+def consume_confluent(bootstrap: str, partition: int, count: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}"})
+    consumer.assign([CkTopicPartition(TOPIC, partition, 0)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(values) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            values.append(message.value())
+    consumer.close()
+    return values
+
+
+def test_three_brokers_are_one_cluster_through_a_controller_failover(
+    brokers: dict[int, BrokerProcess],
+) -> None:
+    client = admin(brokers)
+    cluster = eventually(
+        lambda: (d := client.describe_cluster().result(10)) and len(d.nodes) == 3 and d,
+        what="three brokers in DescribeCluster",
+    )
+    assert sorted(n.id for n in cluster.nodes) == list(BROKER_IDS)
+    controller_id = cluster.controller.id
+    assert controller_id in BROKER_IDS
+
+    client.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)])[
+        TOPIC
+    ].result(30)
+    bootstrap = brokers[1].bootstrap
+    leaders = eventually(
+        lambda: (
+            (m := partition_leaders(bootstrap)) and all(lead > 0 for lead, _ in m.values()) and m
+        ),
+        what="a leader for every partition",
+    )
+    # spread over the brokers like Kafka's placement: two partitions each
+    per_broker = {b: sum(1 for lead, _ in leaders.values() if lead == b) for b in BROKER_IDS}
+    assert per_broker == {1: 2, 2: 2, 3: 2}
+    for broker in brokers.values():  # every broker answers the same picture
+        assert partition_leaders(broker.bootstrap) == leaders
+
+    sent = produce(bootstrap, "before", 10)
+    for partition in range(PARTITIONS):
+        assert consume_kafka_python(bootstrap, partition, 10) == sent[partition]
+        assert consume_confluent(bootstrap, partition, 10) == sent[partition]
+
+    # SIGKILL the controller's broker: another broker becomes controller
+    victim = controller_id
+    brokers[victim].kill()
+    killed_at = time.monotonic()
+    survivor = next(b for b in BROKER_IDS if b != victim)
+    new_controller = eventually(
+        lambda: (
+            (c := metadata(brokers[survivor].bootstrap).controller_id) not in (victim, -1) and c
+        ),
+        timeout_s=SESSION_TIMEOUT_MS / 1000 + 20,
+        what="a new controller",
+    )
+    failover_s = time.monotonic() - killed_at
+    print(
+        f"\ncontroller failover after SIGKILL of broker {victim}: {failover_s:.2f} s"
+        f" (zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}); new controller {new_controller}"
+    )
+    assert failover_s < SESSION_TIMEOUT_MS / 1000 + 10
+
+    dead = [p for p, (lead, _) in leaders.items() if lead == victim]
+    offline = eventually(
+        lambda: (
+            (m := partition_leaders(brokers[survivor].bootstrap))
+            and all(m[p] == (-1, leaders[p][1] + 1) for p in dead)
+            and m
+        ),
+        what="the dead broker's partitions offline, one leader epoch on",
+    )
+    alive = [p for p in range(PARTITIONS) if p not in dead]
+    for partition in alive:
+        assert offline[partition] == leaders[partition]  # untouched
+
+    # the broker returns: its partitions come back, led by it, at a higher epoch, whole
+    brokers[victim].start()
+    back = eventually(
+        lambda: (
+            (m := partition_leaders(brokers[survivor].bootstrap))
+            and all(m[p][0] == victim for p in dead)
+            and m
+        ),
+        what="the returned broker's partitions online",
+    )
+    for partition in dead:
+        assert back[partition][1] == leaders[partition][1] + 2
+        assert consume_kafka_python(brokers[survivor].bootstrap, partition, 10) == sent[partition]
+    more = produce(brokers[survivor].bootstrap, "after", 5)
+    for partition in range(PARTITIONS):
+        assert consume_confluent(brokers[survivor].bootstrap, partition, 15) == (
+            sent[partition] + more[partition]
+        )
