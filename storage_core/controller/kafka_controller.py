@@ -108,6 +108,7 @@ class KafkaController:
         self._active = threading.Event()
         self._active_controller_id = -1
         self._next_rebalance_s = float("inf")
+        self._shutdowns_served: set[tuple[int, int]] = set()
 
     # --- lifecycle and state, from any thread -----------------------------------------------
 
@@ -282,6 +283,7 @@ class KafkaController:
         ctx.topics_to_delete = set(self.zk.get_topics_marked_for_deletion(self._watch_deletions))
         self._trigger_online_partition_state_change()
         self._process_topic_deletion()
+        self._process_controlled_shutdown_requests()
         if self.config.auto_leader_rebalance_enable:
             self._next_rebalance_s = time.monotonic() + min(
                 5.0, self.config.leader_imbalance_check_interval_s
@@ -594,10 +596,33 @@ class KafkaController:
             )
         return outcomes
 
+    def _watch_shutdown_requests(self, _event: Any = None) -> None:
+        self._enqueue("ControlledShutdown", self._process_controlled_shutdown_requests)
+
+    def _process_controlled_shutdown_requests(self) -> None:
+        """Brokers asking to leave (``/admin/controlled_shutdown``): each request of a broker
+        epoch is served once, as Kafka's ControlledShutdown request was."""
+        if not self.is_active:
+            return
+        requests = self.zk.get_controlled_shutdown_requests(watch=self._watch_shutdown_requests)
+        for broker_id, broker_epoch in sorted(requests.items()):
+            known = self.context.live_brokers.get(broker_id)
+            if known is None or broker_epoch < known.broker_epoch:
+                continue  # gone already, or a request of an earlier life of that broker
+            if (broker_id, broker_epoch) in self._shutdowns_served:
+                continue
+            still_led = self._process_controlled_shutdown(broker_id)
+            self._shutdowns_served.add((broker_id, broker_epoch))
+            logger.info(
+                "controlled shutdown served, broker=%s partitions_still_led=%s",
+                broker_id,
+                [str(tp) for tp in still_led],
+            )
+
     def _process_controlled_shutdown(self, broker_id: int) -> list[TopicPartition]:
         ctx = self.context
         if broker_id not in ctx.live_brokers:
-            raise ControllerMovedError(f"broker {broker_id} is not registered")
+            return []  # gone already: its partitions were handled as a failure
         ctx.shutting_down.add(broker_id)
         changes = {}
         for tp in ctx.partitions_on_broker(broker_id):

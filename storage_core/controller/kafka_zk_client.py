@@ -249,6 +249,28 @@ class KafkaZkClient:
             brokers[broker_id] = zk_data.decode_broker(broker_id, data, czxid=stat.czxid)
         return brokers
 
+    def request_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> None:
+        """Ask the controller to move this broker's leaderships away before it stops."""
+        with contextlib.suppress(NodeExistsError):
+            self.zk.create(
+                f"{zk_data.CONTROLLED_SHUTDOWN_PATH}/{broker_id}",
+                str(broker_epoch).encode("ascii"),
+                ephemeral=True,
+            )
+
+    def get_controlled_shutdown_requests(self, watch: Watch | None = None) -> dict[int, int]:
+        """Broker id -> broker epoch of the brokers asking to shut down."""
+        requests = {}
+        for child in self.zk.get_children(zk_data.CONTROLLED_SHUTDOWN_PATH, watch=watch):
+            try:
+                data, _ = self.zk.get(f"{zk_data.CONTROLLED_SHUTDOWN_PATH}/{child}")
+            except NoNodeError:
+                continue
+            text = data.decode("ascii", errors="replace").strip()
+            if child.isdigit() and text.lstrip("-").isdigit():
+                requests[int(child)] = int(text)
+        return requests
+
     # --- controller -------------------------------------------------------------------------
 
     def get_controller(self, watch: Watch | None = None) -> ControllerRegistration | None:

@@ -21,6 +21,7 @@ they expect it. Pure encoding and decoding: no client, no I/O.
     /admin/delete_topics/<topic>                 (empty)
     /latest_producer_id_block                    {"version":1,"broker":1,"block_start":"0",
                                                   "block_end":"999"}
+    /admin/controlled_shutdown/<id> (ephemeral)  "<broker epoch>" (plain text; not Kafka's)
 
 A broker's epoch is the czxid of its registration znode (a new registration after a lost
 session is a new epoch); a partition state's version is the znode's version, which every
@@ -46,6 +47,10 @@ TOPICS_PATH = "/brokers/topics"
 TOPIC_CONFIGS_PATH = "/config/topics"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
+# Not in Kafka's layout: Kafka's brokers asked for a controlled shutdown with an RPC
+# (ControlledShutdown, removed in 4.0); here a broker leaving creates an ephemeral
+# /admin/controlled_shutdown/<broker id> holding its broker epoch, and the controller watches it.
+CONTROLLED_SHUTDOWN_PATH = "/admin/controlled_shutdown"
 
 # Created at a cluster's first start; everything else hangs below them.
 PERSISTENT_PATHS = (
@@ -53,6 +58,7 @@ PERSISTENT_PATHS = (
     TOPICS_PATH,
     TOPIC_CONFIGS_PATH,
     DELETE_TOPICS_PATH,
+    CONTROLLED_SHUTDOWN_PATH,
     "/cluster",
 )
 

@@ -37,6 +37,7 @@ from storage_core.server.kafka_config import KafkaConfig, new_cluster_id
 logger = logging.getLogger(__name__)
 
 REREGISTER_RETRY_S = 1.0
+CONTROLLED_SHUTDOWN_POLL_S = 0.05
 
 
 def metadata_store_client(config: KafkaConfig, log_dir: Path) -> KafkaZkClient:
@@ -91,6 +92,7 @@ class ClusterMembership:
             on_deletion_marked=on_deletion_marked,
         )
         self._registration: BrokerRegistration | None = None
+        self._broker_epoch = -1
         self._session_lost = False
         self._closed = False
 
@@ -120,6 +122,7 @@ class ClusterMembership:
             timestamp_ms=int(time.time() * 1000),
         )
         epoch = self.zk.register_broker(self._registration)
+        self._broker_epoch = epoch
         self.zk.add_session_listener(self._on_session_state)
         self.listener.start()
         self.controller.start()
@@ -130,6 +133,56 @@ class ClusterMembership:
             self.zk.connect,
         )
         return epoch
+
+    def controlled_shutdown(self) -> None:
+        """Ask the controller to move this broker's leaderships to other in-sync replicas and
+        wait until this broker's metadata shows them moved (Kafka's controlled shutdown;
+        bounded by ``controlled.shutdown.max.retries`` x ``controlled.shutdown.retry.backoff.ms``).
+        Partitions with no other in-sync replica stay (they go offline when the broker does)."""
+        if not self.config.get_bool("controlled.shutdown.enable") or self._broker_epoch < 0:
+            return
+        timeout_s = (
+            max(1, self.config.get_int("controlled.shutdown.max.retries"))
+            * self.config.get_int("controlled.shutdown.retry.backoff.ms")
+            / 1000
+        )
+        started = time.monotonic()
+        try:
+            self.zk.request_controlled_shutdown(self.broker_id, self._broker_epoch)
+        except Exception as exc:
+            logger.warning(
+                "controlled shutdown not requested broker_id=%d: %s", self.broker_id, exc
+            )
+            return
+        while True:
+            movable = self._movable_leaderships()
+            if not movable:
+                logger.info(
+                    "controlled shutdown complete broker_id=%d after_s=%.2f",
+                    self.broker_id,
+                    time.monotonic() - started,
+                )
+                return
+            if time.monotonic() - started > timeout_s:
+                logger.warning(
+                    "controlled shutdown incomplete after %.0f s broker_id=%d still_leading=%s",
+                    timeout_s,
+                    self.broker_id,
+                    movable,
+                )
+                return
+            time.sleep(CONTROLLED_SHUTDOWN_POLL_S)
+
+    def _movable_leaderships(self) -> list[str]:
+        """Partitions this broker leads that another live in-sync replica could lead."""
+        image = self.cache.image()
+        return [
+            f"{topic.name}-{p.partition}"
+            for topic in image.topics.values()
+            for p in topic.partitions
+            if p.leader == self.broker_id
+            and any(r != self.broker_id and r in image.brokers for r in p.isr)
+        ]
 
     def close(self) -> None:
         """Resign, stop following, close the session; safe after a failed start."""

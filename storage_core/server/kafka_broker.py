@@ -493,6 +493,8 @@ class KafkaBroker:
         )
 
     async def stop(self) -> None:
+        # leaderships leave first, while this broker still serves (clients move with them)
+        await asyncio.get_running_loop().run_in_executor(None, self.membership.controlled_shutdown)
         if self.metrics_server is not None:
             await self.metrics_server.stop()
         await self.socket_server.stop()

@@ -86,6 +86,8 @@ BROKER_CONFIG_DEFS: dict[str, tuple[str, Any]] = {
     "zookeeper.session.timeout.ms": ("int", 18_000),
     "zookeeper.connection.timeout.ms": ("int", -1),  # -1: zookeeper.session.timeout.ms
     "controlled.shutdown.enable": ("bool", True),
+    "controlled.shutdown.max.retries": ("int", 3),
+    "controlled.shutdown.retry.backoff.ms": ("long", 5000),
     "auto.leader.rebalance.enable": ("bool", True),
     "leader.imbalance.check.interval.seconds": ("long", 300),
     "leader.imbalance.per.broker.percentage": ("int", 10),

@@ -228,3 +228,36 @@ def test_three_brokers_are_one_cluster_through_a_controller_failover(
         assert consume_confluent(brokers[survivor].bootstrap, partition, 15) == (
             sent[partition] + more[partition]
         )
+
+
+def test_sigterm_moves_leadership_away_before_the_broker_exits(
+    brokers: dict[int, BrokerProcess],
+) -> None:
+    client = admin(brokers)
+    eventually(lambda: len(client.describe_cluster().result(10).nodes) == 3, what="three brokers")
+    client.create_topics([NewTopic(TOPIC, num_partitions=3, replication_factor=3)])[TOPIC].result(
+        30
+    )
+    bootstrap = brokers[2].bootstrap
+    before = eventually(
+        lambda: (
+            (m := partition_leaders(bootstrap)) and all(lead > 0 for lead, _ in m.values()) and m
+        ),
+        what="a leader for every partition",
+    )
+    leaving = 1
+    led = [p for p, (lead, _) in before.items() if lead == leaving]
+    assert led, before  # Kafka's placement gives every broker a preferred leadership
+
+    assert brokers[leaving].stop() == 0  # SIGTERM: a clean, controlled shutdown
+    output = brokers[leaving].output()
+    assert "controlled shutdown complete broker_id=1" in output, output
+    assert output.index("controlled shutdown complete") < output.index("broker shut down cleanly")
+
+    after = metadata(bootstrap)
+    (topic,) = after.topics
+    for p in topic.partitions:
+        assert p.leader_id in (2, 3), p  # none offline, none left on the stopped broker
+        assert leaving not in p.isr_nodes, p
+        if p.partition_index in led:
+            assert p.leader_epoch == before[p.partition_index][1] + 1, p
