@@ -45,6 +45,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/broker_throughput.py
 	$(BIN)/python benchmarks/remote_read.py
 	$(BIN)/python benchmarks/copy_throughput.py
+	$(BIN)/python benchmarks/cluster_metadata.py
 
 clean:
 	rm -rf $(VENV) demo-data test-artifacts .pytest_cache .mypy_cache .ruff_cache
