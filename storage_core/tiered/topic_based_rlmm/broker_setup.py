@@ -3,7 +3,8 @@
 Called by ``KafkaBroker.start`` after the local partitions are hosted, when
 ``remote.log.storage.system.enable=true``. The topic is internal, ``cleanup.policy=delete``,
 ``retention.ms`` = ``remote.log.metadata.topic.retention.ms`` (default -1) with
-``remote.log.metadata.topic.num.partitions`` partitions and one replica (this broker). An
+``remote.log.metadata.topic.num.partitions`` partitions and
+``remote.log.metadata.topic.replication.factor`` replicas (one on a single broker). An
 existing topic keeps its partition count: user partitions must keep mapping to the same
 metadata partition.
 """
@@ -15,6 +16,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from storage_core.common import TopicIdPartition
+from storage_core.errors import InvalidReplicationFactorError
 from storage_core.tiered.topic_based_rlmm.config import (
     REMOTE_LOG_METADATA_TOPIC_NAME,
     ConsumerTaskConfig,
@@ -36,11 +38,25 @@ async def maybe_start_remote_log_metadata_manager(
     if not config.get_bool("remote.log.storage.system.enable"):
         return None
     loop = asyncio.get_running_loop()
-    topic = broker.ensure_internal_topic(
-        REMOTE_LOG_METADATA_TOPIC_NAME,
-        config.get_int("remote.log.metadata.topic.num.partitions"),
-        metadata_topic_configs(config.get_int("remote.log.metadata.topic.retention.ms")),
-    )
+    try:
+        topic = await loop.run_in_executor(
+            None,
+            broker.ensure_internal_topic,
+            REMOTE_LOG_METADATA_TOPIC_NAME,
+            config.get_int("remote.log.metadata.topic.num.partitions"),
+            metadata_topic_configs(config.get_int("remote.log.metadata.topic.retention.ms")),
+        )
+    except InvalidReplicationFactorError as error:
+        # Kafka's rule for internal topics: not before that many brokers are registered.
+        # Without the manager no tiered offset is served and no local segment of a
+        # remote-enabled topic is deleted (the deletion guard waits for it): nothing is lost.
+        logger.error(
+            "tiered storage is not available until %s can be created: %s (start the other"
+            " brokers, or lower remote.log.metadata.topic.replication.factor)",
+            REMOTE_LOG_METADATA_TOPIC_NAME,
+            error,
+        )
+        return None
     manager = TopicBasedRemoteLogMetadataManager.for_broker(
         broker,
         loop,
