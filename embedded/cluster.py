@@ -155,3 +155,9 @@ def prepare_directory(directory: Path, *, fresh: bool) -> None:
 
 class DirectoryInUseError(RuntimeError):
     """The working directory holds files the embedded cluster did not create."""
+
+
+if __name__ == "__main__":
+    from embedded.cluster_command import main
+
+    raise SystemExit(main())
