@@ -13,12 +13,15 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import time
 from pathlib import Path
 from types import FrameType
 
 from embedded.cluster import ClusterStartError, DirectoryInUseError, prepare_directory
 from embedded.cluster_processes import ClusterProcesses
 from embedded.zookeeper import ZooKeeperUnavailableError
+
+WATCH_INTERVAL_S = 1.0
 
 
 class StopRequestedError(Exception):
@@ -30,6 +33,21 @@ def _stop_requested(signum: int, _frame: FrameType | None) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise StopRequestedError(signal.Signals(signum).name)
+
+
+def watch(cluster: ClusterProcesses) -> None:
+    """Until a stop is requested: say once when a broker process ends by itself."""
+    reported: set[int] = set()
+    while True:
+        for broker in cluster.brokers:
+            code = broker.exit_code()
+            if code is not None and broker.broker_id not in reported:
+                reported.add(broker.broker_id)
+                print(
+                    f"broker {broker.broker_id} exited with {code}; see {broker.output_path}",
+                    flush=True,
+                )
+        time.sleep(WATCH_INTERVAL_S)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
         print(f"zookeeper.connect: {cluster.zookeeper_connect}", flush=True)
         print(f"logs and data under {cluster.directory}; Ctrl-C stops the cluster", flush=True)
-        signal.pause()
+        watch(cluster)
     except StopRequestedError as stop:
         print(f"{stop}: stopping brokers, then ZooKeeper", flush=True)
     except (ClusterStartError, ZooKeeperUnavailableError) as error:
