@@ -7,7 +7,8 @@ all under one directory, as ``python -m embedded.cluster`` runs them.
 Every broker reads Kafka's property names (``broker.id`` 1..N, ``listeners``, ``log.dirs``,
 ``zookeeper.connect`` with the chroot ``/storage-core``). The cluster counts as started once
 every broker answers Metadata naming all N brokers and a controller; it stops brokers first
-(SIGTERM: each resigns and closes its session), then ZooKeeper.
+(SIGTERM: each resigns and closes its session), then ZooKeeper. On a reused directory the
+registrations of brokers that were killed last time are waited out before the brokers start.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from embedded.processes import ProcessGroup
 from embedded.zookeeper import ZooKeeperEnsemble, free_port
 from storage_core.client import KafkaCluster
 from storage_core.client.connection import ConnectionConfig
+from storage_core.controller.kafka_zk_client import KafkaZkClient
 
 CHROOT = "/storage-core"
 START_TIMEOUT_S = 60.0
@@ -143,6 +145,7 @@ class ClusterProcesses:
     def start(self, timeout_s: float = START_TIMEOUT_S) -> ClusterProcesses:
         self.zookeeper.start()
         try:
+            self.wait_for_stale_registrations()
             for broker in self.brokers:
                 broker.write_config(self.settings)
                 broker.start()
@@ -151,6 +154,23 @@ class ClusterProcesses:
             self.stop()
             raise
         return self
+
+    def wait_for_stale_registrations(self) -> None:
+        """A reused directory may hold the sessions of brokers that were killed: ZooKeeper
+        restores them with their ``/brokers/ids/<id>``, which would refuse the brokers' ids
+        until the sessions expire. Wait for that (bounded); the brokers report what is left."""
+        session_ms = int(self.settings["zookeeper.session.timeout.ms"])
+        client = KafkaZkClient(
+            self.zookeeper_connect,
+            session_timeout_ms=session_ms,
+            connection_timeout_ms=int(self.settings["zookeeper.connection.timeout.ms"]),
+        ).start()
+        try:
+            deadline = time.monotonic() + 2 * session_ms / 1000
+            while client.get_all_brokers() and time.monotonic() < deadline:
+                time.sleep(_POLL_S)
+        finally:
+            client.close()
 
     def wait_until_serving(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

@@ -63,11 +63,10 @@ def printed(lines: list[str], label: str) -> str:
     return next(line.split(": ", 1)[1].strip() for line in lines if line.startswith(label))
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningCluster]:
-    directory = tmp_path_factory.mktemp("cmd") / "cluster-data"
+def start_command(directory: Path, *args: str) -> RunningCluster:
+    """``python -m embedded.cluster`` until it prints the ZooKeeper address (or exits)."""
     process = subprocess.Popen(
-        [*COMMAND, "--dir", str(directory), "--brokers", "3", "--zookeeper-nodes", "3"],
+        [*COMMAND, "--dir", str(directory), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -75,23 +74,39 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningCluster
     )
     assert process.stdout is not None
     lines: list[str] = []
+    for line in process.stdout:
+        lines.append(line)
+        if line.startswith("zookeeper.connect:"):
+            break
+    assert process.poll() is None, "".join(lines)
+    return RunningCluster(
+        process=process,
+        directory=directory,
+        bootstrap=printed(lines, "bootstrap servers:"),
+        zookeeper_connect=printed(lines, "zookeeper.connect:"),
+        output=lines,
+    )
+
+
+def stop_command(cluster: RunningCluster) -> str:
+    """SIGTERM; the rest of its output."""
+    if cluster.process.poll() is None:
+        cluster.process.send_signal(signal.SIGTERM)
+    assert cluster.process.wait(120) == 0
+    assert cluster.process.stdout is not None
+    return cluster.process.stdout.read()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningCluster]:
+    directory = tmp_path_factory.mktemp("cmd") / "cluster-data"
+    running = start_command(directory, "--brokers", "3", "--zookeeper-nodes", "3")
     try:
-        for line in process.stdout:
-            lines.append(line)
-            if line.startswith("zookeeper.connect:"):
-                break
-        assert process.poll() is None, "".join(lines)
-        yield RunningCluster(
-            process=process,
-            directory=directory,
-            bootstrap=printed(lines, "bootstrap servers:"),
-            zookeeper_connect=printed(lines, "zookeeper.connect:"),
-            output=lines,
-        )
+        yield running
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            process.wait(120)
+        if running.process.poll() is None:
+            running.process.send_signal(signal.SIGTERM)
+            running.process.wait(120)
 
 
 def produce_and_consume(bootstrap: str, topic: str, count: int) -> list[bytes]:
@@ -167,10 +182,7 @@ def test_keeps_working_without_the_zookeeper_leader(cluster: RunningCluster) -> 
 def test_sigterm_stops_every_process(cluster: RunningCluster) -> None:
     # the brokers and the surviving ZooKeeper servers run with the directory in their commands
     assert len(mentioning(str(cluster.directory))) >= 5
-    cluster.process.send_signal(signal.SIGTERM)
-    assert cluster.process.wait(120) == 0
-    assert cluster.process.stdout is not None
-    rest = cluster.process.stdout.read()
+    rest = stop_command(cluster)
     assert "stopped" in rest, "".join(cluster.output) + rest
     assert mentioning(str(cluster.directory)) == []
 
@@ -189,3 +201,25 @@ def test_refuses_a_directory_it_did_not_create(tmp_path: Path) -> None:
     assert result.stderr.startswith("error: ") and "was not created" in result.stderr
     assert (tmp_path / "notes.txt").read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_reuses_its_directory_after_a_broker_was_killed(tmp_path: Path) -> None:
+    # ZooKeeper keeps the killed broker's session, and with it /brokers/ids/1, into the next
+    # run: the command waits for that session to expire instead of the broker being refused
+    directory = tmp_path / "cluster-data"
+    first = start_command(directory, "--brokers", "1")
+    try:
+        create_topic(first.bootstrap, "kept")
+        assert produce_and_consume(first.bootstrap, "kept", 5) == expected("kept", 5)
+        (broker,) = mentioning(str(directory / "broker-1" / "server.properties"))
+        subprocess.run(["kill", "-KILL", str(broker)], check=True)
+        eventually(lambda: "broker 1 exited" in first.process.stdout.readline(), what="reported")
+    finally:
+        stop_command(first)
+
+    second = start_command(directory, "--brokers", "1")
+    try:
+        assert consume(second.bootstrap, "kept", 5) == expected("kept", 5)
+    finally:
+        stop_command(second)
+    assert mentioning(str(directory)) == []
