@@ -88,10 +88,10 @@ def start_command(directory: Path, *args: str) -> RunningCluster:
     )
 
 
-def stop_command(cluster: RunningCluster) -> str:
-    """SIGTERM; the rest of its output."""
+def stop_command(cluster: RunningCluster, signum: int = signal.SIGTERM) -> str:
+    """SIGTERM (or Ctrl-C's SIGINT); the rest of its output."""
     if cluster.process.poll() is None:
-        cluster.process.send_signal(signal.SIGTERM)
+        cluster.process.send_signal(signum)
     assert cluster.process.wait(120) == 0
     assert cluster.process.stdout is not None
     return cluster.process.stdout.read()
@@ -221,5 +221,6 @@ def test_reuses_its_directory_after_a_broker_was_killed(tmp_path: Path) -> None:
     try:
         assert consume(second.bootstrap, "kept", 5) == expected("kept", 5)
     finally:
-        stop_command(second)
+        rest = stop_command(second, signal.SIGINT)  # Ctrl-C
+    assert "SIGINT: stopping brokers, then ZooKeeper\nstopped" in rest, rest
     assert mentioning(str(directory)) == []
