@@ -5,8 +5,9 @@ The broker runs ``storage-core broker`` with Kafka's property names (``server.pr
 ``<dir>/remote-tier``). Restarting it on an existing directory keeps every topic and record:
 the log dir, topic metadata and remote tier persist; only the port is chosen afresh.
 
-The cluster is one broker: replication between brokers is not built yet, so a second broker
-would be a second, independent cluster.
+This is the demo's one-broker cluster (its metadata in the broker's own log dir). Several
+brokers on ZooKeeper are ``ClusterProcesses`` (embedded/cluster_processes.py), which
+``python -m embedded.cluster`` runs until Ctrl-C (embedded/cluster_command.py).
 """
 
 from __future__ import annotations
@@ -155,3 +156,9 @@ def prepare_directory(directory: Path, *, fresh: bool) -> None:
 
 class DirectoryInUseError(RuntimeError):
     """The working directory holds files the embedded cluster did not create."""
+
+
+if __name__ == "__main__":
+    from embedded.cluster_command import main
+
+    raise SystemExit(main())

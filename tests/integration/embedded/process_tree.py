@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from embedded.processes import process_table
 
 
@@ -21,3 +23,16 @@ def alive(pids: list[int]) -> list[int]:
     """Those of ``pids`` that still run (zombies do not count)."""
     live = process_table()
     return [p for p in pids if p in live]
+
+
+def mentioning(text: str) -> list[int]:
+    """Live processes whose command line contains ``text`` (e.g. a working directory)."""
+    found = []
+    for pid in process_table():
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue  # gone meanwhile
+        if text.encode() in command:
+            found.append(pid)
+    return found
