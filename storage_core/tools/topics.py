@@ -11,7 +11,7 @@ either, and no topic lines, as ``kafka-topics.sh`` does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TextIO
 
 from storage_core.client.admin import (
@@ -26,7 +26,6 @@ from storage_core.client.cluster import KafkaCluster
 from storage_core.client.errors import UnsupportedVersionError
 from storage_core.client.metadata import (
     NO_LEADER,
-    ClusterMetadata,
     PartitionMetadata,
     TopicMetadata,
 )
@@ -71,15 +70,16 @@ def describe_topics(
     if not names:
         return
     if under_replicated or unavailable:
-        metadata = admin.cluster.refresh_metadata(names)
+        live = {b.node_id for b in admin.cluster.refresh_metadata([]).brokers}
+        described = {t.name: t for t in admin.describe_topic_partitions(names)}
         for name in names:
-            topic = metadata.topic(name)
+            topic = described.get(name)
             if topic is None:  # pragma: no cover - the broker always answers every name
                 continue
             topic.raise_for_error()
             for p in sorted(topic.partitions, key=lambda p: p.partition):
                 if (under_replicated and is_under_replicated(p)) or (
-                    unavailable and is_unavailable(p, metadata)
+                    unavailable and is_unavailable(p, live)
                 ):
                     print(format_partition(topic.name, p), file=out)
         return
@@ -132,9 +132,9 @@ def is_under_replicated(p: PartitionMetadata) -> bool:
     return len(p.isr) < len(p.replicas)
 
 
-def is_unavailable(p: PartitionMetadata, metadata: ClusterMetadata) -> bool:
+def is_unavailable(p: PartitionMetadata, live_brokers: Collection[int]) -> bool:
     """No leader, or a leader that is not a live broker (--unavailable-partitions)."""
-    return p.leader_id == NO_LEADER or metadata.broker(p.leader_id) is None
+    return p.leader_id == NO_LEADER or p.leader_id not in live_brokers
 
 
 def _ids(ids: Sequence[int]) -> str:
