@@ -203,6 +203,16 @@ def _add_client_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPa
     topics.add_argument(
         "--delete", action="append", default=[], metavar="KEY", help="alter-config: remove"
     )
+    topics.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="describe: only partitions whose ISR is smaller than their replicas",
+    )
+    topics.add_argument(
+        "--unavailable-partitions",
+        action="store_true",
+        help="describe: only partitions without a live leader",
+    )
 
     produce = commands.add_parser(
         "produce", parents=[common], help="produce lines from stdin or generated records"
@@ -316,6 +326,8 @@ def _client_command(args: argparse.Namespace) -> int:
                 delete_configs=args.delete,
                 out=sys.stdout,
                 err=sys.stderr,
+                under_replicated=args.under_replicated_partitions,
+                unavailable=args.unavailable_partitions,
             )
         if args.command == "produce":
             from storage_core.tools.produce import run_produce  # noqa: PLC0415

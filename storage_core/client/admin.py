@@ -44,10 +44,15 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i8, i16, i32
 
 from storage_core.client.cluster import KafkaCluster
-from storage_core.client.errors import BrokerResponseError, raise_for_error
+from storage_core.client.errors import (
+    BrokerResponseError,
+    UnsupportedVersionError,
+    raise_for_error,
+)
 from storage_core.client.framing import i32_timedelta
 from storage_core.client.metadata import TopicMetadata
 from storage_core.client.negotiation import ApiKey
+from storage_core.client.topic_partitions import describe_topic_partitions
 from storage_core.common import Uuid
 
 DEFAULT_ADMIN_TIMEOUT_MS = 30_000
@@ -293,12 +298,14 @@ class KafkaAdminClient:
         )
 
     def describe_topics(self, names: Sequence[str]) -> list[TopicDescription]:
-        """Partitions (leader, replicas, isr) and configs of ``names``, in that order."""
+        """Partitions (leader, replicas, isr) and configs of ``names``, in that order; through
+        DescribeTopicPartitions where the broker has it (the ISR as the controller wrote it),
+        else Metadata."""
         _check_count(len(names))
-        metadata = self.cluster.refresh_metadata(list(names))
+        described = self.describe_topic_partitions(names)
         descriptions: list[TopicDescription] = []
         for name in names:
-            topic = metadata.topic(name)
+            topic = next((t for t in described if t.name == name), None)
             if topic is None:
                 raise BrokerResponseError(
                     ErrorCode.unknown_topic_or_partition, resource=f"topic {name!r}"
@@ -307,6 +314,15 @@ class KafkaAdminClient:
             configs = self.describe_configs(ConfigResourceType.TOPIC, name)
             descriptions.append(TopicDescription(metadata=topic, configs=configs))
         return descriptions
+
+    def describe_topic_partitions(self, names: Sequence[str]) -> list[TopicMetadata]:
+        """Topics (none named: all of them, internal ones included) with their partitions, by
+        DescribeTopicPartitions, or Metadata from a broker without it."""
+        try:
+            return describe_topic_partitions(self.cluster.any_session(), names)
+        except UnsupportedVersionError:
+            metadata = self.cluster.refresh_metadata(list(names) or None)
+            return sorted(metadata.topics, key=lambda t: t.name)
 
     # ------------------------------------------------------------------ configs
     def describe_configs(

@@ -46,6 +46,7 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     DESCRIBE_CONFIGS = 32
     INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 # The versions implemented by this client, per API: a flexible one (header v2) and an older
@@ -60,6 +61,7 @@ CLIENT_API_VERSIONS: Mapping[ApiKey, tuple[int, ...]] = {
     ApiKey.DELETE_TOPICS: (1, 6),
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0,),
 }
 
 _ERROR_CODE = struct.Struct(">h")

@@ -64,6 +64,7 @@ from storage_core.errors import InvalidPartitionsError, UnknownTopicOrPartitionE
 logger = logging.getLogger(__name__)
 
 MAX_STATE_WRITE_ATTEMPTS = 10  # rereads after a partition state moved under the controller
+ELECTION_NOT_NEEDED_MESSAGE = "Leader election not needed for topic partition."
 T = TypeVar("T")
 
 
@@ -79,10 +80,12 @@ class ControllerConfig:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ElectionOutcome:
-    """One partition's answer to ElectLeaders: an error name (Kafka's, lower case) or None."""
+    """One partition's answer to ElectLeaders: an error name (Kafka's, lower case) or None and
+    the leader elected (``leader``, set only when the election was written)."""
 
     error: str | None = None
     message: str | None = None
+    leader: int | None = None
 
 
 class KafkaController:
@@ -546,17 +549,21 @@ class KafkaController:
         changes = {}
         for tp in partitions:
             state = ctx.states.get(tp)
-            if tp not in ctx.assignments or state is None or tp.topic in ctx.topics_to_delete:
+            if tp not in ctx.assignments or state is None:
                 outcomes[tp] = ElectionOutcome(
-                    error="unknown_topic_or_partition",
-                    message=f"The partition {tp} does not exist.",
+                    error="unknown_topic_or_partition", message="The partition does not exist."
+                )
+                continue
+            if tp.topic in ctx.topics_to_delete:
+                outcomes[tp] = ElectionOutcome(
+                    error="invalid_topic_exception", message="The topic is being deleted"
                 )
                 continue
             replicas = ctx.assignments[tp].replicas
             if unclean:
                 if state.leader != NO_LEADER and state.leader in ctx.live_broker_ids:
                     outcomes[tp] = ElectionOutcome(
-                        error="election_not_needed", message=f"{tp} already has a leader"
+                        error="election_not_needed", message=ELECTION_NOT_NEEDED_MESSAGE
                     )
                     continue
                 result = election.elect_offline_leader(
@@ -567,29 +574,29 @@ class KafkaController:
                     controller_epoch=self._epoch().epoch,
                 )
                 missing = "eligible_leaders_not_available"
+                strategy = "OfflinePartitionLeaderElectionStrategy(true)"
             else:
                 if state.leader == replicas[0]:
                     outcomes[tp] = ElectionOutcome(
-                        error="election_not_needed",
-                        message=f"Leader is already the preferred replica for {tp}",
+                        error="election_not_needed", message=ELECTION_NOT_NEEDED_MESSAGE
                     )
                     continue
                 result = election.elect_preferred_leader(
                     replicas, state, ctx.live_broker_ids, controller_epoch=self._epoch().epoch
                 )
                 missing = "preferred_leader_not_available"
+                strategy = "PreferredReplicaPartitionLeaderElectionStrategy"
             if result.new_state is None:
                 outcomes[tp] = ElectionOutcome(
                     error=missing,
-                    message=f"Failed to elect leader for partition {tp} under strategy "
-                    f"{'unclean' if unclean else 'preferred'}",
+                    message=f"Failed to elect leader for partition {tp} under strategy {strategy}",
                 )
                 continue
             changes[tp] = result.new_state
         written = self.zk.update_leader_and_isr(self._epoch(), changes)
         for tp, state in written.finished.items():
             ctx.states[tp] = state
-            outcomes[tp] = ElectionOutcome()
+            outcomes[tp] = ElectionOutcome(leader=state.leader)
         for tp in written.retry:
             outcomes[tp] = ElectionOutcome(
                 error="unknown_server_error", message=f"{tp} changed during the election; retry"

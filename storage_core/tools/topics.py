@@ -2,12 +2,16 @@
 
 Output follows ``kafka-topics.sh``: ``describe`` prints one summary line per topic (id,
 partition count, replication factor, configs set on the topic) and one line per partition
-(leader, replicas, isr).
+(leader, ``none`` when it has none; replicas; isr; offline replicas when there are any).
+Without ``--topic`` it describes every topic, internal ones included. With
+``--under-replicated-partitions`` (ISR smaller than the replicas) or
+``--unavailable-partitions`` (no live leader) it prints only the partition lines that match
+either, and no topic lines, as ``kafka-topics.sh`` does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TextIO
 
 from storage_core.client.admin import (
@@ -20,7 +24,11 @@ from storage_core.client.admin import (
 )
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.errors import UnsupportedVersionError
-from storage_core.client.metadata import TopicMetadata
+from storage_core.client.metadata import (
+    NO_LEADER,
+    PartitionMetadata,
+    TopicMetadata,
+)
 from storage_core.tools.key_values import parse_key_values
 
 ACTIONS = ("create", "list", "describe", "delete", "alter-config")
@@ -50,10 +58,30 @@ def list_topics(admin: KafkaAdminClient, out: TextIO) -> None:
 
 
 def describe_topics(
-    admin: KafkaAdminClient, out: TextIO, err: TextIO, *, topics: Sequence[str]
+    admin: KafkaAdminClient,
+    out: TextIO,
+    err: TextIO,
+    *,
+    topics: Sequence[str],
+    under_replicated: bool = False,
+    unavailable: bool = False,
 ) -> None:
-    names = list(topics) or admin.list_topics()
+    names = list(topics) or admin.list_topics(include_internal=True)
     if not names:
+        return
+    if under_replicated or unavailable:
+        live = {b.node_id for b in admin.cluster.refresh_metadata([]).brokers}
+        described = {t.name: t for t in admin.describe_topic_partitions(names)}
+        for name in names:
+            topic = described.get(name)
+            if topic is None:  # pragma: no cover - the broker always answers every name
+                continue
+            topic.raise_for_error()
+            for p in sorted(topic.partitions, key=lambda p: p.partition):
+                if (under_replicated and is_under_replicated(p)) or (
+                    unavailable and is_unavailable(p, live)
+                ):
+                    print(format_partition(topic.name, p), file=out)
         return
     try:
         descriptions = admin.describe_topics(names)
@@ -84,13 +112,29 @@ def format_description(description: TopicDescription) -> str:
         f"\tPartitionCount: {len(topic.partitions)}\tReplicationFactor: {replication_factor}"
         f"\tConfigs: {configs}"
     ]
-    for p in sorted(topic.partitions, key=lambda p: p.partition):
-        lines.append(
-            f"\tTopic: {topic.name}\tPartition: {p.partition}\tLeader: {p.leader_id}"
-            f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
-            + (f"\tOffline: {_ids(p.offline_replicas)}" if p.offline_replicas else "")
-        )
+    lines += [
+        format_partition(topic.name, p) for p in sorted(topic.partitions, key=lambda p: p.partition)
+    ]
     return "\n".join(lines)
+
+
+def format_partition(topic: str, p: PartitionMetadata) -> str:
+    leader = "none" if p.leader_id == NO_LEADER else str(p.leader_id)
+    return (
+        f"\tTopic: {topic}\tPartition: {p.partition}\tLeader: {leader}"
+        f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
+        + (f"\tOffline: {_ids(p.offline_replicas)}" if p.offline_replicas else "")
+    )
+
+
+def is_under_replicated(p: PartitionMetadata) -> bool:
+    """Fewer in-sync replicas than replicas (kafka-topics.sh's --under-replicated-partitions)."""
+    return len(p.isr) < len(p.replicas)
+
+
+def is_unavailable(p: PartitionMetadata, live_brokers: Collection[int]) -> bool:
+    """No leader, or a leader that is not a live broker (--unavailable-partitions)."""
+    return p.leader_id == NO_LEADER or p.leader_id not in live_brokers
 
 
 def _ids(ids: Sequence[int]) -> str:
@@ -130,6 +174,8 @@ def run_topics(
     delete_configs: Sequence[str],
     out: TextIO,
     err: TextIO,
+    under_replicated: bool = False,
+    unavailable: bool = False,
 ) -> int:
     """Run one action; client errors propagate to the caller (the CLI prints them)."""
     if action not in ACTIONS:
@@ -139,7 +185,14 @@ def run_topics(
         if action == "list":
             list_topics(admin, out)
         elif action == "describe":
-            describe_topics(admin, out, err, topics=[topic] if topic else [])
+            describe_topics(
+                admin,
+                out,
+                err,
+                topics=[topic] if topic else [],
+                under_replicated=under_replicated,
+                unavailable=unavailable,
+            )
         elif not topic:
             raise ValueError(f"{action} needs --topic")
         elif action == "create":

@@ -8,102 +8,48 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CkTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 
-from embedded.zookeeper import ZooKeeperEnsemble, ZooKeeperUnavailableError, java_executable
+from embedded.zookeeper import ZooKeeperEnsemble
+from tests import cluster_support
 from tests.broker_process import BrokerProcess
-from tests.integration import raw_wire
+from tests.cluster_support import BROKER_IDS, SESSION_TIMEOUT_MS, admin, eventually
 
-try:
-    java_executable()
-except ZooKeeperUnavailableError as missing:
-    pytest.skip(str(missing), allow_module_level=True)
+cluster_support.require_java()
 
 pytestmark = pytest.mark.timeout(240)
 
-T = TypeVar("T")
-SESSION_TIMEOUT_MS = 6000
-BROKER_IDS = (1, 2, 3)
 TOPIC = "events"
 PARTITIONS = 6
 
 
-def eventually(check: Callable[[], T], *, timeout_s: float = 30.0, what: str = "") -> T:
-    deadline = time.monotonic() + timeout_s
-    last: object = None
-    while True:
-        try:
-            value = check()
-            if value:
-                return value
-            last = value
-        except Exception as error:  # a broker may be restarting: keep asking
-            last = error
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s} s: {what} (last: {last!r})")
-        time.sleep(0.2)
-
-
 @pytest.fixture(scope="module")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperEnsemble]:
-    with ZooKeeperEnsemble(tmp_path_factory.mktemp("zk"), size=1) as zk:
+    with cluster_support.zookeeper_ensemble(tmp_path_factory.mktemp("zk")) as zk:
         yield zk
 
 
 @pytest.fixture
 def brokers(zookeeper: ZooKeeperEnsemble, tmp_path: Path) -> Iterator[dict[int, BrokerProcess]]:
-    connect = f"{zookeeper.connect_string}/cluster-{uuid.uuid4().hex[:8]}"
-    started: dict[int, BrokerProcess] = {}
-    try:
-        for broker_id in BROKER_IDS:
-            started[broker_id] = BrokerProcess(
-                tmp_path / f"broker-{broker_id}",
-                overrides={
-                    "broker.id": str(broker_id),
-                    "zookeeper.connect": connect,
-                    "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-                    "offsets.topic.replication.factor": "1",
-                    "auto.leader.rebalance.enable": "false",
-                },
-            ).start()
+    with cluster_support.three_brokers(zookeeper, tmp_path) as (started, _connect):
         yield started
-    finally:
-        for broker in started.values():
-            broker.kill()
-
-
-def admin(brokers: dict[int, BrokerProcess]) -> AdminClient:
-    return AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in brokers.values())})
 
 
 def metadata(bootstrap: str) -> Any:
-    """One broker's own answer to Metadata v12 for the topic (no client-side caching)."""
-    module = raw_wire.request_classes(3, 12)
-    with raw_wire.connect(int(bootstrap.rsplit(":", 1)[1])) as sock:
-        return raw_wire.call(
-            sock,
-            3,
-            12,
-            topics=(raw_wire.build(module.MetadataRequestTopic, name=TOPIC, topic_id=None),),
-            allow_auto_topic_creation=False,
-            include_cluster_authorized_operations=False,
-            include_topic_authorized_operations=False,
-        )
+    return cluster_support.metadata(bootstrap, TOPIC)
 
 
 def partition_leaders(bootstrap: str) -> dict[int, tuple[int, int]]:
-    """partition -> (leader, leader epoch) as one broker's Metadata answers."""
-    (topic,) = metadata(bootstrap).topics
-    return {p.partition_index: (p.leader_id, p.leader_epoch) for p in topic.partitions}
+    return cluster_support.partition_leaders(bootstrap, TOPIC)
 
 
 def produce(bootstrap: str, prefix: str, per_partition: int) -> dict[int, list[bytes]]:

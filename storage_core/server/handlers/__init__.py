@@ -31,6 +31,8 @@ HANDLER_MODULES: tuple[str, ...] = (
     "alter_configs",
     "incremental_alter_configs",
     "describe_cluster",
+    "elect_leaders",
+    "describe_topic_partitions",
     "describe_log_dirs",
     "find_coordinator",
     "join_group",
