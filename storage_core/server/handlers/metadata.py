@@ -42,7 +42,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topics: list[Any] = []
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
         for known in sorted(store.topics().values(), key=lambda t: t.name):
-            topics.append(_topic(module, known, broker))
+            topics.append(_topic(module, known, broker, ctx.api_version))
     else:
         allow_create = ctx.api_version < 4 or bool(request.allow_auto_topic_creation)
         for requested in request.topics:
@@ -59,7 +59,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         _error_topic(module, None, ErrorCode.unknown_topic_id, requested.topic_id)
                     )
                 else:
-                    topics.append(_topic(module, by_id, broker))
+                    topics.append(_topic(module, by_id, broker, ctx.api_version))
                 continue
             info: TopicInfo | None = None
             try:
@@ -76,7 +76,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if info is None:
                 topics.append(_error_topic(module, name, ErrorCode.unknown_topic_or_partition))
             else:
-                topics.append(_topic(module, info, broker))
+                topics.append(_topic(module, info, broker, ctx.api_version))
     image = broker.metadata_cache.image()
     return build(
         module.MetadataResponse,
@@ -97,7 +97,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def _topic(module: Any, info: TopicInfo, broker: KafkaBroker) -> Any:
+def _topic(module: Any, info: TopicInfo, broker: KafkaBroker, version: int) -> Any:
     # A partition without a leader (none of its in-sync replicas is alive, or its log could not
     # be loaded on its leader, this broker) answers LEADER_NOT_AVAILABLE with leader -1, and
     # names its offline replicas, as Kafka reports them.
@@ -118,7 +118,9 @@ def _topic(module: Any, info: TopicInfo, broker: KafkaBroker) -> Any:
                 leader_id=leader,
                 leader_epoch=p.leader_epoch,
                 replica_nodes=p.replicas,
-                isr_nodes=tuple(r for r in p.isr if r not in offline),
+                # v0 lists only reachable in-sync replicas; later versions the ISR as it
+                # is, with the unreachable ones in offline_replicas (Kafka's rule)
+                isr_nodes=tuple(r for r in p.isr if r not in offline) if version == 0 else p.isr,
                 offline_replicas=tuple(sorted(offline)),
             )
         )
