@@ -448,6 +448,12 @@ class KafkaBroker:
             None, self.membership.read_topic_configs
         )
         await loop.run_in_executor(None, self.log_manager.startup)
+        # metrics first: once the Kafka port accepts, /metrics answers too
+        self.metrics_server = await maybe_start_metrics_server(
+            self.metrics,
+            host=self.config.get_string("metrics.host"),
+            port=self.config.get_int("metrics.port"),
+        )
         # Listen now (clients wait in the backlog) so that the registration names the port.
         listener = self.config.listeners()[0]
         port = await self.socket_server.bind(listener.host, listener.port)
@@ -477,11 +483,6 @@ class KafkaBroker:
                 self.remote_log_metadata_manager
             )
             self.remote_log_manager.start()
-        self.metrics_server = await maybe_start_metrics_server(
-            self.metrics,
-            host=self.config.get_string("metrics.host"),
-            port=self.config.get_int("metrics.port"),
-        )
         self.socket_server.start_processing()
         logger.info(
             "broker started broker_id=%d listener=%s:%d cluster_id=%s partitions=%d",
