@@ -31,7 +31,11 @@ def require_java() -> None:
         pytest.skip(str(missing), allow_module_level=True)
 
 
-def eventually(check: Callable[[], T], *, timeout_s: float = 30.0, what: str = "") -> T:
+def eventually(
+    check: Callable[[], T], *, timeout_s: float = 30.0, what: str = "", poll_s: float = 0.2
+) -> T:
+    """``check()`` once it is truthy; errors while asking count as "not yet" (a broker or
+    ZooKeeper may be restarting or electing)."""
     deadline = time.monotonic() + timeout_s
     last: object = None
     while True:
@@ -44,7 +48,7 @@ def eventually(check: Callable[[], T], *, timeout_s: float = 30.0, what: str = "
             last = error
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {timeout_s} s: {what} (last: {last!r})")
-        time.sleep(0.2)
+        time.sleep(poll_s)
 
 
 @contextmanager

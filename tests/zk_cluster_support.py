@@ -3,7 +3,6 @@ registration, its controller, its metadata listener), without the rest of the br
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
@@ -14,20 +13,14 @@ from storage_core.controller.local_znode_tree import LocalZNodeTree
 from storage_core.controller.zk_data import BrokerRegistration, EndPoint
 from storage_core.replication.metadata_cache import MetadataCache, MetadataImage, PartitionMetadata
 from storage_core.replication.zk_metadata_listener import ZkMetadataListener
+from tests import cluster_support
 
 T = TypeVar("T")
 SESSION_TIMEOUT_MS = 4000
 
 
 def eventually(check: Callable[[], T], *, timeout_s: float = 20.0, what: str = "") -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s} s: {what or check}")
-        time.sleep(0.05)
+    return cluster_support.eventually(check, timeout_s=timeout_s, what=what, poll_s=0.05)
 
 
 class Node:

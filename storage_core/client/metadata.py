@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v4.request import MetadataRequest as MetadataRequestV4
@@ -162,18 +163,7 @@ def _from_v12(response: MetadataResponseV12) -> ClusterMetadata:
                 topic_id=_topic_id(t.topic_id),
                 is_internal=t.is_internal,
                 error=t.error_code,
-                partitions=tuple(
-                    PartitionMetadata(
-                        partition=int(p.partition_index),
-                        leader_id=int(p.leader_id),
-                        leader_epoch=int(p.leader_epoch),
-                        replicas=tuple(int(r) for r in p.replica_nodes),
-                        isr=tuple(int(r) for r in p.isr_nodes),
-                        offline_replicas=tuple(int(r) for r in p.offline_replicas),
-                        error=p.error_code,
-                    )
-                    for p in t.partitions
-                ),
+                partitions=tuple(partition_metadata(p) for p in t.partitions),
             )
             for t in response.topics
         ),
@@ -218,3 +208,16 @@ def _topic_id(value: uuid.UUID | None) -> Uuid | None:
         return None
     topic_id = Uuid.from_bytes(value.bytes)
     return None if topic_id == ZERO_UUID else topic_id
+
+
+def partition_metadata(p: Any) -> PartitionMetadata:
+    """A partition as Metadata and DescribeTopicPartitions describe it (same field names)."""
+    return PartitionMetadata(
+        partition=int(p.partition_index),
+        leader_id=int(p.leader_id),
+        leader_epoch=int(p.leader_epoch),
+        replicas=tuple(int(r) for r in p.replica_nodes),
+        isr=tuple(int(r) for r in p.isr_nodes),
+        offline_replicas=tuple(int(r) for r in p.offline_replicas),
+        error=p.error_code,
+    )

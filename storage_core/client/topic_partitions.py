@@ -19,7 +19,7 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
 from storage_core.client.errors import ClientError
-from storage_core.client.metadata import PartitionMetadata, TopicMetadata
+from storage_core.client.metadata import TopicMetadata, partition_metadata
 from storage_core.client.negotiation import ApiKey, BrokerSession
 from storage_core.common import Uuid
 
@@ -51,18 +51,7 @@ def describe_topic_partitions(session: BrokerSession, names: Sequence[str]) -> l
         )
         for t in response.topics:
             name = str(t.name)
-            partitions = tuple(
-                PartitionMetadata(
-                    partition=int(p.partition_index),
-                    leader_id=int(p.leader_id),
-                    leader_epoch=int(p.leader_epoch),
-                    replicas=tuple(int(r) for r in p.replica_nodes),
-                    isr=tuple(int(r) for r in p.isr_nodes),
-                    offline_replicas=tuple(int(r) for r in p.offline_replicas),
-                    error=p.error_code,
-                )
-                for p in t.partitions
-            )
+            partitions = tuple(partition_metadata(p) for p in t.partitions)
             earlier = topics.get(name)
             topics[name] = TopicMetadata(
                 name=name,

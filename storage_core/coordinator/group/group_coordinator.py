@@ -294,19 +294,29 @@ class GroupCoordinator:
         for partition in elected:
             self._install(await asyncio.to_thread(self.manager.load_partition, partition))
 
+    @staticmethod
+    def _evict(group: GroupMetadata, error: StorageError, *, now_ms: int) -> None:
+        """Answer the group's parked JoinGroup/SyncGroup requests with ``error`` (clients find
+        the coordinator again) and mark it Dead."""
+        for member in group.members:
+            group.maybe_invoke_join_callback(
+                member, JoinGroupResult.failed(member.member_id, error)
+            )
+            group.maybe_invoke_sync_callback(member, SyncGroupResult(error=error))
+        group.transition_to(GroupState.DEAD, now_ms=now_ms)
+
     def _unload_partition(self, partition: int) -> None:
         """Forget the partition's groups; their members find the new coordinator."""
         now = self._clock.milliseconds()
         for group in self.manager.unload_partition(partition):
-            error = NotCoordinatorError(
-                f"group {group.group_id}: __consumer_offsets-{partition} moved to another broker"
+            self._evict(
+                group,
+                NotCoordinatorError(
+                    f"group {group.group_id}: __consumer_offsets-{partition} moved to another"
+                    " broker"
+                ),
+                now_ms=now,
             )
-            for member in group.members:
-                group.maybe_invoke_join_callback(
-                    member, JoinGroupResult.failed(member.member_id, error)
-                )
-                group.maybe_invoke_sync_callback(member, SyncGroupResult(error=error))
-            group.transition_to(GroupState.DEAD, now_ms=now)
             self._delayed_joins.pop(group.group_id, None)
         logger.info("unloaded group metadata partition=__consumer_offsets-%d", partition)
 
@@ -320,15 +330,13 @@ class GroupCoordinator:
                 await task
         now = self._clock.milliseconds()
         for group in self.manager.groups:
-            error = NotCoordinatorError(
-                f"group {group.group_id}: the coordinator is shutting down; find it again"
+            self._evict(
+                group,
+                NotCoordinatorError(
+                    f"group {group.group_id}: the coordinator is shutting down; find it again"
+                ),
+                now_ms=now,
             )
-            for member in group.members:
-                group.maybe_invoke_join_callback(
-                    member, JoinGroupResult.failed(member.member_id, error)
-                )
-                group.maybe_invoke_sync_callback(member, SyncGroupResult(error=error))
-            group.transition_to(GroupState.DEAD, now_ms=now)
         self._delayed_joins.clear()
         self._timers.clear()
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 
 from embedded.zookeeper import ZooKeeperUnavailableError, java_executable, server_mode
+from tests import cluster_support
 from tests.integration.embedded.process_tree import mentioning
 
 try:
@@ -43,20 +43,8 @@ class RunningCluster:
     output: list[str]
 
 
-def eventually(check: Callable[[], T], *, timeout_s: float = 60.0, what: str = "") -> T:
-    deadline = time.monotonic() + timeout_s
-    last: object = None
-    while True:
-        try:
-            value = check()
-            if value:
-                return value
-            last = value
-        except Exception as error:  # ZooKeeper electing, clients refreshing: ask again
-            last = error
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s} s: {what} (last: {last!r})")
-        time.sleep(0.5)
+def eventually(check: Callable[[], T], *, what: str = "") -> T:
+    return cluster_support.eventually(check, timeout_s=60.0, what=what, poll_s=0.5)
 
 
 def printed(lines: list[str], label: str) -> str:
