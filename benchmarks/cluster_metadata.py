@@ -18,6 +18,7 @@ Three broker processes on a real ZooKeeper (from the jars pyspark ships), all on
 from __future__ import annotations
 
 import argparse
+import socket
 import statistics
 import sys
 import tempfile
@@ -69,7 +70,9 @@ def start_brokers(base: Path, connect: str, count: int = 3) -> dict[int, tuple[P
 
 
 def controller_of(port: int) -> int | None:
+    """The controller as the broker on ``port`` reports it (None while it does not answer)."""
     try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
         admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}", request_timeout_ms=3000)
     except Exception:
         return None
