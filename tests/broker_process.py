@@ -60,6 +60,10 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> BrokerProcess:
+        """Start and wait until the broker serves: its port accepts connections as soon as it is
+        bound (clients wait in the backlog while it starts), so readiness is the line it prints
+        once it has started."""
+        started_at = self.output_path.stat().st_size if self.output_path.exists() else 0
         output = self.output_path.open("ab")
         self.process = subprocess.Popen(
             [
@@ -82,13 +86,16 @@ class BrokerProcess:
             if self.process.poll() is not None:
                 code = self.process.returncode
                 raise RuntimeError(f"broker exited with {code}:\n{self.output()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.05)
+            if self._serving_since(started_at):
+                return self
+            time.sleep(0.05)
         self.kill()
         raise RuntimeError(f"broker did not listen within {START_TIMEOUT_S}s:\n{self.output()}")
+
+    def _serving_since(self, offset: int) -> bool:
+        with self.output_path.open("rb") as output:
+            output.seek(offset)
+            return b" listening on " in output.read()
 
     def stop(self) -> int:
         """SIGTERM and wait: a clean shutdown. Returns the exit code."""

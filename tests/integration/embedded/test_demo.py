@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -28,11 +29,20 @@ def test_demo_tiers_consumes_expires_and_reports(tmp_path: Path) -> None:
         env=clean_env(),
     )
     seen: set[int] = set()
+    finished = threading.Event()
+
+    def sample_descendants() -> None:  # what it starts, while it runs (not only when it prints)
+        while not finished.wait(0.2):
+            seen.update(descendants(demo.pid))
+
+    sampler = threading.Thread(target=sample_descendants, daemon=True)
+    sampler.start()
     lines = []
     assert demo.stdout is not None
     for raw in demo.stdout:
         lines.append(raw.decode(errors="replace"))
-        seen.update(descendants(demo.pid))
+    finished.set()
+    sampler.join(5)
     output = "".join(lines)
     assert demo.wait(60) == 0, output
     assert "Demo succeeded" in output
