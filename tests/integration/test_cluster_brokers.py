@@ -22,7 +22,12 @@ from kafka import TopicPartition as KpTopicPartition
 from embedded.zookeeper import ZooKeeperEnsemble
 from tests import cluster_support
 from tests.broker_process import BrokerProcess
-from tests.cluster_support import BROKER_IDS, SESSION_TIMEOUT_MS, admin, eventually
+from tests.cluster_support import (
+    BROKER_IDS,
+    SESSION_TIMEOUT_MS,
+    admin,
+    eventually,
+)
 
 cluster_support.require_java()
 
@@ -30,12 +35,6 @@ pytestmark = pytest.mark.timeout(240)
 
 TOPIC = "events"
 PARTITIONS = 6
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperEnsemble]:
-    with cluster_support.zookeeper_ensemble(tmp_path_factory.mktemp("zk")) as zk:
-        yield zk
 
 
 @pytest.fixture

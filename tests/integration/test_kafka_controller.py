@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from embedded.zookeeper import ZooKeeperEnsemble, ZooKeeperUnavailableError, java_executable
+from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core.common import TopicPartition, Uuid
 from storage_core.controller.kafka_zk_client import ControllerMovedError
 from storage_core.controller.local_znode_tree import LocalZNodeTree
@@ -23,18 +23,10 @@ from storage_core.controller.zk_data import (
     ReplicaAssignment,
     TopicAssignment,
 )
+from tests import cluster_support
 from tests.zk_cluster_support import SESSION_TIMEOUT_MS, Node, eventually
 
-try:
-    java_executable()
-except ZooKeeperUnavailableError as missing:
-    pytest.skip(str(missing), allow_module_level=True)
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperEnsemble]:
-    with ZooKeeperEnsemble(tmp_path_factory.mktemp("zk"), size=1) as zk:
-        yield zk
+cluster_support.require_java()
 
 
 @pytest.fixture

@@ -13,9 +13,7 @@ from kazoo.client import KazooClient
 
 from embedded.zookeeper import (
     ZooKeeperEnsemble,
-    ZooKeeperUnavailableError,
     free_port,
-    java_executable,
 )
 from storage_core.common import TopicPartition, Uuid
 from storage_core.controller import zk_data
@@ -35,17 +33,9 @@ from storage_core.controller.zk_data import (
     TopicAssignment,
 )
 from storage_core.errors import CorruptCheckpointError
+from tests import cluster_support
 
-try:
-    java_executable()
-except ZooKeeperUnavailableError as missing:
-    pytest.skip(str(missing), allow_module_level=True)
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperEnsemble]:
-    with ZooKeeperEnsemble(tmp_path_factory.mktemp("zk"), size=1) as zk:
-        yield zk
+cluster_support.require_java()
 
 
 @pytest.fixture
