@@ -519,6 +519,22 @@ class KafkaZkClient:
                 finished[tp] = _with_version(state, int(outcome.version))
         return UpdateLeaderAndIsrResult(finished=finished, retry=tuple(retry))
 
+    def update_isr_as_leader(self, tp: TopicPartition, state: LeaderAndIsr) -> int | None:
+        """A partition leader's ISR change (Kafka's ZooKeeper-mode ``ReplicationUtils.
+        updateLeaderAndIsr``): written only if the state znode is still at ``state.zk_version``,
+        so that a change by the controller (a new leader, a dead broker removed) or by a deposed
+        leader wins over nothing. Returns the new znode version, or None if the state moved on.
+        Not fenced by the controller epoch: the leader is not the controller."""
+        try:
+            stat = self.zk.set(
+                zk_data.partition_state_path(tp),
+                zk_data.encode_leader_and_isr(state),
+                state.zk_version,
+            )
+        except (BadVersionError, NoNodeError):
+            return None
+        return int(stat.version)
+
     # --- topic deletion ---------------------------------------------------------------------
 
     def mark_topic_for_deletion(self, topic: str) -> None:

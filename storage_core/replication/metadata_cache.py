@@ -28,6 +28,7 @@ class PartitionMetadata:
     isr: tuple[int, ...]
     offline_replicas: tuple[int, ...] = ()
     partition_epoch: int = 0  # the state znode's version: changes with every leader/ISR change
+    controller_epoch: int = 0  # of the controller that decided the leader
 
     @property
     def is_online(self) -> bool:

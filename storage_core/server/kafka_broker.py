@@ -30,12 +30,15 @@ from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
 from storage_core.metrics import BrokerTopicStats, KafkaMetricsRegistry
 from storage_core.metrics.http_server import MetricsHttpServer, maybe_start_metrics_server
+from storage_core.replication.alter_partition_manager import AlterPartitionManager
 from storage_core.replication.metadata_cache import (
     MetadataCache,
     MetadataImage,
     PartitionMetadata,
 )
+from storage_core.replication.partition import IsrUpdate
 from storage_core.replication.replica_manager import ReplicaManager
+from storage_core.replication.replica_metrics import register_replica_manager_metrics
 from storage_core.server.cluster_membership import ClusterMembership
 from storage_core.server.dynamic_broker_config import (
     BrokerConfigUpdateError,
@@ -94,6 +97,9 @@ class KafkaBroker:
                 "log.flush.start.offset.checkpoint.interval.ms"
             ),
             producer_id_expiration_ms=config.get_int("producer.id.expiration.ms"),
+            high_watermark_checkpoint_interval_ms=config.get_int(
+                "replica.high.watermark.checkpoint.interval.ms"
+            ),
             producer_id_expiration_check_interval_ms=config.get_int(
                 "producer.id.expiration.check.interval.ms"
             ),
@@ -125,6 +131,18 @@ class KafkaBroker:
             self.log_manager,
             local_broker_id=self.broker_id,
             topic_stats=BrokerTopicStats(self.metrics),
+            clock=clock,
+            replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
+        )
+        self.alter_partition_manager = AlterPartitionManager(
+            self.membership.zk, on_committed=self._on_isr_committed
+        )
+        self.replica_manager.submit_isr_update = self.alter_partition_manager.submit
+        self.replica_manager.is_broker_alive = lambda b: self.metadata_cache.image().is_alive(b)
+        self.isr_change_meters = register_replica_manager_metrics(
+            self.metrics,
+            self.replica_manager,
+            offline_partitions=lambda: len(self.metadata_cache.image().offline()),
         )
         self.api_registry: dict[int, ApiHandler] = build_registry()
         self.group_coordinator: GroupCoordinator | None = None
@@ -341,6 +359,9 @@ class KafkaBroker:
         metadata = image.topic(topic)
         return self.default_log_config.with_overrides(metadata.configs if metadata else {})
 
+    def _on_isr_committed(self, update: IsrUpdate, previous: tuple[int, ...]) -> None:
+        self.isr_change_meters.mark(previous, update.isr)
+
     def _on_partitions_changed(
         self, image: MetadataImage, changes: Mapping[TopicPartition, PartitionMetadata | None]
     ) -> None:
@@ -448,6 +469,7 @@ class KafkaBroker:
             None, self.membership.read_topic_configs
         )
         await loop.run_in_executor(None, self.log_manager.startup)
+        self.replica_manager.startup()
         # metrics first: once the Kafka port accepts, /metrics answers too
         self.metrics_server = await maybe_start_metrics_server(
             self.metrics,
@@ -505,6 +527,7 @@ class KafkaBroker:
         if self.remote_log_manager is not None:
             await loop.run_in_executor(None, self.remote_log_manager.close)
         await stop_remote_log_metadata_manager(self.remote_log_metadata_manager)
+        await loop.run_in_executor(None, self.alter_partition_manager.shutdown)
         await loop.run_in_executor(None, self.membership.close)
         await loop.run_in_executor(None, self.replica_manager.shutdown)
         await loop.run_in_executor(None, self.log_manager.shutdown)

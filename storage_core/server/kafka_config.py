@@ -51,6 +51,8 @@ BROKER_CONFIG_DEFS: dict[str, tuple[str, Any]] = {
     "connections.max.idle.ms": ("long", 600_000),
     "queued.max.request.bytes": ("long", -1),  # -1: derived, see SocketServerConfig
     "replica.fetch.wait.max.ms": ("int", 500),
+    "replica.lag.time.max.ms": ("long", 30_000),
+    "replica.high.watermark.checkpoint.interval.ms": ("long", 5_000),
     "fetch.max.bytes": ("int", 55 * 1024 * 1024),
     "log.retention.check.interval.ms": ("long", 300_000),
     "log.flush.scheduler.interval.ms": ("long", 2**63 - 1),
