@@ -467,6 +467,18 @@ class KafkaZkClient:
             states[tp] = zk_data.decode_leader_and_isr(tp, data, zk_version=stat.version)
         return states
 
+    def get_partition_state(self, tp: TopicPartition, watch: Watch) -> LeaderAndIsr | None:
+        """One partition's state, or None; ``watch`` fires once when the state znode is
+        created, changed or deleted (Kafka's PartitionReassignmentIsrChangeHandler)."""
+        path = zk_data.partition_state_path(tp)
+        if self.zk.exists(path, watch=watch) is None:
+            return None
+        try:
+            data, stat = self.zk.get(path, watch=watch)
+        except NoNodeError:
+            return None
+        return zk_data.decode_leader_and_isr(tp, data, zk_version=stat.version)
+
     def create_partition_states(
         self, epoch: ControllerEpoch | None, states: Mapping[TopicPartition, LeaderAndIsr]
     ) -> dict[TopicPartition, LeaderAndIsr]:

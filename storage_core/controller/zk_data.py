@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,6 +154,32 @@ class ReplicaAssignment:
     def __post_init__(self) -> None:
         if len(set(self.replicas)) != len(self.replicas):
             raise ValueError(f"duplicate broker in replica assignment {list(self.replicas)}")
+
+    @property
+    def origin_replicas(self) -> tuple[int, ...]:
+        """The replicas before the reassignment (ORS): all but those being added."""
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """The replicas once the reassignment completes (TRS): all but those being removed."""
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+    @property
+    def is_being_reassigned(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    def reassign_to(self, target: Sequence[int]) -> ReplicaAssignment:
+        """The assignment while moving to ``target`` (Kafka's ``reassignTo``): RS = TRS + ORS
+        (target first, in its order), AR = RS - ORS, RR = RS - TRS. A target equal to the
+        original replicas (a cancellation) gives an assignment that is not reassigning."""
+        origin = self.origin_replicas
+        replicas = tuple(dict.fromkeys((*target, *origin)))
+        return ReplicaAssignment(
+            replicas=replicas,
+            adding_replicas=tuple(r for r in replicas if r not in origin),
+            removing_replicas=tuple(r for r in replicas if r not in target),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
