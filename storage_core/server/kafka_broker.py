@@ -409,8 +409,8 @@ class KafkaBroker:
             )
         except StorageError:
             logger.exception(
-                "cannot delete replicas reassigned away; their logs stay until the topic is deleted,"
-                " partitions=%s",
+                "cannot delete replicas reassigned away; their logs stay until the topic is"
+                " deleted, partitions=%s",
                 [str(tp) for tp in removed],
             )
 
