@@ -73,7 +73,7 @@ class Cluster:
         for broker in self.live():
             eventually(
                 lambda b=broker: (
-                    all(  # type: ignore[misc]
+                    all(
                         s[0] >= 0
                         for s in partition_states(self.brokers[b].bootstrap, topic).values()
                     )
@@ -171,7 +171,7 @@ def test_removing_replicas_completes_at_once_moves_the_leader_and_deletes_them(
     for broker in (2, 3, 4):
         for topic, isr in (("shrink", (2, 3)), ("shrink-rf2", (2,))):
             eventually(
-                lambda b=broker, t=topic, i=isr: cluster.states(t, b) == {0: (2, 2, i)},  # type: ignore[misc]
+                lambda b=broker, t=topic, i=isr: cluster.states(t, b) == {0: (2, 2, i)},
                 what=f"broker {broker} shows {topic} reassigned",
             )
         assert cluster.replicas(broker, "shrink") == {0: (2, 3)}
@@ -216,7 +216,7 @@ def test_reordering_completes_at_once_and_the_new_preferred_replica_is_elected(
     ]
     for broker in BROKERS:
         eventually(
-            lambda b=broker: cluster.replicas(b, "reorder") == {0: (3, 2, 1)},  # type: ignore[misc]
+            lambda b=broker: cluster.replicas(b, "reorder") == {0: (3, 2, 1)},
             what=f"broker {broker} shows the new order",
         )
     verified = cluster.storage_core("--verify", "--reassignment-json-file", path)
@@ -256,7 +256,7 @@ def test_a_pending_reassignment_is_listed_and_cancelled(cluster: Cluster) -> Non
     # every broker learns RS = TRS + ORS, at the next leader epoch; broker 4 starts hosting
     for broker in BROKERS:
         eventually(
-            lambda b=broker: cluster.replicas(b, "grow") == {0: (1, 2, 4, 3)},  # type: ignore[misc]
+            lambda b=broker: cluster.replicas(b, "grow") == {0: (1, 2, 4, 3)},
             what=f"broker {broker} shows the reassigning replicas",
         )
     assert cluster.states("grow") == {0: (1, 1, (1, 2, 3))}
@@ -270,7 +270,7 @@ def test_a_pending_reassignment_is_listed_and_cancelled(cluster: Cluster) -> Non
     assert "Successfully cancelled partition reassignment for: grow-0" in out
     for broker in BROKERS:
         eventually(
-            lambda b=broker: cluster.replicas(b, "grow") == {0: (1, 2, 3)},  # type: ignore[misc]
+            lambda b=broker: cluster.replicas(b, "grow") == {0: (1, 2, 3)},
             what=f"broker {broker} shows the original replicas",
         )
     eventually(lambda: not cluster.hosts(4, "grow", 0), what="broker 4 deleted the added replica")
