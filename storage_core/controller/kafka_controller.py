@@ -325,7 +325,9 @@ class KafkaController:
             tp for tp, a in ctx.assignments.items() if a.is_being_reassigned
         }
         self._trigger_online_partition_state_change()
-        self._maybe_resume_reassignments(lambda _tp, _assignment: True)
+        # Kafka's initializePartitionReassignments: those asked in ZooKeeper meanwhile first
+        zk_resumed = self._process_zk_partition_reassignment()
+        self._maybe_resume_reassignments(lambda tp, _assignment: tp not in zk_resumed)
         self._process_topic_deletion()
         self._process_controlled_shutdown_requests()
         if self.config.auto_leader_rebalance_enable:
@@ -746,6 +748,64 @@ class KafkaController:
         reassignments: Mapping[TopicPartition, tuple[int, ...] | None],
         allow_replication_factor_change: bool,
     ) -> dict[TopicPartition, ReassignmentOutcome]:
+        # the latest reassignment wins over one asked in ZooKeeper
+        self._maybe_remove_from_zk_reassignment(lambda tp, _replicas: tp in reassignments)
+        return self._reassign(reassignments, allow_replication_factor_change)
+
+    def _watch_zk_reassignment(self, event: Any = None) -> None:
+        """Kafka's PartitionReassignmentHandler: a new ``/admin/reassign_partitions`` starts
+        reassignments; other changes (the controller's own rewrites) only renew the watch."""
+        if getattr(event, "type", None) == "CREATED":
+            self._enqueue("ZkPartitionReassignment", self._process_zk_reassignment_event)
+        else:
+            self._enqueue("ZkPartitionReassignmentWatch", self._renew_zk_reassignment_watch)
+
+    def _renew_zk_reassignment_watch(self) -> None:
+        if self.is_active:
+            self.zk.get_partition_reassignment(watch=self._watch_zk_reassignment)
+
+    def _process_zk_reassignment_event(self) -> None:
+        self._process_zk_partition_reassignment()
+
+    def _process_zk_partition_reassignment(self) -> set[TopicPartition]:
+        """Start the reassignments ``/admin/reassign_partitions`` asks for (checked as the API's
+        are); those refused leave it. Returns the partitions started."""
+        if not self.is_active:
+            return set()
+        asked = self.zk.get_partition_reassignment(watch=self._watch_zk_reassignment)
+        if asked is None:
+            return set()
+        outcomes = self._reassign(dict(asked), allow_replication_factor_change=True)
+        failed = {tp: o for tp, o in outcomes.items() if o.error is not None}
+        if failed:
+            logger.warning(
+                "reassignments asked in zookeeper refused, partitions=%s",
+                {str(tp): o.error for tp, o in failed.items()},
+            )
+            self._maybe_remove_from_zk_reassignment(lambda tp, _replicas: tp in failed)
+        return {tp for tp, o in outcomes.items() if o.error is None}
+
+    def _maybe_remove_from_zk_reassignment(
+        self, should_remove: Callable[[TopicPartition, tuple[int, ...]], bool]
+    ) -> None:
+        asked = self.zk.get_partition_reassignment()
+        if asked is None:
+            return
+        kept = {tp: r for tp, r in asked.items() if not should_remove(tp, r)}
+        if kept == asked:
+            return
+        if kept:
+            self.zk.set_or_create_partition_reassignment(self._epoch(), kept)
+            return
+        self.zk.delete_partition_reassignment(self._epoch())
+        # one created since is seen: the watch was on the znode just deleted
+        self._enqueue("ZkPartitionReassignment", self._process_zk_reassignment_event)
+
+    def _reassign(
+        self,
+        reassignments: Mapping[TopicPartition, tuple[int, ...] | None],
+        allow_replication_factor_change: bool,
+    ) -> dict[TopicPartition, ReassignmentOutcome]:
         ctx = self.context
         outcomes: dict[TopicPartition, ReassignmentOutcome] = {}
         to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
@@ -835,6 +895,9 @@ class KafkaController:
         self._stop_removed_replicas(tp, assignment.removing_replicas)
         self._update_replica_assignment_for_partition(tp, completed)
         ctx.partitions_being_reassigned.discard(tp)
+        self._maybe_remove_from_zk_reassignment(
+            lambda t, replicas: t == tp and replicas == completed.replicas
+        )
         logger.info(
             "partition reassignment completed, partition=%s replicas=%s removed=%s",
             tp,

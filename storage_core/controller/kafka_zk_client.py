@@ -531,6 +531,40 @@ class KafkaZkClient:
                 finished[tp] = _with_version(state, int(outcome.version))
         return UpdateLeaderAndIsrResult(finished=finished, retry=tuple(retry))
 
+    # --- reassignments asked through ZooKeeper ----------------------------------------------
+
+    def get_partition_reassignment(
+        self, watch: Watch | None = None
+    ) -> dict[TopicPartition, tuple[int, ...]] | None:
+        """``/admin/reassign_partitions``, or None when absent; ``watch`` fires once when it is
+        created, changed or deleted."""
+        if self.zk.exists(zk_data.REASSIGN_PARTITIONS_PATH, watch=watch) is None:
+            return None
+        try:
+            data, _ = self.zk.get(zk_data.REASSIGN_PARTITIONS_PATH)
+        except NoNodeError:
+            return None
+        return zk_data.decode_partition_reassignment(data)
+
+    def set_or_create_partition_reassignment(
+        self, epoch: ControllerEpoch, reassignments: Mapping[TopicPartition, Iterable[int]]
+    ) -> None:
+        """Rewrite the reassignments still asked (the controller removes those it is done
+        with); fenced by the controller's epoch."""
+        data = zk_data.encode_partition_reassignment(
+            {tp: tuple(r) for tp, r in reassignments.items()}
+        )
+        results = self._fenced(epoch, [("set_data", (zk_data.REASSIGN_PARTITIONS_PATH, data, -1))])
+        if isinstance(results[0], NoNodeError):
+            results = self._fenced(epoch, [("create", (zk_data.REASSIGN_PARTITIONS_PATH, data))])
+        if isinstance(results[0], Exception):
+            raise results[0]
+
+    def delete_partition_reassignment(self, epoch: ControllerEpoch) -> None:
+        results = self._fenced(epoch, [("delete", (zk_data.REASSIGN_PARTITIONS_PATH,))])
+        if isinstance(results[0], Exception) and not isinstance(results[0], NoNodeError):
+            raise results[0]
+
     # --- topic deletion ---------------------------------------------------------------------
 
     def mark_topic_for_deletion(self, topic: str) -> None:

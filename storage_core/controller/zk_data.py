@@ -19,6 +19,8 @@ they expect it. Pure encoding and decoding: no client, no I/O.
                                                   "controller_epoch":7,"isr":[1,2,3]}
     /config/topics/<topic>                       {"version":1,"config":{"retention.ms":"1000"}}
     /admin/delete_topics/<topic>                 (empty)
+    /admin/reassign_partitions                   {"version":1,"partitions":[{"topic":"t",
+                                                  "partition":0,"replicas":[2,3]}]}
     /latest_producer_id_block                    {"version":1,"broker":1,"block_start":"0",
                                                   "block_end":"999"}
     /admin/controlled_shutdown/<id> (ephemeral)  "<broker epoch>" (plain text; not Kafka's)
@@ -46,6 +48,8 @@ BROKER_IDS_PATH = "/brokers/ids"
 TOPICS_PATH = "/brokers/topics"
 TOPIC_CONFIGS_PATH = "/config/topics"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
+# Reassignments asked through ZooKeeper (deprecated in Kafka for the API, still honoured)
+REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 # Not in Kafka's layout: Kafka's brokers asked for a controlled shutdown with an RPC
 # (ControlledShutdown, removed in 4.0); here a broker leaving creates an ephemeral
@@ -457,3 +461,32 @@ def decode_producer_id_block(data: bytes | None) -> ProducerIdBlock:
         )
     except ValueError as exc:
         raise ZNodeDataError(f"{PRODUCER_ID_BLOCK_PATH}: {exc}") from exc
+
+
+def encode_partition_reassignment(reassignments: Mapping[TopicPartition, Sequence[int]]) -> bytes:
+    """``/admin/reassign_partitions`` (Kafka's ``ReassignPartitionsZNode``)."""
+    return _dumps(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": tp.topic, "partition": tp.partition, "replicas": list(replicas)}
+                for tp, replicas in sorted(reassignments.items())
+            ],
+        }
+    )
+
+
+def decode_partition_reassignment(data: bytes | None) -> dict[TopicPartition, tuple[int, ...]]:
+    path = REASSIGN_PARTITIONS_PATH
+    entries = _loads(path, data).get("partitions") or []
+    if not isinstance(entries, list):
+        raise ZNodeDataError(f"{path}: 'partitions' is {entries!r}, expected a list")
+    reassignments = {}
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise ZNodeDataError(f"{path}: partition entry {entry!r} is not an object")
+        tp = TopicPartition(
+            _field(path, entry, "topic", str), _field(path, entry, "partition", int)
+        )
+        reassignments[tp] = _int_list(path, entry.get("replicas"), f"replicas of {tp}")
+    return reassignments

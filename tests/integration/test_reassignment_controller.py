@@ -161,3 +161,49 @@ def test_single_node_store_reassigns_through_the_same_code(tmp_path: Path) -> No
         assert restarted.controller.list_partition_reassignments().result(10) == {}
     finally:
         restarted.stop()
+
+
+def test_reassignments_asked_in_zookeeper(cluster: dict[int, Node]) -> None:
+    """``/admin/reassign_partitions`` (Kafka's ReassignPartitionsZNode): the controller starts
+    what it asks and removes each entry once done, refused or superseded by the API; the znode
+    goes when empty, and a new one is seen."""
+    controller = active(cluster)
+    assert controller.controller is not None and controller.zk is not None
+    create(controller, "moves", {0: (1, 2, 3), 1: (1, 2, 3)})
+    tp1 = TopicPartition("moves", 1)
+    eventually(lambda: state(controller, tp1) is not None, what="the partitions online")
+    zk = controller.zk.zk
+    asked = {TP: (2, 3), tp1: (1, 2, 4), TopicPartition("gone", 0): (1,)}
+    zk.create(zk_data.REASSIGN_PARTITIONS_PATH, zk_data.encode_partition_reassignment(asked))
+
+    # moves-0 completes at once, "gone" is refused: both leave the znode; moves-1 is pending
+    eventually(
+        lambda: (
+            controller.zk is not None
+            and controller.zk.get_partition_reassignment() == {tp1: (1, 2, 4)}
+        ),
+        what="only the pending reassignment left in the znode",
+    )
+    assert assignment(controller) == ReplicaAssignment(replicas=(2, 3))
+    assert assignment(controller, tp1) == ReplicaAssignment(
+        replicas=(1, 2, 4, 3), adding_replicas=(4,), removing_replicas=(3,)
+    )
+    # cancelled through the API: the znode goes
+    assert controller.controller.alter_partition_reassignments({tp1: None}).result(10) == {
+        tp1: ACCEPTED
+    }
+    assert controller.zk.get_partition_reassignment() is None
+    assert assignment(controller, tp1) == ReplicaAssignment(replicas=(1, 2, 3))
+
+    # a new znode is seen (the watch was renewed after the delete)
+    zk.create(
+        zk_data.REASSIGN_PARTITIONS_PATH, zk_data.encode_partition_reassignment({tp1: (3, 2, 1)})
+    )
+    eventually(
+        lambda: assignment(controller, tp1) == ReplicaAssignment(replicas=(3, 2, 1)),
+        what="the second znode's reassignment done",
+    )
+    eventually(
+        lambda: controller.zk is not None and controller.zk.get_partition_reassignment() is None,
+        what="the znode removed once done",
+    )

@@ -15,7 +15,10 @@ from storage_core.controller.zk_data import (
     LeaderAndIsr,
     ReplicaAssignment,
     TopicAssignment,
+    ZNodeDataError,
+    decode_partition_reassignment,
     decode_topic_assignment,
+    encode_partition_reassignment,
     encode_topic_assignment,
 )
 from storage_core.replication.metadata_cache import (
@@ -123,6 +126,18 @@ def test_topic_znode_round_trip_keeps_adding_and_removing() -> None:
     assert json.loads(data)["adding_replicas"] == {"0": [4]}
     assert json.loads(data)["removing_replicas"] == {"0": [1]}
     assert decode_topic_assignment("t", data) == topic
+
+
+def test_reassign_partitions_znode_as_kafka_writes_it() -> None:
+    asked = {TopicPartition("t", 1): (2, 3), TopicPartition("t", 0): (1,)}
+    data = encode_partition_reassignment(asked)
+    assert data == (
+        b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1]},'
+        b'{"topic":"t","partition":1,"replicas":[2,3]}]}'
+    )
+    assert decode_partition_reassignment(data) == asked
+    with pytest.raises(ZNodeDataError, match="replicas of t-0"):
+        decode_partition_reassignment(b'{"partitions":[{"topic":"t","partition":0}]}')
 
 
 # --- the broker's rule for deleting a replica ------------------------------------------------
