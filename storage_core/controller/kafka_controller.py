@@ -30,6 +30,7 @@ Events (one thread; ZooKeeper watches and callers only enqueue):
     ListPartitionReassignments   the reassignments in progress
     PartitionReassignmentIsrChange  a reassigning partition's state znode changed: complete it
                        once every target replica is in the ISR
+    ZkPartitionReassignment  /admin/reassign_partitions created: start what it asks
     AutoRebalance      periodic preferred-replica election when a broker's imbalance is high
     SessionExpired     the ZooKeeper session is gone: stop acting at once; elect again later
 
