@@ -25,7 +25,12 @@ from storage_core.controller.topic_store import TopicInfo, TopicStore
 from storage_core.controller.zk_data import EndPoint
 from storage_core.coordinator.group.group_coordinator import GroupCoordinator
 from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME
-from storage_core.errors import InvalidConfigError, PolicyViolationError, TopicExistsError
+from storage_core.errors import (
+    InvalidConfigError,
+    PolicyViolationError,
+    StorageError,
+    TopicExistsError,
+)
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
 from storage_core.metrics import BrokerTopicStats, KafkaMetricsRegistry
@@ -35,6 +40,7 @@ from storage_core.replication.metadata_cache import (
     MetadataCache,
     MetadataImage,
     PartitionMetadata,
+    removed_by_reassignment,
 )
 from storage_core.replication.partition import IsrUpdate
 from storage_core.replication.replica_manager import ReplicaManager
@@ -367,6 +373,7 @@ class KafkaBroker:
     ) -> None:
         """The controller changed these partitions (or their topic's configs): host, lead,
         follow or stop, then tell the components that care (Kafka's LeaderAndIsr path)."""
+        previous = self.metadata_cache.image()  # the listener shows ``image`` after this call
         with self._hosting_lock:
             for topic in sorted({tp.topic for tp, state in changes.items() if state is not None}):
                 self.log_manager.update_topic_config(topic, self._log_config_in(image, topic))
@@ -406,6 +413,27 @@ class KafkaBroker:
                     ]
                     + [tp.partition for tp in result.stopped if tp.topic == OFFSETS_TOPIC_NAME],
                 )
+            self._delete_reassigned_away(previous, image, result.stopped)
+
+    def _delete_reassigned_away(
+        self, previous: MetadataImage, image: MetadataImage, stopped: Sequence[TopicPartition]
+    ) -> None:
+        """Replicas a reassignment took off this broker are deleted (Kafka's StopReplica with
+        delete); a broker that stops hosting a partition for any other reason keeps its log."""
+        removed = removed_by_reassignment(previous, image, self.broker_id, stopped)
+        if not removed:
+            return
+        try:
+            self.log_manager.delete_logs(removed)
+            logger.info(
+                "replicas reassigned away deleted, partitions=%s", [str(tp) for tp in removed]
+            )
+        except StorageError:
+            logger.exception(
+                "cannot delete replicas reassigned away; their logs stay until the topic is"
+                " deleted, partitions=%s",
+                [str(tp) for tp in removed],
+            )
 
     def _on_topics_marked_for_deletion(self, image: MetadataImage, topics: set[str]) -> None:
         """Remove this broker's replicas of topics being deleted, then acknowledge (the role of
