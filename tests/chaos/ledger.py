@@ -106,6 +106,7 @@ class LedgerProducer(threading.Thread):
         ledger: Ledger,
         interval_s: float = 0.005,
         message_timeout_ms: int = 60_000,
+        acks: str = "all",
     ) -> None:
         super().__init__(name=f"ledger-producer-{producer_id}", daemon=True)
         self.producer_id = producer_id
@@ -119,8 +120,8 @@ class LedgerProducer(threading.Thread):
             {
                 "bootstrap.servers": bootstrap,
                 "client.id": f"ledger-{producer_id}",
-                "enable.idempotence": True,
-                "acks": "all",
+                "enable.idempotence": acks == "all",  # librdkafka: idempotence needs acks=all
+                "acks": acks,
                 "message.timeout.ms": message_timeout_ms,
                 "queue.buffering.max.messages": 20_000,
                 "linger.ms": 5,
@@ -298,6 +299,18 @@ def read_partitions(
                         Consumed(partition=partition, offset=offset, value=message.value())
                     )
         return records
+    finally:
+        consumer.close()
+
+
+def high_watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """Each partition's high watermark as its leader reports it (ListOffsets latest)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ledger-checker"})
+    try:
+        return {
+            p: int(consumer.get_watermark_offsets(CTopicPartition(topic, p), timeout=10)[1])
+            for p in range(partitions)
+        }
     finally:
         consumer.close()
 
