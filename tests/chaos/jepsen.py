@@ -172,6 +172,7 @@ def run(
         except Exception as error:  # a round that could not finish is reported, not hidden
             errors.append(f"{type(error).__name__}: {error}")
         unanswered = sum(producer.stop() for producer in producers)
+        errors += [f"producer {p.producer_id} fatal: {p.fatal}" for p in producers if p.fatal]
         final = None
         try:
             final = _check_ledger(cluster, ledger)
@@ -280,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     except ReplicationNotWorkingError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    print(report.summary())
+    print(report.summary(with_rounds=False))  # each round was printed as it ended
     return 0 if report.ok else 1
 
 

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 
 MAX_RECORDS_PER_PRODUCER = 1_000_000
@@ -115,6 +115,7 @@ class LedgerProducer(threading.Thread):
         self.ledger = ledger
         self.interval_s = interval_s
         self.sent = 0
+        self.fatal: str | None = None  # the error that made the producer unusable, if any
         self._stopping = threading.Event()
         self._producer = Producer(
             {
@@ -144,6 +145,9 @@ class LedgerProducer(threading.Thread):
             except BufferError:  # the queue is full while a partition has no leader
                 self._producer.poll(0.1)
                 continue
+            except KafkaException as error:  # fatal (an idempotence failure): nothing more to send
+                self.fatal = str(error)
+                return
             seq += 1
             self.sent = seq
             self._producer.poll(0)
@@ -292,7 +296,7 @@ def read_partitions(
             for message in consumer.consume(500, 0.5):
                 if message.error() is not None:
                     continue
-                partition, offset = message.partition(), message.offset()
+                partition, offset = int(message.partition() or 0), int(message.offset() or 0)
                 position[partition] = max(position[partition], offset + 1)
                 if offset < high[partition]:
                     records.append(
