@@ -43,6 +43,7 @@ PRODUCERS = 2
 ACKS_ALL_PREFLIGHT_S = 20.0
 FAILOVER_WAIT_S = 30.0
 HEAL_TIMEOUT_S = 60.0
+READ_TIMEOUT_S = 60.0
 
 
 class ReplicationNotWorkingError(AssertionError):
@@ -251,12 +252,20 @@ def _failover(ledger: Ledger, partition: int, since: float) -> float | None:
 
 def _check_ledger(cluster: RelayedCluster, ledger: Ledger) -> LedgerReport:
     acks = ledger.acks()  # before the HWs are read: every one of these must lie below them
-    consumed = read_partitions(cluster.bootstrap, TOPIC, PARTITIONS)
+    consumed = eventually(  # a client's metadata may lag just after a leader change
+        lambda: read_partitions(cluster.bootstrap, TOPIC, PARTITIONS),
+        timeout_s=READ_TIMEOUT_S,
+        what=f"{TOPIC} read to its high watermarks",
+    )
     return check(acks, consumed, failed=len(ledger.failures()))
 
 
 def _compare_logs(cluster: RelayedCluster) -> list[Comparison]:
-    hws = high_watermarks(cluster.bootstrap, TOPIC, PARTITIONS)
+    hws = eventually(
+        lambda: high_watermarks(cluster.bootstrap, TOPIC, PARTITIONS),
+        timeout_s=READ_TIMEOUT_S,
+        what=f"{TOPIC}'s high watermarks",
+    )
     log_dirs = {b: cluster.log_dir(b) for b in cluster.brokers}
     return [compare_partition(f"{TOPIC}-{p}", log_dirs, hw) for p, hw in hws.items()]
 
