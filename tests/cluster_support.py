@@ -59,10 +59,11 @@ def zookeeper_ensemble(directory: Path) -> Iterator[ZooKeeperEnsemble]:
 
 @contextmanager
 def three_brokers(
-    zookeeper: ZooKeeperEnsemble, directory: Path
+    zookeeper: ZooKeeperEnsemble, directory: Path, overrides: dict[str, str] | None = None
 ) -> Iterator[tuple[dict[int, BrokerProcess], str]]:
     """Brokers 1, 2, 3 in one cluster under a fresh chroot; yields them and the
-    ``zookeeper.connect`` string they use. Every broker is SIGKILLed at the end."""
+    ``zookeeper.connect`` string they use. ``overrides`` go into every broker's
+    server.properties. Every broker is SIGKILLed at the end."""
     connect = f"{zookeeper.connect_string}/cluster-{uuid.uuid4().hex[:8]}"
     started: dict[int, BrokerProcess] = {}
     try:
@@ -75,6 +76,7 @@ def three_brokers(
                     "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
                     "offsets.topic.replication.factor": "1",
                     "auto.leader.rebalance.enable": "false",
+                    **(overrides or {}),
                 },
             ).start()
         yield started, connect
