@@ -44,6 +44,7 @@ class ZkReading:
     """The cluster as ZooKeeper holds it, with what is missing noted (not guessed)."""
 
     topics: Mapping[str, TopicView]
+    controller_id: int  # -1: none
     controller_epoch: int
     live_brokers: frozenset[int]
     pending_deletions: frozenset[str]
@@ -106,8 +107,10 @@ def _read_zookeeper(zk: KazooClient) -> ZkReading:
             )
         topics[name] = TopicView(topic_id=str(assignment.get("topic_id")), partitions=partitions)
     epoch_data, _stat = zk.get("/controller_epoch")
+    controller = _json(zk, "/controller")["brokerid"] if zk.exists("/controller") else -1
     return ZkReading(
         topics=topics,
+        controller_id=int(controller),
         controller_epoch=int(epoch_data),
         live_brokers=frozenset(int(b) for b in _children(zk, "/brokers/ids")),
         pending_deletions=frozenset(_children(zk, "/admin/delete_topics")),
@@ -131,8 +134,9 @@ def read_controller(connect: str) -> tuple[int, int]:
 # --- a broker's answers -----------------------------------------------------------------------
 
 
-def metadata_view(port: int) -> dict[str, TopicView]:
-    """Every topic as the broker's Metadata v12 answers (topics = null: all of them)."""
+def metadata_view(port: int) -> tuple[int, dict[str, TopicView]]:
+    """The controller and every topic as the broker's Metadata v12 answers (topics = null:
+    all of them)."""
     with raw_wire.connect(port) as sock:
         answer = raw_wire.call(
             sock,
@@ -143,7 +147,7 @@ def metadata_view(port: int) -> dict[str, TopicView]:
             include_cluster_authorized_operations=False,
             include_topic_authorized_operations=False,
         )
-    return {t.name: _topic_view(t) for t in answer.topics}
+    return int(answer.controller_id), {t.name: _topic_view(t) for t in answer.topics}
 
 
 def describe_view(port: int) -> dict[str, TopicView]:
@@ -261,7 +265,13 @@ def cluster_problems(
     zk = read_zookeeper(connect)
     problems = zookeeper_problems(zk)
     for broker_id, port, log_dir in brokers:
-        problems += view_problems(f"broker {broker_id} Metadata", zk.topics, metadata_view(port))
+        controller_id, topics = metadata_view(port)
+        if controller_id != zk.controller_id:
+            problems.append(
+                f"broker {broker_id} answers controller {controller_id},"
+                f" ZooKeeper holds {zk.controller_id}"
+            )
+        problems += view_problems(f"broker {broker_id} Metadata", zk.topics, topics)
         problems += view_problems(
             f"broker {broker_id} DescribeTopicPartitions", zk.topics, describe_view(port)
         )

@@ -4,9 +4,10 @@ confluent-kafka AdminClient creates and deletes topics (1-6 partitions, replicat
 1-3, names reused so that a topic comes back as a new incarnation) the whole time.
 
 Once the churn stops and the cluster settles, ZooKeeper and every broker agree (Metadata and
-DescribeTopicPartitions against the znodes read with kazoo: topics, ids, assignments, leaders,
-epochs, ISRs), no topic is half made or half deleted, no partition is offline while a replica
-lives, no log dir keeps a deleted topic, and the controller epoch went up once per failover.
+DescribeTopicPartitions against the znodes read with kazoo: the controller, topics, ids,
+assignments, leaders, epochs, ISRs), no topic is half made or half deleted, no partition is
+offline while a replica lives, no log dir keeps a deleted topic, and the controller epoch went
+up once per failover.
 
 ``make test`` runs 3 kills; ``make chaos-controller`` runs 10 (``CHAOS_CONTROLLER_KILLS``).
 """
