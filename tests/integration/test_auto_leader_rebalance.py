@@ -85,6 +85,8 @@ def test_preferred_leaders_come_back_after_a_restart_only_when_the_imbalance_is_
         "auto.leader.rebalance.enable": enable,
         "leader.imbalance.check.interval.seconds": str(CHECK_INTERVAL_S),
         "leader.imbalance.per.broker.percentage": str(percentage),
+        # the returning broker stays in sync while the checks go by (it has nothing to fetch)
+        "replica.lag.time.max.ms": "120000",
     }
     with cluster_support.three_brokers(zookeeper, tmp_path, overrides) as (brokers, connect):
         client = cluster_support.admin(brokers)
