@@ -59,17 +59,21 @@ def zookeeper_ensemble(directory: Path) -> Iterator[ZooKeeperEnsemble]:
 
 @contextmanager
 def three_brokers(
-    zookeeper: ZooKeeperEnsemble, directory: Path
+    zookeeper: ZooKeeperEnsemble, directory: Path, overrides: dict[str, str] | None = None
 ) -> Iterator[tuple[dict[int, BrokerProcess], str]]:
     """Brokers 1, 2, 3 in one cluster under a fresh chroot; yields them and the
-    ``zookeeper.connect`` string they use. Every broker is SIGKILLed at the end."""
-    with brokers_in_cluster(zookeeper, directory, BROKER_IDS) as cluster:
+    ``zookeeper.connect`` string they use. ``overrides`` go into every broker's
+    server.properties. Every broker is SIGKILLed at the end."""
+    with brokers_in_cluster(zookeeper, directory, BROKER_IDS, overrides) as cluster:
         yield cluster
 
 
 @contextmanager
 def brokers_in_cluster(
-    zookeeper: ZooKeeperEnsemble, directory: Path, broker_ids: Sequence[int]
+    zookeeper: ZooKeeperEnsemble,
+    directory: Path,
+    broker_ids: Sequence[int],
+    overrides: dict[str, str] | None = None,
 ) -> Iterator[tuple[dict[int, BrokerProcess], str]]:
     """The brokers ``broker_ids`` in one cluster under a fresh chroot (see ``three_brokers``)."""
     connect = f"{zookeeper.connect_string}/cluster-{uuid.uuid4().hex[:8]}"
@@ -84,6 +88,7 @@ def brokers_in_cluster(
                     "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
                     "offsets.topic.replication.factor": "1",
                     "auto.leader.rebalance.enable": "false",
+                    **(overrides or {}),
                 },
             ).start()
         yield started, connect

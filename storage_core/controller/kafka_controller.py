@@ -592,6 +592,7 @@ class KafkaController:
         self, partitions: list[TopicPartition], unclean: bool
     ) -> dict[TopicPartition, ElectionOutcome]:
         ctx = self.context
+        self._refresh_states(tp for tp in partitions if tp in ctx.assignments)
         outcomes: dict[TopicPartition, ElectionOutcome] = {}
         changes = {}
         for tp in partitions:
@@ -678,6 +679,7 @@ class KafkaController:
         if broker_id not in ctx.live_brokers:
             return []  # gone already: its partitions were handled as a failure
         ctx.shutting_down.add(broker_id)
+        self._refresh_states(ctx.partitions_on_broker(broker_id))
         changes = {}
         for tp in ctx.partitions_on_broker(broker_id):
             state = ctx.states.get(tp)
@@ -701,8 +703,32 @@ class KafkaController:
                 )
                 if removed is not None and len(state.isr) > 1:
                     changes[tp] = removed
-        self._write_states(changes, reread=lambda tp: None)
+        self._write_states(
+            changes, reread=functools.partial(self._reread_shutdown, broker_id=broker_id)
+        )
         return ctx.partitions_led_by(broker_id)
+
+    def _reread_shutdown(self, tp: TopicPartition, *, broker_id: int) -> LeaderAndIsr | None:
+        """A state that moved during a controlled shutdown (its leader changed the ISR): the
+        same decision on the current state."""
+        ctx = self.context
+        state = self.zk.get_partition_states([tp]).get(tp)
+        if state is None:
+            return None
+        ctx.states[tp] = state
+        if state.leader == broker_id:
+            return election.elect_controlled_shutdown_leader(
+                ctx.assignments[tp].replicas,
+                state,
+                set(ctx.live_brokers),
+                ctx.shutting_down,
+                controller_epoch=self._epoch().epoch,
+            ).new_state
+        if len(state.isr) < 2:
+            return None
+        return election.remove_replica_from_isr(
+            state, broker_id, controller_epoch=self._epoch().epoch
+        )
 
     def _process_auto_rebalance(self) -> None:
         """Kafka's checkAndTriggerAutoLeaderRebalance: per preferred broker, if more than
@@ -712,6 +738,7 @@ class KafkaController:
         if not self.is_active:
             return
         ctx = self.context
+        self._refresh_states(tp for tp in ctx.assignments if tp.topic not in ctx.topics_to_delete)
         by_preferred: dict[int, list[TopicPartition]] = {}
         for tp, assignment in ctx.assignments.items():
             if assignment.replicas and tp in ctx.states and tp.topic not in ctx.topics_to_delete:
@@ -1105,6 +1132,12 @@ class KafkaController:
         if state is None or state.leader == NO_LEADER:
             return None
         return _without_leader(state, self._epoch().epoch)
+
+    def _refresh_states(self, partitions: Iterable[TopicPartition]) -> None:
+        """Read these partitions' states again before deciding on their ISRs: leaders write
+        ISR changes to ZooKeeper themselves (Kafka's ZooKeeper mode), so the controller's copy
+        may be behind (Kafka learned them through ``/isr_change_notification``)."""
+        self.context.states.update(self.zk.get_partition_states(list(partitions)))
 
     def _epoch(self) -> ControllerEpoch:
         epoch = self.context.epoch

@@ -27,6 +27,7 @@ from typing import Protocol, TypeVar
 from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import ZERO_UUID, TopicPartition, Uuid
 from storage_core.errors import (
+    InconsistentTopicIdError,
     InvalidRequiredAcksError,
     KafkaStorageError,
     NotLeaderOrFollowerError,
@@ -110,6 +111,7 @@ class FetchRequestPartition:
     current_leader_epoch: int = NO_EPOCH_CHECK
     last_fetched_epoch: int = -1
     log_start_offset: int = -1  # a follower's, reported in its fetch
+    topic_id: Uuid | None = None  # set when the request names topics by id (Fetch v13+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -159,6 +161,8 @@ class ReplicaManager:
         self._scheduler = Scheduler("replica-manager-scheduler")
         self._lock = threading.RLock()
         self._partitions: dict[TopicPartition, Partition] = {}
+        # assigned here, but the local log holds another topic id: neither led nor followed
+        self._inconsistent_topic_ids: dict[TopicPartition, str] = {}
         self._io = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="io")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
@@ -200,6 +204,9 @@ class ReplicaManager:
     def get_partition(self, tp: TopicPartition) -> Partition:
         with self._lock:
             partition = self._partitions.get(tp)
+            inconsistent = self._inconsistent_topic_ids.get(tp)
+        if inconsistent is not None:  # Kafka's answer: the partition has no role here
+            raise NotLeaderOrFollowerError(f"partition {tp} has no role here: {inconsistent}")
         if partition is None:
             offline = self.log_manager.offline_logs().get(tp)
             if offline is not None:  # Kafka's HostedPartition.Offline
@@ -228,6 +235,8 @@ class ReplicaManager:
         result = LeadershipChanges()
         for tp, state in sorted(changes.items()):
             if state is None or self.local_broker_id not in state.replicas:
+                with self._lock:
+                    self._inconsistent_topic_ids.pop(tp, None)
                 if self.remove_partition(tp) is not None:
                     result.stopped.append(tp)
                 continue
@@ -275,6 +284,11 @@ class ReplicaManager:
                     if was_leader:  # parked acks=all produces answer NOT_LEADER_OR_FOLLOWER
                         self.on_high_watermark_advanced(tp)
                 self.add_partition(partition)
+                with self._lock:
+                    self._inconsistent_topic_ids.pop(tp, None)
+            except InconsistentTopicIdError:
+                self._refuse_inconsistent_topic_id(tp, topic_ids.get(tp.topic))
+                result.failed.append(tp)
             except StorageError as error:
                 logger.error(
                     "cannot host partition=%s leader=%s leader_epoch=%s: it stays offline (%s)",
@@ -285,6 +299,28 @@ class ReplicaManager:
                 )
                 result.failed.append(tp)
         return result
+
+    def _refuse_inconsistent_topic_id(self, tp: TopicPartition, topic_id: Uuid | None) -> None:
+        """Kafka's INCONSISTENT_TOPIC_ID in ``becomeLeaderOrFollower``: the partition gets no
+        role and its log (of another cluster, or of an earlier incarnation of the topic) is
+        left as it is for an operator to inspect."""
+        log = self.log_manager.get_log(tp)
+        log_dir = log.dir if log is not None else None
+        log_topic_id = log.topic_id if log is not None else None
+        reason = (
+            f"its log dir {log_dir} holds topic id {log_topic_id}, the cluster's topic"
+            f" {tp.topic} has id {topic_id}"
+        )
+        with self._lock:
+            self._inconsistent_topic_ids[tp] = reason
+        logger.error(
+            "inconsistent topic id: partition neither led nor followed, its files left"
+            " untouched partition=%s dir=%s topic_id=%s log_topic_id=%s",
+            tp,
+            log_dir,
+            topic_id,
+            log_topic_id,
+        )
 
     def partitions(self) -> dict[TopicPartition, Partition]:
         with self._lock:
@@ -536,6 +572,7 @@ class ReplicaManager:
         budget = max_bytes
         for tp, request in requests.items():
             try:
+                _check_topic_id(self.log_manager, tp, request.topic_id)
                 partition = self.get_partition(tp)
                 diverging = self._diverging_epoch(partition, request)
                 if diverging is not None:
@@ -717,3 +754,12 @@ def _retrieve_outcome(future: asyncio.Future[T]) -> None:
 
 class _RequestTimedOutError(StorageError):
     error_code = "request_timed_out"
+
+
+def _check_topic_id(log_manager: LogManager, tp: TopicPartition, topic_id: Uuid | None) -> None:
+    """Kafka's ``hasConsistentTopicId`` for a fetch that named the topic by id."""
+    log = log_manager.get_log(tp) if topic_id is not None else None
+    if log is not None and log.topic_id is not None and log.topic_id != topic_id:
+        raise InconsistentTopicIdError(
+            "Topic ID in the fetch session did not match the topic ID in the log."
+        )

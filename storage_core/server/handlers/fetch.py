@@ -61,6 +61,7 @@ async def handle(ctx: RequestContext, request: Any) -> ResponseParts:
                 current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v9+
                 last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),  # v12+
                 log_start_offset=getattr(p, "log_start_offset", -1),  # v5+
+                topic_id=from_kio_uuid(topic.topic_id) if by_id else None,
             )
     results = await broker.replica_manager.fetch_messages(
         wanted,
