@@ -1,4 +1,4 @@
-"""A follower's fetch state of one partition (Kafka's ``PartitionFetchState``, ``InitialFetchState``).
+"""A follower's fetch state of one partition (Kafka's ``PartitionFetchState``).
 
 A partition on a fetcher thread is in one of two states, and may be delayed (backing off
 after an error) in either::

@@ -88,7 +88,7 @@ def truncate_with_epochs(follower: Replica, leader: Replica) -> list[OffsetTrunc
 
 # ---------------------------------------------------------------- seed 003: HW truncation
 def test_hw_truncation_loses_a_committed_record_that_epochs_keep() -> None:
-    """"HW机制之丢失消息": A (leader) and B hold m0, m1; A's HW is 2, B's still 1 (the HW
+    """ "HW机制之丢失消息": A (leader) and B hold m0, m1; A's HW is 2, B's still 1 (the HW
     reaches a follower one fetch later). B restarts, then A dies and B leads."""
 
     def start() -> tuple[Replica, Replica]:
@@ -107,7 +107,7 @@ def test_hw_truncation_loses_a_committed_record_that_epochs_keep() -> None:
 
 
 def test_hw_truncation_leaves_replicas_diverged_and_epochs_repair_it() -> None:
-    """"HW机制之数据不一致": A has m0, m1 (HW 2), B has m0 (HW 1). Both crash; B comes back
+    """ "HW机制之数据不一致": A has m0, m1 (HW 2), B has m0 (HW 1). Both crash; B comes back
     first, leads at epoch 1 and writes m at offset 1 (HW 2). A returns as follower."""
     a = Replica([(0, "m0"), (0, "m1")], high_watermark=2)
     b = Replica([(0, "m0"), (1, "m")], high_watermark=2)
@@ -131,9 +131,7 @@ def test_epochs_unknown_to_the_follower_take_several_rounds() -> None:
     Each answer names an epoch the follower lacks, so it cuts to its largest earlier epoch's
     end and asks again, until the epochs agree."""
     leader = Replica([(0, "a")] * 10 + [(2, "b")] * 15 + [(4, "c")] * 5, high_watermark=30)
-    follower = Replica(
-        [(0, "a")] * 10 + [(1, "x")] * 10 + [(3, "y")] * 10, high_watermark=10
-    )
+    follower = Replica([(0, "a")] * 10 + [(1, "x")] * 10 + [(3, "y")] * 10, high_watermark=10)
 
     rounds = truncate_with_epochs(follower, leader)
 
