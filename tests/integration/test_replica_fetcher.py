@@ -11,6 +11,8 @@ byte for byte.
 
 from __future__ import annotations
 
+import base64
+import json
 import threading
 import time
 import uuid
@@ -30,7 +32,9 @@ from storage_core.common import TopicPartition, Uuid
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
+from storage_core.records.batch import build_batch
 from storage_core.records.memory_records import iter_batches
+from storage_core.records.record import Record, SimpleRecord
 from storage_core.replication.fetch_state import InitialFetchState, ReplicaState
 from storage_core.replication.metadata_cache import PartitionMetadata
 from storage_core.replication.partition import Partition
@@ -246,3 +250,197 @@ def test_follower_log_becomes_identical_to_the_leaders(
     assert state.fetch_offset == 350 and state.last_fetched_epoch == view.leader_epoch
     eventually(lambda: follower.fetchers.lag(partition.topic_partition) == 0, "lag 0")
     assert follower.fetchers.max_lag() == 0
+
+
+def bump_leader_epoch(broker: BrokerProcess, topic: str) -> None:
+    """A leader election as the controller records it: the partition state's leader epoch + 1,
+    written to the broker's metadata store while it is stopped; it comes back leader at the
+    new epoch (and starts that epoch at its log end offset)."""
+    broker.stop()
+    path = broker.log_dir / "metadata-store.json"
+    store = json.loads(path.read_text())
+    node = store["nodes"][f"/brokers/topics/{topic}/partitions/0/state"]
+    state = json.loads(base64.b64decode(node["data"]))
+    state["leader_epoch"] += 1
+    node["data"] = base64.b64encode(json.dumps(state).encode()).decode()
+    node["version"] += 1
+    path.write_text(json.dumps(store))
+    broker.start()
+
+
+def old_leader_batches(first_offset: int, count: int, epoch: int) -> list[bytes]:
+    """Batches this replica wrote as leader of ``epoch`` that no other replica received."""
+    return [
+        build_batch(
+            [SimpleRecord(value=f"unreplicated-{first_offset + i}".encode())],
+            base_offset=first_offset + i,
+            partition_leader_epoch=epoch,
+        )
+        for i in range(count)
+    ]
+
+
+@pytest.mark.parametrize(
+    "truncation_on_fetch",
+    [True, False],
+    ids=["diverging-epoch-in-fetch", "offset-for-leader-epoch"],
+)
+def test_follower_with_batches_of_a_diverging_epoch_is_truncated_then_matches(
+    leader: BrokerProcess, tmp_path: Path, truncation_on_fetch: bool
+) -> None:
+    """KIP-101: the follower holds 30 records of epoch 0 that the leader never got; the leader
+    moved to epoch 1 at offset 20 and wrote 15 others. The follower must cut at 20 (where the
+    leader's epoch 0 ends), not at its HW or the leader's end, then copy epoch 1."""
+    follower = Follower(tmp_path / "follower-logs", leader, truncation_on_fetch=truncation_on_fetch)
+    try:
+        topic = create_topic(leader)
+        produce_kafka_python(leader, topic, 20, tag="e0")
+        view0 = leader_view(leader, topic)
+        assert view0.leader_epoch == 0
+        partition = follower.follow(topic, view0)
+        wait_until_caught_up(leader, topic, partition.log)
+        follower.fetchers.remove_fetcher_for_partitions([partition.topic_partition])
+        for batch in old_leader_batches(20, 30, epoch=0):
+            partition.log.append_as_follower(batch)
+        assert partition.log.log_end_offset == 50
+
+        bump_leader_epoch(leader, topic)
+        produce_confluent(leader, topic, 15, tag="e1")
+        view1 = leader_view(leader, topic)
+        assert view1.leader_epoch == 1
+        assert leader_end_offset(leader, topic) == 35  # below the follower's 50
+
+        follower.follow(topic, view1)
+        wait_until_caught_up(leader, topic, partition.log)
+
+        leader_bytes = leader_log_bytes(leader, topic)
+        assert batches(follower_log_bytes(partition.log)) == batches(leader_bytes)
+        assert follower_log_bytes(partition.log) == leader_bytes
+        assert [
+            (e.epoch, e.start_offset) for e in partition.log.leader_epoch_cache.epoch_entries()
+        ] == [
+            (0, 0),
+            (1, 20),
+        ]
+        assert all(b"unreplicated" not in r.value for r in _records(partition.log))
+    finally:
+        follower.close()
+
+
+def _records(log: Log) -> list[Record]:
+    return [r for batch in log.read_batches(log.log_start_offset) for r in batch.records()]
+
+
+def test_follower_below_the_leaders_log_start_restarts_at_it(
+    leader: BrokerProcess, follower: Follower
+) -> None:
+    """A follower that stopped at offset 10 while the leader deleted records up to the middle
+    of a later batch (DeleteRecords): its fetch is out of range, it asks the leader for its end
+    and start offsets, empties its log and copies the leader from the batch holding the new
+    log start offset on."""
+    topic = create_topic(leader)
+    produce_kafka_python(leader, topic, 10, tag="early")
+    view = leader_view(leader, topic)
+    partition = follower.follow(topic, view)
+    wait_until_caught_up(leader, topic, partition.log)
+    follower.fetchers.remove_fetcher_for_partitions([partition.topic_partition])
+
+    produce_confluent(leader, topic, 300, tag="late")
+    # A log start offset inside a batch of several records, past the follower's end.
+    base = next(
+        base
+        for base, last, _e, _c in batches(leader_log_bytes(leader, topic))
+        if base >= 10 and last > base
+    )
+    new_start = base + 1
+    admin = AdminClient({"bootstrap.servers": leader.bootstrap})
+    (deleted,) = admin.delete_records([CTopicPartition(topic, 0, new_start)]).values()
+    assert deleted.result(timeout=TIMEOUT_S).low_watermark == new_start
+
+    follower.follow(topic, view)
+    wait_until_caught_up(leader, topic, partition.log)
+
+    log = partition.log
+    assert log.log_start_offset == new_start
+    assert log.segments[0].base_offset == base  # the batch holding the start, kept whole
+    leader_batches = [b for b in batches(leader_log_bytes(leader, topic)) if b[1] >= new_start]
+    assert batches(follower_log_bytes(log)) == leader_batches
+    assert min(r.offset for r in _records(log)) == base
+
+
+def test_fetcher_backs_off_while_the_leader_is_down_and_resumes(
+    leader: BrokerProcess, follower: Follower
+) -> None:
+    topic = create_topic(leader)
+    produce_kafka_python(leader, topic, 30, tag="before")
+    view = leader_view(leader, topic)
+    partition = follower.follow(topic, view)
+    wait_until_caught_up(leader, topic, partition.log)
+    (thread,) = follower.fetchers.fetcher_threads().values()
+
+    leader.stop()
+    try:
+        eventually(
+            lambda: (
+                (s := follower.fetchers.fetch_state(partition.topic_partition)) is not None
+                and s.delay_until_ms is not None
+            ),
+            "the partition backing off",
+        )
+        requests_before = thread.fetch_requests
+        down_s = 2.0
+        time.sleep(down_s)
+        # One attempt per back-off at most (plus the one in flight), not a busy loop.
+        assert thread.fetch_requests - requests_before <= down_s * 1000 / BACKOFF_MS + 2
+        assert thread.is_alive()
+        assert partition.log.log_end_offset == 30
+    finally:
+        leader.start()
+
+    produce_confluent(leader, topic, 40, tag="after")
+    wait_until_caught_up(leader, topic, partition.log)
+    assert partition.log.log_end_offset == 70
+    assert follower_log_bytes(partition.log) == leader_log_bytes(leader, topic)
+
+
+def test_removing_the_partition_stops_appends_at_once(
+    leader: BrokerProcess, follower: Follower
+) -> None:
+    """Kafka's partitionMapLock: once remove_fetcher_for_partitions returns, nothing more is
+    appended, although records keep arriving at the leader and a fetch may be in flight."""
+    topic = create_topic(leader)
+    view = leader_view(leader, topic)
+    partition = follower.follow(topic, view)
+    stop = threading.Event()
+
+    def produce_continuously() -> None:
+        producer = KafkaProducer(bootstrap_servers=leader.bootstrap, linger_ms=1)
+        i = 0
+        while not stop.is_set():
+            producer.send(topic, value=f"live-{i}".encode(), partition=0)
+            i += 1
+            if i % 20 == 0:
+                producer.flush(TIMEOUT_S)
+        producer.flush(TIMEOUT_S)
+        producer.close()
+
+    producer = threading.Thread(target=produce_continuously, daemon=True)
+    producer.start()
+    try:
+        eventually(lambda: partition.log.log_end_offset > 200, "replication under way")
+        removed = follower.fetchers.remove_fetcher_for_partitions([partition.topic_partition])
+        end_at_removal = partition.log.log_end_offset
+        assert partition.topic_partition in removed
+        time.sleep(1.0)
+        assert partition.log.log_end_offset == end_at_removal
+        assert leader_end_offset(leader, topic) > end_at_removal
+        assert follower.fetchers.fetch_state(partition.topic_partition) is None
+    finally:
+        stop.set()
+        producer.join(TIMEOUT_S)
+
+    # What was appended is the leader's prefix, and following again completes it.
+    follower.follow(topic, view)
+    wait_until_caught_up(leader, topic, partition.log)
+    assert follower_log_bytes(partition.log) == leader_log_bytes(leader, topic)
+    assert follower.fetchers.shutdown_idle_fetcher_threads() == 0
