@@ -11,6 +11,7 @@ byte for byte.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import threading
@@ -28,6 +29,7 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
 from storage_core.client.cluster import KafkaCluster
+from storage_core.client.consumer import KafkaConsumer
 from storage_core.common import TopicPartition, Uuid
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
@@ -42,7 +44,9 @@ from storage_core.replication.replica_fetcher_config import ReplicaFetcherConfig
 from storage_core.replication.replica_fetcher_manager import ReplicaFetcherManager
 from storage_core.replication.replica_fetcher_thread import initial_fetch_offset
 from storage_core.replication.replica_manager import ReplicaManager
-from tests.broker_process import BrokerProcess
+from storage_core.server.kafka_broker import KafkaBroker
+from storage_core.server.kafka_config import KafkaConfig
+from tests.broker_process import BrokerProcess, free_port
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -444,3 +448,52 @@ def test_removing_the_partition_stops_appends_at_once(
     wait_until_caught_up(leader, topic, partition.log)
     assert follower_log_bytes(partition.log) == leader_log_bytes(leader, topic)
     assert follower.fetchers.shutdown_idle_fetcher_threads() == 0
+
+
+def test_list_offsets_latest_for_a_replica_is_the_log_end_offset(tmp_path: Path) -> None:
+    """Kafka reads for replicas without isolation: a follower asking the leader for LATEST
+    (``fetchOffsetAndTruncate``) gets the log end offset, a consumer the high watermark. The
+    broker runs in this process so that its partition can be given a second, silent ISR member
+    (as the controller would for replication factor 2): the HW then stays behind the LEO."""
+    port = free_port()
+    config = KafkaConfig.from_props(
+        {
+            "broker.id": "0",
+            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "log.dirs": str(tmp_path / "logs"),
+            "offsets.topic.num.partitions": "1",
+        }
+    )
+    tp = TopicPartition("isr-of-two", 0)
+
+    def produce(count: int) -> None:
+        producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", acks=1)
+        for i in range(count):
+            producer.send(tp.topic, value=f"v{i}".encode(), partition=0).get(TIMEOUT_S)
+        producer.close()
+
+    def latest(replica_id: int) -> int:
+        with KafkaCluster(f"127.0.0.1:{port}") as cluster:
+            return KafkaConsumer(cluster, replica_id=replica_id).latest_offset(tp.topic, 0)
+
+    async def scenario() -> tuple[int, int, int]:
+        broker = KafkaBroker(config)
+        await broker.start()
+        try:
+            broker.create_topic(tp.topic, 1, 1, {})
+            await asyncio.to_thread(produce, 4)
+            partition = broker.replica_manager.get_partition(tp)
+            partition.make_leader(leader_epoch=partition.leader_epoch, replicas=(0, 1), isr=(0, 1))
+            await asyncio.to_thread(produce, 6)  # broker 1 fetches nothing: HW stays at 4
+            return (
+                partition.log.high_watermark,
+                await asyncio.to_thread(latest, -1),
+                await asyncio.to_thread(latest, FOLLOWER_ID),
+            )
+        finally:
+            await broker.stop()
+
+    high_watermark, consumer_latest, replica_latest = asyncio.run(
+        asyncio.wait_for(scenario(), timeout=60)
+    )
+    assert (high_watermark, consumer_latest, replica_latest) == (4, 4, 10)
