@@ -163,7 +163,6 @@ class ReplicaFetcherThread(threading.Thread):
         self._states: dict[TopicPartition, PartitionFetchState] = {}
         self._lags: dict[TopicPartition, int] = {}
         self._running = True
-        self._stopped = threading.Event()
         self.fetch_requests = 0  # Kafka's RequestsPerSec, as a count
         self.bytes_fetched = 0  # Kafka's BytesPerSec, as a count
 
@@ -172,18 +171,15 @@ class ReplicaFetcherThread(threading.Thread):
         logger.info(
             "fetcher starting fetcher=%s leader=%d", self.name, self.leader.source_broker_id
         )
-        try:
-            while self._running:
-                try:
-                    self.do_work()
-                except Exception:  # a bug must not stop replication of every partition
-                    logger.exception("fetcher round failed fetcher=%s", self.name)
-                    with self._lock:
-                        self._delay_partitions(self._states, self._config.fetch_backoff_ms)
-                        self._lock.wait(self._config.fetch_backoff_ms / 1000)
-        finally:
-            self._stopped.set()
-            logger.info("fetcher stopped fetcher=%s", self.name)
+        while self._running:
+            try:
+                self.do_work()
+            except Exception:  # a bug must not stop replication of every partition
+                logger.exception("fetcher round failed fetcher=%s", self.name)
+                with self._lock:
+                    self._delay_partitions(self._states, self._config.fetch_backoff_ms)
+                    self._lock.wait(self._config.fetch_backoff_ms / 1000)
+        logger.info("fetcher stopped fetcher=%s", self.name)
 
     def initiate_shutdown(self) -> None:
         with self._lock:
