@@ -394,8 +394,8 @@ def test_fetcher_backs_off_while_the_leader_is_down_and_resumes(
         requests_before = thread.fetch_requests
         down_s = 2.0
         time.sleep(down_s)
-        # One attempt per back-off at most (plus the one in flight), not a busy loop.
-        assert thread.fetch_requests - requests_before <= down_s * 1000 / BACKOFF_MS + 2
+        # About one attempt per back-off (a busy loop would make hundreds).
+        assert thread.fetch_requests - requests_before <= 2 * down_s * 1000 / BACKOFF_MS
         assert thread.is_alive()
         assert partition.log.log_end_offset == 30
     finally:
