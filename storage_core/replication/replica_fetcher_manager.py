@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicPartition
+from storage_core.metrics.registry import KafkaMetricsRegistry, MetricName
 from storage_core.replication.fetch_state import InitialFetchState, PartitionFetchState
 from storage_core.replication.leader_end_point import EndpointOf, RemoteLeaderEndPoint
 from storage_core.replication.replica_fetcher_config import (
@@ -36,6 +37,7 @@ from storage_core.replication.replica_fetcher_thread import (
 logger = logging.getLogger(__name__)
 
 _INT32_MASK = 0xFFFFFFFF
+_CLIENT_ID = "Replica"  # Kafka's clientId tag of the ReplicaFetcherManager gauges
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -57,6 +59,15 @@ def fetcher_id_for(tp: TopicPartition, num_fetchers: int) -> int:
     """Kafka's ``getFetcherId``: ``Utils.abs(31 * topic.hashCode() + partition) % n``."""
     mixed = (31 * java_string_hash(tp.topic) + tp.partition) & _INT32_MASK
     return (mixed & 0x7FFFFFFF) % num_fetchers  # Utils.abs: the sign bit dropped
+
+
+def replica_fetcher_manager_metric(name: str) -> MetricName:
+    return MetricName(
+        group="kafka.server",
+        type="ReplicaFetcherManager",
+        name=name,
+        tags=(("clientId", _CLIENT_ID),),
+    )
 
 
 class ReplicaFetcherManager:
@@ -193,3 +204,17 @@ class ReplicaFetcherManager:
     def max_lag(self) -> int:
         """Kafka's ``MaxLag``: the largest partition lag over all fetcher threads (0 if none)."""
         return max((t.max_lag() for t in self.fetcher_threads().values()), default=0)
+
+    def dead_thread_count(self) -> int:
+        return sum(1 for t in self.fetcher_threads().values() if not t.is_alive())
+
+    def register_metrics(self, registry: KafkaMetricsRegistry) -> None:
+        """Kafka's gauges ``kafka.server:type=ReplicaFetcherManager,name=MaxLag|
+        FailedPartitionsCount|DeadThreadCount,clientId=Replica``."""
+        samples: dict[str, Callable[[], float]] = {
+            "MaxLag": self.max_lag,
+            "FailedPartitionsCount": lambda: len(self.failed_partitions),
+            "DeadThreadCount": self.dead_thread_count,
+        }
+        for name, sample in samples.items():
+            registry.gauge(replica_fetcher_manager_metric(name), sample)

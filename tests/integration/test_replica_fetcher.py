@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 import threading
 import time
@@ -34,6 +35,7 @@ from storage_core.common import TopicPartition, Uuid
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
+from storage_core.metrics.registry import Gauge, KafkaMetricsRegistry
 from storage_core.records.batch import build_batch
 from storage_core.records.memory_records import iter_batches
 from storage_core.records.record import Record, SimpleRecord
@@ -41,7 +43,10 @@ from storage_core.replication.fetch_state import InitialFetchState, ReplicaState
 from storage_core.replication.metadata_cache import PartitionMetadata
 from storage_core.replication.partition import Partition
 from storage_core.replication.replica_fetcher_config import ReplicaFetcherConfig
-from storage_core.replication.replica_fetcher_manager import ReplicaFetcherManager
+from storage_core.replication.replica_fetcher_manager import (
+    ReplicaFetcherManager,
+    replica_fetcher_manager_metric,
+)
 from storage_core.replication.replica_fetcher_thread import initial_fetch_offset
 from storage_core.replication.replica_manager import ReplicaManager
 from storage_core.server.kafka_broker import KafkaBroker
@@ -254,6 +259,50 @@ def test_follower_log_becomes_identical_to_the_leaders(
     assert state.fetch_offset == 350 and state.last_fetched_epoch == view.leader_epoch
     eventually(lambda: follower.fetchers.lag(partition.topic_partition) == 0, "lag 0")
     assert follower.fetchers.max_lag() == 0
+
+
+def test_max_lag_gauge_shows_a_follower_behind(leader: BrokerProcess, follower: Follower) -> None:
+    """MaxLag (kafka.server:type=ReplicaFetcherManager): the leader's HW minus the follower's
+    next offset; with a small replica.fetch.max.bytes a follower catches up over many
+    fetches, and the gauge goes from the backlog down to 0."""
+    registry = KafkaMetricsRegistry()
+    follower.fetchers.register_metrics(registry)
+    max_lag = registry.get(replica_fetcher_manager_metric("MaxLag"))
+    assert isinstance(max_lag, Gauge) and max_lag.value() == 0
+    topic = create_topic(leader)
+    produce_kafka_python(leader, topic, 400, tag="backlog")
+    slow = ReplicaFetcherManager(
+        broker_id=FOLLOWER_ID,
+        config=dataclasses.replace(FETCHER_CONFIG, fetch_max_bytes=1),  # one batch a fetch
+        get_partition=follower.replica_manager.get_partition,
+        endpoint_of=follower.endpoint_of,
+    )
+    follower.fetchers.shutdown()
+    follower.fetchers = slow
+    slow.register_metrics(registry)
+    lags: list[float] = []
+    sampling = threading.Event()
+
+    def sample() -> None:
+        while not sampling.is_set():
+            lags.append(max_lag_of(registry))
+            time.sleep(0.005)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    partition = follower.follow(topic, leader_view(leader, topic))
+    wait_until_caught_up(leader, topic, partition.log)
+    eventually(lambda: max_lag_of(registry) == 0, "MaxLag back to 0")
+    sampling.set()
+    sampler.join()
+    assert max(lags) > 0
+    assert slow.fetcher_threads()[next(iter(slow.fetcher_threads()))].fetch_requests > 10
+
+
+def max_lag_of(registry: KafkaMetricsRegistry) -> float:
+    gauge = registry.get(replica_fetcher_manager_metric("MaxLag"))
+    assert isinstance(gauge, Gauge)
+    return gauge.value()
 
 
 def bump_leader_epoch(broker: BrokerProcess, topic: str) -> None:
