@@ -7,6 +7,9 @@ storage-core broker --config server.properties [--override key=value ...]
 storage-core topics [--bootstrap-server HOST:PORT] create|list|describe|delete|alter-config ...
 storage-core produce [--bootstrap-server HOST:PORT] --topic T [--count N --record-size B]
 storage-core consume [--bootstrap-server HOST:PORT] --topic T --offset earliest|latest|N
+storage-core reassign-partitions [--bootstrap-server HOST:PORT] --execute|--verify|--cancel
+    --reassignment-json-file F [--additional] [--disallow-replication-factor-change]
+storage-core reassign-partitions [--bootstrap-server HOST:PORT] --list
 storage-core remote-log-metadata dump [--bootstrap-server HOST:PORT] [--partition N]
     [--from-beginning] [--property print.message.offset=true ...]
 storage-core tier [--bootstrap-server HOST:PORT] --log-dir DIR [--topic T] [--dry-run]
@@ -174,7 +177,14 @@ def _describe_log_dir(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------- client commands
-_CLIENT_COMMANDS = ("topics", "produce", "consume", "remote-log-metadata", "tier")
+_CLIENT_COMMANDS = (
+    "topics",
+    "produce",
+    "consume",
+    "remote-log-metadata",
+    "tier",
+    "reassign-partitions",
+)
 _DEFAULT_BOOTSTRAP_SERVER = "127.0.0.1:9092"
 
 
@@ -240,6 +250,38 @@ def _add_client_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPa
     output = consume.add_mutually_exclusive_group()
     output.add_argument("--print-offsets", action="store_true", help="prefix OFFSET<TAB>")
     output.add_argument("--json", action="store_true", help="one JSON object per record")
+
+    reassign = commands.add_parser(
+        "reassign-partitions",
+        parents=[common],
+        help="move partitions between brokers (kafka-reassign-partitions.sh)",
+    )
+    action = reassign.add_mutually_exclusive_group(required=True)
+    for name, text in (
+        ("execute", "start the reassignments of the JSON file"),
+        ("verify", "say whether the file's reassignments are complete"),
+        ("list", "list the reassignments in progress"),
+        ("cancel", "cancel the file's reassignments still in progress"),
+    ):
+        action.add_argument(
+            f"--{name}", dest="reassign_action", action="store_const", const=name, help=text
+        )
+    reassign.add_argument(
+        "--reassignment-json-file",
+        type=Path,
+        metavar="F",
+        help='{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}',
+    )
+    reassign.add_argument(
+        "--additional",
+        action="store_true",
+        help="execute even though other reassignments are in progress",
+    )
+    reassign.add_argument(
+        "--disallow-replication-factor-change",
+        action="store_true",
+        help="refuse reassignments that change a partition's replica count",
+    )
 
     rlm = commands.add_parser(
         "remote-log-metadata", parents=[common], help="print __remote_log_metadata events"
@@ -371,6 +413,24 @@ def _client_command(args: argparse.Namespace) -> int:
                 print(f"error: {exc}", file=sys.stderr, flush=True)
                 sys.stdout.flush()
                 os._exit(1)
+        if args.command == "reassign-partitions":
+            from storage_core.tools.reassign_partitions import (  # noqa: PLC0415
+                run_reassign_partitions,
+            )
+
+            path = args.reassignment_json_file
+            try:
+                text = path.read_text() if path is not None else None
+            except OSError as exc:
+                raise ValueError(f"cannot read --reassignment-json-file: {exc}") from exc
+            return run_reassign_partitions(
+                args.reassign_action,
+                bootstrap_server=args.bootstrap_server,
+                reassignment_json=text,
+                out=sys.stdout,
+                additional=args.additional,
+                allow_replication_factor_change=not args.disallow_replication_factor_change,
+            )
         if args.command == "remote-log-metadata":
             from storage_core.tools import remote_log_metadata_dump as rlm  # noqa: PLC0415
             from storage_core.tools.key_values import parse_key_values  # noqa: PLC0415

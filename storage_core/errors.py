@@ -235,6 +235,13 @@ class InvalidRequiredAcksError(StorageError):
     error_code: ClassVar[str] = "invalid_required_acks"
 
 
+class NotEnoughReplicasAfterAppendError(StorageError):
+    """An ``acks=all`` produce was appended, but the ISR shrank below ``min.insync.replicas``
+    before it was replicated (the records may still be committed later)."""
+
+    error_code: ClassVar[str] = "not_enough_replicas_after_append"
+
+
 class NotEnoughReplicasError(StorageError):
     """Fewer in-sync replicas than ``min.insync.replicas`` for an ``acks=all`` produce."""
 

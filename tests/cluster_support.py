@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -63,10 +63,19 @@ def three_brokers(
 ) -> Iterator[tuple[dict[int, BrokerProcess], str]]:
     """Brokers 1, 2, 3 in one cluster under a fresh chroot; yields them and the
     ``zookeeper.connect`` string they use. Every broker is SIGKILLed at the end."""
+    with brokers_in_cluster(zookeeper, directory, BROKER_IDS) as cluster:
+        yield cluster
+
+
+@contextmanager
+def brokers_in_cluster(
+    zookeeper: ZooKeeperEnsemble, directory: Path, broker_ids: Sequence[int]
+) -> Iterator[tuple[dict[int, BrokerProcess], str]]:
+    """The brokers ``broker_ids`` in one cluster under a fresh chroot (see ``three_brokers``)."""
     connect = f"{zookeeper.connect_string}/cluster-{uuid.uuid4().hex[:8]}"
     started: dict[int, BrokerProcess] = {}
     try:
-        for broker_id in BROKER_IDS:
+        for broker_id in broker_ids:
             started[broker_id] = BrokerProcess(
                 directory / f"broker-{broker_id}",
                 overrides={

@@ -28,6 +28,9 @@ class ControllerContext:
     assignments: dict[TopicPartition, ReplicaAssignment] = field(default_factory=dict)
     states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
     topics_to_delete: set[str] = field(default_factory=set)
+    # partitions whose assignment has adding or removing replicas (Kafka's
+    # partitionsBeingReassigned): their state znodes are watched for ISR changes
+    partitions_being_reassigned: set[TopicPartition] = field(default_factory=set)
 
     def clear(self) -> None:
         self.epoch = None
@@ -37,6 +40,7 @@ class ControllerContext:
         self.assignments.clear()
         self.states.clear()
         self.topics_to_delete.clear()
+        self.partitions_being_reassigned.clear()
 
     @property
     def live_broker_ids(self) -> set[int]:
@@ -69,5 +73,6 @@ class ControllerContext:
         for tp in self.partitions_of(topic):
             self.assignments.pop(tp, None)
             self.states.pop(tp, None)
+            self.partitions_being_reassigned.discard(tp)
         self.topic_ids.pop(topic, None)
         self.topics_to_delete.discard(topic)

@@ -26,6 +26,11 @@ Events (one thread; ZooKeeper watches and callers only enqueue):
     TopicDeletion      topics marked for deletion; done once every replica acknowledged
     ControlledShutdown a broker asks to leave: its leaderships move first
     ElectLeaders       preferred or unclean election asked by an admin client
+    AlterPartitionReassignments  reassignments started, replaced or cancelled (KIP-455)
+    ListPartitionReassignments   the reassignments in progress
+    PartitionReassignmentIsrChange  a reassigning partition's state znode changed: complete it
+                       once every target replica is in the ISR
+    ZkPartitionReassignment  /admin/reassign_partitions created: start what it asks
     AutoRebalance      periodic preferred-replica election when a broker's imbalance is high
     SessionExpired     the ZooKeeper session is gone: stop acting at once; elect again later
 
@@ -39,27 +44,33 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from storage_core.common import TopicPartition
-from storage_core.controller import election
+from storage_core.controller import election, reassignment
 from storage_core.controller.controller_context import ControllerContext
 from storage_core.controller.event_manager import EventManager
 from storage_core.controller.kafka_zk_client import (
     ControllerEpoch,
     ControllerMovedError,
     KafkaZkClient,
+    Watch,
 )
+from storage_core.controller.reassignment import ReassignmentOutcome
 from storage_core.controller.zk_data import (
     NO_LEADER,
     LeaderAndIsr,
     ReplicaAssignment,
     TopicAssignment,
 )
-from storage_core.errors import InvalidPartitionsError, UnknownTopicOrPartitionError
+from storage_core.errors import (
+    InvalidPartitionsError,
+    StorageError,
+    UnknownTopicOrPartitionError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +123,7 @@ class KafkaController:
         self._active_controller_id = -1
         self._next_rebalance_s = float("inf")
         self._shutdowns_served: set[tuple[int, int]] = set()
+        self._isr_change_watches: dict[TopicPartition, Watch] = {}
 
     # --- lifecycle and state, from any thread -----------------------------------------------
 
@@ -171,6 +183,32 @@ class KafkaController:
             self._process_topic_deletion()
 
         return self._call("DeleteTopics", mark)
+
+    def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, Sequence[int] | None],
+        *,
+        allow_replication_factor_change: bool = True,
+    ) -> Future[dict[TopicPartition, ReassignmentOutcome]]:
+        """Start (or replace) the reassignment of each partition to its target replicas;
+        a target of None cancels the partition's reassignment."""
+        wanted = {tp: None if r is None else tuple(r) for tp, r in reassignments.items()}
+        return self._call(
+            "AlterPartitionReassignments",
+            lambda: self._process_api_partition_reassignment(
+                wanted, allow_replication_factor_change
+            ),
+        )
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> Future[dict[TopicPartition, ReplicaAssignment]]:
+        """The reassignments in progress (of ``partitions``, or all of them): each partition's
+        replicas with those being added and removed."""
+        wanted = None if partitions is None else list(partitions)
+        return self._call(
+            "ListPartitionReassignments", lambda: self._process_list_partition_reassignments(wanted)
+        )
 
     def controlled_shutdown(self, broker_id: int) -> Future[list[TopicPartition]]:
         """Move the broker's leaderships away and take it out of ISRs; returns the partitions
@@ -284,7 +322,13 @@ class KafkaController:
             self._load_topic(topic)
         ctx.states = self.zk.get_partition_states(list(ctx.assignments))
         ctx.topics_to_delete = set(self.zk.get_topics_marked_for_deletion(self._watch_deletions))
+        ctx.partitions_being_reassigned = {
+            tp for tp, a in ctx.assignments.items() if a.is_being_reassigned
+        }
         self._trigger_online_partition_state_change()
+        # Kafka's initializePartitionReassignments: those asked in ZooKeeper meanwhile first
+        zk_resumed = self._process_zk_partition_reassignment()
+        self._maybe_resume_reassignments(lambda tp, _assignment: tp not in zk_resumed)
         self._process_topic_deletion()
         self._process_controlled_shutdown_requests()
         if self.config.auto_leader_rebalance_enable:
@@ -350,6 +394,9 @@ class KafkaController:
         ctx.live_brokers = current
         ctx.shutting_down -= set(dead) | set(bounced)
         self._trigger_online_partition_state_change()
+        started = set(new) | set(bounced)
+        if started:  # Kafka's onBrokerStartup: their reassignments go on
+            self._maybe_resume_reassignments(lambda _tp, a: bool(started & set(a.replicas)))
 
     def _on_brokers_failure(self, dead: list[int]) -> None:
         """Partitions they led get new leaders (or go offline); they leave every ISR."""
@@ -680,6 +727,333 @@ class KafkaController:
         if to_elect:
             logger.info("auto leader rebalance, partitions=%s", [str(tp) for tp in to_elect])
             self._process_elect_leaders(sorted(to_elect), unclean=False)
+
+    # --- partition reassignment (KIP-455) ------------------------------------------------------
+    #
+    # Kafka's onPartitionReassignment, with ZooKeeper watches in place of LeaderAndIsr and
+    # StopReplica requests. For ORS = [1,2,3] -> TRS = [2,3,4] (RS = TRS + ORS):
+    #
+    #   RS         AR   RR   leader ISR       step
+    #   1,2,3      -    -    1      1,2,3     initial state
+    #   2,3,4,1    4    1    1      1,2,3     U1 topic znode; A1 epoch + 1: broker 4 follows
+    #   2,3,4,1    4    1    1      1,2,3,4   broker 4 caught up: the state znode watch fires
+    #   2,3,4,1    4    1    2      1,2,3,4   B3 leader not in TRS: reassignment election
+    #   2,3,4,1    4    1    2      2,3,4     B4 RR leave the ISR
+    #   2,3,4      -    -    2      2,3,4     B6 topic znode: broker 1 deletes its replica
+    #
+    # The topic znode keeps ORS (RS - AR) until the last step, so a new controller resumes
+    # from it (``_maybe_resume_reassignments`` at failover).
+
+    def _process_api_partition_reassignment(
+        self,
+        reassignments: Mapping[TopicPartition, tuple[int, ...] | None],
+        allow_replication_factor_change: bool,
+    ) -> dict[TopicPartition, ReassignmentOutcome]:
+        # the latest reassignment wins over one asked in ZooKeeper
+        self._maybe_remove_from_zk_reassignment(lambda tp, _replicas: tp in reassignments)
+        return self._reassign(reassignments, allow_replication_factor_change)
+
+    def _watch_zk_reassignment(self, event: Any = None) -> None:
+        """Kafka's PartitionReassignmentHandler: a new ``/admin/reassign_partitions`` starts
+        reassignments; other changes (the controller's own rewrites) only renew the watch."""
+        if getattr(event, "type", None) == "CREATED":
+            self._enqueue("ZkPartitionReassignment", self._process_zk_reassignment_event)
+        else:
+            self._enqueue("ZkPartitionReassignmentWatch", self._renew_zk_reassignment_watch)
+
+    def _renew_zk_reassignment_watch(self) -> None:
+        if self.is_active:
+            self.zk.get_partition_reassignment(watch=self._watch_zk_reassignment)
+
+    def _process_zk_reassignment_event(self) -> None:
+        self._process_zk_partition_reassignment()
+
+    def _process_zk_partition_reassignment(self) -> set[TopicPartition]:
+        """Start the reassignments ``/admin/reassign_partitions`` asks for (checked as the API's
+        are); those refused leave it. Returns the partitions started."""
+        if not self.is_active:
+            return set()
+        asked = self.zk.get_partition_reassignment(watch=self._watch_zk_reassignment)
+        if asked is None:
+            return set()
+        outcomes = self._reassign(dict(asked), allow_replication_factor_change=True)
+        failed = {tp: o for tp, o in outcomes.items() if o.error is not None}
+        if failed:
+            logger.warning(
+                "reassignments asked in zookeeper refused, partitions=%s",
+                {str(tp): o.error for tp, o in failed.items()},
+            )
+            self._maybe_remove_from_zk_reassignment(lambda tp, _replicas: tp in failed)
+        return {tp for tp, o in outcomes.items() if o.error is None}
+
+    def _maybe_remove_from_zk_reassignment(
+        self, should_remove: Callable[[TopicPartition, tuple[int, ...]], bool]
+    ) -> None:
+        asked = self.zk.get_partition_reassignment()
+        if asked is None:
+            return
+        kept = {tp: r for tp, r in asked.items() if not should_remove(tp, r)}
+        if kept == asked:
+            return
+        if kept:
+            self.zk.set_or_create_partition_reassignment(self._epoch(), kept)
+            return
+        self.zk.delete_partition_reassignment(self._epoch())
+        # one created since is seen: the watch was on the znode just deleted
+        self._enqueue("ZkPartitionReassignment", self._process_zk_reassignment_event)
+
+    def _reassign(
+        self,
+        reassignments: Mapping[TopicPartition, tuple[int, ...] | None],
+        allow_replication_factor_change: bool,
+    ) -> dict[TopicPartition, ReassignmentOutcome]:
+        ctx = self.context
+        outcomes: dict[TopicPartition, ReassignmentOutcome] = {}
+        to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
+        for tp, target in reassignments.items():
+            current = ctx.assignments.get(tp)
+            if current is None or tp.topic in ctx.topics_to_delete:
+                outcomes[tp] = reassignment.UNKNOWN_PARTITION
+                continue
+            if target is not None:
+                invalid = reassignment.validate_replicas(
+                    current,
+                    target,
+                    ctx.live_broker_ids,
+                    allow_replication_factor_change=allow_replication_factor_change,
+                )
+                if invalid is not None:
+                    outcomes[tp] = invalid
+                    continue
+            built = reassignment.build_reassignment(current, target)
+            if built is None:
+                outcomes[tp] = reassignment.NO_REASSIGNMENT_IN_PROGRESS
+                continue
+            to_reassign[tp] = built
+        for tp, assignment in to_reassign.items():
+            try:
+                self._on_partition_reassignment(tp, assignment)
+                outcomes[tp] = reassignment.ACCEPTED
+            except ControllerMovedError:
+                raise
+            except StorageError as exc:
+                logger.exception("partition reassignment failed, partition=%s", tp)
+                outcomes[tp] = ReassignmentOutcome(error="unknown_server_error", message=str(exc))
+        return {tp: outcomes[tp] for tp in reassignments}
+
+    def _process_list_partition_reassignments(
+        self, partitions: list[TopicPartition] | None
+    ) -> dict[TopicPartition, ReplicaAssignment]:
+        ctx = self.context
+        wanted = sorted(ctx.partitions_being_reassigned) if partitions is None else partitions
+        return {
+            tp: ctx.assignments[tp]
+            for tp in wanted
+            if tp in ctx.assignments and ctx.assignments[tp].is_being_reassigned
+        }
+
+    def _maybe_resume_reassignments(
+        self, should_resume: Callable[[TopicPartition, ReplicaAssignment], bool]
+    ) -> None:
+        ctx = self.context
+        for tp in sorted(ctx.partitions_being_reassigned):
+            assignment = ctx.assignments.get(tp)
+            if assignment is None or tp.topic in ctx.topics_to_delete:
+                continue
+            if should_resume(tp, assignment):
+                logger.info(
+                    "partition reassignment resumed, partition=%s replicas=%s adding=%s"
+                    " removing=%s",
+                    tp,
+                    list(assignment.replicas),
+                    list(assignment.adding_replicas),
+                    list(assignment.removing_replicas),
+                )
+                self._on_partition_reassignment(tp, assignment)
+
+    def _on_partition_reassignment(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        """Write RS/AR/RR; until every target replica is in the ISR bump the leader epoch (every
+        replica, the new ones included, learns the assignment); once they all are, complete."""
+        ctx = self.context
+        self._update_current_reassignment(tp, assignment)
+        state = self._read_and_watch_reassigning_state(tp)
+        if not reassignment.is_reassignment_complete(assignment, state):
+            self._bump_leader_epoch(tp)  # A1; A2: the adding replicas' brokers start following
+            logger.info(
+                "partition reassignment waits for its target replicas to join the ISR,"
+                " partition=%s replicas=%s adding=%s removing=%s isr=%s",
+                tp,
+                list(assignment.replicas),
+                list(assignment.adding_replicas),
+                list(assignment.removing_replicas),
+                list(state.isr) if state else [],
+            )
+            return
+        completed = ReplicaAssignment(replicas=assignment.target_replicas)
+        if not self._move_reassigned_partition_leader_if_required(tp, completed):
+            return  # stays reassigning: resumed when a target replica comes back
+        ctx.assignments[tp] = completed
+        self._stop_removed_replicas(tp, assignment.removing_replicas)
+        self._update_replica_assignment_for_partition(tp, completed)
+        ctx.partitions_being_reassigned.discard(tp)
+        self._maybe_remove_from_zk_reassignment(
+            lambda t, replicas: t == tp and replicas == completed.replicas
+        )
+        logger.info(
+            "partition reassignment completed, partition=%s replicas=%s removed=%s",
+            tp,
+            list(completed.replicas),
+            list(assignment.removing_replicas),
+        )
+
+    def _update_current_reassignment(
+        self, tp: TopicPartition, assignment: ReplicaAssignment
+    ) -> None:
+        """U1-U3: the new assignment in ZooKeeper, then in memory; replicas a replaced or
+        cancelled reassignment no longer needs leave the ISR (their brokers delete them)."""
+        ctx = self.context
+        current = ctx.assignments[tp]
+        if current != assignment:
+            self._update_replica_assignment_for_partition(tp, assignment)
+            unneeded = [r for r in current.replicas if r not in assignment.replicas]
+            if unneeded:
+                self._stop_removed_replicas(tp, unneeded)
+        ctx.partitions_being_reassigned.add(tp)
+
+    def _update_replica_assignment_for_partition(
+        self, tp: TopicPartition, assignment: ReplicaAssignment
+    ) -> None:
+        """Write the partition's assignment into its topic znode (the other partitions as they
+        are there), at the version read; bounded rereads when it moved."""
+        for _attempt in range(MAX_STATE_WRITE_ATTEMPTS):
+            read = self.zk.get_topic_assignment(tp.topic)
+            if read is None:
+                raise UnknownTopicOrPartitionError(f"topic {tp.topic} does not exist")
+            current, version = read
+            updated = TopicAssignment(
+                topic=tp.topic,
+                topic_id=current.topic_id,
+                partitions={**current.partitions, tp.partition: assignment},
+            )
+            if self.zk.set_topic_assignment(self._epoch(), updated, expected_version=version):
+                self.context.assignments[tp] = assignment
+                return
+        raise StorageError(
+            f"the assignment of {tp.topic} kept changing; partition {tp} was not reassigned"
+        )
+
+    def _read_and_watch_reassigning_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
+        watch = self._isr_change_watches.get(tp)
+        if watch is None:
+
+            def watch(_event: Any) -> None:
+                self._enqueue(
+                    "PartitionReassignmentIsrChange",
+                    lambda: self._process_partition_reassignment_isr_change(tp),
+                )
+
+            self._isr_change_watches[tp] = watch
+        state = self.zk.get_partition_state(tp, watch)
+        if state is not None:
+            self.context.states[tp] = state
+        return state
+
+    def _process_partition_reassignment_isr_change(self, tp: TopicPartition) -> None:
+        ctx = self.context
+        if not self.is_active or tp not in ctx.partitions_being_reassigned:
+            return
+        if tp.topic in ctx.topics_to_delete:
+            return
+        assignment = ctx.assignments[tp]
+        state = self._read_and_watch_reassigning_state(tp)
+        if reassignment.is_reassignment_complete(assignment, state):
+            logger.info(
+                "target replicas caught up with the leader, partition=%s target=%s",
+                tp,
+                list(assignment.target_replicas),
+            )
+            self._on_partition_reassignment(tp, assignment)
+
+    def _move_reassigned_partition_leader_if_required(
+        self, tp: TopicPartition, completed: ReplicaAssignment
+    ) -> bool:
+        """B3: a leader outside the target replicas, or dead, gives way to the first live
+        target replica in the ISR (a "reassignment" election); otherwise its epoch is bumped.
+        False when no target replica can lead."""
+        ctx = self.context
+        state = ctx.states.get(tp)
+        if state is None:
+            return True
+        if not reassignment.leader_must_move(completed.replicas, state, ctx.live_broker_ids):
+            self._bump_leader_epoch(tp)
+            return True
+
+        def elect(current: LeaderAndIsr) -> LeaderAndIsr | None:
+            return election.elect_reassignment_leader(
+                completed.replicas,
+                current,
+                ctx.live_broker_ids,
+                controller_epoch=self._epoch().epoch,
+            ).new_state
+
+        elected = elect(state)
+        if elected is None:
+            logger.warning(
+                "partition reassignment cannot complete: no target replica is live and in"
+                " sync to lead, partition=%s target=%s isr=%s",
+                tp,
+                list(completed.replicas),
+                list(state.isr),
+            )
+            return False
+        self._write_states(
+            {tp: elected}, reread=lambda t: (s := self._reread_state(t)) and elect(s)
+        )
+        return True
+
+    def _stop_removed_replicas(self, tp: TopicPartition, replicas: Iterable[int]) -> None:
+        """B4: each removed replica leaves the ISR (Kafka's OfflineReplica step); its broker
+        stops hosting and deletes it once the topic znode no longer lists it."""
+        for broker_id in replicas:
+            state = self.context.states.get(tp)
+            if state is None:
+                return
+            removed = election.remove_replica_from_isr(
+                state, broker_id, controller_epoch=self._epoch().epoch
+            )
+            if removed is not None:
+                self._write_states(
+                    {tp: removed},
+                    reread=functools.partial(self._reread_removal, broker_id=broker_id),
+                )
+        state = self.context.states.get(tp)
+        if state is not None and state.leader == NO_LEADER:
+            self._trigger_online_partition_state_change()
+
+    def _bump_leader_epoch(self, tp: TopicPartition) -> None:
+        """Same leader and ISR at the next leader epoch (Kafka's ``updateLeaderEpoch``)."""
+
+        def bump(state: LeaderAndIsr) -> LeaderAndIsr:
+            return LeaderAndIsr(
+                leader=state.leader,
+                leader_epoch=state.leader_epoch + 1,
+                isr=state.isr,
+                controller_epoch=self._epoch().epoch,
+                zk_version=state.zk_version,
+            )
+
+        state = self.context.states.get(tp)
+        if state is None:
+            return
+        self._write_states(
+            {tp: bump(state)}, reread=lambda t: (s := self._reread_state(t)) and bump(s)
+        )
+
+    def _reread_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
+        state = self.zk.get_partition_states([tp]).get(tp)
+        if state is not None:
+            self.context.states[tp] = state
+        return state
 
     # --- topic deletion ----------------------------------------------------------------------
 

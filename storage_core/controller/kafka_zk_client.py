@@ -467,6 +467,18 @@ class KafkaZkClient:
             states[tp] = zk_data.decode_leader_and_isr(tp, data, zk_version=stat.version)
         return states
 
+    def get_partition_state(self, tp: TopicPartition, watch: Watch) -> LeaderAndIsr | None:
+        """One partition's state, or None; ``watch`` fires once when the state znode is
+        created, changed or deleted (Kafka's PartitionReassignmentIsrChangeHandler)."""
+        path = zk_data.partition_state_path(tp)
+        if self.zk.exists(path, watch=watch) is None:
+            return None
+        try:
+            data, stat = self.zk.get(path, watch=watch)
+        except NoNodeError:
+            return None
+        return zk_data.decode_leader_and_isr(tp, data, zk_version=stat.version)
+
     def create_partition_states(
         self, epoch: ControllerEpoch | None, states: Mapping[TopicPartition, LeaderAndIsr]
     ) -> dict[TopicPartition, LeaderAndIsr]:
@@ -518,6 +530,56 @@ class KafkaZkClient:
             else:
                 finished[tp] = _with_version(state, int(outcome.version))
         return UpdateLeaderAndIsrResult(finished=finished, retry=tuple(retry))
+
+    def update_isr_as_leader(self, tp: TopicPartition, state: LeaderAndIsr) -> int | None:
+        """A partition leader's ISR change (Kafka's ZooKeeper-mode ``ReplicationUtils.
+        updateLeaderAndIsr``): written only if the state znode is still at ``state.zk_version``,
+        so that a change by the controller (a new leader, a dead broker removed) or by a deposed
+        leader wins over nothing. Returns the new znode version, or None if the state moved on.
+        Not fenced by the controller epoch: the leader is not the controller."""
+        try:
+            stat = self.zk.set(
+                zk_data.partition_state_path(tp),
+                zk_data.encode_leader_and_isr(state),
+                state.zk_version,
+            )
+        except (BadVersionError, NoNodeError):
+            return None
+        return int(stat.version)
+
+    # --- reassignments asked through ZooKeeper ----------------------------------------------
+
+    def get_partition_reassignment(
+        self, watch: Watch | None = None
+    ) -> dict[TopicPartition, tuple[int, ...]] | None:
+        """``/admin/reassign_partitions``, or None when absent; ``watch`` fires once when it is
+        created, changed or deleted."""
+        if self.zk.exists(zk_data.REASSIGN_PARTITIONS_PATH, watch=watch) is None:
+            return None
+        try:
+            data, _ = self.zk.get(zk_data.REASSIGN_PARTITIONS_PATH)
+        except NoNodeError:
+            return None
+        return zk_data.decode_partition_reassignment(data)
+
+    def set_or_create_partition_reassignment(
+        self, epoch: ControllerEpoch, reassignments: Mapping[TopicPartition, Iterable[int]]
+    ) -> None:
+        """Rewrite the reassignments still asked (the controller removes those it is done
+        with); fenced by the controller's epoch."""
+        data = zk_data.encode_partition_reassignment(
+            {tp: tuple(r) for tp, r in reassignments.items()}
+        )
+        results = self._fenced(epoch, [("set_data", (zk_data.REASSIGN_PARTITIONS_PATH, data, -1))])
+        if isinstance(results[0], NoNodeError):
+            results = self._fenced(epoch, [("create", (zk_data.REASSIGN_PARTITIONS_PATH, data))])
+        if isinstance(results[0], Exception):
+            raise results[0]
+
+    def delete_partition_reassignment(self, epoch: ControllerEpoch) -> None:
+        results = self._fenced(epoch, [("delete", (zk_data.REASSIGN_PARTITIONS_PATH,))])
+        if isinstance(results[0], Exception) and not isinstance(results[0], NoNodeError):
+            raise results[0]
 
     # --- topic deletion ---------------------------------------------------------------------
 

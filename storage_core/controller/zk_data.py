@@ -19,6 +19,8 @@ they expect it. Pure encoding and decoding: no client, no I/O.
                                                   "controller_epoch":7,"isr":[1,2,3]}
     /config/topics/<topic>                       {"version":1,"config":{"retention.ms":"1000"}}
     /admin/delete_topics/<topic>                 (empty)
+    /admin/reassign_partitions                   {"version":1,"partitions":[{"topic":"t",
+                                                  "partition":0,"replicas":[2,3]}]}
     /latest_producer_id_block                    {"version":1,"broker":1,"block_start":"0",
                                                   "block_end":"999"}
     /admin/controlled_shutdown/<id> (ephemeral)  "<broker epoch>" (plain text; not Kafka's)
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +48,8 @@ BROKER_IDS_PATH = "/brokers/ids"
 TOPICS_PATH = "/brokers/topics"
 TOPIC_CONFIGS_PATH = "/config/topics"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
+# Reassignments asked through ZooKeeper (deprecated in Kafka for the API, still honoured)
+REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 # Not in Kafka's layout: Kafka's brokers asked for a controlled shutdown with an RPC
 # (ControlledShutdown, removed in 4.0); here a broker leaving creates an ephemeral
@@ -154,6 +158,32 @@ class ReplicaAssignment:
     def __post_init__(self) -> None:
         if len(set(self.replicas)) != len(self.replicas):
             raise ValueError(f"duplicate broker in replica assignment {list(self.replicas)}")
+
+    @property
+    def origin_replicas(self) -> tuple[int, ...]:
+        """The replicas before the reassignment (ORS): all but those being added."""
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """The replicas once the reassignment completes (TRS): all but those being removed."""
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+    @property
+    def is_being_reassigned(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    def reassign_to(self, target: Sequence[int]) -> ReplicaAssignment:
+        """The assignment while moving to ``target`` (Kafka's ``reassignTo``): RS = TRS + ORS
+        (target first, in its order), AR = RS - ORS, RR = RS - TRS. A target equal to the
+        original replicas (a cancellation) gives an assignment that is not reassigning."""
+        origin = self.origin_replicas
+        replicas = tuple(dict.fromkeys((*target, *origin)))
+        return ReplicaAssignment(
+            replicas=replicas,
+            adding_replicas=tuple(r for r in replicas if r not in origin),
+            removing_replicas=tuple(r for r in replicas if r not in target),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -431,3 +461,32 @@ def decode_producer_id_block(data: bytes | None) -> ProducerIdBlock:
         )
     except ValueError as exc:
         raise ZNodeDataError(f"{PRODUCER_ID_BLOCK_PATH}: {exc}") from exc
+
+
+def encode_partition_reassignment(reassignments: Mapping[TopicPartition, Sequence[int]]) -> bytes:
+    """``/admin/reassign_partitions`` (Kafka's ``ReassignPartitionsZNode``)."""
+    return _dumps(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": tp.topic, "partition": tp.partition, "replicas": list(replicas)}
+                for tp, replicas in sorted(reassignments.items())
+            ],
+        }
+    )
+
+
+def decode_partition_reassignment(data: bytes | None) -> dict[TopicPartition, tuple[int, ...]]:
+    path = REASSIGN_PARTITIONS_PATH
+    entries = _loads(path, data).get("partitions") or []
+    if not isinstance(entries, list):
+        raise ZNodeDataError(f"{path}: 'partitions' is {entries!r}, expected a list")
+    reassignments = {}
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise ZNodeDataError(f"{path}: partition entry {entry!r} is not an object")
+        tp = TopicPartition(
+            _field(path, entry, "topic", str), _field(path, entry, "partition", int)
+        )
+        reassignments[tp] = _int_list(path, entry.get("replicas"), f"replicas of {tp}")
+    return reassignments

@@ -86,6 +86,7 @@ class LogManager:
         flush_start_offset_interval_ms: int = 60_000,
         producer_id_expiration_ms: int = 86_400_000,
         producer_id_expiration_check_interval_ms: int = 600_000,
+        high_watermark_checkpoint_interval_ms: int = 5_000,
     ) -> None:
         if not log_dirs:
             raise LogDirNotFoundError("at least one log dir is required (log.dirs)")
@@ -101,6 +102,7 @@ class LogManager:
             "recovery-point-checkpoint": flush_recovery_point_interval_ms,
             "log-start-offset-checkpoint": flush_start_offset_interval_ms,
             "producer-expiration": producer_id_expiration_check_interval_ms,
+            "high-watermark-checkpoint": high_watermark_checkpoint_interval_ms,
         }
         self._producer_id_expiration_ms = producer_id_expiration_ms
         self._lock = threading.RLock()
@@ -124,6 +126,9 @@ class LogManager:
                 "recovery-point-checkpoint": self.checkpoint_recovery_points,
                 "log-start-offset-checkpoint": self.checkpoint_log_start_offsets,
                 "producer-expiration": self.remove_expired_producers,
+                # Kafka's ReplicaManager task: a restarted follower or leader resumes from a
+                # recent HW rather than from its log start
+                "high-watermark-checkpoint": self.checkpoint_high_watermarks,
             }
             for name, action in actions.items():
                 interval = self._intervals_ms[name]

@@ -10,7 +10,7 @@ runs. Thread-safety: readers never lock; updates are serialised by the listener'
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from storage_core.common import TopicPartition, Uuid
@@ -28,6 +28,7 @@ class PartitionMetadata:
     isr: tuple[int, ...]
     offline_replicas: tuple[int, ...] = ()
     partition_epoch: int = 0  # the state znode's version: changes with every leader/ISR change
+    controller_epoch: int = 0  # of the controller that decided the leader
 
     @property
     def is_online(self) -> bool:
@@ -115,3 +116,27 @@ def with_offline_replicas(image: MetadataImage) -> MetadataImage:
         )
         topics[name] = replace(topic, partitions=partitions)
     return replace(image, topics=topics)
+
+
+def removed_by_reassignment(
+    old: MetadataImage,
+    new: MetadataImage,
+    broker_id: int,
+    partitions: Iterable[TopicPartition],
+) -> list[TopicPartition]:
+    """Of ``partitions``, those that listed ``broker_id`` among their replicas in ``old`` and no
+    longer do in ``new`` while their topic (the same topic id) lives on. Only a reassignment
+    takes a replica off a live partition (completed: its removing replicas; replaced or
+    cancelled: the adding replicas it no longer needs); Kafka's controller then sends
+    StopReplica with delete, and the broker deletes its replica."""
+    removed = []
+    for tp in partitions:
+        was, now = old.partition(tp), new.partition(tp)
+        before, after = old.topic(tp.topic), new.topic(tp.topic)
+        if was is None or now is None or before is None or after is None:
+            continue
+        if before.topic_id != after.topic_id or after.marked_for_deletion:
+            continue
+        if broker_id in was.replicas and broker_id not in now.replicas:
+            removed.append(tp)
+    return sorted(removed)

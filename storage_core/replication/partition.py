@@ -17,13 +17,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicPartition, Uuid
 from storage_core.errors import (
     FencedLeaderEpochError,
+    NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    StorageError,
     UnknownLeaderEpochError,
 )
 from storage_core.log.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
@@ -49,15 +52,64 @@ class LogReadResult:
 
 @dataclass(slots=True)
 class ReplicaState:
-    """A follower's position as the leader sees it (Kafka's ``Replica``)."""
+    """A follower's position as the leader sees it (Kafka's ``Replica``/``ReplicaState``)."""
 
     broker_id: int
     log_end_offset: int = -1
+    log_start_offset: int = -1
+    # the leader's LEO when this follower last fetched, and when that was
+    last_fetch_leader_log_end_offset: int = 0
+    last_fetch_time_ms: int = 0
+    # the last time this follower's fetch offset reached the leader's LEO of the time
     last_caught_up_time_ms: int = 0
+
+    def is_caught_up(self, leader_end_offset: int, now_ms: int, max_lag_ms: int) -> bool:
+        return (
+            leader_end_offset == self.log_end_offset
+            or now_ms - self.last_caught_up_time_ms <= max_lag_ms
+        )
+
+    def update_fetch_state(
+        self, fetch_offset: int, log_start_offset: int, fetch_time_ms: int, leader_end_offset: int
+    ) -> None:
+        """Kafka's ``updateFetchStateOrThrow``: a fetch at the leader's LEO catches the follower
+        up now; a fetch at the LEO the leader had at the previous fetch caught it up then."""
+        if fetch_offset >= leader_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, fetch_time_ms)
+        elif fetch_offset >= self.last_fetch_leader_log_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, self.last_fetch_time_ms)
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = fetch_offset
+        self.last_fetch_leader_log_end_offset = max(
+            leader_end_offset, self.last_fetch_leader_log_end_offset
+        )
+        self.last_fetch_time_ms = fetch_time_ms
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IsrUpdate:
+    """An ISR change the leader proposes (Kafka's AlterPartition item): written to the
+    partition state at ``partition_epoch`` (the znode version the leader knows), so that it
+    fails if the controller or another leader changed the state since."""
+
+    topic_partition: TopicPartition
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    partition_epoch: int
+
+
+IsrUpdateSubmitter = Callable[["Partition", IsrUpdate], None]
 
 
 class Partition:
-    """Role, epoch, ISR and high watermark of one partition hosted by this broker."""
+    """Role, epoch, ISR and high watermark of one partition hosted by this broker.
+
+    ISR changes are proposed by the leader and committed elsewhere (``submit_isr_update``);
+    while one is in flight the leader counts the larger of the two sets (Kafka's "maximal
+    ISR", KIP-497) and proposes nothing else.
+    """
 
     def __init__(
         self,
@@ -67,17 +119,29 @@ class Partition:
         *,
         local_broker_id: int,
         on_high_watermark_advanced: Callable[[TopicPartition], None] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        replica_lag_time_max_ms: int = 30_000,
+        submit_isr_update: IsrUpdateSubmitter | None = None,
+        is_broker_alive: Callable[[int], bool] | None = None,
     ) -> None:
         self.topic_partition = topic_partition
         self.topic_id = topic_id
         self.log = log
         self.local_broker_id = local_broker_id
         self._on_hw_advanced = on_high_watermark_advanced or (lambda _tp: None)
+        self._clock = clock
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self._submit_isr_update = submit_isr_update
+        self._is_broker_alive = is_broker_alive or (lambda _b: True)
         self._lock = threading.RLock()
         self.leader_id: int = -1
         self.leader_epoch: int = -1
+        self.leader_epoch_start_offset: int = -1
+        self.partition_epoch: int = -1
+        self.controller_epoch: int = 0
         self.replicas: tuple[int, ...] = ()
         self.isr: tuple[int, ...] = ()
+        self._pending_isr: IsrUpdate | None = None
         self._followers: dict[int, ReplicaState] = {}
 
     # ------------------------------------------------------------------ roles
@@ -85,49 +149,120 @@ class Partition:
     def is_leader(self) -> bool:
         return self.leader_id == self.local_broker_id
 
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The committed ISR, joined by the members of an in-flight change."""
+        pending = self._pending_isr
+        if pending is None:
+            return self.isr
+        return self.isr + tuple(b for b in pending.isr if b not in self.isr)
+
+    @property
+    def isr_update_in_flight(self) -> bool:
+        return self._pending_isr is not None
+
     def make_leader(
-        self, *, leader_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...]
-    ) -> None:
-        """Become leader at ``leader_epoch``: the epoch starts at the current log end offset."""
+        self,
+        *,
+        leader_epoch: int,
+        replicas: tuple[int, ...],
+        isr: tuple[int, ...],
+        partition_epoch: int = -1,
+        controller_epoch: int = 0,
+    ) -> bool:
+        """Lead at ``leader_epoch`` (Kafka's ``makeLeader``). A new epoch starts at the log end
+        offset and resets the followers' states; the same epoch again (an ISR or assignment
+        change) only updates them. A state older than the one known is ignored. True if this
+        broker was not the leader before."""
         with self._lock:
-            self.leader_id = self.local_broker_id
-            self.leader_epoch = leader_epoch
+            if 0 <= partition_epoch < self.partition_epoch and leader_epoch <= self.leader_epoch:
+                logger.info(
+                    "ignored stale leader state partition=%s partition_epoch=%d known=%d",
+                    self.topic_partition,
+                    partition_epoch,
+                    self.partition_epoch,
+                )
+                return False
+            is_new_leader = not self.is_leader
+            is_new_epoch = leader_epoch > self.leader_epoch
+            now = self._clock.milliseconds()
+            self.controller_epoch = controller_epoch
             self.replicas = replicas
             self.isr = isr
-            self._followers = {
-                b: ReplicaState(broker_id=b) for b in replicas if b != self.local_broker_id
-            }
-            self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
-            advanced = self._maybe_increment_high_watermark()
-        logger.info(
-            "became leader partition=%s leader_epoch=%d log_end_offset=%d high_watermark=%d",
-            self.topic_partition,
-            leader_epoch,
-            self.log.log_end_offset,
-            self.log.high_watermark,
-        )
+            self._pending_isr = None
+            self.partition_epoch = partition_epoch
+            followers = {b for b in replicas if b != self.local_broker_id}
+            if is_new_epoch or is_new_leader:
+                start = self.log.log_end_offset
+                self.log.leader_epoch_cache.assign(leader_epoch, start)
+                previous = {} if is_new_leader else self._followers
+                self._followers = {}
+                for b in sorted(followers):
+                    in_sync = b in isr
+                    state = previous.get(b) or ReplicaState(broker_id=b)
+                    if is_new_leader:
+                        state = ReplicaState(broker_id=b)
+                    state.last_fetch_leader_log_end_offset = start
+                    state.last_fetch_time_ms = now if in_sync else 0
+                    state.last_caught_up_time_ms = now if in_sync else 0
+                    self._followers[b] = state
+                self.leader_epoch = leader_epoch
+                self.leader_epoch_start_offset = start
+                logger.info(
+                    "became leader partition=%s leader_epoch=%d start_offset=%d"
+                    " high_watermark=%d replicas=%s isr=%s",
+                    self.topic_partition,
+                    leader_epoch,
+                    start,
+                    self.log.high_watermark,
+                    list(replicas),
+                    list(isr),
+                )
+            else:
+                self._followers = {
+                    b: self._followers.get(b) or ReplicaState(broker_id=b) for b in followers
+                }
+            self.leader_id = self.local_broker_id
+            advanced = self._maybe_increment_high_watermark(now)
         if advanced:
             self._on_hw_advanced(self.topic_partition)
+        return is_new_leader
 
     def make_follower(
-        self, *, leader_id: int, leader_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...]
-    ) -> None:
+        self,
+        *,
+        leader_id: int,
+        leader_epoch: int,
+        replicas: tuple[int, ...],
+        isr: tuple[int, ...],
+        partition_epoch: int = -1,
+        controller_epoch: int = 0,
+    ) -> bool:
         """Follow ``leader_id`` (-1: the partition has no leader) at ``leader_epoch``: this
         broker stops serving produce and consumer fetches for it (NOT_LEADER_OR_FOLLOWER sends
-        clients to the leader). Its log stays as it is."""
+        clients to the leader); its fetcher brings the log in line with the leader's. True if
+        the leader or its epoch changed (the fetcher must start again)."""
         with self._lock:
+            if 0 <= partition_epoch < self.partition_epoch and leader_epoch <= self.leader_epoch:
+                return False
+            changed = leader_id != self.leader_id or leader_epoch != self.leader_epoch
             self.leader_id = leader_id
             self.leader_epoch = leader_epoch
             self.replicas = replicas
             self.isr = isr
+            self._pending_isr = None
+            self.partition_epoch = partition_epoch
+            self.controller_epoch = controller_epoch
             self._followers = {}
-        logger.info(
-            "became follower partition=%s leader=%d leader_epoch=%d log_end_offset=%d",
-            self.topic_partition,
-            leader_id,
-            leader_epoch,
-            self.log.log_end_offset,
-        )
+        if changed:
+            logger.info(
+                "became follower partition=%s leader=%d leader_epoch=%d log_end_offset=%d",
+                self.topic_partition,
+                leader_id,
+                leader_epoch,
+                self.log.log_end_offset,
+            )
+        return changed
 
     # ------------------------------------------------------------------ epochs
     def _check_epoch(self, current_leader_epoch: int) -> None:
@@ -153,35 +288,228 @@ class Partition:
             )
 
     # ------------------------------------------------------------------ appends
+    def effective_min_isr(self) -> int:
+        """``min.insync.replicas``, capped at the replication factor (as Kafka)."""
+        return max(1, min(self.log.config.min_insync_replicas, len(self.replicas) or 1))
+
+    @property
+    def is_under_min_isr(self) -> bool:
+        return self.is_leader and len(self.isr) < self.effective_min_isr()
+
+    @property
+    def is_under_replicated(self) -> bool:
+        return self.is_leader and len(self.isr) < len(self.replicas)
+
+    @property
+    def is_at_min_isr(self) -> bool:
+        return self.is_leader and len(self.isr) == self.effective_min_isr()
+
     def append_records_to_leader(
         self, records: bytes | bytearray | memoryview, *, required_acks: int
     ) -> LogAppendInfo:
+        """Append with the leader epoch; acks=all is refused before the append when the ISR
+        is below ``min.insync.replicas``. The lock is held through the append so that the
+        batch carries the epoch of a leadership that is still current."""
         with self._lock:
             self._require_leader()
-            min_isr = self.log.config.min_insync_replicas
+            min_isr = self.effective_min_isr()
             if required_acks == -1 and len(self.isr) < min_isr:
                 raise NotEnoughReplicasError(
                     f"partition {self.topic_partition}: {len(self.isr)} in-sync replica(s)"
                     f" {list(self.isr)}, fewer than min.insync.replicas={min_isr}"
                 )
-            epoch = self.leader_epoch
-        info = self.log.append_as_leader(records, leader_epoch=epoch)
-        with self._lock:
-            advanced = self._maybe_increment_high_watermark()
+            info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch)
+            advanced = self._maybe_increment_high_watermark(self._clock.milliseconds())
         if advanced:
             self._on_hw_advanced(self.topic_partition)
         return info
 
-    def _maybe_increment_high_watermark(self) -> bool:
-        """HW = min LEO over the ISR (the leader's own LEO included); it never goes back."""
-        candidates = [self.log.log_end_offset]
-        for broker_id in self.isr:
-            if broker_id == self.local_broker_id:
+    def check_enough_replicas_reach_offset(
+        self, required_offset: int
+    ) -> tuple[bool, StorageError | None]:
+        """Kafka's ``checkEnoughReplicasReachOffset`` for a waiting acks=all produce: done once
+        the HW reaches ``required_offset``; with an error if the ISR shrank below
+        ``min.insync.replicas`` meanwhile, or if this broker no longer leads."""
+        with self._lock:
+            if not self.is_leader:
+                return True, NotLeaderOrFollowerError(
+                    f"broker {self.local_broker_id} is no longer the leader of"
+                    f" {self.topic_partition} (leader {self.leader_id})"
+                )
+            if self.log.high_watermark < required_offset:
+                return False, None
+            min_isr = self.effective_min_isr()
+            if len(self.maximal_isr) < min_isr:
+                return True, NotEnoughReplicasAfterAppendError(
+                    f"partition {self.topic_partition}: the records were appended, but the ISR"
+                    f" {list(self.maximal_isr)} shrank below min.insync.replicas={min_isr}"
+                )
+            return True, None
+
+    def _maybe_increment_high_watermark(self, now_ms: int) -> bool:
+        """Kafka's ``maybeIncrementLeaderHW`` (call with the lock held): HW = the smallest
+        LEO among the leader, the maximal ISR and the followers caught up enough to join it
+        soon; it never goes back and does not move while the ISR is below
+        ``min.insync.replicas``."""
+        if not self.is_leader or len(self.isr) < self.effective_min_isr():
+            return False
+        leader_end = self.log.log_end_offset
+        new_hw = leader_end
+        maximal = self.maximal_isr
+        for broker_id, follower in self._followers.items():
+            if follower.log_end_offset >= new_hw:
                 continue
-            follower = self._followers.get(broker_id)
-            candidates.append(follower.log_end_offset if follower else -1)
-        new_hw = min(candidates)
+            if broker_id in maximal or (
+                follower.is_caught_up(leader_end, now_ms, self.replica_lag_time_max_ms)
+                and self._is_broker_alive(broker_id)
+            ):
+                new_hw = max(follower.log_end_offset, 0)
         return self.log.maybe_increment_high_watermark(new_hw)
+
+    # ------------------------------------------------------------------ followers (leader side)
+    def update_follower_fetch_state(
+        self,
+        follower_id: int,
+        *,
+        fetch_offset: int,
+        follower_log_start_offset: int,
+        leader_end_offset: int,
+        fetch_time_ms: int,
+    ) -> bool:
+        """Record a follower's fetch (its LEO is the fetch offset), maybe add it to the ISR and
+        move the HW. ``leader_end_offset`` is the leader's LEO when the fetch was read. True if
+        the HW advanced."""
+        with self._lock:
+            follower = self._followers.get(follower_id)
+            if follower is None or not self.is_leader:
+                raise NotLeaderOrFollowerError(
+                    f"broker {follower_id} is not a replica of {self.topic_partition}"
+                    f" (replicas {list(self.replicas)}) on its leader {self.local_broker_id}"
+                )
+            previous_end = follower.log_end_offset
+            follower.update_fetch_state(
+                fetch_offset, follower_log_start_offset, fetch_time_ms, leader_end_offset
+            )
+            update = self._maybe_prepare_isr_expand(follower)
+            advanced = False
+            if previous_end != follower.log_end_offset:
+                advanced = self._maybe_increment_high_watermark(fetch_time_ms)
+        if update is not None:
+            self._submit(update)
+        if advanced:
+            self._on_hw_advanced(self.topic_partition)
+        return advanced
+
+    def follower_states(self) -> dict[int, ReplicaState]:
+        """A copy of the followers' states (leader only; empty on a follower)."""
+        with self._lock:
+            return {b: replace(s) for b, s in self._followers.items()}
+
+    def _maybe_prepare_isr_expand(self, follower: ReplicaState) -> IsrUpdate | None:
+        """Kafka's ``maybeExpandIsr``: a follower joins once its LEO reached the HW and the
+        start of the current leader epoch (otherwise it could lead before it has the data the
+        HW already covers)."""
+        if self._pending_isr is not None or follower.broker_id in self.isr:
+            return None
+        if not self._is_broker_alive(follower.broker_id):
+            return None
+        end = follower.log_end_offset
+        if end < self.log.high_watermark or end < self.leader_epoch_start_offset:
+            return None
+        isr = tuple(b for b in self.replicas if b in self.isr or b == follower.broker_id)
+        logger.info(
+            "expanding ISR partition=%s from=%s to=%s follower_end_offset=%d high_watermark=%d",
+            self.topic_partition,
+            list(self.isr),
+            list(isr),
+            end,
+            self.log.high_watermark,
+        )
+        return self._prepare(isr)
+
+    def maybe_shrink_isr(self) -> bool:
+        """Kafka's ``maybeShrinkIsr``: followers that have not caught up to the leader's LEO for
+        ``replica.lag.time.max.ms`` leave the ISR. True if a change was proposed."""
+        with self._lock:
+            if not self.is_leader or self._pending_isr is not None:
+                return False
+            now = self._clock.milliseconds()
+            leader_end = self.log.log_end_offset
+            out_of_sync = [
+                b
+                for b in self.isr
+                if b != self.local_broker_id
+                and not (
+                    (f := self._followers.get(b)) is not None
+                    and f.is_caught_up(leader_end, now, self.replica_lag_time_max_ms)
+                )
+            ]
+            if not out_of_sync:
+                return False
+            isr = tuple(b for b in self.isr if b not in out_of_sync)
+            logger.info(
+                "shrinking ISR partition=%s from=%s to=%s high_watermark=%d log_end_offset=%d"
+                " out_of_sync=%s",
+                self.topic_partition,
+                list(self.isr),
+                list(isr),
+                self.log.high_watermark,
+                leader_end,
+                [
+                    (b, f.log_end_offset, f.last_caught_up_time_ms)
+                    for b in out_of_sync
+                    if (f := self._followers.get(b)) is not None
+                ],
+            )
+            update = self._prepare(isr)
+        self._submit(update)
+        return True
+
+    def _prepare(self, isr: tuple[int, ...]) -> IsrUpdate:
+        update = IsrUpdate(
+            topic_partition=self.topic_partition,
+            leader=self.local_broker_id,
+            leader_epoch=self.leader_epoch,
+            isr=isr,
+            controller_epoch=self.controller_epoch,
+            partition_epoch=self.partition_epoch,
+        )
+        self._pending_isr = update
+        return update
+
+    def _submit(self, update: IsrUpdate) -> None:
+        if self._submit_isr_update is None:  # nothing commits it: apply at once (tests)
+            self.complete_isr_update(update, new_partition_epoch=update.partition_epoch + 1)
+            return
+        self._submit_isr_update(self, update)
+
+    def complete_isr_update(self, update: IsrUpdate, *, new_partition_epoch: int | None) -> None:
+        """The outcome of a proposed ISR change: committed at ``new_partition_epoch``, or
+        refused (None: the state changed meanwhile; the controller's newer state arrives
+        through the metadata and replaces this one)."""
+        with self._lock:
+            if self._pending_isr is not update:
+                return
+            self._pending_isr = None
+            if new_partition_epoch is None:
+                logger.info(
+                    "ISR change refused partition=%s proposed=%s at partition_epoch=%d",
+                    self.topic_partition,
+                    list(update.isr),
+                    update.partition_epoch,
+                )
+                return
+            self.isr = update.isr
+            self.partition_epoch = max(self.partition_epoch, new_partition_epoch)
+            advanced = self._maybe_increment_high_watermark(self._clock.milliseconds())
+        logger.info(
+            "ISR updated partition=%s isr=%s partition_epoch=%d",
+            self.topic_partition,
+            list(update.isr),
+            new_partition_epoch,
+        )
+        if advanced:
+            self._on_hw_advanced(self.topic_partition)
 
     # ------------------------------------------------------------------ reads
     def read_records(

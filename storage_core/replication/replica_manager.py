@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import ZERO_UUID, TopicPartition, Uuid
 from storage_core.errors import (
     InvalidRequiredAcksError,
@@ -43,7 +44,13 @@ from storage_core.log.log_validator import (
 )
 from storage_core.metrics import BrokerTopicStats, KafkaMetricsRegistry
 from storage_core.records.file_region import SENDFILE_SUPPORTED, FileRegion
-from storage_core.replication.partition import NO_EPOCH_CHECK, LogReadResult, Partition
+from storage_core.replication.partition import (
+    NO_EPOCH_CHECK,
+    IsrUpdateSubmitter,
+    LogReadResult,
+    Partition,
+)
+from storage_core.scheduler import Scheduler
 from storage_core.tiered.remote_log_manager import (
     OffsetMovedToTieredStorageError,
     RemoteLogManager,
@@ -80,6 +87,10 @@ class PartitionState(Protocol):
     def leader_epoch(self) -> int: ...
     @property
     def isr(self) -> tuple[int, ...]: ...
+    @property
+    def partition_epoch(self) -> int: ...
+    @property
+    def controller_epoch(self) -> int: ...
 
 
 @dataclass(slots=True)
@@ -98,6 +109,7 @@ class FetchRequestPartition:
     max_bytes: int
     current_leader_epoch: int = NO_EPOCH_CHECK
     last_fetched_epoch: int = -1
+    log_start_offset: int = -1  # a follower's, reported in its fetch
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,9 +143,20 @@ class ReplicaManager:
         *,
         local_broker_id: int,
         topic_stats: BrokerTopicStats | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        replica_lag_time_max_ms: int = 30_000,
     ) -> None:
         self.log_manager = log_manager
         self.local_broker_id = local_broker_id
+        self.clock = clock
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        # Set by the broker in a cluster: who commits ISR changes, which brokers are alive.
+        self.submit_isr_update: IsrUpdateSubmitter | None = None
+        self.is_broker_alive: Callable[[int], bool] | None = None
+        # Follower fetches park here until the leader's log end offset moves (they read
+        # beyond the HW); consumer fetches and acks=all produces in ``_waiters`` (HW moves).
+        self._replica_waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self._scheduler = Scheduler("replica-manager-scheduler")
         self._lock = threading.RLock()
         self._partitions: dict[TopicPartition, Partition] = {}
         self._io = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="io")
@@ -147,7 +170,16 @@ class ReplicaManager:
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
 
+    def startup(self) -> None:
+        """Kafka's ``isr-expiration`` task, every ``replica.lag.time.max.ms`` / 2."""
+        period = max(self.replica_lag_time_max_ms // 2, 1)
+        self._scheduler.schedule(
+            "isr-expiration", self.maybe_shrink_isr, delay_ms=period, period_ms=period
+        )
+        self._scheduler.startup()
+
     def shutdown(self) -> None:
+        self._scheduler.shutdown()
         self._io.shutdown(wait=True)
 
     async def run_io(self, function: Callable[[], T]) -> T:
@@ -214,24 +246,34 @@ class ReplicaManager:
                         log,
                         local_broker_id=self.local_broker_id,
                         on_high_watermark_advanced=self.on_high_watermark_advanced,
+                        clock=self.clock,
+                        replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+                        submit_isr_update=self.submit_isr_update,
+                        is_broker_alive=self.is_broker_alive,
                     )
                 if state.leader == self.local_broker_id:
-                    was_leader = partition.is_leader
-                    partition.make_leader(
-                        leader_epoch=state.leader_epoch, replicas=state.replicas, isr=state.isr
-                    )
-                    if not was_leader:
+                    if partition.make_leader(
+                        leader_epoch=state.leader_epoch,
+                        replicas=state.replicas,
+                        isr=state.isr,
+                        partition_epoch=state.partition_epoch,
+                        controller_epoch=state.controller_epoch,
+                    ):
                         result.leaders.append(partition)
                 else:
                     was_leader = partition.is_leader
-                    partition.make_follower(
+                    changed = partition.make_follower(
                         leader_id=state.leader,
                         leader_epoch=state.leader_epoch,
                         replicas=state.replicas,
                         isr=state.isr,
+                        partition_epoch=state.partition_epoch,
+                        controller_epoch=state.controller_epoch,
                     )
-                    if was_leader or not hosted:
+                    if changed or not hosted:
                         result.followers.append(partition)
+                    if was_leader:  # parked acks=all produces answer NOT_LEADER_OR_FOLLOWER
+                        self.on_high_watermark_advanced(tp)
                 self.add_partition(partition)
             except StorageError as error:
                 logger.error(
@@ -255,9 +297,43 @@ class ReplicaManager:
             loop.call_soon_threadsafe(self._wake, tp)
 
     def _wake(self, tp: TopicPartition) -> None:
-        for waiter in self._waiters.pop(tp, set()):
+        for waiters in (self._waiters, self._replica_waiters):
+            for waiter in waiters.pop(tp, set()):
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    def _wake_replica_fetches(self, tp: TopicPartition) -> None:
+        for waiter in self._replica_waiters.pop(tp, set()):
             if not waiter.done():
                 waiter.set_result(None)
+
+    # ------------------------------------------------------------------ ISR
+    def maybe_shrink_isr(self) -> int:
+        """Kafka's ``isr-expiration`` task (every ``replica.lag.time.max.ms`` / 2): each led
+        partition drops the followers that stopped keeping up. Returns the proposals made."""
+        proposed = 0
+        for partition in self.partitions().values():
+            if partition.is_leader:
+                try:
+                    proposed += partition.maybe_shrink_isr()
+                except StorageError:
+                    logger.exception("ISR check failed partition=%s", partition.topic_partition)
+        return proposed
+
+    def under_replicated_count(self) -> int:
+        return sum(p.is_under_replicated for p in self.partitions().values())
+
+    def under_min_isr_count(self) -> int:
+        return sum(p.is_under_min_isr for p in self.partitions().values())
+
+    def at_min_isr_count(self) -> int:
+        return sum(p.is_at_min_isr for p in self.partitions().values())
+
+    def leader_count(self) -> int:
+        return sum(p.is_leader for p in self.partitions().values())
+
+    def partition_count(self) -> int:
+        return len(self.partitions())
 
     # ------------------------------------------------------------------ produce
     async def append_records(
@@ -280,6 +356,8 @@ class ReplicaManager:
         results = await self.run_io(append_all)
         for tp, result in results.items():
             self.topic_stats.mark_produce(tp.topic, result.info, result.error)
+            if result.info is not None:
+                self._wake_replica_fetches(tp)
         if required_acks == -1:
             await self._await_replication(results, timeout_ms)
         return results
@@ -298,15 +376,22 @@ class ReplicaManager:
     async def _await_replication(
         self, results: dict[TopicPartition, ProduceResult], timeout_ms: int
     ) -> None:
-        """DelayedProduce: wait until each partition's HW covers the appended offsets."""
+        """DelayedProduce: each partition completes once its HW passes the appended records
+        (Kafka's ``checkEnoughReplicasReachOffset``), or with an error when its leadership
+        moved or its ISR fell below ``min.insync.replicas``; REQUEST_TIMED_OUT after
+        ``timeout_ms``."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(timeout_ms, 0) / 1000
+        pending = {tp for tp, result in results.items() if result.info is not None}
         while True:
-            pending = [
-                tp
-                for tp, result in results.items()
-                if result.info is not None and self._high_watermark(tp) <= result.info.last_offset
-            ]
+            for tp in list(pending):
+                info = results[tp].info
+                assert info is not None
+                done, error = self._replication_outcome(tp, info.last_offset + 1)
+                if done:
+                    pending.discard(tp)
+                    if error is not None:
+                        results[tp] = ProduceResult(error=error)
             if not pending:
                 return
             remaining = deadline - loop.time()
@@ -320,31 +405,44 @@ class ReplicaManager:
                 return
             await self._wait_for_any(pending, remaining)
 
+    def _replication_outcome(
+        self, tp: TopicPartition, required_offset: int
+    ) -> tuple[bool, StorageError | None]:
+        try:
+            return self.get_partition(tp).check_enough_replicas_reach_offset(required_offset)
+        except StorageError as error:
+            return True, error
+
     def _high_watermark(self, tp: TopicPartition) -> int:
         try:
             return self.get_partition(tp).log.high_watermark
         except StorageError:
             return -1
 
-    async def _wait_for_any(self, tps: Iterable[TopicPartition], timeout_s: float) -> None:
+    async def _wait_for_any(
+        self, tps: Iterable[TopicPartition], timeout_s: float, *, replica: bool = False
+    ) -> None:
+        """Park until one of ``tps`` moves its HW (or, for ``replica`` fetches, its log end
+        offset), or ``timeout_s`` passes."""
         loop = asyncio.get_running_loop()
+        table = self._replica_waiters if replica else self._waiters
         waiter: asyncio.Future[None] = loop.create_future()
         registered = [tp for tp in tps]
-        if sum(len(w) for w in self._waiters.values()) >= MAX_WAITERS:
+        if sum(len(w) for w in table.values()) >= MAX_WAITERS:
             return
         for tp in registered:
-            self._waiters.setdefault(tp, set()).add(waiter)
+            table.setdefault(tp, set()).add(waiter)
         try:
             await asyncio.wait_for(asyncio.shield(waiter), timeout_s)
         except TimeoutError:
             pass
         finally:
             for tp in registered:
-                waiting = self._waiters.get(tp)
+                waiting = table.get(tp)
                 if waiting is not None:
                     waiting.discard(waiter)
                     if not waiting:
-                        del self._waiters[tp]
+                        del table[tp]
 
     # ------------------------------------------------------------------ fetch
     async def fetch_messages(
@@ -398,7 +496,7 @@ class ReplicaManager:
                     self.topic_stats.mark_fetch(tp.topic, len(result.records), result.error)
                 return results
             close_regions(results.values())
-            await self._wait_for_any(requests.keys(), remaining)
+            await self._wait_for_any(requests.keys(), remaining, replica=replica_id >= 0)
 
     def _read_all(
         self,
@@ -457,9 +555,18 @@ class ReplicaManager:
                         request.fetch_offset,
                         limit,
                         current_leader_epoch=request.current_leader_epoch,
-                        isolation_high_watermark=isolation_high_watermark,
+                        # followers read up to the LEO: the HW moves once they have it
+                        isolation_high_watermark=isolation_high_watermark and replica_id < 0,
                         min_one_message=budget == max_bytes,
                     )
+                    if replica_id >= 0:
+                        partition.update_follower_fetch_state(
+                            replica_id,
+                            fetch_offset=request.fetch_offset,
+                            follower_log_start_offset=request.log_start_offset,
+                            leader_end_offset=read.log_end_offset,
+                            fetch_time_ms=self.clock.milliseconds(),
+                        )
                 except OffsetOutOfRangeError:
                     # Raised after the leadership checks: maybe a tiered offset.
                     rlm = self.remote_log_manager

@@ -153,6 +153,7 @@ class ZkMetadataListener:
                     leader_epoch=state.leader_epoch if state else -1,
                     isr=state.isr if state else (),
                     partition_epoch=state.zk_version if state else -1,
+                    controller_epoch=state.controller_epoch if state else 0,
                 )
             )
         return TopicMetadata(
@@ -213,6 +214,7 @@ class ZkMetadataListener:
             leader_epoch=state.leader_epoch,
             isr=state.isr,
             partition_epoch=state.zk_version,
+            controller_epoch=state.controller_epoch,
         )
         partitions = tuple(updated if p.partition == tp.partition else p for p in topic.partitions)
         self._publish(

@@ -25,17 +25,26 @@ from storage_core.controller.topic_store import TopicInfo, TopicStore
 from storage_core.controller.zk_data import EndPoint
 from storage_core.coordinator.group.group_coordinator import GroupCoordinator
 from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME
-from storage_core.errors import InvalidConfigError, PolicyViolationError, TopicExistsError
+from storage_core.errors import (
+    InvalidConfigError,
+    PolicyViolationError,
+    StorageError,
+    TopicExistsError,
+)
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
 from storage_core.metrics import BrokerTopicStats, KafkaMetricsRegistry
 from storage_core.metrics.http_server import MetricsHttpServer, maybe_start_metrics_server
+from storage_core.replication.alter_partition_manager import AlterPartitionManager
 from storage_core.replication.metadata_cache import (
     MetadataCache,
     MetadataImage,
     PartitionMetadata,
+    removed_by_reassignment,
 )
+from storage_core.replication.partition import IsrUpdate
 from storage_core.replication.replica_manager import ReplicaManager
+from storage_core.replication.replica_metrics import register_replica_manager_metrics
 from storage_core.server.cluster_membership import ClusterMembership
 from storage_core.server.dynamic_broker_config import (
     BrokerConfigUpdateError,
@@ -94,6 +103,9 @@ class KafkaBroker:
                 "log.flush.start.offset.checkpoint.interval.ms"
             ),
             producer_id_expiration_ms=config.get_int("producer.id.expiration.ms"),
+            high_watermark_checkpoint_interval_ms=config.get_int(
+                "replica.high.watermark.checkpoint.interval.ms"
+            ),
             producer_id_expiration_check_interval_ms=config.get_int(
                 "producer.id.expiration.check.interval.ms"
             ),
@@ -125,6 +137,18 @@ class KafkaBroker:
             self.log_manager,
             local_broker_id=self.broker_id,
             topic_stats=BrokerTopicStats(self.metrics),
+            clock=clock,
+            replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
+        )
+        self.alter_partition_manager = AlterPartitionManager(
+            self.membership.zk, on_committed=self._on_isr_committed
+        )
+        self.replica_manager.submit_isr_update = self.alter_partition_manager.submit
+        self.replica_manager.is_broker_alive = lambda b: self.metadata_cache.image().is_alive(b)
+        self.isr_change_meters = register_replica_manager_metrics(
+            self.metrics,
+            self.replica_manager,
+            offline_partitions=lambda: len(self.metadata_cache.image().offline()),
         )
         self.api_registry: dict[int, ApiHandler] = build_registry()
         self.group_coordinator: GroupCoordinator | None = None
@@ -341,11 +365,15 @@ class KafkaBroker:
         metadata = image.topic(topic)
         return self.default_log_config.with_overrides(metadata.configs if metadata else {})
 
+    def _on_isr_committed(self, update: IsrUpdate, previous: tuple[int, ...]) -> None:
+        self.isr_change_meters.mark(previous, update.isr)
+
     def _on_partitions_changed(
         self, image: MetadataImage, changes: Mapping[TopicPartition, PartitionMetadata | None]
     ) -> None:
         """The controller changed these partitions (or their topic's configs): host, lead,
         follow or stop, then tell the components that care (Kafka's LeaderAndIsr path)."""
+        previous = self.metadata_cache.image()  # the listener shows ``image`` after this call
         with self._hosting_lock:
             for topic in sorted({tp.topic for tp, state in changes.items() if state is not None}):
                 self.log_manager.update_topic_config(topic, self._log_config_in(image, topic))
@@ -385,6 +413,27 @@ class KafkaBroker:
                     ]
                     + [tp.partition for tp in result.stopped if tp.topic == OFFSETS_TOPIC_NAME],
                 )
+            self._delete_reassigned_away(previous, image, result.stopped)
+
+    def _delete_reassigned_away(
+        self, previous: MetadataImage, image: MetadataImage, stopped: Sequence[TopicPartition]
+    ) -> None:
+        """Replicas a reassignment took off this broker are deleted (Kafka's StopReplica with
+        delete); a broker that stops hosting a partition for any other reason keeps its log."""
+        removed = removed_by_reassignment(previous, image, self.broker_id, stopped)
+        if not removed:
+            return
+        try:
+            self.log_manager.delete_logs(removed)
+            logger.info(
+                "replicas reassigned away deleted, partitions=%s", [str(tp) for tp in removed]
+            )
+        except StorageError:
+            logger.exception(
+                "cannot delete replicas reassigned away; their logs stay until the topic is"
+                " deleted, partitions=%s",
+                [str(tp) for tp in removed],
+            )
 
     def _on_topics_marked_for_deletion(self, image: MetadataImage, topics: set[str]) -> None:
         """Remove this broker's replicas of topics being deleted, then acknowledge (the role of
@@ -448,6 +497,7 @@ class KafkaBroker:
             None, self.membership.read_topic_configs
         )
         await loop.run_in_executor(None, self.log_manager.startup)
+        self.replica_manager.startup()
         # metrics first: once the Kafka port accepts, /metrics answers too
         self.metrics_server = await maybe_start_metrics_server(
             self.metrics,
@@ -505,6 +555,7 @@ class KafkaBroker:
         if self.remote_log_manager is not None:
             await loop.run_in_executor(None, self.remote_log_manager.close)
         await stop_remote_log_metadata_manager(self.remote_log_metadata_manager)
+        await loop.run_in_executor(None, self.alter_partition_manager.shutdown)
         await loop.run_in_executor(None, self.membership.close)
         await loop.run_in_executor(None, self.replica_manager.shutdown)
         await loop.run_in_executor(None, self.log_manager.shutdown)

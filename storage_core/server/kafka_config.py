@@ -58,6 +58,8 @@ BROKER_CONFIG_DEFS: dict[str, tuple[str, Any]] = {
     "replica.fetch.backoff.ms": ("int", 1000),
     "replica.fetch.response.max.bytes": ("int", 10 * 1024 * 1024),
     "replica.socket.timeout.ms": ("int", 30_000),
+    "replica.lag.time.max.ms": ("long", 30_000),
+    "replica.high.watermark.checkpoint.interval.ms": ("long", 5_000),
     "fetch.max.bytes": ("int", 55 * 1024 * 1024),
     "log.retention.check.interval.ms": ("long", 300_000),
     "log.flush.scheduler.interval.ms": ("long", 2**63 - 1),
@@ -292,6 +294,11 @@ def _validate_replica_fetcher_configs(config: KafkaConfig) -> None:
         raise InvalidConfigError(
             "replica.socket.timeout.ms should always be at least replica.fetch.wait.max.ms to"
             " prevent unnecessary socket timeouts"
+        )
+    if config.get_int("replica.fetch.wait.max.ms") > config.get_int("replica.lag.time.max.ms"):
+        raise InvalidConfigError(
+            "replica.fetch.wait.max.ms should always be less than or equal to"
+            " replica.lag.time.max.ms to prevent frequent changes in ISR"
         )
 
 

@@ -26,21 +26,28 @@ from tests.conftest import make_batch
 TP = TopicPartition("events", 0)
 
 
-def _setup(tmp_path: Path, *, epoch: int = 5, isr: tuple[int, ...] = (0,)) -> ReplicaManager:
+def _setup(
+    tmp_path: Path,
+    *,
+    epoch: int = 5,
+    isr: tuple[int, ...] = (0,),
+    replicas: tuple[int, ...] | None = None,
+) -> ReplicaManager:
     manager = LogManager([tmp_path], LogConfig())
     manager.startup(background_tasks=False)
-    replicas = ReplicaManager(manager, local_broker_id=0)
+    assignment = replicas if replicas is not None else (0, *[b for b in isr if b])
+    manager_ = ReplicaManager(manager, local_broker_id=0)
     log = manager.get_or_create_log(TP, topic_id=Uuid.random())
     partition = Partition(
         TP,
         log.topic_id or Uuid.random(),
         log,
         local_broker_id=0,
-        on_high_watermark_advanced=replicas.on_high_watermark_advanced,
+        on_high_watermark_advanced=manager_.on_high_watermark_advanced,
     )
-    partition.make_leader(leader_epoch=epoch, replicas=(0, *[b for b in isr if b]), isr=isr)
-    replicas.add_partition(partition)
-    return replicas
+    partition.make_leader(leader_epoch=epoch, replicas=assignment, isr=isr)
+    manager_.add_partition(partition)
+    return manager_
 
 
 def test_leader_appends_carry_the_leader_epoch_and_move_the_high_watermark(
@@ -77,12 +84,20 @@ def test_followers_in_the_isr_hold_the_high_watermark_back(tmp_path: Path) -> No
 
 
 def test_acks_all_needs_min_insync_replicas(tmp_path: Path) -> None:
-    replicas = _setup(tmp_path)
+    replicas = _setup(tmp_path, replicas=(0, 1), isr=(0,))
     partition = replicas.get_partition(TP)
     partition.log.config = LogConfig(min_insync_replicas=2)
     with pytest.raises(NotEnoughReplicasError):
         partition.append_records_to_leader(make_batch(1), required_acks=-1)
     assert partition.log.log_end_offset == 0
+
+
+def test_min_insync_replicas_is_capped_at_the_replication_factor(tmp_path: Path) -> None:
+    """As Kafka's effectiveMinIsr: min.insync.replicas=2 on a one-replica partition is 1."""
+    partition = _setup(tmp_path).get_partition(TP)
+    partition.log.config = LogConfig(min_insync_replicas=2)
+    partition.append_records_to_leader(make_batch(1), required_acks=-1)
+    assert partition.log.high_watermark == 1
 
 
 def test_append_results_and_errors_per_partition(tmp_path: Path) -> None:

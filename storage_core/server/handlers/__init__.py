@@ -32,6 +32,8 @@ HANDLER_MODULES: tuple[str, ...] = (
     "incremental_alter_configs",
     "describe_cluster",
     "elect_leaders",
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
     "describe_topic_partitions",
     "describe_log_dirs",
     "find_coordinator",

@@ -60,6 +60,7 @@ async def handle(ctx: RequestContext, request: Any) -> ResponseParts:
                 max_bytes=p.partition_max_bytes,
                 current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v9+
                 last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),  # v12+
+                log_start_offset=getattr(p, "log_start_offset", -1),  # v5+
             )
     results = await broker.replica_manager.fetch_messages(
         wanted,
