@@ -1,12 +1,15 @@
 """The follower side of replication against a real leader broker process.
 
-The leader is a ``storage-core broker`` process (one broker, topics with one replica, so it
-serves replica fetches up to its high watermark, which is its log end offset). The follower
-is built in the test process as a broker builds it: a ``LogManager`` and ``ReplicaManager``
-on a temporary directory, the partition made follower of broker 0, and a
+The leader is a ``storage-core broker`` process without ZooKeeper (its single-node store). A
+leader serves replica fetches only to the partition's assigned replicas, and a topic cannot be
+created with an unregistered broker, so each topic is created with one replica and then given
+broker 1 as its second replica in the leader's metadata store (while it is stopped), as the
+controller records a replica assignment: partition state leader 0, ISR [0], replicas [0, 1].
+The follower is built in the test process as a broker builds it: a ``LogManager`` and
+``ReplicaManager`` on a temporary directory, the partition made follower of broker 0, and a
 ``ReplicaFetcherManager`` fetching over loopback. Records are produced with kafka-python and
-confluent-kafka; the two logs are compared batch by batch (offsets, leader epochs, CRCs) and
-byte for byte.
+confluent-kafka (acks=1: the follower may be away); the two logs are compared batch by batch
+(offsets, leader epochs, CRCs) and byte for byte.
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, KafkaProducer
@@ -65,23 +69,62 @@ FETCHER_CONFIG = ReplicaFetcherConfig(fetch_wait_max_ms=100, fetch_backoff_ms=BA
 # ---------------------------------------------------------------- the leader
 @pytest.fixture(scope="module")
 def leader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    with BrokerProcess(tmp_path_factory.mktemp("leader")) as process:
+    # A follower that stops fetching leaves the ISR after a second, so that the leader's HW
+    # moves on without it (DeleteRecords needs that).
+    with BrokerProcess(
+        tmp_path_factory.mktemp("leader"), overrides={"replica.lag.time.max.ms": "1000"}
+    ) as process:
         yield process
 
 
 def create_topic(broker: BrokerProcess) -> str:
+    """A topic of one partition with replicas [0, 1]: leader 0, ISR [0]."""
     name = f"replicated-{uuid.uuid4().hex[:8]}"
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)
     try:
         admin.create_topics([NewTopic(name, 1, 1)])
     finally:
         admin.close()
+    rewrite_store(broker, name, assign_follower=True)
     return name
+
+
+def rewrite_store(
+    broker: BrokerProcess, topic: str, *, assign_follower: bool = False, bump_epoch: bool = False
+) -> None:
+    """Change what the controller recorded for the topic, as ZooKeeper would hold it after a
+    reassignment (``assign_follower``: replicas [0, 1]) or an election (``bump_epoch``: leader
+    epoch + 1); written to the stopped broker's metadata store, read again at its start."""
+    broker.stop()
+    path = broker.log_dir / "metadata-store.json"
+    store = json.loads(path.read_text())
+
+    def update(znode: str, change: Callable[[dict[str, Any]], None]) -> None:
+        node = store["nodes"][znode]
+        data = json.loads(base64.b64decode(node["data"]))
+        change(data)
+        node["data"] = base64.b64encode(json.dumps(data).encode()).decode()
+        node["version"] += 1
+
+    if assign_follower:
+        update(
+            f"/brokers/topics/{topic}",
+            lambda d: d["partitions"].update({"0": [LEADER_ID, FOLLOWER_ID]}),
+        )
+    if bump_epoch:
+        update(
+            f"/brokers/topics/{topic}/partitions/0/state",
+            lambda d: d.update(leader_epoch=d["leader_epoch"] + 1),
+        )
+    path.write_text(json.dumps(store))
+    broker.start()
 
 
 def produce_kafka_python(broker: BrokerProcess, topic: str, count: int, *, tag: str) -> None:
     """Several batches: small batches, a linger, keys and headers."""
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5, batch_size=512)
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap, acks=1, linger_ms=5, batch_size=512
+    )
     for i in range(count):
         producer.send(
             topic,
@@ -97,7 +140,12 @@ def produce_kafka_python(broker: BrokerProcess, topic: str, count: int, *, tag: 
 def produce_confluent(broker: BrokerProcess, topic: str, count: int, *, tag: str) -> None:
     """Compressed batches from librdkafka."""
     producer = Producer(
-        {"bootstrap.servers": broker.bootstrap, "compression.type": "gzip", "linger.ms": 5}
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "acks": "1",
+            "compression.type": "gzip",
+            "linger.ms": 5,
+        }
     )
     for i in range(count):
         producer.produce(topic, value=f"{tag}-{i}".encode(), partition=0)
@@ -305,22 +353,6 @@ def max_lag_of(registry: KafkaMetricsRegistry) -> float:
     return gauge.value()
 
 
-def bump_leader_epoch(broker: BrokerProcess, topic: str) -> None:
-    """A leader election as the controller records it: the partition state's leader epoch + 1,
-    written to the broker's metadata store while it is stopped; it comes back leader at the
-    new epoch (and starts that epoch at its log end offset)."""
-    broker.stop()
-    path = broker.log_dir / "metadata-store.json"
-    store = json.loads(path.read_text())
-    node = store["nodes"][f"/brokers/topics/{topic}/partitions/0/state"]
-    state = json.loads(base64.b64decode(node["data"]))
-    state["leader_epoch"] += 1
-    node["data"] = base64.b64encode(json.dumps(state).encode()).decode()
-    node["version"] += 1
-    path.write_text(json.dumps(store))
-    broker.start()
-
-
 def old_leader_batches(first_offset: int, count: int, epoch: int) -> list[bytes]:
     """Batches this replica wrote as leader of ``epoch`` that no other replica received."""
     return [
@@ -339,7 +371,10 @@ def old_leader_batches(first_offset: int, count: int, epoch: int) -> list[bytes]
     ids=["diverging-epoch-in-fetch", "offset-for-leader-epoch"],
 )
 def test_follower_with_batches_of_a_diverging_epoch_is_truncated_then_matches(
-    leader: BrokerProcess, tmp_path: Path, truncation_on_fetch: bool
+    leader: BrokerProcess,
+    tmp_path: Path,
+    truncation_on_fetch: bool,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """KIP-101: the follower holds 30 records of epoch 0 that the leader never got; the leader
     moved to epoch 1 at offset 20 and wrote 15 others. The follower must cut at 20 (where the
@@ -357,14 +392,17 @@ def test_follower_with_batches_of_a_diverging_epoch_is_truncated_then_matches(
             partition.log.append_as_follower(batch)
         assert partition.log.log_end_offset == 50
 
-        bump_leader_epoch(leader, topic)
+        rewrite_store(leader, topic, bump_epoch=True)
         produce_confluent(leader, topic, 15, tag="e1")
         view1 = leader_view(leader, topic)
         assert view1.leader_epoch == 1
         assert leader_end_offset(leader, topic) == 35  # below the follower's 50
 
         follower.follow(topic, view1)
-        wait_until_caught_up(leader, topic, partition.log)
+        eventually(
+            lambda: follower_log_bytes(partition.log) == leader_log_bytes(leader, topic),
+            "the follower's log equal to the leader's",
+        )
 
         leader_bytes = leader_log_bytes(leader, topic)
         assert batches(follower_log_bytes(partition.log)) == batches(leader_bytes)
@@ -375,7 +413,10 @@ def test_follower_with_batches_of_a_diverging_epoch_is_truncated_then_matches(
             (0, 0),
             (1, 20),
         ]
-        assert all(b"unreplicated" not in r.value for r in _records(partition.log))
+        assert all(b"unreplicated" not in (r.value or b"") for r in _records(partition.log))
+        # Truncated where the epochs diverge, not first to the leader's end as after an
+        # unclean election (the leader answers the divergence, not OFFSET_OUT_OF_RANGE).
+        assert "unclean leader election" not in caplog.text
     finally:
         follower.close()
 
@@ -407,8 +448,17 @@ def test_follower_below_the_leaders_log_start_restarts_at_it(
     )
     new_start = base + 1
     admin = AdminClient({"bootstrap.servers": leader.bootstrap})
-    (deleted,) = admin.delete_records([CTopicPartition(topic, 0, new_start)]).values()
-    assert deleted.result(timeout=TIMEOUT_S).low_watermark == new_start
+
+    def delete_records() -> bool:
+        # Refused (OFFSET_OUT_OF_RANGE) until the silent follower has left the ISR and the
+        # leader's HW has passed the new start.
+        (deleted,) = admin.delete_records([CTopicPartition(topic, 0, new_start)]).values()
+        try:
+            return bool(deleted.result(timeout=TIMEOUT_S).low_watermark == new_start)
+        except KafkaException:
+            return False
+
+    eventually(delete_records, f"DeleteRecords up to {new_start}")
 
     follower.follow(topic, view)
     wait_until_caught_up(leader, topic, partition.log)
@@ -467,7 +517,7 @@ def test_removing_the_partition_stops_appends_at_once(
     stop = threading.Event()
 
     def produce_continuously() -> None:
-        producer = KafkaProducer(bootstrap_servers=leader.bootstrap, linger_ms=1)
+        producer = KafkaProducer(bootstrap_servers=leader.bootstrap, acks=1, linger_ms=1)
         i = 0
         while not stop.is_set():
             producer.send(topic, value=f"live-{i}".encode(), partition=0)
