@@ -270,26 +270,10 @@ class LeaderEpochFileCache:
             return self._epochs[i - 1].epoch if i > 0 else None
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """``(epoch, end offset)`` for an OffsetForLeaderEpoch request (Kafka's ``endOffsetFor``).
-
-        * ``UNDEFINED_EPOCH`` requested -> ``(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)``;
-        * the latest epoch -> ``(requested_epoch, log_end_offset)``;
-        * no known epoch above it -> undefined, as above;
-        * no known epoch at or below it -> ``(requested_epoch, start of the next epoch)``;
-        * otherwise -> ``(largest known epoch <= requested, start of the next epoch)``.
-        """
+        """``(epoch, end offset)`` for an OffsetForLeaderEpoch request (Kafka's ``endOffsetFor``);
+        see ``end_offset_for_entries``."""
         with self._lock:
-            if requested_epoch == UNDEFINED_EPOCH:
-                return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-            if self._epochs and self._epochs[-1].epoch == requested_epoch:
-                return requested_epoch, log_end_offset
-            higher = bisect.bisect_right(self._epochs, requested_epoch, key=lambda e: e.epoch)
-            if higher == len(self._epochs):
-                return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-            higher_start = self._epochs[higher].start_offset
-            if higher == 0:
-                return requested_epoch, higher_start
-            return self._epochs[higher - 1].epoch, higher_start
+            return end_offset_for_entries(self._epochs, requested_epoch, log_end_offset)
 
     def snapshot_up_to(self, end_offset: int) -> list[EpochEntry]:
         """The entries with ``start_offset < end_offset`` (exclusive), oldest first."""
@@ -308,3 +292,28 @@ class LeaderEpochFileCache:
         with self._lock:
             entries = ", ".join(f"{e.epoch}@{e.start_offset}" for e in self._epochs)
         return f"LeaderEpochFileCache({self.topic_partition}: [{entries}])"
+
+
+def end_offset_for_entries(
+    entries: Sequence[EpochEntry], requested_epoch: int, log_end_offset: int
+) -> tuple[int, int]:
+    """``(epoch, end offset)`` of ``requested_epoch`` over ``entries`` (oldest first), as
+    Kafka's ``LeaderEpochFileCache.endOffsetFor``:
+
+    * ``UNDEFINED_EPOCH`` requested -> ``(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)``;
+    * the latest epoch -> ``(requested_epoch, log_end_offset)``;
+    * no known epoch above it -> undefined, as above;
+    * no known epoch at or below it -> ``(requested_epoch, start of the next epoch)``;
+    * otherwise -> ``(largest known epoch <= requested, start of the next epoch)``.
+    """
+    if requested_epoch == UNDEFINED_EPOCH:
+        return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+    if entries and entries[-1].epoch == requested_epoch:
+        return requested_epoch, log_end_offset
+    higher = bisect.bisect_right(entries, requested_epoch, key=lambda e: e.epoch)
+    if higher == len(entries):
+        return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+    higher_start = entries[higher].start_offset
+    if higher == 0:
+        return requested_epoch, higher_start
+    return entries[higher - 1].epoch, higher_start

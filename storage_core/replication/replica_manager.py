@@ -578,7 +578,9 @@ class ReplicaManager:
                 if diverging is not None:
                     results[tp] = FetchResult(
                         read=partition.read_records(
-                            request.fetch_offset,
+                            # No data is read: a diverged follower may be past this LEO,
+                            # which is not OFFSET_OUT_OF_RANGE here (Kafka's readRecords).
+                            min(request.fetch_offset, partition.log.log_end_offset),
                             0,
                             current_leader_epoch=request.current_leader_epoch,
                             min_one_message=False,

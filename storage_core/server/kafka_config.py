@@ -50,7 +50,14 @@ BROKER_CONFIG_DEFS: dict[str, tuple[str, Any]] = {
     "max.connections.per.ip": ("int", INT_MAX),
     "connections.max.idle.ms": ("long", 600_000),
     "queued.max.request.bytes": ("long", -1),  # -1: derived, see SocketServerConfig
+    # Followers' replica fetchers (Kafka's names and defaults)
+    "num.replica.fetchers": ("int", 1),
+    "replica.fetch.max.bytes": ("int", 1024 * 1024),
     "replica.fetch.wait.max.ms": ("int", 500),
+    "replica.fetch.min.bytes": ("int", 1),
+    "replica.fetch.backoff.ms": ("int", 1000),
+    "replica.fetch.response.max.bytes": ("int", 10 * 1024 * 1024),
+    "replica.socket.timeout.ms": ("int", 30_000),
     "replica.lag.time.max.ms": ("long", 30_000),
     "replica.high.watermark.checkpoint.interval.ms": ("long", 5_000),
     "fetch.max.bytes": ("int", 55 * 1024 * 1024),
@@ -151,6 +158,7 @@ class KafkaConfig:
         config.advertised_listeners()
         if not config.log_dirs():
             raise InvalidConfigError("log.dirs (or log.dir) must name at least one directory")
+        _validate_replica_fetcher_configs(config)
         return config
 
     @staticmethod
@@ -262,6 +270,36 @@ _KNOWN_TOPIC_DEFAULT_NAMES = frozenset(
         *(synonym for synonyms in BROKER_SYNONYMS.values() for synonym in synonyms),
     }
 )
+
+
+def _validate_replica_fetcher_configs(config: KafkaConfig) -> None:
+    """Kafka's checks of the follower fetch settings, at start rather than at first fetch."""
+    for name in (
+        "num.replica.fetchers",
+        "replica.fetch.max.bytes",
+        "replica.fetch.min.bytes",
+        "replica.fetch.response.max.bytes",
+        "replica.socket.timeout.ms",
+    ):
+        if config.get_int(name) < 1:
+            raise InvalidConfigError(
+                f"Invalid value {config.get_int(name)} for configuration {name}: must be >= 1"
+            )
+    for name in ("replica.fetch.wait.max.ms", "replica.fetch.backoff.ms"):
+        if config.get_int(name) < 0:
+            raise InvalidConfigError(
+                f"Invalid value {config.get_int(name)} for configuration {name}: must be >= 0"
+            )
+    if config.get_int("replica.fetch.wait.max.ms") > config.get_int("replica.socket.timeout.ms"):
+        raise InvalidConfigError(
+            "replica.socket.timeout.ms should always be at least replica.fetch.wait.max.ms to"
+            " prevent unnecessary socket timeouts"
+        )
+    if config.get_int("replica.fetch.wait.max.ms") > config.get_int("replica.lag.time.max.ms"):
+        raise InvalidConfigError(
+            "replica.fetch.wait.max.ms should always be less than or equal to"
+            " replica.lag.time.max.ms to prevent frequent changes in ISR"
+        )
 
 
 def parse_properties(text: str) -> dict[str, str]:

@@ -29,6 +29,26 @@ def test_defaults_are_kafkas(tmp_path: Path) -> None:
     assert [str(e) for e in config.listeners()] == ["PLAINTEXT://127.0.0.1:9092"]
     assert config.log_config().segment_bytes == 1024**3
     assert config.log_config().retention_ms == 7 * 24 * 3600 * 1000
+    assert {
+        name: config.get_int(name)
+        for name in (
+            "num.replica.fetchers",
+            "replica.fetch.max.bytes",
+            "replica.fetch.wait.max.ms",
+            "replica.fetch.min.bytes",
+            "replica.fetch.backoff.ms",
+            "replica.fetch.response.max.bytes",
+            "replica.socket.timeout.ms",
+        )
+    } == {
+        "num.replica.fetchers": 1,
+        "replica.fetch.max.bytes": 1048576,
+        "replica.fetch.wait.max.ms": 500,
+        "replica.fetch.min.bytes": 1,
+        "replica.fetch.backoff.ms": 1000,
+        "replica.fetch.response.max.bytes": 10485760,
+        "replica.socket.timeout.ms": 30000,
+    }
 
 
 def test_file_then_overrides(tmp_path: Path) -> None:
@@ -54,6 +74,9 @@ def test_file_then_overrides(tmp_path: Path) -> None:
         ({"listeners": "127.0.0.1:9092"}, "listener"),
         ({"listeners": "SSL://127.0.0.1:9093"}, "PLAINTEXT"),
         ({"message.max.bytes": str(2**40)}, "message.max.bytes"),
+        ({"num.replica.fetchers": "0"}, "num.replica.fetchers"),
+        ({"replica.fetch.backoff.ms": "-1"}, "replica.fetch.backoff.ms"),
+        ({"replica.socket.timeout.ms": "100"}, "replica.socket.timeout.ms"),
     ],
 )
 def test_bad_values_are_refused_naming_the_key(

@@ -7,7 +7,8 @@ to the remote tier (-1 if none, or if the topic is not remote-enabled); a timest
 in remote segments first (on a remote reader thread), then locally.
 
 Consumers see only offsets below the high watermark: "latest" is the high watermark, and a
-timestamp whose first match lies at or above it finds nothing (offset -1).
+timestamp whose first match lies at or above it finds nothing (offset -1). A follower broker
+(replica id >= 0) reads without isolation, as in Kafka: its "latest" is the log end offset.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from storage_core.common import TopicPartition
 from storage_core.errors import StorageError
+from storage_core.log.log import Log, TimestampAndOffset
 from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
 from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
@@ -26,6 +28,7 @@ from storage_core.tiered.remote_log_manager import LATEST_TIERED_TIMESTAMP
 API_KEY = 2
 MIN_VERSION = 1
 MAX_VERSION = 9
+LATEST = -1
 EARLIEST = -2
 
 
@@ -48,6 +51,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v4+
                     )
                 )
+                if p.timestamp == LATEST and request.replica_id >= 0:
+                    found = _log_end_offset(partition.log)
                 rlm = replica_manager.remote_log_manager
                 if rlm is not None and rlm.is_remote_enabled(partition):
                     if p.timestamp == LATEST_TIERED_TIMESTAMP or p.timestamp >= 0:
@@ -79,3 +84,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             build(module.ListOffsetsTopicResponse, name=topic.name, partitions=tuple(partitions))
         )
     return build(module.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+def _log_end_offset(log: Log) -> TimestampAndOffset:
+    """A replica's LATEST: the log end offset, with the epoch of the last record."""
+    end = log.log_end_offset
+    return TimestampAndOffset(-1, end, log.leader_epoch_cache.epoch_for_offset(max(end - 1, 0)))

@@ -1,0 +1,127 @@
+"""A follower's fetch state of one partition (Kafka's ``PartitionFetchState``).
+
+A partition on a fetcher thread is in one of two states, and may be delayed (backing off
+after an error) in either::
+
+    add_partitions ──> Truncating ──(truncation complete)──> Fetching
+                          ^                                     │
+                          └──── (a new leader epoch: re-added) ─┘
+
+``Truncating``: the log may hold records the leader does not have; the thread asks the leader
+where its last epoch ends (OffsetForLeaderEpoch) or, without any epoch in the log, truncates to
+the high watermark. ``Fetching``: Fetch requests from ``fetch_offset``; a DivergingEpoch in a
+response truncates in place and stays in ``Fetching`` (KIP-320, truncation on fetch).
+
+Values only: every change builds a new state. Time is passed in (monotonic milliseconds) so
+that the rules are testable without a clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass
+
+from storage_core.common import Uuid
+
+
+class ReplicaState(enum.Enum):
+    """Kafka's ``ReplicaState``: where a partition is in the follower's protocol."""
+
+    TRUNCATING = "Truncating"
+    FETCHING = "Fetching"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InitialFetchState:
+    """What the replica manager hands to the fetcher manager for a new follower partition.
+
+    ``init_offset`` is where fetching starts (Kafka's ``initialFetchOffset``: the log end
+    offset when the log has a leader epoch, else the high watermark); a negative one means
+    "ask the leader" (``fetchOffsetAndTruncate``).
+    """
+
+    topic_id: Uuid | None
+    leader_id: int
+    current_leader_epoch: int
+    init_offset: int
+
+    def __post_init__(self) -> None:
+        if self.leader_id < 0:
+            raise ValueError(f"a follower needs a leader broker id >= 0, got {self.leader_id}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionFetchState:
+    """Fetch offset, lag and epochs of one partition on one fetcher thread.
+
+    ``fetch_offset``: the next offset to fetch (the follower's log end offset once fetching).
+    ``lag``: the leader's high watermark minus the next fetch offset at the last response,
+    None before the first one. ``delay_until_ms`` (monotonic, exclusive): no request for the
+    partition before then. ``last_fetched_epoch``: the epoch of the last batch in the log
+    (None when the log has none), sent as LastFetchedEpoch.
+    """
+
+    topic_id: Uuid | None
+    fetch_offset: int
+    lag: int | None
+    current_leader_epoch: int
+    state: ReplicaState
+    last_fetched_epoch: int | None
+    delay_until_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.fetch_offset < 0:
+            raise ValueError(f"fetch offset must be >= 0, got {self.fetch_offset}")
+
+    def is_delayed(self, now_ms: int) -> bool:
+        return self.delay_until_ms is not None and now_ms < self.delay_until_ms
+
+    def is_ready_for_fetch(self, now_ms: int) -> bool:
+        return self.state is ReplicaState.FETCHING and not self.is_delayed(now_ms)
+
+    def is_truncating(self, now_ms: int) -> bool:
+        return self.state is ReplicaState.TRUNCATING and not self.is_delayed(now_ms)
+
+    @property
+    def is_replica_in_sync(self) -> bool:
+        return self.lag is not None and self.lag <= 0
+
+    def delayed(self, now_ms: int, backoff_ms: int) -> PartitionFetchState:
+        """Back off ``backoff_ms``; an already delayed state keeps its deadline (as Kafka)."""
+        if self.is_delayed(now_ms):
+            return self
+        return dataclasses.replace(self, delay_until_ms=now_ms + backoff_ms)
+
+    def fetched(
+        self, *, next_offset: int, lag: int, last_fetched_epoch: int | None
+    ) -> PartitionFetchState:
+        """After appending a response: fetch on from ``next_offset``."""
+        return dataclasses.replace(
+            self,
+            fetch_offset=next_offset,
+            lag=lag,
+            state=ReplicaState.FETCHING,
+            last_fetched_epoch=last_fetched_epoch,
+            delay_until_ms=None,
+        )
+
+    def truncated(
+        self, *, offset: int, last_fetched_epoch: int | None, completed: bool
+    ) -> PartitionFetchState:
+        """After truncating the log to ``offset`` (exclusive end): fetch from there, or truncate
+        again when the leader's epoch was unknown to this log (KIP-279, another round)."""
+        return dataclasses.replace(
+            self,
+            fetch_offset=offset,
+            state=ReplicaState.FETCHING if completed else ReplicaState.TRUNCATING,
+            last_fetched_epoch=last_fetched_epoch,
+        )
+
+    def __str__(self) -> str:
+        return (
+            f"FetchState(fetch_offset={self.fetch_offset},"
+            f" current_leader_epoch={self.current_leader_epoch},"
+            f" last_fetched_epoch={self.last_fetched_epoch}, state={self.state.value},"
+            f" lag={self.lag}, delay_until_ms={self.delay_until_ms})"
+        )

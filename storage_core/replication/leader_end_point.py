@@ -1,0 +1,317 @@
+"""A follower's requests to a partition leader (Kafka's ``RemoteLeaderEndPoint`` over
+``BrokerBlockingSender``): Fetch v12, OffsetForLeaderEpoch v4 and ListOffsets v7, each
+carrying this broker's id as the replica id, on one blocking connection.
+
+The leader broker's address is looked up (``endpoint_of``) each time a connection is opened,
+so a leader restarted elsewhere is found again. Any network or framing failure closes the
+connection and raises a ``ClientError``; the next request reconnects.
+
+Thread-safety: one fetcher thread sends; ``initiate_close`` may be called from another thread
+to unblock a request in flight (shutdown), as Kafka's ``initiateClose``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12 import request as fetch_v12
+from kio.schema.fetch.v12.response import FetchResponse
+from kio.schema.list_offsets.v7 import request as list_offsets_v7
+from kio.schema.list_offsets.v7.response import ListOffsetsResponse
+from kio.schema.offset_for_leader_epoch.v4 import request as epoch_v4
+from kio.schema.offset_for_leader_epoch.v4.response import OffsetForLeaderEpochResponse
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i8, i32, i64
+from kio.static.protocol import Payload
+
+from storage_core.client.connection import ConnectionConfig, KafkaConnection, ResponseT
+from storage_core.client.errors import (
+    BrokerResponseError,
+    BrokerUnreachableError,
+    ConnectionClosedError,
+    ProtocolMismatchError,
+)
+from storage_core.client.framing import i32_timedelta
+from storage_core.common import TopicPartition
+from storage_core.replication.offset_truncation import EpochEndOffset
+from storage_core.replication.replica_fetcher_config import ReplicaFetcherConfig
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+_READ_UNCOMMITTED = 0
+_SESSIONLESS_ID = 0
+_FINAL_EPOCH = -1  # a full fetch without a fetch session
+_NO_EPOCH = -1
+# Room above replica.fetch.response.max.bytes: the leader may return one whole batch beyond
+# it (the first non-empty partition), up to max.message.bytes-sized batches.
+_RESPONSE_SLACK_BYTES = 64 * 1024 * 1024
+_CONNECT_TIMEOUT_MS = 10_000
+
+EndpointOf = Callable[[int], tuple[str, int] | None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchPartitionRequest:
+    """One partition of a replica Fetch; ``last_fetched_epoch`` None is sent as -1."""
+
+    fetch_offset: int
+    log_start_offset: int
+    current_leader_epoch: int
+    last_fetched_epoch: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchPartitionData:
+    """One partition of a Fetch response; ``records`` may end with a partial batch."""
+
+    error: ErrorCode
+    high_watermark: int
+    log_start_offset: int
+    records: bytes
+    diverging_epoch: EpochEndOffset | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EpochEndOffsetResult:
+    """One partition of an OffsetForLeaderEpoch response."""
+
+    error: ErrorCode
+    epoch_end_offset: EpochEndOffset
+
+
+class RemoteLeaderEndPoint:
+    """Requests of one fetcher thread to one source broker."""
+
+    def __init__(
+        self,
+        *,
+        source_broker_id: int,
+        local_broker_id: int,
+        endpoint_of: EndpointOf,
+        config: ReplicaFetcherConfig,
+        client_id: str,
+    ) -> None:
+        self.source_broker_id = source_broker_id
+        self.local_broker_id = local_broker_id
+        self._endpoint_of = endpoint_of
+        self._config = config
+        self._connection_config = ConnectionConfig(
+            client_id=client_id,
+            connect_timeout_ms=min(_CONNECT_TIMEOUT_MS, config.socket_timeout_ms),
+            request_timeout_ms=config.socket_timeout_ms,
+            max_response_bytes=config.fetch_response_max_bytes + _RESPONSE_SLACK_BYTES,
+        )
+        self._lock = threading.Lock()  # guards the socket between the sender and closers
+        self._connection: KafkaConnection | None = None
+        self._socket: socket.socket | None = None
+        self._closing = False
+
+    # ------------------------------------------------------------------ connection
+    def _connect(self) -> KafkaConnection:
+        with self._lock:
+            if self._closing:
+                raise ConnectionClosedError(
+                    f"fetcher to broker {self.source_broker_id} is shutting down"
+                )
+            if self._connection is not None and not self._connection.closed:
+                return self._connection
+        address = self._endpoint_of(self.source_broker_id)
+        if address is None:
+            raise BrokerUnreachableError(
+                f"broker {self.source_broker_id} is not among the live brokers; waiting for"
+                " the metadata to name its endpoint"
+            )
+        host, port = address
+        try:
+            sock = socket.create_connection(
+                (host, port), timeout=self._connection_config.connect_timeout_ms / 1000
+            )
+        except OSError as exc:
+            raise BrokerUnreachableError(
+                f"cannot connect to broker {self.source_broker_id} at {host}:{port}:"
+                f" {exc.strerror or exc}"
+            ) from None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        connection = KafkaConnection(sock, host=host, port=port, config=self._connection_config)
+        with self._lock:
+            if self._closing:
+                connection.close()
+                raise ConnectionClosedError(
+                    f"fetcher to broker {self.source_broker_id} is shutting down"
+                )
+            self._connection, self._socket = connection, sock
+        return connection
+
+    def disconnect(self) -> None:
+        """Drop the connection (after an error); the next request opens a new one."""
+        with self._lock:
+            connection, self._connection, self._socket = self._connection, None, None
+        if connection is not None:
+            connection.close()
+
+    def initiate_close(self) -> None:
+        """From another thread: refuse new requests and unblock the one in flight."""
+        with self._lock:
+            self._closing = True
+            sock = self._socket
+        if sock is not None:
+            with contextlib.suppress(OSError):  # already closed by the sender
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.initiate_close()
+        self.disconnect()
+
+    @property
+    def address(self) -> str:
+        connection = self._connection
+        return connection.address if connection is not None else "not connected"
+
+    # ------------------------------------------------------------------ Fetch
+    def fetch(
+        self, partitions: Mapping[TopicPartition, FetchPartitionRequest]
+    ) -> dict[TopicPartition, FetchPartitionData]:
+        """One replica Fetch (v12, no session); the answer per requested partition."""
+        by_topic: dict[str, list[fetch_v12.FetchPartition]] = {}
+        for tp, p in partitions.items():
+            by_topic.setdefault(tp.topic, []).append(
+                fetch_v12.FetchPartition(
+                    partition=i32(tp.partition),
+                    current_leader_epoch=i32(p.current_leader_epoch),
+                    fetch_offset=i64(p.fetch_offset),
+                    last_fetched_epoch=i32(
+                        _NO_EPOCH if p.last_fetched_epoch is None else p.last_fetched_epoch
+                    ),
+                    log_start_offset=i64(p.log_start_offset),
+                    partition_max_bytes=i32(self._config.fetch_max_bytes),
+                )
+            )
+        request = fetch_v12.FetchRequest(
+            replica_id=BrokerId(self.local_broker_id),
+            max_wait=i32_timedelta(self._config.fetch_wait_max_ms),
+            min_bytes=i32(self._config.fetch_min_bytes),
+            max_bytes=i32(self._config.fetch_response_max_bytes),
+            isolation_level=i8(_READ_UNCOMMITTED),
+            session_id=i32(_SESSIONLESS_ID),
+            session_epoch=i32(_FINAL_EPOCH),
+            topics=tuple(
+                fetch_v12.FetchTopic(topic=TopicName(topic), partitions=tuple(ps))
+                for topic, ps in by_topic.items()
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+        response = self._send(request, FetchResponse)
+        if response.error_code != ErrorCode.none:
+            raise BrokerResponseError(
+                response.error_code, resource=f"fetch from broker {self.source_broker_id}"
+            )
+        results: dict[TopicPartition, FetchPartitionData] = {}
+        for topic in response.responses:
+            for data in topic.partitions:
+                tp = TopicPartition(str(topic.topic), int(data.partition_index))
+                if tp not in partitions:
+                    continue  # not asked: never applied
+                diverging = None
+                if (
+                    int(data.diverging_epoch.epoch) >= 0
+                    or int(data.diverging_epoch.end_offset) >= 0
+                ):
+                    diverging = EpochEndOffset(
+                        epoch=int(data.diverging_epoch.epoch),
+                        end_offset=int(data.diverging_epoch.end_offset),
+                    )
+                results[tp] = FetchPartitionData(
+                    error=data.error_code,
+                    high_watermark=int(data.high_watermark),
+                    log_start_offset=int(data.log_start_offset),
+                    records=bytes(data.records or b""),
+                    diverging_epoch=diverging,
+                )
+        return results
+
+    # ------------------------------------------------------------------ OffsetForLeaderEpoch
+    def fetch_epoch_end_offsets(
+        self, partitions: Mapping[TopicPartition, tuple[int, int]]
+    ) -> dict[TopicPartition, EpochEndOffsetResult]:
+        """``{tp: (current leader epoch, epoch to look up)}`` -> the leader's answers."""
+        by_topic: dict[str, list[epoch_v4.OffsetForLeaderPartition]] = {}
+        for tp, (current_leader_epoch, leader_epoch) in partitions.items():
+            by_topic.setdefault(tp.topic, []).append(
+                epoch_v4.OffsetForLeaderPartition(
+                    partition=i32(tp.partition),
+                    current_leader_epoch=i32(current_leader_epoch),
+                    leader_epoch=i32(leader_epoch),
+                )
+            )
+        request = epoch_v4.OffsetForLeaderEpochRequest(
+            replica_id=BrokerId(self.local_broker_id),
+            topics=tuple(
+                epoch_v4.OffsetForLeaderTopic(topic=TopicName(topic), partitions=tuple(ps))
+                for topic, ps in by_topic.items()
+            ),
+        )
+        response = self._send(request, OffsetForLeaderEpochResponse)
+        results: dict[TopicPartition, EpochEndOffsetResult] = {}
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(str(topic.topic), int(p.partition))
+                if tp in partitions:
+                    results[tp] = EpochEndOffsetResult(
+                        error=p.error_code,
+                        epoch_end_offset=EpochEndOffset(
+                            epoch=int(p.leader_epoch), end_offset=int(p.end_offset)
+                        ),
+                    )
+        return results
+
+    # ------------------------------------------------------------------ ListOffsets
+    def fetch_latest_offset(self, tp: TopicPartition, current_leader_epoch: int) -> int:
+        """The leader's log end offset (a replica's LATEST is not capped at the HW)."""
+        return self._list_offset(tp, current_leader_epoch, LATEST_TIMESTAMP)
+
+    def fetch_earliest_offset(self, tp: TopicPartition, current_leader_epoch: int) -> int:
+        """The leader's log start offset."""
+        return self._list_offset(tp, current_leader_epoch, EARLIEST_TIMESTAMP)
+
+    def _list_offset(self, tp: TopicPartition, current_leader_epoch: int, timestamp: int) -> int:
+        request = list_offsets_v7.ListOffsetsRequest(
+            replica_id=BrokerId(self.local_broker_id),
+            isolation_level=i8(_READ_UNCOMMITTED),
+            topics=(
+                list_offsets_v7.ListOffsetsTopic(
+                    name=TopicName(tp.topic),
+                    partitions=(
+                        list_offsets_v7.ListOffsetsPartition(
+                            partition_index=i32(tp.partition),
+                            current_leader_epoch=i32(current_leader_epoch),
+                            timestamp=i64(timestamp),
+                        ),
+                    ),
+                ),
+            ),
+        )
+        response = self._send(request, ListOffsetsResponse)
+        for topic in response.topics:
+            for p in topic.partitions:
+                if str(topic.name) == tp.topic and int(p.partition_index) == tp.partition:
+                    if p.error_code != ErrorCode.none:
+                        raise BrokerResponseError(p.error_code, resource=f"partition {tp}")
+                    return int(p.offset)
+        raise ProtocolMismatchError(
+            f"broker {self.source_broker_id} answered ListOffsets without partition {tp}"
+        )
+
+    # ------------------------------------------------------------------ transport
+    def _send(self, request: Payload, response_type: type[ResponseT]) -> ResponseT:
+        connection = self._connect()
+        try:
+            return connection.send(request, response_type)
+        except BaseException:
+            self.disconnect()
+            raise
