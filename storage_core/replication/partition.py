@@ -209,7 +209,7 @@ class Partition:
                 self.leader_epoch = leader_epoch
                 self.leader_epoch_start_offset = start
                 logger.info(
-                    "became leader partition=%s leader_epoch=%d start_offset=%d"
+                    "became leader partition=%s leader_epoch=%d log_end_offset=%d"
                     " high_watermark=%d replicas=%s isr=%s",
                     self.topic_partition,
                     leader_epoch,

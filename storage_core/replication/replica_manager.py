@@ -45,12 +45,14 @@ from storage_core.log.log_validator import (
 )
 from storage_core.metrics import BrokerTopicStats, KafkaMetricsRegistry
 from storage_core.records.file_region import SENDFILE_SUPPORTED, FileRegion
+from storage_core.replication.fetch_state import InitialFetchState
 from storage_core.replication.partition import (
     NO_EPOCH_CHECK,
     IsrUpdateSubmitter,
     LogReadResult,
     Partition,
 )
+from storage_core.replication.replica_fetcher_thread import initial_fetch_offset
 from storage_core.scheduler import Scheduler
 from storage_core.tiered.remote_log_manager import (
     OffsetMovedToTieredStorageError,
@@ -92,6 +94,16 @@ class PartitionState(Protocol):
     def partition_epoch(self) -> int: ...
     @property
     def controller_epoch(self) -> int: ...
+
+
+class FollowerFetchers(Protocol):
+    """The follower side (``ReplicaFetcherManager``) as the ReplicaManager drives it."""
+
+    def add_fetcher_for_partitions(
+        self, partitions: Mapping[TopicPartition, InitialFetchState]
+    ) -> None: ...
+    def remove_fetcher_for_partitions(self, partitions: Iterable[TopicPartition]) -> object: ...
+    def shutdown_idle_fetcher_threads(self) -> int: ...
 
 
 @dataclass(slots=True)
@@ -154,6 +166,7 @@ class ReplicaManager:
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         # Set by the broker in a cluster: who commits ISR changes, which brokers are alive.
         self.submit_isr_update: IsrUpdateSubmitter | None = None
+        self.replica_fetcher_manager: FollowerFetchers | None = None
         self.is_broker_alive: Callable[[int], bool] | None = None
         # Follower fetches park here until the leader's log end offset moves (they read
         # beyond the HW); consumer fetches and acks=all produces in ``_waiters`` (HW moves).
@@ -233,6 +246,19 @@ class ReplicaManager:
         cannot be opened, or holds another topic id, stays offline with an error line; nothing
         is deleted."""
         result = LeadershipChanges()
+        fetchers = self.replica_fetcher_manager
+        if fetchers is not None:
+            # A partition led here or no longer hosted stops fetching before anything else
+            # (Kafka's makeLeaders): no follower append may land once it leads.
+            fetchers.remove_fetcher_for_partitions(
+                [
+                    tp
+                    for tp, state in changes.items()
+                    if state is None
+                    or self.local_broker_id not in state.replicas
+                    or state.leader == self.local_broker_id
+                ]
+            )
         for tp, state in sorted(changes.items()):
             if state is None or self.local_broker_id not in state.replicas:
                 with self._lock:
@@ -298,7 +324,29 @@ class ReplicaManager:
                     error,
                 )
                 result.failed.append(tp)
+        if fetchers is not None:
+            if result.followers:
+                self._restart_fetchers(fetchers, result.followers)
+            fetchers.shutdown_idle_fetcher_threads()
         return result
+
+    def _restart_fetchers(self, fetchers: FollowerFetchers, followers: list[Partition]) -> None:
+        """Kafka's makeFollowers: the fetchers of partitions whose leader or epoch changed
+        start again from ``initial_fetch_offset``; a partition without a leader waits for
+        one."""
+        fetchers.remove_fetcher_for_partitions([p.topic_partition for p in followers])
+        starts = {
+            partition.topic_partition: InitialFetchState(
+                topic_id=partition.topic_id,
+                leader_id=partition.leader_id,
+                current_leader_epoch=partition.leader_epoch,
+                init_offset=initial_fetch_offset(partition.log),
+            )
+            for partition in followers
+            if partition.leader_id >= 0 and not partition.is_leader
+        }
+        if starts:
+            fetchers.add_fetcher_for_partitions(starts)
 
     def _refuse_inconsistent_topic_id(self, tp: TopicPartition, topic_id: Uuid | None) -> None:
         """Kafka's INCONSISTENT_TOPIC_ID in ``becomeLeaderOrFollower``: the partition gets no

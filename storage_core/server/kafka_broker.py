@@ -43,6 +43,7 @@ from storage_core.replication.metadata_cache import (
     removed_by_reassignment,
 )
 from storage_core.replication.partition import IsrUpdate
+from storage_core.replication.replica_fetcher_manager import ReplicaFetcherManager
 from storage_core.replication.replica_manager import ReplicaManager
 from storage_core.replication.replica_metrics import register_replica_manager_metrics
 from storage_core.server.cluster_membership import ClusterMembership
@@ -145,6 +146,15 @@ class KafkaBroker:
         )
         self.replica_manager.submit_isr_update = self.alter_partition_manager.submit
         self.replica_manager.is_broker_alive = lambda b: self.metadata_cache.image().is_alive(b)
+        self.replica_fetcher_manager = ReplicaFetcherManager(
+            broker_id=self.broker_id,
+            config=config,
+            get_partition=self.replica_manager.get_partition,
+            endpoint_of=self._endpoint_of,
+            clock=clock,
+        )
+        self.replica_fetcher_manager.register_metrics(self.metrics)
+        self.replica_manager.replica_fetcher_manager = self.replica_fetcher_manager
         self.isr_change_meters = register_replica_manager_metrics(
             self.metrics,
             self.replica_manager,
@@ -365,6 +375,14 @@ class KafkaBroker:
         metadata = image.topic(topic)
         return self.default_log_config.with_overrides(metadata.configs if metadata else {})
 
+    def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        """Where a follower reaches its leader: the leader's registered (advertised) address."""
+        registration = self.metadata_cache.image().brokers.get(broker_id)
+        if registration is None or not registration.endpoints:
+            return None
+        endpoint = registration.endpoint("PLAINTEXT") or registration.endpoints[0]
+        return endpoint.host, endpoint.port
+
     def _on_isr_committed(self, update: IsrUpdate, previous: tuple[int, ...]) -> None:
         self.isr_change_meters.mark(previous, update.isr)
 
@@ -555,6 +573,8 @@ class KafkaBroker:
         if self.remote_log_manager is not None:
             await loop.run_in_executor(None, self.remote_log_manager.close)
         await stop_remote_log_metadata_manager(self.remote_log_metadata_manager)
+        # followers stop first: no append may reach a log the log manager is closing
+        await loop.run_in_executor(None, self.replica_fetcher_manager.shutdown)
         await loop.run_in_executor(None, self.alter_partition_manager.shutdown)
         await loop.run_in_executor(None, self.membership.close)
         await loop.run_in_executor(None, self.replica_manager.shutdown)

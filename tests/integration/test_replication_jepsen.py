@@ -22,7 +22,6 @@ SEED = 20261124
 ROUNDS = 4  # one of each kind of fault (see nemesis.plan)
 
 
-@pytest.mark.xfail(strict=True, reason="replication not merged")
 @pytest.mark.timeout(240)
 def test_acknowledged_records_survive_the_nemesis(
     zookeeper: ZooKeeperEnsemble, tmp_path: Path
