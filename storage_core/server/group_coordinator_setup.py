@@ -62,8 +62,10 @@ async def start_group_coordinator(broker: KafkaBroker) -> GroupCoordinator:
             group_initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
             group_min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
             group_max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
+            offset_commit_timeout_ms=config.get_int("offsets.commit.timeout.ms"),
         ),
         offsets_log,
+        broker.replica_manager,
         broker.clock,
     )
 

@@ -69,6 +69,7 @@ BROKER_CONFIG_DEFS: dict[str, tuple[str, Any]] = {
     "offsets.topic.replication.factor": ("int", 3),
     "offsets.topic.segment.bytes": ("int", 100 * 1024 * 1024),
     "offsets.retention.minutes": ("int", 10_080),
+    "offsets.commit.timeout.ms": ("int", 5000),
     "group.initial.rebalance.delay.ms": ("int", 3000),
     "group.min.session.timeout.ms": ("int", 6000),
     "group.max.session.timeout.ms": ("int", 1_800_000),

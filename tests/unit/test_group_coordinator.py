@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import pytest
 
 from storage_core.clock import SYSTEM_CLOCK, ManualClock
-from storage_core.common import TopicPartition
+from storage_core.common import TopicPartition, Uuid
 from storage_core.coordinator.group import (
     GroupCoordinator,
     GroupCoordinatorConfig,
@@ -23,15 +23,19 @@ from storage_core.coordinator.group import (
     OffsetAndMetadata,
 )
 from storage_core.coordinator.group.group_metadata import JoinGroupResult, SyncGroupResult
-from storage_core.coordinator.group.offsets_records import partition_for
+from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME, partition_for
 from storage_core.errors import StorageError
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
+from storage_core.log.log_manager import LogManager
+from storage_core.replication.partition import Partition
+from storage_core.replication.replica_manager import ReplicaManager
 
 NUM_PARTITIONS = 3
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000
 GROUP = "group"
+OFFSETS_TOPIC_ID = Uuid.random()
 T = TypeVar("T")
 
 
@@ -40,30 +44,38 @@ def code(error: StorageError | None) -> str:
 
 
 class OffsetsLogs:
-    """The ``__consumer_offsets-<p>`` logs in one directory; can be closed and reopened."""
+    """The ``__consumer_offsets-<p>`` partitions in one directory, led by broker 0 through a
+    real ``ReplicaManager`` (one replica); can be closed and reopened."""
 
     def __init__(self, directory: Path, clock: ManualClock) -> None:
         self.directory = directory
         self.clock = clock
-        self.logs: dict[int, Log] = {}
         self.open()
 
     def open(self) -> None:
         config = LogConfig(cleanup_policy="compact", segment_bytes=104857600)
-        self.logs = {
-            p: Log(self.directory / f"__consumer_offsets-{p}", config, clock=self.clock)
-            for p in range(NUM_PARTITIONS)
-        }
-        for log in self.logs.values():
-            log.leader_epoch_cache.assign(0, log.log_end_offset)
+        self.log_manager = LogManager([self.directory], config, clock=self.clock)
+        self.log_manager.startup(background_tasks=False)
+        self.replica_manager = ReplicaManager(self.log_manager, local_broker_id=0)
+        for p in range(NUM_PARTITIONS):
+            tp = TopicPartition(OFFSETS_TOPIC_NAME, p)
+            log = self.log_manager.get_or_create_log(tp, topic_id=OFFSETS_TOPIC_ID)
+            partition = Partition(
+                tp,
+                OFFSETS_TOPIC_ID,
+                log,
+                local_broker_id=0,
+                on_high_watermark_advanced=self.replica_manager.on_high_watermark_advanced,
+            )
+            partition.make_leader(leader_epoch=0, replicas=(0,), isr=(0,))
+            self.replica_manager.add_partition(partition)
 
     def close(self) -> None:
-        for log in self.logs.values():
-            log.flush()
-            log.close()
+        self.replica_manager.shutdown()
+        self.log_manager.shutdown()
 
     def get(self, partition: int) -> Log:
-        return self.logs[partition]
+        return self.replica_manager.get_partition(TopicPartition(OFFSETS_TOPIC_NAME, partition)).log
 
 
 @pytest.fixture
@@ -82,6 +94,7 @@ def make_coordinator(
             group_initial_rebalance_delay_ms=initial_delay_ms,
         ),
         logs.get,
+        logs.replica_manager,
         clock,
     )
     if load:
@@ -158,9 +171,9 @@ class Member:
             )
         )
 
-    def commit(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, str]:
+    async def commit(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, str]:
         now = 1_700_000_000_000
-        result = self.coordinator.commit_offsets(
+        result = await self.coordinator.commit_offsets(
             group_id=self.group_id,
             member_id=self.member_id,
             generation_id=self.generation,
@@ -358,7 +371,7 @@ def test_a_new_member_in_completing_rebalance_resets_waiting_syncs(
         b_sync = asyncio.ensure_future(b.sync())
         await settle()
         tp = TopicPartition("t", 0)
-        assert b.commit({tp: 1}) == {tp: "rebalance_in_progress"}
+        assert await b.commit({tp: 1}) == {tp: "rebalance_in_progress"}
         c = Member(coordinator, "c")
         c_join = c.join_in_background()
         await settle()
@@ -513,8 +526,8 @@ def test_commit_and_fetch(logs: OffsetsLogs, clock: ManualClock) -> None:
         coordinator = make_coordinator(logs, clock)
         a, b = await stable_pair(coordinator)
         t0, t1, t2 = (TopicPartition("orders", p) for p in range(3))
-        assert a.commit({t0: 10, t1: 11}) == {t0: "none", t1: "none"}
-        assert b.commit({t2: 22}) == {t2: "none"}
+        assert await a.commit({t0: 10, t1: 11}) == {t0: "none", t1: "none"}
+        assert await b.commit({t2: 22}) == {t2: "none"}
         fetched = coordinator.fetch_offsets(
             group_id=GROUP, partitions=[t0, t2, TopicPartition("x", 0)]
         )
@@ -543,16 +556,16 @@ def test_commit_errors(logs: OffsetsLogs, clock: ManualClock) -> None:
         a, b = await stable_pair(coordinator)
         tp = TopicPartition("t", 0)
         b.generation = 1
-        assert b.commit({tp: 1}) == {tp: "illegal_generation"}
+        assert await b.commit({tp: 1}) == {tp: "illegal_generation"}
         stranger = Member(coordinator, "s")
         stranger.member_id, stranger.generation = "s-1", 2
-        assert stranger.commit({tp: 1}) == {tp: "unknown_member_id"}
+        assert await stranger.commit({tp: 1}) == {tp: "unknown_member_id"}
         simple = Member(coordinator, "simple")  # no member id, generation -1
-        assert simple.commit({tp: 1}) == {tp: "unknown_member_id"}  # group has members
+        assert await simple.commit({tp: 1}) == {tp: "unknown_member_id"}  # group has members
         late = Member(coordinator, "late", group_id="never-joined")
         late.generation = 3
-        assert late.commit({tp: 1}) == {tp: "illegal_generation"}
-        big = coordinator.commit_offsets(
+        assert await late.commit({tp: 1}) == {tp: "illegal_generation"}
+        big = await coordinator.commit_offsets(
             group_id=GROUP,
             member_id=a.member_id,
             generation_id=a.generation,
@@ -571,7 +584,7 @@ def test_simple_consumers_commit_without_a_group(logs: OffsetsLogs, clock: Manua
         coordinator = make_coordinator(logs, clock)
         simple = Member(coordinator, "simple", group_id="standalone")
         tp = TopicPartition("t", 0)
-        assert simple.commit({tp: 5}) == {tp: "none"}
+        assert await simple.commit({tp: 5}) == {tp: "none"}
         assert group_state(coordinator, "standalone") is GroupState.EMPTY
         fetched = coordinator.fetch_offsets(group_id="standalone", partitions=[tp])
         assert fetched.offsets[tp].offset == 5  # type: ignore[union-attr]
@@ -594,7 +607,7 @@ def test_commit_writes_kafka_records_to_the_group_partition(
     async def scenario() -> None:
         coordinator = make_coordinator(logs, clock)
         a, _b = await stable_pair(coordinator)
-        a.commit({TopicPartition("orders", 1): 42})
+        await a.commit({TopicPartition("orders", 1): 42})
         log = logs.get(partition_for(GROUP, NUM_PARTITIONS))
         records = [r for batch in log.read_batches(0) for r in batch.records()]
         # Two group records (generations 1 and 2), then the commit.
@@ -628,10 +641,10 @@ def test_a_fresh_coordinator_sees_committed_offsets_and_groups(
     async def before() -> None:
         coordinator = make_coordinator(logs, clock)
         a, b = await stable_pair(coordinator)
-        a.commit({tp: 100})
-        a.commit({tp: 150, TopicPartition("orders", 0): 7})
+        await a.commit({tp: 100})
+        await a.commit({tp: 150, TopicPartition("orders", 0): 7})
         members.update(a=a.member_id, b=b.member_id)
-        Member(coordinator, "simple", group_id="standalone").commit({tp: 9})
+        await Member(coordinator, "simple", group_id="standalone").commit({tp: 9})
         await coordinator.shutdown()
 
     run(before)
@@ -680,6 +693,7 @@ def test_an_emptied_group_keeps_its_generation_across_restarts(
             members=[MemberIdentity(member_id=a.member_id), MemberIdentity(member_id=b.member_id)],
         )
         assert coordinator.manager.get_group(GROUP).generation_id == 3  # type: ignore[union-attr]
+        await coordinator.shutdown()  # the Empty group's record is written in the background
 
     run(before)
     logs.close()
@@ -717,6 +731,7 @@ def test_timer_task_fires_deadlines_on_the_real_clock(logs: OffsetsLogs) -> None
                 group_min_session_timeout_ms=100,
             ),
             logs.get,
+            logs.replica_manager,
             SYSTEM_CLOCK,
         )
         await coordinator.startup()

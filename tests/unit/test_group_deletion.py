@@ -67,8 +67,8 @@ def tombstones(logs: OffsetsLogs, group_id: str = GROUP) -> list[object]:
     return [k for k in keys if k.group == group_id]
 
 
-def deletions(coordinator: GroupCoordinator, *group_ids: str) -> dict[str, str]:
-    return {g: code(e) for g, e in coordinator.delete_groups(list(group_ids)).items()}
+async def deletions(coordinator: GroupCoordinator, *group_ids: str) -> dict[str, str]:
+    return {g: code(e) for g, e in (await coordinator.delete_groups(list(group_ids))).items()}
 
 
 async def consumer_group(coordinator: GroupCoordinator, *topics: str) -> Member:
@@ -87,10 +87,10 @@ def test_an_empty_group_is_deleted_with_its_offsets_and_stays_deleted(
     async def before() -> None:
         coordinator = make_coordinator(logs, clock)
         a, b = await stable_pair(coordinator)
-        assert a.commit({ORDERS_0: 5, ORDERS_1: 6}) == {ORDERS_0: "none", ORDERS_1: "none"}
+        assert await a.commit({ORDERS_0: 5, ORDERS_1: 6}) == {ORDERS_0: "none", ORDERS_1: "none"}
         assert a.leave() == "none" and b.leave() == "none"
         assert coordinator.manager.get_group(GROUP).state is GroupState.EMPTY  # type: ignore[union-attr]
-        assert deletions(coordinator, GROUP) == {GROUP: "none"}
+        assert await deletions(coordinator, GROUP) == {GROUP: "none"}
         assert coordinator.manager.get_group(GROUP) is None
         assert coordinator.fetch_offsets(group_id=GROUP, partitions=None).offsets == {}
         assert GROUP not in {g.group_id for g in coordinator.list_groups().groups}
@@ -101,7 +101,7 @@ def test_an_empty_group_is_deleted_with_its_offsets_and_stays_deleted(
             OffsetCommitKey(group=GROUP, topic="orders", partition=1),
             GroupMetadataKey(group=GROUP),
         ]
-        assert deletions(coordinator, GROUP) == {GROUP: "group_id_not_found"}
+        assert await deletions(coordinator, GROUP) == {GROUP: "group_id_not_found"}
 
     run(before)
     logs.close()
@@ -111,7 +111,7 @@ def test_an_empty_group_is_deleted_with_its_offsets_and_stays_deleted(
         coordinator = make_coordinator(logs, clock)
         assert coordinator.manager.get_group(GROUP) is None
         assert coordinator.fetch_offsets(group_id=GROUP, partitions=None).offsets == {}
-        assert deletions(coordinator, GROUP) == {GROUP: "group_id_not_found"}
+        assert await deletions(coordinator, GROUP) == {GROUP: "group_id_not_found"}
         # The id can be used again: a new group starts from generation 1.
         assert (await Member(coordinator, "n").join()).generation_id == 1
 
@@ -121,11 +121,14 @@ def test_an_empty_group_is_deleted_with_its_offsets_and_stays_deleted(
 def test_a_group_used_only_for_offsets_gets_no_group_tombstone(
     logs: OffsetsLogs, clock: ManualClock
 ) -> None:
-    coordinator = make_coordinator(logs, clock)
-    assert Member(coordinator, "simple").commit({AUDIT_0: 3}) == {AUDIT_0: "none"}
-    assert deletions(coordinator, GROUP) == {GROUP: "none"}
-    # Generation 0: no group record was ever written, so only the offset is tombstoned.
-    assert tombstones(logs) == [OffsetCommitKey(group=GROUP, topic="audit", partition=0)]
+    async def scenario() -> None:
+        coordinator = make_coordinator(logs, clock)
+        assert await Member(coordinator, "simple").commit({AUDIT_0: 3}) == {AUDIT_0: "none"}
+        assert await deletions(coordinator, GROUP) == {GROUP: "none"}
+        # Generation 0: no group record was ever written, so only the offset is tombstoned.
+        assert tombstones(logs) == [OffsetCommitKey(group=GROUP, topic="audit", partition=0)]
+
+    run(scenario)
     logs.close()
     logs.open()
     assert make_coordinator(logs, clock).manager.get_group(GROUP) is None
@@ -135,8 +138,8 @@ def test_delete_groups_answers_each_group(logs: OffsetsLogs, clock: ManualClock)
     async def scenario() -> None:
         coordinator = make_coordinator(logs, clock)
         await stable_pair(coordinator)
-        Member(coordinator, "s", group_id="offsets-only").commit({AUDIT_0: 1})
-        assert deletions(coordinator, GROUP, "unknown", "", "offsets-only", "unknown") == {
+        await Member(coordinator, "s", group_id="offsets-only").commit({AUDIT_0: 1})
+        assert await deletions(coordinator, GROUP, "unknown", "", "offsets-only", "unknown") == {
             GROUP: "non_empty_group",
             "unknown": "group_id_not_found",
             "": "group_id_not_found",  # an empty id is a valid DeleteGroups name in Kafka
@@ -151,7 +154,7 @@ def test_delete_groups_answers_each_group(logs: OffsetsLogs, clock: ManualClock)
 def test_delete_groups_while_the_coordinator_cannot_serve(
     logs: OffsetsLogs, clock: ManualClock
 ) -> None:
-    assert deletions(make_coordinator(logs, clock, load=False), GROUP) == {
+    assert run(lambda: deletions(make_coordinator(logs, clock, load=False), GROUP)) == {
         GROUP: "coordinator_not_available"
     }
     failing = partition_for(GROUP, NUM_PARTITIONS)
@@ -162,17 +165,20 @@ def test_delete_groups_while_the_coordinator_cannot_serve(
         return logs.get(partition)
 
     coordinator = GroupCoordinator(
-        GroupCoordinatorConfig(offsets_topic_num_partitions=NUM_PARTITIONS), get_log, clock
+        GroupCoordinatorConfig(offsets_topic_num_partitions=NUM_PARTITIONS),
+        get_log,
+        logs.replica_manager,
+        clock,
     )
     coordinator.load()
-    assert deletions(coordinator, GROUP) == {GROUP: "not_coordinator"}
+    assert run(lambda: deletions(coordinator, GROUP)) == {GROUP: "not_coordinator"}
 
 
 # ====================================================================== OffsetDelete
-def offset_deletion(
+async def offset_deletion(
     coordinator: GroupCoordinator, partitions: list[TopicPartition], group_id: str = GROUP
 ) -> str | dict[TopicPartition, str]:
-    result = coordinator.delete_offsets(group_id=group_id, partitions=partitions)
+    result = await coordinator.delete_offsets(group_id=group_id, partitions=partitions)
     if result.error is not None:
         assert result.partitions == {}
         return code(result.error)
@@ -185,9 +191,9 @@ def test_offsets_of_an_empty_group_are_deleted_and_the_last_deletes_the_group(
     async def before() -> None:
         coordinator = make_coordinator(logs, clock)
         member = await consumer_group(coordinator, "orders")
-        member.commit({ORDERS_0: 10, ORDERS_1: 11, AUDIT_0: 12})
+        await member.commit({ORDERS_0: 10, ORDERS_1: 11, AUDIT_0: 12})
         assert member.leave() == "none"
-        assert offset_deletion(coordinator, [ORDERS_0, TopicPartition("orders", 9)]) == {
+        assert await offset_deletion(coordinator, [ORDERS_0, TopicPartition("orders", 9)]) == {
             ORDERS_0: "none",
             TopicPartition("orders", 9): "none",  # nothing committed: nothing to delete
         }
@@ -203,13 +209,13 @@ def test_offsets_of_an_empty_group_are_deleted_and_the_last_deletes_the_group(
         coordinator = make_coordinator(logs, clock)
         fetched = coordinator.fetch_offsets(group_id=GROUP, partitions=None).offsets
         assert {tp: o.offset for tp, o in fetched.items() if o} == {ORDERS_1: 11, AUDIT_0: 12}
-        assert offset_deletion(coordinator, [ORDERS_1, AUDIT_0]) == {
+        assert await offset_deletion(coordinator, [ORDERS_1, AUDIT_0]) == {
             ORDERS_1: "none",
             AUDIT_0: "none",
         }
         assert coordinator.manager.get_group(GROUP) is None  # Empty and no offsets: deleted
         assert tombstones(logs)[-1] == GroupMetadataKey(group=GROUP)
-        assert offset_deletion(coordinator, [ORDERS_1]) == "group_id_not_found"
+        assert await offset_deletion(coordinator, [ORDERS_1]) == "group_id_not_found"
 
     run(after)
 
@@ -220,8 +226,8 @@ def test_an_active_consumer_group_keeps_the_offsets_of_subscribed_topics(
     async def scenario() -> None:
         coordinator = make_coordinator(logs, clock)
         member = await consumer_group(coordinator, "orders")
-        member.commit({ORDERS_0: 10, AUDIT_0: 12})
-        assert offset_deletion(coordinator, [ORDERS_0, AUDIT_0]) == {
+        await member.commit({ORDERS_0: 10, AUDIT_0: 12})
+        assert await offset_deletion(coordinator, [ORDERS_0, AUDIT_0]) == {
             ORDERS_0: "group_subscribed_to_topic",
             AUDIT_0: "none",
         }
@@ -235,20 +241,22 @@ def test_an_active_consumer_group_keeps_the_offsets_of_subscribed_topics(
 def test_offset_delete_group_errors(logs: OffsetsLogs, clock: ManualClock) -> None:
     async def scenario() -> None:
         coordinator = make_coordinator(logs, clock)
-        assert offset_deletion(coordinator, [ORDERS_0], "nobody") == "group_id_not_found"
-        assert offset_deletion(coordinator, [ORDERS_0], "") == "invalid_group_id"
+        assert await offset_deletion(coordinator, [ORDERS_0], "nobody") == "group_id_not_found"
+        assert await offset_deletion(coordinator, [ORDERS_0], "") == "invalid_group_id"
         connect = Member(coordinator, "w", protocol_type="connect", group_id="workers")
         await connect.join()
         await connect.sync({})
-        connect.commit({AUDIT_0: 1})
-        assert offset_deletion(coordinator, [AUDIT_0], "workers") == "non_empty_group"
+        await connect.commit({AUDIT_0: 1})
+        assert await offset_deletion(coordinator, [AUDIT_0], "workers") == "non_empty_group"
         # A consumer group whose subscriptions do not parse is taken to consume everything.
         garbled = await consumer_group(coordinator)
-        garbled.commit({AUDIT_0: 1})
+        await garbled.commit({AUDIT_0: 1})
         group = coordinator.manager.get_group(GROUP)
         assert group is not None
         group.subscribed_topics = None
-        assert offset_deletion(coordinator, [AUDIT_0]) == {AUDIT_0: "group_subscribed_to_topic"}
+        assert await offset_deletion(coordinator, [AUDIT_0]) == {
+            AUDIT_0: "group_subscribed_to_topic"
+        }
 
     run(scenario)
 

@@ -21,12 +21,14 @@ from storage_core.coordinator.group.group_metadata import (
     SyncGroupResult,
 )
 from storage_core.coordinator.group.offsets_records import (
+    OFFSETS_TOPIC_NAME,
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadataValue,
     encode_group_metadata_value,
     encode_key,
 )
+from storage_core.records import SimpleRecord, build_batch
 from tests.unit.test_group_coordinator import (
     GROUP,
     REBALANCE_MS,
@@ -117,8 +119,8 @@ class StaticMember:
             )
         )
 
-    def commit(self, offset: int) -> str:
-        result = self.coordinator.commit_offsets(
+    async def commit(self, offset: int) -> str:
+        result = await self.coordinator.commit_offsets(
             group_id=GROUP,
             member_id=self.member_id,
             group_instance_id=self.instance_id,
@@ -180,11 +182,11 @@ def test_a_restarted_static_member_takes_its_place_without_a_rebalance(
         # The other member notices nothing; the new process gets the old assignment.
         assert a.heartbeat() == "none"
         assert (await b2.sync()).assignment == b"p1"
-        assert b2.heartbeat() == "none" and b2.commit(5) == "none"
+        assert b2.heartbeat() == "none" and (await b2.commit(5)) == "none"
         # The old process (same instance id, old member id) is fenced everywhere.
         assert b.heartbeat() == "fenced_instance_id"
         assert code((await b.sync()).error) == "fenced_instance_id"
-        assert b.commit(6) == "fenced_instance_id"
+        assert await b.commit(6) == "fenced_instance_id"
         assert code((await b.join()).error) == "fenced_instance_id"
         assert b.leave() == "fenced_instance_id"
         assert group.state is GroupState.STABLE and group.size == 2
@@ -393,9 +395,21 @@ def test_a_group_record_with_a_repeated_instance_id_is_refused_at_load(
         current_state_timestamp_ms=0,
         members=twins,
     )
-    coordinator.manager._append(  # as a corrupt or foreign writer would have
-        GROUP, [(encode_key(GroupMetadataKey(group=GROUP)), encode_group_metadata_value(record))]
+    # Appended as a corrupt or foreign writer would have.
+    tp = TopicPartition(OFFSETS_TOPIC_NAME, coordinator.partition_for(GROUP))
+    batch = build_batch(
+        [
+            SimpleRecord(
+                key=encode_key(GroupMetadataKey(group=GROUP)),
+                value=encode_group_metadata_value(record),
+                timestamp=0,
+            )
+        ]
     )
+    appended = run(
+        lambda: logs.replica_manager.append_records({tp: batch}, required_acks=-1, timeout_ms=1000)
+    )
+    assert appended[tp].error is None
     logs.close()
     logs.open()
     reloaded = make_coordinator(logs, clock)

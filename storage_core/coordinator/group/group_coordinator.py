@@ -5,12 +5,18 @@ Interface towards the broker (everything it needs, nothing more)::
     coordinator = GroupCoordinator(
         GroupCoordinatorConfig(offsets_topic_num_partitions=50, ...),
         get_offsets_log=lambda p: <the Log of __consumer_offsets-p, led by this broker>,
+        replica_manager=<appends with acks=-1 (coordinator_writer.ReplicaAppender)>,
         clock=SYSTEM_CLOCK,
     )
     await coordinator.startup()     # replays every offsets partition, starts the timers
     ... join_group / sync_group / heartbeat / leave_group / commit_offsets / fetch_offsets /
         list_groups / describe_group, called by the protocol handlers ...
     await coordinator.shutdown()    # answers parked requests with NOT_COORDINATOR
+
+Every write to ``__consumer_offsets`` (offset commits, the group record of a rebalance,
+tombstones) goes through the replica manager with acks=-1; the request that caused it is
+answered once every in-sync replica has it. A write that completes after the group moved on
+(another rebalance, another generation) changes nothing, as in Kafka's callbacks.
 
 Results carry errors (``StorageError`` instances whose ``error_code`` is the Kafka error) in
 the places where Kafka's responses carry error codes; nothing here raises for a client error.
@@ -55,12 +61,13 @@ import enum
 import heapq
 import itertools
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 
 from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicPartition
 from storage_core.coordinator.group import group_deletion
+from storage_core.coordinator.group.coordinator_writer import ReplicaAppender
 from storage_core.coordinator.group.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -114,6 +121,8 @@ class GroupCoordinatorConfig:
     group_max_session_timeout_ms        group.max.session.timeout.ms  (inclusive bound)
     group_max_size                      group.max.size
     offset_metadata_max_bytes           offset.metadata.max.bytes     (characters, as Kafka)
+    offset_commit_timeout_ms            offsets.commit.timeout.ms     (a write waits this long
+                                                                       for the in-sync replicas)
     new_member_join_timeout_ms          how long a new member may wait in its first join
     max_timer_wait_ms                   the timer task wakes at least this often
     """
@@ -124,6 +133,7 @@ class GroupCoordinatorConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = INT32_MAX
     offset_metadata_max_bytes: int = 4096
+    offset_commit_timeout_ms: int = 5000
     new_member_join_timeout_ms: int = 300_000
     max_timer_wait_ms: int = 1000
 
@@ -149,6 +159,10 @@ class GroupCoordinatorConfig:
         if self.offset_metadata_max_bytes < 0:
             raise InvalidConfigError(
                 f"offset.metadata.max.bytes must be >= 0, got {self.offset_metadata_max_bytes}"
+            )
+        if self.offset_commit_timeout_ms <= 0:
+            raise InvalidConfigError(
+                f"offsets.commit.timeout.ms must be positive, got {self.offset_commit_timeout_ms}"
             )
         if self.new_member_join_timeout_ms <= 0 or self.max_timer_wait_ms <= 0:
             raise InvalidConfigError("the join timeout and timer wait must be positive")
@@ -229,6 +243,7 @@ class GroupCoordinator:
         self,
         config: GroupCoordinatorConfig,
         get_offsets_log: Callable[[int], Log],
+        replica_manager: ReplicaAppender,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.config = config
@@ -236,8 +251,11 @@ class GroupCoordinator:
         self.manager = GroupMetadataManager(
             num_partitions=config.offsets_topic_num_partitions,
             get_offsets_log=get_offsets_log,
+            replica_manager=replica_manager,
+            offset_commit_timeout_ms=config.offset_commit_timeout_ms,
             clock=clock,
         )
+        self._writes: set[asyncio.Task[None]] = set()  # group record writes under way
         self._active = False
         self._delayed_joins: dict[str, _DelayedJoin] = {}
         self._timers: list[_Timer] = []
@@ -321,13 +339,16 @@ class GroupCoordinator:
         logger.info("unloaded group metadata partition=__consumer_offsets-%d", partition)
 
     async def shutdown(self) -> None:
-        """Stop timers; parked JoinGroup/SyncGroup requests get NOT_COORDINATOR."""
+        """Stop timers, let the group record writes under way finish (each is bounded by
+        offsets.commit.timeout.ms); parked JoinGroup/SyncGroup requests get NOT_COORDINATOR."""
         self._active = False
         task, self._timer_task = self._timer_task, None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        while self._writes:
+            await asyncio.gather(*self._writes, return_exceptions=True)
         now = self._clock.milliseconds()
         for group in self.manager.groups:
             self._evict(
@@ -339,6 +360,17 @@ class GroupCoordinator:
             )
         self._delayed_joins.clear()
         self._timers.clear()
+
+    def _start_write(self, write: Coroutine[object, object, None]) -> None:
+        """Run a group record write and its follow-up on the loop (Kafka's append callback)."""
+        task = asyncio.get_running_loop().create_task(write)
+        self._writes.add(task)
+        task.add_done_callback(self._write_done)
+
+    def _write_done(self, task: asyncio.Task[None]) -> None:
+        self._writes.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("group metadata write failed", exc_info=task.exception())
 
     # ================================================================== JoinGroup
     async def join_group(
@@ -668,53 +700,22 @@ class GroupCoordinator:
                 )
                 return
             # Only the member id changed: persist it and answer with the current generation.
-            error = self.manager.store_group(
-                group, {m.member_id: m.assignment for m in group.members}
-            )
-            if error is not None:
-                group.update_member(
+            self._start_write(
+                self._persist_static_member(
+                    group,
                     member,
-                    old_protocols,
-                    rebalance_timeout_ms=old_rebalance_timeout_ms,
-                    session_timeout_ms=old_session_timeout_ms,
-                    callback=None,
+                    self.manager.store_group(
+                        group, {m.member_id: m.assignment for m in group.members}
+                    ),
+                    old_member_id=old_member_id,
+                    current_leader=current_leader,
+                    old_protocols=old_protocols,
+                    old_rebalance_timeout_ms=old_rebalance_timeout_ms,
+                    old_session_timeout_ms=old_session_timeout_ms,
+                    supports_skip_assignment=supports_skip_assignment,
+                    respond=respond,
                 )
-                old = group.replace_static_member(instance_id, new_member_id, old_member_id)
-                self._complete_and_schedule_next_heartbeat_expiration(group, old)
-                respond(
-                    JoinGroupResult(
-                        member_id=UNKNOWN_MEMBER_ID,
-                        generation_id=group.generation_id,
-                        protocol_type=group.protocol_type,
-                        protocol_name=group.protocol_name,
-                        leader_id=current_leader or "",
-                        error=error,
-                    )
-                )
-                return
-            is_leader = group.is_leader(new_member_id)
-            if supports_skip_assignment:
-                # v9+: the leader learns it leads (to watch metadata) but skips assigning.
-                result = JoinGroupResult(
-                    member_id=new_member_id,
-                    generation_id=group.generation_id,
-                    protocol_type=group.protocol_type,
-                    protocol_name=group.protocol_name,
-                    leader_id=group.leader_id or "",
-                    members=group.current_member_metadata() if is_leader else (),
-                    skip_assignment=is_leader,
-                )
-            else:
-                # Before v9 the old leader id is returned, so that a rejoining leader does not
-                # compute an assignment that a Stable group would ignore.
-                result = JoinGroupResult(
-                    member_id=new_member_id,
-                    generation_id=group.generation_id,
-                    protocol_type=group.protocol_type,
-                    protocol_name=group.protocol_name,
-                    leader_id=current_leader or "",
-                )
-            group.maybe_invoke_join_callback(member, result)
+            )
         elif state is GroupState.COMPLETING_REBALANCE:
             # The leader may be assigning to the old member id: rebalance again.
             self._prepare_rebalance(
@@ -726,6 +727,72 @@ class GroupCoordinator:
             raise StorageError(  # unreachable: a group with members is never Empty or Dead
                 f"group {group.group_id} is {state.value} with static member {instance_id}"
             )
+
+    async def _persist_static_member(
+        self,
+        group: GroupMetadata,
+        member: MemberMetadata,
+        written: Awaitable[StorageError | None],
+        *,
+        old_member_id: str,
+        current_leader: str | None,
+        old_protocols: tuple[tuple[str, bytes], ...],
+        old_rebalance_timeout_ms: int,
+        old_session_timeout_ms: int,
+        supports_skip_assignment: bool,
+        respond: JoinCallback,
+    ) -> None:
+        """Once the group with the static member's new member id is ``written``, answer its
+        JoinGroup; if the write failed, the member goes back to its old member id (Kafka's
+        callback in ``updateStaticMemberAndRebalance``)."""
+        instance_id = member.group_instance_id
+        new_member_id = member.member_id
+        error = await written
+        if error is not None:
+            if instance_id is not None and group.has(new_member_id):
+                group.update_member(
+                    member,
+                    old_protocols,
+                    rebalance_timeout_ms=old_rebalance_timeout_ms,
+                    session_timeout_ms=old_session_timeout_ms,
+                    callback=None,
+                )
+                old = group.replace_static_member(instance_id, new_member_id, old_member_id)
+                self._complete_and_schedule_next_heartbeat_expiration(group, old)
+            respond(
+                JoinGroupResult(
+                    member_id=UNKNOWN_MEMBER_ID,
+                    generation_id=group.generation_id,
+                    protocol_type=group.protocol_type,
+                    protocol_name=group.protocol_name,
+                    leader_id=current_leader or "",
+                    error=error,
+                )
+            )
+            return
+        is_leader = group.is_leader(new_member_id)
+        if supports_skip_assignment:
+            # v9+: the leader learns it leads (to watch metadata) but skips assigning.
+            result = JoinGroupResult(
+                member_id=new_member_id,
+                generation_id=group.generation_id,
+                protocol_type=group.protocol_type,
+                protocol_name=group.protocol_name,
+                leader_id=group.leader_id or "",
+                members=group.current_member_metadata() if is_leader else (),
+                skip_assignment=is_leader,
+            )
+        else:
+            # Before v9 the old leader id is returned, so that a rejoining leader does not
+            # compute an assignment that a Stable group would ignore.
+            result = JoinGroupResult(
+                member_id=new_member_id,
+                generation_id=group.generation_id,
+                protocol_type=group.protocol_type,
+                protocol_name=group.protocol_name,
+                leader_id=current_leader or "",
+            )
+        group.maybe_invoke_join_callback(member, result)
 
     def _update_member_and_rebalance(
         self, group: GroupMetadata, member: MemberMetadata, join: _Join, respond: JoinCallback
@@ -859,14 +926,11 @@ class GroupCoordinator:
             logger.info(
                 "group is now empty group=%s generation=%d", group.group_id, group.generation_id
             )
-            error = self.manager.store_group(group, {})
-            if error is not None:
-                logger.warning(
-                    "could not write the empty group group=%s generation=%d error=%s",
-                    group.group_id,
-                    group.generation_id,
-                    error,
+            self._start_write(
+                self._store_empty_group(
+                    group.group_id, group.generation_id, self.manager.store_group(group, {})
                 )
+            )
             return
         logger.info(
             "stabilized group group=%s generation=%d protocol=%s members=%d leader=%s",
@@ -882,6 +946,19 @@ class GroupCoordinator:
             )
             self._complete_and_schedule_next_heartbeat_expiration(group, member)
             member.is_new = False
+
+    @staticmethod
+    async def _store_empty_group(
+        group_id: str, generation_id: int, written: Awaitable[StorageError | None]
+    ) -> None:
+        error = await written
+        if error is not None:
+            logger.warning(
+                "could not write the empty group group=%s generation=%d error=%s",
+                group_id,
+                generation_id,
+                error,
+            )
 
     def _reset_and_propagate_assignment_with_error(
         self, group: GroupMetadata, error: StorageError
@@ -1024,12 +1101,31 @@ class GroupCoordinator:
             len(complete),
             len(missing),
         )
-        error = self.manager.store_group(group, complete)
+        self._start_write(
+            self._store_assignment(
+                group, group.generation_id, complete, self.manager.store_group(group, complete)
+            )
+        )
+
+    async def _store_assignment(
+        self,
+        group: GroupMetadata,
+        generation_id: int,
+        assignments: Mapping[str, bytes],
+        written: Awaitable[StorageError | None],
+    ) -> None:
+        """Once the leader's assignment is ``written``, answer every waiting SyncGroup; if the
+        group moved on meanwhile (a member joined or left), the outcome changes nothing."""
+        error = await written
+        if not (
+            group.is_in(GroupState.COMPLETING_REBALANCE) and group.generation_id == generation_id
+        ):
+            return
         if error is not None:
             self._reset_and_propagate_assignment_with_error(group, error)
             self._maybe_prepare_rebalance(group, "error when storing group assignment")
             return
-        self._set_and_propagate_assignment(group, complete)
+        self._set_and_propagate_assignment(group, assignments)
         group.transition_to(GroupState.STABLE, now_ms=self._clock.milliseconds())
 
     # ================================================================== Heartbeat
@@ -1125,7 +1221,7 @@ class GroupCoordinator:
             self._maybe_complete_join(group)
 
     # ================================================================== offsets
-    def commit_offsets(
+    async def commit_offsets(
         self,
         *,
         group_id: str,
@@ -1134,7 +1230,8 @@ class GroupCoordinator:
         generation_id: int,
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
     ) -> dict[TopicPartition, StorageError | None]:
-        """Commit ``offsets``; one error (None: committed) per partition.
+        """Commit ``offsets``; one error (None: committed) per partition, once every in-sync
+        replica of the group's offsets partition has them.
 
         Without group management (generation < 0, empty member id) commits are accepted while
         the group has no members, as Kafka does for "simple" consumers.
@@ -1161,7 +1258,7 @@ class GroupCoordinator:
             )
         if state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE) and group.has(member_id):
             self._complete_and_schedule_next_heartbeat_expiration(group, group.get(member_id))
-        return self._store_offsets(group, offsets)
+        return await self._store_offsets(group, offsets)
 
     def _validate_offset_commit(
         self,
@@ -1187,7 +1284,7 @@ class GroupCoordinator:
             )
         return None
 
-    def _store_offsets(
+    async def _store_offsets(
         self, group: GroupMetadata, offsets: Mapping[TopicPartition, OffsetAndMetadata]
     ) -> dict[TopicPartition, StorageError | None]:
         results: dict[TopicPartition, StorageError | None] = {}
@@ -1202,7 +1299,7 @@ class GroupCoordinator:
             else:
                 accepted[tp] = committed
         if accepted:
-            error = self.manager.store_offsets(group, accepted)
+            error = await self.manager.store_offsets(group, accepted)
             for tp in accepted:
                 results[tp] = error
         return {tp: results[tp] for tp in offsets}
@@ -1260,19 +1357,19 @@ class GroupCoordinator:
         return DescribeGroupResult(summary=group.summary())
 
     # ================================================================== DeleteGroups, OffsetDelete
-    def delete_groups(self, group_ids: Sequence[str]) -> dict[str, StorageError | None]:
+    async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, StorageError | None]:
         """Delete Empty groups with their offsets; one error (None: deleted) per group."""
-        return group_deletion.delete_groups(
+        return await group_deletion.delete_groups(
             self.manager,
             group_ids,
             lambda group_id: self._validate_group_status(group_id, allow_empty_group_id=True),
         )
 
-    def delete_offsets(
+    async def delete_offsets(
         self, *, group_id: str, partitions: Sequence[TopicPartition]
     ) -> group_deletion.OffsetDeleteResult:
         """Delete committed offsets of ``partitions`` that the group does not consume."""
-        return group_deletion.delete_offsets(
+        return await group_deletion.delete_offsets(
             self.manager,
             group_id,
             partitions,

@@ -22,6 +22,8 @@ a group-level error answers the whole request:
 
 Partitions without a committed offset are answered without error, as in Kafka.
 
+Both answer once the tombstones are acknowledged by every in-sync replica.
+
 Thread safety: none; runs on the coordinator's asyncio loop.
 """
 
@@ -54,7 +56,7 @@ class OffsetDeleteResult:
     partitions: Mapping[TopicPartition, StorageError | None] = field(default_factory=dict)
 
 
-def delete_groups(
+async def delete_groups(
     manager: GroupMetadataManager, group_ids: Sequence[str], validate: ValidateGroup
 ) -> dict[str, StorageError | None]:
     """One result per distinct group id, in request order."""
@@ -62,27 +64,35 @@ def delete_groups(
     for group_id in dict.fromkeys(group_ids):
         error = validate(group_id)
         if error is None:
-            error = _delete_group(manager, group_id)
+            error = await _delete_group(manager, group_id)
         results[group_id] = error
     return results
 
 
-def _delete_group(manager: GroupMetadataManager, group_id: str) -> StorageError | None:
+async def _delete_group(manager: GroupMetadataManager, group_id: str) -> StorageError | None:
     group = manager.get_group(group_id)
-    if group is None or group.is_in(GroupState.DEAD):
+    if group is None:
         return _not_found(group_id)
-    if not group.is_in(GroupState.EMPTY):
-        return NonEmptyGroupError(
-            f"group {group_id} is {group.state.value} with {group.size} members: only an Empty"
-            " group can be deleted; stop its consumers first"
-        )
-    removed, error = manager.cleanup_group_metadata(group, list(group.offsets))
+
+    def every_offset(group: GroupMetadata) -> list[TopicPartition] | StorageError:
+        # Checked once the group's earlier writes are applied: it may have died or gained
+        # members meanwhile.
+        if group.is_in(GroupState.DEAD):
+            return _not_found(group_id)
+        if not group.is_in(GroupState.EMPTY):
+            return NonEmptyGroupError(
+                f"group {group_id} is {group.state.value} with {group.size} members: only an"
+                " Empty group can be deleted; stop its consumers first"
+            )
+        return list(group.offsets)
+
+    removed, error = await manager.cleanup_group_metadata(group, every_offset)
     if error is None:
         logger.info("group deleted group=%s offsets=%d", group_id, removed)
     return error
 
 
-def delete_offsets(
+async def delete_offsets(
     manager: GroupMetadataManager,
     group_id: str,
     partitions: Sequence[TopicPartition],
@@ -92,36 +102,43 @@ def delete_offsets(
     if error is not None:
         return OffsetDeleteResult(error=error)
     group = manager.get_group(group_id)
-    if group is None or group.is_in(GroupState.DEAD):
+    if group is None:
         return OffsetDeleteResult(error=_not_found(group_id))
     results: dict[TopicPartition, StorageError | None] = {}
-    if group.is_in(GroupState.EMPTY):
-        eligible = list(partitions)
-    elif group.is_consumer_group:
-        eligible = []
-        for tp in partitions:
-            if group.is_subscribed_to_topic(tp.topic):
-                results[tp] = _subscribed(group, tp)
-            else:
-                eligible.append(tp)
-    else:
-        return OffsetDeleteResult(
-            error=NonEmptyGroupError(
+    eligible: list[TopicPartition] = []
+
+    def unsubscribed(group: GroupMetadata) -> list[TopicPartition] | StorageError:
+        results.clear()
+        eligible.clear()
+        if group.is_in(GroupState.DEAD):
+            return _not_found(group_id)
+        if group.is_in(GroupState.EMPTY):
+            eligible.extend(partitions)
+        elif group.is_consumer_group:
+            for tp in partitions:
+                if group.is_subscribed_to_topic(tp.topic):
+                    results[tp] = _subscribed(group, tp)
+                else:
+                    eligible.append(tp)
+        else:
+            return NonEmptyGroupError(
                 f"group {group_id} is {group.state.value} with protocol type"
                 f" {group.protocol_type!r}: offsets of an active group that is not a consumer"
                 " group cannot be deleted; stop its members first"
             )
-        )
-    if eligible:
-        removed, write_error = manager.cleanup_group_metadata(group, eligible)
-        results.update(dict.fromkeys(eligible, write_error))
-        logger.info(
-            "offsets deleted group=%s requested=%d removed=%d error=%s",
-            group_id,
-            len(eligible),
-            removed,
-            write_error,
-        )
+        return eligible
+
+    removed, write_error = await manager.cleanup_group_metadata(group, unsubscribed)
+    if write_error is not None and not eligible:
+        return OffsetDeleteResult(error=write_error)  # the group-level answer of ``select``
+    results.update(dict.fromkeys(eligible, write_error))
+    logger.info(
+        "offsets deleted group=%s requested=%d removed=%d error=%s",
+        group_id,
+        len(eligible),
+        removed,
+        write_error,
+    )
     return OffsetDeleteResult(partitions={tp: results[tp] for tp in partitions})
 
 

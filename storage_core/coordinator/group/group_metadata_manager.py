@@ -1,7 +1,9 @@
 """The group cache and its persistence in ``__consumer_offsets`` (``GroupMetadataManager``).
 
 Each group lives in one partition of ``__consumer_offsets`` (``offsets_records.partition_for``).
-Writes are one record batch v2 per request, appended as leader to the partition's ``Log``:
+Writes are one record batch v2 per request, appended through the broker's replica manager with
+acks=-1 (``coordinator_writer``); a request is answered, and the cache changed, only once every
+in-sync replica has the batch:
 
 * a commit writes one offset commit record per partition (key v1, value v3);
 * the end of a rebalance writes one group metadata record (key v2, value v3) holding the
@@ -17,26 +19,34 @@ and a null value (tombstone) deletes the key. Groups with members come back Stab
 members must heartbeat within their session timeout), groups without come back Empty, and
 offsets committed without group management (no group record) make an Empty group.
 
-The manager does not replicate: it advances the high watermark of the offsets log itself, so
-it must be the only writer of ``__consumer_offsets`` and the topic must have one replica.
+The writes of one group run one at a time, in the order they were asked for (the appends
+themselves run on I/O threads that keep no order), so the cache of a group always follows its
+log. Each write is a task, started when asked for: what it writes is taken then.
 
 Thread safety: none. ``load_partition`` may run on a worker thread before the coordinator is
-active; everything else runs on the coordinator's asyncio loop.
+active; everything else runs on the coordinator's asyncio loop, which must be the replica
+manager's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from storage_core.clock import Clock
 from storage_core.common import TopicPartition
+from storage_core.coordinator.group.coordinator_writer import (
+    REQUIRED_ACKS_ALL,
+    ReplicaAppender,
+    map_commit_error,
+    map_group_write_error,
+)
 from storage_core.coordinator.group.errors import (
-    CoordinatorNotAvailableError,
     CorruptCoordinatorRecordError,
     InvalidCommitOffsetSizeError,
-    NotCoordinatorError,
 )
 from storage_core.coordinator.group.group_metadata import (
     GroupMetadata,
@@ -59,22 +69,20 @@ from storage_core.coordinator.group.offsets_records import (
     encode_offset_commit_value,
     partition_for,
 )
-from storage_core.errors import (
-    KafkaStorageError,
-    NotEnoughReplicasError,
-    NotLeaderOrFollowerError,
-    RecordBatchTooLargeError,
-    StorageError,
-    UnknownTopicOrPartitionError,
-)
+from storage_core.errors import StorageError
 from storage_core.log.log import Log
 from storage_core.records import SimpleRecord, build_batch
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 # Batches this large or larger are refused by the log anyway (max.message.bytes); checking
 # first gives a clear error instead of a storage one.
 MAX_RECORDS_PER_BATCH = 100_000
+
+# Picks the partitions whose offsets a deletion removes, or the error to answer instead.
+SelectOffsets = Callable[[GroupMetadata], Iterable[TopicPartition] | StorageError]
 
 
 class PartitionLoadState(enum.Enum):
@@ -89,7 +97,8 @@ class GroupMetadataManager:
     """Owns the group cache and reads/writes ``__consumer_offsets``.
 
     ``get_offsets_log(p)`` returns the ``Log`` of partition ``p`` of ``__consumer_offsets``
-    (raising a ``StorageError`` if the broker does not host it).
+    (raising a ``StorageError`` if the broker does not host it); loading reads it. Writes go
+    through ``replica_manager`` (see ``coordinator_writer``).
     """
 
     def __init__(
@@ -97,15 +106,25 @@ class GroupMetadataManager:
         *,
         num_partitions: int,
         get_offsets_log: Callable[[int], Log],
+        replica_manager: ReplicaAppender,
+        offset_commit_timeout_ms: int,
         clock: Clock,
     ) -> None:
         if num_partitions <= 0:
             raise ValueError(f"offsets.topic.num.partitions must be positive: {num_partitions}")
+        if offset_commit_timeout_ms <= 0:
+            raise ValueError(
+                f"offsets.commit.timeout.ms must be positive: {offset_commit_timeout_ms}"
+            )
         self.num_partitions = num_partitions
         self._get_offsets_log = get_offsets_log
+        self._replica_manager = replica_manager
+        self._offset_commit_timeout_ms = offset_commit_timeout_ms
         self._clock = clock
         self._groups: dict[str, GroupMetadata] = {}
         self._partition_states: dict[int, PartitionLoadState] = {}
+        # group id -> its last write asked for (the next one starts after it)
+        self._last_writes: dict[str, asyncio.Task[Any]] = {}
 
     # ------------------------------------------------------------------ groups cache
     def partition_for(self, group_id: str) -> int:
@@ -231,30 +250,25 @@ class GroupMetadataManager:
     # ------------------------------------------------------------------ writing
     def store_group(
         self, group: GroupMetadata, assignments: Mapping[str, bytes]
-    ) -> StorageError | None:
-        """Write ``group`` with ``assignments`` (member id -> assignment); None on success.
-
-        Errors are mapped as Kafka maps them for SyncGroup: partition gone ->
-        COORDINATOR_NOT_AVAILABLE, not leader or storage failure -> NOT_COORDINATOR.
-        """
+    ) -> asyncio.Task[StorageError | None]:
+        """Write ``group`` as it is now with ``assignments`` (member id -> assignment); the
+        task ends with None once every in-sync replica has it, else the mapped append error."""
         key = encode_key(GroupMetadataKey(group=group.group_id))
         value = encode_group_metadata_value(group_record(group, assignments))
-        try:
-            self._append(group.group_id, [(key, value)])
-        except StorageError as exc:
-            return _map_store_group_error(group.group_id, exc)
-        return None
+
+        async def write() -> StorageError | None:
+            error = await self._append(group.group_id, [(key, value)])
+            return None if error is None else map_group_write_error(group.group_id, error)
+
+        return self._in_order(group.group_id, write)
 
     def store_offsets(
         self, group: GroupMetadata, offsets: Mapping[TopicPartition, OffsetAndMetadata]
-    ) -> StorageError | None:
-        """Write ``offsets`` and, once written, make them the group's committed offsets."""
-        if len(offsets) > MAX_RECORDS_PER_BATCH:
-            return InvalidCommitOffsetSizeError(
-                f"group {group.group_id}: {len(offsets)} offsets in one commit, more than"
-                f" {MAX_RECORDS_PER_BATCH}; commit fewer partitions per request"
-            )
-        records = []
+    ) -> asyncio.Task[StorageError | None]:
+        """Write ``offsets``; they become the group's committed offsets (what OffsetFetch
+        answers) only once every in-sync replica has them, and not at all if the write fails
+        or the group died meanwhile (Kafka's pending offset commits)."""
+        records: list[tuple[bytes, bytes | None]] = []
         for tp, committed in offsets.items():
             key = OffsetCommitKey(group=group.group_id, topic=tp.topic, partition=tp.partition)
             value = OffsetCommitValue(
@@ -265,24 +279,50 @@ class GroupMetadataManager:
                 expire_timestamp_ms=committed.expire_timestamp_ms,
             )
             records.append((encode_key(key), encode_offset_commit_value(value)))
-        if records:
-            try:
-                self._append(group.group_id, records)
-            except StorageError as exc:
-                return _map_commit_error(group.group_id, exc)
-        group.offsets.update(offsets)
-        return None
+        pending = dict(offsets)
+
+        async def write() -> StorageError | None:
+            if len(records) > MAX_RECORDS_PER_BATCH:
+                return InvalidCommitOffsetSizeError(
+                    f"group {group.group_id}: {len(records)} offsets in one commit, more than"
+                    f" {MAX_RECORDS_PER_BATCH}; commit fewer partitions per request"
+                )
+            if not records:
+                return None
+            error = await self._append(group.group_id, records)
+            if error is not None:
+                return map_commit_error(group.group_id, error)
+            if not group.is_in(GroupState.DEAD):
+                group.offsets.update(pending)
+            return None
+
+        return self._in_order(group.group_id, write)
 
     def cleanup_group_metadata(
+        self, group: GroupMetadata, select: SelectOffsets
+    ) -> asyncio.Task[tuple[int, StorageError | None]]:
+        """Delete the committed offsets that ``select`` picks (those the group has) with
+        tombstones; an Empty group left without offsets is deleted too (Dead, out of the
+        cache).
+
+        ``select`` runs once the group's earlier writes are applied, so that it sees the
+        group as its log has it; it returns the partitions, or an error to answer instead.
+        The task ends with how many offsets were deleted and None, or the error that stopped
+        the write. Memory changes only after the tombstones are acknowledged, so what a
+        restart or a new leader replays always matches what was answered.
+        """
+
+        async def write() -> tuple[int, StorageError | None]:
+            selected = select(group)
+            if isinstance(selected, StorageError):
+                return 0, selected
+            return await self._write_tombstones(group, selected)
+
+        return self._in_order(group.group_id, write)
+
+    async def _write_tombstones(
         self, group: GroupMetadata, partitions: Iterable[TopicPartition]
     ) -> tuple[int, StorageError | None]:
-        """Delete the committed offsets of ``partitions`` (those the group has) with tombstones;
-        an Empty group left without offsets is deleted too (Dead, out of the cache).
-
-        Returns how many offsets were deleted and None, or the error that stopped the write
-        (mapped as for a group record). Memory changes only after its tombstones are in the
-        log, so what a restart replays always matches what was answered.
-        """
         existing = list(dict.fromkeys(tp for tp in partitions if tp in group.offsets))
         group_gone = group.is_in(GroupState.EMPTY) and len(existing) == len(group.offsets)
         records: list[tuple[bytes, bytes | None]] = [
@@ -299,15 +339,15 @@ class GroupMetadataManager:
         removed = 0
         for start in range(0, len(records), MAX_RECORDS_PER_BATCH):
             chunk = records[start : start + MAX_RECORDS_PER_BATCH]
-            try:
-                self._append(group.group_id, chunk)
-            except StorageError as exc:
-                return removed, _map_store_group_error(group.group_id, exc)
+            error = await self._append(group.group_id, chunk)
+            if error is not None:
+                return removed, map_group_write_error(group.group_id, error)
             done = existing[start : start + MAX_RECORDS_PER_BATCH]
             removed += len(group.remove_offsets(done))
-        if group_gone:
+        if group_gone and group.is_in(GroupState.EMPTY):
             group.transition_to(GroupState.DEAD, now_ms=self._clock.milliseconds())
-            self._groups.pop(group.group_id, None)
+            if self._groups.get(group.group_id) is group:
+                del self._groups[group.group_id]
         logger.info(
             "deleted group offsets group=%s partition=%s offsets=%d group_deleted=%s",
             group.group_id,
@@ -317,17 +357,48 @@ class GroupMetadataManager:
         )
         return removed, None
 
-    def _append(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
-        partition = self.partition_for(group_id)
-        log = self._get_offsets_log(partition)
+    def _in_order(self, group_id: str, write: Callable[[], Awaitable[T]]) -> asyncio.Task[T]:
+        """Run ``write`` after every write of the group asked for before it (the order is
+        fixed here, when the write is asked for): appends go through the replica manager's
+        I/O threads, which keep no order, and the cache must follow the log."""
+        previous = self._last_writes.get(group_id)
+
+        async def after_previous() -> T:
+            if previous is not None:
+                await asyncio.wait([previous])  # its outcome is its caller's business
+            return await write()
+
+        task = asyncio.get_running_loop().create_task(after_previous())
+        self._last_writes[group_id] = task
+
+        def forget(done: asyncio.Task[Any]) -> None:
+            if self._last_writes.get(group_id) is done:
+                del self._last_writes[group_id]
+
+        task.add_done_callback(forget)
+        return task
+
+    async def _append(
+        self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]
+    ) -> StorageError | None:
+        """Append one batch to the group's partition with acks=-1; None once committed."""
+        tp = TopicPartition(OFFSETS_TOPIC_NAME, self.partition_for(group_id))
         now = self._clock.milliseconds()
         batch = build_batch(
             [SimpleRecord(key=key, value=value, timestamp=now) for key, value in records]
         )
-        epoch = log.latest_epoch
-        log.append_as_leader(batch, leader_epoch=0 if epoch is None else epoch)
-        # One replica: the append is committed as soon as it is in the log.
-        log.maybe_increment_high_watermark(log.log_end_offset)
+        try:
+            results = await self._replica_manager.append_records(
+                {tp: batch},
+                required_acks=REQUIRED_ACKS_ALL,
+                timeout_ms=self._offset_commit_timeout_ms,
+            )
+        except StorageError as exc:
+            return exc
+        result = results.get(tp)
+        if result is None:
+            return StorageError(f"the append to {tp} returned no result for it")
+        return result.error
 
 
 # ====================================================================== conversions
@@ -393,28 +464,3 @@ def group_from_record(group_id: str, value: GroupMetadataValue, *, now_ms: int) 
         group.leader_id = value.leader
     group.update_subscribed_topics()
     return group
-
-
-def _map_commit_error(group_id: str, error: StorageError) -> StorageError:
-    """Kafka's mapping of append errors for OffsetCommit."""
-    logger.warning("offset commit not written group=%s error=%s", group_id, error)
-    if isinstance(error, UnknownTopicOrPartitionError | NotEnoughReplicasError):
-        return CoordinatorNotAvailableError(f"group {group_id}: {error}")
-    if isinstance(error, NotLeaderOrFollowerError | KafkaStorageError):
-        return NotCoordinatorError(f"group {group_id}: {error}")
-    if isinstance(error, RecordBatchTooLargeError):
-        return InvalidCommitOffsetSizeError(
-            f"group {group_id}: the commit does not fit one batch ({error}); commit fewer"
-            " partitions per request"
-        )
-    return error
-
-
-def _map_store_group_error(group_id: str, error: StorageError) -> StorageError:
-    """Kafka's mapping of append errors for the group record written by SyncGroup."""
-    logger.warning("group metadata not written group=%s error=%s", group_id, error)
-    if isinstance(error, UnknownTopicOrPartitionError | NotEnoughReplicasError):
-        return CoordinatorNotAvailableError(f"group {group_id}: {error}")
-    if isinstance(error, NotLeaderOrFollowerError | KafkaStorageError):
-        return NotCoordinatorError(f"group {group_id}: {error}")
-    return StorageError(f"group {group_id}: the group metadata was not written: {error}")

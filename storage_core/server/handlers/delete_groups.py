@@ -26,7 +26,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results: dict[str, StorageError | None] = (
         dict.fromkeys(names, NOT_RUNNING)
         if coordinator is None
-        else coordinator.delete_groups(names)
+        else await coordinator.delete_groups(names)
     )
     module = ctx.response_module
     return build(

@@ -47,7 +47,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             results.update(dict.fromkeys(offsets, NOT_RUNNING))
         else:
             results.update(
-                coordinator.commit_offsets(
+                await coordinator.commit_offsets(
                     group_id=request.group_id,
                     member_id=request.member_id,
                     group_instance_id=getattr(request, "group_instance_id", None),

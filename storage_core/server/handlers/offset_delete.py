@@ -38,7 +38,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if coordinator is None:
         outcome = OffsetDeleteResult(error=NOT_RUNNING)
     else:
-        outcome = coordinator.delete_offsets(group_id=request.group_id, partitions=known)
+        outcome = await coordinator.delete_offsets(group_id=request.group_id, partitions=known)
     module = ctx.response_module
     if outcome.error is not None:
         return build(

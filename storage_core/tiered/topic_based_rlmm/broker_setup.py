@@ -1,8 +1,9 @@
 """Create ``__remote_log_metadata`` and start the broker's RLMM (broker mode).
 
-Called by ``KafkaBroker.start`` after the local partitions are hosted, when
-``remote.log.storage.system.enable=true``. The topic is internal, ``cleanup.policy=delete``,
-``retention.ms`` = ``remote.log.metadata.topic.retention.ms`` (default -1) with
+Called by ``KafkaBroker.start`` (which provides ``BrokerServices``) after the local
+partitions are hosted, when ``remote.log.storage.system.enable=true``. The topic is internal,
+``cleanup.policy=delete``, ``retention.ms`` = ``remote.log.metadata.topic.retention.ms``
+(default -1) with
 ``remote.log.metadata.topic.num.partitions`` partitions and
 ``remote.log.metadata.topic.replication.factor`` replicas (one on a single broker). An
 existing topic keeps its partition count: user partitions must keep mapping to the same
@@ -13,10 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
 
 from storage_core.common import TopicIdPartition
 from storage_core.errors import InvalidReplicationFactorError
+from storage_core.tiered.topic_based_rlmm.broker_services import BrokerServices
 from storage_core.tiered.topic_based_rlmm.config import (
     REMOTE_LOG_METADATA_TOPIC_NAME,
     ConsumerTaskConfig,
@@ -24,14 +25,11 @@ from storage_core.tiered.topic_based_rlmm.config import (
 )
 from storage_core.tiered.topic_based_rlmm.manager import TopicBasedRemoteLogMetadataManager
 
-if TYPE_CHECKING:
-    from storage_core.server.kafka_broker import KafkaBroker
-
 logger = logging.getLogger(__name__)
 
 
 async def maybe_start_remote_log_metadata_manager(
-    broker: KafkaBroker, *, consumer_config: ConsumerTaskConfig | None = None
+    broker: BrokerServices, *, consumer_config: ConsumerTaskConfig | None = None
 ) -> TopicBasedRemoteLogMetadataManager | None:
     """The started broker-mode RLMM, or ``None`` when remote storage is off."""
     config = broker.config

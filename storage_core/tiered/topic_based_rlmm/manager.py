@@ -35,7 +35,6 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.connection import ConnectionConfig
@@ -56,6 +55,7 @@ from storage_core.tiered.metadata.metadata import (
 )
 from storage_core.tiered.metadata.partitioner import RemoteLogMetadataTopicPartitioner
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
+from storage_core.tiered.topic_based_rlmm.broker_services import BrokerServices
 from storage_core.tiered.topic_based_rlmm.config import (
     DEFAULT_CONSUME_WAIT_MS,
     REMOTE_LOG_METADATA_TOPIC_NAME,
@@ -76,9 +76,6 @@ from storage_core.tiered.topic_based_rlmm.readers import (
     LocalLogMetadataReader,
     MetadataPartitionReader,
 )
-
-if TYPE_CHECKING:
-    from storage_core.server.kafka_broker import KafkaBroker
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +118,7 @@ class TopicBasedRemoteLogMetadataManager:
     @classmethod
     def for_broker(
         cls,
-        broker: KafkaBroker,
+        broker: BrokerServices,
         loop: asyncio.AbstractEventLoop,
         *,
         num_metadata_topic_partitions: int,

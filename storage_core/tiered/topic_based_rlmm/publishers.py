@@ -7,7 +7,8 @@ in-sync replicas). ``publish`` returns the record's offset.
 - ``ReplicaManagerPublisher`` (broker mode): ``ReplicaManager.append_records`` on the
   broker's asyncio loop, as a leader append; called from any thread **but** that loop (it
   blocks until the append is acknowledged; on the loop it raises
-  ``BlockingCallOnEventLoopError``).
+  ``BlockingCallOnEventLoopError``). ``RecordAppender`` names the one method it calls, so
+  that ``tiered`` does not import ``replication`` (which imports ``tiered``).
 - ``ProducerPublisher`` (client mode): a ``KafkaProducer`` with acks=all through the leader
   of the metadata partition. The producer is not idempotent: a retried send may append the
   event twice, which the cache applies as a no-op repeat of the same state.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+from collections.abc import Mapping
 from typing import Protocol
 
 from storage_core.client.cluster import KafkaCluster
@@ -30,7 +32,6 @@ from storage_core.common import TopicPartition
 from storage_core.errors import StorageError
 from storage_core.records.batch import build_batch
 from storage_core.records.record import SimpleRecord
-from storage_core.replication.replica_manager import ReplicaManager
 from storage_core.tiered.topic_based_rlmm.config import (
     DEFAULT_PUBLISH_TIMEOUT_MS,
     REMOTE_LOG_METADATA_TOPIC_NAME,
@@ -39,6 +40,34 @@ from storage_core.tiered.topic_based_rlmm.errors import (
     BlockingCallOnEventLoopError,
     RemoteLogMetadataPublishError,
 )
+
+
+class AppendedRecords(Protocol):
+    """Where an append went (``LogAppendInfo``); offsets are inclusive."""
+
+    @property
+    def last_offset(self) -> int: ...
+
+
+class AppendResult(Protocol):
+    """One partition's append outcome (``ReplicaManager``'s ``ProduceResult``)."""
+
+    @property
+    def info(self) -> AppendedRecords | None: ...
+    @property
+    def error(self) -> StorageError | None: ...
+
+
+class RecordAppender(Protocol):
+    """Appends to partitions this broker leads (``ReplicaManager.append_records``)."""
+
+    async def append_records(
+        self,
+        entries: Mapping[TopicPartition, bytes],
+        *,
+        required_acks: int,
+        timeout_ms: int,
+    ) -> Mapping[TopicPartition, AppendResult]: ...
 
 
 class MetadataPublisher(Protocol):
@@ -55,7 +84,7 @@ class ReplicaManagerPublisher:
 
     def __init__(
         self,
-        replica_manager: ReplicaManager,
+        replica_manager: RecordAppender,
         loop: asyncio.AbstractEventLoop,
         *,
         timeout_ms: int = DEFAULT_PUBLISH_TIMEOUT_MS,
