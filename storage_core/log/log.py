@@ -681,6 +681,10 @@ class Log:
         with self._lock:
             self._check_open()
             if target_offset >= self._log_end_offset:
+                # No record goes, but an epoch this broker assigned as leader at its LEO and
+                # never wrote in may: kept, it would be sent as the last fetched epoch and
+                # diverge from the new leader's log forever (Kafka's UnifiedLog.truncateTo).
+                self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
                 return False
             logger.info(
                 "truncating partition=%s to_offset=%d log_end_offset=%d",

@@ -24,10 +24,8 @@ out-of-range partition, as in Kafka).
 from __future__ import annotations
 
 import logging
-import struct
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
@@ -39,16 +37,17 @@ from storage_core.errors import (
     InvalidRecordError,
     KafkaStorageError,
     StorageError,
-    UnexpectedAppendOffsetError,
 )
 from storage_core.log.log import Log
-from storage_core.log.log_validator import LogAppendInfo
-from storage_core.records.batch import LOG_OVERHEAD
-from storage_core.records.memory_records import iter_batches
 from storage_core.replication.fetch_state import (
     InitialFetchState,
     PartitionFetchState,
     ReplicaState,
+)
+from storage_core.replication.follower_log import (
+    plan_truncation,
+    process_partition_data,
+    truncate,
 )
 from storage_core.replication.leader_end_point import (
     FetchPartitionData,
@@ -58,14 +57,12 @@ from storage_core.replication.leader_end_point import (
 from storage_core.replication.offset_truncation import (
     EpochEndOffset,
     OffsetTruncationState,
-    offset_truncation_state,
 )
 from storage_core.replication.partition import Partition
 from storage_core.replication.replica_fetcher_config import ReplicaFetcherConfig
 
 logger = logging.getLogger(__name__)
 
-_BATCH_PREFIX = struct.Struct(">qi")  # base offset, batch length (after these 12 bytes)
 _IDLE_WAIT_MIN_MS = 10
 # Errors after which the metadata is expected to move the partition: retry after a back-off.
 _LEADERSHIP_ERRORS = frozenset(
@@ -109,25 +106,6 @@ class FailedPartitions:
     def partitions(self) -> set[TopicPartition]:
         with self._lock:
             return set(self._partitions)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _AppendResult:
-    valid_bytes: int
-    last_offset: int
-    last_epoch: int | None
-
-
-def complete_batches(records: bytes) -> bytes:
-    """The record batches of a fetch response without a partial batch at the end (the leader
-    cuts at the byte limits; the rest comes with the next fetch)."""
-    end = 0
-    while end + LOG_OVERHEAD <= len(records):
-        _base_offset, length = _BATCH_PREFIX.unpack_from(records, end)
-        if length <= 0 or end + LOG_OVERHEAD + length > len(records):
-            break
-        end += LOG_OVERHEAD + length
-    return records if end == len(records) else records[:end]
 
 
 def initial_fetch_offset(log: Log) -> int:
@@ -367,12 +345,7 @@ class ReplicaFetcherThread(threading.Thread):
         log = self._log_or_mark_failed(tp)
         if log is None:
             return None
-        plan = offset_truncation_state(
-            leader,
-            follower_epochs=log.leader_epoch_cache.epoch_entries(),
-            log_end_offset=log.log_end_offset,
-            high_watermark=log.high_watermark,
-        )
+        plan = plan_truncation(log, leader)
         logger.info(
             "truncating partition=%s leader_epoch=%d leader_end_offset=%d to_offset=%d"
             " completed=%s",
@@ -386,16 +359,7 @@ class ReplicaFetcherThread(threading.Thread):
 
     def _do_truncate(self, tp: TopicPartition, plan: OffsetTruncationState) -> bool:
         try:
-            log = self._get_partition(tp).log
-            high_watermark = log.high_watermark
-            log.truncate_to(plan.offset)
-            if plan.offset < high_watermark:
-                logger.warning(
-                    "truncated below the high watermark partition=%s offset=%d high_watermark=%d",
-                    tp,
-                    plan.offset,
-                    high_watermark,
-                )
+            truncate(self._get_partition(tp).log, plan)
             return True
         except Exception:
             logger.exception("truncation failed partition=%s offset=%d", tp, plan.offset)
@@ -528,7 +492,7 @@ class ReplicaFetcherThread(threading.Thread):
     ) -> bool:
         """Append, then move HW, log start, offsets and lag (lock held). False: back off."""
         try:
-            appended = self._process_partition_data(tp, state.fetch_offset, data)
+            appended = process_partition_data(self._get_partition(tp).log, state.fetch_offset, data)
         except (CorruptRecordError, InvalidRecordError) as error:
             # Maybe a transient state of the leader's log: retried after the back-off.
             logger.error(
@@ -562,55 +526,6 @@ class ReplicaFetcherThread(threading.Thread):
             )
             self.bytes_fetched += appended.valid_bytes
         return True
-
-    def _process_partition_data(
-        self, tp: TopicPartition, fetch_offset: int, data: FetchPartitionData
-    ) -> _AppendResult:
-        """Kafka's ``ReplicaFetcherThread.processPartitionData``."""
-        log = self._get_partition(tp).log
-        if fetch_offset != log.log_end_offset:
-            raise KafkaStorageError(
-                f"partition {tp}: fetched offset {fetch_offset} is not the log end offset"
-                f" {log.log_end_offset}; the fetch state and the log disagree"
-            )
-        records = complete_batches(data.records)
-        result = _AppendResult(valid_bytes=0, last_offset=fetch_offset - 1, last_epoch=None)
-        if records:
-            info = self._append_as_follower(tp, log, records)
-            result = _AppendResult(
-                valid_bytes=len(records),
-                last_offset=info.last_offset,
-                last_epoch=info.batches[-1].partition_leader_epoch,
-            )
-        # Follower HW = min(leader HW, own LEO); update_high_watermark clamps to the LEO.
-        log.update_high_watermark(data.high_watermark)
-        # The leader's log start offset, never past this log's HW (it may lag a round).
-        leader_start = min(data.log_start_offset, log.high_watermark)
-        if leader_start > log.log_start_offset:
-            log.maybe_increment_log_start_offset(leader_start, "leader offset incremented")
-        return result
-
-    @staticmethod
-    def _append_as_follower(tp: TopicPartition, log: Log, records: bytes) -> LogAppendInfo:
-        """Append; an empty log whose start falls inside the leader's first batch (the leader's
-        log start moved mid-batch, DeleteRecords) restarts at that batch's base offset, as
-        Kafka's ``Partition.appendRecordsToFollowerOrFutureReplica``."""
-        try:
-            return log.append_as_follower(records)
-        except UnexpectedAppendOffsetError:
-            _position, first = next(iter_batches(records))
-            end = log.log_end_offset
-            if not (end == log.log_start_offset and first.base_offset < end <= first.last_offset):
-                raise
-            logger.info(
-                "leader's first batch starts before this empty log, restarting the log there"
-                " partition=%s log_start_offset=%d batch_base_offset=%d",
-                tp,
-                end,
-                first.base_offset,
-            )
-            log.truncate_fully_and_start_at(first.base_offset)
-            return log.append_as_follower(records)
 
     # ------------------------------------------------------------------ out of range
     def _handle_out_of_range(self, tp: TopicPartition, state: PartitionFetchState) -> bool:

@@ -16,6 +16,7 @@ from storage_core.errors import (
     UnexpectedAppendOffsetError,
 )
 from storage_core.log import log_file_utils as files
+from storage_core.log.leader_epoch_cache import EpochEntry
 from storage_core.log.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
 from storage_core.log.log_config import LogConfig
 from storage_core.records import RecordBatch, iter_batches
@@ -191,6 +192,18 @@ def test_truncate_to_removes_later_segments_and_epochs(open_log: OpenLog) -> Non
     assert info.first_offset == 4
     assert values_in(log)[-1].startswith(b"new0")
     assert log.truncate_to(100) is False
+
+
+def test_truncate_at_the_end_drops_an_epoch_without_records(open_log: OpenLog) -> None:
+    # A leader of epoch 1 that wrote nothing in it, now a follower told to keep its whole log:
+    # epoch 1 must not stay its last fetched epoch.
+    log = open_log()
+    log.append_as_leader(make_batch(2), leader_epoch=0)
+    log.leader_epoch_cache.assign(1, log.log_end_offset)
+    assert log.truncate_to(2) is False
+    assert log.log_end_offset == 2
+    assert log.leader_epoch_cache.epoch_entries() == [EpochEntry(0, 0)]
+    assert log.latest_epoch == 0
 
 
 def test_truncate_fully_and_start_at(open_log: OpenLog) -> None:

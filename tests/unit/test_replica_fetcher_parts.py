@@ -13,8 +13,8 @@ from storage_core.replication.fetch_state import (
     PartitionFetchState,
     ReplicaState,
 )
+from storage_core.replication.follower_log import complete_batches
 from storage_core.replication.replica_fetcher_manager import fetcher_id_for, java_string_hash
-from storage_core.replication.replica_fetcher_thread import complete_batches
 
 
 def test_java_string_hash_matches_java() -> None:
