@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -74,8 +74,11 @@ def brokers_in_cluster(
     directory: Path,
     broker_ids: Sequence[int],
     overrides: dict[str, str] | None = None,
+    *,
+    per_broker: Mapping[int, Mapping[str, str]] | None = None,
 ) -> Iterator[tuple[dict[int, BrokerProcess], str]]:
-    """The brokers ``broker_ids`` in one cluster under a fresh chroot (see ``three_brokers``)."""
+    """The brokers ``broker_ids`` in one cluster under a fresh chroot (see ``three_brokers``);
+    ``per_broker[id]`` goes into that broker's server.properties after ``overrides``."""
     connect = f"{zookeeper.connect_string}/cluster-{uuid.uuid4().hex[:8]}"
     started: dict[int, BrokerProcess] = {}
     try:
@@ -89,6 +92,7 @@ def brokers_in_cluster(
                     "offsets.topic.replication.factor": "1",
                     "auto.leader.rebalance.enable": "false",
                     **(overrides or {}),
+                    **(per_broker or {}).get(broker_id, {}),
                 },
             ).start()
         yield started, connect
