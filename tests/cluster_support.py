@@ -59,12 +59,19 @@ def zookeeper_ensemble(directory: Path) -> Iterator[ZooKeeperEnsemble]:
 
 @contextmanager
 def three_brokers(
-    zookeeper: ZooKeeperEnsemble, directory: Path, overrides: dict[str, str] | None = None
+    zookeeper: ZooKeeperEnsemble,
+    directory: Path,
+    overrides: dict[str, str] | None = None,
+    *,
+    per_broker: Mapping[int, Mapping[str, str]] | None = None,
 ) -> Iterator[tuple[dict[int, BrokerProcess], str]]:
     """Brokers 1, 2, 3 in one cluster under a fresh chroot; yields them and the
     ``zookeeper.connect`` string they use. ``overrides`` go into every broker's
-    server.properties. Every broker is SIGKILLed at the end."""
-    with brokers_in_cluster(zookeeper, directory, BROKER_IDS, overrides) as cluster:
+    server.properties, then ``per_broker[id]`` into that broker's. Every broker is SIGKILLed at
+    the end."""
+    with brokers_in_cluster(
+        zookeeper, directory, BROKER_IDS, overrides, per_broker=per_broker
+    ) as cluster:
         yield cluster
 
 
