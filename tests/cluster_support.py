@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -59,12 +59,19 @@ def zookeeper_ensemble(directory: Path) -> Iterator[ZooKeeperEnsemble]:
 
 @contextmanager
 def three_brokers(
-    zookeeper: ZooKeeperEnsemble, directory: Path, overrides: dict[str, str] | None = None
+    zookeeper: ZooKeeperEnsemble,
+    directory: Path,
+    overrides: dict[str, str] | None = None,
+    *,
+    per_broker: Mapping[int, Mapping[str, str]] | None = None,
 ) -> Iterator[tuple[dict[int, BrokerProcess], str]]:
     """Brokers 1, 2, 3 in one cluster under a fresh chroot; yields them and the
     ``zookeeper.connect`` string they use. ``overrides`` go into every broker's
-    server.properties. Every broker is SIGKILLed at the end."""
-    with brokers_in_cluster(zookeeper, directory, BROKER_IDS, overrides) as cluster:
+    server.properties, then ``per_broker[id]`` into that broker's. Every broker is SIGKILLed at
+    the end."""
+    with brokers_in_cluster(
+        zookeeper, directory, BROKER_IDS, overrides, per_broker=per_broker
+    ) as cluster:
         yield cluster
 
 
@@ -74,8 +81,11 @@ def brokers_in_cluster(
     directory: Path,
     broker_ids: Sequence[int],
     overrides: dict[str, str] | None = None,
+    *,
+    per_broker: Mapping[int, Mapping[str, str]] | None = None,
 ) -> Iterator[tuple[dict[int, BrokerProcess], str]]:
-    """The brokers ``broker_ids`` in one cluster under a fresh chroot (see ``three_brokers``)."""
+    """The brokers ``broker_ids`` in one cluster under a fresh chroot (see ``three_brokers``);
+    ``per_broker[id]`` goes into that broker's server.properties after ``overrides``."""
     connect = f"{zookeeper.connect_string}/cluster-{uuid.uuid4().hex[:8]}"
     started: dict[int, BrokerProcess] = {}
     try:
@@ -89,6 +99,7 @@ def brokers_in_cluster(
                     "offsets.topic.replication.factor": "1",
                     "auto.leader.rebalance.enable": "false",
                     **(overrides or {}),
+                    **(per_broker or {}).get(broker_id, {}),
                 },
             ).start()
         yield started, connect

@@ -1,10 +1,14 @@
 """Partition reassignment (KIP-455) on four broker processes and a real ZooKeeper, driven by
 kafka-python's KafkaAdminClient, ``storage-core reassign-partitions`` and raw frames.
 
-Followers do not fetch yet, so a replica a reassignment adds never joins the ISR: such a
-reassignment stays pending (listed, cancellable, resumed by a new controller), while one that
-only removes or reorders replicas completes at once. One cluster for the module; the failover
-test SIGKILLs the controller's broker and starts it again."""
+A reassignment that only removes or reorders replicas completes at once. One that adds a
+replica completes once the new replica has caught up and joined the ISR; to look at one while
+it is pending (listed, cancellable, resumed by a new controller) the tests cut the added
+broker's fetchers: every broker advertises a ``KafkaRelay`` in front of it, and the relays drop
+the connections of ``broker-<id>-fetcher-*`` (the client id of a follower's fetcher). One
+cluster for the module; the failover test SIGKILLs the controller's broker and starts it again.
+See test_reassignment_data_movement.py for a reassignment that moves data.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +32,8 @@ from kafka.errors import NoReassignmentInProgressError
 from kio.schema.errors import ErrorCode
 
 from tests import cluster_support
-from tests.broker_process import BrokerProcess
+from tests.broker_process import BrokerProcess, free_port
+from tests.chaos.tcp_relay import KafkaRelay
 from tests.cluster_support import SESSION_TIMEOUT_MS, eventually, partition_states
 from tests.integration import raw_wire
 
@@ -40,9 +46,12 @@ DEATH_S = SESSION_TIMEOUT_MS / 1000 + 20  # a SIGKILLed broker's session expires
 
 
 class Cluster:
-    def __init__(self, brokers: dict[int, BrokerProcess], directory: Path) -> None:
+    def __init__(
+        self, brokers: dict[int, BrokerProcess], directory: Path, relays: dict[int, KafkaRelay]
+    ) -> None:
         self.brokers = brokers
         self.directory = directory
+        self.relays = relays
         self.admin: AdminClient = cluster_support.admin(brokers)
         eventually(
             lambda: len(self.admin.describe_cluster().result(10).nodes) == len(BROKERS),
@@ -90,6 +99,19 @@ class Cluster:
     def states(self, topic: str, broker: int | None = None) -> dict[int, Any]:
         return partition_states(self.brokers[broker or self.live()[0]].bootstrap, topic)
 
+    @contextmanager
+    def fetchers_cut(self, follower: int) -> Iterator[None]:
+        """The follower's fetchers reach no leader (its replicas stay out of the ISR) until the
+        block ends."""
+        pattern = f"broker-{follower}-fetcher-*"
+        for relay in self.relays.values():
+            relay.cut(pattern)
+        try:
+            yield
+        finally:
+            for relay in self.relays.values():
+                relay.heal(pattern)
+
     def hosts(self, broker: int, topic: str, partition: int) -> bool:
         """Whether the broker has the partition's directory in its log dir."""
         return (self.brokers[broker].log_dir / f"{topic}-{partition}").is_dir()
@@ -131,14 +153,26 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    relay_ports = {b: free_port() for b in BROKERS}
+    advertised = {
+        b: {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}"}
+        for b, port in relay_ports.items()
+    }
     with (
         cluster_support.zookeeper_ensemble(tmp_path_factory.mktemp("zk")) as zk,
-        cluster_support.brokers_in_cluster(zk, tmp_path_factory.mktemp("brokers"), BROKERS) as (
-            brokers,
-            _connect,
-        ),
+        cluster_support.brokers_in_cluster(
+            zk, tmp_path_factory.mktemp("brokers"), BROKERS, per_broker=advertised
+        ) as (brokers, _connect),
     ):
-        yield Cluster(brokers, tmp_path_factory.mktemp("files"))
+        relays = {
+            b: KafkaRelay(target_port=brokers[b].port, port=port).start()
+            for b, port in relay_ports.items()
+        }
+        try:
+            yield Cluster(brokers, tmp_path_factory.mktemp("files"), relays)
+        finally:
+            for relay in relays.values():
+                relay.stop()
 
 
 def consume(bootstrap: str, topic: str, partition: int) -> list[bytes]:
@@ -159,7 +193,7 @@ def test_removing_replicas_completes_at_once_moves_the_leader_and_deletes_them(
     assert cluster.states("shrink") == {0: (1, 0, (1, 2, 3))}
     assert cluster.states("shrink-rf2") == {0: (1, 0, (1, 2))}
     assert cluster.hosts(1, "shrink", 0) and cluster.hosts(1, "shrink-rf2", 0)
-    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks=1, retries=10)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all", retries=10)
     producer.send("shrink-rf2", b"before", partition=0).get(30)
 
     admin = cluster.kafka_admin()
@@ -167,15 +201,16 @@ def test_removing_replicas_completes_at_once_moves_the_leader_and_deletes_them(
     assert admin.alter_partition_reassignments({tp3: [2, 3], tp2: [2]}) == {tp3: None, tp2: None}
 
     # broker 1 led both: a reassignment election gives them to broker 2 (the first target
-    # replica in the ISR) at the next epoch; then broker 1 leaves the ISRs (one more epoch)
+    # replica in the ISR) at the next epoch; then broker 1 leaves the ISRs (one more epoch);
+    # the assignment itself becomes the target last
     for broker in (2, 3, 4):
-        for topic, isr in (("shrink", (2, 3)), ("shrink-rf2", (2,))):
+        for topic, isr, replicas in (("shrink", (2, 3), (2, 3)), ("shrink-rf2", (2,), (2,))):
             eventually(
-                lambda b=broker, t=topic, i=isr: cluster.states(t, b) == {0: (2, 2, i)},
+                lambda b=broker, t=topic, i=isr, r=replicas: (
+                    cluster.states(t, b) == {0: (2, 2, i)} and cluster.replicas(b, t) == {0: r}
+                ),
                 what=f"broker {broker} shows {topic} reassigned",
             )
-        assert cluster.replicas(broker, "shrink") == {0: (2, 3)}
-        assert cluster.replicas(broker, "shrink-rf2") == {0: (2,)}
     assert admin.list_partition_reassignments() == {}
 
     # broker 1 deleted its replicas (StopReplica with delete); the others kept theirs
@@ -187,15 +222,14 @@ def test_removing_replicas_completes_at_once_moves_the_leader_and_deletes_them(
     assert cluster.hosts(2, "shrink-rf2", 0)
     assert "replicas reassigned away deleted" in cluster.brokers[1].output()
 
-    # the producer follows the leader to broker 2; what it writes there is read back (records
-    # written to broker 1 before stay behind until followers fetch)
+    # the producer follows the leader to broker 2; broker 2 had replicated what broker 1 was
+    # acknowledged for (acks=all), so every record is read back from it
     sent = [f"after-{i}".encode() for i in range(5)]
     for value in sent:
         producer.send("shrink-rf2", value, partition=0).get(30)
     producer.send("shrink", b"after", partition=0).get(30)  # acked by leader 2
     producer.close(10)
-    values = consume(cluster.bootstrap_servers, "shrink-rf2", 0)
-    assert values[-len(sent) :] == sent
+    assert consume(cluster.bootstrap_servers, "shrink-rf2", 0) == [b"before", *sent]
     admin.close()
 
 
@@ -238,49 +272,54 @@ def test_reordering_completes_at_once_and_the_new_preferred_replica_is_elected(
 def test_a_pending_reassignment_is_listed_and_cancelled(cluster: Cluster) -> None:
     cluster.create("grow", [[1, 2, 3]])
     assert not cluster.hosts(4, "grow", 0)
-    path = cluster.reassignment_file("grow", {("grow", 0): [1, 2, 4]})
-    cluster.storage_core("--execute", "--reassignment-json-file", path)
+    with cluster.fetchers_cut(4):  # broker 4 hosts the added replica, never catches up
+        path = cluster.reassignment_file("grow", {("grow", 0): [1, 2, 4]})
+        cluster.storage_core("--execute", "--reassignment-json-file", path)
 
-    admin = cluster.kafka_admin()
-    tp = KpTopicPartition("grow", 0)
-    assert admin.list_partition_reassignments() == {
-        tp: {"replicas": [1, 2, 4, 3], "adding_replicas": [4], "removing_replicas": [3]}
-    }
-    assert cluster.storage_core("--list").splitlines() == [
-        "Current partition reassignments:",
-        "grow-0: replicas: 1,2,4,3. adding: 4. removing: 3.",
-    ]
-    assert "Reassignment of partition grow-0 is still in progress." in cluster.storage_core(
-        "--verify", "--reassignment-json-file", path
-    )
-    # every broker learns RS = TRS + ORS, at the next leader epoch; broker 4 starts hosting
-    for broker in BROKERS:
-        eventually(
-            lambda b=broker: cluster.replicas(b, "grow") == {0: (1, 2, 4, 3)},
-            what=f"broker {broker} shows the reassigning replicas",
+        admin = cluster.kafka_admin()
+        tp = KpTopicPartition("grow", 0)
+        assert admin.list_partition_reassignments() == {
+            tp: {"replicas": [1, 2, 4, 3], "adding_replicas": [4], "removing_replicas": [3]}
+        }
+        assert cluster.storage_core("--list").splitlines() == [
+            "Current partition reassignments:",
+            "grow-0: replicas: 1,2,4,3. adding: 4. removing: 3.",
+        ]
+        assert "Reassignment of partition grow-0 is still in progress." in cluster.storage_core(
+            "--verify", "--reassignment-json-file", path
         )
-    assert cluster.states("grow") == {0: (1, 1, (1, 2, 3))}
-    eventually(lambda: cluster.hosts(4, "grow", 0), what="broker 4 hosts the added replica")
-    more = cluster.storage_core(
-        "--execute", "--reassignment-json-file", path, expect_code=1
-    )  # another is in progress
-    assert "Cannot execute because there is an existing partition assignment." in more
+        # every broker learns RS = TRS + ORS, at the next leader epoch; broker 4 starts hosting
+        for broker in BROKERS:
+            eventually(
+                lambda b=broker: cluster.replicas(b, "grow") == {0: (1, 2, 4, 3)},
+                what=f"broker {broker} shows the reassigning replicas",
+            )
+        assert cluster.states("grow") == {0: (1, 1, (1, 2, 3))}
+        eventually(lambda: cluster.hosts(4, "grow", 0), what="broker 4 hosts the added replica")
+        more = cluster.storage_core(
+            "--execute", "--reassignment-json-file", path, expect_code=1
+        )  # another is in progress
+        assert "Cannot execute because there is an existing partition assignment." in more
 
-    out = cluster.storage_core("--cancel", "--reassignment-json-file", path)
-    assert "Successfully cancelled partition reassignment for: grow-0" in out
-    for broker in BROKERS:
+        out = cluster.storage_core("--cancel", "--reassignment-json-file", path)
+        assert "Successfully cancelled partition reassignment for: grow-0" in out
+        for broker in BROKERS:
+            eventually(
+                lambda b=broker: cluster.replicas(b, "grow") == {0: (1, 2, 3)},
+                what=f"broker {broker} shows the original replicas",
+            )
         eventually(
-            lambda b=broker: cluster.replicas(b, "grow") == {0: (1, 2, 3)},
-            what=f"broker {broker} shows the original replicas",
+            lambda: not cluster.hosts(4, "grow", 0), what="broker 4 deleted the added replica"
         )
-    eventually(lambda: not cluster.hosts(4, "grow", 0), what="broker 4 deleted the added replica")
-    assert all(cluster.hosts(b, "grow", 0) for b in (1, 2, 3))
-    assert admin.list_partition_reassignments() == {}
-    assert admin.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}
-    assert "None of the specified partition reassignments are active." in cluster.storage_core(
-        "--cancel", "--reassignment-json-file", path
-    )
-    admin.close()
+        assert all(cluster.hosts(b, "grow", 0) for b in (1, 2, 3))
+        assert admin.list_partition_reassignments() == {}
+        assert admin.alter_partition_reassignments({tp: None}) == {
+            tp: NoReassignmentInProgressError
+        }
+        assert "None of the specified partition reassignments are active." in cluster.storage_core(
+            "--cancel", "--reassignment-json-file", path
+        )
+        admin.close()
 
 
 def alter_raw(
@@ -393,40 +432,41 @@ def test_a_pending_reassignment_survives_a_controller_failover(cluster: Cluster)
     controller = cluster.controller()
     a, b, c = (x for x in cluster.live() if x != controller)
     cluster.create("survive", [[controller, a, b]])
-    admin = cluster.kafka_admin()
-    tp = KpTopicPartition("survive", 0)
-    assert admin.alter_partition_reassignments({tp: [controller, a, c]}) == {tp: None}
-    pending = {
-        tp: {
-            "replicas": [controller, a, c, b],
-            "adding_replicas": [c],
-            "removing_replicas": [b],
+    with cluster.fetchers_cut(c):  # broker c hosts the added replica, never catches up
+        admin = cluster.kafka_admin()
+        tp = KpTopicPartition("survive", 0)
+        assert admin.alter_partition_reassignments({tp: [controller, a, c]}) == {tp: None}
+        pending = {
+            tp: {
+                "replicas": [controller, a, c, b],
+                "adding_replicas": [c],
+                "removing_replicas": [b],
+            }
         }
-    }
-    assert admin.list_partition_reassignments() == pending
-    admin.close()
+        assert admin.list_partition_reassignments() == pending
+        admin.close()
 
-    cluster.brokers[controller].kill()  # SIGKILL: the controller and the partition's leader
-    new_controller = cluster.controller()
-    assert new_controller != controller
-    admin = cluster.kafka_admin()
-    assert eventually(admin.list_partition_reassignments, timeout_s=DEATH_S) == pending
-    # the new controller resumed it (one more epoch) after electing a new leader
-    states = eventually(
-        lambda: (s := cluster.states("survive", new_controller)) and s[0][0] == a and s,
-        timeout_s=DEATH_S,
-        what="the partition led by the next in-sync replica",
-    )
-    assert controller not in states[0][2]
-    out = cluster.storage_core(
-        "--cancel",
-        "--reassignment-json-file",
-        cluster.reassignment_file("survive", {("survive", 0): [controller, a, c]}),
-    )
-    assert "Successfully cancelled partition reassignment for: survive-0" in out
-    eventually(lambda: not cluster.hosts(c, "survive", 0), what="the added replica deleted")
-    assert cluster.replicas(new_controller, "survive") == {0: (controller, a, b)}
-    admin.close()
+        cluster.brokers[controller].kill()  # SIGKILL: the controller and the partition's leader
+        new_controller = cluster.controller()
+        assert new_controller != controller
+        admin = cluster.kafka_admin()
+        assert eventually(admin.list_partition_reassignments, timeout_s=DEATH_S) == pending
+        # the new controller resumed it (one more epoch) after electing a new leader
+        states = eventually(
+            lambda: (s := cluster.states("survive", new_controller)) and s[0][0] == a and s,
+            timeout_s=DEATH_S,
+            what="the partition led by the next in-sync replica",
+        )
+        assert controller not in states[0][2]
+        out = cluster.storage_core(
+            "--cancel",
+            "--reassignment-json-file",
+            cluster.reassignment_file("survive", {("survive", 0): [controller, a, c]}),
+        )
+        assert "Successfully cancelled partition reassignment for: survive-0" in out
+        eventually(lambda: not cluster.hosts(c, "survive", 0), what="the added replica deleted")
+        assert cluster.replicas(new_controller, "survive") == {0: (controller, a, b)}
+        admin.close()
 
     cluster.brokers[controller].start()  # whole again
     eventually(
