@@ -204,8 +204,19 @@ def log_size(port: int, topic: str) -> int:
 def max_lag_gauge(metrics_port: int) -> int | None:
     """The broker's ReplicaFetcherManager MaxLag, or None where /metrics has no such gauge."""
     with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as reply:
-        found = _MAX_LAG.search(reply.read().decode())
+        return parse_max_lag(reply.read().decode())
+
+
+def parse_max_lag(exposition: str) -> int | None:
+    """MaxLag from a Prometheus exposition of a broker's metrics (None: no such gauge)."""
+    found = _MAX_LAG.search(exposition)
     return None if found is None else int(float(found.group(1)))
+
+
+def bytes_behind(leader_before: int, follower: int, leader_after: int) -> int:
+    """A follower's log bytes behind the leader, whose size was read just before and just
+    after the follower's (their mean: the leader's size when the follower's was read)."""
+    return max(0, (leader_before + leader_after) // 2 - follower)
 
 
 @dataclass(slots=True)
@@ -243,7 +254,7 @@ class LagSampler:
                 before = log_size(leader.port, self.topic)
                 size = log_size(follower.port, self.topic)
                 after = log_size(leader.port, self.topic)
-                behind = max(0, (before + after) // 2 - size)
+                behind = bytes_behind(before, size, after)
                 self.samples.bytes_behind.setdefault(broker_id, []).append(behind)
                 gauge = max_lag_gauge(self.metrics_ports[broker_id])
                 if gauge is not None:
