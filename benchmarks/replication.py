@@ -499,10 +499,10 @@ def print_results(rows: list[Row], over: Row) -> None:
             ("MaxLag gauge", "follower_max_lag_gauge"),
         ):
             if not r[key]:
-                print(f"follower lag ({r['client']}, {source}): no samples")
+                print(f"follower lag ({r['client']}, {source}): none sampled (not on /metrics?)")
                 continue
             figures = ", ".join(
-                f"broker {b}: max {s['max']:.0f} median {s['median']:.0f}"
+                f"broker {b}: max {s['max']:.0f} median {s['median']:.1f}"
                 for b, s in r[key].items()
             )
             print(f"follower lag in records ({r['client']}, {source}): {figures}")
