@@ -1,0 +1,44 @@
+"""The pure parts of benchmarks/replication.py: reading MaxLag from the broker's /metrics text
+as the broker renders it, and a follower's bytes behind the leader."""
+
+from __future__ import annotations
+
+from benchmarks.replication import bytes_behind, parse_max_lag
+from storage_core.metrics.prometheus import render
+from storage_core.metrics.registry import KafkaMetricsRegistry, MetricName
+
+
+def fetcher_metric(name: str) -> MetricName:
+    return MetricName(
+        group="kafka.server",
+        type="ReplicaFetcherManager",
+        name=name,
+        tags=(("clientId", "Replica"),),
+    )
+
+
+def test_max_lag_is_read_from_the_rendered_registry() -> None:
+    registry = KafkaMetricsRegistry()
+    registry.gauge(fetcher_metric("MinFetchRate"), lambda: 3.5)
+    registry.gauge(fetcher_metric("MaxLag"), lambda: 1234)
+    registry.gauge(
+        MetricName(group="kafka.server", type="ReplicaManager", name="LeaderCount"), lambda: 7
+    )
+
+    assert parse_max_lag(render(registry)) == 1234
+
+
+def test_no_max_lag_where_the_broker_has_no_fetcher_gauge() -> None:
+    registry = KafkaMetricsRegistry()
+    registry.gauge(
+        MetricName(group="kafka.server", type="ReplicaManager", name="LeaderCount"), lambda: 7
+    )
+
+    assert parse_max_lag(render(registry)) is None
+
+
+def test_bytes_behind_compares_with_the_leader_when_the_follower_was_read() -> None:
+    assert bytes_behind(1000, 900, 1200) == 200
+    assert bytes_behind(1000, 1000, 1000) == 0
+    # the follower read after it caught up with a leader read earlier: not negative
+    assert bytes_behind(1000, 1100, 1000) == 0
