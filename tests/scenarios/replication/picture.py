@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from storage_core.controller.zk_data import LeaderAndIsr
 from tests.chaos.replica_logs import BatchId
 
-MAX_LISTED_RUN = 3
+MAX_LISTED_RUN = 8
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -99,6 +99,8 @@ class ReplicationStage:
             )
             for broker_id in BROKER_IDS
         }
+        settings = {**SETTINGS, **(overrides or {})}
+        self.session_timeout_ms = int(settings["zookeeper.session.timeout.ms"])
         self.paused: set[int] = set()
         self._zk: KafkaZkClient | None = None
 
@@ -107,7 +109,9 @@ class ReplicationStage:
     def zk(self) -> KafkaZkClient:
         if self._zk is None:
             self._zk = KafkaZkClient(
-                self.connect, session_timeout_ms=SESSION_TIMEOUT_MS, connection_timeout_ms=10_000
+                self.connect,
+                session_timeout_ms=self.session_timeout_ms,
+                connection_timeout_ms=10_000,
             ).start()
         return self._zk
 
@@ -172,7 +176,7 @@ class ReplicationStage:
         """Until ZooKeeper let the broker's session go (the controller then acts on it)."""
         eventually(
             lambda: broker_id not in self.zk.get_all_brokers(),
-            timeout_s=3 * SESSION_TIMEOUT_MS / 1000,
+            timeout_s=3 * self.session_timeout_ms / 1000,
             what=f"broker {broker_id}'s registration expired",
         )
 
@@ -264,8 +268,11 @@ class ReplicationStage:
         finally:
             producer.close(timeout=5)
 
-    def produce_raw(self, broker_id: int, topic: str, value: str) -> int:
-        """Produce v9 straight to one broker (no client retries); the partition's error code."""
+    def produce_raw(
+        self, broker_id: int, topic: str, value: str, *, acks: int = -1
+    ) -> tuple[int, int]:
+        """Produce v9 straight to one broker, no metadata, no retries (a client would ask a
+        paused broker for metadata and wait): (error code, base offset)."""
         module = raw_wire.request_classes(0, 9)
         batch = build_batch([SimpleRecord(value=value.encode())])
         with raw_wire.connect(self.brokers[broker_id].port) as sock:
@@ -274,7 +281,7 @@ class ReplicationStage:
                 0,
                 9,
                 transactional_id=None,
-                acks=-1,
+                acks=acks,
                 timeout=datetime.timedelta(seconds=5),
                 topic_data=(
                     module.TopicProduceData(
@@ -285,7 +292,7 @@ class ReplicationStage:
             )
         (topic_response,) = body.responses
         (partition,) = topic_response.partition_responses
-        return int(partition.error_code.value)
+        return int(partition.error_code.value), int(partition.base_offset)
 
     def consume(self, topic: str) -> list[tuple[int, str]]:
         """Every (offset, value) a consumer reads from the leader, up to the high watermark."""
