@@ -168,6 +168,8 @@ class ReplicaManager:
         self.submit_isr_update: IsrUpdateSubmitter | None = None
         self.replica_fetcher_manager: FollowerFetchers | None = None
         self.is_broker_alive: Callable[[int], bool] | None = None
+        # Set once this broker asked to leave (controlled shutdown): it follows no more.
+        self._follower_fetching_stopped = False
         # Follower fetches park here until the leader's log end offset moves (they read
         # beyond the HW); consumer fetches and acks=all produces in ``_waiters`` (HW moves).
         self._replica_waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
@@ -194,6 +196,22 @@ class ReplicaManager:
             "isr-expiration", self.maybe_shrink_isr, delay_ms=period, period_ms=period
         )
         self._scheduler.startup()
+
+    def stop_follower_fetching(self) -> None:
+        """What Kafka's controller does with StopReplica (no deletion) to a broker in
+        controlled shutdown: its fetchers stop and no later role change starts them again.
+        Otherwise a leader would see this broker, still fetching at the log end, as caught up
+        and write it back into the ISR the controller has just taken it out of."""
+        with self._lock:
+            self._follower_fetching_stopped = True
+            followed = [tp for tp, p in self._partitions.items() if not p.is_leader]
+        fetchers = self.replica_fetcher_manager
+        if fetchers is not None:
+            fetchers.remove_fetcher_for_partitions(followed)
+            fetchers.shutdown_idle_fetcher_threads()
+        logger.info(
+            "follower fetching stopped for controlled shutdown partitions=%d", len(followed)
+        )
 
     def shutdown(self) -> None:
         self._scheduler.shutdown()
@@ -335,6 +353,9 @@ class ReplicaManager:
         start again from ``initial_fetch_offset``; a partition without a leader waits for
         one."""
         fetchers.remove_fetcher_for_partitions([p.topic_partition for p in followers])
+        with self._lock:
+            if self._follower_fetching_stopped:
+                return
         starts = {
             partition.topic_partition: InitialFetchState(
                 topic_id=partition.topic_id,

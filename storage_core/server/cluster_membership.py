@@ -134,12 +134,17 @@ class ClusterMembership:
         )
         return epoch
 
+    @property
+    def controlled_shutdown_enabled(self) -> bool:
+        """Registered in a cluster with ``controlled.shutdown.enable``."""
+        return self.config.get_bool("controlled.shutdown.enable") and self._broker_epoch >= 0
+
     def controlled_shutdown(self) -> None:
         """Ask the controller to move this broker's leaderships to other in-sync replicas and
         wait until this broker's metadata shows them moved (Kafka's controlled shutdown;
         bounded by ``controlled.shutdown.max.retries`` x ``controlled.shutdown.retry.backoff.ms``).
         Partitions with no other in-sync replica stay (they go offline when the broker does)."""
-        if not self.config.get_bool("controlled.shutdown.enable") or self._broker_epoch < 0:
+        if not self.controlled_shutdown_enabled:
             return
         timeout_s = (
             max(1, self.config.get_int("controlled.shutdown.max.retries"))

@@ -562,7 +562,10 @@ class KafkaBroker:
         )
 
     async def stop(self) -> None:
-        # leaderships leave first, while this broker still serves (clients move with them)
+        # leaderships leave first, while this broker still serves (clients move with them);
+        # it stops following at once, so that no leader takes it back into an ISR meanwhile
+        if self.membership.controlled_shutdown_enabled:
+            self.replica_manager.stop_follower_fetching()
         await asyncio.get_running_loop().run_in_executor(None, self.membership.controlled_shutdown)
         if self.metrics_server is not None:
             await self.metrics_server.stop()
