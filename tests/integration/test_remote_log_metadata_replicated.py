@@ -14,6 +14,8 @@ Story::
     U applies every event from its own replica of the metadata partition (read below its HW):
     local retention on U deletes the segments copied after the kill, and a consumer reads all
     600 records from U, the first ones from the remote tier
+    M back, delete the topic     every replica's broker publishes DELETE_PARTITION_MARKED, those
+                                 not leading the metadata partition to its leader
 """
 
 from __future__ import annotations
@@ -25,8 +27,11 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from storage_core.common import TopicIdPartition, Uuid
+from storage_core.common import TopicPartition as StorageTopicPartition
 from storage_core.log.log_config import LogConfig
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
+from storage_core.tiered.metadata.states import RemotePartitionDeleteState
 from storage_core.tiered.operations.copy import candidate_segments, copy_segment
 from storage_core.tiered.operations.fencing import LeaderEpochFence
 from storage_core.tiered.operations.log_view import LogView
@@ -115,6 +120,13 @@ def earliest_local_offset(broker: BrokerProcess) -> int:
     return int(names[0].split(".")[0])
 
 
+def topic_id_of(broker: BrokerProcess) -> Uuid:
+    """tiered's topic id, as ``broker``'s partition.metadata file holds it."""
+    text = (broker.log_dir / f"{TOPIC}-0" / "partition.metadata").read_text()
+    fields = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+    return Uuid.from_string(fields["topic_id"].strip())
+
+
 def consume(broker: BrokerProcess) -> list[tuple[int, bytes]]:
     consumer = KafkaConsumer(
         bootstrap_servers=broker.bootstrap,
@@ -179,6 +191,7 @@ def test_tiered_reads_survive_the_loss_of_the_metadata_partition_leader(
     expected = [(i, value_of(i)) for i in range(RECORDS)]
 
     u = brokers[user_leader]
+    tip = TopicIdPartition(topic_id_of(u), StorageTopicPartition(TOPIC, 0))
     before_kill = copy_segments(u, servers, remote_dir, count=2)
     eventually(lambda: earliest_local_offset(u) > 0, what="local retention of what was copied")
 
@@ -202,4 +215,19 @@ def test_tiered_reads_survive_the_loss_of_the_metadata_partition_leader(
     assert 0 < earliest_local_offset(u) <= last_copied + 1
     assert consume(u) == expected
     assert new_leader == next_leader
+
+    # Deleting the topic (it waits for every replica's broker: M comes back first): its
+    # replicas' brokers mark it for remote deletion, U and M through the metadata partition's
+    # new leader
+    brokers[metadata_leader].start()
+    admin = AdminClient({"bootstrap.servers": servers_of(brokers)})
+    admin.delete_topics([TOPIC])[TOPIC].result(60)
+    for broker in brokers.values():
+        assert not (broker.log_dir / f"{TOPIC}-0").exists()
+    with TopicBasedRemoteLogMetadataManager.for_client(
+        servers_of(brokers), consumer_config=ConsumerTaskConfig(idle_poll_ms=20)
+    ) as rlmm:
+        marked = rlmm.remote_partition_delete_metadata(tip)
+    assert marked is not None
+    assert marked.state is RemotePartitionDeleteState.DELETE_PARTITION_MARKED
     print(f"metadata leader {metadata_leader} -> {new_leader}, tiered up to {last_copied}")

@@ -4,12 +4,14 @@ One class, two modes that share the ``ConsumerTask`` (consume and apply) and dif
 records go and come from:
 
 - **broker mode** (``for_broker``, built by ``broker_setup`` inside ``KafkaBroker.start``):
-  publishes through the broker's ``ReplicaManager`` as a leader append (acks=-1) and tails
-  the broker's local logs of the metadata partitions. It tracks the hosted user partitions
-  of topics with ``remote.storage.enable=true`` (re-checked every second, and on
-  ``on_partition_leadership_changes``). Snapshots live in each partition's directory, the
-  committed offsets in the first log dir. Queries about an untracked partition raise
-  ``RemoteResourceNotFoundError``, about one still loading ``RemoteLogMetadataNotReadyError``.
+  publishes through the broker's ``ReplicaManager`` as a leader append (acks=-1) where the
+  broker leads the metadata partition, else produces to its leader (acks=all), and tails
+  the broker's local replicas of the metadata partitions (leader or follower: below the
+  HW). It tracks the hosted user partitions of topics with ``remote.storage.enable=true``
+  (re-checked every second, and on ``on_partition_leadership_changes``). Snapshots live in
+  each partition's directory, the committed offsets in the first log dir. Queries about an
+  untracked partition raise ``RemoteResourceNotFoundError``, about one still loading
+  ``RemoteLogMetadataNotReadyError``.
 - **client mode** (``for_client``, for batch jobs in other processes): produces with
   acks=all and fetches through ``storage_core.client``. Any partition it publishes for or is
   asked about is tracked on demand and queries wait (up to the consume wait) until it is
@@ -67,6 +69,7 @@ from storage_core.tiered.topic_based_rlmm.errors import (
     RemoteLogMetadataNotReadyError,
 )
 from storage_core.tiered.topic_based_rlmm.publishers import (
+    LeaderRoutingPublisher,
     MetadataPublisher,
     ProducerPublisher,
     ReplicaManagerPublisher,
@@ -145,8 +148,16 @@ class TopicBasedRemoteLogMetadataManager:
                     hosted.add(TopicIdPartition(partition.topic_id, tp))
             return hosted
 
+        def forwarder() -> ProducerPublisher:
+            endpoint = broker.endpoint
+            cluster = KafkaCluster(f"{endpoint.host}:{endpoint.port}")
+            return ProducerPublisher(cluster, clock=broker.clock)
+
+        publisher = LeaderRoutingPublisher(
+            ReplicaManagerPublisher(replica_manager, loop, clock=broker.clock), forwarder
+        )
         return cls(
-            publisher=ReplicaManagerPublisher(replica_manager, loop, clock=broker.clock),
+            publisher=publisher,
             reader=LocalLogMetadataReader(metadata_log),
             num_metadata_topic_partitions=num_metadata_topic_partitions,
             consume_wait_ms=broker.config.get_int("remote.log.metadata.consume.wait.ms"),
@@ -155,6 +166,7 @@ class TopicBasedRemoteLogMetadataManager:
             track_on_demand=False,
             hosted_partitions=hosted_partitions,
             consumer_config=consumer_config,
+            on_close=publisher.close,
         )
 
     @classmethod
