@@ -1,19 +1,21 @@
-"""``__remote_log_metadata`` replicated on three broker processes (a real ZooKeeper,
-remote.log.metadata.topic.replication.factor=3, one metadata partition, a remote tier in one
-directory shared by the brokers).
+"""``__remote_log_metadata`` replicated, on broker processes with a real ZooKeeper, one
+metadata partition and a remote tier in one directory shared by the brokers. Two layouts:
+three brokers with remote.log.metadata.topic.replication.factor=3 (every broker holds a
+replica of the metadata partition and reads it locally, below its HW), and four brokers with
+factor 2 (U holds none and fetches it from the leader).
 
 Story::
 
-    brokers 1, 2, 3 start one after the other: the metadata topic can exist only once the third
-    has registered, and every broker's metadata manager comes up then
-    M = leader of __remote_log_metadata-0, U != M leads tiered-0 (RF 3)
+    the brokers start one after the other: the metadata topic can exist only once enough have
+    registered, and every broker's metadata manager comes up then
+    M = leader of __remote_log_metadata-0, N its next replica; U leads tiered-0 (RF 3) and
+    does not lead the metadata partition, before or after
     produce 600 records          U local: [seg 0] ... [seg k][active]
     copy the first segments      (client-mode manager: events appended on M)
-    SIGKILL M                    __remote_log_metadata-0 moves to another broker
-    copy the other segments      (events appended on the new leader)
-    U applies every event from its own replica of the metadata partition (read below its HW):
-    local retention on U deletes the segments copied after the kill, and a consumer reads all
-    600 records from U, the first ones from the remote tier
+    SIGKILL M                    __remote_log_metadata-0 moves to N
+    copy the other segments      (events appended on N)
+    U applies every event: local retention on U deletes the segments copied after the kill,
+    and a consumer reads all 600 records from U, the first ones from the remote tier
     M back, delete the topic     every replica's broker publishes DELETE_PARTITION_MARKED, those
                                  not leading the metadata partition to its leader
 """
@@ -55,21 +57,28 @@ LOCAL_RETENTION_BYTES = 2 * SEGMENT_BYTES
 DEATH_S = SESSION_TIMEOUT_MS / 1000 + 20
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[dict[int, BrokerProcess], Path]]:
+LAYOUTS = {"3-brokers-rf3": ((1, 2, 3), 3), "4-brokers-rf2": ((1, 2, 3, 4), 2)}
+
+
+@pytest.fixture(params=sorted(LAYOUTS))
+def cluster(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[dict[int, BrokerProcess], Path]]:
+    broker_ids, factor = LAYOUTS[request.param]
     remote_dir = tmp_path / "remote-tier"
     with (
         cluster_support.zookeeper_ensemble(tmp_path / "zk") as zk,
-        cluster_support.three_brokers(
+        cluster_support.brokers_in_cluster(
             zk,
             tmp_path / "brokers",
+            broker_ids,
             {
                 "remote.log.storage.system.enable": "true",
                 "remote.log.storage.manager.class.name": "LocalTieredStorage",
                 "rsm.config.local.storage.dir": str(remote_dir),
                 "rsm.config.local.fsync": "false",
                 "remote.log.metadata.topic.num.partitions": "1",
-                "remote.log.metadata.topic.replication.factor": "3",
+                "remote.log.metadata.topic.replication.factor": str(factor),
                 "remote.log.manager.task.interval.ms": "200",
                 "log.retention.check.interval.ms": "200",
                 "replica.lag.time.max.ms": "3000",
@@ -161,11 +170,15 @@ def test_tiered_reads_survive_the_loss_of_the_metadata_partition_leader(
         ),
         what="the metadata topic",
     )
-    assert len(metadata_partition.isr_nodes) == 3
-    # M leads the metadata partition, N would lead it after M; U follows it before and after
-    metadata_leader, next_leader, user_leader = metadata_partition.replica_nodes
+    replicas = list(metadata_partition.replica_nodes)
+    assert sorted(metadata_partition.isr_nodes) == sorted(replicas)
+    # M leads the metadata partition, N leads it after M; U is neither (outside its replicas
+    # when there are more brokers than replicas)
+    metadata_leader, next_leader = replicas[:2]
     assert metadata_partition.leader_id == metadata_leader
-    third = next_leader
+    outside = [b for b in brokers if b not in replicas]
+    user_leader = outside[0] if outside else replicas[2]
+    third = outside[1] if len(outside) > 1 else next_leader
     admin = AdminClient({"bootstrap.servers": servers})
     new = NewTopic(
         TOPIC,
@@ -179,7 +192,8 @@ def test_tiered_reads_survive_the_loss_of_the_metadata_partition_leader(
     )
     admin.create_topics([new])[TOPIC].result(30)
     eventually(
-        lambda: partition_states(servers, TOPIC)[0][0] == user_leader, what="tiered-0's leader"
+        lambda: partition_states(brokers[user_leader].bootstrap, TOPIC)[0][0] == user_leader,
+        what="tiered-0's leader",
     )
     producer = KafkaProducer(bootstrap_servers=servers, acks="all", linger_ms=0)
     for i in range(RECORDS):
@@ -230,4 +244,7 @@ def test_tiered_reads_survive_the_loss_of_the_metadata_partition_leader(
         marked = rlmm.remote_partition_delete_metadata(tip)
     assert marked is not None
     assert marked.state is RemotePartitionDeleteState.DELETE_PARTITION_MARKED
-    print(f"metadata leader {metadata_leader} -> {new_leader}, tiered up to {last_copied}")
+    print(
+        f"metadata replicas {replicas}: leader {metadata_leader} -> {new_leader};"
+        f" U {user_leader}, tiered up to {last_copied}"
+    )

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable
 
 from storage_core.common import TopicIdPartition
-from storage_core.errors import InvalidReplicationFactorError
+from storage_core.errors import InvalidReplicationFactorError, TopicExistsError
 from storage_core.tiered.topic_based_rlmm.broker_services import BrokerServices
 from storage_core.tiered.topic_based_rlmm.config import (
     REMOTE_LOG_METADATA_TOPIC_NAME,
@@ -36,28 +36,18 @@ from storage_core.tiered.topic_based_rlmm.manager import TopicBasedRemoteLogMeta
 
 logger = logging.getLogger(__name__)
 
-
-async def maybe_start_remote_log_metadata_manager(
-    broker: BrokerServices, *, consumer_config: ConsumerTaskConfig | None = None
-) -> TopicBasedRemoteLogMetadataManager | None:
-    """The started broker-mode RLMM, or ``None`` when remote storage is off or the topic can
-    not be created yet (too few brokers registered; logged)."""
-    if not broker.config.get_bool("remote.log.storage.system.enable"):
-        return None
-    try:
-        return await _create_topic_and_start(broker, consumer_config)
-    except InvalidReplicationFactorError as error:
-        _log_unavailable(error)
-        return None
+NOT_YET = (InvalidReplicationFactorError, TopicExistsError)
+"""Why the topic is not there yet: too few brokers registered, or another broker created it
+a moment ago and this broker's metadata does not show it yet."""
 
 
-def _log_unavailable(error: InvalidReplicationFactorError) -> None:
+def _log_unavailable(error: InvalidReplicationFactorError | TopicExistsError) -> None:
     # Kafka's rule for internal topics: not before that many brokers are registered.
     # Without the manager no tiered offset is served and no local segment of a
     # remote-enabled topic is deleted (the deletion guard waits for it): nothing is lost.
     logger.warning(
-        "tiered storage is not available until %s can be created: %s (start the other"
-        " brokers, or lower remote.log.metadata.topic.replication.factor)",
+        "tiered storage waits for %s: %s (retrying; with too few brokers registered, start"
+        " the others or lower remote.log.metadata.topic.replication.factor)",
         REMOTE_LOG_METADATA_TOPIC_NAME,
         error,
     )
@@ -66,7 +56,7 @@ def _log_unavailable(error: InvalidReplicationFactorError) -> None:
 async def _create_topic_and_start(
     broker: BrokerServices, consumer_config: ConsumerTaskConfig | None
 ) -> TopicBasedRemoteLogMetadataManager:
-    """Raises ``InvalidReplicationFactorError`` while too few brokers are registered."""
+    """Raises one of ``NOT_YET`` while the topic can not be created or seen yet."""
     config = broker.config
     loop = asyncio.get_running_loop()
     topic = await loop.run_in_executor(
@@ -126,7 +116,7 @@ class RemoteLogMetadataManagerStartup:
             return
         try:
             self._started(await _create_topic_and_start(self._broker, self._consumer_config))
-        except InvalidReplicationFactorError as error:
+        except NOT_YET as error:
             _log_unavailable(error)
             self._retries = asyncio.get_running_loop().create_task(self._retry())
 
@@ -144,7 +134,7 @@ class RemoteLogMetadataManagerStartup:
             await asyncio.sleep(interval_s)
             try:
                 manager = await _create_topic_and_start(self._broker, self._consumer_config)
-            except InvalidReplicationFactorError as error:
+            except NOT_YET as error:
                 if loop.time() >= deadline:
                     logger.error(
                         "gave up creating %s after %d ms: %s; tiered storage stays unavailable"

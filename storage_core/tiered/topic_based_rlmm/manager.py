@@ -7,11 +7,11 @@ records go and come from:
   publishes through the broker's ``ReplicaManager`` as a leader append (acks=-1) where the
   broker leads the metadata partition, else produces to its leader (acks=all), and tails
   the broker's local replicas of the metadata partitions (leader or follower: below the
-  HW). It tracks the hosted user partitions of topics with ``remote.storage.enable=true``
-  (re-checked every second, and on ``on_partition_leadership_changes``). Snapshots live in
-  each partition's directory, the committed offsets in the first log dir. Queries about an
-  untracked partition raise ``RemoteResourceNotFoundError``, about one still loading
-  ``RemoteLogMetadataNotReadyError``.
+  HW), fetching from the leaders those it does not host. It tracks the hosted user
+  partitions of topics with ``remote.storage.enable=true`` (re-checked every second, and on
+  ``on_partition_leadership_changes``). Snapshots live in each partition's directory, the
+  committed offsets in the first log dir. Queries about an untracked partition raise
+  ``RemoteResourceNotFoundError``, about one still loading ``RemoteLogMetadataNotReadyError``.
 - **client mode** (``for_client``, for batch jobs in other processes): produces with
   acks=all and fetches through ``storage_core.client``. Any partition it publishes for or is
   asked about is tracked on demand and queries wait (up to the consume wait) until it is
@@ -76,6 +76,7 @@ from storage_core.tiered.topic_based_rlmm.publishers import (
 )
 from storage_core.tiered.topic_based_rlmm.readers import (
     ClientMetadataReader,
+    HostedFirstMetadataReader,
     LocalLogMetadataReader,
     MetadataPartitionReader,
 )
@@ -148,17 +149,32 @@ class TopicBasedRemoteLogMetadataManager:
                     hosted.add(TopicIdPartition(partition.topic_id, tp))
             return hosted
 
+        def own_listener() -> KafkaCluster:
+            return KafkaCluster(f"{broker.endpoint.host}:{broker.endpoint.port}")
+
         def forwarder() -> ProducerPublisher:
-            endpoint = broker.endpoint
-            cluster = KafkaCluster(f"{endpoint.host}:{endpoint.port}")
-            return ProducerPublisher(cluster, clock=broker.clock)
+            return ProducerPublisher(own_listener(), clock=broker.clock)
+
+        def is_hosted(partition: int) -> bool:
+            tp = TopicPartition(REMOTE_LOG_METADATA_TOPIC_NAME, partition)
+            return tp in replica_manager.partitions()
 
         publisher = LeaderRoutingPublisher(
             ReplicaManagerPublisher(replica_manager, loop, clock=broker.clock), forwarder
         )
+        reader = HostedFirstMetadataReader(
+            is_hosted,
+            LocalLogMetadataReader(metadata_log),
+            lambda: ClientMetadataReader(own_listener()),
+        )
+
+        def close_clients() -> None:
+            publisher.close()
+            reader.close()
+
         return cls(
             publisher=publisher,
-            reader=LocalLogMetadataReader(metadata_log),
+            reader=reader,
             num_metadata_topic_partitions=num_metadata_topic_partitions,
             consume_wait_ms=broker.config.get_int("remote.log.metadata.consume.wait.ms"),
             snapshot_dir_for=snapshot_dir_for,
@@ -166,7 +182,7 @@ class TopicBasedRemoteLogMetadataManager:
             track_on_demand=False,
             hosted_partitions=hosted_partitions,
             consumer_config=consumer_config,
-            on_close=publisher.close,
+            on_close=close_clients,
         )
 
     @classmethod
