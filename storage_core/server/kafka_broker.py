@@ -58,8 +58,7 @@ from storage_core.server.socket_server import SocketServer
 from storage_core.server.socket_server_config import SocketServerConfig
 from storage_core.tiered.remote_log_manager import RemoteLogManager
 from storage_core.tiered.topic_based_rlmm.broker_setup import (
-    maybe_start_remote_log_metadata_manager,
-    stop_remote_log_metadata_manager,
+    RemoteLogMetadataManagerStartup,
 )
 from storage_core.tiered.topic_based_rlmm.manager import TopicBasedRemoteLogMetadataManager
 
@@ -163,6 +162,7 @@ class KafkaBroker:
         self.api_registry: dict[int, ApiHandler] = build_registry()
         self.group_coordinator: GroupCoordinator | None = None
         self.remote_log_metadata_manager: TopicBasedRemoteLogMetadataManager | None = None
+        self._rlmm_startup = RemoteLogMetadataManagerStartup(self, self._use_rlmm)
         # Tiered storage on the broker: deletion guards, remote reads, log start offset.
         self.remote_log_manager: RemoteLogManager | None = None
         if config.get_bool("remote.log.storage.system.enable"):
@@ -504,6 +504,11 @@ class KafkaBroker:
             self.log_manager.delete_logs(tps, commit)
             self.replica_manager.topic_stats.remove_topic(name)
 
+    def _use_rlmm(self, manager: TopicBasedRemoteLogMetadataManager) -> None:
+        self.remote_log_metadata_manager = manager
+        if self.remote_log_manager is not None:
+            self.remote_log_manager.set_remote_log_metadata_manager(manager)
+
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -545,11 +550,8 @@ class KafkaBroker:
                     tp,
                 )
         self.group_coordinator = await start_group_coordinator(self)
-        self.remote_log_metadata_manager = await maybe_start_remote_log_metadata_manager(self)
+        await self._rlmm_startup.start()  # now, or once enough brokers are registered
         if self.remote_log_manager is not None:
-            self.remote_log_manager.set_remote_log_metadata_manager(
-                self.remote_log_metadata_manager
-            )
             self.remote_log_manager.start()
         self.socket_server.start_processing()
         logger.info(
@@ -575,7 +577,7 @@ class KafkaBroker:
         loop = asyncio.get_running_loop()
         if self.remote_log_manager is not None:
             await loop.run_in_executor(None, self.remote_log_manager.close)
-        await stop_remote_log_metadata_manager(self.remote_log_metadata_manager)
+        await self._rlmm_startup.stop()
         # followers stop first: no append may reach a log the log manager is closing
         await loop.run_in_executor(None, self.replica_fetcher_manager.shutdown)
         await loop.run_in_executor(None, self.alter_partition_manager.shutdown)

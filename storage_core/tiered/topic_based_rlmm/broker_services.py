@@ -3,8 +3,8 @@
 ``KafkaBroker`` provides all of it; naming it here instead keeps ``tiered`` free of the server
 and replication packages (which depend on ``tiered``): the config values it reads, the clock,
 the internal topic it creates, the partitions this broker hosts (with their logs, topic ids
-and roles), appends through the replica manager (``publishers.RecordAppender``) and the log
-of a partition by name.
+and roles), appends through the replica manager (``publishers.RecordAppender``), the log
+of a partition by name and its own listener's address (to reach the other brokers' leaders).
 """
 
 from __future__ import annotations
@@ -54,9 +54,20 @@ class InternalTopic(Protocol):
     def partitions(self) -> Collection[object]: ...
 
 
+class Endpoint(Protocol):
+    """Where this broker's listener is reached (its registered endpoint)."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+
+
 class BrokerServices(Protocol):
     @property
     def config(self) -> BrokerConfig: ...
+    @property
+    def endpoint(self) -> Endpoint: ...
     @property
     def clock(self) -> Clock: ...
     @property

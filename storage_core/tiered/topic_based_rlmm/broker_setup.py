@@ -8,15 +8,24 @@ partitions are hosted, when ``remote.log.storage.system.enable=true``. The topic
 ``remote.log.metadata.topic.replication.factor`` replicas (one on a single broker). An
 existing topic keeps its partition count: user partitions must keep mapping to the same
 metadata partition.
+
+The topic can only be created once ``remote.log.metadata.topic.replication.factor`` brokers
+are registered: brokers of a cluster start one after the other, so the first ones would find
+too few. ``RemoteLogMetadataManagerStartup`` then retries in the background every
+``remote.log.metadata.initialization.retry.interval.ms`` for up to
+``remote.log.metadata.initialization.retry.max.timeout.ms`` (Kafka's RLMM initialization
+thread), and hands the manager to the broker once it runs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Callable
 
 from storage_core.common import TopicIdPartition
-from storage_core.errors import InvalidReplicationFactorError
+from storage_core.errors import InvalidReplicationFactorError, TopicExistsError
 from storage_core.tiered.topic_based_rlmm.broker_services import BrokerServices
 from storage_core.tiered.topic_based_rlmm.config import (
     REMOTE_LOG_METADATA_TOPIC_NAME,
@@ -27,34 +36,36 @@ from storage_core.tiered.topic_based_rlmm.manager import TopicBasedRemoteLogMeta
 
 logger = logging.getLogger(__name__)
 
+NOT_YET = (InvalidReplicationFactorError, TopicExistsError)
+"""Why the topic is not there yet: too few brokers registered, or another broker created it
+a moment ago and this broker's metadata does not show it yet."""
 
-async def maybe_start_remote_log_metadata_manager(
-    broker: BrokerServices, *, consumer_config: ConsumerTaskConfig | None = None
-) -> TopicBasedRemoteLogMetadataManager | None:
-    """The started broker-mode RLMM, or ``None`` when remote storage is off."""
+
+def _log_unavailable(error: InvalidReplicationFactorError | TopicExistsError) -> None:
+    # Kafka's rule for internal topics: not before that many brokers are registered.
+    # Without the manager no tiered offset is served and no local segment of a
+    # remote-enabled topic is deleted (the deletion guard waits for it): nothing is lost.
+    logger.warning(
+        "tiered storage waits for %s: %s (retrying; with too few brokers registered, start"
+        " the others or lower remote.log.metadata.topic.replication.factor)",
+        REMOTE_LOG_METADATA_TOPIC_NAME,
+        error,
+    )
+
+
+async def _create_topic_and_start(
+    broker: BrokerServices, consumer_config: ConsumerTaskConfig | None
+) -> TopicBasedRemoteLogMetadataManager:
+    """Raises one of ``NOT_YET`` while the topic can not be created or seen yet."""
     config = broker.config
-    if not config.get_bool("remote.log.storage.system.enable"):
-        return None
     loop = asyncio.get_running_loop()
-    try:
-        topic = await loop.run_in_executor(
-            None,
-            broker.ensure_internal_topic,
-            REMOTE_LOG_METADATA_TOPIC_NAME,
-            config.get_int("remote.log.metadata.topic.num.partitions"),
-            metadata_topic_configs(config.get_int("remote.log.metadata.topic.retention.ms")),
-        )
-    except InvalidReplicationFactorError as error:
-        # Kafka's rule for internal topics: not before that many brokers are registered.
-        # Without the manager no tiered offset is served and no local segment of a
-        # remote-enabled topic is deleted (the deletion guard waits for it): nothing is lost.
-        logger.error(
-            "tiered storage is not available until %s can be created: %s (start the other"
-            " brokers, or lower remote.log.metadata.topic.replication.factor)",
-            REMOTE_LOG_METADATA_TOPIC_NAME,
-            error,
-        )
-        return None
+    topic = await loop.run_in_executor(
+        None,
+        broker.ensure_internal_topic,
+        REMOTE_LOG_METADATA_TOPIC_NAME,
+        config.get_int("remote.log.metadata.topic.num.partitions"),
+        metadata_topic_configs(config.get_int("remote.log.metadata.topic.retention.ms")),
+    )
     manager = TopicBasedRemoteLogMetadataManager.for_broker(
         broker,
         loop,
@@ -76,6 +87,80 @@ async def maybe_start_remote_log_metadata_manager(
         len(leaders) + len(followers),
     )
     return manager
+
+
+class RemoteLogMetadataManagerStartup:
+    """Starts the broker's RLMM when remote storage is on: at once when the topic exists or
+    can be created, else from a background task that retries until it can (or gives up after
+    the max timeout, logged: the broker then serves no tiered data, as before the retry).
+
+    ``on_started`` gets the running manager, on the broker's loop. ``start`` and ``stop`` run
+    on that loop; ``stop`` ends the retries and closes the manager.
+    """
+
+    def __init__(
+        self,
+        broker: BrokerServices,
+        on_started: Callable[[TopicBasedRemoteLogMetadataManager], None],
+        *,
+        consumer_config: ConsumerTaskConfig | None = None,
+    ) -> None:
+        self._broker = broker
+        self._on_started = on_started
+        self._consumer_config = consumer_config
+        self._retries: asyncio.Task[None] | None = None
+        self.manager: TopicBasedRemoteLogMetadataManager | None = None
+
+    async def start(self) -> None:
+        if not self._broker.config.get_bool("remote.log.storage.system.enable"):
+            return
+        try:
+            self._started(await _create_topic_and_start(self._broker, self._consumer_config))
+        except NOT_YET as error:
+            _log_unavailable(error)
+            self._retries = asyncio.get_running_loop().create_task(self._retry())
+
+    def _started(self, manager: TopicBasedRemoteLogMetadataManager) -> None:
+        self.manager = manager
+        self._on_started(manager)
+
+    async def _retry(self) -> None:
+        config = self._broker.config
+        interval_s = config.get_int("remote.log.metadata.initialization.retry.interval.ms") / 1000
+        max_timeout_ms = config.get_int("remote.log.metadata.initialization.retry.max.timeout.ms")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_timeout_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                manager = await _create_topic_and_start(self._broker, self._consumer_config)
+            except NOT_YET as error:
+                if loop.time() >= deadline:
+                    logger.error(
+                        "gave up creating %s after %d ms: %s; tiered storage stays unavailable"
+                        " on this broker until it restarts",
+                        REMOTE_LOG_METADATA_TOPIC_NAME,
+                        max_timeout_ms,
+                        error,
+                    )
+                    return
+                continue
+            except Exception:
+                if loop.time() >= deadline:
+                    logger.exception("remote log metadata manager did not start; giving up")
+                    return
+                logger.exception("remote log metadata manager did not start; retrying")
+                continue
+            self._started(manager)
+            return
+
+    async def stop(self) -> None:
+        retries, self._retries = self._retries, None
+        if retries is not None:
+            retries.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await retries
+        await stop_remote_log_metadata_manager(self.manager)
 
 
 async def stop_remote_log_metadata_manager(

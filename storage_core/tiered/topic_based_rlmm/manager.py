@@ -4,9 +4,11 @@ One class, two modes that share the ``ConsumerTask`` (consume and apply) and dif
 records go and come from:
 
 - **broker mode** (``for_broker``, built by ``broker_setup`` inside ``KafkaBroker.start``):
-  publishes through the broker's ``ReplicaManager`` as a leader append (acks=-1) and tails
-  the broker's local logs of the metadata partitions. It tracks the hosted user partitions
-  of topics with ``remote.storage.enable=true`` (re-checked every second, and on
+  publishes through the broker's ``ReplicaManager`` as a leader append (acks=-1) where the
+  broker leads the metadata partition, else produces to its leader (acks=all), and tails
+  the broker's local replicas of the metadata partitions (leader or follower: below the
+  HW), fetching from the leaders those it does not host. It tracks the hosted user
+  partitions of topics with ``remote.storage.enable=true`` (re-checked every second, and on
   ``on_partition_leadership_changes``). Snapshots live in each partition's directory, the
   committed offsets in the first log dir. Queries about an untracked partition raise
   ``RemoteResourceNotFoundError``, about one still loading ``RemoteLogMetadataNotReadyError``.
@@ -67,12 +69,14 @@ from storage_core.tiered.topic_based_rlmm.errors import (
     RemoteLogMetadataNotReadyError,
 )
 from storage_core.tiered.topic_based_rlmm.publishers import (
+    LeaderRoutingPublisher,
     MetadataPublisher,
     ProducerPublisher,
     ReplicaManagerPublisher,
 )
 from storage_core.tiered.topic_based_rlmm.readers import (
     ClientMetadataReader,
+    HostedFirstMetadataReader,
     LocalLogMetadataReader,
     MetadataPartitionReader,
 )
@@ -145,9 +149,32 @@ class TopicBasedRemoteLogMetadataManager:
                     hosted.add(TopicIdPartition(partition.topic_id, tp))
             return hosted
 
+        def own_listener() -> KafkaCluster:
+            return KafkaCluster(f"{broker.endpoint.host}:{broker.endpoint.port}")
+
+        def forwarder() -> ProducerPublisher:
+            return ProducerPublisher(own_listener(), clock=broker.clock)
+
+        def is_hosted(partition: int) -> bool:
+            tp = TopicPartition(REMOTE_LOG_METADATA_TOPIC_NAME, partition)
+            return tp in replica_manager.partitions()
+
+        publisher = LeaderRoutingPublisher(
+            ReplicaManagerPublisher(replica_manager, loop, clock=broker.clock), forwarder
+        )
+        reader = HostedFirstMetadataReader(
+            is_hosted,
+            LocalLogMetadataReader(metadata_log),
+            lambda: ClientMetadataReader(own_listener()),
+        )
+
+        def close_clients() -> None:
+            publisher.close()
+            reader.close()
+
         return cls(
-            publisher=ReplicaManagerPublisher(replica_manager, loop, clock=broker.clock),
-            reader=LocalLogMetadataReader(metadata_log),
+            publisher=publisher,
+            reader=reader,
             num_metadata_topic_partitions=num_metadata_topic_partitions,
             consume_wait_ms=broker.config.get_int("remote.log.metadata.consume.wait.ms"),
             snapshot_dir_for=snapshot_dir_for,
@@ -155,6 +182,7 @@ class TopicBasedRemoteLogMetadataManager:
             track_on_demand=False,
             hosted_partitions=hosted_partitions,
             consumer_config=consumer_config,
+            on_close=close_clients,
         )
 
     @classmethod

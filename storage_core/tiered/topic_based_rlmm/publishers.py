@@ -12,6 +12,10 @@ in-sync replicas). ``publish`` returns the record's offset.
 - ``ProducerPublisher`` (client mode): a ``KafkaProducer`` with acks=all through the leader
   of the metadata partition. The producer is not idempotent: a retried send may append the
   event twice, which the cache applies as a no-op repeat of the same state.
+- ``LeaderRoutingPublisher`` (broker mode): the ``ReplicaManagerPublisher`` where this
+  broker leads the metadata partition, else a ``ProducerPublisher`` through this broker's
+  own listener to the leader (a replicated metadata topic is led by several brokers; Kafka's
+  broker-side manager always produces).
 
 Thread-safety: ``publish`` may be called from several threads; each publisher serialises
 what needs it.
@@ -22,14 +26,18 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.producer import ACKS_ALL, KafkaProducer
 from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicPartition
-from storage_core.errors import StorageError
+from storage_core.errors import (
+    NotLeaderOrFollowerError,
+    StorageError,
+    UnknownTopicOrPartitionError,
+)
 from storage_core.records.batch import build_batch
 from storage_core.records.record import SimpleRecord
 from storage_core.tiered.topic_based_rlmm.config import (
@@ -171,3 +179,41 @@ class ProducerPublisher:
     def close(self) -> None:
         with self._lock:
             self.cluster.close()
+
+
+class LeaderRoutingPublisher:
+    """Appends locally where this broker leads the metadata partition, else produces to the
+    leader through ``forwarder`` (built on first need by ``forwarder_factory``; closed by
+    ``close``)."""
+
+    def __init__(
+        self,
+        local: ReplicaManagerPublisher,
+        forwarder_factory: Callable[[], ProducerPublisher],
+    ) -> None:
+        self._local = local
+        self._forwarder_factory = forwarder_factory
+        self._forwarder: ProducerPublisher | None = None
+        self._lock = threading.Lock()
+
+    def publish(self, metadata_partition: int, value: bytes) -> int:
+        try:
+            return self._local.publish(metadata_partition, value)
+        except RemoteLogMetadataPublishError as exc:
+            if not isinstance(
+                exc.__cause__, NotLeaderOrFollowerError | UnknownTopicOrPartitionError
+            ):
+                raise
+        return self._forwarding().publish(metadata_partition, value)
+
+    def _forwarding(self) -> ProducerPublisher:
+        with self._lock:
+            if self._forwarder is None:
+                self._forwarder = self._forwarder_factory()
+            return self._forwarder
+
+    def close(self) -> None:
+        with self._lock:
+            forwarder, self._forwarder = self._forwarder, None
+        if forwarder is not None:
+            forwarder.close()

@@ -5,6 +5,9 @@
   applied, as a consumer would see them).
 - ``ClientMetadataReader`` (client mode): Fetch requests to the partition's leader through
   ``storage_core.client`` (HW isolation on the broker side).
+- ``HostedFirstMetadataReader`` (broker mode): the local replica where this broker hosts the
+  metadata partition, else Fetch requests to its leader (a metadata topic whose replication
+  factor is below the broker count is not on every broker).
 
 Both return at most ``max_records`` records per call, skip control batches, and move a read
 that starts below the log start offset up to it (nothing before it exists any more).
@@ -14,6 +17,7 @@ Thread-safety: a reader is used by its consumer thread only.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -22,7 +26,12 @@ from kio.schema.errors import ErrorCode
 
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.consumer import KafkaConsumer
-from storage_core.client.errors import BrokerResponseError
+from storage_core.client.errors import (
+    BrokerResponseError,
+    BrokerUnreachableError,
+    ConnectionClosedError,
+    RequestTimeoutError,
+)
 from storage_core.log.log import Log
 from storage_core.tiered.topic_based_rlmm.config import REMOTE_LOG_METADATA_TOPIC_NAME
 
@@ -110,6 +119,9 @@ class ClientMetadataReader:
             if exc.error in (ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available):
                 self.cluster.invalidate_metadata()
             raise
+        except (BrokerUnreachableError, ConnectionClosedError, RequestTimeoutError):
+            self.cluster.invalidate_metadata()  # the leader may be gone: ask who leads now
+            raise
         records = tuple(
             MetadataRecord(offset=r.offset, value=r.value) for r in fetched.records[:max_records]
         )
@@ -122,3 +134,37 @@ class ClientMetadataReader:
 
     def close(self) -> None:
         self.cluster.close()
+
+
+class HostedFirstMetadataReader:
+    """Reads a metadata partition from the local replica when ``is_hosted(partition)``, else
+    from its leader through the ``ClientMetadataReader`` that ``client_factory`` builds on
+    first need (closed by ``close``). Both read only what is committed (below the HW), at the
+    same offsets, so a partition may move between the two from one read to the next."""
+
+    def __init__(
+        self,
+        is_hosted: Callable[[int], bool],
+        local: LocalLogMetadataReader,
+        client_factory: Callable[[], ClientMetadataReader],
+    ) -> None:
+        self._is_hosted = is_hosted
+        self._local = local
+        self._client_factory = client_factory
+        self._client: ClientMetadataReader | None = None
+        self._lock = threading.Lock()  # close may come from another thread
+
+    def read(self, metadata_partition: int, offset: int, max_records: int) -> MetadataRead:
+        if self._is_hosted(metadata_partition):
+            return self._local.read(metadata_partition, offset, max_records)
+        with self._lock:
+            if self._client is None:
+                self._client = self._client_factory()
+            client = self._client
+        return client.read(metadata_partition, offset, max_records)
+
+    def close(self) -> None:
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
