@@ -269,6 +269,17 @@ class TopicStore:
             lambda image: _online(image, name, len(planned.partitions)),
         )
 
+    def await_topic(self, name: str) -> TopicInfo:
+        """A topic another broker created (its znode exists) as soon as this broker's metadata
+        shows it online."""
+        return self._await(
+            name,
+            f"the topic {name}",
+            lambda image: (
+                (t := image.topic(name)) is not None and _online(image, name, len(t.partitions))
+            ),
+        )
+
     def delete_topic(self, name: str) -> TopicInfo:
         """Mark for deletion through the controller; returns the topic as it was. It is gone
         from the cache once every replica's broker removed its logs (``await_deleted``)."""

@@ -324,10 +324,9 @@ class KafkaBroker:
                 name, num_partitions, factor, configs, internal=True, from_any_broker=True
             )
         except TopicExistsError:
-            topic = self.topic_store.get(name)
-            if topic is None:
-                raise
-            return topic
+            # another broker created it first: its znode exists, this broker's metadata
+            # shows it a moment later
+            return self.topic_store.await_topic(name)
 
     def delete_topic(self, name: str) -> TopicInfo:
         """Mark the topic for deletion through the controller and wait until every replica's
