@@ -151,6 +151,7 @@ class KafkaBroker:
             config=config,
             get_partition=self.replica_manager.get_partition,
             endpoint_of=self._endpoint_of,
+            remote_log_manager=lambda: self.remote_log_manager,
             clock=clock,
         )
         self.replica_fetcher_manager.register_metrics(self.metrics)
@@ -304,6 +305,12 @@ class KafkaBroker:
             )
         except TopicExistsError:  # created meanwhile by another client or broker
             return self.topic_store.get(name)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """This broker's advertised ``host:port`` (its own clients, e.g. the RLMM's reads of
+        metadata partitions hosted elsewhere, start there)."""
+        return f"{self.endpoint.host}:{self.endpoint.port}"
 
     def ensure_internal_topic(
         self, name: str, num_partitions: int, configs: Mapping[str, str]
