@@ -63,6 +63,11 @@ class BrokerServices(Protocol):
     def replica_manager(self) -> HostedReplicas: ...
     @property
     def log_manager(self) -> LocalLogs: ...
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port`` of this broker's own listener (once it listens)."""
+        ...
+
     def ensure_internal_topic(
         self, name: str, num_partitions: int, configs: Mapping[str, str]
     ) -> InternalTopic:

@@ -5,7 +5,8 @@ records go and come from:
 
 - **broker mode** (``for_broker``, built by ``broker_setup`` inside ``KafkaBroker.start``):
   publishes through the broker's ``ReplicaManager`` as a leader append (acks=-1) and tails
-  the broker's local logs of the metadata partitions. It tracks the hosted user partitions
+  the broker's local logs of the metadata partitions (those it does not host are fetched
+  from their leaders through the broker's own listener). It tracks the hosted user partitions
   of topics with ``remote.storage.enable=true`` (re-checked every second, and on
   ``on_partition_leadership_changes``). Snapshots live in each partition's directory, the
   committed offsets in the first log dir. Queries about an untracked partition raise
@@ -73,6 +74,7 @@ from storage_core.tiered.topic_based_rlmm.publishers import (
 )
 from storage_core.tiered.topic_based_rlmm.readers import (
     ClientMetadataReader,
+    HostedOrLeaderMetadataReader,
     LocalLogMetadataReader,
     MetadataPartitionReader,
 )
@@ -145,9 +147,14 @@ class TopicBasedRemoteLogMetadataManager:
                     hosted.add(TopicIdPartition(partition.topic_id, tp))
             return hosted
 
+        def connect() -> ClientMetadataReader:
+            # The thread-safety of a reader: only the consumer thread uses it.
+            return ClientMetadataReader(KafkaCluster(broker.bootstrap_servers))
+
+        reader = HostedOrLeaderMetadataReader(LocalLogMetadataReader(metadata_log), connect)
         return cls(
             publisher=ReplicaManagerPublisher(replica_manager, loop, clock=broker.clock),
-            reader=LocalLogMetadataReader(metadata_log),
+            reader=reader,
             num_metadata_topic_partitions=num_metadata_topic_partitions,
             consume_wait_ms=broker.config.get_int("remote.log.metadata.consume.wait.ms"),
             snapshot_dir_for=snapshot_dir_for,
@@ -155,6 +162,7 @@ class TopicBasedRemoteLogMetadataManager:
             track_on_demand=False,
             hosted_partitions=hosted_partitions,
             consumer_config=consumer_config,
+            on_close=reader.close,
         )
 
     @classmethod

@@ -5,6 +5,11 @@
   applied, as a consumer would see them).
 - ``ClientMetadataReader`` (client mode): Fetch requests to the partition's leader through
   ``storage_core.client`` (HW isolation on the broker side).
+- ``HostedOrLeaderMetadataReader`` (broker mode): the local replica when this broker hosts
+  the metadata partition (as leader or follower), else the client reader through the
+  broker's own listener: a broker follows the metadata partitions of every user partition it
+  hosts, leader or follower, wherever those metadata partitions live (Kafka's RLMM consumer
+  subscribes to them on ``onPartitionLeadershipChanges(leaders, followers)``).
 
 Both return at most ``max_records`` records per call, skip control batches, and move a read
 that starts below the log start offset up to it (nothing before it exists any more).
@@ -23,6 +28,7 @@ from kio.schema.errors import ErrorCode
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.consumer import KafkaConsumer
 from storage_core.client.errors import BrokerResponseError
+from storage_core.errors import UnknownTopicOrPartitionError
 from storage_core.log.log import Log
 from storage_core.tiered.topic_based_rlmm.config import REMOTE_LOG_METADATA_TOPIC_NAME
 
@@ -122,3 +128,30 @@ class ClientMetadataReader:
 
     def close(self) -> None:
         self.cluster.close()
+
+
+class HostedOrLeaderMetadataReader:
+    """Broker mode: ``local`` for the metadata partitions this broker hosts, else a client
+    reader (built on first need by ``connect``, closed by ``close``) that fetches them from
+    their leaders."""
+
+    def __init__(
+        self, local: LocalLogMetadataReader, connect: Callable[[], ClientMetadataReader]
+    ) -> None:
+        self._local = local
+        self._connect = connect
+        self._remote: ClientMetadataReader | None = None
+
+    def read(self, metadata_partition: int, offset: int, max_records: int) -> MetadataRead:
+        try:
+            return self._local.read(metadata_partition, offset, max_records)
+        except UnknownTopicOrPartitionError:
+            pass  # not hosted here: read it from its leader
+        if self._remote is None:
+            self._remote = self._connect()
+        return self._remote.read(metadata_partition, offset, max_records)
+
+    def close(self) -> None:
+        remote, self._remote = self._remote, None
+        if remote is not None:
+            remote.close()
