@@ -159,7 +159,7 @@ class TierStateMachine:
         if leader_log_start_offset < 0:  # not in the fetch response
             leader_log_start_offset = self._leader.fetch_earliest_offset(tp, epoch)
         partition = self._get_partition(tp)
-        next_offset = self._build_remote_log_aux_state(
+        next_offset = self.build_remote_log_aux_state(
             partition,
             current_leader_epoch=epoch,
             leader_local_log_start_offset=local_start.offset,
@@ -176,7 +176,7 @@ class TierStateMachine:
             last_fetched_epoch=partition.log.latest_epoch,
         )
 
-    def _build_remote_log_aux_state(
+    def build_remote_log_aux_state(
         self,
         partition: Partition,
         *,
