@@ -590,6 +590,13 @@ class ReplicaFetcherThread(threading.Thread):
             )
             self.leader.disconnect()
             return False
+        except StorageError as error:  # e.g. a corrupt remote object: the log is untouched
+            logger.error(
+                "cannot build the remote log auxiliary state, retrying partition=%s error=%s",
+                tp,
+                error,
+            )
+            return False
         except Exception:
             logger.exception("error building the remote log auxiliary state partition=%s", tp)
             return False
