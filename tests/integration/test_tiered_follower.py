@@ -13,6 +13,12 @@ Story::
           broker 2:  [Lx .. ]  log start offset 0, leader-epoch-checkpoint = broker 1's
     200 more records (acks=all: broker 2 is in the ISR); broker 2 elected leader (preferred):
     every record from offset 0 is consumed through it, the first ones from the remote tier.
+
+And follower scenario 2 (an out-of-sync follower): broker 2 of a [1, 2] partition dies with
+what it had; broker 1 leads on in a later epoch, tiers everything and deletes it locally; the
+returned broker 2 fetches from its log end, below the leader's local start: it truncates its
+whole log and builds from the remote tier, asking the leader (OffsetForLeaderEpoch) for the
+epoch before the leader's local start, which is not 0 here.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from kafka.admin import KafkaAdminClient
 
 from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
+from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
 from tests import cluster_support
 from tests.broker_process import BrokerProcess
 from tests.cluster_support import eventually, partition_states
@@ -229,3 +236,83 @@ def test_new_follower_builds_its_state_from_the_remote_tier_then_serves_everythi
     records = consume_all(follower.bootstrap, total)
     assert [offset for offset, _ in records] == list(range(total))
     assert [value for _, value in records] == [value_of(i) for i in range(total)]
+
+
+def tier_and_settle(leader: BrokerProcess) -> tuple[list[RemoteLogSegmentMetadata], int]:
+    """Copy every eligible segment of broker 1's replica; wait until local retention is done.
+    Returns the copies and the leader's local log start offset."""
+    with client_rlmm(leader.bootstrap) as rlmm:
+        copied = copy_eligible_segments(
+            leader.bootstrap,
+            leader.log_dir / f"{TOPIC}-0",
+            TOPIC,
+            LocalTieredStorage(leader.directory.parent / "remote-tier", fsync=False),
+            rlmm,
+        )
+    assert len(copied) >= 3
+    possible_starts = {c.start_offset for c in copied[1:]} | {copied[-1].end_offset + 1}
+    local_start = eventually(
+        lambda: settled_local_start(leader.bootstrap, possible_starts),
+        what="the leader's local log start past the copied segments",
+    )
+    return copied, local_start
+
+
+def test_out_of_sync_follower_rebuilds_from_the_remote_tier_in_a_later_epoch(
+    brokers: dict[int, BrokerProcess],
+) -> None:
+    leader, follower = brokers[1], brokers[2]
+    servers = f"{leader.bootstrap},{follower.bootstrap}"
+    admin = AdminClient({"bootstrap.servers": servers})
+    topic = NewTopic(
+        TOPIC,
+        num_partitions=1,
+        replica_assignment=[[1, 2]],
+        config={
+            "remote.storage.enable": "true",
+            "segment.bytes": str(SEGMENT_BYTES),
+            "local.retention.bytes": "1",
+        },
+    )
+    admin.create_topics([topic])[TOPIC].result(30)
+    eventually(lambda: partition_states(leader.bootstrap, TOPIC) == {0: (1, 0, (1, 2))})
+    produce(servers, 0, 100)
+    follower_dir = follower.log_dir / f"{TOPIC}-0"
+    eventually(
+        lambda: local_offsets(follower_dir)[-1] == 99, what="broker 2 holding the first records"
+    )
+    follower.kill()
+    # the controller takes broker 2 out of the ISR: broker 1 leads on in a later epoch
+    state = eventually(
+        lambda: (s := partition_states(leader.bootstrap, TOPIC)[0])[2] == (1,) and s,
+        what="broker 2 out of the ISR",
+    )
+    assert state[1] > 0
+    produce(leader.bootstrap, 100, FIRST_RECORDS)
+    total = 100 + FIRST_RECORDS
+    copied, leader_local_start = tier_and_settle(leader)
+    assert leader_local_start > 100  # below broker 2's log end: nothing to fetch for it
+    local_start_epoch = list_offset(leader.bootstrap, TOPIC, EARLIEST_LOCAL)[1]
+    assert local_start_epoch > 0
+    (below_local_start,) = [c for c in copied if c.end_offset == leader_local_start - 1]
+
+    follower.start()
+    eventually(
+        lambda: partition_states(leader.bootstrap, TOPIC)[0][2] in ((1, 2), (2, 1)),
+        timeout_s=45,
+        what="broker 2 back in the ISR",
+    )
+    output = follower.output_path.read_text(errors="replace")
+    assert (
+        f"built the remote log auxiliary state partition={TOPIC}-0 remote_segment="
+        f"{below_local_start.remote_log_segment_id.id}"
+        f" leader_local_log_start_offset={leader_local_start} next_offset={leader_local_start}"
+        " log_start_offset=0" in output
+    )
+    eventually(
+        lambda: local_offsets(follower_dir)[-1] == total - 1,
+        what="broker 2 holding every record the leader has",
+    )
+    assert local_offsets(follower_dir)[0] == leader_local_start  # its old records are gone
+    leader_checkpoint = leader.log_dir / f"{TOPIC}-0" / "leader-epoch-checkpoint"
+    assert (follower_dir / "leader-epoch-checkpoint").read_text() == leader_checkpoint.read_text()
