@@ -4,10 +4,10 @@ A partition on a fetcher thread is in one of three states, and may be delayed (b
 after an error) in any::
 
     add_partitions ──> Truncating ──(truncation complete)──> Fetching
-                          ^                                   │   ^
-                          └── (a new leader epoch: re-added) ─┤   │ (aux state built)
-                                                              v   │
-                                  (OFFSET_MOVED_TO_TIERED_STORAGE) BuildingRemoteLogAuxState
+                          ^                                   │    │ ^
+                          └── (a new leader epoch: re-added) ─┘    │ │ (aux state built)
+                                   (OFFSET_MOVED_TO_TIERED_STORAGE) v │
+                                                      BuildingRemoteLogAuxState
 
 ``Truncating``: the log may hold records the leader does not have; the thread asks the leader
 where its last epoch ends (OffsetForLeaderEpoch) or, without any epoch in the log, truncates to
