@@ -134,6 +134,11 @@ class CheckpointFile(Generic[T]):
             raise CorruptCheckpointError(
                 f"Checkpoint file {self.path} is not valid UTF-8 at byte {exc.start}"
             ) from exc
+        return self.parse(text)
+
+    def parse(self, text: str) -> list[T]:
+        """The entries of ``text`` in this file's format (``CorruptCheckpointError`` naming
+        the file and line); for a copy of the file held in memory."""
         # Universal newlines, like Java's BufferedReader.readLine.
         lines = [line.rstrip("\n") for line in io.StringIO(text, newline=None)]
         return self._parse(lines)

@@ -18,6 +18,7 @@ increase from entry to entry.
 from __future__ import annotations
 
 import bisect
+import itertools
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage_core.common import TopicPartition
+from storage_core.errors import CorruptCheckpointError
 from storage_core.log.checkpoints import (
     CHECKPOINT_VERSION,
     INT32_MAX,
@@ -90,6 +92,30 @@ class LeaderEpochCheckpointFile:
 
     def read(self) -> list[EpochEntry]:
         return self._checkpoint.read()
+
+
+def parse_leader_epoch_checkpoint(data: bytes, *, source: str) -> list[EpochEntry]:
+    """The entries of a ``leader-epoch-checkpoint`` held in memory (e.g. the LEADER_EPOCH
+    object of a remote segment), checked as the file would be: ``CorruptCheckpointError``
+    naming ``source`` for bad bytes, a bad line, or entries whose epochs or start offsets
+    do not strictly increase."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptCheckpointError(
+            f"Checkpoint {source} is not valid UTF-8 at byte {exc.start}"
+        ) from exc
+    parser: CheckpointFile[EpochEntry] = CheckpointFile(
+        Path(source), CHECKPOINT_VERSION, _entry_to_line, _entry_from_line
+    )
+    entries = parser.parse(text)
+    for previous, entry in itertools.pairwise(entries):
+        if entry.epoch <= previous.epoch or entry.start_offset <= previous.start_offset:
+            raise CorruptCheckpointError(
+                f"Checkpoint {source}: entry {entry} does not follow {previous} (epochs and"
+                " start offsets must strictly increase)"
+            )
+    return entries
 
 
 class LeaderEpochFileCache:

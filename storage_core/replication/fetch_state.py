@@ -1,16 +1,23 @@
 """A follower's fetch state of one partition (Kafka's ``PartitionFetchState``).
 
-A partition on a fetcher thread is in one of two states, and may be delayed (backing off
-after an error) in either::
+A partition on a fetcher thread is in one of three states, and may be delayed (backing off
+after an error) in any::
 
     add_partitions ──> Truncating ──(truncation complete)──> Fetching
-                          ^                                     │
-                          └──── (a new leader epoch: re-added) ─┘
+                          ^                                   │    │ ^
+                          └── (a new leader epoch: re-added) ─┘    │ │ (aux state built)
+                                   (OFFSET_MOVED_TO_TIERED_STORAGE) v │
+                                                      BuildingRemoteLogAuxState
 
 ``Truncating``: the log may hold records the leader does not have; the thread asks the leader
 where its last epoch ends (OffsetForLeaderEpoch) or, without any epoch in the log, truncates to
 the high watermark. ``Fetching``: Fetch requests from ``fetch_offset``; a DivergingEpoch in a
 response truncates in place and stays in ``Fetching`` (KIP-320, truncation on fetch).
+``BuildingRemoteLogAuxState`` (KIP-405): the offset to fetch is only in the leader's remote
+tier; the ``TierStateMachine`` restarts the log empty at the leader's local log start offset
+with the leader-epoch entries and producer state of the remote segment before it, then the
+partition fetches from there. Until the remote metadata is available here it backs off and
+tries again.
 
 Values only: every change builds a new state. Time is passed in (monotonic milliseconds) so
 that the rules are testable without a clock.
@@ -30,6 +37,7 @@ class ReplicaState(enum.Enum):
 
     TRUNCATING = "Truncating"
     FETCHING = "Fetching"
+    BUILDING_REMOTE_LOG_AUX_STATE = "BuildingRemoteLogAuxState"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,7 +67,10 @@ class PartitionFetchState:
     ``lag``: the leader's high watermark minus the next fetch offset at the last response,
     None before the first one. ``delay_until_ms`` (monotonic, exclusive): no request for the
     partition before then. ``last_fetched_epoch``: the epoch of the last batch in the log
-    (None when the log has none), sent as LastFetchedEpoch.
+    (None when the log has none), sent as LastFetchedEpoch. ``leader_log_start_offset``: in
+    ``BuildingRemoteLogAuxState``, the leader's log start offset from the response that
+    answered OFFSET_MOVED_TO_TIERED_STORAGE (the follower's log start offset once built; -1
+    when the response did not carry it: the leader is asked).
     """
 
     topic_id: Uuid | None
@@ -69,10 +80,18 @@ class PartitionFetchState:
     state: ReplicaState
     last_fetched_epoch: int | None
     delay_until_ms: int | None = None
+    leader_log_start_offset: int | None = None
 
     def __post_init__(self) -> None:
         if self.fetch_offset < 0:
             raise ValueError(f"fetch offset must be >= 0, got {self.fetch_offset}")
+        if (self.state is ReplicaState.BUILDING_REMOTE_LOG_AUX_STATE) != (
+            self.leader_log_start_offset is not None
+        ):
+            raise ValueError(
+                "the leader's log start offset is set in BuildingRemoteLogAuxState and only"
+                f" there; got state {self.state.value} with {self.leader_log_start_offset}"
+            )
 
     def is_delayed(self, now_ms: int) -> bool:
         return self.delay_until_ms is not None and now_ms < self.delay_until_ms
@@ -82,6 +101,25 @@ class PartitionFetchState:
 
     def is_truncating(self, now_ms: int) -> bool:
         return self.state is ReplicaState.TRUNCATING and not self.is_delayed(now_ms)
+
+    def is_building_remote_log_aux_state(self, now_ms: int) -> bool:
+        return self.state is ReplicaState.BUILDING_REMOTE_LOG_AUX_STATE and not self.is_delayed(
+            now_ms
+        )
+
+    def building_remote_log_aux_state(self, *, leader_log_start_offset: int) -> PartitionFetchState:
+        """After OFFSET_MOVED_TO_TIERED_STORAGE: build from the remote tier before fetching."""
+        if leader_log_start_offset < -1:
+            raise ValueError(
+                "the leader's log start offset must be >= 0, or -1 when the response did not"
+                f" carry it; got {leader_log_start_offset}"
+            )
+        return dataclasses.replace(
+            self,
+            state=ReplicaState.BUILDING_REMOTE_LOG_AUX_STATE,
+            leader_log_start_offset=leader_log_start_offset,
+            delay_until_ms=None,
+        )
 
     @property
     def is_replica_in_sync(self) -> bool:
@@ -104,6 +142,7 @@ class PartitionFetchState:
             state=ReplicaState.FETCHING,
             last_fetched_epoch=last_fetched_epoch,
             delay_until_ms=None,
+            leader_log_start_offset=None,
         )
 
     def truncated(
@@ -116,6 +155,7 @@ class PartitionFetchState:
             fetch_offset=offset,
             state=ReplicaState.FETCHING if completed else ReplicaState.TRUNCATING,
             last_fetched_epoch=last_fetched_epoch,
+            leader_log_start_offset=None,
         )
 
     def __str__(self) -> str:
@@ -123,5 +163,11 @@ class PartitionFetchState:
             f"FetchState(fetch_offset={self.fetch_offset},"
             f" current_leader_epoch={self.current_leader_epoch},"
             f" last_fetched_epoch={self.last_fetched_epoch}, state={self.state.value},"
-            f" lag={self.lag}, delay_until_ms={self.delay_until_ms})"
+            f" lag={self.lag}, delay_until_ms={self.delay_until_ms}"
+            + (
+                ""
+                if self.leader_log_start_offset is None
+                else f", leader_log_start_offset={self.leader_log_start_offset}"
+            )
+            + ")"
         )

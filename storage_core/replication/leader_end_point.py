@@ -1,6 +1,7 @@
 """A follower's requests to a partition leader (Kafka's ``RemoteLeaderEndPoint`` over
 ``BrokerBlockingSender``): Fetch v12, OffsetForLeaderEpoch v4 and ListOffsets v7, each
-carrying this broker's id as the replica id, on one blocking connection.
+carrying this broker's id as the replica id, on one blocking connection. ListOffsets asks for
+the leader's end (-1), start (-2) or local start (-4, KIP-405) offset.
 
 The leader broker's address is looked up (``endpoint_of``) each time a connection is opened,
 so a leader restarted elsewhere is found again. Any network or framing failure closes the
@@ -40,9 +41,11 @@ from storage_core.client.framing import i32_timedelta
 from storage_core.common import TopicPartition
 from storage_core.replication.offset_truncation import EpochEndOffset
 from storage_core.replication.replica_fetcher_config import ReplicaFetcherConfig
+from storage_core.tiered.operations.lineage import OffsetAndEpoch
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
+EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405: the leader's local log start offset
 _READ_UNCOMMITTED = 0
 _SESSIONLESS_ID = 0
 _FINAL_EPOCH = -1  # a full fetch without a fetch session
@@ -279,7 +282,20 @@ class RemoteLeaderEndPoint:
         """The leader's log start offset."""
         return self._list_offset(tp, current_leader_epoch, EARLIEST_TIMESTAMP)
 
+    def fetch_earliest_local_offset(
+        self, tp: TopicPartition, current_leader_epoch: int
+    ) -> OffsetAndEpoch:
+        """The leader's local log start offset and its leader epoch (Kafka's
+        ``fetchEarliestLocalOffset``, ListOffsets timestamp -4); the epoch is -1 when the
+        leader knows none for that offset."""
+        return self._list_offset_and_epoch(tp, current_leader_epoch, EARLIEST_LOCAL_TIMESTAMP)
+
     def _list_offset(self, tp: TopicPartition, current_leader_epoch: int, timestamp: int) -> int:
+        return self._list_offset_and_epoch(tp, current_leader_epoch, timestamp).offset
+
+    def _list_offset_and_epoch(
+        self, tp: TopicPartition, current_leader_epoch: int, timestamp: int
+    ) -> OffsetAndEpoch:
         request = list_offsets_v7.ListOffsetsRequest(
             replica_id=BrokerId(self.local_broker_id),
             isolation_level=i8(_READ_UNCOMMITTED),
@@ -302,7 +318,7 @@ class RemoteLeaderEndPoint:
                 if str(topic.name) == tp.topic and int(p.partition_index) == tp.partition:
                     if p.error_code != ErrorCode.none:
                         raise BrokerResponseError(p.error_code, resource=f"partition {tp}")
-                    return int(p.offset)
+                    return OffsetAndEpoch(int(p.offset), int(p.leader_epoch))
         raise ProtocolMismatchError(
             f"broker {self.source_broker_id} answered ListOffsets without partition {tp}"
         )

@@ -31,6 +31,7 @@ from storage_core.replication.replica_fetcher_config import (
 from storage_core.replication.replica_fetcher_thread import (
     FailedPartitions,
     GetPartition,
+    GetRemoteLogManager,
     ReplicaFetcherThread,
 )
 
@@ -81,9 +82,13 @@ class ReplicaFetcherManager:
         get_partition: GetPartition,
         endpoint_of: EndpointOf,
         truncation_on_fetch: bool = True,
+        remote_log_manager: GetRemoteLogManager | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.broker_id = broker_id
+        # The broker's RemoteLogManager (built after this manager, hence asked each time):
+        # followers build their remote log auxiliary state through it.
+        self._remote_log_manager = remote_log_manager
         self.config = (
             config
             if isinstance(config, ReplicaFetcherConfig)
@@ -143,6 +148,7 @@ class ReplicaFetcherManager:
             get_partition=self._get_partition,
             failed_partitions=self.failed_partitions,
             truncation_on_fetch=self._truncation_on_fetch,
+            remote_log_manager=self._remote_log_manager,
             clock=self._clock,
         )
 

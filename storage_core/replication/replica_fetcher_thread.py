@@ -3,6 +3,9 @@ broker (Kafka's ``AbstractFetcherThread`` with ``ReplicaFetcherThread``).
 
 Each round (``do_work``):
 
+0. build the remote log auxiliary state of the partitions in ``BuildingRemoteLogAuxState``
+   (``TierStateMachine``, KIP-405), which then fetch from the leader's local log start
+   offset; one that cannot be built yet backs off and stays in that state;
 1. truncate the partitions in ``Truncating``: those whose log has a leader epoch ask the
    leader where that epoch ends (OffsetForLeaderEpoch) and truncate as
    ``offset_truncation`` plans; those without one truncate to their high watermark;
@@ -10,7 +13,9 @@ Each round (``do_work``):
    partition's answer: append the leader's batches as they are (offsets and epochs from the
    leader), follower HW = min(leader HW, own LEO), the leader's log start offset; a
    DivergingEpoch truncates (KIP-320); OFFSET_OUT_OF_RANGE asks the leader for its end and
-   start offsets (``fetch_offset_and_truncate``); leadership errors back off until the
+   start offsets (``fetch_offset_and_truncate``); OFFSET_MOVED_TO_TIERED_STORAGE moves the
+   partition to ``BuildingRemoteLogAuxState`` and builds it at once; leadership errors back
+   off until the
    metadata moves the partition; a failed request backs off every partition and reconnects.
 
 Locking (Kafka's ``partitionMapLock``): ``_lock`` guards the fetch states; every change to a
@@ -18,7 +23,8 @@ log (append, truncation) happens while holding it, and a response is applied onl
 partition's state still has the fetch offset and leader epoch the request was built with.
 ``remove_partitions`` takes the same lock, so once it returns no append can happen for the
 removed partitions. Requests are sent without the lock (except the ListOffsets of an
-out-of-range partition, as in Kafka).
+out-of-range partition and the requests and remote reads of the ``TierStateMachine``, as in
+Kafka).
 """
 
 from __future__ import annotations
@@ -60,6 +66,11 @@ from storage_core.replication.offset_truncation import (
 )
 from storage_core.replication.partition import Partition
 from storage_core.replication.replica_fetcher_config import ReplicaFetcherConfig
+from storage_core.replication.tier_state_machine import (
+    RemoteLogAuxStateNotReadyError,
+    TierStateMachine,
+)
+from storage_core.tiered.remote_log_manager import RemoteLogManager
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +88,11 @@ _LEADERSHIP_ERRORS = frozenset(
 )
 
 GetPartition = Callable[[TopicPartition], Partition]
+GetRemoteLogManager = Callable[[], RemoteLogManager | None]
+
+
+def _no_remote_log_manager() -> RemoteLogManager | None:
+    return None
 
 
 class FailedPartitions:
@@ -126,6 +142,7 @@ class ReplicaFetcherThread(threading.Thread):
         get_partition: GetPartition,
         failed_partitions: FailedPartitions,
         truncation_on_fetch: bool = True,
+        remote_log_manager: GetRemoteLogManager | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         super().__init__(name=name, daemon=True)
@@ -136,6 +153,11 @@ class ReplicaFetcherThread(threading.Thread):
         # Fetch v12+ (KIP-320): divergence comes back in Fetch responses. Without it every
         # new follower truncates first through OffsetForLeaderEpoch (Kafka's older IBPs).
         self._truncation_on_fetch = truncation_on_fetch
+        self._tier_state_machine = TierStateMachine(
+            leader=leader,
+            get_partition=get_partition,
+            remote_log_manager=remote_log_manager or _no_remote_log_manager,
+        )
         self._clock = clock
         self._lock = threading.Condition()
         self._states: dict[TopicPartition, PartitionFetchState] = {}
@@ -264,6 +286,7 @@ class ReplicaFetcherThread(threading.Thread):
 
     # ================================================================== the loop
     def do_work(self) -> None:
+        self._maybe_build_remote_log_aux_state()
         self._maybe_truncate()
         self._maybe_fetch()
 
@@ -453,13 +476,18 @@ class ReplicaFetcherThread(threading.Thread):
                     if not self._handle_out_of_range(tp, state):
                         retry.add(tp)
                 elif data.error == ErrorCode.offset_moved_to_tiered_storage:
-                    logger.warning(
-                        "fetch offset is in tiered storage; building the remote log auxiliary"
-                        " state is not supported yet, backing off partition=%s fetch_offset=%d",
-                        tp,
-                        state.fetch_offset,
+                    building = state.building_remote_log_aux_state(
+                        leader_log_start_offset=data.log_start_offset
                     )
-                    retry.add(tp)
+                    self._states[tp] = building
+                    logger.info(
+                        "fetch offset moved to tiered storage, building the remote log"
+                        " auxiliary state partition=%s %s",
+                        tp,
+                        building,
+                    )
+                    if not self._build_remote_log_aux_state(tp, building):
+                        retry.add(tp)
                 elif data.error in _LEADERSHIP_ERRORS:
                     logger.info(
                         "leader refused the fetch, waiting for new metadata partition=%s"
@@ -525,6 +553,57 @@ class ReplicaFetcherThread(threading.Thread):
                 next_offset=next_offset, lag=lag, last_fetched_epoch=last_epoch
             )
             self.bytes_fetched += appended.valid_bytes
+        return True
+
+    # ------------------------------------------------------------------ tiered storage
+    def _maybe_build_remote_log_aux_state(self) -> None:
+        with self._lock:
+            now_ms = self._now_ms()
+            retry = [
+                tp
+                for tp, state in list(self._states.items())
+                if state.is_building_remote_log_aux_state(now_ms)
+                and not self._build_remote_log_aux_state(tp, state)
+            ]
+            self._delay_partitions(retry, self._config.fetch_backoff_ms)
+
+    def _build_remote_log_aux_state(self, tp: TopicPartition, state: PartitionFetchState) -> bool:
+        """Kafka's ``handleOffsetsMovedToTieredStorage`` (lock held). False: back off, stay
+        in ``BuildingRemoteLogAuxState`` and try again."""
+        try:
+            fetching = self._tier_state_machine.start(tp, state)
+        except RemoteLogAuxStateNotReadyError as error:
+            logger.info(
+                "remote log auxiliary state not ready, retrying partition=%s error=%s", tp, error
+            )
+            return False
+        except BrokerResponseError as error:
+            logger.info(
+                "cannot build the remote log auxiliary state partition=%s error=%s",
+                tp,
+                error.error.name,
+            )
+            return False
+        except ClientError as error:
+            logger.warning(
+                "cannot build the remote log auxiliary state partition=%s error=%s", tp, error
+            )
+            self.leader.disconnect()
+            return False
+        except StorageError as error:  # e.g. a corrupt remote object: the log is untouched
+            logger.error(
+                "cannot build the remote log auxiliary state, retrying partition=%s error=%s",
+                tp,
+                error,
+            )
+            return False
+        except Exception:
+            logger.exception("error building the remote log auxiliary state partition=%s", tp)
+            return False
+        if tp in self._states:
+            self._states[tp] = fetching
+            self._lags[tp] = fetching.lag or 0
+        logger.info("remote log auxiliary state built, fetching partition=%s %s", tp, fetching)
         return True
 
     # ------------------------------------------------------------------ out of range

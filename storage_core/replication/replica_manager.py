@@ -712,14 +712,6 @@ class ReplicaManager:
         tier; for consumers the records are read by ``_complete_remote_reads`` (only the first
         such partition of a request; the others answer no records this time, as Kafka)."""
         log = partition.log
-        if replica_id >= 0:
-            return FetchResult(
-                error=OffsetMovedToTieredStorageError(
-                    f"partition {partition.topic_partition}: offset {fetch_offset} is below the"
-                    f" local log start offset {log.local_log_start_offset}; it is in tiered"
-                    " storage"
-                )
-            )
         high_watermark = log.high_watermark
         read = LogReadResult(
             info=FetchDataInfo(LogOffsetMetadata(fetch_offset), None),
@@ -728,6 +720,17 @@ class ReplicaManager:
             log_start_offset=log.log_start_offset,
             log_end_offset=log.log_end_offset,
         )
+        if replica_id >= 0:
+            # With the leader's offsets, as Kafka answers: the follower takes the log start
+            # offset from this response when it rebuilds its log.
+            return FetchResult(
+                read=read,
+                error=OffsetMovedToTieredStorageError(
+                    f"partition {partition.topic_partition}: offset {fetch_offset} is below the"
+                    f" local log start offset {log.local_log_start_offset}; it is in tiered"
+                    " storage"
+                ),
+            )
         return FetchResult(read=read, remote_read=remote_read)
 
     async def _complete_remote_reads(self, results: dict[TopicPartition, FetchResult]) -> None:

@@ -150,6 +150,7 @@ class KafkaBroker:
             config=config,
             get_partition=self.replica_manager.get_partition,
             endpoint_of=self._endpoint_of,
+            remote_log_manager=lambda: self.remote_log_manager,
             clock=clock,
         )
         self.replica_fetcher_manager.register_metrics(self.metrics)

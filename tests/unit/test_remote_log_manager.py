@@ -31,7 +31,7 @@ from storage_core.tiered.remote_log_manager import (
     RemoteLogManager,
 )
 from tests.conftest import BASE_TIMESTAMP_MS, make_batch
-from tests.unit.tiered_fixtures import TIP, TOPIC_ID, TieredLog, build_tiered_log
+from tests.unit.tiered_fixtures import TIP, TOPIC_ID, TieredLog, build_tiered_log, copy_segment
 
 LOCAL_TP = TopicPartition("local-only", 0)
 
@@ -140,6 +140,48 @@ def test_replica_fetch_below_local_start_is_offset_moved_to_tiered_storage(
     result = broker.fetch({tp: 0}, replica_id=1)[tp]
     assert isinstance(result.error, OffsetMovedToTieredStorageError)  # type: ignore[attr-defined]
     assert result.error.error_code == "offset_moved_to_tiered_storage"  # type: ignore[attr-defined]
+    # with the leader's offsets, as Kafka: the follower takes its log start offset from here
+    log = broker.tiered.log
+    read = result.read  # type: ignore[attr-defined]
+    assert (read.log_start_offset, read.high_watermark, read.log_end_offset) == (
+        0,
+        log.high_watermark,
+        log.log_end_offset,
+    )
+    assert result.records == b""  # type: ignore[attr-defined]
+
+
+def test_a_follower_deletes_locally_only_what_its_rlmm_says_is_copied(tmp_path: Path) -> None:
+    """Kafka's follower side of the RLM (highestOffsetInRemoteStorage from the RLMM): a
+    follower's local retention never deletes a segment that is not copied, whoever copies."""
+    tiered = build_tiered_log(tmp_path, copy_segments=2)
+    log = tiered.log
+    partition = Partition(TIP.topic_partition, TOPIC_ID, log, local_broker_id=1)
+    partition.make_follower(leader_id=0, leader_epoch=2, replicas=(0, 1), isr=(0, 1))
+    rlm = RemoteLogManager(
+        broker_id=1,
+        rsm=tiered.rsm,
+        rlmm=tiered.rlmm,
+        log_dir=tmp_path / "logs",
+        index_cache_max_bytes=1 << 20,
+        reader_threads=1,
+        task_interval_ms=100,
+    )
+    try:
+        rlm.on_partition_hosted(partition)
+        assert not partition.is_leader
+        log.delete_old_segments()
+        assert log.local_log_start_offset == tiered.copied[-1].end_offset + 1
+        assert log.log_start_offset == 0
+        # the leader copies one more segment: the follower may delete it now, and no more
+        third = tiered.copied[-1].end_offset + 1
+        (segment,) = [s for s in log.segments if s.base_offset == third]
+        tiered.copied.append(copy_segment(tiered, segment))
+        log.delete_old_segments()
+        assert log.local_log_start_offset == tiered.copied[-1].end_offset + 1
+    finally:
+        rlm.close()
+        log.close()
 
 
 def test_emptied_store_fails_only_that_partition_promptly_and_warns_once(

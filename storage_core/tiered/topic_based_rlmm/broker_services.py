@@ -74,6 +74,7 @@ class BrokerServices(Protocol):
     def replica_manager(self) -> HostedReplicas: ...
     @property
     def log_manager(self) -> LocalLogs: ...
+
     def ensure_internal_topic(
         self, name: str, num_partitions: int, configs: Mapping[str, str]
     ) -> InternalTopic:
