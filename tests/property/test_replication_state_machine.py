@@ -123,6 +123,8 @@ class ReplicationMachine(RuleBasedStateMachine):
         self.follower_leo: dict[int, int | None] = {}
         self.leader_hw = 0
         self.committed: dict[int, Rec] = {}
+        # acks=1 records acknowledged on the leader's append alone, not yet committed.
+        self.acked_by_leader_only: dict[int, Rec] = {}
         self.next_payload = 0
         self._become_leader(0)
 
@@ -192,6 +194,9 @@ class ReplicationMachine(RuleBasedStateMachine):
             self._unclean_election(self.live()[0])
 
     def _unclean_election(self, r: int) -> None:
+        records = self.model[r]
+        if any(o >= len(records) or records[o] != rec for o, rec in self.committed.items()):
+            event("unclean election lost committed records")
         self.isr = {r}
         self.committed = {}  # what was committed before may be gone; what follows may not
         self._become_leader(r)
@@ -229,6 +234,7 @@ class ReplicationMachine(RuleBasedStateMachine):
         """A producer's batch on the leader (acks=1: acknowledged now; acks=all: once the HW
         passes it, which the HW rules decide; either way only the HW makes it committed)."""
         assert self.leader is not None
+        first = len(self.model[self.leader])
         records = [
             SimpleRecord(key=None, value=f"p{self.next_payload + i}".encode(), timestamp=i)
             for i in range(count)
@@ -237,6 +243,9 @@ class ReplicationMachine(RuleBasedStateMachine):
         log = self.live_log(self.leader)
         log.append_as_leader(build_batch(records), leader_epoch=self.leader_epoch)
         self.model[self.leader] += [(self.leader_epoch, r.value or b"") for r in records]
+        if acks == 1:
+            for i, record in enumerate(records):
+                self.acked_by_leader_only[first + i] = (self.leader_epoch, record.value or b"")
         event(f"append acks={acks}")
         self._maybe_advance_hw()
 
@@ -432,6 +441,20 @@ class ReplicationMachine(RuleBasedStateMachine):
             assert len(extra) <= 1 and all(e.start_offset == len(records) for e in extra), (
                 f"(c) replica {r}: epoch cache {entries} beyond its batches {implied}"
             )
+
+    @invariant()
+    def acks_one_records_may_be_lost(self) -> None:
+        """An acks=1 record is safe once committed; before that a clean election may drop
+        it (Kafka's documented trade-off). Counted, not asserted: the runs do reach it."""
+        if self.leader is None:
+            return
+        leader_records = self.model[self.leader]
+        for offset, record in list(self.acked_by_leader_only.items()):
+            if self.committed.get(offset) == record:
+                del self.acked_by_leader_only[offset]
+            elif offset >= len(leader_records) or leader_records[offset] != record:
+                del self.acked_by_leader_only[offset]
+                event("acks=1 record lost")
 
     @invariant()
     def committed_records_are_in_the_isr(self) -> None:
