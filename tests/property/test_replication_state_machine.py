@@ -25,6 +25,12 @@ Checked after every step or where they apply:
     after the last unclean election.
 Also: a truncation never cuts into the common prefix, and a restarted log keeps at least
 what was flushed and is a prefix of what it held.
+
+What it catches, shrunk: a follower truncating to its HW instead of the epoch end (append,
+catch up, OffsetForLeaderEpoch: cut below a shared record; with that check off, (a) fails);
+one truncation round where KIP-279 needs several (append, two elections, catch up); and
+``Log.truncate_to`` keeping an empty epoch at the LEO (append, elect 1, elect 0, catch up 1:
+the follower never catches up).
 """
 
 from __future__ import annotations
