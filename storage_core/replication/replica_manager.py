@@ -17,6 +17,7 @@ through ``call_soon_threadsafe``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -528,26 +529,36 @@ class ReplicaManager:
         self, tps: Iterable[TopicPartition], timeout_s: float, *, replica: bool = False
     ) -> None:
         """Park until one of ``tps`` moves its HW (or, for ``replica`` fetches, its log end
-        offset), or ``timeout_s`` passes."""
-        loop = asyncio.get_running_loop()
-        table = self._replica_waiters if replica else self._waiters
-        waiter: asyncio.Future[None] = loop.create_future()
-        registered = [tp for tp in tps]
-        if sum(len(w) for w in table.values()) >= MAX_WAITERS:
+        offset), or ``timeout_s`` passes. Only for conditions checked on the event loop (a
+        wake-up runs there too, so none can slip in between the check and the parking)."""
+        waiter = self._park(tps, replica=replica)
+        if waiter is None:
             return
-        for tp in registered:
-            table.setdefault(tp, set()).add(waiter)
         try:
-            await asyncio.wait_for(asyncio.shield(waiter), timeout_s)
-        except TimeoutError:
-            pass
+            await _until(waiter, timeout_s)
         finally:
-            for tp in registered:
-                waiting = table.get(tp)
-                if waiting is not None:
-                    waiting.discard(waiter)
-                    if not waiting:
-                        del table[tp]
+            self._unpark(waiter, tps, replica=replica)
+
+    def _park(self, tps: Iterable[TopicPartition], *, replica: bool) -> asyncio.Future[None] | None:
+        """A waiter woken when one of ``tps`` moves (None: the purgatory is full)."""
+        table = self._replica_waiters if replica else self._waiters
+        if sum(len(w) for w in table.values()) >= MAX_WAITERS:
+            return None
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for tp in tps:
+            table.setdefault(tp, set()).add(waiter)
+        return waiter
+
+    def _unpark(
+        self, waiter: asyncio.Future[None], tps: Iterable[TopicPartition], *, replica: bool
+    ) -> None:
+        table = self._replica_waiters if replica else self._waiters
+        for tp in tps:
+            waiting = table.get(tp)
+            if waiting is not None:
+                waiting.discard(waiter)
+                if not waiting:
+                    del table[tp]
 
     # ------------------------------------------------------------------ fetch
     async def fetch_messages(
@@ -575,33 +586,47 @@ class ReplicaManager:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(max_wait_ms, 0) / 1000
         zero_copy = zero_copy and SENDFILE_SUPPORTED
+        replica = replica_id >= 0
         while True:
-            reading = asyncio.ensure_future(
-                self.run_io(
-                    lambda: self._read_all(
-                        requests, max_bytes, isolation_high_watermark, zero_copy, replica_id
+            # Parked before reading: an append that lands while the read runs on an I/O
+            # thread wakes this waiter, instead of being missed until max_wait_ms.
+            waiter = self._park(requests.keys(), replica=replica)
+            try:
+                reading = asyncio.ensure_future(
+                    self.run_io(
+                        lambda: self._read_all(
+                            requests, max_bytes, isolation_high_watermark, zero_copy, replica_id
+                        )
                     )
                 )
-            )
-            try:
-                results = await asyncio.shield(reading)
-            except asyncio.CancelledError:
-                reading.add_done_callback(_close_regions_of_read)
-                raise
-            if any(r.remote_read is not None for r in results.values()):
-                await self._complete_remote_reads(results)
-                for tp, result in results.items():
-                    self.topic_stats.mark_fetch(tp.topic, len(result.records), result.error)
-                return results
-            total = sum(len(r.records) for r in results.values())
-            errors = any(r.error is not None for r in results.values())
-            remaining = deadline - loop.time()
-            if total >= min_bytes or errors or remaining <= 0 or not requests:
-                for tp, result in results.items():
-                    self.topic_stats.mark_fetch(tp.topic, len(result.records), result.error)
-                return results
-            close_regions(results.values())
-            await self._wait_for_any(requests.keys(), remaining, replica=replica_id >= 0)
+                try:
+                    results = await asyncio.shield(reading)
+                except asyncio.CancelledError:
+                    reading.add_done_callback(_close_regions_of_read)
+                    raise
+                if any(r.remote_read is not None for r in results.values()):
+                    await self._complete_remote_reads(results)
+                    for tp, result in results.items():
+                        self.topic_stats.mark_fetch(tp.topic, len(result.records), result.error)
+                    return results
+                total = sum(len(r.records) for r in results.values())
+                errors = any(r.error is not None for r in results.values())
+                remaining = deadline - loop.time()
+                if (
+                    total >= min_bytes
+                    or errors
+                    or remaining <= 0
+                    or not requests
+                    or waiter is None  # the purgatory is full: answer at once
+                ):
+                    for tp, result in results.items():
+                        self.topic_stats.mark_fetch(tp.topic, len(result.records), result.error)
+                    return results
+                close_regions(results.values())
+                await _until(waiter, remaining)
+            finally:
+                if waiter is not None:
+                    self._unpark(waiter, requests.keys(), replica=replica)
 
     def _read_all(
         self,
@@ -837,3 +862,9 @@ def _check_topic_id(log_manager: LogManager, tp: TopicPartition, topic_id: Uuid 
         raise InconsistentTopicIdError(
             "Topic ID in the fetch session did not match the topic ID in the log."
         )
+
+
+async def _until(waiter: asyncio.Future[None], timeout_s: float) -> None:
+    """Wait for ``waiter`` at most ``timeout_s`` (it stays usable: shielded)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(waiter), timeout_s)

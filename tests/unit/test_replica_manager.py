@@ -141,6 +141,49 @@ def test_a_long_poll_fetch_returns_as_soon_as_data_arrives(tmp_path: Path) -> No
     replicas.shutdown()
 
 
+def test_an_append_landing_while_a_fetch_reads_wakes_it(tmp_path: Path) -> None:
+    """The fetch parks before it reads: an append (and its wake-up) that comes while the read
+    runs on an I/O thread must not leave the fetch waiting out max_wait_ms."""
+    replicas = _setup(tmp_path, replicas=(0, 2))
+    read_started = asyncio.Event()
+    read_may_finish = asyncio.Event()
+    original = replicas._read_all
+    first_read = True
+
+    def slow_first_read(*args: object, **kwargs: object) -> object:
+        nonlocal first_read
+        results = original(*args, **kwargs)  # type: ignore[arg-type]
+        if first_read:
+            first_read = False
+            loop.call_soon_threadsafe(read_started.set)
+            asyncio.run_coroutine_threadsafe(read_may_finish.wait(), loop).result(5)
+        return results
+
+    replicas._read_all = slow_first_read  # type: ignore[method-assign]
+    loop: asyncio.AbstractEventLoop
+
+    async def run() -> float:
+        nonlocal loop
+        loop = asyncio.get_running_loop()
+        replicas.bind_loop(loop)
+        request = {TP: FetchRequestPartition(fetch_offset=0, max_bytes=1 << 20)}
+        fetch = asyncio.create_task(
+            replicas.fetch_messages(
+                request, max_wait_ms=10_000, min_bytes=1, max_bytes=1 << 20, replica_id=2
+            )
+        )
+        await read_started.wait()  # the first read found nothing and is about to return
+        started = time.monotonic()
+        await replicas.append_records({TP: make_batch(4)}, required_acks=1, timeout_ms=1000)
+        read_may_finish.set()
+        results = await asyncio.wait_for(fetch, 9)
+        assert results[TP].records  # read again once woken: the appended batch
+        return time.monotonic() - started
+
+    assert asyncio.run(run()) < 5
+    replicas.shutdown()
+
+
 def test_a_fetch_with_nothing_new_waits_max_wait_then_answers_empty(tmp_path: Path) -> None:
     replicas = _setup(tmp_path)
 
