@@ -107,11 +107,17 @@ class JepsenReport:
         final_ok = self.final is not None and self.final.ok
         return final_ok and not self.errors and all(r.ok for r in self.rounds)
 
-    def summary(self) -> str:
+    def summary(self, *, with_rounds: bool = True) -> str:
+        """The run's outcome; ``with_rounds=False`` lists the rounds by outcome only (for a
+        caller that printed each round as it ended)."""
         lines = [
             f"seed {self.seed}, {len(self.rounds)} rounds: {'PASSED' if self.ok else 'FAILED'}"
         ]
-        lines += [r.describe() for r in self.rounds]
+        if with_rounds:
+            lines += [r.describe() for r in self.rounds]
+        else:
+            outcomes = [("ok" if r.ok else "FAILED") for r in self.rounds]
+            lines.append("rounds: " + ", ".join(f"{i} {o}" for i, o in enumerate(outcomes)))
         failovers = [s for r in self.rounds for s in r.failover_s.values() if s is not None]
         if failovers:
             lines.append(
