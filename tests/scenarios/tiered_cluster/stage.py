@@ -168,6 +168,20 @@ class ClusterTieredStage:
         admin = self.admin()
         admin.delete_topics([topic])[topic].result(CLIENT_TIMEOUT_S)
 
+    def wait_gone(self, broker_id: int, topic: str) -> None:
+        """Waits until ``broker_id`` holds no partition directory of ``topic``."""
+        log_dir = self.brokers[broker_id].log_dir
+        eventually(
+            lambda: (
+                not any(
+                    path.name.rsplit("-", 1)[0] == topic
+                    for path in log_dir.iterdir()
+                    if path.is_dir()
+                )
+            ),
+            what=f"broker {broker_id} without {topic}",
+        )
+
     def leader(self, topic: str, partition: int) -> tuple[int, int]:
         """(leader, leader epoch) as broker 1's Metadata answers."""
         return cluster_support.partition_leaders(self.brokers[1].bootstrap, topic)[partition]
