@@ -45,7 +45,13 @@ from kio.static.primitive import i8, i32, i64
 
 from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core import cli
-from storage_core.client import KafkaCluster
+from storage_core.client import (
+    AlterConfigOp,
+    AlterConfigOpType,
+    ConfigResourceType,
+    KafkaAdminClient,
+    KafkaCluster,
+)
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid
 from storage_core.log import log_file_utils as files
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
@@ -163,6 +169,17 @@ class ClusterTieredStage:
             described = cluster.refresh_metadata([topic]).topic(topic)
         assert described is not None and described.topic_id is not None, topic
         return described.topic_id
+
+    def alter_topic(self, topic: str, **configs: str) -> None:
+        """IncrementalAlterConfigs SET of ``configs`` (``_`` for ``.``) on ``topic``."""
+        ops = [
+            AlterConfigOp(name=key.replace("_", "."), op=AlterConfigOpType.SET, value=value)
+            for key, value in configs.items()
+        ]
+        with KafkaCluster(self.bootstrap) as cluster:
+            KafkaAdminClient(cluster).incremental_alter_configs(
+                ConfigResourceType.TOPIC, topic, ops
+            )
 
     def delete_topic(self, topic: str) -> None:
         admin = self.admin()
