@@ -33,7 +33,7 @@ from typing import TypeVar
 
 from confluent_kafka import ElectionType
 from confluent_kafka import TopicPartition as CTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kafka import KafkaAdminClient as PythonAdmin
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
@@ -169,6 +169,22 @@ class ClusterTieredStage:
             described = cluster.refresh_metadata([topic]).topic(topic)
         assert described is not None and described.topic_id is not None, topic
         return described.topic_id
+
+    def create_partitions(self, topic: str, assignment: Sequence[Sequence[int]]) -> None:
+        """CreatePartitions: the new partitions on ``assignment`` (first replica leading);
+        waits for their leaders."""
+        total = len(self.leaders_of(topic)) + len(assignment)
+        admin = self.admin()
+        new = NewPartitions(topic, total, replica_assignment=[list(r) for r in assignment])
+        admin.create_partitions([new])[topic].result(CLIENT_TIMEOUT_S)
+        for offset, replicas in enumerate(assignment):
+            self.wait_leader(topic, total - len(assignment) + offset, replicas[0])
+        if self._producer is not None:  # its metadata knows the old partitions only
+            self._producer.close(timeout=5)
+            self._producer = None
+
+    def leaders_of(self, topic: str) -> dict[int, tuple[int, int]]:
+        return cluster_support.partition_leaders(self.brokers[1].bootstrap, topic)
 
     def alter_topic(self, topic: str, **configs: str) -> None:
         """IncrementalAlterConfigs SET of ``configs`` (``_`` for ``.``) on ``topic``."""
