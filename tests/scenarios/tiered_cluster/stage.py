@@ -235,9 +235,9 @@ class ClusterTieredStage:
 
         return eventually(agreed, what=f"broker {broker_id} leading {topic}-{partition}") - 1
 
-    def move_leader(self, topic: str, partition: int, replicas: Sequence[int]) -> int:
-        """Kafka's ``expectLeader(..., electLeader=true)``: reassign the partition to
-        ``replicas`` (the first is the preferred leader), elect it; its new leader epoch."""
+    def reassign(self, topic: str, partition: int, replicas: Sequence[int]) -> None:
+        """AlterPartitionReassignments to ``replicas``; waits until it completed (the new
+        replicas caught up and joined the ISR, the removed ones left)."""
         admin = PythonAdmin(bootstrap_servers=self.bootstrap, request_timeout_ms=10_000)
         try:
             tp = KTopicPartition(topic, partition)
@@ -248,6 +248,11 @@ class ClusterTieredStage:
             )
         finally:
             admin.close()
+
+    def move_leader(self, topic: str, partition: int, replicas: Sequence[int]) -> int:
+        """Kafka's ``expectLeader(..., electLeader=true)``: reassign the partition to
+        ``replicas`` (the first is the preferred leader), elect it; its new leader epoch."""
+        self.reassign(topic, partition, replicas)
         if self.leader(topic, partition)[0] != replicas[0]:
             admin_client = self.admin()
             results = admin_client.elect_leaders(
