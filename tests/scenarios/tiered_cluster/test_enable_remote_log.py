@@ -22,7 +22,8 @@ def test_remote_storage_enabled_on_a_replicated_topic(stage: ClusterTieredStage)
         stage.expect(
             TOPIC,
             topic_id,
-            "1: [0-0][1-1][2-2]* 2: [0-0][1-1][2-2]* remote: - | earliest=0 local=0 tiered=-1 end=3",
+            "1: [0-0][1-1][2-2]* 2: [0-0][1-1][2-2]* remote: -"
+            " | earliest=0 local=0 tiered=-1 end=3",
             partition,
         )
     # nothing to tier yet: the tier command leaves topics without remote storage alone
