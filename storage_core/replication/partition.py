@@ -400,6 +400,18 @@ class Partition:
             self._on_hw_advanced(self.topic_partition)
         return advanced
 
+    def low_watermark_if_leader(self) -> int:
+        """Kafka's ``lowWatermarkIfLeader``: the lowest log start offset of this log and of
+        the followers on live brokers (-1 for one that has not fetched yet). DeleteRecords
+        answers once it reached the requested offset."""
+        with self._lock:
+            self._require_leader()
+            low = self.log.log_start_offset
+            for broker_id, state in self._followers.items():
+                if self._is_broker_alive(broker_id):
+                    low = min(low, state.log_start_offset)
+            return low
+
     def follower_states(self) -> dict[int, ReplicaState]:
         """A copy of the followers' states (leader only; empty on a follower)."""
         with self._lock:

@@ -408,6 +408,11 @@ class ReplicaManager:
                 if not waiter.done():
                     waiter.set_result(None)
 
+    def on_log_start_offset_incremented(self, tp: TopicPartition) -> None:
+        """DeleteRecords moved a led partition's log start offset (loop thread): answer the
+        waiting replica fetches now, so that followers learn it without a fetch wait."""
+        self._wake_replica_fetches(tp)
+
     def _wake_replica_fetches(self, tp: TopicPartition) -> None:
         for waiter in self._replica_waiters.pop(tp, set()):
             if not waiter.done():

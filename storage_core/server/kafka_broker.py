@@ -483,6 +483,9 @@ class KafkaBroker:
                 return
             metadata = image.topic(name)
             rlm = self.remote_log_manager
+            # Only a partition's leader marks its remote data for deletion (Kafka's
+            # StopPartition(deleteRemoteLog) is for the leader): its tiering job deletes it.
+            led = [tp for tp, p in self.replica_manager.partitions().items() if p.is_leader]
 
             def commit() -> None:
                 # Runs once every partition dir is renamed for deletion; if anything here
@@ -494,7 +497,7 @@ class KafkaBroker:
                     and self._log_config_in(image, name).remote_storage_enable
                 ):
                     rlm.on_partitions_deleted(
-                        [TopicIdPartition(metadata.topic_id, tp) for tp in tps]
+                        [TopicIdPartition(metadata.topic_id, tp) for tp in tps if tp in led]
                     )
                 for tp in tps:
                     self.replica_manager.remove_partition(tp)

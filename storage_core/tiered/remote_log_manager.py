@@ -13,10 +13,11 @@ keeps its local log consistent with the remote tier and serves tiered offsets:
   offset passed it. This is DESIGN's "no hole" rule (``Ry + 1 >= Lx``);
 - every ``remote.log.manager.task.interval.ms``, for each remote-enabled partition it leads:
   rolls an active segment that breaches local retention (so it can be copied and then
-  deleted locally), and moves the log start offset to ``min(Rx, Lx)``: past segments in
-  DELETE_SEGMENT_STARTED (which readers stop seeing at once) with the leader-epoch cache
-  truncated from the start, as ``Log.maybe_increment_log_start_offset`` does. A remote read
-  that finds no segment runs the same sync for its partition at once;
+  deleted locally; by size only at ``local.retention.bytes=0``, as Kafka), and moves the
+  log start offset to ``min(Rx, Lx)``: past segments in DELETE_SEGMENT_STARTED (which
+  readers stop seeing at once) with the leader-epoch cache truncated from the start, as
+  ``Log.maybe_increment_log_start_offset`` does. A remote read that finds no segment runs
+  the same sync for its partition at once;
 - feeds the remote series of ``BrokerTopicMetrics`` (``remote_log_metrics``): the remote
   read meters on the reader threads, and per led partition, every task interval, the copy
   lag and the remote log size and metadata count;
@@ -354,7 +355,11 @@ class RemoteLogManager:
             and active.largest_timestamp >= 0
             and self._clock.milliseconds() - active.largest_timestamp > retention_ms
         )
-        breach_bytes = retention_bytes >= 0 and active.size > retention_bytes
+        # Kafka's size rule (UnifiedLog.deletableSegments) walks the segments oldest first,
+        # taking each one's size off (log size - retention); the active segment is reached
+        # with (its size - retention) left, so it is past retention only when that covers
+        # all of it: retention 0. With local.retention.bytes=1 the active segment stays.
+        breach_bytes = retention_bytes >= 0 and active.size - retention_bytes >= active.size
         if not (breach_ms or breach_bytes):
             return False
         log.roll()

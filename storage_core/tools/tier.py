@@ -17,7 +17,8 @@ Modes (the default is copy; ``--expire`` and ``--delete-partitions`` may be comb
   DELETE_SEGMENT_STARTED events.
 - **delete partitions** (``--delete-partitions``): ``delete_partition`` for every partition
   whose latest deletion event on ``__remote_log_metadata`` is DELETE_PARTITION_MARKED or
-  DELETE_PARTITION_STARTED (the log dir is not needed: a deleted topic has no directory).
+  DELETE_PARTITION_STARTED by this broker (the partition's leader when its topic was
+  deleted marks it; the log dir is not needed: a deleted topic has no directory).
 
 The broker id is ``--broker-id``, else ``--broker-config``'s, else the only broker of the
 cluster. The remote storage manager is ``--remote-storage-manager`` (default: the broker
@@ -583,33 +584,49 @@ def expire_partitions(ctx: TierContext, targets: Sequence[PartitionTarget]) -> S
 def marked_partitions(cluster: KafkaCluster, topic: str | None) -> list[TopicIdPartition]:
     """Partitions whose latest deletion event is MARKED or STARTED, read from the start of
     every ``__remote_log_metadata`` partition up to its current end."""
-    latest: dict[TopicIdPartition, RemotePartitionDeleteState] = {}
+    return [tip for tip, _broker_id in marked_partitions_by_broker(cluster, topic)]
+
+
+def marked_partitions_by_broker(
+    cluster: KafkaCluster, topic: str | None
+) -> list[tuple[TopicIdPartition, int]]:
+    """As ``marked_partitions``, with the broker of each one's latest deletion event: the
+    partition's leader when its topic was deleted (only the leader marks it, as Kafka's
+    ``StopPartition(deleteRemoteLog)``), or the broker whose deletion started."""
+    latest: dict[TopicIdPartition, RemotePartitionDeleteMetadata] = {}
     for record in scan_metadata_topic(cluster):
         event = serde.deserialize(record.value)
         if isinstance(event, RemotePartitionDeleteMetadata):
-            latest[event.topic_id_partition] = event.state
+            latest[event.topic_id_partition] = event
     pending = (
         RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
         RemotePartitionDeleteState.DELETE_PARTITION_STARTED,
     )
     return sorted(
         (
-            tip
-            for tip, state in latest.items()
-            if state in pending and (topic is None or tip.topic_partition.topic == topic)
+            (tip, event.broker_id)
+            for tip, event in latest.items()
+            if event.state in pending and (topic is None or tip.topic_partition.topic == topic)
         ),
-        key=lambda tip: (tip.topic_partition.topic, tip.topic_partition.partition, tip.topic_id),
+        key=lambda item: (
+            item[0].topic_partition.topic,
+            item[0].topic_partition.partition,
+            item[0].topic_id,
+        ),
     )
 
 
 def delete_partitions(ctx: TierContext, topic: str | None) -> Summary:
     """Delete-partitions mode (see the module docstring)."""
     summary = Summary(action="delete-partition")
-    tips = marked_partitions(ctx.cluster, topic)
-    for tip in tips:
+    for tip, marked_by in marked_partitions_by_broker(ctx.cluster, topic):
+        common = {"partition": tip.topic_partition, "action": "delete-partition"}
+        if marked_by != ctx.broker_id:
+            reason = f"marked by broker {marked_by}, not {ctx.broker_id}"
+            ctx.print({**common, "status": "skipped", "reason": reason})
+            continue
         started = time.monotonic()
         summary.partitions += 1
-        common = {"partition": tip.topic_partition, "action": "delete-partition"}
         try:
             if ctx.dry_run:
                 segments = list(ctx.rlmm.list_remote_log_segments(tip))

@@ -16,8 +16,8 @@ Story::
     copy the other segments      (events appended on N)
     U applies every event: local retention on U deletes the segments copied after the kill,
     and a consumer reads all 600 records from U, the first ones from the remote tier
-    M back, delete the topic     every replica's broker publishes DELETE_PARTITION_MARKED, those
-                                 not leading the metadata partition to its leader
+    M back, delete the topic     the partition's leader U publishes DELETE_PARTITION_MARKED (to
+                                 the metadata partition's leader when it does not lead it)
 """
 
 from __future__ import annotations
@@ -231,8 +231,7 @@ def test_tiered_reads_survive_the_loss_of_the_metadata_partition_leader(
     assert new_leader == next_leader
 
     # Deleting the topic (it waits for every replica's broker: M comes back first): its
-    # replicas' brokers mark it for remote deletion, U and M through the metadata partition's
-    # new leader
+    # leader U marks it for remote deletion, through the metadata partition's new leader
     brokers[metadata_leader].start()
     admin = AdminClient({"bootstrap.servers": servers_of(brokers)})
     admin.delete_topics([TOPIC])[TOPIC].result(60)

@@ -256,9 +256,24 @@ def test_timestamp_lookup_searches_remote_segments_first(broker: Broker) -> None
     assert found is not None and found.offset == 6
 
 
+def test_active_segment_is_not_rolled_while_the_local_retention_keeps_any_byte(
+    broker: Broker,
+) -> None:
+    """Kafka rolls the active segment for size only when retention must take it whole
+    (``local.retention.bytes=0``): with 1 byte, one record past it stays active."""
+    log = broker.tiered.log
+    base = log.active_segment.base_offset
+    for retention_bytes in (1, log.active_segment.size - 1):
+        log.config = replace(
+            log.config, local_retention_bytes=retention_bytes, local_retention_ms=-1
+        )
+        assert not broker.rlm.maybe_roll_active_segment(log)
+    assert log.active_segment.base_offset == base
+
+
 def test_active_segment_breaching_local_retention_is_rolled(broker: Broker) -> None:
     log = broker.tiered.log
-    log.config = replace(log.config, local_retention_bytes=log.active_segment.size - 1)
+    log.config = replace(log.config, local_retention_bytes=0)
     base = log.active_segment.base_offset
     assert broker.rlm.maybe_roll_active_segment(log)
     assert log.active_segment.base_offset == log.log_end_offset > base

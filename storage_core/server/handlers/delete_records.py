@@ -8,10 +8,19 @@ deleted by the next retention pass. Offset -1 means the high watermark. The answ
 OFFSET_OUT_OF_RANGE (negative, or above the high watermark), POLICY_VIOLATION (the topic's
 ``cleanup.policy`` lacks ``delete``). The new log start offsets are checkpointed before the
 answer, so they survive a crash.
+
+As Kafka's ``DelayedDeleteRecords``, a partition is answered once its low watermark (the
+lowest log start offset of the leader and of the followers on live brokers, which report
+theirs in their fetches) reached the requested offset: a follower elected next keeps the
+records deleted. Replica fetches are woken at once so followers learn the new log start
+offset; a partition still short of it after the request's ``timeout_ms`` answers
+REQUEST_TIMED_OUT (the leader's log start offset has moved all the same).
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,12 +36,20 @@ MIN_VERSION = 0
 MAX_VERSION = 2
 
 HIGH_WATERMARK = -1
+# How often a waiting DeleteRecords looks at the followers' log start offsets.
+LOW_WATERMARK_POLL_S = 0.01
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Outcome:
     low_watermark: int = -1
     error: StorageError | None = None
+    # the offset the low watermark must reach before the answer (-1: nothing to wait for)
+    required_offset: int = -1
+
+
+class _RequestTimedOutError(StorageError):
+    error_code = "request_timed_out"
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -44,6 +61,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for p in topic.partitions
     ]
     outcomes = await replica_manager.run_io(lambda: _delete_all(replica_manager, wanted))
+    await _wait_for_low_watermarks(
+        replica_manager, outcomes, timeout_ms=int(request.timeout.total_seconds() * 1000)
+    )
     topics = []
     for topic in request.topics:
         partitions = []
@@ -70,8 +90,8 @@ def _delete_all(
     moved = False
     for tp, offset in wanted:
         try:
-            low_watermark, changed = _delete_one(replica_manager, tp, offset)
-            outcomes[tp] = _Outcome(low_watermark=low_watermark)
+            low_watermark, changed, target = _delete_one(replica_manager, tp, offset)
+            outcomes[tp] = _Outcome(low_watermark=low_watermark, required_offset=target)
             moved = moved or changed
         except StorageError as error:
             outcomes[tp] = _Outcome(error=error)
@@ -82,7 +102,8 @@ def _delete_all(
 
 def _delete_one(
     replica_manager: ReplicaManager, tp: TopicPartition, offset: int
-) -> tuple[int, bool]:
+) -> tuple[int, bool, int]:
+    """Moves the log start offset: (log start offset, whether it moved, requested offset)."""
     log = replica_manager.leader_partition(tp).log
     if "delete" not in log.config.cleanup_policy.split(","):
         raise PolicyViolationError(
@@ -93,4 +114,40 @@ def _delete_one(
     if target < 0:
         raise OffsetOutOfRangeError(f"The offset {offset} for partition {tp} is not valid")
     changed = log.maybe_increment_log_start_offset(target, "DeleteRecords")
-    return log.log_start_offset, changed
+    return log.log_start_offset, changed, target
+
+
+async def _wait_for_low_watermarks(
+    replica_manager: ReplicaManager, outcomes: dict[TopicPartition, _Outcome], *, timeout_ms: int
+) -> None:
+    """Replace each successful outcome by the partition's low watermark once it reached the
+    requested offset, or by REQUEST_TIMED_OUT after ``timeout_ms``."""
+    pending = {tp: o for tp, o in outcomes.items() if o.error is None and o.required_offset >= 0}
+    for tp in pending:
+        replica_manager.on_log_start_offset_incremented(tp)
+    deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+    while pending:
+        for tp, outcome in list(pending.items()):
+            try:
+                low_watermark = replica_manager.leader_partition(tp).low_watermark_if_leader()
+            except StorageError as error:
+                outcomes[tp] = _Outcome(error=error)
+                del pending[tp]
+                continue
+            if low_watermark >= outcome.required_offset:
+                outcomes[tp] = _Outcome(low_watermark=low_watermark)
+                del pending[tp]
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            for tp, outcome in pending.items():
+                outcomes[tp] = _Outcome(
+                    low_watermark=outcome.low_watermark,
+                    error=_RequestTimedOutError(
+                        f"partition {tp}: the followers' log start offsets did not reach"
+                        f" {outcome.required_offset} within {timeout_ms} ms; the leader's is"
+                        f" {outcome.low_watermark} (retry, or check the followers)"
+                    ),
+                )
+            return
+        await asyncio.sleep(LOW_WATERMARK_POLL_S)

@@ -5,7 +5,7 @@ orphaned, and every record readable from offset 0.
 
 Killed mid-upload (``test_copy_run_killed_mid_upload_...``)::
 
-    3 partitions x 6-8 closed segments, local.retention.bytes=1 (a closed segment is deleted
+    3 partitions x 6-8 closed segments, local.retention.bytes=0 (a closed segment is deleted
     locally as soon as a FINISHED copy covers it; the broker rolls the active segment)
     copy_segments, 1.5 s per copy        remote: [F][F][S] ... (S: .log written, no indexes)
     SIGKILL driver + JVM                 the driver's processes (Python workers too) all gone
@@ -111,7 +111,7 @@ def tiered_topic(cluster: TieredCluster, topic: str) -> tuple[list[TopicIdPartit
             configs={
                 "remote.storage.enable": "true",
                 "segment.bytes": str(SEGMENT_BYTES),
-                "local.retention.bytes": "1",
+                "local.retention.bytes": "0",
             },
         )
     assert created.topic_id is not None
@@ -130,7 +130,8 @@ def tiered_topic(cluster: TieredCluster, topic: str) -> tuple[list[TopicIdPartit
             assert [f.get(timeout=10).offset for f in sent] == list(range(RECORDS))
     finally:
         producer.close()
-    # The broker rolls an active segment that breaches local retention: then every record
+    # The broker rolls an active segment that breaches local retention (by size: only with
+    # local.retention.bytes=0, as Kafka): then every record
     # is in a closed segment below the high watermark, i.e. eligible for a copy.
     for tip in tips:
         wait_until(
