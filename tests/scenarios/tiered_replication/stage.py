@@ -80,24 +80,28 @@ class TieredStage(ReplicationStage):
         )
         self.topic_ids: dict[str, Uuid] = {}
 
-    def tier(self, broker_id: int, *args: str) -> str:
-        """``storage-core tier`` for ``broker_id``'s log dir (copy, or ``--expire``); its
-        stdout. Fails the story on a non-zero exit."""
+    def tier_command(self, broker_id: int, *args: str) -> list[str]:
+        """``storage-core tier`` for ``broker_id``'s log dir and broker config."""
         broker = self.brokers[broker_id]
+        return [
+            sys.executable,
+            "-m",
+            "storage_core.cli",
+            "tier",
+            "--bootstrap-server",
+            self.bootstrap,
+            "--log-dir",
+            str(broker.log_dir),
+            "--broker-config",
+            str(broker.config_path),
+            *args,
+        ]
+
+    def tier(self, broker_id: int, *args: str) -> str:
+        """Run ``tier_command`` (copy, or ``--expire``); its stdout. Fails the story on a
+        non-zero exit."""
         done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "storage_core.cli",
-                "tier",
-                "--bootstrap-server",
-                self.bootstrap,
-                "--log-dir",
-                str(broker.log_dir),
-                "--broker-config",
-                str(broker.config_path),
-                *args,
-            ],
+            self.tier_command(broker_id, *args),
             capture_output=True,
             text=True,
             timeout=TIER_TIMEOUT_S,
