@@ -3,9 +3,11 @@ is ``A`` (the first leader), broker 3 is ``B``; ``local.retention.ms`` a few sec
 
     acks=all 0..7; tier A  A, B: 5-7:0 (0-4 copied, then deleted locally by both)
     pause B; r8 acks=1     A: 5-8:0, HW 8: r8 is not committed
-    kill A; resume B       A crashes; B (its fetches now fail) is elected, epoch 1
+    kill A; resume B       A crashes; B (its fetches now fail) is elected, epoch 1, and rolls
+                           its active segment (idle past local.retention.ms) at 8
     kill B                 B crashes too and loses its last record (7, not flushed: its
-                           segment file is cut by one batch, as a power failure leaves it);
+                           segment file is cut by one batch, and a segment it rolled after
+                           it is gone, as a power failure leaves them);
                            no leader, epoch 2, B alone in the last ISR (B's epoch 1 starts
                            at 8, its log end offset when it became leader)
     start B                B leads in epoch 3: B 5-6:0; n7 n8 at epoch 3
@@ -29,10 +31,25 @@ SEGMENT_BYTES = "400"  # five 78-byte batches (values of 10 bytes, one record ea
 BATCH_BYTES = 78
 LOCAL_RETENTION_MS = "6000"
 FETCH_ANSWERED_S = 0.5
+ROLLED_WITHIN_S = 1.0  # five runs of remote.log.manager.task.interval.ms
 
 
 def values(first: int, last: int, prefix: str = "value") -> list[str]:
     return [f"{prefix}-{offset:04d}" for offset in range(first, last + 1)]
+
+
+def lose_last_record(partition_dir: Path) -> None:
+    """Cut the last batch (offset 7) off the segment holding it, and drop the empty segment
+    B rolled after it while it led: neither was flushed."""
+    logs = sorted(partition_dir.glob("*.log"))
+    while logs[-1].stat().st_size == 0:
+        empty = logs.pop()
+        for path in partition_dir.glob(f"{empty.stem}.*"):
+            path.unlink()
+    size = logs[-1].stat().st_size
+    assert logs[-1].stem == f"{5:020d}" and size == 3 * BATCH_BYTES, (logs, size)
+    with logs[-1].open("r+b") as file:
+        file.truncate(size - BATCH_BYTES)
 
 
 def test_leader_and_follower_crash_the_remote_tier_keeps_what_was_committed(
@@ -72,12 +89,9 @@ def test_leader_and_follower_crash_the_remote_tier_keeps_what_was_committed(
         stage.kill(A)
         stage.resume(B)  # its fetches go to the dead A: r8 never reaches it
         stage.wait_state(TOPIC, leader=B, isr=[B])
+        time.sleep(ROLLED_WITHIN_S)  # B rolls its active segment, idle past local.retention.ms
         stage.kill(B)
-        b_segment = stage.brokers[B].log_dir / f"{TOPIC}-0" / f"{5:020d}.log"
-        size = b_segment.stat().st_size
-        assert size == 3 * BATCH_BYTES
-        with b_segment.open("r+b") as file:
-            file.truncate(size - BATCH_BYTES)
+        lose_last_record(stage.brokers[B].log_dir / f"{TOPIC}-0")
         stage.expect(
             TOPIC,
             """
