@@ -8,7 +8,8 @@ response and offsets are unknown (-1).
 
 The producer is not idempotent: a retry after ``NOT_LEADER_OR_FOLLOWER`` or a broken
 connection may write a batch twice. At most ``retries`` retries per request, after a
-metadata refresh and ``retry_backoff_ms``.
+metadata refresh and ``retry_backoff_ms``; a leader that refuses connections (its process
+died, the controller has not moved the leadership yet) is retried too.
 
 Not thread-safe (it uses a ``KafkaCluster``).
 """
@@ -32,6 +33,7 @@ from kio.static.primitive import Records, i16, i32
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.errors import (
     BrokerResponseError,
+    BrokerUnreachableError,
     ConnectionClosedError,
     ProtocolMismatchError,
     raise_for_error,
@@ -185,7 +187,12 @@ class KafkaProducer:
             try:
                 session = self.cluster.leader_session(topic_partition)
                 return self._produce(session, topic_partition, payload, record_count)
-            except (BrokerResponseError, ConnectionClosedError, ProtocolMismatchError) as exc:
+            except (
+                BrokerResponseError,
+                BrokerUnreachableError,
+                ConnectionClosedError,
+                ProtocolMismatchError,
+            ) as exc:
                 retriable = not isinstance(exc, BrokerResponseError) or exc.error in _RETRIABLE
                 if not retriable or attempt >= self.retries:
                     raise

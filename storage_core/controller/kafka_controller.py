@@ -399,8 +399,11 @@ class KafkaController:
             self._maybe_resume_reassignments(lambda _tp, a: bool(started & set(a.replicas)))
 
     def _on_brokers_failure(self, dead: list[int]) -> None:
-        """Partitions they led get new leaders (or go offline); they leave every ISR."""
+        """Partitions they led get new leaders (or go offline); they leave every ISR. The
+        states are read again first: a leader that took a returning replica back into its
+        ISR wrote that itself, and a stale copy would keep the dead replica in the ISR."""
         ctx = self.context
+        self._refresh_states(tp for broker_id in dead for tp in ctx.partitions_on_broker(broker_id))
         self._trigger_online_partition_state_change()
         for broker_id in dead:
             changes = {}

@@ -12,7 +12,11 @@ pool of ``remote.log.reader.threads`` threads with a bounded queue of pending re
    whose last offset is ``>= O``, until ``max_bytes`` (the first batch even if larger when
    ``min_one_message``, as Kafka). Every batch is checked (framing, magic, CRC) before it is
    returned. A segment holding no batch at or after ``O`` (possible after compaction or
-   aborted transactions) hands over to the next segment, up to ``MAX_SEGMENTS_PER_READ``.
+   aborted transactions) hands over to the next segment, up to ``MAX_SEGMENTS_PER_READ``;
+4. the read stops at the end of ``epoch`` in the leader-epoch cache (the next entry's start
+   offset): a segment of the epoch uploaded by a leader deposed in an unclean election may
+   hold records past where this lineage ended the epoch (its offsets were written again in
+   a later epoch); those are never returned (the next fetch reads the later epoch's own).
 
 Errors: no epoch or no segment for ``O`` -> ``OffsetOutOfRangeError``; the store failing ->
 ``RemoteStorageError`` (KAFKA_STORAGE_ERROR for that partition only); a full queue ->
@@ -27,6 +31,7 @@ Thread-safety: ``submit`` may be called from any thread; reads share only thread
 
 from __future__ import annotations
 
+import itertools
 import logging
 import struct
 import threading
@@ -173,24 +178,27 @@ class RemoteLogReader:
                 f" (leader epoch {epoch}); the consumer should reset its position"
             )
         for _ in range(MAX_SEGMENTS_PER_READ):
+            epoch_end = epoch_end_offset(epochs.epoch_entries(), epoch)
             try:
                 position = self.index_cache.lookup_offset(metadata, offset)
-                data = self._read_from_segment(metadata, position, info)
+                data = self._read_from_segment(metadata, position, info, epoch_end)
             except RemoteResourceNotFoundError as exc:
                 raise self._missing_object_error(metadata, exc) from exc
             if data is not None:
                 return data
             # No batch at or after the offset in this segment: continue with the next one.
             next_offset = metadata.end_offset + 1
+            if epoch_end is not None:
+                next_offset = min(next_offset, epoch_end)
             next_epoch = epochs.epoch_for_offset(next_offset)
             following = (
                 None
                 if next_epoch is None
                 else self._rlmm.remote_log_segment_metadata(tip, next_epoch, next_offset)
             )
-            if following is None:
+            if following is None or next_epoch is None:
                 break
-            metadata = following
+            metadata, epoch = following, next_epoch
         return RemoteFetchData(fetch_offset=offset, records=b"")
 
     def _missing_object_error(
@@ -219,14 +227,22 @@ class RemoteLogReader:
         )
 
     def _read_from_segment(
-        self, metadata: RemoteLogSegmentMetadata, position: int, info: RemoteStorageFetchInfo
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        position: int,
+        info: RemoteStorageFetchInfo,
+        epoch_end: int | None,
     ) -> RemoteFetchData | None:
+        """Whole batches from ``position`` holding offsets >= the fetch offset, ending below
+        ``epoch_end`` (exclusive; ``None``: the epoch is the latest one, no bound)."""
         out = bytearray()
         stream = self._rsm.fetch_log_segment(metadata, position)
         with stream:
             for batch_bytes, batch in _batches(stream, metadata, position):
                 if batch.last_offset < info.fetch_offset:
                     continue
+                if epoch_end is not None and batch.last_offset >= epoch_end:
+                    break  # past the epoch's end in this lineage: another leader's records
                 size = len(batch_bytes)
                 if not out and size > info.max_bytes and not info.min_one_message:
                     return RemoteFetchData(
@@ -281,6 +297,15 @@ class RemoteLogReader:
                             record.timestamp, record.offset, epoch if epoch >= 0 else None
                         )
         return None
+
+
+def epoch_end_offset(entries: list[EpochEntry], epoch: int) -> int | None:
+    """Where ``epoch`` ends (exclusive) in the lineage ``entries``: the start offset of the
+    entry after it; ``None`` for the latest epoch (or one the lineage does not hold)."""
+    for entry, following in itertools.pairwise(entries):
+        if entry.epoch == epoch:
+            return following.start_offset
+    return None
 
 
 def _batches(

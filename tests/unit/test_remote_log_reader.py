@@ -3,6 +3,7 @@ min-one-message, segment hand-over, timestamps, and a failing store."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import threading
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from storage_core.errors import KafkaStorageError, OffsetOutOfRangeError
+from storage_core.log.leader_epoch_cache import EpochEntry
 from storage_core.records import RecordBatch
 from storage_core.tiered.remote_index_cache import RemoteIndexCache
 from storage_core.tiered.remote_log_reader import (
@@ -187,3 +189,38 @@ def test_pending_reads_are_bounded(tiered: TieredLog, tmp_path: Path) -> None:
         release.set()
         r.close()
         cache.close()
+
+
+class Lineage:
+    """A leader-epoch cache's lookups over fixed entries (another replica's lineage)."""
+
+    def __init__(self, *entries: EpochEntry) -> None:
+        self.entries = list(entries)
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        held = [entry.epoch for entry in self.entries if entry.start_offset <= offset]
+        return held[-1] if held else None
+
+    def epoch_entries(self) -> list[EpochEntry]:
+        return list(self.entries)
+
+
+def test_a_read_stops_where_the_lineage_ends_the_epoch_of_the_segment(
+    tiered: TieredLog, reader: RemoteLogReader
+) -> None:
+    """After an unclean election the new leader's lineage ends epoch 0 at offset 10, while the
+    deposed leader's remote segment holds epoch 0 further: its offsets 10.. are not this
+    lineage's records and are never returned."""
+    first_segment = tiered.copied[0]
+    assert first_segment.segment_leader_epochs == {0: 0}
+    assert first_segment.end_offset >= 15
+    lineage = Lineage(EpochEntry(0, 0), EpochEntry(2, 10))
+    info = RemoteStorageFetchInfo(
+        topic_id_partition=TIP, fetch_offset=0, max_bytes=1 << 20, min_one_message=True
+    )
+    got = split(reader.read(info, lineage).records)
+    assert [(b.base_offset, b.last_offset) for b in got] == [(0, 4), (5, 9)]
+    at_the_end = dataclasses.replace(info, fetch_offset=9)
+    assert [b.base_offset for b in split(reader.read(at_the_end, lineage).records)] == [5]
+    with pytest.raises(OffsetOutOfRangeError, match="leader epoch 2"):
+        reader.read(dataclasses.replace(info, fetch_offset=10), lineage)

@@ -10,8 +10,11 @@ in-sync replicas). ``publish`` returns the record's offset.
   ``BlockingCallOnEventLoopError``). ``RecordAppender`` names the one method it calls, so
   that ``tiered`` does not import ``replication`` (which imports ``tiered``).
 - ``ProducerPublisher`` (client mode): a ``KafkaProducer`` with acks=all through the leader
-  of the metadata partition. The producer is not idempotent: a retried send may append the
-  event twice, which the cache applies as a no-op repeat of the same state.
+  of the metadata partition, retrying through a change of that leader for about the publish
+  timeout (Kafka's producer retries within ``delivery.timeout.ms``): the leader's broker
+  dying must not fail the event (a copy's FINISHED, or its rollback). The producer is not
+  idempotent: a retried send may append the event twice, which the cache applies as a
+  no-op repeat of the same state.
 - ``LeaderRoutingPublisher`` (broker mode): the ``ReplicaManagerPublisher`` where this
   broker leads the metadata partition, else a ``ProducerPublisher`` through this broker's
   own listener to the leader (a replicated metadata topic is led by several brokers; Kafka's
@@ -48,6 +51,10 @@ from storage_core.tiered.topic_based_rlmm.errors import (
     BlockingCallOnEventLoopError,
     RemoteLogMetadataPublishError,
 )
+
+# A client-mode publish retries (a dead leader, a leader change) every this long, for about
+# its timeout in all.
+PUBLISH_RETRY_BACKOFF_MS = 250
 
 
 class AppendedRecords(Protocol):
@@ -151,7 +158,13 @@ class ProducerPublisher:
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.cluster = cluster
-        self._producer = KafkaProducer(cluster, acks=ACKS_ALL, timeout_ms=timeout_ms)
+        self._producer = KafkaProducer(
+            cluster,
+            acks=ACKS_ALL,
+            timeout_ms=timeout_ms,
+            retries=max(1, timeout_ms // PUBLISH_RETRY_BACKOFF_MS),
+            retry_backoff_ms=PUBLISH_RETRY_BACKOFF_MS,
+        )
         self._clock = clock
         self._lock = threading.Lock()  # the cluster's sessions are not thread-safe
 
