@@ -326,6 +326,14 @@ class KafkaController:
             tp for tp, a in ctx.assignments.items() if a.is_being_reassigned
         }
         self._trigger_online_partition_state_change()
+        # Kafka's replicaStateMachine.startup: replicas on brokers that are not alive go
+        # offline, so they leave the ISRs (a broker that died with the last controller, or
+        # whose session expired before this one was elected, had no broker change to tell)
+        in_isrs = {b for state in ctx.states.values() for b in state.isr}
+        gone = sorted(in_isrs - set(ctx.live_brokers))
+        if gone:
+            logger.info("replicas on brokers that are not alive leave the ISRs, brokers=%s", gone)
+            self._on_brokers_failure(gone)
         # Kafka's initializePartitionReassignments: those asked in ZooKeeper meanwhile first
         zk_resumed = self._process_zk_partition_reassignment()
         self._maybe_resume_reassignments(lambda tp, _assignment: tp not in zk_resumed)

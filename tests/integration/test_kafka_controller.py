@@ -119,6 +119,28 @@ def test_one_controller_and_failover_with_offline_partitions(cluster: dict[int, 
     assert all(back[p].leader_epoch == 2 for p in led_by_dead)
 
 
+def test_a_new_controller_takes_replicas_of_dead_brokers_out_of_the_isrs(
+    cluster: dict[int, Node],
+) -> None:
+    """The controller's broker dies while it follows a partition: no live controller saw it
+    go (no broker change), so the next one, at failover, takes it out of the ISR (Kafka's
+    replica state machine startup); otherwise acks=all would wait for it forever."""
+    controller = active(cluster)
+    dead_id = controller.broker_id
+    leader_id = next(b for b in cluster if b != dead_id)
+    create(controller, "followed", {0: (leader_id, dead_id)})
+    eventually(
+        lambda: (s := states(controller, "followed", 1)) and s[0].isr == (leader_id, dead_id)
+    )
+    controller.crash()
+    survivor = active({b: n for b, n in cluster.items() if b != dead_id})
+    after = eventually(
+        lambda: (s := states(survivor, "followed", 1)) and s[0].isr == (leader_id,) and s,
+        what="the dead controller's broker out of the ISR",
+    )
+    assert after[0].leader == leader_id and after[0].leader_epoch == 1
+
+
 def test_elections_controlled_shutdown_and_a_lost_race(cluster: dict[int, Node]) -> None:
     controller = active(cluster)
     assert controller.controller is not None
