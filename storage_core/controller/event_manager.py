@@ -4,8 +4,9 @@ block; they enqueue here and the work happens on this thread, one event at a tim
 state an event handler touches needs no lock.
 
 A handler that raises is logged with the event's name and the loop goes on; ``on_error`` lets
-the owner react (the controller resigns). The queue is bounded: a full queue drops the event
-with an error line rather than growing without limit.
+the owner react (the controller resigns), and the loop goes on even if that reaction raises.
+The queue is bounded: a full queue drops the event with an error line rather than growing
+without limit.
 """
 
 from __future__ import annotations
@@ -98,8 +99,13 @@ class EventManager:
         try:
             return handler()
         except Exception as exc:
-            if self._on_error is not None:
-                self._on_error(name, exc)
-            else:
+            if self._on_error is None:
                 logger.exception("event failed, queue=%s event=%s", self.name, name)
+                return None
+            try:
+                self._on_error(name, exc)
+            except Exception:
+                # the thread must outlive its owner's reaction (a resignation may meet the
+                # same lost ZooKeeper session as the event): a dead thread runs nothing again
+                logger.exception("event error handler failed, queue=%s event=%s", self.name, name)
             return None

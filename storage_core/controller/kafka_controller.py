@@ -49,6 +49,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from kazoo.exceptions import KazooException
+
 from storage_core.common import TopicPartition
 from storage_core.controller import election, reassignment
 from storage_core.controller.controller_context import ControllerContext
@@ -249,7 +251,11 @@ class KafkaController:
         )
         if self.is_active:
             self._resign()
-            self.zk.resign_controller(self.broker_id)
+            try:
+                self.zk.resign_controller(self.broker_id)
+            except KazooException as lost:
+                # a lost session already took our ephemeral /controller with it
+                logger.info("could not delete /controller, broker=%s: %r", self.broker_id, lost)
 
     # --- election of the controller ----------------------------------------------------------
 
