@@ -16,6 +16,7 @@ summary holds errors, else 0. ``--help`` documents each job.
 from jobs.common.args import (
     BOOTSTRAP_SERVER_ENV,
     BROKER_CONFIG_ENV,
+    BROKER_LOG_DIRS_ENV,
     DEFAULT_BOOTSTRAP_SERVER,
     DEFAULT_SPARK_MASTER,
     LOG_DIRS_ENV,
@@ -40,6 +41,7 @@ from jobs.common.summary import RunSummary, utc_now_iso
 __all__ = [
     "BOOTSTRAP_SERVER_ENV",
     "BROKER_CONFIG_ENV",
+    "BROKER_LOG_DIRS_ENV",
     "COPY_TIMEOUT_S_DEFAULT",
     "DEFAULT_BOOTSTRAP_SERVER",
     "DEFAULT_SPARK_MASTER",

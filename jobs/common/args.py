@@ -9,6 +9,10 @@
                                    STORAGE_CORE_LOG_DIRS (comma-separated)
     --broker-id N                  whose log dirs these are (default: the broker config's,
                                    else the cluster's only broker)
+    --broker-log-dirs ID=DIR[,DIR] repeatable: every broker's log dirs as this host sees them,
+                                   so that each partition is read from its leader's (env
+                                   STORAGE_CORE_BROKER_LOG_DIRS, ``;``-separated); instead of
+                                   --log-dir/--broker-id
     --topic NAME                   only this topic
     --remote-storage-manager NAME  LocalTieredStorage | S3RemoteStorageManager | dotted path
     --rsm-config KEY=VALUE         repeatable; ``rsm.config.`` prefix optional
@@ -29,6 +33,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jobs.common.broker_log_dirs import (
+    BrokerLogDirs,
+    BrokerLogDirsError,
+    parse_broker_log_dirs,
+    parse_broker_log_dirs_env,
+)
 from storage_core.errors import StorageError
 from storage_core.server.kafka_config import KafkaConfig
 from storage_core.tools.tier import rsm_settings
@@ -36,6 +46,7 @@ from storage_core.tools.tier import rsm_settings
 BOOTSTRAP_SERVER_ENV = "STORAGE_CORE_BOOTSTRAP_SERVER"
 BROKER_CONFIG_ENV = "STORAGE_CORE_BROKER_CONFIG"
 LOG_DIRS_ENV = "STORAGE_CORE_LOG_DIRS"
+BROKER_LOG_DIRS_ENV = "STORAGE_CORE_BROKER_LOG_DIRS"
 SPARK_MASTER_ENV = "SPARK_MASTER"
 DEFAULT_BOOTSTRAP_SERVER = "localhost:9092"
 DEFAULT_SPARK_MASTER = "local[*]"
@@ -64,7 +75,17 @@ class JobArgs:
     spark_master: str
     lock_dir: Path | None
     lock_wait_s: float
+    broker_log_dirs: BrokerLogDirs = field(default_factory=dict)
     options: Mapping[str, object] = field(default_factory=dict)
+
+    def log_dirs_by_broker(self, broker_id: int | None) -> BrokerLogDirs:
+        """Every broker's log dirs: ``--broker-log-dirs``, else this host's log dirs as
+        ``broker_id``'s (the single-broker form), else nothing."""
+        if self.broker_log_dirs:
+            return self.broker_log_dirs
+        if broker_id is None or not self.log_dirs:
+            return {}
+        return {broker_id: self.log_dirs}
 
     def require_log_dirs(self) -> tuple[Path, ...]:
         """The log dirs, or ``JobArgumentError`` saying how to give them."""
@@ -131,6 +152,14 @@ def job_parser(job: str, doc: str | None) -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="whose log dirs these are (default the broker config's, else the only broker)",
+    )
+    common.add_argument(
+        "--broker-log-dirs",
+        action="append",
+        default=[],
+        metavar="ID=DIR[,DIR]",
+        help="a broker's log dirs as this host sees them (repeatable, one per broker; default"
+        f" ${BROKER_LOG_DIRS_ENV}, ';'-separated): each partition is read from its leader's",
     )
     common.add_argument("--topic", default=None, help="only this topic")
     common.add_argument(
@@ -200,6 +229,7 @@ def resolve_job_args(ns: argparse.Namespace, *, job: str, environ: Mapping[str, 
         "broker_config",
         "log_dir",
         "broker_id",
+        "broker_log_dirs",
         "topic",
         "remote_storage_manager",
         "rsm_config",
@@ -218,6 +248,18 @@ def resolve_job_args(ns: argparse.Namespace, *, job: str, environ: Mapping[str, 
         log_dirs = broker_config.log_dirs()
     if not log_dirs and environ.get(LOG_DIRS_ENV):
         log_dirs = [Path(p.strip()) for p in environ[LOG_DIRS_ENV].split(",") if p.strip()]
+    try:
+        broker_log_dirs = parse_broker_log_dirs(ns.broker_log_dirs, source="--broker-log-dirs")
+        if not broker_log_dirs and environ.get(BROKER_LOG_DIRS_ENV):
+            broker_log_dirs = parse_broker_log_dirs_env(
+                environ[BROKER_LOG_DIRS_ENV], source=BROKER_LOG_DIRS_ENV
+            )
+    except BrokerLogDirsError as exc:
+        raise JobArgumentError(str(exc)) from None
+    if broker_log_dirs and (ns.log_dir or ns.broker_id is not None):
+        raise JobArgumentError(
+            "--broker-log-dirs names every broker's log dirs: leave out --log-dir and --broker-id"
+        )
     rsm_class_name, rsm_config = rsm_settings(
         broker_config, ns.remote_storage_manager, ns.rsm_config
     )
@@ -230,6 +272,7 @@ def resolve_job_args(ns: argparse.Namespace, *, job: str, environ: Mapping[str, 
         log_dirs=tuple(log_dirs),
         broker_config_path=config_path,
         broker_id=ns.broker_id,
+        broker_log_dirs=broker_log_dirs,
         topic=ns.topic,
         rsm_class_name=rsm_class_name,
         rsm_config=rsm_config,

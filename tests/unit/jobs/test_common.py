@@ -62,6 +62,38 @@ def test_bad_arguments_exit_2_with_the_option_named(capsys: pytest.CaptureFixtur
         parse(["--lock-wait-s", "-1"])
 
 
+def test_every_brokers_log_dirs_from_the_command_line_or_the_environment() -> None:
+    args = parse(["--broker-log-dirs", "1=/b1", "--broker-log-dirs", "2=/b2a, /b2b"])
+    assert args.broker_log_dirs == {1: (Path("/b1"),), 2: (Path("/b2a"), Path("/b2b"))}
+    assert args.log_dirs_by_broker(None) == args.broker_log_dirs
+    from_env = parse([], {"STORAGE_CORE_BROKER_LOG_DIRS": "3=/c;1=/a,/b"})
+    assert from_env.broker_log_dirs == {3: (Path("/c"),), 1: (Path("/a"), Path("/b"))}
+    # the single-broker form: this host's log dirs are the given broker's
+    single = parse(["--log-dir", "/x"])
+    assert single.broker_log_dirs == {}
+    assert single.log_dirs_by_broker(4) == {4: (Path("/x"),)}
+    assert single.log_dirs_by_broker(None) == {}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--broker-log-dirs", "/b1"], "'/b1' is not ID=DIR"),
+        (["--broker-log-dirs", "one=/b1"], "'one=/b1' is not ID=DIR"),
+        (["--broker-log-dirs", "1="], "broker 1 has no log dir"),
+        (["--broker-log-dirs", "1=/a", "--broker-log-dirs", "1=/b"], "broker 1 is given twice"),
+        (["--broker-log-dirs", "1=/a", "--log-dir", "/x"], "leave out --log-dir and --broker-id"),
+    ],
+)
+def test_bad_broker_log_dirs_exit_2_naming_the_entry(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parse(argv)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
 def test_missing_log_dir_is_named() -> None:
     with pytest.raises(ValueError, match="--log-dir"):
         parse([]).require_log_dirs()
