@@ -16,7 +16,7 @@ Steps::
          objects of no live segment, older than the grace    -> delete them (orphans)
          COPY_SEGMENT_FINISHED missing its .log/.index/.timeindex object -> report it
            (lost segment): never changed, never deleted
-    4. executors (one RLMM and RSM per task, as ``jobs.delete_partitions`` runs them):
+    4. executors (one RLMM and RSM per task, ``jobs.common.remote_deletion``):
          roll back / retry: ``delete_segment`` (DELETE_SEGMENT_STARTED, objects,
          DELETE_SEGMENT_FINISHED), only if the segment is still in the state planned
          (a copy that finished late is never touched); orphans: the keys are deleted only
@@ -64,20 +64,16 @@ from jobs.common import (
     Progress,
     RunSummary,
     StoreSettings,
+    cluster_lock_key,
     exclusive_run,
     format_fields,
     job_parser,
     parse_job_args,
+    resolve_job_broker_id,
     run_job,
     spark_session,
 )
-from jobs.delete_partitions import (
-    DeletionItem,
-    DeletionOutcome,
-    cluster_lock_key,
-    resolve_job_broker_id,
-    run_on_executors,
-)
+from jobs.common.remote_deletion import DeletionItem, DeletionOutcome, run_on_executors
 from jobs.planning.reconcile_plan import (
     DELETE_RETRY_GRACE_MS_DEFAULT,
     ReconcileAction,

@@ -1,5 +1,6 @@
 """What every job shares: options, the run summary, log lines, progress, the Spark session,
-the per-log-dir run lock and the copy deadline.
+the per-log-dir (or per-cluster) run lock and the copy deadline; ``jobs.common.remote_deletion``
+executes the planned deletions of the jobs that delete remote objects.
 
 The contract of a job module ``jobs.<name>``::
 
@@ -31,10 +32,10 @@ from jobs.common.deadline import (
     CopyDeadlineExceededError,
     deadline_fence,
 )
-from jobs.common.locking import LOCK_DIR_ENV, default_lock_dir, log_dir_locks
+from jobs.common.locking import LOCK_DIR_ENV, cluster_lock_key, default_lock_dir, log_dir_locks
 from jobs.common.output import Progress, format_fields, log_line, log_partition
 from jobs.common.run import exclusive_run, run_job
-from jobs.common.settings import StoreSettings
+from jobs.common.settings import StoreSettings, resolve_job_broker_id
 from jobs.common.spark import spark_session
 from jobs.common.summary import RunSummary, utc_now_iso
 
@@ -54,6 +55,7 @@ __all__ = [
     "Progress",
     "RunSummary",
     "StoreSettings",
+    "cluster_lock_key",
     "deadline_fence",
     "default_lock_dir",
     "exclusive_run",
@@ -63,6 +65,7 @@ __all__ = [
     "log_line",
     "log_partition",
     "parse_job_args",
+    "resolve_job_broker_id",
     "run_job",
     "spark_session",
     "utc_now_iso",

@@ -34,6 +34,11 @@ def default_lock_dir() -> Path:
     return Path(env) if env else Path(tempfile.gettempdir()) / "storage-core-jobs"
 
 
+def cluster_lock_key(bootstrap_server: str) -> Path:
+    """The run lock's key for jobs that work on the whole cluster, not on a log dir."""
+    return Path("/cluster") / bootstrap_server.replace("/", "_")
+
+
 def lock_path(lock_dir: Path, job: str, log_dir: Path) -> Path:
     digest = hashlib.sha256(str(log_dir.resolve()).encode()).hexdigest()[:16]
     return lock_dir / f"{job}-{digest}.lock"

@@ -7,10 +7,13 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from jobs.common.args import JobArgs
+from storage_core.client.cluster import KafkaCluster
+from storage_core.server.kafka_config import KafkaConfig
 from storage_core.tiered.remote_storage_manager import (
     RemoteStorageManager,
     load_remote_storage_manager,
 )
+from storage_core.tools.tier import resolve_broker_id
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,3 +36,9 @@ class StoreSettings:
 
     def remote_storage_manager(self) -> RemoteStorageManager:
         return load_remote_storage_manager(self.rsm_class_name, self.rsm_config)
+
+
+def resolve_job_broker_id(args: JobArgs, cluster: KafkaCluster) -> int:
+    """``--broker-id``, else ``--broker-config``'s id, else the cluster's only broker."""
+    config = None if args.broker_config_path is None else KafkaConfig.load(args.broker_config_path)
+    return resolve_broker_id(args.broker_id, config, cluster.refresh_metadata([]))

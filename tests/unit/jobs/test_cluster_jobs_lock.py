@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from jobs import delete_partitions, reconcile
-from jobs.common import log_dir_locks
-from jobs.delete_partitions import cluster_lock_key
+from jobs.common import cluster_lock_key, log_dir_locks
 
 # Nothing listens here: a run that got past the lock would fail to connect.
 UNREACHABLE = "127.0.0.1:9"

@@ -1,5 +1,5 @@
-"""``jobs.delete_partitions``' pure parts: each partition's step and segments, the task count,
-and deleting orphaned keys from a local directory store."""
+"""``jobs.delete_partitions``' pure parts (each partition's step and segments) and the shared
+deletion executor's (the task count, deleting orphaned keys from a local directory store)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.delete_partitions import (
-    TASKS_MAX,
-    DeletionItem,
-    delete_object_keys,
-    plan_partition_deletions,
-    task_count,
-)
+from jobs.common.remote_deletion import TASKS_MAX, DeletionItem, delete_object_keys, task_count
+from jobs.delete_partitions import plan_partition_deletions
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
 from storage_core.tiered.metadata import serde

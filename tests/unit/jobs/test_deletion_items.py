@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.delete_partitions import DeletionItem, delete_items
+from jobs.common.remote_deletion import DeletionItem, delete_items
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid
 from storage_core.tiered.in_memory_rlmm import InMemoryRemoteLogMetadataManager
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
