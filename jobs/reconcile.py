@@ -100,6 +100,7 @@ from storage_core.tiered.remote_storage_manager import (
     RemoteStorageError,
     RemoteStorageManager,
     load_remote_storage_manager,
+    remote_object_store,
 )
 from storage_core.tiered.topic_based_rlmm.topic_scan import scan_metadata_topic
 
@@ -125,14 +126,8 @@ _DONE_COUNTS = {
 # ---------------------------------------------------------------------------- extract
 def list_store_objects(rsm: RemoteStorageManager) -> tuple[list[RemoteObjectInfo], str]:
     """Every object under the store's key prefix, and that prefix."""
-    list_objects = getattr(rsm, "list_objects", None)
-    prefix = getattr(rsm, "prefix", None)
-    if not callable(list_objects) or not isinstance(prefix, str):
-        raise RemoteStorageError(
-            f"{rsm!r} can not list its objects (no list_objects/prefix): reconcile needs"
-            " LocalTieredStorage, S3RemoteStorageManager or a store with both"
-        )
-    return list(list_objects()), prefix
+    store = remote_object_store(rsm, "reconcile")
+    return list(store.list_objects()), store.prefix
 
 
 def read_remote_log_metadata(

@@ -27,7 +27,6 @@ from typing import Any
 from jobs.common.settings import StoreSettings
 from storage_core.clock import SYSTEM_CLOCK
 from storage_core.common import TopicIdPartition, Uuid
-from storage_core.tiered.local_tiered_storage import LocalTieredStorage
 from storage_core.tiered.metadata import serde
 from storage_core.tiered.metadata.errors import RemoteResourceNotFoundError
 from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
@@ -35,10 +34,7 @@ from storage_core.tiered.metadata.states import RemoteLogSegmentState
 from storage_core.tiered.operations import delete_segment
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
 from storage_core.tiered.remote_object_keys import InvalidRemoteObjectKeyError, parse_object_key
-from storage_core.tiered.remote_storage_manager import (
-    RemoteStorageError,
-    RemoteStorageManager,
-)
+from storage_core.tiered.remote_storage_manager import RemoteStorageManager, remote_object_store
 from storage_core.tools.tier import metadata_client
 
 # Spark tasks per run: each opens one RLMM and one remote storage manager.
@@ -198,7 +194,7 @@ def _delete_orphan_item(
         for segment_id, tip in segments.items():
             if _is_listed(rlmm, tip, segment_id):
                 return _outcome(where, status="skipped", detail="the segment has live metadata now")
-        delete_object_keys(rsm, list(item.keys))
+        remote_object_store(rsm, "deleting orphaned objects").delete_objects(item.keys)
     except Exception as exc:  # reported per item; the next run retries it
         return _outcome(where, status="error", detail=f"{type(exc).__name__}: {exc}")
     return _outcome(where, status="deleted", objects=len(item.keys))
@@ -224,29 +220,6 @@ def _outcome(
 
 def _is_listed(rlmm: RemoteLogMetadataManager, tip: TopicIdPartition, segment_id: Uuid) -> bool:
     return any(m.remote_log_segment_id.id == segment_id for m in rlmm.list_remote_log_segments(tip))
-
-
-def delete_object_keys(rsm: RemoteStorageManager, keys: list[str]) -> None:
-    """Delete arbitrary object keys: ``delete_objects`` where the store has it (S3), the
-    files under ``LocalTieredStorage``'s directory otherwise. Keys already gone are fine."""
-    delete_objects = getattr(rsm, "delete_objects", None)
-    if callable(delete_objects):
-        delete_objects(keys)
-        return
-    if isinstance(rsm, LocalTieredStorage):
-        root = rsm.storage_dir.resolve()
-        for key in keys:
-            path = (root / key).resolve()
-            if not path.is_relative_to(root):
-                raise RemoteStorageError(f"object key {key!r} points outside {root}")
-            try:
-                path.unlink(missing_ok=True)
-            except OSError as exc:
-                raise RemoteStorageError(f"deleting remote object {path} failed: {exc}") from exc
-        return
-    raise RemoteStorageError(
-        f"{rsm!r} can not delete objects by key (no delete_objects); delete them by hand"
-    )
 
 
 def run_on_executors(

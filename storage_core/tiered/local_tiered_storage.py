@@ -24,13 +24,14 @@ import io
 import logging
 import os
 import secrets
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
 from storage_core.atomic_file import fsync_directory
 from storage_core.tiered.remote_object_keys import (
     RemoteObjectSuffix,
+    check_keys_to_delete,
     normalize_prefix,
     segment_keys,
 )
@@ -293,18 +294,57 @@ class LocalTieredStorage:
             deleted,
         )
 
-    # -- listing (reconcile) ------------------------------------------------------------------
+    def delete_objects(self, keys: Sequence[str]) -> None:
+        """``RemoteObjectStore.delete_objects``: unlink the files of ``keys`` (checked first),
+        then fsync their directories."""
+        checked = check_keys_to_delete(keys, self.prefix, repr(self))
+        directories: set[Path] = set()
+        deleted = 0
+        for key in checked:
+            path = self.storage_dir / key
+            try:
+                path.unlink()
+                deleted += 1
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise RemoteStorageError(
+                    f"deleting remote object {key} under {self.storage_dir} failed: {exc};"
+                    f" {deleted} of {len(checked)} object(s) were deleted before, the others"
+                    " remain: delete them again"
+                ) from exc
+            directories.add(path.parent)
+        if self._fsync:
+            for directory in sorted(d for d in directories if d.is_dir()):
+                fsync_directory(directory)
+        logger.info(
+            "deleted remote objects dir=%s keys=%d objects=%d",
+            self.storage_dir,
+            len(checked),
+            deleted,
+        )
+
+    # -- listing (reconcile, quality) -------------------------------------------------------
 
     def list_objects(self, prefix: str | None = None) -> Iterator[RemoteObjectInfo]:
-        """Every complete object whose key starts with ``prefix`` (default: this storage's
-        key prefix), in key order; keys parse with ``parse_object_key(key, self.prefix)``."""
+        """``RemoteObjectStore.list_objects``: every complete object whose key starts with
+        ``prefix`` (default: this storage's key prefix), in key order; keys parse with
+        ``parse_object_key(key, self.prefix)``. A directory that can not be read raises
+        ``RemoteStorageError`` (never a partial listing)."""
         key_prefix = self.prefix if prefix is None else prefix
         # Walk from the deepest directory that the prefix names completely.
         walk_root = self.storage_dir / key_prefix.rpartition("/")[0]
         if not walk_root.is_dir():
             return
         found: list[RemoteObjectInfo] = []
-        for dirpath, dirnames, filenames in os.walk(walk_root):
+
+        def fail(exc: OSError) -> None:
+            raise RemoteStorageError(
+                f"listing remote objects under {walk_root} failed: {exc}; check the directory"
+                " (local.storage.dir) and its permissions"
+            ) from exc
+
+        for dirpath, dirnames, filenames in os.walk(walk_root, onerror=fail):
             dirnames.sort()
             for name in filenames:
                 if name.endswith(TEMP_SUFFIX):

@@ -24,6 +24,7 @@ object back to the segment metadata it belongs to (``parse_object_key``).
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from storage_core.common import TopicIdPartition, Uuid, validate_topic_name
@@ -136,6 +137,22 @@ def parse_object_key(key: str, prefix: str = "") -> RemoteObjectKey:
     except (InvalidTopicError, ValueError) as exc:
         raise InvalidRemoteObjectKeyError(f"key {key!r}: {exc}") from exc
     return RemoteObjectKey(segment=segment, suffix=_SUFFIXES_BY_TEXT[suffix_text])
+
+
+def check_keys_to_delete(keys: Sequence[str], prefix: str, store: str) -> list[str]:
+    """``keys`` as a list once every one parses as an object key under ``prefix``; else
+    ``InvalidRemoteObjectKeyError`` naming the first bad key and ``store`` (a deletion by key
+    refuses the whole batch, so a bad key never costs an object)."""
+    checked = list(keys)
+    for key in checked:
+        try:
+            parse_object_key(key, prefix)
+        except InvalidRemoteObjectKeyError as exc:
+            raise InvalidRemoteObjectKeyError(
+                f"refusing to delete {len(checked)} object(s) of {store}: {exc}; only objects"
+                " of the remote tier under the key prefix are deleted by key, nothing was deleted"
+            ) from exc
+    return checked
 
 
 def _split_id(text: str, what: str) -> tuple[str, Uuid]:

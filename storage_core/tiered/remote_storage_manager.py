@@ -26,13 +26,23 @@ Contract (as in Kafka):
 - A missing object raises ``RemoteResourceNotFoundError``; anything else that goes wrong with
   the store raises ``RemoteStorageError``.
 - Implementations are safe to use from several threads at once.
+
+Kafka's interface has no listing. The jobs that look at the whole store (``reconcile``,
+``quality``) and delete objects no metadata names (orphans) need one more small interface,
+``RemoteObjectStore``, which ``LocalTieredStorage`` and ``S3RemoteStorageManager`` both
+implement: ``list_objects`` (every object under the key prefix, in key order) and
+``delete_objects`` (objects by key). ``delete_objects`` checks every key before it deletes
+any: a key that is not an object of the remote tier's layout under the store's key prefix
+(``remote_object_keys``) raises ``InvalidRemoteObjectKeyError`` and nothing is deleted. A
+store that can not be reached raises ``RemoteStorageError`` naming the store and the endpoint;
+a listing is never returned partial.
 """
 
 from __future__ import annotations
 
 import enum
 import importlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, ClassVar, Protocol, runtime_checkable
@@ -235,6 +245,47 @@ class RemoteObjectInfo:
     key: str
     size_bytes: int
     last_modified_ms: int
+
+
+@runtime_checkable
+class RemoteObjectStore(Protocol):
+    """Listing and deleting a remote store's objects by key (module docstring); keys are the
+    full object keys of ``remote_object_keys``, prefix included."""
+
+    @property
+    def prefix(self) -> str:
+        """The key prefix, without leading or trailing ``/`` (empty: none)."""
+        ...
+
+    def list_objects(self, prefix: str | None = None) -> Iterator[RemoteObjectInfo]:
+        """Every complete object whose key starts with ``prefix`` (default: the store's key
+        prefix), in key order. Raises ``RemoteStorageError`` rather than end early."""
+        ...
+
+    def delete_objects(self, keys: Sequence[str]) -> None:
+        """Delete the objects ``keys``; keys already gone are fine. Every key is checked
+        first: one that is not an object of the remote tier under ``prefix`` raises
+        ``InvalidRemoteObjectKeyError`` and nothing is deleted."""
+        ...
+
+
+class RemoteObjectStoreNotSupportedError(RemoteStorageError):
+    """The configured remote storage manager can not list its objects or delete them by key
+    (it does not implement ``RemoteObjectStore``)."""
+
+    error_code: ClassVar[str] = "kafka_storage_error"
+
+
+def remote_object_store(rsm: RemoteStorageManager, purpose: str) -> RemoteObjectStore:
+    """``rsm`` as a ``RemoteObjectStore``; ``RemoteObjectStoreNotSupportedError`` naming
+    ``purpose`` (what needed it) when it is not one."""
+    if isinstance(rsm, RemoteObjectStore):
+        return rsm
+    raise RemoteObjectStoreNotSupportedError(
+        f"{purpose} needs a remote storage manager that lists its objects and deletes them by"
+        f" key (RemoteObjectStore: list_objects, delete_objects, prefix); {rsm!r} is not one:"
+        " configure LocalTieredStorage or S3RemoteStorageManager"
+    )
 
 
 # Short names accepted for ``remote.log.storage.manager.class.name`` besides dotted paths.

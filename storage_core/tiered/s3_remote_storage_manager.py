@@ -55,7 +55,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -68,6 +68,7 @@ import botocore.exceptions
 from storage_core.tiered.local_tiered_storage import strip_rsm_prefix
 from storage_core.tiered.remote_object_keys import (
     RemoteObjectSuffix,
+    check_keys_to_delete,
     normalize_prefix,
     segment_keys,
 )
@@ -88,6 +89,7 @@ T = TypeVar("T")
 
 MIB = 1 << 20
 S3_MAX_PARTS = 10_000
+S3_DELETE_OBJECTS_KEYS_MAX = 1000
 S3_MAX_PART_SIZE_BYTES = 5 << 30
 DEFAULT_REGION = "us-east-1"
 CHECKSUM_ALGORITHMS = ("SHA256", "MD5")
@@ -624,8 +626,10 @@ class S3RemoteStorageManager:
         """Delete up to 1000 keys in one request; keys already gone are fine."""
         if not keys:
             return
-        if len(keys) > 1000:
-            raise ValueError(f"DeleteObjects takes at most 1000 keys, got {len(keys)}")
+        if len(keys) > S3_DELETE_OBJECTS_KEYS_MAX:
+            raise ValueError(
+                f"DeleteObjects takes at most {S3_DELETE_OBJECTS_KEYS_MAX} keys, got {len(keys)}"
+            )
         answer = self._call(
             "DeleteObjects",
             keys[0],
@@ -642,11 +646,13 @@ class S3RemoteStorageManager:
                 f" {errors[0].get('Message')}"
             )
 
-    # -- reconcile helpers ----------------------------------------------------------------------
+    # -- RemoteObjectStore (reconcile, quality) ------------------------------------------------
 
     def list_objects(self, prefix: str | None = None) -> Iterator[RemoteObjectInfo]:
-        """Every object whose key starts with ``prefix`` (default: the configured key prefix
-        plus ``/``), in key order; keys parse with ``parse_object_key(key, self.prefix)``."""
+        """``RemoteObjectStore.list_objects``: every object whose key starts with ``prefix``
+        (default: the configured key prefix plus ``/``), in key order, 1000 per
+        ``ListObjectsV2`` page; keys parse with ``parse_object_key(key, self.prefix)``. A
+        page that fails after its retries raises ``RemoteStorageError`` naming the endpoint."""
         if prefix is None:
             prefix = f"{self.prefix}/" if self.prefix else ""
         token: str | None = None
@@ -667,10 +673,18 @@ class S3RemoteStorageManager:
                 return
             token = page["NextContinuationToken"]
 
-    def delete_objects(self, keys: list[str]) -> None:
-        """Delete arbitrary keys (e.g. orphans found by ``list_objects``), 1000 per request."""
-        for start in range(0, len(keys), 1000):
-            self._delete_keys(keys[start : start + 1000])
+    def delete_objects(self, keys: Sequence[str]) -> None:
+        """``RemoteObjectStore.delete_objects``: the keys (checked first), 1000 per
+        ``DeleteObjects`` request."""
+        checked = check_keys_to_delete(keys, self.prefix, repr(self))
+        for start in range(0, len(checked), S3_DELETE_OBJECTS_KEYS_MAX):
+            try:
+                self._delete_keys(checked[start : start + S3_DELETE_OBJECTS_KEYS_MAX])
+            except RemoteStorageError as exc:
+                raise RemoteStorageError(
+                    f"{exc}; {start} of {len(checked)} key(s) were deleted before, the others"
+                    " remain: delete them again"
+                ) from exc
 
     def abort_incomplete_multipart_uploads(
         self, older_than: timedelta, *, now: datetime | None = None

@@ -19,7 +19,9 @@ import pytest
 
 from storage_core.common import Uuid
 from storage_core.errors import InvalidConfigError
+from storage_core.tiered import s3_remote_storage_manager
 from storage_core.tiered.remote_object_keys import (
+    InvalidRemoteObjectKeyError,
     RemoteObjectSuffix,
     parse_object_key,
     segment_key,
@@ -27,6 +29,7 @@ from storage_core.tiered.remote_object_keys import (
 from storage_core.tiered.remote_storage_manager import (
     IndexType,
     LogSegmentData,
+    RemoteObjectStore,
     RemoteResourceNotFoundError,
     RemoteSegmentRef,
     RemoteStorageError,
@@ -425,3 +428,67 @@ def test_loaded_by_class_name(s3: S3Server) -> None:
     manager.close()
     with pytest.raises(InvalidConfigError, match="bucket"):
         load_remote_storage_manager("S3RemoteStorageManager", {})
+
+
+def test_delete_objects_by_key_in_batches(
+    s3: S3Server, rsm: S3RemoteStorageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert isinstance(rsm, RemoteObjectStore)
+    data = segment_files(tmp_path, 5000)
+    segments = [ref(segment_id=Uuid(100 + i, i), start_offset=100 * i) for i in range(3)]
+    for segment in segments:
+        rsm.copy_log_segment_data(segment, data)
+    foreign = "cluster-a/tiered/notes.txt"
+    s3.client().put_object(Bucket=BUCKET, Key=foreign, Body=b"someone else's")
+    listed = [info.key for info in rsm.list_objects()]
+    assert listed == sorted(listed) and foreign in listed and len(listed) == 16
+
+    requests: list[int] = []
+    real_delete = rsm._client.delete_objects
+
+    def counted(**kwargs: Any) -> Any:
+        requests.append(len(kwargs["Delete"]["Objects"]))
+        return real_delete(**kwargs)
+
+    monkeypatch.setattr(rsm._client, "delete_objects", counted)
+    monkeypatch.setattr(s3_remote_storage_manager, "S3_DELETE_OBJECTS_KEYS_MAX", 4)
+    ours = [k for k in listed if k != foreign]
+    doomed = [k for k in ours if parse_object_key(k, rsm.prefix).segment != segments[2]]
+    never_stored = segment_key(rsm.prefix, ref(segment_id=Uuid(9, 9)), RemoteObjectSuffix.LOG)
+    rsm.delete_objects([*doomed, never_stored])
+    assert requests == [4, 4, 3]
+    left = [info.key for info in rsm.list_objects()]
+    assert sorted(left) == sorted([foreign, *(k for k in ours if k not in doomed)])
+
+    with pytest.raises(InvalidRemoteObjectKeyError, match="nothing was deleted") as info:
+        rsm.delete_objects([left[0], foreign])
+    assert foreign in str(info.value) and BUCKET in str(info.value)
+    assert [i.key for i in rsm.list_objects()] == left
+    assert requests == [4, 4, 3]
+
+
+def test_an_unreachable_store_names_its_endpoint_and_loses_nothing(
+    s3: S3Server, rsm: S3RemoteStorageManager, tmp_path: Path
+) -> None:
+    rsm.copy_log_segment_data(ref(), segment_files(tmp_path, 5000))
+    stored = [info.key for info in rsm.list_objects()]
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    away_url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    closed.close()  # nothing listens there now
+    away = make_rsm(s3, **{"s3.endpoint.url": away_url, "s3.retry.max.attempts": "2"})
+    try:
+        with pytest.raises(RemoteStorageError) as listing:
+            list(away.list_objects())
+        assert away_url in str(listing.value) and "reachable" in str(listing.value)
+        assert "ListObjectsV2" in str(listing.value) and BUCKET in str(listing.value)
+        with pytest.raises(RemoteStorageError) as deleting:
+            away.delete_objects(stored)
+        message = str(deleting.value)
+        assert away_url in message and "reachable" in message
+        assert "0 of 5 key(s) were deleted before, the others remain" in message
+    finally:
+        away.close()
+    assert [info.key for info in rsm.list_objects()] == stored
+    rsm.delete_objects(stored)
+    assert list(rsm.list_objects()) == []

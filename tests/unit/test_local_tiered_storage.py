@@ -24,11 +24,14 @@ from storage_core.tiered.remote_object_keys import (
 from storage_core.tiered.remote_storage_manager import (
     IndexType,
     LogSegmentData,
+    RemoteObjectStore,
+    RemoteObjectStoreNotSupportedError,
     RemoteResourceNotFoundError,
     RemoteSegmentRef,
     RemoteStorageError,
     RemoteStorageManager,
     load_remote_storage_manager,
+    remote_object_store,
 )
 from tests.conftest import make_batch
 
@@ -292,6 +295,63 @@ def test_list_objects_maps_back_to_segments(
     only_partition = partition_key_prefix("tiered", ref().topic_id_partition)
     assert len(list(storage.list_objects(only_partition))) == 10
     assert list(storage.list_objects("tiered/nothing-here/")) == []
+
+
+def test_delete_objects_deletes_keys_and_accepts_keys_already_gone(
+    storage: LocalTieredStorage, segment_data: LogSegmentData
+) -> None:
+    assert isinstance(storage, RemoteObjectStore)
+    storage.copy_log_segment_data(ref(), segment_data)
+    kept = ref(segment_id=Uuid(1, 2), start_offset=30)
+    storage.copy_log_segment_data(kept, segment_data)
+    doomed = [
+        i.key for i in storage.list_objects() if parse_object_key(i.key, "tiered").segment == ref()
+    ]
+    assert len(doomed) == 5
+    missing = segment_key("tiered", ref(segment_id=Uuid(9, 9)), RemoteObjectSuffix.LOG)
+    storage.delete_objects([*doomed, missing])
+    storage.delete_objects(doomed)  # again: already gone is fine
+    left = {parse_object_key(i.key, "tiered").segment for i in storage.list_objects()}
+    assert left == {kept}
+
+
+@pytest.mark.parametrize(
+    "bad_key",
+    [
+        "../outside",
+        "other-prefix/my-topic.v1-AAAAAAAAAAAAAAAAAAAAAA/3/x.log",
+        "tiered/stray.txt",
+        "tiered/../../outside",
+        "",
+    ],
+)
+def test_delete_objects_refuses_a_batch_with_a_key_that_is_not_ours(
+    storage: LocalTieredStorage, segment_data: LogSegmentData, tmp_path: Path, bad_key: str
+) -> None:
+    storage.copy_log_segment_data(ref(), segment_data)
+    (tmp_path / "outside").write_bytes(b"not remote data")
+    (storage.storage_dir / "tiered" / "stray.txt").write_bytes(b"someone else's")
+    before = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+    ours = segment_key("tiered", ref(), RemoteObjectSuffix.LOG)
+    with pytest.raises(InvalidRemoteObjectKeyError, match="nothing was deleted") as info:
+        storage.delete_objects([ours, bad_key])
+    assert repr(bad_key) in str(info.value) and str(storage.storage_dir) in str(info.value)
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == before
+
+
+def test_a_store_without_listing_is_named_with_what_needed_it(
+    storage: LocalTieredStorage,
+) -> None:
+    class CopyOnly:
+        def copy_log_segment_data(self, *args: object) -> None: ...
+        def fetch_log_segment(self, *args: object) -> None: ...
+        def fetch_index(self, *args: object) -> None: ...
+        def delete_log_segment_data(self, *args: object) -> None: ...
+        def close(self) -> None: ...
+
+    assert remote_object_store(storage, "reconcile") is storage
+    with pytest.raises(RemoteObjectStoreNotSupportedError, match=r"reconcile needs .*CopyOnly"):
+        remote_object_store(CopyOnly(), "reconcile")  # type: ignore[arg-type]
 
 
 def test_from_config(tmp_path: Path) -> None:

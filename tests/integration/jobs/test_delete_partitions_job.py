@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -194,8 +195,27 @@ def test_on_s3(spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPa
             cluster = TieredCluster(b, settings)
             topic = "deleted-on-s3"
             (tip,) = tiered_topic(cluster, topic, 1)
-            assert cluster.object_keys(tip)
+            stored = cluster.object_keys(tip)
+            assert stored
             cluster.delete_topic(topic, [tip])
+
+            # The store out of reach: the run names its endpoint, and loses nothing.
+            closed = socket.socket()
+            closed.bind(("127.0.0.1", 0))
+            away_url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+            closed.close()
+            away = ["--rsm-config", f"s3.endpoint.url={away_url}"]
+            away += ["--rsm-config", "s3.retry.max.attempts=2"]
+            code, failed = run_job(cluster, tmp_path / "away.json", topic, *away)
+            assert code == 1, failed
+            assert failed["counts"]["partitions_finished"] == 0
+            assert failed["counts"]["segments_failed"] == len(cluster.segments(tip))
+            assert all(
+                away_url in e["error"] and "reachable" in e["error"] for e in failed["errors"]
+            )
+            assert cluster.object_keys(tip) == stored
+            assert cluster.delete_state(tip) is RemotePartitionDeleteState.DELETE_PARTITION_STARTED
+
             code, summary = run_job(cluster, tmp_path / "s3.json", topic)
             assert code == 0, summary
             assert summary["counts"]["partitions_finished"] == 1

@@ -1,16 +1,13 @@
 """``jobs.delete_partitions``' pure parts (each partition's step and segments) and the shared
-deletion executor's (the task count, deleting orphaned keys from a local directory store)."""
+deletion executor's (the task count, the items)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from jobs.common.remote_deletion import TASKS_MAX, DeletionItem, delete_object_keys, task_count
+from jobs.common.remote_deletion import TASKS_MAX, DeletionItem, task_count
 from jobs.delete_partitions import plan_partition_deletions
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid
-from storage_core.tiered.local_tiered_storage import LocalTieredStorage
 from storage_core.tiered.metadata import serde
 from storage_core.tiered.metadata.metadata import (
     RemoteLogSegmentId,
@@ -19,7 +16,6 @@ from storage_core.tiered.metadata.metadata import (
 )
 from storage_core.tiered.metadata.states import RemoteLogSegmentState, RemotePartitionDeleteState
 from storage_core.tiered.operations import PartitionDeletionStep
-from storage_core.tiered.remote_storage_manager import RemoteStorageError
 
 A = TopicIdPartition(Uuid(1, 1), TopicPartition("a", 0))
 B = TopicIdPartition(Uuid(2, 2), TopicPartition("b", 3))
@@ -96,19 +92,3 @@ def test_a_segment_item_carries_its_metadata_as_serde_bytes() -> None:
     assert item.metadata_bytes is not None
     assert serde.deserialize(item.metadata_bytes) == metadata
     assert item.allowed_states == (0,)
-
-
-def test_orphan_keys_are_deleted_from_a_local_store_and_never_outside_it(tmp_path: Path) -> None:
-    rsm = LocalTieredStorage(tmp_path / "store", fsync=False)
-    kept = tmp_path / "store" / "t-x" / "0" / "kept.log"
-    gone = tmp_path / "store" / "t-x" / "0" / "gone.log"
-    kept.parent.mkdir(parents=True)
-    kept.write_bytes(b"k")
-    gone.write_bytes(b"g")
-    delete_object_keys(rsm, ["t-x/0/gone.log", "t-x/0/already-gone.log"])
-    assert kept.exists() and not gone.exists()
-    outside = tmp_path / "outside"
-    outside.write_bytes(b"o")
-    with pytest.raises(RemoteStorageError, match="outside"):
-        delete_object_keys(rsm, ["../outside"])
-    assert outside.exists()
