@@ -7,9 +7,9 @@
 Steps (DESIGN section 4; each an event or an idempotent deletion, so a run killed at any
 point is finished by the next one)::
 
-    find partitions whose latest deletion event is DELETE_PARTITION_MARKED or _STARTED
-        (every __remote_log_metadata partition read from its start: ``storage-core tier``'s
-        ``marked_partitions``)
+    find the cluster's partitions whose latest deletion event is DELETE_PARTITION_MARKED or
+        _STARTED, and the broker of that event (every __remote_log_metadata partition read
+        from its start: ``storage-core tier``'s ``marked_partitions_by_broker``)
     driver:    publish DELETE_PARTITION_STARTED where the partition is still MARKED
     executors: every remaining segment through its own transitions (``delete_segment``:
                DELETE_SEGMENT_STARTED -> objects deleted -> DELETE_SEGMENT_FINISHED), each task
@@ -22,7 +22,15 @@ point is finished by the next one)::
 A segment whose objects can not be deleted stays DELETE_SEGMENT_STARTED and its partition
 DELETE_PARTITION_STARTED; the run reports it and exits 1, and the next run resumes there.
 ``--dry-run`` prints what would be deleted (partitions, segments, bytes) and changes nothing.
-The log dir is not needed (a deleted topic has no directory).
+
+One run deletes the marked partitions of the whole cluster, whichever broker led them: the
+leader decides a partition's deletion when its topic is deleted (only it publishes
+DELETE_PARTITION_MARKED, as Kafka's ``StopPartition(deleteRemoteLog)``), and the run carries
+it out on that broker's behalf: each partition's events (DELETE_PARTITION_STARTED/FINISHED
+and its segments' DELETE_SEGMENT_*) name the broker that marked it, so its metadata reads as
+if that leader had deleted it. Neither a broker id nor log dirs are needed (remote data only;
+a deleted topic has no directory); ``--broker-config`` may still name the store. On a single
+broker every partition is marked by that broker, as before.
 
 Output: one ``partition=... event=delete_partition`` line per partition, a ``summary`` line,
 and the JSON summary (``--summary-path``) with counts ``partitions``,
@@ -47,11 +55,10 @@ from jobs.common import (
     job_parser,
     log_partition,
     parse_job_args,
-    resolve_job_broker_id,
     run_job,
     spark_session,
 )
-from jobs.common.remote_deletion import DeletionItem, run_on_executors
+from jobs.common.remote_deletion import NO_RUN_BROKER_ID, DeletionItem, run_on_executors
 from storage_core.client.cluster import KafkaCluster
 from storage_core.clock import SYSTEM_CLOCK
 from storage_core.common import TopicIdPartition, Uuid
@@ -65,7 +72,7 @@ from storage_core.tiered.operations import (
     next_partition_deletion_step,
 )
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
-from storage_core.tools.tier import marked_partitions, metadata_client
+from storage_core.tools.tier import marked_partitions_by_broker, metadata_client
 
 JOB = "delete_partitions"
 
@@ -155,8 +162,8 @@ def delete_marked_partitions(args: JobArgs, summary: RunSummary) -> None:
 
 def _delete_marked_partitions(args: JobArgs, summary: RunSummary) -> None:
     with KafkaCluster(args.bootstrap_server) as cluster:
-        broker_id = resolve_job_broker_id(args, cluster)
-        tips = marked_partitions(cluster, args.topic)
+        marked_by = dict(marked_partitions_by_broker(cluster, args.topic))
+    tips = list(marked_by)
     summary.count("partitions", len(tips))
     if not tips:
         return
@@ -171,7 +178,7 @@ def _delete_marked_partitions(args: JobArgs, summary: RunSummary) -> None:
             }
         )
         if args.dry_run:
-            report_dry_run(plans, summary)
+            report_dry_run(plans, marked_by, summary)
             return
         for plan in plans:
             if plan.step is PartitionDeletionStep.PUBLISH_STARTED:
@@ -179,12 +186,15 @@ def _delete_marked_partitions(args: JobArgs, summary: RunSummary) -> None:
                     rlmm,
                     plan.topic_id_partition,
                     RemotePartitionDeleteState.DELETE_PARTITION_STARTED,
-                    broker_id,
+                    marked_by[plan.topic_id_partition],
                 )
     reports = {str(p.topic_id_partition): PartitionReport(plan=p) for p in plans}
-    settings = StoreSettings.of(args, broker_id)
+    # Every item names the broker that marked its partition: the run has no broker of its own.
+    settings = StoreSettings.of(args, NO_RUN_BROKER_ID)
     items = [
-        DeletionItem.for_segment(metadata, reason="partition deleted")
+        DeletionItem.for_segment(
+            metadata, reason="partition deleted", broker_id=marked_by[plan.topic_id_partition]
+        )
         for plan in plans
         for metadata in plan.segments
     ]
@@ -206,7 +216,8 @@ def _delete_marked_partitions(args: JobArgs, summary: RunSummary) -> None:
     # A fresh RLMM reads the executors' events from the topic.
     with metadata_client(args.bootstrap_server) as rlmm:
         for report in reports.values():
-            finish_partition(rlmm, report, broker_id, summary, started)
+            tip = report.plan.topic_id_partition
+            finish_partition(rlmm, report, marked_by[tip], summary, started)
 
 
 def finish_partition(
@@ -238,6 +249,7 @@ def finish_partition(
     status = "ok" if finished else "unfinished"
     fields: dict[str, object] = {
         "topic_id": tip.topic_id,
+        "marked_by": broker_id,
         "segments": report.deleted,
         "failed": report.failed,
         "bytes": report.size_bytes,
@@ -250,7 +262,11 @@ def finish_partition(
     )
 
 
-def report_dry_run(plans: Sequence[PartitionDeletionPlan], summary: RunSummary) -> None:
+def report_dry_run(
+    plans: Sequence[PartitionDeletionPlan],
+    marked_by: Mapping[TopicIdPartition, int],
+    summary: RunSummary,
+) -> None:
     for plan in plans:
         tp = plan.topic_id_partition.topic_partition
         for metadata in plan.segments:
@@ -267,6 +283,7 @@ def report_dry_run(plans: Sequence[PartitionDeletionPlan], summary: RunSummary) 
             )
         fields: dict[str, object] = {
             "topic_id": str(plan.topic_id_partition.topic_id),
+            "marked_by": marked_by[plan.topic_id_partition],
             "step": plan.step.name,
             "segments": len(plan.segments),
             "bytes": plan.size_bytes,

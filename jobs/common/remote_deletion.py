@@ -37,6 +37,8 @@ from storage_core.tiered.remote_object_keys import InvalidRemoteObjectKeyError, 
 from storage_core.tiered.remote_storage_manager import RemoteStorageManager, remote_object_store
 from storage_core.tools.tier import metadata_client
 
+# The run's broker id of a run whose every item names its own broker (``DeletionItem``).
+NO_RUN_BROKER_ID = -1
 # Spark tasks per run: each opens one RLMM and one remote storage manager.
 TASKS_PER_CORE = 2
 TASKS_MAX = 64
@@ -59,6 +61,8 @@ class DeletionItem:
     allowed_states: tuple[int, ...] = ()
     keys: tuple[str, ...] = ()
     key_prefix: str = ""
+    # The broker a segment's events are published as; None: the run's (``StoreSettings``).
+    broker_id: int | None = None
 
     @staticmethod
     def for_segment(
@@ -66,11 +70,13 @@ class DeletionItem:
         *,
         reason: str,
         allowed_states: Iterable[RemoteLogSegmentState] = tuple(RemoteLogSegmentState),
+        broker_id: int | None = None,
     ) -> DeletionItem:
         return DeletionItem(
             reason=reason,
             metadata_bytes=serde.serialize(metadata),
             allowed_states=tuple(int(s) for s in allowed_states),
+            broker_id=broker_id,
         )
 
     @staticmethod
@@ -148,6 +154,13 @@ def _delete_segment_item(
     tip = listed.topic_id_partition
     segment_id = listed.remote_log_segment_id.id
     where = {"partition": str(tip), "segment_id": str(segment_id)}
+    if item.broker_id is not None:
+        broker_id = item.broker_id
+    if broker_id < 0:
+        detail = (
+            "no broker id to publish the segment's events as (neither the item's nor the run's)"
+        )
+        return _outcome(where, status="error", detail=detail)
     try:
         current = {m.remote_log_segment_id.id: m for m in rlmm.list_remote_log_segments(tip)}.get(
             segment_id

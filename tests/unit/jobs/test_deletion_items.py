@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.common.remote_deletion import DeletionItem, delete_items
+from jobs.common.remote_deletion import NO_RUN_BROKER_ID, DeletionItem, delete_items
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid
 from storage_core.tiered.in_memory_rlmm import InMemoryRemoteLogMetadataManager
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
@@ -166,3 +166,32 @@ def test_a_failed_deletion_is_reported_and_left_for_the_next_run(tmp_path: Path,
     assert first.status == "error" and "the store is down" in first.detail
     assert second.status == "error"
     assert set(states(rlmm).values()) == {RemoteLogSegmentState.DELETE_SEGMENT_STARTED}
+
+
+def test_a_segment_item_publishes_as_the_broker_it_names(tmp_path: Path, rlmm) -> None:  # type: ignore[no-untyped-def]
+    """Partition deletion on a cluster: the events name the broker that marked the partition,
+    not the run's broker."""
+    segment = started(rlmm)
+    move(rlmm, segment, RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+    failing = FailingDeletes(tmp_path / "store", fsync=False)
+    item = DeletionItem.for_segment(segment, reason="partition deleted", broker_id=3)
+    (outcome,) = delete_items([item], rsm=failing, rlmm=rlmm, broker_id=NO_RUN_BROKER_ID)
+    assert outcome.status == "error"
+    (left,) = rlmm.list_remote_log_segments(TIP)
+    assert (left.state, left.broker_id) == (RemoteLogSegmentState.DELETE_SEGMENT_STARTED, 3)
+
+
+def test_a_segment_item_without_a_broker_in_a_run_without_one_changes_nothing(rsm, rlmm) -> None:  # type: ignore[no-untyped-def]
+    segment = started(rlmm)
+    move(rlmm, segment, RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+    paths = store_objects(rsm, RemoteSegmentRef.of(segment))
+    item = DeletionItem.for_segment(segment, reason="partition deleted")
+    (outcome,) = delete_items([item], rsm=rsm, rlmm=rlmm, broker_id=NO_RUN_BROKER_ID)
+    assert (outcome.status, outcome.detail) == (
+        "error",
+        "no broker id to publish the segment's events as (neither the item's nor the run's)",
+    )
+    assert all(p.exists() for p in paths)
+    assert states(rlmm) == {
+        segment.remote_log_segment_id.id: RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+    }
