@@ -1,6 +1,6 @@
 """Great Expectations suites over the quality tables (``jobs.tables``), as Python code.
 
-- ``definitions``: the named expectations and the two suites (the list is there).
+- ``definitions``: the named expectations and the suites (the list is there).
 - ``runner``: ``QualityContext`` (file-mode context, checkpoints with Data Docs) and the
   readable ``SuiteOutcome`` / ``FailedExpectation`` results.
 """
@@ -9,8 +9,14 @@ from expectations.definitions import (
     DESCRIPTIONS,
     PARTITION_OFFSETS_SUITE,
     REMOTE_SEGMENTS_SUITE,
+    REPLICA_WARNINGS_SUITE,
+    REPLICAS_SUITE,
+    SUITE_TABLES,
+    WARNING_SUITES,
     partition_offsets_suite,
     remote_segments_suite,
+    replica_warnings_suite,
+    replicas_suite,
 )
 from expectations.runner import (
     FailedExpectation,
@@ -23,10 +29,16 @@ __all__ = [
     "DESCRIPTIONS",
     "PARTITION_OFFSETS_SUITE",
     "REMOTE_SEGMENTS_SUITE",
+    "REPLICAS_SUITE",
+    "REPLICA_WARNINGS_SUITE",
+    "SUITE_TABLES",
+    "WARNING_SUITES",
     "FailedExpectation",
     "QualityContext",
     "SuiteOutcome",
     "data_docs_index",
     "partition_offsets_suite",
     "remote_segments_suite",
+    "replica_warnings_suite",
+    "replicas_suite",
 ]

@@ -19,6 +19,7 @@ remote_segments::
     expect_finished_segment_objects_complete              objects present, .log size
     expect_no_objects_without_live_metadata               no orphaned objects
     expect_no_segment_older_than_twice_retention_ms       retention.ms + one period
+    expect_remote_segment_epochs_on_leader_lineage        the current leader's lineage
 
 partition_offsets::
 
@@ -31,6 +32,16 @@ partition_offsets::
     expect_remote_bytes_within_retention_bytes            retention.bytes + one segment
     expect_only_valid_partition_delete_transitions        RemotePartitionDeleteState machine
     expect_no_partition_deletion_stuck                    MARKED/STARTED end in time
+
+replicas::
+
+    expect_follower_epochs_agree_with_leader              leader-epoch entries below its LEO
+    expect_isr_log_end_at_least_high_watermark            every ISR member holds the HW
+    expect_no_partition_offline                           every partition has a leader
+
+replica_warnings (severity WARNING: reported, never fails the job)::
+
+    expect_no_under_replicated_partition                  every replica in the ISR
 """
 
 from __future__ import annotations
@@ -50,6 +61,7 @@ from great_expectations.expectations.core.expect_column_values_to_be_in_set impo
 from great_expectations.expectations.core.expect_column_values_to_be_null import (
     ExpectColumnValuesToBeNull,
 )
+from great_expectations.expectations.metadata_types import FailureSeverity
 
 from expectations.rendering import NamedExpectation
 
@@ -58,6 +70,18 @@ DELETE_PENDING_MAX_MS_DEFAULT = 24 * 60 * 60 * 1000  # a marked partition waits 
 
 REMOTE_SEGMENTS_SUITE = "remote_segments"
 PARTITION_OFFSETS_SUITE = "partition_offsets"
+REPLICAS_SUITE = "replicas"
+REPLICA_WARNINGS_SUITE = "replica_warnings"
+
+# suite -> the table it checks
+SUITE_TABLES: dict[str, str] = {
+    REMOTE_SEGMENTS_SUITE: "remote_segments",
+    PARTITION_OFFSETS_SUITE: "partition_offsets",
+    REPLICAS_SUITE: "replicas",
+    REPLICA_WARNINGS_SUITE: "replicas",
+}
+# suites whose failures are reported but do not fail the job
+WARNING_SUITES = frozenset({REPLICA_WARNINGS_SUITE})
 
 DESCRIPTIONS: dict[str, str] = {}
 
@@ -174,6 +198,16 @@ class ExpectNoSegmentOlderThanTwiceRetentionMs(NamedExpectation, ExpectColumnVal
     value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
 
 
+@_described
+class ExpectRemoteSegmentEpochsOnLeaderLineage(NamedExpectation, ExpectColumnValuesToBeNull):
+    rule: ClassVar[str] = (
+        "the leader epochs of every remote segment not yet DELETE_SEGMENT_FINISHED lie on the"
+        " current leader replica's leader-epoch lineage (a segment off it, left by an unclean"
+        " election, is reported until expire_remote has deleted it)"
+    )
+    column: str = "off_leader_lineage"
+
+
 # ---------------------------------------------------------------------------- partition_offsets
 
 
@@ -272,6 +306,44 @@ class ExpectNoPartitionDeletionStuck(NamedExpectation, ExpectColumnValuesToBeBet
     max_value: Any = DELETE_PENDING_MAX_MS_DEFAULT
 
 
+# ---------------------------------------------------------------------------- replicas
+
+
+@_described
+class ExpectFollowerEpochsAgreeWithLeader(NamedExpectation, ExpectColumnValuesToBeNull):
+    rule: ClassVar[str] = (
+        "a follower's leader-epoch-checkpoint entries agree with the leader's over the offsets"
+        " both hold locally, up to the follower's log end offset"
+    )
+    column: str = "epochs_diverge_from_leader"
+
+
+@_described
+class ExpectIsrLogEndAtLeastHighWatermark(NamedExpectation, ExpectColumnValuesToBeInSet):
+    rule: ClassVar[str] = (
+        "every in-sync replica's log_end_offset >= the partition's high watermark (the leader's)"
+    )
+    column: str = "isr_log_end_below_high_watermark"
+    value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
+
+
+@_described
+class ExpectNoPartitionOffline(NamedExpectation, ExpectColumnValuesToBeInSet):
+    rule: ClassVar[str] = "every partition has a leader (none is offline)"
+    column: str = "partition_offline"
+    value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
+
+
+@_described
+class ExpectNoUnderReplicatedPartition(NamedExpectation, ExpectColumnValuesToBeInSet):
+    rule: ClassVar[str] = (
+        "every replica of a partition with a leader is in its ISR (a warning: a broker down"
+        " or behind)"
+    )
+    column: str = "under_replicated"
+    value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
+
+
 # ---------------------------------------------------------------------------- suites
 
 
@@ -292,6 +364,7 @@ def remote_segments_suite(
             ExpectFinishedSegmentObjectsComplete(),
             ExpectNoObjectsWithoutLiveMetadata(),
             ExpectNoSegmentOlderThanTwiceRetentionMs(),
+            ExpectRemoteSegmentEpochsOnLeaderLineage(),
         ],
     )
 
@@ -313,4 +386,24 @@ def partition_offsets_suite(
             ExpectOnlyValidPartitionDeleteTransitions(),
             ExpectNoPartitionDeletionStuck(max_value=delete_pending_max_ms),
         ],
+    )
+
+
+def replicas_suite() -> gx.ExpectationSuite:
+    """The ``replicas`` suite: the replicas of a partition agree with its leader."""
+    return gx.ExpectationSuite(
+        name=REPLICAS_SUITE,
+        expectations=[
+            ExpectFollowerEpochsAgreeWithLeader(),
+            ExpectIsrLogEndAtLeastHighWatermark(),
+            ExpectNoPartitionOffline(),
+        ],
+    )
+
+
+def replica_warnings_suite() -> gx.ExpectationSuite:
+    """The ``replica_warnings`` suite over the ``replicas`` table, severity WARNING."""
+    return gx.ExpectationSuite(
+        name=REPLICA_WARNINGS_SUITE,
+        expectations=[ExpectNoUnderReplicatedPartition(severity=FailureSeverity.WARNING)],
     )

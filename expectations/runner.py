@@ -7,10 +7,12 @@ Layout under ``root_dir`` (GE's own)::
     <root_dir>/gx/uncommitted/data_docs/local_site/index.html    the Data Docs
 
 One ``QualityContext`` per process (or per test module): building it registers a dataframe
-data source (pandas or Spark), one asset + whole-dataframe batch definition + suite +
-validation definition + checkpoint per table; ``validate`` runs a table's checkpoint on a
-DataFrame under a run name (the DAG run), names the validated data (the table and the
-cluster) in the stored result, then rebuilds the Data Docs so that both show there.
+data source (pandas or Spark), one asset + whole-dataframe batch definition per table, one
+suite + validation definition + checkpoint per suite (``SUITE_TABLES``: the ``replicas``
+table has two, ``replicas`` and the WARNING ``replica_warnings``); ``validate`` runs a
+suite's checkpoint on a DataFrame under a run name (the DAG run), names the validated data
+(the table and the cluster) in the stored result, then rebuilds the Data Docs so that both
+show there.
 Failures come back as ``FailedExpectation`` values whose ``reason`` names the expectation,
 its rule and the offending rows (identified by the columns of ``ROW_ID_COLUMNS`` plus the
 checked column).
@@ -35,12 +37,18 @@ from expectations.definitions import (
     DESCRIPTIONS,
     PARTITION_OFFSETS_SUITE,
     REMOTE_SEGMENTS_SUITE,
+    REPLICA_WARNINGS_SUITE,
+    REPLICAS_SUITE,
     STARTED_STATE_MAX_MS_DEFAULT,
+    SUITE_TABLES,
+    WARNING_SUITES,
     partition_offsets_suite,
     remote_segments_suite,
+    replica_warnings_suite,
+    replicas_suite,
 )
 from expectations.offline_docs import make_offline
-from jobs.tables.schemas import PARTITION_OFFSETS_ROW_ID, REMOTE_SEGMENTS_ROW_ID
+from jobs.tables.schemas import PARTITION_OFFSETS_ROW_ID, REMOTE_SEGMENTS_ROW_ID, REPLICAS_ROW_ID
 
 _PATH_UNSAFE = re.compile(r"[\\/\s]+")
 
@@ -52,9 +60,11 @@ ROWS_IN_REASON_MAX = 10  # offending rows quoted in a reason
 ROWS_KEPT_MAX = 100  # offending rows kept in a FailedExpectation
 RUN_NAME_MAX = 200  # characters of a run name (it becomes a directory name of the Data Docs)
 
+# by table
 ROW_ID_COLUMNS: Mapping[str, Sequence[str]] = {
-    REMOTE_SEGMENTS_SUITE: REMOTE_SEGMENTS_ROW_ID,
-    PARTITION_OFFSETS_SUITE: PARTITION_OFFSETS_ROW_ID,
+    "remote_segments": REMOTE_SEGMENTS_ROW_ID,
+    "partition_offsets": PARTITION_OFFSETS_ROW_ID,
+    "replicas": REPLICAS_ROW_ID,
 }
 
 
@@ -115,12 +125,18 @@ def _row_text(row: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SuiteOutcome:
-    """The result of one suite on one table."""
+    """The result of one suite on one table; a ``warning`` suite's failure does not fail
+    the run (``fails_run``)."""
 
     suite: str
     success: bool
     evaluated: int
     failed: tuple[FailedExpectation, ...] = field(default=())
+    warning: bool = False
+
+    @property
+    def fails_run(self) -> bool:
+        return not self.success and not self.warning
 
     def failed_expectations(self) -> list[str]:
         return [f.expectation for f in self.failed]
@@ -129,6 +145,7 @@ class SuiteOutcome:
         return {
             "suite": self.suite,
             "success": self.success,
+            "severity": "warning" if self.warning else "critical",
             "evaluated_expectations": self.evaluated,
             "failed_expectations": [f.to_dict() for f in self.failed],
         }
@@ -166,11 +183,13 @@ def outcome_from_validation(suite: str, validation: Any) -> SuiteOutcome:
         success=bool(validation.success),
         evaluated=len(validation.results),
         failed=tuple(failed),
+        warning=suite in WARNING_SUITES,
     )
 
 
 class QualityContext:
-    """A file-mode GE context under ``root_dir`` with both suites ready to run."""
+    """A file-mode GE context under ``root_dir`` with every suite ready to run (one data
+    asset per table, one validation definition and checkpoint per suite)."""
 
     def __init__(
         self,
@@ -197,18 +216,23 @@ class QualityContext:
             PARTITION_OFFSETS_SUITE: partition_offsets_suite(
                 delete_pending_max_ms=delete_pending_max_ms
             ),
+            REPLICAS_SUITE: replicas_suite(),
+            REPLICA_WARNINGS_SUITE: replica_warnings_suite(),
         }
-        self.checkpoints: dict[str, Any] = {}
-        for table, suite in suites.items():
+        batches = {}
+        for table in sorted(set(SUITE_TABLES.values())):
             asset = source.add_dataframe_asset(name=table)
-            batch = asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION_NAME)
+            batches[table] = asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION_NAME)
+        self.checkpoints: dict[str, Any] = {}
+        for name, suite in suites.items():
+            table = SUITE_TABLES[name]
             saved = self.context.suites.add_or_update(suite)
             validation = self.context.validation_definitions.add_or_update(
-                gx.ValidationDefinition(name=table, data=batch, suite=saved)
+                gx.ValidationDefinition(name=name, data=batches[table], suite=saved)
             )
-            self.checkpoints[table] = self.context.checkpoints.add_or_update(
+            self.checkpoints[name] = self.context.checkpoints.add_or_update(
                 gx.Checkpoint(
-                    name=f"quality_{table}",
+                    name=f"quality_{name}",
                     validation_definitions=[validation],
                     # Data Docs are built by ``validate`` once the result names its data
                     actions=[],
@@ -225,21 +249,23 @@ class QualityContext:
         return data_docs_index(self.root_dir)
 
     def validate(
-        self, table: str, dataframe: Any, *, run_name: str | None = None, source: str | None = None
+        self, suite: str, dataframe: Any, *, run_name: str | None = None, source: str | None = None
     ) -> SuiteOutcome:
-        """Run ``table``'s checkpoint on ``dataframe`` (pandas or Spark, as the engine).
+        """Run ``suite``'s checkpoint on ``dataframe``, a frame of its table
+        (``SUITE_TABLES``; pandas or Spark, as the engine).
 
         ``run_name`` (the DAG run) is the result's run name; ``source`` (the cluster) is
         shown with the table as its data asset."""
-        if table not in self.checkpoints:
-            raise ValueError(f"unknown table {table!r}; known: {sorted(self.checkpoints)}")
-        result = self.checkpoints[table].run(
+        if suite not in self.checkpoints:
+            raise ValueError(f"unknown suite {suite!r}; known: {sorted(self.checkpoints)}")
+        table = SUITE_TABLES[suite]
+        result = self.checkpoints[suite].run(
             batch_parameters={"dataframe": dataframe},
             run_id=RunIdentifier(run_name=_run_name(run_name)) if run_name else None,
         )
         if len(result.run_results) != 1:
             raise RuntimeError(
-                f"checkpoint of {table} returned {len(result.run_results)} validations"
+                f"checkpoint of {suite} returned {len(result.run_results)} validations"
             )
         ((key, validation),) = result.run_results.items()
         asset = table if source is None else f"{table} of {source}"
@@ -248,7 +274,7 @@ class QualityContext:
         if self.data_docs:
             self.context.build_data_docs()
             make_offline(self.data_docs_index.parent)
-        return outcome_from_validation(table, validation)
+        return outcome_from_validation(suite, validation)
 
 
 def _run_name(name: str) -> str:

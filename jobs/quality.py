@@ -2,28 +2,33 @@
 
 Extract (driver): the object listing of the remote store (``list_objects`` of the RSM), then
 every event of ``__remote_log_metadata`` (read from the beginning up to its end, with each
-record's append time), then per remote-enabled partition of the log dirs its offsets
-(ListOffsets -2 / -1 / -5 on the leader, the local log start, LEO and leader-epoch chain from
-a read-only ``LogView``) and its retention configs (DescribeConfigs). The listing is taken
+record's append time), then per remote-enabled partition its offsets (ListOffsets -2 / -1 /
+-5 on the leader, the local log start, LEO and leader-epoch chain from a read-only
+``LogView`` of the leader's directory with ``--broker-log-dirs``, of the log dirs' own with
+``--log-dir`` / ``--broker-config``) and its retention configs (DescribeConfigs), and every
+replica on a broker of the broker id -> log dirs map (``jobs.common.replica_states``; the
+single-broker form is that broker's replicas). The listing is taken
 before the events so that a copy running meanwhile cannot look like orphaned objects; run the
 job after, not during, copy and delete jobs (the DAGs order them).
 
 Transform: the pure builders of ``jobs.tables`` (schemas in ``jobs.tables.schemas``); the rows
-become Spark DataFrames. Validate: the suites of ``expectations`` in a file-mode GE context
+become Spark DataFrames. Validate: the suites of ``expectations`` (``SUITE_TABLES``: two on
+``replicas``, one of them the WARNING suite ``replica_warnings``) in a file-mode GE context
 under ``--report-dir``; Data Docs at ``<report-dir>/gx/uncommitted/data_docs/local_site/
 index.html``. Output: ``<report-dir>/quality-summary.json`` (per suite: success and failed
 expectations with reasons) and the run summary (``--summary-path``) with the same under
-``details.suites``. Exit 1 if any suite fails, printing the failing expectations and the
-Data Docs path on stderr.
+``details.suites``. Exit 1 if any suite but a WARNING one fails, printing the failing
+expectations and the Data Docs path on stderr; a WARNING suite's failures are printed as
+``quality: WARNING ...`` and listed under ``warnings`` (report and ``details``) and counted
+as ``counts.warnings``, and leave the exit code 0.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from jobs.common import (
     JobArgs,
@@ -34,13 +39,18 @@ from jobs.common import (
     run_job,
     spark_session,
 )
+from jobs.common.broker_log_dirs import BrokerLogDirs
+from jobs.common.replica_states import find_replica_dirs, read_replica_states
 from jobs.common.summary import write_json_atomically
 from jobs.tables import (
     MetadataRecord,
     PartitionState,
     RemoteObjectInfo,
+    ReplicaState,
     build_partition_offsets,
     build_remote_segments,
+    build_replicas,
+    leader_replicas,
     row_tuples,
     spark_ddl,
 )
@@ -48,14 +58,16 @@ from jobs.tables.schemas import Row
 from storage_core.client.admin import KafkaAdminClient
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.consumer import KafkaConsumer
+from storage_core.common import TopicPartition
 from storage_core.errors import StorageError
+from storage_core.log.log_config import LogConfig
 from storage_core.tiered.metadata import serde
 from storage_core.tiered.metadata.errors import CorruptRemoteLogMetadataError
 from storage_core.tiered.operations import LogView
 from storage_core.tiered.remote_storage_manager import load_remote_storage_manager
 from storage_core.tiered.topic_based_rlmm.config import REMOTE_LOG_METADATA_TOPIC_NAME
 from storage_core.tiered.topic_based_rlmm.topic_scan import scan_metadata_topic
-from storage_core.tools.tier import partition_dirs, topic_log_config
+from storage_core.tools.tier import partition_dirs, resolve_broker_id, topic_log_config
 
 JOB = "quality"
 LATEST_TIERED_TIMESTAMP = -5  # ListOffsets: the highest offset in remote storage
@@ -85,21 +97,30 @@ def read_metadata_records(cluster: KafkaCluster) -> list[MetadataRecord]:
     return records
 
 
-def read_partition_states(cluster: KafkaCluster, args: JobArgs) -> list[PartitionState]:
-    """Offsets, chain and retention of every remote-enabled partition of the log dirs."""
-    found = [item for d in args.require_log_dirs() for item in partition_dirs(d, args.topic)]
-    admin = KafkaAdminClient(cluster)
+def remote_enabled_topics(admin: KafkaAdminClient, topics: Iterable[str]) -> dict[str, LogConfig]:
+    """The configs of those of ``topics`` with ``remote.storage.enable=true``."""
+    configs: dict[str, LogConfig] = {}
+    for topic in sorted(set(topics)):
+        try:
+            config = topic_log_config(admin, topic)
+        except StorageError:
+            continue
+        if config.remote_storage_enable:
+            configs[topic] = config
+    return configs
+
+
+def read_partition_states(
+    cluster: KafkaCluster,
+    found: Iterable[tuple[TopicPartition, Path]],
+    configs: Mapping[str, LogConfig],
+) -> list[PartitionState]:
+    """Offsets, chain and retention of every remote-enabled partition of ``found``."""
     consumer = KafkaConsumer(cluster)
-    configs: dict[str, Any] = {}
     states = []
     for tp, directory in found:
-        if tp.topic not in configs:
-            try:
-                configs[tp.topic] = topic_log_config(admin, tp.topic)
-            except StorageError:
-                configs[tp.topic] = None
-        config = configs[tp.topic]
-        if config is None or not config.remote_storage_enable:
+        config = configs.get(tp.topic)
+        if config is None:
             continue
         log_start = consumer.earliest_offset(tp.topic, tp.partition)
         high_watermark = consumer.latest_offset(tp.topic, tp.partition)
@@ -132,8 +153,51 @@ def read_partition_states(cluster: KafkaCluster, args: JobArgs) -> list[Partitio
     return states
 
 
-def gather(args: JobArgs) -> tuple[list[Row], list[Row]]:
-    """Extract and transform: the two tables' rows."""
+def replica_log_dirs(cluster: KafkaCluster, args: JobArgs) -> BrokerLogDirs:
+    """The broker id -> log dirs map (``--broker-log-dirs``, else the one broker of
+    ``--log-dir`` / ``--broker-config``; empty when that broker's id cannot be told)."""
+    if args.broker_log_dirs:
+        return args.broker_log_dirs
+    if not args.log_dirs:
+        return {}
+    try:
+        broker_id = resolve_broker_id(
+            args.broker_id, args.broker_config(), cluster.refresh_metadata([])
+        )
+    except StorageError as exc:
+        log_partition("skipped", "replicas", reason=str(exc))
+        return {}
+    return args.log_dirs_by_broker(broker_id)
+
+
+def read_partitions(
+    cluster: KafkaCluster, args: JobArgs
+) -> tuple[list[PartitionState], list[ReplicaState]]:
+    """The partitions' states and their replicas' states.
+
+    With ``--broker-log-dirs`` a partition is read from its leader's directory; with the
+    single-broker form, every partition directory of the log dirs is read (ListOffsets goes
+    to the leader either way)."""
+    log_dirs_map = replica_log_dirs(cluster, args)
+    found = find_replica_dirs(log_dirs_map, args.topic)
+    if args.broker_log_dirs:
+        local: list[tuple[TopicPartition, Path]] = []
+    else:
+        local = [item for d in args.require_log_dirs() for item in partition_dirs(d, args.topic)]
+    topics = {tp.topic for _, tp in found} | {tp.topic for tp, _ in local}
+    configs = remote_enabled_topics(KafkaAdminClient(cluster), topics)
+    replicas = read_replica_states(cluster, log_dirs_map, found, configs)
+    if args.broker_log_dirs:
+        local = [
+            (TopicPartition(r.topic, r.partition), Path(r.log_dir))
+            for r in replicas
+            if r.is_leader and r.log_dir is not None
+        ]
+    return read_partition_states(cluster, local, configs), replicas
+
+
+def gather(args: JobArgs) -> dict[str, list[Row]]:
+    """Extract and transform: the rows of each table, by table name."""
     rsm = load_remote_storage_manager(args.rsm_class_name, dict(args.rsm_config))
     try:
         list_objects = getattr(rsm, "list_objects", None)
@@ -146,12 +210,21 @@ def gather(args: JobArgs) -> tuple[list[Row], list[Row]]:
     now_ms = int(time.time() * 1000)
     with KafkaCluster(args.bootstrap_server) as cluster:
         records = read_metadata_records(cluster)
-        partitions = read_partition_states(cluster, args)
+        partitions, replica_states = read_partitions(cluster, args)
     segments = build_remote_segments(
-        records, objects, partitions, now_ms=now_ms, key_prefix=key_prefix
+        records,
+        objects,
+        partitions,
+        now_ms=now_ms,
+        key_prefix=key_prefix,
+        leaders=leader_replicas(replica_states),
     )
     offsets = build_partition_offsets(partitions, records, segments, now_ms=now_ms)
-    return segments, offsets
+    return {
+        "remote_segments": segments,
+        "partition_offsets": offsets,
+        "replicas": build_replicas(replica_states),
+    }
 
 
 def cluster_label(bootstrap_server: str) -> str:
@@ -165,13 +238,14 @@ def cluster_label(bootstrap_server: str) -> str:
 
 
 def run(args: JobArgs, summary: RunSummary) -> None:
+    from expectations.definitions import SUITE_TABLES  # noqa: PLC0415
     from expectations.runner import QualityContext  # noqa: PLC0415 - GE imports take seconds
 
     report_dir = Path(str(args.options.get("report_dir") or DEFAULT_REPORT_DIR)).resolve()
-    segments, offsets = gather(args)
-    summary.count("remote_segments", len(segments))
-    summary.count("partitions", len(offsets))
-    tables = {"remote_segments": segments, "partition_offsets": offsets}
+    tables = gather(args)
+    summary.count("remote_segments", len(tables["remote_segments"]))
+    summary.count("partitions", len(tables["partition_offsets"]))
+    summary.count("replicas", len(tables["replicas"]))
     with spark_session("quality", args.spark_master) as spark:
         context = QualityContext(
             report_dir,
@@ -181,30 +255,39 @@ def run(args: JobArgs, summary: RunSummary) -> None:
         )
         run_name = str(args.options.get("run_name") or "") or None
         source = cluster_label(args.bootstrap_server)
-        outcomes = {
-            table: context.validate(
-                table,
-                spark.createDataFrame(row_tuples(table, rows), spark_ddl(table)),
-                run_name=run_name,
-                source=source,
-            )
+        frames = {
+            table: spark.createDataFrame(row_tuples(table, rows), spark_ddl(table))
             for table, rows in tables.items()
         }
+        outcomes = {
+            suite: context.validate(suite, frames[table], run_name=run_name, source=source)
+            for suite, table in SUITE_TABLES.items()
+        }
     docs = context.data_docs_index
+    warnings = [
+        f"{o.suite}: {failed.reason}" for o in outcomes.values() if o.warning for failed in o.failed
+    ]
     report = {
-        "success": all(o.success for o in outcomes.values()),
+        "success": not any(o.fails_run for o in outcomes.values()),
         "data_docs": str(docs),
         "suites": {name: o.to_dict() for name, o in outcomes.items()},
+        "warnings": warnings,
     }
     write_json_atomically(report_dir / SUMMARY_FILE, report)
     summary.details.update(report)
     for outcome in outcomes.values():
+        if outcome.warning:
+            summary.count("warnings", len(outcome.failed))
+            for failed in outcome.failed:
+                print(f"quality: WARNING {outcome.suite}: {failed.reason}", file=sys.stderr)
+            continue
         summary.count("failed_expectations", len(outcome.failed))
         for failed in outcome.failed:
             summary.error(f"{outcome.suite}: {failed.reason}")
             print(f"quality: FAILED {outcome.suite}: {failed.reason}", file=sys.stderr)
     status = "passed" if report["success"] else "FAILED"
-    print(f"quality: suites {status}; Data Docs: {docs}", file=sys.stderr, flush=True)
+    warned = f" with {len(warnings)} warnings" if warnings else ""
+    print(f"quality: suites {status}{warned}; Data Docs: {docs}", file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

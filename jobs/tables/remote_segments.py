@@ -12,7 +12,13 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from jobs.tables.inputs import MetadataRecord, PartitionKey, PartitionState, RemoteObjectInfo
+from jobs.tables.inputs import (
+    MetadataRecord,
+    PartitionKey,
+    PartitionState,
+    RemoteObjectInfo,
+    ReplicaState,
+)
 from jobs.tables.schemas import Row
 from jobs.tables.states import SEGMENT_STARTED_STATES, replay_segment_states
 from storage_core.tiered.metadata.metadata import (
@@ -172,6 +178,32 @@ def lineage_of(row: Row, partition: PartitionState | None) -> str | None:
     return check.name
 
 
+def off_leader_lineage(row: Row, leader: ReplicaState | None) -> str | None:
+    """What puts a segment not yet DELETE_SEGMENT_FINISHED off the current leader replica's
+    lineage, or ``None`` (on it, before or beyond it, or nothing to compare)."""
+    if leader is None or leader.log_end_offset is None or row["current_state"] is None:
+        return None
+    if row["current_state"] == DELETE_FINISHED or not row["has_metadata"]:
+        return None
+    if epochs_not_increasing(row):
+        return None
+    epochs = {e["epoch"]: e["start_offset"] for e in row["segment_leader_epochs"]}
+    check = check_remote_segment_lineage(
+        epochs,
+        row["end_offset"],
+        leader_epochs=filtered_leader_epoch_map(dict(leader.leader_epoch_entries)),
+        log_end_offset=leader.log_end_offset,
+    )
+    if check is not LineageCheck.OFF_LINEAGE:
+        return None
+    mine = " ".join(f"{epoch}@{start}" for epoch, start in epochs.items())
+    lineage = " ".join(f"{epoch}@{start}" for epoch, start in leader.leader_epoch_entries)
+    return (
+        f"epochs [{mine}] are off the lineage of leader {leader.broker_id}"
+        f" (epoch {leader.leader_epoch}): [{lineage}] up to {leader.log_end_offset}"
+    )
+
+
 def objects_problem(row: Row, missing: Sequence[str], log_size_bytes: int | None) -> str | None:
     """What is wrong with a COPY_SEGMENT_FINISHED segment's objects, or ``None``."""
     problems = []
@@ -184,9 +216,14 @@ def objects_problem(row: Row, missing: Sequence[str], log_size_bytes: int | None
 
 
 def derive_segment_checks(
-    rows: Sequence[Row], partitions: Mapping[PartitionKey, PartitionState], *, now_ms: int
+    rows: Sequence[Row],
+    partitions: Mapping[PartitionKey, PartitionState],
+    *,
+    now_ms: int,
+    leaders: Mapping[PartitionKey, ReplicaState] | None = None,
 ) -> list[Row]:
-    """New rows with the check columns of ``jobs.tables.schemas`` derived from the facts."""
+    """New rows with the check columns of ``jobs.tables.schemas`` derived from the facts;
+    ``leaders`` are the leader replicas (``replicas.leader_replicas``) by partition."""
     out: list[Row] = []
     for base in rows:
         row = dict(base)
@@ -205,6 +242,8 @@ def derive_segment_checks(
         row["lineage"] = lineage
         row["epochs_not_increasing"] = epochs_not_increasing(row)
         row["epochs_conflict_with_chain"] = finished and lineage == LineageCheck.OFF_LINEAGE.name
+        leader = None if leaders is None else leaders.get((row["topic_id"], row["partition"]))
+        row["off_leader_lineage"] = off_leader_lineage(row, leader)
         sizes = {o["suffix"]: o["size_bytes"] for o in row["objects"]}
         required = list(REQUIRED_SUFFIXES)
         if row["txn_idx_empty"] is False:
@@ -265,8 +304,10 @@ def build_remote_segments(
     *,
     now_ms: int,
     key_prefix: str = "",
+    leaders: Mapping[PartitionKey, ReplicaState] | None = None,
 ) -> list[Row]:
-    """The ``remote_segments`` rows (see ``jobs.tables.schemas``)."""
+    """The ``remote_segments`` rows (see ``jobs.tables.schemas``); ``leaders`` as in
+    ``derive_segment_checks``."""
     by_key = {p.key: p for p in partitions}
     base = segment_base_rows(records, objects, key_prefix=key_prefix)
-    return derive_segment_checks(base, by_key, now_ms=now_ms)
+    return derive_segment_checks(base, by_key, now_ms=now_ms, leaders=leaders)

@@ -1,12 +1,13 @@
-"""The two quality tables, column by column: the one place their schemas are written down.
+"""The quality tables, column by column: the one place their schemas are written down.
 
-Both are built by pure functions (``remote_segments.build_remote_segments``,
-``partition_offsets.build_partition_offsets``) as lists of plain dicts, one per row, with
-exactly these keys; ``spark_ddl`` gives the Spark schema and ``row_tuples`` the rows in column
-order for ``spark.createDataFrame(rows, ddl)``; ``pandas.DataFrame(rows)`` takes them as they
-are. Offsets are Kafka offsets, "(inclusive)" / "(exclusive)" says which bound; times are ms
-since the epoch. KIP-405 names: ``Lx`` local log start, ``Ly`` last stable offset, ``Lz`` log
-end offset, ``Rx`` / ``Ry`` remote log start / end offset.
+All are built by pure functions (``remote_segments.build_remote_segments``,
+``partition_offsets.build_partition_offsets``, ``replicas.build_replicas``) as lists of
+plain dicts, one per row, with exactly these keys; ``spark_ddl`` gives the Spark schema and
+``row_tuples`` the rows in column order for ``spark.createDataFrame(rows, ddl)``;
+``pandas.DataFrame(rows)`` takes them as they are. Offsets are Kafka offsets,
+"(inclusive)" / "(exclusive)" says which bound; times are ms since the epoch. KIP-405
+names: ``Lx`` local log start, ``Ly`` last stable offset, ``Lz`` log end offset, ``Rx`` /
+``Ry`` remote log start / end offset.
 
 Check columns (below the line in each table) are derived from the other columns of the same
 tables by the builders; a violation flag is ``true`` when the row breaks the rule (``false``
@@ -41,6 +42,11 @@ The suites in ``expectations/`` expect the flags false and the texts null.
     epochs_not_increasing  BOOLEAN  leader epochs not strictly increasing, start offsets
                                     decreasing, or outside [start_offset, end_offset]
     epochs_conflict_with_chain BOOLEAN  a COPY_SEGMENT_FINISHED segment OFF_LINEAGE
+    off_leader_lineage     STRING   a segment not yet DELETE_SEGMENT_FINISHED whose epochs
+                                    are OFF_LINEAGE against the current leader replica's
+                                    leader-epoch-checkpoint (``replicas``): its epochs, the
+                                    leader and the leader's lineage (null: on it, or the
+                                    leader's log dir was not read)
     invalid_transition     STRING   first transition outside the segment state machine,
                                     e.g. "COPY_SEGMENT_FINISHED -> COPY_SEGMENT_STARTED"
     started_age_ms         BIGINT   time spent so far in COPY_SEGMENT_STARTED or
@@ -87,6 +93,42 @@ per partition known only from partition-deletion events (``in_cluster`` false, o
     partition_delete_state STRING   latest valid DELETE_PARTITION_* state (null: none)
     invalid_delete_transition STRING  first transition outside the deletion state machine
     delete_started_age_ms  BIGINT   time spent so far in DELETE_PARTITION_MARKED/STARTED
+
+``replicas``: one row per replica of a partition of the remote-enabled topics on a broker
+whose log dirs the job reads (every broker of ``--broker-log-dirs``; the one broker of
+``--log-dir`` / ``--broker-config``)::
+
+    topic                  STRING   topic name
+    partition              INT      partition number
+    topic_id               STRING   topic id (null: unknown)
+    broker_id              INT      the broker holding the replica
+    role                   STRING   leader / follower (Metadata's leader of the partition)
+    leader_id              INT      the partition's leader (-1: none)
+    leader_epoch           INT      the partition's leader epoch (Metadata)
+    replicas               ARRAY<INT>  the partition's assigned replicas
+    isr                    ARRAY<INT>  the partition's in-sync replicas
+    in_isr                 BOOLEAN  broker_id is in the ISR
+    log_dir                STRING   the replica's partition directory (null: the broker's
+                                    log dirs hold none; the offsets below are null then)
+    log_start_offset       BIGINT   leader: ListOffsets -2; follower: log-start-offset-checkpoint
+    local_log_start_offset BIGINT   first offset held locally (inclusive)
+    high_watermark         BIGINT   HW (exclusive): the leader's answer to ListOffsets -1
+                                    for the leader (its replication-offset-checkpoint if it
+                                    does not answer); a follower's replication-offset-checkpoint
+    high_watermark_source  STRING   LIST_OFFSETS or CHECKPOINT: where high_watermark came from
+    log_end_offset         BIGINT   LEO (exclusive), from the replica's segments
+    leader_epoch_entries   ARRAY<STRUCT<epoch INT, start_offset BIGINT>>  the replica's
+                                    leader-epoch-checkpoint, oldest first
+    --------------------------------------------------------------------------------
+    partition_high_watermark BIGINT the leader replica's high_watermark (null: not read)
+    epochs_diverge_from_leader STRING  a follower whose leader-epoch entries differ from the
+                                    leader's over [max(local log starts), its LEO): both
+                                    sides' entries there (null: they agree, or not read)
+    isr_log_end_below_high_watermark BOOLEAN  in_isr and log_end_offset <
+                                    partition_high_watermark
+    partition_offline      BOOLEAN  the partition has no leader (leader_id -1)
+    under_replicated       BOOLEAN  the partition has a leader and this replica is not in
+                                    its ISR (a warning, not a failure)
 """
 
 from __future__ import annotations
@@ -120,6 +162,7 @@ REMOTE_SEGMENTS_COLUMNS: tuple[tuple[str, str], ...] = (
     ("overlaps_previous", "BOOLEAN"),
     ("epochs_not_increasing", "BOOLEAN"),
     ("epochs_conflict_with_chain", "BOOLEAN"),
+    ("off_leader_lineage", "STRING"),
     ("invalid_transition", "STRING"),
     ("started_age_ms", "BIGINT"),
     ("missing_objects", "ARRAY<STRING>"),
@@ -160,6 +203,31 @@ PARTITION_OFFSETS_COLUMNS: tuple[tuple[str, str], ...] = (
     ("delete_started_age_ms", "BIGINT"),
 )
 
+REPLICAS_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("topic", "STRING"),
+    ("partition", "INT"),
+    ("topic_id", "STRING"),
+    ("broker_id", "INT"),
+    ("role", "STRING"),
+    ("leader_id", "INT"),
+    ("leader_epoch", "INT"),
+    ("replicas", "ARRAY<INT>"),
+    ("isr", "ARRAY<INT>"),
+    ("in_isr", "BOOLEAN"),
+    ("log_dir", "STRING"),
+    ("log_start_offset", "BIGINT"),
+    ("local_log_start_offset", "BIGINT"),
+    ("high_watermark", "BIGINT"),
+    ("high_watermark_source", "STRING"),
+    ("log_end_offset", "BIGINT"),
+    ("leader_epoch_entries", _EPOCHS),
+    ("partition_high_watermark", "BIGINT"),
+    ("epochs_diverge_from_leader", "STRING"),
+    ("isr_log_end_below_high_watermark", "BOOLEAN"),
+    ("partition_offline", "BOOLEAN"),
+    ("under_replicated", "BOOLEAN"),
+)
+
 # Columns that name a row in failure reports (besides the column an expectation checks).
 REMOTE_SEGMENTS_ROW_ID = (
     "topic",
@@ -180,10 +248,22 @@ PARTITION_OFFSETS_ROW_ID = (
     "remote_log_start_offset",
     "remote_log_end_offset",
 )
+REPLICAS_ROW_ID = (
+    "topic",
+    "partition",
+    "broker_id",
+    "role",
+    "leader_id",
+    "leader_epoch",
+    "high_watermark",
+    "log_end_offset",
+    "partition_high_watermark",
+)
 
 TABLE_COLUMNS: Mapping[str, tuple[tuple[str, str], ...]] = {
     "remote_segments": REMOTE_SEGMENTS_COLUMNS,
     "partition_offsets": PARTITION_OFFSETS_COLUMNS,
+    "replicas": REPLICAS_COLUMNS,
 }
 
 

@@ -40,6 +40,8 @@ pytestmark = pytest.mark.timeout(300)
 TOPIC = "quality-tiered"
 RECORDS = 60
 ORPHAN_EXPECTATION = "expect_no_objects_without_live_metadata"
+TIER_SUITES = {"remote_segments", "partition_offsets"}
+SUITES = TIER_SUITES | {"replicas", "replica_warnings"}
 
 
 @pytest.fixture(scope="module")
@@ -75,12 +77,15 @@ def test_quality_green_then_orphan_object_fails(
     last_copied = copied[-1].end_offset
     job_args = parse_job_args(job_parser("quality", None), cluster.job_args(), job="quality")
     wait_until(
-        lambda: quality.gather(job_args)[1][0]["highest_remote_offset"] == last_copied,
+        lambda: (
+            quality.gather(job_args)["partition_offsets"][0]["highest_remote_offset"] == last_copied
+        ),
         "the broker to report the last tiered offset (ListOffsets -5)",
     )
 
     # the tables the suites check
-    segments, offsets = quality.gather(job_args)
+    tables = quality.gather(job_args)
+    segments, offsets = tables["remote_segments"], tables["partition_offsets"]
     assert [(r["start_offset"], r["end_offset"]) for r in segments] == [
         (m.start_offset, m.end_offset) for m in copied
     ]
@@ -96,6 +101,14 @@ def test_quality_green_then_orphan_object_fails(
     assert offsets_row["remote_segment_count"] == len(copied)
     assert offsets_row["log_end_offset"] == RECORDS
     assert offsets_row["local_log_start_offset"] <= last_copied + 1
+    # the single-broker form: that broker's one replica, the leader
+    (replica_row,) = tables["replicas"]
+    assert replica_row["role"] == "leader" and replica_row["in_isr"] is True, replica_row
+    assert replica_row["high_watermark_source"] == "LIST_OFFSETS"
+    assert replica_row["log_end_offset"] == replica_row["high_watermark"] == RECORDS
+    assert replica_row["leader_epoch_entries"] == [{"epoch": 0, "start_offset": 0}]
+    for row in segments:
+        assert row["off_leader_lineage"] is None, row
     capsys.readouterr()
 
     # clean: both suites green, Data Docs written
@@ -104,20 +117,22 @@ def test_quality_green_then_orphan_object_fails(
     err = capsys.readouterr().err
     assert code == 0, (report, err)
     assert report["success"] is True
-    assert set(report["suites"]) == {"remote_segments", "partition_offsets"}
+    assert set(report["suites"]) == SUITES
     for name, suite in report["suites"].items():
         assert suite["success"] is True, (name, suite)
         assert suite["failed_expectations"] == []
-        assert suite["evaluated_expectations"] >= 9
+        assert suite["evaluated_expectations"] >= (9 if name in TIER_SUITES else 1)
+    assert report["warnings"] == []
     assert green["status"] == "ok" and green["errors"] == []
     assert green["counts"]["remote_segments"] == len(copied)
     assert green["counts"]["partitions"] == 1
+    assert green["counts"]["replicas"] == 1
     assert green["details"]["suites"] == report["suites"]
     docs = Path(report["data_docs"])
     assert docs == report_dir / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
     assert docs.is_file() and docs.stat().st_size > 0
     pages = docs.parent / "validations"
-    assert len(list(pages.rglob("*.html"))) == 2  # one validation page per suite
+    assert len(list(pages.rglob("*.html"))) == len(SUITES)  # one validation page per suite
     assert "quality: suites passed" in err
 
     # an orphan: a .log under a valid key whose segment id no metadata names
@@ -159,7 +174,7 @@ def test_quality_green_then_orphan_object_fails(
     assert str(orphan_id) in err
     assert "quality: suites FAILED" in err
     assert docs.is_file()
-    assert len(list(pages.rglob("*.html"))) == 4
+    assert len(list(pages.rglob("*.html"))) == 2 * len(SUITES)
     with capsys.disabled():
         print(f"\nquality runs: green {green['duration_s']} s, orphan {summary['duration_s']} s")
 

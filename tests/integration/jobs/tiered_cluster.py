@@ -4,7 +4,7 @@ it, and look at what the metadata and the store hold."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,3 +139,23 @@ class TieredCluster:
             if parsed.segment.topic_id_partition == tip:
                 mine.append(key)
         return mine
+
+
+def replicated_settings(remote_dir: Path) -> dict[str, str]:
+    """Every broker of a 3-broker cluster: the shared local store, the remote log metadata
+    topic on all three."""
+    return {
+        **BROKER_SETTINGS,
+        **local_store_settings(remote_dir),
+        "remote.log.metadata.topic.num.partitions": "1",
+        "remote.log.metadata.topic.replication.factor": "3",
+        "replica.fetch.backoff.ms": "200",
+    }
+
+
+def broker_log_dirs_args(brokers: Mapping[int, BrokerProcess]) -> list[str]:
+    """``--broker-log-dirs ID=DIR`` for every broker of a cluster."""
+    args = []
+    for broker_id, broker in sorted(brokers.items()):
+        args += ["--broker-log-dirs", f"{broker_id}={broker.log_dir}"]
+    return args

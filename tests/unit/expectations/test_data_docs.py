@@ -14,12 +14,18 @@ from expectations import (
     DESCRIPTIONS,
     PARTITION_OFFSETS_SUITE,
     REMOTE_SEGMENTS_SUITE,
+    REPLICA_WARNINGS_SUITE,
+    REPLICAS_SUITE,
     partition_offsets_suite,
     remote_segments_suite,
+    replica_warnings_suite,
+    replicas_suite,
 )
 from expectations.offline_docs import OFFLINE_DIR, make_offline
 from expectations.rendering import NamedExpectation
 from expectations.runner import QualityContext, pandas_frame
+from jobs.tables import build_replicas
+from tests.unit.expectations.test_replica_suites import replica
 from tests.unit.expectations.world import healthy_world
 
 RUN = "data_quality manual__2026-01-01T00:00:00+00:00"
@@ -34,6 +40,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     segments, partitions = world.tables()
     for table, rows in ((REMOTE_SEGMENTS_SUITE, segments), (PARTITION_OFFSETS_SUITE, partitions)):
         quality.validate(table, pandas_frame(table, rows), run_name=RUN, source=SOURCE)
+    # broker 3 out of the ISR: the warning suite fails, the replicas suite passes
+    replicas = build_replicas([replica(b, isr=(1, 2)) for b in (1, 2, 3)])
+    for suite in (REPLICAS_SUITE, REPLICA_WARNINGS_SUITE):
+        quality.validate(suite, pandas_frame("replicas", replicas), run_name=RUN, source=SOURCE)
     return quality.data_docs_index.parent
 
 
@@ -96,8 +106,36 @@ def test_every_page_loads_its_assets_from_the_site(site: Path) -> None:
     assert make_offline(site) == 0  # already rewritten: nothing changes
 
 
+def test_the_replica_suites_show_by_name_with_their_rules(site: Path) -> None:
+    index = (site / "index.html").read_text()  # its tables are data for a script
+    for suite in (REPLICAS_SUITE, REPLICA_WARNINGS_SUITE):
+        assert f"expectations/{suite}.html" in index, suite
+        assert f"validations/{suite}/" in index, suite
+    (page,) = site.glob(f"validations/{REPLICAS_SUITE}/*/*/*.html")
+    text = page_text(page)
+    for name in (
+        "expect_follower_epochs_agree_with_leader",
+        "expect_isr_log_end_at_least_high_watermark",
+        "expect_no_partition_offline",
+    ):
+        assert f"{name} : {DESCRIPTIONS[name]}" in text, name
+    assert f"Data asset: replicas of {SOURCE}" in text
+    (page,) = site.glob(f"validations/{REPLICA_WARNINGS_SUITE}/*/*/*.html")
+    text = page_text(page)
+    name = "expect_no_under_replicated_partition"
+    assert f"{name} : {DESCRIPTIONS[name]}" in text
+    assert "1 unexpected values found" in text  # broker 3's row
+    suite_page = page_text(site / "expectations" / f"{REPLICA_WARNINGS_SUITE}.html")
+    assert name in suite_page
+
+
 def test_every_expectation_of_the_suites_renders_by_name() -> None:
-    for suite in (remote_segments_suite(), partition_offsets_suite()):
+    for suite in (
+        remote_segments_suite(),
+        partition_offsets_suite(),
+        replicas_suite(),
+        replica_warnings_suite(),
+    ):
         for expectation in suite.expectations:
             # a new rule must take NamedExpectation as its first base, or Data Docs show GE's
             # generic sentence without its name

@@ -89,7 +89,7 @@ def test_a_context_with_data_docs_writes_them(tmp_path: Path) -> None:
 
 
 def test_every_expectation_has_a_rule() -> None:
-    assert len(DESCRIPTIONS) == 19
+    assert len(DESCRIPTIONS) == 24
     assert all(rule for rule in DESCRIPTIONS.values())
 
 

@@ -10,14 +10,17 @@ deleted: MARKED -> STARTED -> FINISHED, its one segment DELETE_SEGMENT_FINISHED.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from jobs.tables import (
     MetadataRecord,
     PartitionState,
+    ReplicaState,
     build_partition_offsets,
     build_remote_segments,
 )
+from jobs.tables.inputs import PartitionKey
 from jobs.tables.schemas import Row
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid
 from storage_core.tiered.metadata.metadata import (
@@ -156,9 +159,11 @@ class World:
             for i, (t, e) in enumerate(self.events)
         ]
 
-    def tables(self) -> tuple[list[Row], list[Row]]:
+    def tables(
+        self, *, leaders: Mapping[PartitionKey, ReplicaState] | None = None
+    ) -> tuple[list[Row], list[Row]]:
         segments = build_remote_segments(
-            self.records(), self.objects, self.partitions, now_ms=NOW_MS
+            self.records(), self.objects, self.partitions, now_ms=NOW_MS, leaders=leaders
         )
         partitions = build_partition_offsets(
             self.partitions, self.records(), segments, now_ms=NOW_MS
