@@ -36,7 +36,17 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 from tiered_storage_plugin import paths
 from tiered_storage_plugin.hooks import DEFAULT_CONN_ID, TieredStorageHook
 
-JOBS = ("copy_segments", "expire_remote", "delete_partitions", "reconcile", "quality")
+JOBS = (
+    "copy_segments",
+    "expire_remote",
+    "delete_partitions",
+    "reconcile",
+    "quality",
+    "cluster_status",
+    "preferred_leader_election",
+)
+# Jobs whose summary names the DAG run and task that wrote it (--dag-id, --run-id, --task-id).
+PROVENANCE_JOBS = frozenset({"cluster_status"})
 ERROR_LINES_MAX = 40
 DEFAULT_BASE_URL = "http://localhost:8080"  # the api-server's default when [api] base_url is unset
 STOP_GRACE_S = 30.0
@@ -130,7 +140,9 @@ class TieringJobOperator(BaseOperator):
         summary_path = task_dir / paths.SUMMARY_FILE
         summary_path.unlink(missing_ok=True)
         cmd = self.command(hook, task_dir, run_name=dag_run_name(context))
-        env = _job_environment(hook.job_environment())
+        if self.job in PROVENANCE_JOBS:
+            cmd += provenance_arguments(context, self.task_id)
+        env = job_environment(hook.job_environment())
         self.log.info("job=%s command=%s", self.job, " ".join(cmd))
         code, error_lines = self._run(cmd, env)
         summary = _read_summary(summary_path)
@@ -192,6 +204,17 @@ class TieringJobOperator(BaseOperator):
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+def provenance_arguments(context: Mapping[str, Any], task_id: str) -> list[str]:
+    """``--dag-id``, ``--run-id`` and ``--task-id`` of the task's run."""
+    dag = context.get("dag")
+    args = ["--task-id", task_id]
+    if dag is not None:
+        args += ["--dag-id", dag.dag_id]
+    if context.get("run_id"):
+        args += ["--run-id", str(context["run_id"])]
+    return args
 
 
 def dag_run_name(context: Mapping[str, Any]) -> str | None:
@@ -304,7 +327,7 @@ def _read_summary(path: Path) -> dict[str, Any] | None:
     return value
 
 
-def _job_environment(extra: Mapping[str, str]) -> dict[str, str]:
+def job_environment(extra: Mapping[str, str]) -> dict[str, str]:
     env = {**os.environ, **extra, "PYTHONUNBUFFERED": "1"}
     project = str(paths.project_dir())
     existing = env.get("PYTHONPATH")
