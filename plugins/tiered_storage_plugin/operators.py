@@ -70,6 +70,11 @@ _ERROR_LINE = re.compile(
 )
 
 
+class JobArgumentsRefusedError(AirflowFailException):
+    """The job refused its arguments (a topic or partition the cluster does not have): the
+    task fails at once, as retrying the same arguments cannot succeed."""
+
+
 class TieringJobError(AirflowException):
     """A tiering job exited non-zero; the message carries its error lines. Retried."""
 
@@ -154,6 +159,8 @@ class TieringJobOperator(BaseOperator):
             message = failure_message(self.job, code, error_lines, summary, report)
             if is_quality_verdict(summary):
                 raise DataQualityFailedError(message)
+            if refused_arguments(summary):
+                raise JobArgumentsRefusedError(message)
             raise TieringJobError(message)
         if summary is None:
             raise TieringJobError(
@@ -265,6 +272,18 @@ def is_quality_verdict(summary: Mapping[str, Any] | None) -> bool:
         return False
     details = summary.get("details")
     return isinstance(details, Mapping) and details.get("success") is False
+
+
+def refused_arguments(summary: Mapping[str, Any] | None) -> bool:
+    """The summary of a run that stopped because the job refused an option
+    (``JobArgumentError``, as ``run_job`` records it)."""
+    if not summary or summary.get("status") != "failed":
+        return False
+    errors = summary.get("errors")
+    return isinstance(errors, list) and any(
+        isinstance(e, Mapping) and str(e.get("error", "")).startswith("JobArgumentError:")
+        for e in errors
+    )
 
 
 def summary_failures(summary: Mapping[str, Any]) -> list[str]:
