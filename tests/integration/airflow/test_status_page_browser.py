@@ -19,6 +19,7 @@ answers 401 and shows none of it. Screenshots go to ``test-artifacts/status-page
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import threading
@@ -231,3 +232,12 @@ def test_the_cluster_section_reads_at_a_glance_logged_in_and_not(api_server: str
         assert not [e for e in severe if "favicon" not in e["message"]], severe
     finally:
         driver.quit()
+    # the same snapshot as JSON, in the job's own format
+    request = urllib.request.Request(
+        f"{api_server}/tiered-storage/status.json", headers={"Authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        cluster = json.load(answer)["cluster"]
+    assert cluster["controller_id"] == 2
+    assert cluster["under_replicated_partitions"] == ["orders-0", "orders-1", "orders-2"]
+    assert cluster["offline_partitions"] == ["lonely-0"]
