@@ -7,6 +7,7 @@ Story::
     orders: replicas [1,2,3] [2,3,1]; 20 records each; broker 1 leads orders-0, 2 orders-1
     broker 1 stopped (SIGTERM)      orders-0 moves to broker 2
     broker 1 restarted              back in the ISR of orders-0, which broker 2 still leads
+    the job's dry run               orders-0 not preferred, nothing elected
     bad params                      refused at run creation, naming the param; an unknown
                                     partition fails elect_leaders naming --partition
     DAG run (topic orders)          orders-0 elected (broker 1 leads again, confluent-kafka
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -117,7 +120,7 @@ def results(summary: dict[str, Any]) -> dict[str, str]:
 
 
 def test_the_dag_gives_leadership_back_to_the_preferred_replica(
-    brokers: dict[int, BrokerProcess], dag: Any
+    brokers: dict[int, BrokerProcess], dag: Any, tmp_path: Path
 ) -> None:
     from airflow.sdk.exceptions import ParamValidationError
 
@@ -142,6 +145,31 @@ def test_the_dag_gives_leadership_back_to_the_preferred_replica(
         dag.test(run_conf={"topic": "no such/topic", "partitions": None})
     with pytest.raises(ParamValidationError, match="Invalid input for param partitions"):
         dag.test(run_conf={"topic": TOPIC, "partitions": [-1]})
+    # the job's dry run names the partition off its preferred replica and elects nothing
+    dry = tmp_path / "dry-run.json"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jobs.preferred_leader_election",
+            "--bootstrap-server",
+            servers(brokers),
+            "--topic",
+            TOPIC,
+            "--dry-run",
+            "--summary-path",
+            str(dry),
+        ],
+        cwd=airflow_env.REPO,
+        check=True,
+        timeout=120,
+    )
+    assert results(json.loads(dry.read_text())) == {
+        f"{TOPIC}-0": "not_preferred",
+        f"{TOPIC}-1": "already_preferred",
+    }
+    assert leaders(brokers) == {0: 2, 1: 2}
+
     # no topic: the first task refuses the run
     state, states = run(dag, {"topic": None, "partitions": None})
     assert (state, states) == (
