@@ -127,7 +127,8 @@ def partition_deletion() -> None:
             partitions=None if partitions is None else tuple(partitions),
             dry_run=request["dry_run"],
         )
-        settings = TieredStorageHook().settings()
+        hook = TieredStorageHook()
+        settings = hook.settings()
         try:
             result = mark_for_deletion(settings.bootstrap_server, parsed)
         except DeletionRequestError as exc:
@@ -137,7 +138,9 @@ def partition_deletion() -> None:
             from airflow.sdk import get_current_context
             from tiered_storage_plugin.deletion import write_plan
 
-            result["plan"] = write_plan(get_current_context(), settings, result)
+            result["plan"] = write_plan(
+                get_current_context(), settings, result, hook.job_environment()
+            )
         return result
 
     delete = TieringJobOperator(

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk import Asset, task
+from airflow.sdk import Asset
 from croniter import croniter
 
 from tiered_storage_plugin import paths
@@ -64,19 +64,12 @@ SCHEDULE_PRESETS = frozenset({"@hourly", "@daily", "@weekly", "@monthly", "@quar
 REMOTE_TIER = Asset(name="tiered_storage_remote_tier", uri="tiered-storage://cluster/remote-tier")
 
 
-@task(task_id="status")
-def tiering_status() -> dict[str, int]:
-    """Snapshot of every remote-enabled partition (``cluster_status``) for the status page;
-    returns the totals (remote, local and copy-lag bytes)."""
-    from airflow.sdk import get_current_context
+def tiering_status() -> Any:
+    """The ``status`` task: ``jobs.cluster_status`` writes the snapshot of the cluster and of
+    every remote-enabled partition as its run summary, which the status page reads."""
+    from tiered_storage_plugin.operators import TieringJobOperator
 
-    from tiered_storage_plugin.cluster_status import write_status
-    from tiered_storage_plugin.hooks import TieredStorageHook
-
-    summary = write_status(get_current_context(), TieredStorageHook().settings())
-    if summary["errors"]:
-        raise TieringRunFailedError(f"status of some partitions unknown: {summary['errors']}")
-    return dict(summary["bytes"])
+    return TieringJobOperator(task_id="status", job="cluster_status")
 
 
 class TieringRunFailedError(RuntimeError):

@@ -123,6 +123,7 @@ def mark_for_deletion(bootstrap_server: str, request: DeletionRequest) -> dict[s
     return {"topic": request.topic, "action": "deleted", "partitions": existing}
 
 
+SNAPSHOT_FILE = "plan_status.json"
 PLAN_FILE = "plan.txt"
 PLAN_COLUMNS = (
     "partition",
@@ -224,7 +225,10 @@ def plan_table(rows: Sequence[PlanRow]) -> str:
 
 
 def write_plan(
-    context: Mapping[str, Any], settings: Any, result: Mapping[str, Any]
+    context: Mapping[str, Any],
+    settings: Any,
+    result: Mapping[str, Any],
+    env: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The dry run's plan for ``result`` (a ``would-delete`` answer of ``mark_for_deletion``):
     logged as a table and written to ``<run dir>/mark_partitions/plan.txt``, which the
@@ -232,14 +236,19 @@ def write_plan(
     from dataclasses import asdict
 
     from tiered_storage_plugin import paths
-    from tiered_storage_plugin.cluster_status import collect
+    from tiered_storage_plugin.cluster_status import topic_snapshot
+    from tiered_storage_plugin.operators import job_environment
 
     topic = str(result["topic"])
-    rows = deletion_plan(topic, result["partitions"], collect(settings))
-    table = plan_table(rows)
     run_dir = paths.run_dir(context)
     target = run_dir / "mark_partitions" / PLAN_FILE
     target.parent.mkdir(parents=True, exist_ok=True)
+    # not summary.json: the status page reads those, and this one covers one topic only
+    entries = topic_snapshot(
+        settings, topic, target.with_name(SNAPSHOT_FILE), job_environment(env or {})
+    )
+    rows = deletion_plan(topic, result["partitions"], entries)
+    table = plan_table(rows)
     temporary = target.with_name(f".{PLAN_FILE}.tmp")
     temporary.write_text(
         f"Dry run: deleting topic {topic} would remove (nothing was marked or deleted)\n\n{table}\n"

@@ -36,7 +36,17 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 from tiered_storage_plugin import paths
 from tiered_storage_plugin.hooks import DEFAULT_CONN_ID, TieredStorageHook
 
-JOBS = ("copy_segments", "expire_remote", "delete_partitions", "reconcile", "quality")
+JOBS = (
+    "copy_segments",
+    "expire_remote",
+    "delete_partitions",
+    "reconcile",
+    "quality",
+    "cluster_status",
+    "preferred_leader_election",
+)
+# Jobs whose summary names the DAG run and task that wrote it (--dag-id, --run-id, --task-id).
+PROVENANCE_JOBS = frozenset({"cluster_status"})
 ERROR_LINES_MAX = 40
 DEFAULT_BASE_URL = "http://localhost:8080"  # the api-server's default when [api] base_url is unset
 STOP_GRACE_S = 30.0
@@ -58,6 +68,11 @@ CHANGE_BYTES = ("copied", "deleted")
 _ERROR_LINE = re.compile(
     r"(\berror\b|\berrors=[1-9]|status=failed|traceback|exception|\bfailed\b)", re.IGNORECASE
 )
+
+
+class JobArgumentsRefusedError(AirflowFailException):
+    """The job refused its arguments (a topic or partition the cluster does not have): the
+    task fails at once, as retrying the same arguments cannot succeed."""
 
 
 class TieringJobError(AirflowException):
@@ -130,7 +145,9 @@ class TieringJobOperator(BaseOperator):
         summary_path = task_dir / paths.SUMMARY_FILE
         summary_path.unlink(missing_ok=True)
         cmd = self.command(hook, task_dir, run_name=dag_run_name(context))
-        env = _job_environment(hook.job_environment())
+        if self.job in PROVENANCE_JOBS:
+            cmd += provenance_arguments(context, self.task_id)
+        env = job_environment(hook.job_environment())
         self.log.info("job=%s command=%s", self.job, " ".join(cmd))
         code, error_lines = self._run(cmd, env)
         summary = _read_summary(summary_path)
@@ -142,6 +159,8 @@ class TieringJobOperator(BaseOperator):
             message = failure_message(self.job, code, error_lines, summary, report)
             if is_quality_verdict(summary):
                 raise DataQualityFailedError(message)
+            if refused_arguments(summary):
+                raise JobArgumentsRefusedError(message)
             raise TieringJobError(message)
         if summary is None:
             raise TieringJobError(
@@ -194,6 +213,17 @@ class TieringJobOperator(BaseOperator):
             process.wait()
 
 
+def provenance_arguments(context: Mapping[str, Any], task_id: str) -> list[str]:
+    """``--dag-id``, ``--run-id`` and ``--task-id`` of the task's run."""
+    dag = context.get("dag")
+    args = ["--task-id", task_id]
+    if dag is not None:
+        args += ["--dag-id", dag.dag_id]
+    if context.get("run_id"):
+        args += ["--run-id", str(context["run_id"])]
+    return args
+
+
 def dag_run_name(context: Mapping[str, Any]) -> str | None:
     """``<dag_id> <run_id>``: the run a report belongs to, as the Data Docs name it."""
     run_id = context.get("run_id")
@@ -242,6 +272,18 @@ def is_quality_verdict(summary: Mapping[str, Any] | None) -> bool:
         return False
     details = summary.get("details")
     return isinstance(details, Mapping) and details.get("success") is False
+
+
+def refused_arguments(summary: Mapping[str, Any] | None) -> bool:
+    """The summary of a run that stopped because the job refused an option
+    (``JobArgumentError``, as ``run_job`` records it)."""
+    if not summary or summary.get("status") != "failed":
+        return False
+    errors = summary.get("errors")
+    return isinstance(errors, list) and any(
+        isinstance(e, Mapping) and str(e.get("error", "")).startswith("JobArgumentError:")
+        for e in errors
+    )
 
 
 def summary_failures(summary: Mapping[str, Any]) -> list[str]:
@@ -304,7 +346,7 @@ def _read_summary(path: Path) -> dict[str, Any] | None:
     return value
 
 
-def _job_environment(extra: Mapping[str, str]) -> dict[str, str]:
+def job_environment(extra: Mapping[str, str]) -> dict[str, str]:
     env = {**os.environ, **extra, "PYTHONUNBUFFERED": "1"}
     project = str(paths.project_dir())
     existing = env.get("PYTHONPATH")

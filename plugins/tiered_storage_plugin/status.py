@@ -30,6 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from tiered_storage_plugin import paths
+from tiered_storage_plugin.cluster_page import (
+    CLUSTER_CSS,
+    ClusterState,
+    cluster_section,
+    cluster_state,
+)
 
 RUNS_MAX = 50
 CHART_POINTS_MAX = 24
@@ -117,15 +123,20 @@ class RunSummary:
 
     @property
     def dag_id(self) -> str:
-        return str(self.data.get("dag_id") or self.path.parents[2].name)
+        return str(self._provenance("dag_id") or self.path.parents[2].name)
 
     @property
     def run_id(self) -> str:
-        return str(self.data.get("run_id") or self.path.parents[1].name)
+        return str(self._provenance("run_id") or self.path.parents[1].name)
 
     @property
     def task_id(self) -> str:
-        return str(self.data.get("task_id") or self.path.parent.name)
+        return str(self._provenance("task_id") or self.path.parent.name)
+
+    def _provenance(self, name: str) -> object:
+        details = self.data.get("details")
+        inner = details.get(name) if isinstance(details, Mapping) else None
+        return self.data.get(name) or inner
 
     def finished_at(self) -> datetime | None:
         return parse_time(self.finished)
@@ -190,6 +201,15 @@ def latest_statuses(summaries: list[RunSummary]) -> tuple[RunSummary | None, lis
         if any(s.high_watermark is not None or s.remote_bytes is not None for s in statuses):
             return summary, statuses
     return None, []
+
+
+def latest_cluster(summaries: list[RunSummary]) -> tuple[RunSummary | None, ClusterState | None]:
+    """The newest summary with a cluster (``jobs.cluster_status``), and that cluster."""
+    for summary in reversed(summaries):
+        state = cluster_state(summary.data)
+        if state is not None:
+            return summary, state
+    return None, None
 
 
 def chart_points(summaries: list[RunSummary], limit: int = CHART_POINTS_MAX) -> list[RunPoint]:
@@ -277,6 +297,8 @@ def status_page(
 ) -> str:
     now = now or datetime.now(UTC)
     latest, statuses = latest_statuses(summaries)
+    cluster_source, cluster = latest_cluster(summaries)
+    source = "" if cluster_source is None else _source(cluster_source)
     rows = "".join(_row(s) for s in statuses)
     points = chart_points(summaries)
     docs = f'<p><a href="{html.escape(docs_href)}">Latest Data Docs</a></p>' if docs_href else ""
@@ -286,10 +308,12 @@ def status_page(
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child{{text-align:left}}
 th{{background:#f4f4f4}}.stale{{background:#fff3cd;border:1px solid #e0b100;padding:.6em}}
 .fresh{{color:#2b6e2b}}.note{{color:#555;font-size:.9em}}.lag{{text-align:left}}
-</style></head><body>
+{CLUSTER_CSS}</style></head><body>
 <h1>Tiered storage status</h1>
 {_provenance(latest, now, tiering_interval_s)}{docs}
-<table><thead>
+{cluster_section(cluster, source)}
+<h2>Tiering per partition</h2>
+<table id="tiering"><thead>
 <tr><th rowspan="2">partition</th><th colspan="2">leader</th><th colspan="4">offsets</th>
 <th colspan="2">local log</th><th colspan="2">remote log</th><th rowspan="2">copy lag</th></tr>
 <tr><th>broker</th><th>epoch</th><th>log start</th><th>local start</th>
@@ -303,6 +327,12 @@ tiered offset wait for the next tiering run.</p>
 <h2>Remote and copy-lag bytes, last {len(points)} status snapshots</h2>
 {chart_svg(points)}
 </body></html>"""
+
+
+def _source(summary: RunSummary) -> str:
+    finished = summary.finished_at()
+    when = f", finished {finished:%Y-%m-%d %H:%M:%S} UTC" if finished is not None else ""
+    return run_label(summary) + when
 
 
 def _provenance(latest: RunSummary | None, now: datetime, interval_s: float | None) -> str:

@@ -7,7 +7,9 @@ refused trigger would leave the DAG unpaused and its hourly sweep running. For t
 ``GUARDED_DAGS`` this middleware:
 
 1. refuses a trigger whose request ``parse_request`` refuses (``confirm`` not equal to
-   ``topic``, partitions without a topic, ...) with 400 and the reason, before a run exists
+   ``topic``, partitions without a topic, ...; for ``preferred_leader_election``
+   ``parse_election_request``: no topic, bad partitions) with 400 and the reason, before a
+   run exists
    (Airflow's own Param validation refuses bad types and patterns the same way);
 2. after any refused trigger (400 or 422, ours or Airflow's), pauses the DAG again if it was
    unpaused through the API within ``UNPAUSE_WINDOW_S`` before (Airflow's audit log has
@@ -28,7 +30,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-GUARDED_DAGS = frozenset({"partition_deletion"})
+GUARDED_DAGS = frozenset({"partition_deletion", "preferred_leader_election"})
 TRIGGER_PATH = re.compile(r"^/api/v2/dags/(?P<dag_id>[^/]+)/dagRuns/?$")
 BODY_BYTES_MAX = 1024 * 1024
 UNPAUSE_WINDOW_S = 30.0
@@ -119,6 +121,13 @@ def refusal(dag_id: str, body: bytes) -> str | None:
         try:
             parse_request(conf)
         except DeletionRequestError as exc:
+            return f"refused, no run created: {exc}"
+    if dag_id == "preferred_leader_election":
+        from tiered_storage_plugin.election import ElectionRequestError, parse_election_request
+
+        try:
+            parse_election_request(conf)
+        except ElectionRequestError as exc:
             return f"refused, no run created: {exc}"
     return None
 

@@ -83,9 +83,14 @@ def create_app(root: Path | None = None) -> FastAPI:
     def status_json() -> JSONResponse:
         summaries = status.read_summaries(reports())
         latest, statuses = status.latest_statuses(summaries)
+        cluster_source, _ = status.latest_cluster(summaries)
         return JSONResponse(
             {
                 "source": status.run_label(latest) if latest else None,
+                # as jobs.cluster_status wrote it (jobs.planning.cluster_view documents it)
+                "cluster": None
+                if cluster_source is None
+                else cluster_source.data["details"]["cluster"],
                 "partitions": [
                     {**dataclasses.asdict(s), "copy_lag_offsets": s.copy_lag_offsets}
                     for s in statuses

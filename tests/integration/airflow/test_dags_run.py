@@ -171,7 +171,11 @@ def test_tiering_copies_every_closed_segment_then_checks(cluster: Any, dags: Any
     tiered, _ = list_offset(cluster.bootstrap, ORDERS, LATEST_TIERED)
     assert tiered > 0
     # the status snapshot agrees with the broker and with the remote tier's files
-    status = {p["partition"]: p for p in latest_summary("tiering", "status")["partitions"]}
+    snapshot = latest_summary("tiering", "status")
+    assert snapshot["job"] == "cluster_status" and snapshot["details"]["dag_id"] == "tiering"
+    (broker,) = snapshot["details"]["cluster"]["brokers"]
+    assert broker["address"] == cluster.bootstrap
+    status = {p["partition"]: p for p in snapshot["partitions"]}
     assert set(status) == {"orders-0", "orders-1", "doomed-0"}
     orders0 = status["orders-0"]
     assert orders0["highest_tiered_offset"] == tiered

@@ -248,26 +248,29 @@ def chromium() -> tuple[str, str] | None:
 
 
 def write_status_snapshot(ui: Ui) -> None:
-    """The ``status`` task's snapshot of the embedded cluster (its code, run in a process
-    with the UI's Airflow environment, as a task runs it)."""
-    code = (
-        "from tiered_storage_plugin.cluster_status import write_status\n"
-        "from tiered_storage_plugin.hooks import ClusterSettings\n"
-        "import sys\n"
-        "settings = ClusterSettings(bootstrap_server=sys.argv[1], log_dirs=(sys.argv[2],))\n"
-        "summary = write_status("
-        "{'dag_id': 'tiering', 'run_id': 'manual__browser_test', 'task_id': 'status'}, settings)\n"
-        "assert not summary['errors'], summary['errors']\n"
-    )
-    env = clean_env() | {
-        "AIRFLOW_HOME": str(ui.work / "airflow"),
-        "TIERED_STORAGE_REPORTS_DIR": str(ui.reports),
-        "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "plugins")]),
-    }
+    """The ``status`` task's snapshot of the embedded cluster: ``jobs.cluster_status``, run
+    as the task's operator runs it, writing where the task writes."""
+    summary = ui.reports / "runs" / "tiering" / "manual__browser_test" / "status" / "summary.json"
     log_dir = ui.work / "broker-0" / "kafka-logs"
     subprocess.run(
-        [sys.executable, "-c", code, ui.bootstrap_server(), str(log_dir)],
-        env=env,
+        [
+            sys.executable,
+            "-m",
+            "jobs.cluster_status",
+            "--bootstrap-server",
+            ui.bootstrap_server(),
+            "--log-dir",
+            str(log_dir),
+            "--summary-path",
+            str(summary),
+            "--dag-id",
+            "tiering",
+            "--run-id",
+            "manual__browser_test",
+            "--task-id",
+            "status",
+        ],
+        env=clean_env(),
         cwd=REPO,
         check=True,
         timeout=120,
@@ -362,7 +365,7 @@ def test_an_operator_reads_the_ui_in_a_browser_without_internet(ui: Ui) -> None:
         wait.until(lambda d: "Tiered storage status" in body.text)
         assert "DAG tiering, run manual__browser_test, task status" in body.text
         assert re.search(r"\d+ s old", body.text), body.text
-        rows = [r.text for r in driver.find_elements(By.CSS_SELECTOR, "tbody tr")]
+        rows = [r.text for r in driver.find_elements(By.CSS_SELECTOR, "#tiering tbody tr")]
         assert [r.split()[0] for r in rows] == [f"{TOPIC}-0", f"{TOPIC}-1", f"{TOPIC}-2"]
         assert all(" KiB " in r or " MiB " in r for r in rows), rows
         assert driver.find_elements(By.TAG_NAME, "svg")

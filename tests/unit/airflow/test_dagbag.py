@@ -15,6 +15,7 @@ EXPECTED = {
     "retention_nightly": ["reconcile", "expire_remote", "quality", "report"],
     "partition_deletion": ["validate_request", "mark_partitions", "delete_partitions"],
     "data_quality": ["quality", "publish"],
+    "preferred_leader_election": ["validate_request", "elect_leaders"],
 }
 
 

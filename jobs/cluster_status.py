@@ -1,0 +1,216 @@
+"""cluster_status: a snapshot of the cluster and of the tiering of its partitions, written as
+the run summary the status page reads. Read-only.
+
+    python -m jobs.cluster_status --bootstrap-server HOST:PORT[,HOST:PORT...]
+        (--broker-log-dirs ID=DIR[,DIR] ... | --log-dir DIR [--broker-id N] | --broker-config PATH)
+        [--topic NAME] [--summary-path PATH] [--dag-id ID --run-id ID --task-id ID]
+
+The cluster (``details.cluster``, see ``jobs.planning.cluster_view``): the brokers (id,
+host:port), the controller, and per partition of every topic its leader, leader epoch,
+replicas, ISR and offline replicas, with the under-replicated and offline partitions listed.
+
+Per remote-enabled partition (``partitions``; KIP-405 names; offsets inclusive unless said),
+read through its leader: ListOffsets, and the leader's log dir (``--broker-log-dirs``; the
+single-broker form is the one-entry map)::
+
+    log_start_offset        ListOffsets -2 (the whole partition's start)
+    local_log_start_offset  Lx: the first local segment's base offset
+    high_watermark          ListOffsets -1 (exclusive)
+    highest_tiered_offset   ListOffsets -5 (-1 when nothing is tiered)
+    local_bytes/segments    the leader's local segment files (the active one included)
+    remote_bytes/segments   the COPY_SEGMENT_FINISHED remote segments (the RLMM)
+    copy_lag_bytes/segments closed local segments holding offsets above the highest tiered one
+    active_segment_base_offset  the active segment's first offset
+    leader, leader_epoch, replicas, isr, offline_replicas, under_replicated
+
+A leaderless partition is listed with ``status: offline``; a partition whose leader's log dirs
+are not given, or whose offsets cannot be read, is an error (exit 1). Counts: ``partitions``,
+``brokers``, ``under_replicated_partitions``, ``offline_partitions``, ``errors``; bytes:
+``remote``, ``local``, ``copy_lag``. ``--dag-id``/``--run-id``/``--task-id`` name the run that
+wrote the snapshot (the status page shows them).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from jobs.common import JobArgs, RunSummary, job_parser, log_partition, parse_job_args, run_job
+from jobs.planning.cluster_view import cluster_view, partition_replication
+from storage_core.client import ConfigResourceType, KafkaAdminClient, KafkaCluster
+from storage_core.client.consumer import KafkaConsumer
+from storage_core.client.metadata import ClusterMetadata, TopicMetadata
+from storage_core.common import TopicPartition
+from storage_core.errors import StorageError
+from storage_core.tiered.metadata.states import RemoteLogSegmentState
+from storage_core.tiered.operations.log_view import LogView
+from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
+from storage_core.tools.tier import metadata_client, partition_dirs, resolve_broker_id
+
+JOB = "cluster_status"
+LATEST_TIERED = -5
+REMOTE_STORAGE_ENABLE = "remote.storage.enable"
+PROVENANCE = ("dag_id", "run_id", "task_id")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = job_parser(JOB, __doc__)
+    own = parser.add_argument_group("cluster_status")
+    for name in PROVENANCE:
+        own.add_argument(
+            f"--{name.replace('_', '-')}",
+            default=None,
+            help=f"the {name.split('_')[0]} that runs this snapshot (shown on the status page)",
+        )
+    return parser
+
+
+def broker_log_dirs(args: JobArgs, metadata: ClusterMetadata) -> Mapping[int, tuple[Path, ...]]:
+    """Every broker's log dirs; the single-broker form names its broker (``--broker-id``,
+    the broker config's, else the cluster's only broker)."""
+    if args.broker_log_dirs or not args.log_dirs:
+        return args.log_dirs_by_broker(None)
+    broker_id = resolve_broker_id(args.broker_id, args.broker_config(), metadata)
+    return args.log_dirs_by_broker(broker_id)
+
+
+def find_partition_dir(log_dirs: tuple[Path, ...], tp: TopicPartition) -> Path | None:
+    for log_dir in log_dirs:
+        for found, directory in partition_dirs(log_dir, tp.topic):
+            if found == tp:
+                return directory
+    return None
+
+
+def remote_enabled_topics(admin: KafkaAdminClient, topics: list[TopicMetadata]) -> set[str]:
+    enabled = set()
+    for topic in topics:
+        configs = admin.describe_configs(ConfigResourceType.TOPIC, topic.name)
+        if any(
+            c.name == REMOTE_STORAGE_ENABLE and (c.value or "").lower() == "true" for c in configs
+        ):
+            enabled.add(topic.name)
+    return enabled
+
+
+def tiering_fields(
+    consumer: KafkaConsumer,
+    rlmm: RemoteLogMetadataManager,
+    tp: TopicPartition,
+    directory: Path,
+) -> dict[str, Any]:
+    """Offsets (from the leader) and local/remote sizes of one partition."""
+    log_start = consumer.earliest_offset(tp.topic, tp.partition)
+    high_watermark = consumer.latest_offset(tp.topic, tp.partition)
+    tiered = consumer.list_offset(tp.topic, tp.partition, LATEST_TIERED).offset
+    view = LogView.read(directory, high_watermark=high_watermark, log_start_offset=log_start)
+    remote_bytes = remote_segments = 0
+    if view.topic_id is not None:
+        for segment in rlmm.list_remote_log_segments(view.topic_id_partition):
+            if segment.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
+                remote_bytes += segment.segment_size_in_bytes
+                remote_segments += 1
+    lagging = [s for s in view.segments if not s.is_active and s.end_offset > tiered]
+    active = [s.base_offset for s in view.segments if s.is_active]
+    return {
+        "active_segment_base_offset": active[0] if active else None,
+        "log_start_offset": log_start,
+        "local_log_start_offset": view.local_log_start_offset,
+        "high_watermark": high_watermark,
+        "highest_tiered_offset": tiered,
+        "local_bytes": sum(s.size_bytes for s in view.segments),
+        "local_segments": len(view.segments),
+        "remote_bytes": remote_bytes,
+        "remote_segments": remote_segments,
+        "copy_lag_bytes": sum(s.size_bytes for s in lagging),
+        "copy_lag_segments": len(lagging),
+    }
+
+
+def snapshot(args: JobArgs, summary: RunSummary) -> None:
+    for name in PROVENANCE:
+        value = args.options.get(name)
+        if value:
+            summary.details[name] = str(value)
+    with KafkaCluster(args.bootstrap_server) as cluster:
+        metadata = cluster.refresh_metadata([args.topic] if args.topic else None)
+        view = cluster_view(metadata, topic=args.topic)
+        summary.details["cluster"] = view
+        summary.count("brokers", len(view["brokers"]))
+        summary.count("under_replicated_partitions", len(view["under_replicated_partitions"]))
+        summary.count("offline_partitions", len(view["offline_partitions"]))
+        for name in view["under_replicated_partitions"]:
+            log_partition("under_replicated", name, job=JOB)
+        dirs_by_broker = broker_log_dirs(args, metadata)
+        topics = [t for t in metadata.topics if not t.is_internal and t.error == ErrorCode.none]
+        enabled = remote_enabled_topics(KafkaAdminClient(cluster), topics)
+        targets = [
+            (TopicPartition(t.name, p.partition), p)
+            for t in sorted(topics, key=lambda t: t.name)
+            if t.name in enabled
+            for p in sorted(t.partitions, key=lambda p: p.partition)
+        ]
+        summary.count("partitions", len(targets))
+        if not targets:
+            return
+        consumer = KafkaConsumer(cluster)
+        with metadata_client(args.bootstrap_server) as rlmm:
+            for tp, described in targets:
+                replication = partition_replication(str(tp), described)
+                del replication["partition"]
+                leader = replication["leader"]
+                if leader is None:
+                    summary.partition(tp, "offline", **replication)
+                    log_partition("offline", tp, job=JOB, replicas=replication["replicas"])
+                    continue
+                dirs = dirs_by_broker.get(leader)
+                directory = None if dirs is None else find_partition_dir(dirs, tp)
+                if directory is None:
+                    where = (
+                        f"broker {leader}'s log dirs are not given: add"
+                        f" --broker-log-dirs {leader}=DIR"
+                        if dirs is None
+                        else f"no {tp} directory in broker {leader}'s log dirs"
+                        f" {', '.join(str(d) for d in dirs)}"
+                    )
+                    fail(summary, tp, f"leader {leader} of {tp}: {where}", replication)
+                    continue
+                try:
+                    fields = tiering_fields(consumer, rlmm, tp, directory)
+                except StorageError as exc:
+                    fail(summary, tp, f"{type(exc).__name__}: {exc}", replication)
+                    continue
+                summary.partition(tp, "ok", **replication, **fields)
+                summary.add_bytes("remote", fields["remote_bytes"])
+                summary.add_bytes("local", fields["local_bytes"])
+                summary.add_bytes("copy_lag", fields["copy_lag_bytes"])
+                log_partition(
+                    "status",
+                    tp,
+                    job=JOB,
+                    leader=leader,
+                    leader_epoch=replication["leader_epoch"],
+                    high_watermark=fields["high_watermark"],
+                    highest_tiered_offset=fields["highest_tiered_offset"],
+                )
+
+
+def fail(summary: RunSummary, tp: TopicPartition, message: str, fields: dict[str, Any]) -> None:
+    summary.error(message, tp)
+    summary.partition(tp, "error", error=message, **fields)
+    log_partition("error", tp, job=JOB, error=message)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_job_args(build_parser(), argv, job=JOB)
+    return run_job(args, lambda summary: snapshot(args, summary))
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())
