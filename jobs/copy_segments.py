@@ -66,19 +66,17 @@ from storage_core.common import TopicPartition
 from storage_core.errors import UnknownTopicOrPartitionError
 from storage_core.tiered.operations import (
     LogView,
+    PartitionTarget,
     SegmentView,
     candidate_segments,
     copy_segment,
+    current_leader_epoch,
     highest_remote_offset,
+    metadata_client,
 )
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
 from storage_core.tiered.remote_storage_manager import (
     RemoteStorageManager,
-)
-from storage_core.tools.tier import (
-    PartitionTarget,
-    current_leader_epoch,
-    metadata_client,
 )
 
 JOB = "copy_segments"

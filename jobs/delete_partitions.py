@@ -69,7 +69,10 @@ from storage_core.tiered.metadata.states import (
 from storage_core.tiered.operations import (
     PartitionDeletionStep,
     delete_segment,
+    marked_partitions,
+    metadata_client,
     next_partition_deletion_step,
+    resolve_broker_id,
 )
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
 from storage_core.tiered.remote_object_keys import InvalidRemoteObjectKeyError, parse_object_key
@@ -77,7 +80,6 @@ from storage_core.tiered.remote_storage_manager import (
     RemoteStorageError,
     RemoteStorageManager,
 )
-from storage_core.tools.tier import marked_partitions, metadata_client, resolve_broker_id
 
 JOB = "delete_partitions"
 # Spark tasks per run: each opens one RLMM and one remote storage manager.

@@ -53,15 +53,13 @@ from storage_core.common import TopicPartition
 from storage_core.tiered.operations import (
     LeaderEpochFence,
     LogView,
+    PartitionTarget,
+    current_leader_epoch,
     delete_expired_segments,
+    metadata_client,
     plan_expiry,
 )
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
-from storage_core.tools.tier import (
-    PartitionTarget,
-    current_leader_epoch,
-    metadata_client,
-)
 
 JOB = "expire_remote"
 NUM_WORK_UNITS_DEFAULT = 4

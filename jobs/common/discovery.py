@@ -1,4 +1,4 @@
-"""Which partitions a job works on: ``storage-core tier``'s discovery, with the partitions
+"""Which partitions a job works on: the library's ``discover_targets``, with the partitions
 left out recorded in the run summary.
 
 ``discover_targets`` returns the partition directories of the log dirs whose topic has
@@ -9,8 +9,6 @@ left out recorded in the run summary.
 
 from __future__ import annotations
 
-import io
-import shlex
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -20,41 +18,28 @@ from jobs.common.output import log_partition
 from jobs.common.summary import RunSummary
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.consumer import KafkaConsumer
-from storage_core.tiered.operations import LogView
-from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
-from storage_core.tools.tier import (
+from storage_core.tiered.operations import (
+    LogView,
     PartitionTarget,
-    find_targets,
+    TargetDiscovery,
+    discover_targets,
     metadata_client,
     read_view,
     resolve_broker_id,
 )
+from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
 
 T = TypeVar("T")
 PartitionPlanner = Callable[[PartitionTarget, LogView, RemoteLogMetadataManager], Iterable[T]]
 
 
-def discover_targets(
-    cluster: KafkaCluster,
-    log_dirs: Sequence[Path],
-    *,
-    topic: str | None,
-    broker_id: int,
-    job: str,
-    summary: RunSummary,
-) -> list[PartitionTarget]:
-    skipped = io.StringIO()
-    targets = find_targets(
-        cluster, log_dirs, topic=topic, broker_id=broker_id, out=skipped, action=job
-    )
-    for line in skipped.getvalue().splitlines():
-        fields = dict(item.partition("=")[::2] for item in shlex.split(line))
-        partition = fields.get("partition", "?")
-        reason = fields.get("reason", "")
-        log_partition("skipped", partition, job=job, reason=reason)
-        summary.partition(partition, "skipped", reason=reason)
+def record_skipped(found: TargetDiscovery, *, job: str, summary: RunSummary) -> None:
+    """One ``event=skipped`` line and one summary entry per partition left out."""
+    for skipped in found.skipped:
+        partition = str(skipped.topic_partition)
+        log_partition("skipped", partition, job=job, reason=skipped.reason)
+        summary.partition(partition, "skipped", reason=skipped.reason)
         summary.count("partitions_skipped")
-    return targets
 
 
 def plan_led_partitions(
@@ -70,9 +55,9 @@ def plan_led_partitions(
     broker_config = args.broker_config()
     with KafkaCluster(args.bootstrap_server) as cluster:
         broker_id = resolve_broker_id(args.broker_id, broker_config, cluster.refresh_metadata([]))
-        targets = discover_targets(
-            cluster, log_dirs, topic=args.topic, broker_id=broker_id, job=job, summary=summary
-        )
+        found = discover_targets(cluster, {broker_id: tuple(log_dirs)}, topic=args.topic)
+        record_skipped(found, job=job, summary=summary)
+        targets = found.targets
         if not targets:
             return broker_id, []
         consumer = KafkaConsumer(cluster)

@@ -42,9 +42,9 @@ def collect(settings: ClusterSettings) -> list[dict[str, Any]]:
     from storage_core.client.consumer import KafkaConsumer
     from storage_core.errors import StorageError
     from storage_core.tiered.metadata.states import RemoteLogSegmentState
+    from storage_core.tiered.operations import partition_dirs
     from storage_core.tiered.operations.log_view import LogView
     from storage_core.tiered.topic_based_rlmm import TopicBasedRemoteLogMetadataManager
-    from storage_core.tools.tier import partition_dirs
 
     found = [tp_dir for d in settings.log_dirs for tp_dir in partition_dirs(Path(d), None)]
     entries: list[dict[str, Any]] = []
