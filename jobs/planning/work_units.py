@@ -34,8 +34,9 @@ class PlannedSegment:
     """One closed segment to copy, as the driver planned it (plain, picklable data).
 
     ``log_start_offset`` and ``high_watermark`` are the leader's at planning time; the
-    executor re-reads the directory with them. Offsets: ``base_offset`` (inclusive),
-    ``next_base_offset`` (exclusive).
+    executor re-reads the directory (in the leader's log dirs) with them and publishes as
+    ``leader_id``. Offsets: ``base_offset`` (inclusive), ``next_base_offset`` (exclusive).
+    ``leader_host`` is the leader's host in Metadata (``None``: unknown).
     """
 
     partition: str  # "<topic>-<n>", the chain key
@@ -49,6 +50,8 @@ class PlannedSegment:
     leader_epoch: int
     log_start_offset: int
     high_watermark: int
+    leader_id: int
+    leader_host: str | None = None
 
     def __post_init__(self) -> None:
         if self.next_base_offset <= self.base_offset:

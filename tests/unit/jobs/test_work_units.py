@@ -27,6 +27,7 @@ def seg(partition: str, base: int, size: int, count: int = 10) -> PlannedSegment
         leader_epoch=0,
         log_start_offset=0,
         high_watermark=1000,
+        leader_id=1,
     )
 
 
