@@ -69,6 +69,7 @@ from storage_core.tiered.operations import (
     LogView,
     PartitionTarget,
     SegmentView,
+    SkipReason,
     candidate_segments,
     copy_segment,
     delete_expired_segments,
@@ -187,6 +188,8 @@ def find_targets(
     line for each one left out."""
     found = discover_targets(cluster, {broker_id: tuple(log_dirs)}, topic=topic)
     for skipped in found.skipped:
+        if skipped.why is SkipReason.NOT_REMOTE_ENABLED:
+            continue  # the command leaves topics without remote storage alone, silently
         line = {
             "partition": skipped.topic_partition,
             "action": action,

@@ -31,6 +31,7 @@ from storage_core.tiered.operations.copy import (
 from storage_core.tiered.operations.discovery import (
     PartitionTarget,
     SkippedPartition,
+    SkipReason,
     TargetDiscovery,
     discover_targets,
     metadata_client,
@@ -97,6 +98,7 @@ __all__ = [
     "RemoteCopyVerificationError",
     "SegmentNotEligibleError",
     "SegmentView",
+    "SkipReason",
     "SkippedPartition",
     "StaleLeaderEpochError",
     "TargetDiscovery",

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Protocol
 
@@ -74,11 +75,24 @@ class PartitionTarget:
     leader_host: str | None = None
 
 
+class SkipReason(Enum):
+    """Why a partition is left out (in the order ``plan_targets`` decides)."""
+
+    TOPIC_UNKNOWN = "topic unknown to the cluster"
+    NOT_REMOTE_ENABLED = "remote storage is not enabled for the topic"
+    PARTITION_UNKNOWN = "partition unknown to the cluster"
+    NO_LEADER = "no leader (offline)"
+    LEADER_NOT_GIVEN = "the leader's log dirs are not given"
+    NO_DIRECTORY = "no directory of the partition in the leader's log dirs"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SkippedPartition:
-    """A partition left out of the run and why (``reason`` names it for a reader)."""
+    """A partition left out of the run: ``why``, and ``reason`` saying it for a reader (with
+    the broker ids involved)."""
 
     topic_partition: TopicPartition
+    why: SkipReason
     reason: str
 
 
@@ -222,12 +236,14 @@ def plan_targets(
     targets: list[PartitionTarget] = []
     skipped: dict[TopicPartition, SkippedPartition] = {}
 
-    def skip(tp: TopicPartition, reason: str) -> None:
-        skipped.setdefault(tp, SkippedPartition(topic_partition=tp, reason=reason))
+    def skip(tp: TopicPartition, why: SkipReason, reason: str | None = None) -> None:
+        skipped.setdefault(
+            tp, SkippedPartition(topic_partition=tp, why=why, reason=reason or why.value)
+        )
 
     for tp in sorted(held):
         if not is_known(metadata.topic(tp.topic)):
-            skip(tp, "topic unknown to the cluster")
+            skip(tp, SkipReason.TOPIC_UNKNOWN)
     for described in sorted(metadata.topics, key=lambda t: t.name):
         if topic is not None and described.name != topic:
             continue
@@ -238,27 +254,35 @@ def plan_targets(
             if topic is not None:
                 for partition in described.partitions:
                     tp = TopicPartition(described.name, partition.partition)
-                    skip(tp, "remote storage is not enabled for the topic")
+                    skip(tp, SkipReason.NOT_REMOTE_ENABLED)
             continue
         indexes = {p.partition for p in described.partitions}
         for tp in sorted(held):
             if tp.topic == described.name and tp.partition not in indexes:
-                skip(tp, "partition unknown to the cluster")
+                skip(tp, SkipReason.PARTITION_UNKNOWN)
         for partition in sorted(described.partitions, key=lambda p: p.partition):
             tp = TopicPartition(described.name, partition.partition)
             leader_id = partition.leader_id
             reported = covers_cluster or tp in held
             if leader_id == NO_LEADER or leader_id < 0:
                 if reported:
-                    skip(tp, "no leader (offline)")
+                    skip(tp, SkipReason.NO_LEADER)
                 continue
             if leader_id not in broker_ids:
                 if reported:
-                    skip(tp, leader_elsewhere_reason(leader_id, broker_ids))
+                    skip(
+                        tp,
+                        SkipReason.LEADER_NOT_GIVEN,
+                        leader_elsewhere_reason(leader_id, broker_ids),
+                    )
                 continue
             directory = found.get(leader_id, {}).get(tp)
             if directory is None:
-                skip(tp, f"no directory of the partition in broker {leader_id}'s log dirs")
+                skip(
+                    tp,
+                    SkipReason.NO_DIRECTORY,
+                    f"no directory of the partition in broker {leader_id}'s log dirs",
+                )
                 continue
             leader = metadata.broker(leader_id)
             targets.append(

@@ -171,14 +171,20 @@ def test_a_second_run_on_the_same_log_dir_does_not_get_the_lock(tmp_path: Path) 
 def test_discovery_records_the_partitions_left_out(capsys: pytest.CaptureFixture[str]) -> None:
     from jobs.common import discovery  # noqa: PLC0415
     from storage_core.common import TopicPartition  # noqa: PLC0415
-    from storage_core.tiered.operations import SkippedPartition, TargetDiscovery  # noqa: PLC0415
+    from storage_core.tiered.operations import (  # noqa: PLC0415
+        SkippedPartition,
+        SkipReason,
+        TargetDiscovery,
+    )
 
     summary = RunSummary(job="demo")
     found = TargetDiscovery(
         targets=(),
         skipped=(
             SkippedPartition(
-                topic_partition=TopicPartition("orders", 1), reason="leader is broker 2, not 0"
+                topic_partition=TopicPartition("orders", 1),
+                why=SkipReason.LEADER_NOT_GIVEN,
+                reason="leader is broker 2, not 0",
             ),
         ),
     )
