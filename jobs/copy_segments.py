@@ -40,8 +40,11 @@ Running it again copies nothing.
 Output: ``partition=<tp> event=planned|copied ...`` lines on stdout, progress on stderr, a
 ``summary`` line, and the JSON summary (counts: partitions, segments_planned,
 segments_copied, segments_skipped, segments_fenced, segments_failed, partitions_skipped,
-work_units; bytes: planned, copied; details: work_units, spark_start_s until the Spark
-session is up, copy_s of the Spark job).
+work_units; bytes: planned, copied; details: work_units (each with its partitions' leader
+hosts), spark_start_s until the Spark session is up, copy_s of the Spark job). The leader
+hosts are recorded, not acted on: PySpark's ``parallelize`` takes no preferred locations,
+so Spark places the tasks where it likes; each task reads the leader's log dirs through
+the paths of the map (a mount on every executor host).
 Exit code 0, or 1 when a segment failed or the run did.
 """
 
@@ -430,6 +433,8 @@ def report_plan(summary: RunSummary, units: Sequence[WorkUnit]) -> None:
                 bytes=size,
                 offsets=f"{chain[0].base_offset}..{chain[-1].end_offset}",
                 leader_epoch=chain[0].leader_epoch,
+                leader=chain[0].leader_id,
+                leader_host=chain[0].leader_host or "-",
             )
             summary.count("partitions")
             if summary.dry_run:
@@ -450,6 +455,7 @@ def report_plan(summary: RunSummary, units: Sequence[WorkUnit]) -> None:
             "segments": len(u.segments),
             "bytes": u.size_bytes,
             "bytes_per_second": u.bytes_per_second,
+            "leader_hosts": list(u.leader_hosts),
         }
         for u in units
     ]

@@ -82,6 +82,12 @@ class WorkUnit:
         return tuple(dict.fromkeys(s.partition for s in self.segments))
 
     @property
+    def leader_hosts(self) -> tuple[str, ...]:
+        """The hosts of its partitions' leaders (sorted): where its reads are local. Recorded
+        in the plan only: PySpark's ``parallelize`` takes no preferred locations."""
+        return tuple(sorted({s.leader_host for s in self.segments if s.leader_host is not None}))
+
+    @property
     def estimated_seconds(self) -> float | None:
         if self.bytes_per_second is None:
             return None
