@@ -2,12 +2,13 @@
 
     python -m embedded.airflow_ui [--dir demo-data] [--port 8080]
 
-Starts the embedded broker on the working directory (its topics and records are kept from
-an earlier run, e.g. the demo's; a new directory gets the demo topic with some records so the
-DAGs have work), then ``airflow standalone`` (api-server on 127.0.0.1, scheduler,
-dag-processor, triggerer; SQLite; parallelism 4) in its own process group. Once the UI answers
-it prints where to log in. Ctrl-C or SIGTERM stops Airflow's whole process group, then the
-broker. DAGs start paused, as Airflow creates them: unpause one or trigger it from the UI.
+Starts the embedded cluster (ZooKeeper and three brokers, ``EmbeddedCluster``) on the working
+directory (its topics and records are kept from an earlier run, e.g. the demo's; a new
+directory gets the demo topic, replicated three times, with some records so the DAGs have
+work), then ``airflow standalone`` (api-server on 127.0.0.1, scheduler, dag-processor,
+triggerer; SQLite; parallelism 4) in its own process group. Once the UI answers it prints
+where to log in. Ctrl-C or SIGTERM stops Airflow's whole process group, then the brokers and
+ZooKeeper. DAGs start paused, as Airflow creates them: unpause one or trigger it from the UI.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 from types import FrameType
 
 from embedded import airflow_env
-from embedded.cluster import EmbeddedCluster, prepare_directory
+from embedded.cluster import REPLICATION_FACTOR, EmbeddedCluster, prepare_directory
 from embedded.processes import ProcessGroup
 from embedded.workload import produce
 from storage_core.client import KafkaAdminClient, KafkaCluster
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         serve(args.dir, port=args.port)
     except KeyboardInterrupt:
-        print("Stopped Airflow and the broker.", flush=True)
+        print("Stopped Airflow, the brokers and ZooKeeper.", flush=True)
         return 0
     except (AirflowUiError, OSError, RuntimeError) as e:
         print(f"airflow_ui FAILED: {e}", file=sys.stderr, flush=True)
@@ -69,7 +70,9 @@ def serve(directory: Path, *, port: int) -> None:
     _check_port_free(port)
     prepare_directory(directory, fresh=False)
     with EmbeddedCluster(directory) as cluster:
-        print(f"broker on {cluster.bootstrap_server}; remote tier {cluster.remote_dir}", flush=True)
+        print(
+            f"brokers on {cluster.bootstrap_server}; remote tier {cluster.remote_dir}", flush=True
+        )
         _ensure_demo_topic(cluster)
         env = airflow_env.airflow_environment(directory, cluster, api_port=port)
         log_path = directory / "logs" / "airflow-standalone.log"
@@ -115,7 +118,7 @@ def _ensure_demo_topic(cluster: EmbeddedCluster) -> None:
         admin.create_topic(
             DEMO_TOPIC,
             num_partitions=3,
-            replication_factor=1,
+            replication_factor=REPLICATION_FACTOR,
             configs={"remote.storage.enable": "true", "segment.bytes": str(256 * 1024)},
         )
     count = produce(

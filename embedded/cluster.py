@@ -1,13 +1,16 @@
-"""``EmbeddedCluster``: one broker process on loopback whose remote tier is a local directory.
+"""``EmbeddedCluster``: ZooKeeper and three brokers on loopback sharing one remote tier.
 
-The broker runs ``storage-core broker`` with Kafka's property names (``server.properties`` in
-``<dir>/broker-0``) and tiered storage switched on (``LocalTieredStorage`` under
-``<dir>/remote-tier``). Restarting it on an existing directory keeps every topic and record:
-the log dir, topic metadata and remote tier persist; only the port is chosen afresh.
+The embedded default is a replicated cluster, run by ``ClusterProcesses``
+(embedded/cluster_processes.py): one ZooKeeper server and brokers 1, 2 and 3, each
+``storage-core broker`` with Kafka's property names (``server.properties`` in
+``<dir>/broker-<id>``) and tiered storage switched on (``LocalTieredStorage`` under
+``<dir>/remote-tier``, which every broker shares). Topics are replicated three times and a
+write with acks=all needs two in-sync replicas, so one broker may go down without losing an
+acknowledged record. Restarting on an existing directory keeps every topic and record (log
+dirs, ZooKeeper's data, the remote tier); only the ports are chosen afresh.
 
-This is the demo's one-broker cluster (its metadata in the broker's own log dir). Several
-brokers on ZooKeeper are ``ClusterProcesses`` (embedded/cluster_processes.py), which
-``python -m embedded.cluster`` runs until Ctrl-C (embedded/cluster_command.py).
+``python -m embedded.cluster`` runs ``ClusterProcesses`` with any number of brokers until
+Ctrl-C (embedded/cluster_command.py).
 """
 
 from __future__ import annotations
@@ -15,26 +18,33 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-import sys
 import time
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
-from embedded.processes import ProcessGroup
+from embedded.cluster_processes import BrokerNode, ClusterProcesses, ClusterStartError
 
-BROKER_START_TIMEOUT_S = 30.0
+__all__ = ["ClusterStartError", "EmbeddedCluster"]
+
+BROKERS = 3
+REPLICATION_FACTOR = 3
+MIN_INSYNC_REPLICAS = 2
+BROKER_RESTART_TIMEOUT_S = 60.0
 MARKER = ".storage-core-embedded"
+_POLL_S = 0.2
 
 # Short intervals so a demo sees the broker's tiering side effects (local retention after a
 # copy, the log start offset after an expiry) within seconds, not the production minutes.
 BROKER_SETTINGS = {
-    "broker.id": "0",
-    "num.partitions": "1",
+    "default.replication.factor": str(REPLICATION_FACTOR),
+    "min.insync.replicas": str(MIN_INSYNC_REPLICAS),
+    "offsets.topic.replication.factor": str(REPLICATION_FACTOR),
     "offsets.topic.num.partitions": "4",
-    "group.initial.rebalance.delay.ms": "0",
     "remote.log.storage.system.enable": "true",
     "remote.log.storage.manager.class.name": "LocalTieredStorage",
     "remote.log.metadata.topic.num.partitions": "3",
+    "remote.log.metadata.topic.replication.factor": str(REPLICATION_FACTOR),
     "remote.log.manager.task.interval.ms": "1000",
     "log.retention.check.interval.ms": "1000",
     "log.segment.delete.delay.ms": "0",
@@ -48,76 +58,91 @@ def free_port() -> int:
 
 
 class EmbeddedCluster:
-    """The broker and the remote tier of the embedded default, under ``directory``."""
+    """ZooKeeper, brokers 1-3 and the remote tier of the embedded default, under
+    ``directory``."""
 
-    def __init__(self, directory: Path, *, port: int | None = None) -> None:
+    def __init__(self, directory: Path) -> None:
         self.directory = directory.resolve()
-        self.port = port or free_port()
-        self.broker_dir = self.directory / "broker-0"
-        self.log_dir = self.broker_dir / "kafka-logs"
-        self.config_path = self.broker_dir / "server.properties"
         self.remote_dir = self.directory / "remote-tier"
-        self.broker: ProcessGroup | None = None
+        self.processes = ClusterProcesses(
+            self.directory,
+            brokers=BROKERS,
+            overrides={
+                **BROKER_SETTINGS,
+                **{f"rsm.config.{k}": v for k, v in self.rsm_config().items()},
+            },
+        )
+
+    @property
+    def brokers(self) -> list[BrokerNode]:
+        return self.processes.brokers
 
     @property
     def bootstrap_server(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        """Every broker, ``HOST:PORT`` comma-separated."""
+        return self.processes.bootstrap_servers
+
+    @property
+    def zookeeper_connect(self) -> str:
+        return self.processes.zookeeper_connect
+
+    def broker(self, broker_id: int) -> BrokerNode:
+        for node in self.brokers:
+            if node.broker_id == broker_id:
+                return node
+        raise ValueError(f"no broker {broker_id}: the embedded cluster has brokers 1-{BROKERS}")
+
+    def broker_log_dirs(self) -> dict[int, list[str]]:
+        """broker id -> its log dirs, as the jobs read each partition from its leader's."""
+        return {node.broker_id: [str(node.log_dir)] for node in self.brokers}
 
     def rsm_config(self) -> dict[str, str]:
         return {"local.storage.dir": str(self.remote_dir)}
 
-    def write_config(self) -> None:
-        props = {
-            **BROKER_SETTINGS,
-            "listeners": f"PLAINTEXT://{self.bootstrap_server}",
-            "log.dirs": str(self.log_dir),
-            **{f"rsm.config.{k}": v for k, v in self.rsm_config().items()},
-        }
-        self.broker_dir.mkdir(parents=True, exist_ok=True)
+    def start(self) -> EmbeddedCluster:
         self.remote_dir.mkdir(parents=True, exist_ok=True)
         (self.directory / MARKER).touch()
-        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.processes.start()
+        return self
 
-    def start(self) -> EmbeddedCluster:
-        self.write_config()
-        self.broker = ProcessGroup(
-            "broker-0",
-            [sys.executable, "-m", "storage_core.cli", "broker", "--config", str(self.config_path)],
-            log_path=self.broker_dir / "broker.log",
-        ).start()
-        deadline = time.monotonic() + BROKER_START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.broker.exit_code() is not None:
+    def kill_broker(self, broker_id: int) -> None:
+        """SIGKILL one broker, as a crash: no clean shutdown, its ZooKeeper session left to
+        expire."""
+        self.broker(broker_id).kill()
+
+    def restart_broker(self, broker_id: int, timeout_s: float = BROKER_RESTART_TIMEOUT_S) -> None:
+        """Start a stopped broker again on its directory and port; returns once it answers
+        Metadata naming every broker."""
+        node = self.broker(broker_id)
+        if node.exit_code() is None and node.process is not None:
+            raise ClusterStartError(f"broker {broker_id} is running: stop or kill it first")
+        node.start()
+        deadline = time.monotonic() + timeout_s
+        while not node.answers(len(self.brokers)):
+            if node.exit_code() is not None:
                 raise ClusterStartError(
-                    f"the broker exited with {self.broker.exit_code()} at start:\n"
-                    f"{self.broker.tail()}"
+                    f"broker {broker_id} exited with {node.exit_code()} on restart;"
+                    f" see {node.output_path}"
                 )
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise ClusterStartError(
-            f"the broker did not listen on {self.bootstrap_server} within"
-            f" {BROKER_START_TIMEOUT_S:.0f} s; see {self.broker_dir / 'broker.log'}"
-        )
+            if time.monotonic() > deadline:
+                raise ClusterStartError(
+                    f"broker {broker_id} did not answer within {timeout_s:.0f} s of its"
+                    f" restart; see {node.output_path}"
+                )
+            time.sleep(_POLL_S)
 
     def stop(self) -> None:
-        """SIGTERM: the broker flushes, checkpoints and leaves its clean-shutdown marker."""
-        if self.broker is not None:
-            self.broker.stop()
-            self.broker = None
+        """The brokers (SIGTERM: each flushes, checkpoints and resigns), then ZooKeeper."""
+        self.processes.stop()
 
     def connection(self) -> dict[str, Any]:
-        """The ``tiered_storage_default`` Airflow connection (JSON form) for this cluster."""
+        """The ``tiered_storage_default`` Airflow connection (JSON form) for this cluster:
+        every broker as a bootstrap server and every broker's log dirs."""
         return {
             "conn_type": "generic",
-            "host": "127.0.0.1",
-            "port": self.port,
+            "host": self.bootstrap_server,
             "extra": {
-                "log_dirs": [str(self.log_dir)],
-                "broker_config": str(self.config_path),
+                "broker_log_dirs": {str(b): dirs for b, dirs in self.broker_log_dirs().items()},
                 "remote_storage_manager": "LocalTieredStorage",
                 "rsm_config": self.rsm_config(),
             },
@@ -129,12 +154,13 @@ class EmbeddedCluster:
     def __enter__(self) -> EmbeddedCluster:
         return self.start()
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
-
-
-class ClusterStartError(RuntimeError):
-    """The embedded broker did not come up; the message carries its last output."""
 
 
 def prepare_directory(directory: Path, *, fresh: bool) -> None:

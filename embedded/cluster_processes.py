@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from embedded.cluster import ClusterStartError
 from embedded.processes import ProcessGroup
 from embedded.zookeeper import ZooKeeperEnsemble, free_port
 from storage_core.client import KafkaCluster
@@ -32,6 +31,11 @@ MAX_BROKERS = 16
 MAX_ZOOKEEPER_NODES = 7
 _POLL_S = 0.2
 _PROBE = ConnectionConfig(connect_timeout_ms=1000, request_timeout_ms=5000)
+
+
+class ClusterStartError(RuntimeError):
+    """A broker did not come up; the message carries its last output."""
+
 
 # Sessions within what the loopback ZooKeeper grants (2-20 ticks of 500 ms): a broker whose
 # ZooKeeper server died reconnects to another member well inside its session.

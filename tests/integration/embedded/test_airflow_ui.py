@@ -1,5 +1,6 @@
 """The documented Airflow UI command, for real, started once for this module:
-``python -m embedded.airflow_ui`` starts the embedded broker and ``airflow standalone``.
+``python -m embedded.airflow_ui`` starts the embedded cluster (ZooKeeper, three brokers) and
+``airflow standalone``.
 
 1. Through the REST API v2 (as the UI calls it): bad params are refused before a run exists,
    and a refused trigger sent with the form's "Unpause on trigger" leaves
@@ -105,7 +106,8 @@ class Ui:
         return self.work / "reports"
 
     def bootstrap_server(self) -> str:
-        found = re.search(r"broker on (127\.0\.0\.1:\d+)", self.output.read_text())
+        """Every broker of the embedded cluster, comma-separated."""
+        found = re.search(r"brokers on (127\.0\.0\.1:[\d,.:]+\d)", self.output.read_text())
         assert found, self.output.read_text()
         return found.group(1)
 
@@ -252,7 +254,9 @@ def write_status_snapshot(ui: Ui) -> None:
     """The ``status`` task's snapshot of the embedded cluster: ``jobs.cluster_status``, run
     as the task's operator runs it, writing where the task writes."""
     summary = ui.reports / "runs" / "tiering" / "manual__browser_test" / "status" / "summary.json"
-    log_dir = ui.work / "broker-0" / "kafka-logs"
+    log_dirs = [
+        f"--broker-log-dirs={b}={ui.work / f'broker-{b}' / 'kafka-logs'}" for b in (1, 2, 3)
+    ]
     subprocess.run(
         [
             sys.executable,
@@ -260,8 +264,7 @@ def write_status_snapshot(ui: Ui) -> None:
             "jobs.cluster_status",
             "--bootstrap-server",
             ui.bootstrap_server(),
-            "--log-dir",
-            str(log_dir),
+            *log_dirs,
             "--summary-path",
             str(summary),
             "--dag-id",
