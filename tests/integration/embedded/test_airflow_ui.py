@@ -37,7 +37,7 @@ import pytest
 
 from embedded.cluster import free_port
 from embedded.processes import group_alive
-from tests.integration.embedded.process_tree import alive, descendants
+from tests.integration.embedded.process_tree import alive, descendants, mentioning
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -432,11 +432,13 @@ def test_an_operator_reads_the_ui_in_a_browser_without_internet(ui: Ui) -> None:
 
 
 def test_stopping_the_process_group_leaves_nothing_behind(ui: Ui) -> None:
-    assert len(ui.family) >= 5  # broker, standalone and its four components at least
+    # ZooKeeper, three brokers, standalone and its four components at least
+    assert len(ui.family) >= 9
     os.killpg(ui.process.pid, signal.SIGTERM)
     assert ui.process.wait(90) == 0
     deadline = time.monotonic() + 30
     while alive(ui.family) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert alive(ui.family) == [], "processes outlived the stop"
-    assert "Stopped Airflow and the broker." in ui.output.read_text()
+    assert "Stopped Airflow, the brokers and ZooKeeper." in ui.output.read_text()
+    assert mentioning(str(ui.work)) == []  # no broker, no ZooKeeper server
