@@ -1,24 +1,36 @@
-"""The main job on the embedded default, end to end:
+"""The main job on the embedded default, a replicated cluster, end to end:
 
-    1. start the cluster        a broker on 127.0.0.1, the remote tier in <dir>/remote-tier
+    1. start the cluster        ZooKeeper and brokers 1-3 on 127.0.0.1 (replication factor 3,
+                                min.insync.replicas 2), the remote tier in <dir>/remote-tier
     2. produce                  kafka-python writes records to a remote-enabled topic whose
-                                local retention keeps one segment; Airflow's database is
-                                migrated meanwhile
-    3. tiering DAG              ``airflow dags test tiering``: copy_segments -> quality; the
-                                broker then deletes the local copies of tiered segments
+                                partitions the three brokers lead and whose local retention
+                                keeps one segment; Airflow's database is migrated meanwhile
+    3. tiering DAG              ``airflow dags test tiering``: copy_segments -> quality, each
+                                partition read from its leader's log dir; the leaders then
+                                delete the local copies of tiered segments
     4. consume tiered offsets   kafka-python reads every partition from offset 0: the offsets
                                 below the local log start come from the remote tier
-    5. retention DAG            retention.bytes is lowered, then ``airflow dags test
+    5. leader kill              the leader of events-0 is SIGKILLed while a producer goes on
+                                (acks=all); another replica leads at a higher leader epoch
+                                (leaders, epochs and ISR printed before and after)
+    6. tiering DAG again        copy_segments reads the new leader's log dir: the partition's
+                                remote chain goes on without a gap, in the new epoch
+    7. restart                  the killed broker starts again and rejoins every ISR
+    8. retention DAG            retention.bytes is lowered, then ``airflow dags test
                                 retention_nightly``: reconcile -> expire_remote -> quality ->
                                 report; the log start offset moves past the expired segments
-    6. consume again            from the new log start, every record still checks
-    7. reports                  where the Data Docs and the JSON summaries are
+    9. consume again            from the new log start, every acknowledged record (those
+                                written around the kill too) reads back as written
+   10. reports                  where the Data Docs, the JSON summaries and the demo's own
+                                summary (reports/demo-summary.json: the failover) are
 
-Every step is checked: a failed DAG run, a record that does not read back as written, or an
-offset that does not move exits non-zero with the reason. The broker and every command the
-demo started are stopped when it ends, fails or is interrupted.
+Every step is checked: a failed DAG run, a leader that does not move, a gap in the remote
+chain, a record that does not read back as written, or an offset that does not move exits
+non-zero with the reason. ZooKeeper, the brokers and every command the demo started are
+stopped when it ends, fails or is interrupted.
 
     python -m embedded.demo [--dir demo-data] [--records-per-partition N]
+                            [--records-after-kill N]
 """
 
 from __future__ import annotations
@@ -31,12 +43,15 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from embedded import airflow_env
-from embedded.cluster import EmbeddedCluster, prepare_directory
+from embedded.cluster import REPLICATION_FACTOR, EmbeddedCluster, prepare_directory
+from embedded.leadership import TopicLeadership, topic_leadership
 from embedded.partition_view import PartitionView, partition_views
 from embedded.processes import ProcessGroup, run_to_completion
-from embedded.workload import produce, read_back
+from embedded.remote_chain import RemoteChain, remote_chain
+from embedded.workload import BackgroundProducer, produce, read_back
 from storage_core.client import (
     AlterConfigOp,
     AlterConfigOpType,
@@ -44,14 +59,21 @@ from storage_core.client import (
     KafkaCluster,
 )
 from storage_core.client.admin import ConfigResourceType
+from storage_core.client.metadata import NO_LEADER
 
 TOPIC = "events"
 PARTITIONS = 3
 SEGMENT_BYTES = 256 * 1024
 LOCAL_RETENTION_BYTES = SEGMENT_BYTES  # keep about one closed segment locally
+FAILOVER_PARTITION = 0
+STEPS = 10
 DAG_TIMEOUT_S = 20 * 60.0
+PRODUCE_TIMEOUT_S = 120.0
 MIGRATE_TIMEOUT_S = 5 * 60.0
 BROKER_EFFECT_TIMEOUT_S = 60.0
+
+
+T = TypeVar("T")
 
 
 class DemoFailedError(RuntimeError):
@@ -68,14 +90,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--records-per-partition",
         type=int,
-        default=4000,
+        default=3000,
         help="records written to each of the 3 partitions (about 0.5 KiB each)",
+    )
+    parser.add_argument(
+        "--records-after-kill",
+        type=int,
+        default=1200,
+        help="records written to each partition while and after a leader is killed",
     )
     args = parser.parse_args(argv)
     if args.records_per_partition < 2000:
         parser.error("--records-per-partition must be at least 2000 (a few segments each)")
+    if args.records_after_kill < 1000:
+        parser.error("--records-after-kill must be at least 1000 (a segment for the new leader)")
     try:
-        run_demo(args.dir, records_per_partition=args.records_per_partition)
+        run_demo(
+            args.dir,
+            records_per_partition=args.records_per_partition,
+            records_after_kill=args.records_after_kill,
+        )
     except (DemoFailedError, OSError, RuntimeError) as e:
         print(f"\nDemo FAILED: {e}", file=sys.stderr, flush=True)
         return 1
@@ -85,16 +119,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run_demo(directory: Path, *, records_per_partition: int) -> None:
+def run_demo(directory: Path, *, records_per_partition: int, records_after_kill: int) -> None:
     directory = directory.resolve()
     _check_java()
     prepare_directory(directory, fresh=True)
     started = time.monotonic()
     say = _step_printer(started)
     logs = directory / "logs"
+    summary: dict[str, Any] = {"topic": TOPIC, "partitions": PARTITIONS}
 
     with EmbeddedCluster(directory) as cluster:
-        say(1, f"broker on {cluster.bootstrap_server}; remote tier {cluster.remote_dir}")
+        say(
+            1,
+            f"ZooKeeper and brokers {[b.broker_id for b in cluster.brokers]} on"
+            f" {cluster.bootstrap_server}; remote tier {cluster.remote_dir}",
+        )
         env = airflow_env.airflow_environment(directory, cluster)
         migrate = ProcessGroup(
             "airflow db migrate",
@@ -104,13 +143,18 @@ def run_demo(directory: Path, *, records_per_partition: int) -> None:
         ).start()
         try:
             _create_topic(cluster)
+            _print_leadership("leaders", topic_leadership(cluster.bootstrap_server, TOPIC))
             count = produce(
                 cluster.bootstrap_server,
                 TOPIC,
                 partitions=PARTITIONS,
                 records_per_partition=records_per_partition,
             )
-            say(2, f"produced {count} records to {TOPIC} ({PARTITIONS} partitions) with acks=all")
+            say(
+                2,
+                f"produced {count} records to {TOPIC} ({PARTITIONS} partitions, replication"
+                f" factor {REPLICATION_FACTOR}) with acks=all",
+            )
             code = migrate.wait(MIGRATE_TIMEOUT_S)
         finally:
             migrate.stop()
@@ -121,7 +165,7 @@ def run_demo(directory: Path, *, records_per_partition: int) -> None:
         tiered = _wait_for(
             cluster,
             lambda v: v.earliest_local_offset > 0 and v.highest_tiered_offset >= 0,
-            "the broker to delete the local copies of tiered segments",
+            "the leaders to delete the local copies of tiered segments",
         )
         say(3, "tiering DAG succeeded (copy_segments -> quality)")
         _print_job_lines(directory, "tiering", ("copy_segments", "quality"))
@@ -131,7 +175,28 @@ def run_demo(directory: Path, *, records_per_partition: int) -> None:
         below_local = sum(v.earliest_local_offset - v.log_start_offset for v in tiered)
         say(4, f"read every record back from offset 0; {below_local} came from the remote tier")
 
-        before = {v.partition: v.log_start_offset for v in tiered}
+        total = records_per_partition + records_after_kill
+        summary["failover"] = _kill_leader(
+            cluster, say, first_index=records_per_partition, records=records_after_kill
+        )
+        summary["records_per_partition"] = total
+
+        _run_dag("tiering", env, logs)
+        chain = _check_chain_after_failover(cluster, summary["failover"])
+        say(6, f"tiering DAG succeeded again; {chain.line()}")
+        _print_job_lines(directory, "tiering", ("copy_segments", "quality"))
+        summary["remote_chain"] = {
+            "segments": len(chain.segments),
+            "end_offset": chain.end_offset(),
+            "gaps": chain.gaps(),
+            "copied_by": {str(b): list(e) for b, e in chain.copied_by().items()},
+        }
+
+        summary["rejoined"] = _restart_killed(cluster, summary["failover"]["killed_broker"])
+        say(7, f"broker {summary['failover']['killed_broker']} restarted and back in every ISR")
+
+        views = partition_views(cluster, TOPIC, PARTITIONS)
+        before = {v.partition: v.log_start_offset for v in views}
         retained_bytes = 4 * SEGMENT_BYTES
         _set_topic_config(cluster, "retention.bytes", str(retained_bytes))
         _run_dag("retention_nightly", env, logs)
@@ -140,20 +205,166 @@ def run_demo(directory: Path, *, records_per_partition: int) -> None:
             lambda v: v.log_start_offset > before[v.partition],
             "the log start offset to move past the expired segments",
         )
-        say(5, f"retention DAG succeeded with retention.bytes={retained_bytes}")
+        say(8, f"retention DAG succeeded with retention.bytes={retained_bytes}")
         _print_job_lines(directory, "retention_nightly", ("reconcile", "expire_remote", "quality"))
         _print_views(expired)
-        _check_read_back(cluster, expired, records_per_partition)
-        say(6, "read back from the new log start: every record matches")
+        summary["read_back"] = _check_read_back(cluster, expired, total)
+        say(9, "read back from the new log start: every acknowledged record matches")
 
-        say(7, "reports")
-        for line in _report_lines(directory):
+        say(10, "reports")
+        summary_path = airflow_env.reports_dir(directory) / "demo-summary.json"
+        summary_path.write_text(json.dumps(summary, indent=2) + "\n")
+        for line in [*_report_lines(directory), f"demo summary:              {summary_path}"]:
             print(f"    {line}", flush=True)
         print(
             f"    browse them in the Airflow UI: python -m embedded.airflow_ui --dir {directory}",
             flush=True,
         )
-    print(f"Demo succeeded in {time.monotonic() - started:.0f} s; the broker is stopped.")
+    print(
+        f"Demo succeeded in {time.monotonic() - started:.0f} s; the brokers and ZooKeeper"
+        " are stopped."
+    )
+
+
+def _kill_leader(
+    cluster: EmbeddedCluster, say: Callable[[int, str], None], *, first_index: int, records: int
+) -> dict[str, Any]:
+    """SIGKILL the leader of partition ``FAILOVER_PARTITION`` while a producer goes on; wait
+    until another replica leads at a higher epoch and every record is acknowledged."""
+    before = topic_leadership(cluster.bootstrap_server, TOPIC)
+    _print_leadership("before the kill", before)
+    old = before.partition(FAILOVER_PARTITION)
+    producer = BackgroundProducer(
+        cluster.bootstrap_server,
+        TOPIC,
+        partitions=PARTITIONS,
+        first_index=first_index,
+        records_per_partition=records,
+    ).start()
+    try:
+        _wait_until(lambda: producer.acknowledged > 0 or producer.done(), "the producer to start")
+        cluster.kill_broker(old.leader_id)
+        print(
+            f"    SIGKILLed broker {old.leader_id}, leader of {TOPIC}-{FAILOVER_PARTITION} at"
+            f" epoch {old.leader_epoch}, with {producer.acknowledged} of {records} more records"
+            " per partition acknowledged",
+            flush=True,
+        )
+        _print_leadership(
+            "right after the kill (Metadata changes once its ZooKeeper session expires)",
+            _leadership_or_none(cluster),
+        )
+
+        def new_leader() -> TopicLeadership | None:
+            now = _leadership_or_none(cluster)
+            if now is None:
+                return None
+            p = now.partition(FAILOVER_PARTITION)
+            moved = p.leader_id not in (old.leader_id, NO_LEADER)
+            return now if moved and p.leader_epoch > old.leader_epoch else None
+
+        after = _wait_until(new_leader, "another replica to lead at a higher epoch")
+        acknowledged = producer.join(PRODUCE_TIMEOUT_S)
+    finally:
+        producer.stop()
+    _print_leadership("after the kill", after)
+    new = after.partition(FAILOVER_PARTITION)
+    # consumers go on too: every record, through the new leader for events-0
+    read = _check_read_back(
+        cluster, partition_views(cluster, TOPIC, PARTITIONS), first_index + acknowledged
+    )
+    say(
+        5,
+        f"leader of {TOPIC}-{FAILOVER_PARTITION}: broker {old.leader_id} at epoch"
+        f" {old.leader_epoch} -> broker {new.leader_id} at epoch {new.leader_epoch};"
+        f" {acknowledged * PARTITIONS} more records acknowledged meanwhile (acks=all) and"
+        f" {sum(r['records'] for r in read.values())} read back from offset 0",
+    )
+    return {
+        "partition": FAILOVER_PARTITION,
+        "killed_broker": old.leader_id,
+        "leader_before": old.leader_id,
+        "leader_epoch_before": old.leader_epoch,
+        "leader_after": new.leader_id,
+        "leader_epoch_after": new.leader_epoch,
+        "isr_after": list(new.isr),
+        "records_acknowledged_during": acknowledged * PARTITIONS,
+        "topic_id": str(after.topic_id),
+        "tiered_end_before": _tiered_end(cluster, after),
+    }
+
+
+def _tiered_end(cluster: EmbeddedCluster, leadership: TopicLeadership) -> int:
+    if leadership.topic_id is None:
+        raise DemoFailedError(f"Metadata gave {TOPIC} no topic id")
+    chain = remote_chain(cluster.bootstrap_server, TOPIC, leadership.topic_id, FAILOVER_PARTITION)
+    return chain.end_offset()
+
+
+def _check_chain_after_failover(cluster: EmbeddedCluster, failover: dict[str, Any]) -> RemoteChain:
+    """The second tiering run copied from the new leader and the chain goes on without a gap."""
+    leadership = topic_leadership(cluster.bootstrap_server, TOPIC)
+    if leadership.topic_id is None:
+        raise DemoFailedError(f"Metadata gave {TOPIC} no topic id")
+    chain = remote_chain(cluster.bootstrap_server, TOPIC, leadership.topic_id, FAILOVER_PARTITION)
+    where = f"{TOPIC}-{FAILOVER_PARTITION}'s remote segments"
+    if chain.gaps():
+        raise DemoFailedError(f"{where} have gaps {chain.gaps()}: {chain.line()}")
+    if chain.end_offset() <= failover["tiered_end_before"]:
+        raise DemoFailedError(
+            f"{where} end at {chain.end_offset()}, as before the kill: the new leader copied"
+            f" nothing; {chain.line()}"
+        )
+    new_epochs = chain.copied_by().get(failover["leader_after"], ())
+    if not any(e >= failover["leader_epoch_after"] for e in new_epochs):
+        raise DemoFailedError(
+            f"{where}: nothing copied by the new leader, broker {failover['leader_after']}, in"
+            f" epoch {failover['leader_epoch_after']} or later; {chain.line()}"
+        )
+    return chain
+
+
+def _restart_killed(cluster: EmbeddedCluster, broker_id: int) -> dict[str, Any]:
+    cluster.restart_broker(broker_id)
+
+    def rejoined() -> TopicLeadership | None:
+        now = _leadership_or_none(cluster)
+        if now is None or not all(broker_id in p.isr for p in now.partitions):
+            return None
+        return now
+
+    back = _wait_until(rejoined, f"broker {broker_id} to rejoin the ISR of every partition")
+    _print_leadership("after the restart", back)
+    p = back.partition(FAILOVER_PARTITION)
+    return {"broker": broker_id, "isr": list(p.isr), "leader": p.leader_id}
+
+
+def _leadership_or_none(cluster: EmbeddedCluster) -> TopicLeadership | None:
+    """None while no broker answers (a controller may be moving)."""
+    try:
+        return topic_leadership(cluster.bootstrap_server, TOPIC)
+    except (OSError, RuntimeError):
+        return None
+
+
+def _wait_until(check: Callable[[], T | None], what: str) -> T:
+    deadline = time.monotonic() + BROKER_EFFECT_TIMEOUT_S
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise DemoFailedError(f"waited {BROKER_EFFECT_TIMEOUT_S:.0f} s for {what}")
+        time.sleep(0.2)
+
+
+def _print_leadership(when: str, leadership: TopicLeadership | None) -> None:
+    print(f"    {when}:", flush=True)
+    if leadership is None:
+        print("      (no broker answered Metadata)", flush=True)
+        return
+    for line in leadership.lines():
+        print(f"      {line}", flush=True)
 
 
 def _check_java() -> None:
@@ -171,7 +382,7 @@ def _airflow() -> str:
 
 def _step_printer(started: float) -> Callable[[int, str], None]:
     def say(step: int, message: str) -> None:
-        print(f"[{time.monotonic() - started:6.1f} s] {step}/7 {message}", flush=True)
+        print(f"[{time.monotonic() - started:6.1f} s] {step}/{STEPS} {message}", flush=True)
 
     return say
 
@@ -181,7 +392,7 @@ def _create_topic(cluster: EmbeddedCluster) -> None:
         KafkaAdminClient(kafka).create_topic(
             TOPIC,
             num_partitions=PARTITIONS,
-            replication_factor=1,
+            replication_factor=REPLICATION_FACTOR,
             configs={
                 "remote.storage.enable": "true",
                 "segment.bytes": str(SEGMENT_BYTES),
@@ -235,7 +446,11 @@ def _print_views(views: list[PartitionView]) -> None:
 
 def _check_read_back(
     cluster: EmbeddedCluster, views: list[PartitionView], records_per_partition: int
-) -> None:
+) -> dict[str, dict[str, int]]:
+    """Every partition holds ``records_per_partition`` acknowledged records, and each one
+    from its log start on reads back as written; returns, per partition, the first offset
+    read and the records read."""
+    read = {}
     for view in views:
         got = read_back(
             cluster.bootstrap_server, TOPIC, view.partition, end_offset=view.high_watermark
@@ -255,6 +470,11 @@ def _check_read_back(
             raise DemoFailedError(
                 f"{TOPIC}-{view.partition}: {got.mismatches} records differ from what was written"
             )
+        read[f"{TOPIC}-{view.partition}"] = {
+            "first_offset": got.first_offset,
+            "records": got.records,
+        }
+    return read
 
 
 def _print_job_lines(directory: Path, dag_id: str, tasks: tuple[str, ...]) -> None:

@@ -9,6 +9,7 @@ from (a local segment or the remote tier), without keeping a copy of what was wr
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 PAYLOAD_BYTES = 480
 POLL_TIMEOUT_MS = 1000
 IDLE_POLLS_MAX = 30
+PRODUCE_ACK_TIMEOUT_S = 60.0
 
 
 def record_value(topic: str, partition: int, index: int) -> bytes:
@@ -31,11 +33,13 @@ def produce(
     *,
     partitions: int,
     records_per_partition: int,
+    first_index: int = 0,
     progress: Callable[[int], None] | None = None,
 ) -> int:
-    """Write ``records_per_partition`` records to each partition (acks=all); returns the
-    number acknowledged. The partition's offsets are the record indexes: one producer,
-    idempotent, in order."""
+    """Write ``records_per_partition`` records to each partition (acks=all), indexes from
+    ``first_index`` on; returns the number acknowledged. The partition's offsets are the
+    record indexes: one producer, idempotent, in order, on partitions holding exactly
+    ``first_index`` records."""
     producer = KafkaProducer(
         bootstrap_servers=bootstrap_server,
         acks="all",
@@ -45,18 +49,112 @@ def produce(
     )
     try:
         futures = []
-        for index in range(records_per_partition):
+        for index in range(first_index, first_index + records_per_partition):
             for partition in range(partitions):
                 value = record_value(topic, partition, index)
                 futures.append(producer.send(topic, value=value, partition=partition))
             if progress is not None and index % 1000 == 999:
-                progress((index + 1) * partitions)
+                progress((index + 1 - first_index) * partitions)
         producer.flush()
         for future in futures:
             future.get(timeout=30)
     finally:
         producer.close()
     return len(futures)
+
+
+class BackgroundProducer:
+    """A producer that goes on while the cluster changes: ``records_per_partition`` more
+    records to each partition (indexes from ``first_index``), in rounds of ``round_records``
+    per partition, each round acknowledged (acks=all) before the next. ``acknowledged`` counts
+    the records acknowledged per partition so far; ``join`` re-raises what stopped it."""
+
+    def __init__(
+        self,
+        bootstrap_server: str,
+        topic: str,
+        *,
+        partitions: int,
+        first_index: int,
+        records_per_partition: int,
+        round_records: int = 50,
+        pause_s: float = 0.05,
+    ) -> None:
+        self.bootstrap_server = bootstrap_server
+        self.topic = topic
+        self.partitions = partitions
+        self.first_index = first_index
+        self.records_per_partition = records_per_partition
+        self.round_records = round_records
+        self.pause_s = pause_s
+        self.acknowledged = 0
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="background-producer", daemon=True)
+
+    def start(self) -> BackgroundProducer:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        producer = KafkaProducer(
+            bootstrap_servers=self.bootstrap_server,
+            acks="all",
+            linger_ms=5,
+            compression_type=None,
+            reconnect_backoff_max_ms=1000,
+        )
+        try:
+            while self.acknowledged < self.records_per_partition and not self._stop.is_set():
+                first = self.first_index + self.acknowledged
+                count = min(self.round_records, self.records_per_partition - self.acknowledged)
+                futures = [
+                    producer.send(
+                        self.topic,
+                        value=record_value(self.topic, partition, index),
+                        partition=partition,
+                    )
+                    for index in range(first, first + count)
+                    for partition in range(self.partitions)
+                ]
+                producer.flush()
+                for future in futures:
+                    future.get(timeout=PRODUCE_ACK_TIMEOUT_S)
+                self.acknowledged += count
+                self._stop.wait(self.pause_s)
+        except BaseException as error:  # re-raised by join
+            self.error = error
+        finally:
+            producer.close(timeout=10)
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def join(self, timeout_s: float) -> int:
+        """Wait until every record is acknowledged; the count per partition. Raises what
+        stopped the producer, or ``ProduceStalledError`` after ``timeout_s``."""
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            self._stop.set()
+            self._thread.join(PRODUCE_ACK_TIMEOUT_S)
+            raise ProduceStalledError(
+                f"{self.topic}: {self.acknowledged} of {self.records_per_partition} records per"
+                f" partition acknowledged after {timeout_s:.0f} s"
+            )
+        if self.error is not None:
+            raise ProduceStalledError(
+                f"{self.topic}: producing stopped after {self.acknowledged} records per"
+                f" partition: {self.error!r}"
+            ) from self.error
+        return self.acknowledged
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(PRODUCE_ACK_TIMEOUT_S)
+
+
+class ProduceStalledError(RuntimeError):
+    """The background producer did not get every record acknowledged."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,19 +1,24 @@
 """The README's main command on the embedded default: ``python -m embedded.demo`` (what
-``make demo`` runs) succeeds end to end, leaves the reports where it says, and stops every
-process it started."""
+``make demo`` runs) succeeds end to end on its cluster (ZooKeeper, three brokers): the leader
+of a partition is SIGKILLed while a producer goes on, another replica leads at a higher
+epoch, the next tiering run copies from it without a gap, the killed broker rejoins the ISR,
+every acknowledged record reads back, the quality runs are green, the reports are where it
+says, and every process it started is stopped."""
 
 from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.integration.embedded.process_tree import descendants
+from tests.integration.embedded.process_tree import alive, descendants
 from tests.integration.embedded.test_airflow_ui import REPO, clean_env
 
 pytestmark = pytest.mark.timeout(900)
@@ -47,16 +52,20 @@ def test_demo_tiers_consumes_expires_and_reports(tmp_path: Path) -> None:
     assert demo.wait(60) == 0, output
     assert "Demo succeeded" in output
 
-    steps = re.findall(r"\] (\d)/7 ", output)
-    assert steps == [str(i) for i in range(1, 8)], output
+    steps = re.findall(r"\] (\d+)/10 ", output)
+    assert steps == [str(i) for i in range(1, 11)], output
     from_remote = int(re.search(r"; (\d+) came from the remote tier", output).group(1))
     assert from_remote > 0
-    assert re.search(r"copy_segments: ok in [\d.]+ s; .*segments_copied=\d+", output)
+    assert len(re.findall(r"copy_segments: ok in [\d.]+ s; .*segments_copied=\d+", output)) == 2
     assert re.search(r"expire_remote: ok in [\d.]+ s; .*segments_deleted=\d+", output)
+    # a table of leaders, epochs and ISR before the kill, after it and after the restart
+    for when in ("before the kill:", "after the kill:", "after the restart:"):
+        assert f"    {when}\n      events-0 " in output, output
 
-    # the reports it names exist: Data Docs and summaries of both DAGs, the retention report
+    # the reports it names exist: Data Docs and summaries of both DAGs, the retention report,
+    # the demo's own summary
     named = re.findall(r"(/\S+\.(?:html|json))", output)
-    assert len(named) == 5
+    assert len(named) == 6
     for path in map(Path, named):
         assert path.is_file() and path.is_relative_to(work)
     report = json.loads(Path(next(p for p in named if p.endswith("report.json"))).read_text())
@@ -66,8 +75,39 @@ def test_demo_tiers_consumes_expires_and_reports(tmp_path: Path) -> None:
         "quality",
     }
 
-    # it started a broker, Airflow commands and jobs, and stopped all of them
-    assert len(seen) >= 3
+    demo_summary = json.loads(
+        next(p for p in map(Path, named) if p.name == "demo-summary.json").read_text()
+    )
+    failover = demo_summary["failover"]
+    killed = failover["killed_broker"]
+    assert failover["leader_before"] == killed and failover["leader_after"] not in (killed, -1)
+    assert failover["leader_epoch_after"] > failover["leader_epoch_before"]
+    assert killed not in failover["isr_after"]
+    assert failover["records_acknowledged_during"] > 0
+    # the second tiering run copied from the new leader, in its epoch, and left no gap
+    chain = demo_summary["remote_chain"]
+    assert chain["gaps"] == [] and chain["end_offset"] > failover["tiered_end_before"]
+    assert max(chain["copied_by"][str(failover["leader_after"])]) >= failover["leader_epoch_after"]
+    assert (
+        demo_summary["rejoined"]["broker"] == killed and killed in demo_summary["rejoined"]["isr"]
+    )
+    # every acknowledged record, the ones written around the kill too, was read back
+    total = demo_summary["records_per_partition"]
+    assert total > 3000
+    for partition, read in demo_summary["read_back"].items():
+        assert read["first_offset"] > 0 and read["first_offset"] + read["records"] == total, (
+            partition
+        )
+
+    # every quality run (two of tiering, one of retention_nightly) is green
+    quality = sorted((work / "reports" / "runs").glob("*/*/quality/summary.json"))
+    assert len(quality) == 3, quality
+    for path in quality:
+        assert json.loads(path.read_text())["status"] == "ok", path
+
+    # it started ZooKeeper, three brokers, Airflow commands and jobs, and stopped all of them
+    assert len(seen) >= 5
+    assert alive(sorted(seen)) == []
     assert processes_mentioning(str(work)) == []
 
 
@@ -99,3 +139,32 @@ def test_demo_refuses_a_directory_it_did_not_create(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "was not created by the embedded cluster" in result.stderr
     assert precious.read_text() == "keep me"
+
+
+def test_ctrl_c_stops_the_cluster_and_airflow(tmp_path: Path) -> None:
+    """Ctrl-C while the tiering DAG runs: the demo exits 130 and leaves no process behind
+    (ZooKeeper, the brokers, Airflow and its jobs)."""
+    work = tmp_path / "demo"
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "embedded.demo", "--dir", str(work)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=REPO,
+        env=clean_env(),
+    )
+    assert demo.stdout is not None
+    lines = []
+    for raw in demo.stdout:
+        lines.append(raw.decode(errors="replace"))
+        if "running DAG tiering" in lines[-1]:
+            break
+    time.sleep(3.0)
+    started = descendants(demo.pid)
+    assert len(started) >= 5, "".join(lines)  # ZooKeeper, three brokers, airflow dags test
+    demo.send_signal(signal.SIGINT)
+    rest, _ = demo.communicate(timeout=180)
+    output = "".join(lines) + rest.decode(errors="replace")
+    assert demo.returncode == 130, output
+    assert "everything it started is stopped" in output
+    assert alive(started) == []
+    assert processes_mentioning(str(work)) == []
