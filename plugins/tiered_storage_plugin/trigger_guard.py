@@ -65,10 +65,11 @@ class DestructiveTriggerGuard:
         body = await _read_body(receive)
         reason = refusal(dag_id, body)
         if reason is not None:
+            # paused again before the answer: a client reading the DAG after the 400 sees it
+            await self._undo_unpause(dag_id, started)
             await _send_json(send, 400, {"detail": reason})
-            status = 400
-        else:
-            status = await self._forward(scope, body, send)
+            return
+        status = await self._forward(scope, body, send)
         if status in REFUSED_STATUSES:
             await self._undo_unpause(dag_id, started)
 
