@@ -102,7 +102,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Metered]:
 
 
 def produce(servers: str, topic: str, partitions: int, count: int, *, acks: str) -> None:
-    producer = Producer({"bootstrap.servers": servers, "acks": acks, "linger.ms": 5})
+    # small batches: a fetch returns at least one whole batch whatever replica.fetch.max.bytes
+    # says, so a backlog of big ones is caught up in a fetch or two and the lag never shows
+    producer = Producer(
+        {"bootstrap.servers": servers, "acks": acks, "linger.ms": 5, "batch.size": 8192}
+    )
     for i in range(count):
         while True:
             try:
