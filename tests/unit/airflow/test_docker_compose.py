@@ -3,9 +3,12 @@
 Nothing here needs a Docker engine or starts a container (no engine runs on the machines this
 was written on). What can be checked without one is checked: the file parses (with compose's
 ``${VAR:-default}`` substitution, no variable set), the services and their images, health
-checks and start order, the brokers' log volumes (read-write on the broker, read-only on the
+checks and start order, the ZooKeeper ensemble (ids, servers, health through its own
+client) and the one cluster the brokers form on it (every broker names every node, the
+replication settings), the brokers' log volumes (read-write on the broker, read-only on the
 Spark worker and on the Airflow scheduler, which runs the Spark driver), the broker settings
-through ``KafkaConfig``, the Airflow connection through the plugin's ``ClusterSettings``, and
+through ``KafkaConfig``, the Airflow connection through the plugin's ``ClusterSettings`` (every
+broker, every broker's log dirs as the readers mount them, the brokers' remote tier), and
 that every environment variable of ours that the file sets is one the code reads (found by
 searching the source, so renaming a variable in the code fails here). ``docker compose
 config`` runs only where the compose CLI exists.
@@ -44,6 +47,7 @@ PYPROJECT = REPO / "pyproject.toml"
 SOURCE_DIRS = ("storage_core", "jobs", "embedded", "expectations", "dags", "plugins")
 
 BROKERS = ("broker-1", "broker-2", "broker-3")
+ZOOKEEPERS = ("zookeeper-1", "zookeeper-2", "zookeeper-3")
 AIRFLOW_SERVICES = {
     "airflow-api-server": "api-server",
     "airflow-scheduler": "scheduler",
@@ -56,6 +60,7 @@ SERVICES = {
     "minio",
     "spark-master",
     "spark-worker",
+    *ZOOKEEPERS,
     *BROKERS,
     *AIRFLOW_SERVICES,
     *ONE_SHOT,
@@ -65,7 +70,19 @@ AIRFLOW_WORKER = "airflow-scheduler"
 SPARK_WORKER = "spark-worker"
 TIERED_CONNECTION = "AIRFLOW_CONN_TIERED_STORAGE_DEFAULT"
 # Settings that differ between the brokers; everything else must be the same on all three.
-PER_BROKER_KEYS = {"broker.id", "advertised.listeners", "log.dirs", "rsm.config.s3.key.prefix"}
+PER_BROKER_KEYS = {"broker.id", "advertised.listeners", "log.dirs"}
+# The cluster's replication: every partition on all three brokers, acks=all needing two.
+REPLICATION = {
+    "default.replication.factor": 3,
+    "min.insync.replicas": 2,
+    "offsets.topic.replication.factor": 3,
+    "remote.log.metadata.topic.replication.factor": 3,
+}
+# ``server.N=host:quorum:election[:role];[address:]client`` (ZooKeeper's dynamic config form).
+ZOO_SERVER = re.compile(
+    r"server\.(?P<id>\d+)=(?P<host>[\w.-]+):(?P<quorum>\d+):(?P<election>\d+)"
+    r"(?::(?:participant|observer))?;(?:[\w.-]+:)?(?P<client>\d+)"
+)
 # The keys the Compose Specification allows (compose-spec/schema/compose-spec.json), to catch
 # a misspelt key that YAML and these tests would otherwise read past.
 TOP_LEVEL_KEYS = {"version", "name", "include", "services", "models", "networks", "volumes"}
@@ -196,6 +213,42 @@ def image_tag(image: str) -> tuple[str, str]:
     return name, tag
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ZooServer:
+    """One ``server.N`` entry of ``ZOO_SERVERS``."""
+
+    host: str
+    quorum_port: int
+    election_port: int
+    client_port: int
+
+
+def zookeeper_servers(service: Mapping[str, Any]) -> dict[int, ZooServer]:
+    """``ZOO_SERVERS`` (whitespace-separated, as the image's entrypoint splits it) by id."""
+    found: dict[int, ZooServer] = {}
+    for entry in environment(service)["ZOO_SERVERS"].split():
+        match = ZOO_SERVER.fullmatch(entry)
+        assert match, f"{entry!r} is not server.N=host:quorum:election;client"
+        my_id = int(match["id"])
+        assert my_id not in found, f"server.{my_id} is listed twice"
+        found[my_id] = ZooServer(
+            host=match["host"],
+            quorum_port=int(match["quorum"]),
+            election_port=int(match["election"]),
+            client_port=int(match["client"]),
+        )
+    return found
+
+
+def broker_log_dirs(services: Mapping[str, Mapping[str, Any]]) -> dict[int, tuple[str, ...]]:
+    """Every broker's id and log dirs as its own configuration says."""
+    found = {}
+    for broker in BROKERS:
+        config = KafkaConfig.from_props(broker_props(services[broker]))
+        found[config.broker_id] = tuple(str(path) for path in config.log_dirs())
+    return found
+
+
 # ---------------------------------------------------------------------------- the Dockerfile
 @pytest.fixture(scope="module")
 def dockerfile() -> str:
@@ -253,6 +306,8 @@ def test_services_of_the_scale_out_deployment(services: dict[str, dict[str, Any]
     assert worker[2] == f"spark://spark-master:{master[master.index('--port') + 1]}"
     for broker in BROKERS:
         assert broker_argv(services[broker])[0] == "broker"
+    for node in ZOOKEEPERS:
+        assert "command" not in services[node], f"{node} runs the image's own zkServer.sh"
 
 
 def test_keys_are_compose_spec_keys(raw: dict[str, Any]) -> None:
@@ -314,6 +369,10 @@ def test_health_checks_ask_each_service_itself(services: dict[str, dict[str, Any
     assert "--job-type TriggererJob" in check("airflow-triggerer")
     assert "8080/json/" in check("spark-master")
     assert "8081/json/" in check(SPARK_WORKER)
+    for node in ZOOKEEPERS:
+        # srvr through the image's client: a Mode only once the node serves (with a quorum)
+        assert services[node]["healthcheck"]["test"] == ["CMD", "zkServer.sh", "status"]
+        assert "srvr" in environment(services[node])["ZOO_4LW_COMMANDS_WHITELIST"].split(",")
     for broker in BROKERS:
         test = services[broker]["healthcheck"]["test"][1:]
         assert test[0] == "storage-core"
@@ -337,6 +396,9 @@ def test_start_order_waits_for_health_or_completion(services: dict[str, dict[str
     assert {"spark-master", *BROKERS} <= set(worker)
     for broker in BROKERS:
         assert "minio-init" in services[broker]["depends_on"], "the bucket exists first"
+        assert set(ZOOKEEPERS) <= set(services[broker]["depends_on"]), (
+            f"{broker} starts once every ZooKeeper node serves"
+        )
 
 
 def test_images_are_pinned(services: dict[str, dict[str, Any]]) -> None:
@@ -354,6 +416,11 @@ def test_images_are_pinned(services: dict[str, dict[str, Any]]) -> None:
     assert image_tag(services["spark-master"]["image"])[0] == "apache/spark"
     assert image_tag(services["minio"]["image"])[0].endswith("minio/minio")
     assert image_tag(services["minio-init"]["image"])[0].endswith("minio/mc")
+    for node in ZOOKEEPERS:
+        name, tag = image_tag(services[node]["image"])
+        assert name == "zookeeper", f"{node} runs the official image"
+        assert re.fullmatch(r"\d+\.\d+\.\d+", tag), f"{node}: pin a release, not {tag!r}"
+    assert len({services[node]["image"] for node in ZOOKEEPERS}) == 1, "one ZooKeeper release"
     project = {*BROKERS, SPARK_WORKER, *AIRFLOW_SERVICES, "airflow-init"}
     assert {name for name, s in services.items() if "build" in s} == project
 
@@ -381,11 +448,90 @@ def test_broker_settings_are_known_to_kafka_config(
             {k: v for k, v in props.items() if k.startswith("rsm.config.")}
         )
         assert rsm.endpoint_url == "http://minio:9000" and rsm.path_style_access
-        assert rsm.key_prefix == broker, "each broker's objects under its own prefix"
+        assert rsm.key_prefix, "the cluster's objects under one key prefix"
         common = {k: v for k, v in props.items() if k not in PER_BROKER_KEYS}
         assert shared is None or common == shared, f"{broker} is configured unlike the others"
         shared = common
     assert len(ids) == len(BROKERS), "broker ids are distinct"
+
+
+# ---------------------------------------------------------------------------- one cluster
+def test_zookeeper_ensemble_ids_and_servers_agree(services: dict[str, dict[str, Any]]) -> None:
+    ids = {}
+    listed = None
+    for node in ZOOKEEPERS:
+        env = environment(services[node])
+        ids[node] = int(env["ZOO_MY_ID"])
+        servers = zookeeper_servers(services[node])
+        assert listed is None or servers == listed, f"{node} lists another ensemble"
+        listed = servers
+        assert env["ZOO_STANDALONE_ENABLED"] == "false", f"{node} is a member, never alone"
+    assert listed is not None
+    assert sorted(ids.values()) == sorted(listed) == list(range(1, len(ZOOKEEPERS) + 1))
+    for node, my_id in ids.items():
+        assert listed[my_id].host == services[node]["hostname"] == node, (
+            f"server.{my_id} is {node}, the node whose ZOO_MY_ID is {my_id}"
+        )
+    assert len(listed) % 2 == 1, "an odd ensemble: a majority survives one node down"
+
+
+def test_zookeeper_nodes_keep_their_data_on_their_own_volumes(
+    raw: dict[str, Any], services: dict[str, dict[str, Any]]
+) -> None:
+    owners: dict[str, str] = {}
+    for node in ZOOKEEPERS:
+        targets = {m.target: m for m in mounts(services[node])}
+        assert {"/data", "/datalog"} <= set(targets), f"{node}: snapshots and transaction log"
+        for target in ("/data", "/datalog"):
+            mount = targets[target]
+            assert not mount.read_only and mount.source in raw["volumes"], f"{node}: {target}"
+            assert mount.source not in owners, f"{mount.source} is shared with {owners}"
+            owners[mount.source] = node
+    for name, service in services.items():
+        if name not in ZOOKEEPERS:
+            assert not {m.source for m in mounts(service)} & set(owners), name
+
+
+def test_every_broker_names_every_zookeeper_node_under_one_chroot(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    from storage_core.controller.kafka_zk_client import split_chroot
+
+    ensemble = zookeeper_servers(services[ZOOKEEPERS[0]])
+    nodes = {f"{s.host}:{s.client_port}" for s in ensemble.values()}
+    chroots = set()
+    for broker in BROKERS:
+        connect = KafkaConfig.from_props(broker_props(services[broker])).get_string(
+            "zookeeper.connect"
+        )
+        hosts, chroot = split_chroot(connect)
+        assert set(hosts.split(",")) == nodes, f"{broker}: {hosts} is not the whole ensemble"
+        assert chroot not in ("", "/"), f"{broker}: the cluster lives under a chroot"
+        chroots.add(chroot)
+    assert len(chroots) == 1, f"the brokers are one cluster, not {len(chroots)}: {chroots}"
+
+
+def test_replication_settings_of_the_cluster(services: dict[str, dict[str, Any]]) -> None:
+    for broker in BROKERS:
+        config = KafkaConfig.from_props(broker_props(services[broker]))
+        for name, value in REPLICATION.items():
+            if name == "min.insync.replicas":  # a topic default: read through LogConfig
+                assert config.log_config().min_insync_replicas == value, f"{broker}: {name}"
+            else:
+                assert config.get_int(name) == value, f"{broker}: {name}"
+    factor = REPLICATION["default.replication.factor"]
+    assert factor == len(BROKERS), "every partition on every broker"
+    assert 1 < REPLICATION["min.insync.replicas"] < factor, "acks=all survives one broker down"
+
+
+def test_the_brokers_share_one_remote_tier(services: dict[str, dict[str, Any]]) -> None:
+    tiers = {
+        broker: {
+            k: v for k, v in broker_props(services[broker]).items() if k.startswith("rsm.config.")
+        }
+        for broker in BROKERS
+    }
+    assert len({tuple(sorted(tier.items())) for tier in tiers.values()}) == 1, tiers
 
 
 def test_bucket_of_the_brokers_is_created_by_the_init_job(
@@ -420,6 +566,37 @@ def test_log_volumes_are_written_by_their_broker_and_read_by_spark(
             assert volume.source not in {m.source for m in mounts(services[other])}, other
 
 
+def test_the_connections_log_dirs_are_where_the_readers_mount_them(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """The jobs read broker N's files at the paths the connection gives for N: on the driver
+    (the scheduler) and on the executors (the Spark worker), each path on N's own volume."""
+    from tiered_storage_plugin.hooks import ClusterSettings
+
+    conn = json.loads(environment(services[AIRFLOW_WORKER])[TIERED_CONNECTION])
+    settings = ClusterSettings.from_connection(
+        host=conn.get("host"), port=conn.get("port"), extra=conn.get("extra", {})
+    )
+    volume_of = {}
+    for broker in BROKERS:
+        config = KafkaConfig.from_props(broker_props(services[broker]))
+        (own,) = [
+            m for m in mounts(services[broker]) if config.log_dirs()[0].is_relative_to(m.target)
+        ]
+        volume_of[config.broker_id] = own.source
+    assert set(settings.broker_log_dirs) == set(volume_of)
+    for reader in (SPARK_WORKER, AIRFLOW_WORKER):
+        for broker_id, dirs in settings.broker_log_dirs.items():
+            for log_dir in dirs:
+                (mount,) = [
+                    m for m in mounts(services[reader]) if Path(log_dir).is_relative_to(m.target)
+                ]
+                assert mount.source == volume_of[broker_id], (
+                    f"{reader}: {log_dir} (broker {broker_id}) is on {mount.source}"
+                )
+                assert mount.read_only, f"{reader} reads broker {broker_id}'s files only"
+
+
 # ---------------------------------------------------------------------------- Airflow and jobs
 def test_tiered_storage_connection_is_accepted_by_the_plugin(
     services: dict[str, dict[str, Any]],
@@ -431,15 +608,21 @@ def test_tiered_storage_connection_is_accepted_by_the_plugin(
     settings = ClusterSettings.from_connection(
         host=conn.get("host"), port=conn.get("port"), extra=conn.get("extra", {})
     )
+    advertised = []
+    for broker in BROKERS:
+        (listener,) = KafkaConfig.from_props(broker_props(services[broker])).advertised_listeners()
+        advertised.append(f"{listener.host}:{listener.port}")
+    assert settings.bootstrap_servers == tuple(advertised), "every broker bootstraps the jobs"
+    assert env["STORAGE_CORE_BOOTSTRAP_SERVER"] == settings.bootstrap_server
+    assert settings.log_dirs == (), "the cluster's form: broker_log_dirs, not one broker's"
+    assert dict(settings.broker_log_dirs) == broker_log_dirs(services), (
+        "every broker's log dirs under its own broker id"
+    )
     props = broker_props(services["broker-1"])
-    config = KafkaConfig.from_props(props)
-    (advertised,) = config.advertised_listeners()
-    assert settings.bootstrap_server == f"{advertised.host}:{advertised.port}"
-    assert settings.log_dirs == tuple(str(p) for p in config.log_dirs())
     assert settings.remote_storage_manager == props["remote.log.storage.manager.class.name"]
     assert dict(settings.rsm_config) == {
         k.removeprefix("rsm.config."): v for k, v in props.items() if k.startswith("rsm.config.")
-    }, "the jobs write where broker-1 reads"
+    }, "the jobs write where the brokers read"
     assert settings.aws_conn_id
     aws = json.loads(env[f"AIRFLOW_CONN_{settings.aws_conn_id.upper()}"])
     assert aws["conn_type"] == "aws"
