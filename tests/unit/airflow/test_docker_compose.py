@@ -26,7 +26,6 @@ import shutil
 import subprocess
 import tomllib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +37,18 @@ from storage_core.cli import _build_parser
 from storage_core.server.kafka_config import KafkaConfig
 from storage_core.tiered.remote_storage_manager import RSM_CLASS_ALIASES
 from storage_core.tiered.s3_remote_storage_manager import S3RemoteStorageConfig
+from tests.compose_file import (
+    COMPOSE_FILE,
+    broker_argv,
+    broker_props,
+    environment,
+    image_tag,
+    mounts,
+    substituted,
+    zookeeper_servers,
+)
 
 REPO = Path(__file__).resolve().parents[3]
-COMPOSE_FILE = REPO / "docker-compose.yml"
 DOCKERFILE = REPO / "Dockerfile"
 PYPROJECT = REPO / "pyproject.toml"
 # Where the code that reads environment variables lives (tests excluded).
@@ -78,11 +86,6 @@ REPLICATION = {
     "offsets.topic.replication.factor": 3,
     "remote.log.metadata.topic.replication.factor": 3,
 }
-# ``server.N=host:quorum:election[:role];[address:]client`` (ZooKeeper's dynamic config form).
-ZOO_SERVER = re.compile(
-    r"server\.(?P<id>\d+)=(?P<host>[\w.-]+):(?P<quorum>\d+):(?P<election>\d+)"
-    r"(?::(?:participant|observer))?;(?:[\w.-]+:)?(?P<client>\d+)"
-)
 # The keys the Compose Specification allows (compose-spec/schema/compose-spec.json), to catch
 # a misspelt key that YAML and these tests would otherwise read past.
 TOP_LEVEL_KEYS = {"version", "name", "include", "services", "models", "networks", "volumes"}
@@ -108,39 +111,7 @@ OUR_VARIABLE = re.compile(r"(STORAGE_CORE_|TIERED_STORAGE_|AIRFLOW_CONN_)[A-Z0-9
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|FERNET|ACCESS_KEY|_KEY$|SQL_ALCHEMY_CONN")
 
 
-# ---------------------------------------------------------------------------- compose's rules
-_SUBSTITUTION = re.compile(r"\$(?:(?P<escaped>\$)|\{(?P<braced>[^}]*)\}|(?P<bare>[A-Za-z_]\w*))")
-
-
-def substitute(text: str) -> str:
-    """Compose's variable substitution with no variable set: ``$$`` is a literal ``$`` and
-    every ``${VAR:-default}`` takes its default. A variable without a default fails: the file
-    must start as it is, with no ``.env``."""
-
-    def replace(match: re.Match[str]) -> str:
-        if match.group("escaped"):
-            return "$"
-        expression = match.group("braced") or match.group("bare")
-        name, separator, default = expression.partition(":-")
-        if not separator:
-            raise AssertionError(
-                f"${{{expression}}} has no default: write ${{{name}:-<local default>}}"
-            )
-        return default
-
-    return _SUBSTITUTION.sub(replace, text)
-
-
-def substituted(value: Any) -> Any:
-    if isinstance(value, str):
-        return substitute(value)
-    if isinstance(value, Mapping):
-        return {key: substituted(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [substituted(item) for item in value]
-    return value
-
-
+# ---------------------------------------------------------------------------- the file
 @pytest.fixture(scope="module")
 def raw() -> dict[str, Any]:
     """The file as YAML reads it (anchors and ``<<`` merges resolved, variables not)."""
@@ -152,92 +123,6 @@ def raw() -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def services(raw: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return substituted(raw)["services"]
-
-
-def environment(service: Mapping[str, Any]) -> dict[str, str]:
-    env = service.get("environment") or {}
-    if isinstance(env, list):
-        return dict(item.split("=", 1) for item in env)
-    return dict(env)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Mount:
-    source: str
-    target: str
-    read_only: bool
-
-
-def mounts(service: Mapping[str, Any]) -> list[Mount]:
-    """Short (``source:target[:ro]``) and long (``{source, target, read_only}``) syntax."""
-    found = []
-    for volume in service.get("volumes") or []:
-        if isinstance(volume, str):
-            source, target, *options = volume.split(":")
-            read_only = bool(options) and "ro" in options[0].split(",")
-            found.append(Mount(source=source, target=target, read_only=read_only))
-        else:
-            found.append(
-                Mount(
-                    source=volume["source"],
-                    target=volume["target"],
-                    read_only=bool(volume.get("read_only", False)),
-                )
-            )
-    return found
-
-
-def broker_argv(service: Mapping[str, Any]) -> list[str]:
-    """The broker's ``storage-core`` arguments: entrypoint (after the init) then command."""
-    argv = [*service["entrypoint"], *service["command"]]
-    return argv[argv.index("storage-core") + 1 :]
-
-
-def broker_props(service: Mapping[str, Any]) -> dict[str, str]:
-    args = _build_parser().parse_args(broker_argv(service))
-    assert args.command == "broker"
-    assert args.config is None, "the brokers are configured by --override only"
-    props = {}
-    for item in args.override:
-        key, sep, value = item.partition("=")
-        assert sep, f"--override {item!r} is not KEY=VALUE"
-        assert key not in props, f"--override {key} is given twice"
-        props[key] = value
-    return props
-
-
-def image_tag(image: str) -> tuple[str, str]:
-    name, _, tag = image.rpartition(":")
-    if "/" in tag or not name:  # a registry port, not a tag
-        return image, ""
-    return name, tag
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ZooServer:
-    """One ``server.N`` entry of ``ZOO_SERVERS``."""
-
-    host: str
-    quorum_port: int
-    election_port: int
-    client_port: int
-
-
-def zookeeper_servers(service: Mapping[str, Any]) -> dict[int, ZooServer]:
-    """``ZOO_SERVERS`` (whitespace-separated, as the image's entrypoint splits it) by id."""
-    found: dict[int, ZooServer] = {}
-    for entry in environment(service)["ZOO_SERVERS"].split():
-        match = ZOO_SERVER.fullmatch(entry)
-        assert match, f"{entry!r} is not server.N=host:quorum:election;client"
-        my_id = int(match["id"])
-        assert my_id not in found, f"server.{my_id} is listed twice"
-        found[my_id] = ZooServer(
-            host=match["host"],
-            quorum_port=int(match["quorum"]),
-            election_port=int(match["election"]),
-            client_port=int(match["client"]),
-        )
-    return found
 
 
 def broker_log_dirs(services: Mapping[str, Mapping[str, Any]]) -> dict[int, tuple[str, ...]]:

@@ -1,0 +1,139 @@
+"""``docker-compose.yml``'s topology run as local processes with the file's own settings (see
+``topology`` for what stands for each service; no Docker engine runs here).
+
+Story::
+
+    ZooKeeper ensemble (ZOO_SERVERS' size)   3 nodes from the pyspark jars, one leader
+    3 brokers (the file's --override values) one cluster under the file's chroot
+    orders: 3 partitions, no replication     every partition on the 3 brokers, 3 in the ISR
+      factor given (the file's default)      (min.insync.replicas as the file says), leaders
+                                             spread over the brokers; records with acks=all
+    Spark standalone master + worker         the scheduler's SPARK_MASTER points at the master
+    data_quality through ``airflow dags      the quality job's executors ran on the worker
+      test`` (the scheduler's connection:    (the master's and the worker's JSON); its tables
+      every broker, broker_log_dirs)         hold every replica of every partition
+    stop                                     no process of the topology is left
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from tests import cluster_support
+from tests.cluster_support import controller_id, eventually, partition_states
+from tests.integration.deploy.compose_settings import ComposeSettings, read_compose
+from tests.integration.deploy.topology import ComposeTopology, fetch_json
+
+cluster_support.require_java()
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+TOPIC = "orders"
+PARTITIONS = 3
+RECORDS_PER_PARTITION = 200
+SEGMENT_BYTES = 16 * 1024
+
+
+@pytest.fixture(scope="module")
+def settings() -> ComposeSettings:
+    return read_compose()
+
+
+@pytest.fixture(scope="module")
+def topology(
+    settings: ComposeSettings, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ComposeTopology]:
+    with ComposeTopology(tmp_path_factory.mktemp("compose"), settings) as running:
+        admin = AdminClient({"bootstrap.servers": running.bootstrap_servers})
+        topic = NewTopic(
+            TOPIC,
+            num_partitions=PARTITIONS,
+            config={"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES)},
+        )
+        admin.create_topics([topic])[TOPIC].result(timeout=30)
+        producer = Producer({"bootstrap.servers": running.bootstrap_servers, "acks": "all"})
+        eventually(
+            lambda: all(len(s[2]) == 3 for s in partition_states(_any(running), TOPIC).values()),
+            timeout_s=60,
+            what=f"every partition of {TOPIC} fully in sync",
+        )
+        for partition in range(PARTITIONS):
+            for i in range(RECORDS_PER_PARTITION):
+                producer.produce(TOPIC, value=f"order-{i:05d}-".encode() * 16, partition=partition)
+        assert producer.flush(60) == 0, "every record acknowledged by all in-sync replicas"
+        yield running
+
+
+def _any(topology: ComposeTopology) -> str:
+    return topology.bootstrap_servers.split(",")[0]
+
+
+def test_the_brokers_are_one_cluster_on_the_ensemble(
+    topology: ComposeTopology, settings: ComposeSettings
+) -> None:
+    modes = sorted(str(server.mode()) for server in topology.zookeeper.servers)
+    assert modes == ["follower", "follower", "leader"], modes
+    admin = AdminClient({"bootstrap.servers": _any(topology)})
+    cluster = admin.describe_cluster().result(30)
+    assert sorted(node.id for node in cluster.nodes) == sorted(settings.broker_props)
+    assert cluster.controller is not None and cluster.controller.id in settings.broker_props
+    for server in topology.bootstrap_servers.split(","):
+        assert controller_id(server) == cluster.controller.id, f"{server} knows the controller"
+
+
+def test_a_topic_takes_the_files_replication(
+    topology: ComposeTopology, settings: ComposeSettings
+) -> None:
+    states = partition_states(_any(topology), TOPIC)
+    factor = int(next(iter(settings.broker_props.values()))["default.replication.factor"])
+    assert factor == 3
+    for partition, (leader, _epoch, isr) in states.items():
+        assert sorted(isr) == sorted(settings.broker_props), f"{TOPIC}-{partition}: ISR {isr}"
+        assert leader in isr
+    assert len({leader for leader, _, _ in states.values()}) > 1, "leaders on several brokers"
+    admin = AdminClient({"bootstrap.servers": topology.bootstrap_servers})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, TOPIC)
+    configs = admin.describe_configs([resource])[resource].result(30)
+    expected = next(iter(settings.broker_props.values()))["min.insync.replicas"]
+    assert configs["min.insync.replicas"].value == expected
+
+
+def test_data_quality_runs_its_job_on_the_standalone_worker(topology: ComposeTopology) -> None:
+    code, output = topology.run_dag("data_quality")
+    assert code == 0, output
+    master = fetch_json(f"{topology.spark_webui}/json/")
+    apps = [app for app in master["completedapps"] if app["name"] == "quality"]
+    assert len(apps) == 1, master["completedapps"]
+    assert apps[0]["state"] == "FINISHED"
+    worker = fetch_json(f"{topology.spark_worker_webui}/json/")
+    executors = [e for e in worker["finishedexecutors"] if e["appid"] == apps[0]["id"]]
+    assert executors, f"no executor of {apps[0]['id']} ran on the worker: {worker}"
+    summary = _summary(topology, "data_quality", "quality")
+    assert summary["status"] == "ok", summary
+    assert summary["counts"]["partitions"] == PARTITIONS
+    assert summary["counts"]["replicas"] == PARTITIONS * 3, "every replica on every broker"
+
+
+def test_stopping_the_topology_leaves_no_process(topology: ComposeTopology) -> None:
+    assert topology.live_groups(), "the topology runs before it is stopped"
+    assert topology.leftover_processes(), "its processes are found by their directory"
+    topology.stop()
+    assert topology.live_groups() == []
+    assert topology.leftover_processes() == []
+
+
+def _summary(topology: ComposeTopology, dag_id: str, task_id: str) -> dict[str, Any]:
+    paths = sorted(
+        (topology.reports_dir / "runs" / dag_id).glob(f"*/{task_id}/summary.json"),
+        key=lambda p: p.stat().st_mtime,
+    )
+    assert paths, f"no summary of {dag_id}.{task_id} under {topology.reports_dir}"
+    value: dict[str, Any] = json.loads(Path(paths[-1]).read_text())
+    return value
