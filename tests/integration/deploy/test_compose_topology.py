@@ -3,7 +3,8 @@
 
 Story::
 
-    ZooKeeper ensemble (ZOO_SERVERS' size)   3 nodes from the pyspark jars, one leader
+    ZooKeeper ensemble (ZOO_SERVERS' size)   3 nodes from the pyspark jars, one leader; each
+                                             answers the file's health probe (srvr: a Mode)
     3 brokers (the file's --override values) one cluster under the file's chroot
     orders: 3 partitions, no replication     every partition on the 3 brokers, 3 in the ISR
       factor given (the file's default)      (min.insync.replicas as the file says), leaders
@@ -18,14 +19,17 @@ Story::
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from embedded.zookeeper import java_executable, zookeeper_classpath
 from tests import cluster_support
 from tests.cluster_support import controller_id, eventually, partition_states
 from tests.integration.deploy.compose_settings import ComposeSettings, read_compose
@@ -51,13 +55,11 @@ def topology(
     settings: ComposeSettings, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ComposeTopology]:
     with ComposeTopology(tmp_path_factory.mktemp("compose"), settings) as running:
-        admin = AdminClient({"bootstrap.servers": running.bootstrap_servers})
-        topic = NewTopic(
-            TOPIC,
-            num_partitions=PARTITIONS,
-            config={"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES)},
+        eventually(
+            lambda: _create_topic(running),
+            timeout_s=60,
+            what=f"{TOPIC} created (the controller may not count every broker yet)",
         )
-        admin.create_topics([topic])[TOPIC].result(timeout=30)
         producer = Producer({"bootstrap.servers": running.bootstrap_servers, "acks": "all"})
         eventually(
             lambda: all(len(s[2]) == 3 for s in partition_states(_any(running), TOPIC).values()),
@@ -71,6 +73,22 @@ def topology(
         yield running
 
 
+def _create_topic(topology: ComposeTopology) -> bool:
+    """No replication factor: the brokers' default.replication.factor applies."""
+    admin = AdminClient({"bootstrap.servers": topology.bootstrap_servers})
+    topic = NewTopic(
+        TOPIC,
+        num_partitions=PARTITIONS,
+        config={"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES)},
+    )
+    try:
+        admin.create_topics([topic])[TOPIC].result(timeout=30)
+    except KafkaException as error:
+        if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:  # an earlier try's
+            raise
+    return True
+
+
 def _any(topology: ComposeTopology) -> str:
     return topology.bootstrap_servers.split(",")[0]
 
@@ -80,6 +98,24 @@ def test_the_brokers_are_one_cluster_on_the_ensemble(
 ) -> None:
     modes = sorted(str(server.mode()) for server in topology.zookeeper.servers)
     assert modes == ["follower", "follower", "leader"], modes
+    for server in topology.zookeeper.servers:
+        # the probe of the file's health check (zkServer.sh status), asked of each node
+        probe = subprocess.run(
+            [
+                java_executable(),
+                "-cp",
+                zookeeper_classpath(),
+                "org.apache.zookeeper.client.FourLetterWordMain",
+                "127.0.0.1",
+                str(server.client_port),
+                "srvr",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert re.search(r"^Mode: (leader|follower)$", probe.stdout, re.MULTILINE), probe
     admin = AdminClient({"bootstrap.servers": _any(topology)})
     cluster = admin.describe_cluster().result(30)
     assert sorted(node.id for node in cluster.nodes) == sorted(settings.broker_props)
