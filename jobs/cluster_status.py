@@ -47,9 +47,9 @@ from storage_core.client.metadata import ClusterMetadata, TopicMetadata
 from storage_core.common import TopicPartition
 from storage_core.errors import StorageError
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
+from storage_core.tiered.operations import metadata_client, partition_dirs, resolve_broker_id
 from storage_core.tiered.operations.log_view import LogView
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
-from storage_core.tools.tier import metadata_client, partition_dirs, resolve_broker_id
 
 JOB = "cluster_status"
 LATEST_TIERED = -5

@@ -1,34 +1,50 @@
-"""copy_segments: tier every eligible closed segment of the partitions this broker leads.
+"""copy_segments: tier every eligible closed segment of the partitions the given brokers lead.
 
-    python -m jobs.copy_segments --bootstrap-server HOST:PORT --broker-config server.properties
-        [--log-dir DIR ...] [--num-work-units N] [--bytes-per-second B]
+    python -m jobs.copy_segments --bootstrap-server HOST:PORT
+        (--broker-log-dirs ID=DIR[,DIR] ... | --broker-config server.properties [--log-dir DIR ...])
+        [--num-work-units N] [--bytes-per-second B]
         [--copy-timeout-s S] [--run-timeout-s S] [--dry-run] [--summary-path PATH]
 
-Extract (driver): the partition directories of the log dirs whose topic has
-``remote.storage.enable=true`` (DescribeConfigs) and whose leader is this broker
-(Metadata, which also gives the leader epoch the copies are fenced at); the leader's log
-start offset and high watermark (ListOffsets); the segments ``candidate_segments`` finds
-eligible. Transform (pure): ``plan_work_units`` packs them by bytes into work units, one
-partition's segments always in one unit, oldest first. Load (executors, one Spark task per
-unit): each task builds its own remote storage manager and client-mode metadata manager
-from plain settings, re-reads each partition directory, skips what is already remote, and
-runs ``copy_segment``: COPY_SEGMENT_STARTED -> upload -> verify -> COPY_SEGMENT_FINISHED.
+Which partitions: with ``--broker-log-dirs`` (one per broker, or
+``STORAGE_CORE_BROKER_LOG_DIRS="1=/a;2=/b,/c"``), every partition of the remote-enabled
+topics, read from its leader's log dirs wherever it leads; the partitions left out (no
+leader, a leader whose dirs are not given, no directory in the leader's dirs) are listed
+with their reason. Without it (``--log-dir``/``--broker-config``, ``--broker-id``), those
+log dirs are one broker's and the run acts on what that broker leads.
+
+Extract (driver): the partition directories (in the leaders' log dirs) whose topic has
+``remote.storage.enable=true`` (DescribeConfigs) and whose leader is a broker of the map
+(Metadata, which also gives the leader epoch the copies are fenced at and the leader's
+host); the leader's log start offset and high watermark (ListOffsets); the segments
+``candidate_segments`` finds eligible. Transform (pure): ``plan_work_units`` packs them by
+bytes into work units, one partition's segments always in one unit, oldest first. Load
+(executors, one Spark task per unit): each task builds its own remote storage manager and
+client-mode metadata manager from plain settings, re-reads each partition directory, skips
+what is already remote, and runs ``copy_segment``: COPY_SEGMENT_STARTED -> upload -> verify
+-> COPY_SEGMENT_FINISHED.
 
 Each copy has a deadline (``--copy-timeout-s`` from the attempt's start): it is checked
 with the leader epoch before STARTED and before FINISHED, so a late or hung attempt never
 commits and is rolled back. ``--run-timeout-s`` cancels the Spark job (interrupting the
 tasks) when the copies take too long (counted from the job's submission: planning and the
 Spark session's start are not included). A failed segment stops the rest of its
-partition's chain (a later segment must not be committed before an earlier one).
+partition's chain (a later segment must not be committed before an earlier one). Each copy
+is published as its partition's leader; a partition whose leader epoch moves during the run
+is ``fenced`` (reported, not failed): the next run copies on from the new leader.
 
-Concurrency: a run holds a lock per log dir (``--lock-dir``) from planning to its last
-event; a second run waits ``--lock-wait-s`` and then reports ``status=skipped``. Executors
-also skip a segment the metadata already shows as remote. Running it again copies nothing.
+Concurrency: a run holds a lock per log dir (every log dir of the map, ``--lock-dir``) from
+planning to its last event; a second run waits ``--lock-wait-s`` and then reports
+``status=skipped``. Executors also skip a segment the metadata already shows as remote.
+Running it again copies nothing.
 
 Output: ``partition=<tp> event=planned|copied ...`` lines on stdout, progress on stderr, a
 ``summary`` line, and the JSON summary (counts: partitions, segments_planned,
-segments_copied, segments_skipped, segments_failed, work_units; bytes: planned, copied;
-details: work_units, spark_start_s until the Spark session is up, copy_s of the Spark job).
+segments_copied, segments_skipped, segments_fenced, segments_failed, partitions_skipped,
+work_units; bytes: planned, copied; details: work_units (each with its partitions' leader
+hosts), spark_start_s until the Spark session is up, copy_s of the Spark job). The leader
+hosts are recorded, not acted on: PySpark's ``parallelize`` takes no preferred locations,
+so Spark places the tasks where it likes; each task reads the leader's log dirs through
+the paths of the map (a mount on every executor host).
 Exit code 0, or 1 when a segment failed or the run did.
 """
 
@@ -58,27 +74,27 @@ from jobs.common import (
     run_job,
     spark_session,
 )
-from jobs.common.discovery import plan_led_partitions
+from jobs.common.discovery import lock_log_dirs, plan_led_partitions
 from jobs.planning.work_units import PlannedSegment, WorkUnit, plan_work_units, throttle_delay_s
 from storage_core.client.cluster import KafkaCluster
+from storage_core.client.metadata import NO_LEADER
 from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicPartition
 from storage_core.errors import UnknownTopicOrPartitionError
 from storage_core.tiered.operations import (
     LogView,
+    PartitionTarget,
     SegmentView,
+    StaleLeaderEpochError,
     candidate_segments,
     copy_segment,
+    current_leader_epoch,
     highest_remote_offset,
+    metadata_client,
 )
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
 from storage_core.tiered.remote_storage_manager import (
     RemoteStorageManager,
-)
-from storage_core.tools.tier import (
-    PartitionTarget,
-    current_leader_epoch,
-    metadata_client,
 )
 
 JOB = "copy_segments"
@@ -97,7 +113,7 @@ class CopySettings(StoreSettings):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CopyOutcome:
-    """What happened to one planned segment. ``status``: copied | skipped | failed."""
+    """What happened to one planned segment. ``status``: copied | skipped | fenced | failed."""
 
     partition: str
     base_offset: int
@@ -115,28 +131,44 @@ class PartitionResult:
     segments: int = 0
     size_bytes: int = 0
     skipped: int = 0
+    fenced: int = 0
     failed: int = 0
     seconds: float = 0.0
     offsets: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------- extract
-def extract_segments(
-    args: JobArgs, log_dirs: Sequence[Path], summary: RunSummary
-) -> tuple[int, list[PlannedSegment]]:
-    """The broker id and every eligible segment of the partitions it leads (driver side)."""
+def extract_segments(args: JobArgs, summary: RunSummary) -> list[PlannedSegment]:
+    """Every eligible segment of the partitions the map's brokers lead (driver side)."""
 
     def plan(
         target: PartitionTarget, view: LogView, rlmm: RemoteLogMetadataManager
     ) -> list[PlannedSegment]:
         segments = candidate_segments(view, rlmm, config=target.config)
-        return [planned_segment(view, s, leader_epoch=target.leader_epoch) for s in segments]
+        return [
+            planned_segment(
+                view,
+                s,
+                leader_epoch=target.leader_epoch,
+                leader_id=target.leader_id,
+                leader_host=target.leader_host,
+            )
+            for s in segments
+        ]
 
-    return plan_led_partitions(args, log_dirs, summary, job=JOB, plan=plan)
+    return plan_led_partitions(args, summary, job=JOB, plan=plan)
 
 
-def planned_segment(view: LogView, segment: SegmentView, *, leader_epoch: int) -> PlannedSegment:
+def planned_segment(
+    view: LogView,
+    segment: SegmentView,
+    *,
+    leader_epoch: int,
+    leader_id: int,
+    leader_host: str | None = None,
+) -> PlannedSegment:
     if segment.next_base_offset is None or view.topic_id is None:
         raise ValueError(f"{view.topic_partition}: segment {segment.base_offset} is not copyable")
     return PlannedSegment(
@@ -151,6 +183,8 @@ def planned_segment(view: LogView, segment: SegmentView, *, leader_epoch: int) -
         leader_epoch=leader_epoch,
         log_start_offset=view.log_start_offset,
         high_watermark=view.high_watermark,
+        leader_id=leader_id,
+        leader_host=leader_host,
     )
 
 
@@ -167,7 +201,9 @@ def copy_chain(
     clock: Clock = SYSTEM_CLOCK,
     after_copy: Callable[[int], None] = lambda size_bytes: None,
 ) -> Iterator[CopyOutcome]:
-    """Copy one partition's planned segments, oldest first; the first failure stops it."""
+    """Copy one partition's planned segments, oldest first, publishing as ``broker_id``; the
+    first failure stops it, and so does a leader epoch that moved on (``fenced``: not a
+    failure, the new leader's run copies on)."""
     view: LogView | None = None
     stop_reason: str | None = None
     for planned in chain:
@@ -227,6 +263,11 @@ def copy_chain(
             result = copy_segment(
                 view, segment, rsm=rsm, rlmm=rlmm, fence=fence, broker_id=broker_id, clock=clock
             )
+        except StaleLeaderEpochError as exc:
+            # The leader moved during the run: its new leader's run copies on from here.
+            stop_reason = "the partition's leader moved during the run"
+            yield outcome("fenced", " ".join(str(exc).split()))
+            continue
         except Exception as exc:
             stop_reason = f"segment {planned.base_offset} of the partition failed"
             yield outcome("failed", f"{type(exc).__name__}: {' '.join(str(exc).split())}")
@@ -261,7 +302,7 @@ def copy_work_units(units: Iterable[WorkUnit], settings: CopySettings) -> Iterat
                     rsm=rsm,
                     rlmm=rlmm,
                     leader_epoch_reader=partial(current_leader_epoch, cluster),
-                    broker_id=settings.broker_id,
+                    broker_id=chain[0].leader_id,
                     copy_timeout_s=settings.copy_timeout_s,
                     unit=unit.index,
                     after_copy=throttle,
@@ -345,24 +386,31 @@ def record_results(summary: RunSummary, outcomes: Iterable[dict[str, Any]]) -> N
             result.offsets += [item["base_offset"], item["end_offset"]]
         elif item["status"] == "skipped":
             result.skipped += 1
+        elif item["status"] == "fenced":
+            result.fenced += 1
+            result.reasons.append(f"segment {item['base_offset']}: {item['reason']}")
         else:
             result.failed += 1
             result.errors.append(f"segment {item['base_offset']}: {item['reason']}")
     for partition, result in sorted(by_partition.items()):
-        status = "error" if result.failed else "ok"
+        status = "error" if result.failed else "fenced" if result.fenced else "ok"
         offsets = f"{min(result.offsets)}..{max(result.offsets)}" if result.offsets else "-"
         fields: dict[str, Any] = {
             "segments": result.segments,
             "bytes": result.size_bytes,
             "skipped": result.skipped,
+            "fenced": result.fenced,
             "failed": result.failed,
             "offsets": offsets,
             "seconds": round(result.seconds, 3),
         }
         log_partition("copied", partition, job=JOB, status=status, **fields)
-        summary.partition(partition, status, **fields, errors=result.errors)
+        summary.partition(
+            partition, status, **fields, errors=result.errors, fenced_by=result.reasons
+        )
         summary.count("segments_copied", result.segments)
         summary.count("segments_skipped", result.skipped)
+        summary.count("segments_fenced", result.fenced)
         summary.count("segments_failed", result.failed)
         summary.add_bytes("copied", result.size_bytes)
         for error in result.errors:
@@ -385,6 +433,8 @@ def report_plan(summary: RunSummary, units: Sequence[WorkUnit]) -> None:
                 bytes=size,
                 offsets=f"{chain[0].base_offset}..{chain[-1].end_offset}",
                 leader_epoch=chain[0].leader_epoch,
+                leader=chain[0].leader_id,
+                leader_host=chain[0].leader_host or "-",
             )
             summary.count("partitions")
             if summary.dry_run:
@@ -405,6 +455,7 @@ def report_plan(summary: RunSummary, units: Sequence[WorkUnit]) -> None:
             "segments": len(u.segments),
             "bytes": u.size_bytes,
             "bytes_per_second": u.bytes_per_second,
+            "leader_hosts": list(u.leader_hosts),
         }
         for u in units
     ]
@@ -412,11 +463,10 @@ def report_plan(summary: RunSummary, units: Sequence[WorkUnit]) -> None:
 
 # ---------------------------------------------------------------------------- main
 def run(args: JobArgs, summary: RunSummary) -> None:
-    log_dirs = args.require_log_dirs()
-    with exclusive_run(args, log_dirs, summary) as ours:
+    with exclusive_run(args, lock_log_dirs(args), summary) as ours:
         if not ours:
             return
-        broker_id, segments = extract_segments(args, log_dirs, summary)
+        segments = extract_segments(args, summary)
         units = plan_work_units(
             segments,
             args.int_option("num_work_units"),
@@ -425,8 +475,9 @@ def run(args: JobArgs, summary: RunSummary) -> None:
         report_plan(summary, units)
         if args.dry_run or not units:
             return
+        # Each chain publishes as its partition's leader (``PlannedSegment.leader_id``).
         settings = CopySettings.of(
-            args, broker_id, copy_timeout_s=args.float_option("copy_timeout_s")
+            args, NO_LEADER, copy_timeout_s=args.float_option("copy_timeout_s")
         )
         results = run_on_spark(args, units, settings, args.float_option("run_timeout_s"), summary)
         record_results(summary, results)

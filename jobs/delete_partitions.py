@@ -69,10 +69,11 @@ from storage_core.tiered.metadata.metadata import (
 from storage_core.tiered.metadata.states import RemotePartitionDeleteState
 from storage_core.tiered.operations import (
     PartitionDeletionStep,
+    marked_partitions_by_broker,
+    metadata_client,
     next_partition_deletion_step,
 )
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
-from storage_core.tools.tier import marked_partitions_by_broker, metadata_client
 
 JOB = "delete_partitions"
 

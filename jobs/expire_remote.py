@@ -1,35 +1,40 @@
 """expire_remote: delete remote segments past retention, below the log start offset, or
-off the leader-epoch lineage, for the partitions this broker leads.
+off the leader-epoch lineage, for the partitions the given brokers lead.
 
-    python -m jobs.expire_remote --bootstrap-server HOST:PORT --broker-config server.properties
-        [--log-dir DIR ...] [--topic T] [--num-work-units N] [--dry-run] [--summary-path PATH]
+    python -m jobs.expire_remote --bootstrap-server HOST:PORT
+        (--broker-log-dirs ID=DIR[,DIR] ... | --broker-config server.properties [--log-dir DIR ...])
+        [--topic T] [--num-work-units N] [--dry-run] [--summary-path PATH]
 
-Extract (driver): the same partitions as ``copy_segments`` (remote storage on, led by this
-broker, the leader epoch from Metadata, log start and high watermark from ListOffsets).
+Extract (driver): the same partitions as ``copy_segments`` (remote storage on; with
+``--broker-log-dirs`` every partition read from its leader's log dirs, else those this
+broker leads; the leader epoch from Metadata, log start and high watermark from
+ListOffsets).
 Plan (driver, pure over what was read): the library's ``plan_expiry`` per partition:
 ``retention.ms``, ``retention.bytes``, the log start offset, segments before or off the
 leader-epoch lineage, and deletions that started earlier and did not finish. Load
 (executors, partitions packed by bytes into work units): ``delete_expired_segments``:
 DELETE_SEGMENT_STARTED -> delete the objects -> DELETE_SEGMENT_FINISHED per segment,
-fenced by the leader epoch; a failed segment is reported and the others go on.
+published as the partition's leader and fenced by its leader epoch; a failed segment is
+reported and the others go on. A partition whose leader moved during the run is reported
+``fenced`` (not failed): the new leader's next run expires it.
 
 ``--dry-run`` prints one ``plan`` line per segment (what, why, bytes) and a ``planned``
 line per partition, writes the plan into the summary, and changes nothing.
 
-Concurrency: one run per log dir at a time (``--lock-dir``, ``--lock-wait-s``; a second run
-reports ``status=skipped``). Deleting is idempotent: a segment already deleted is no
-longer listed, one whose deletion stopped half-way is retried (DELETE_RETRY).
+Concurrency: one run per log dir (every log dir of the map) at a time (``--lock-dir``,
+``--lock-wait-s``; a second run reports ``status=skipped``). Deleting is idempotent: a
+segment already deleted is no longer listed, one whose deletion stopped half-way is retried
+(DELETE_RETRY).
 
-Summary counts: partitions, segments_planned, segments_deleted, segments_failed,
-work_units; bytes: planned, deleted. Exit code 0, or 1 when a deletion or the run failed.
-"""
+Summary counts: partitions, partitions_skipped, partitions_fenced, segments_planned,
+segments_deleted, segments_failed, work_units; bytes: planned, deleted. Exit code 0, or 1
+when a deletion or the run failed."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from jobs.common import (
@@ -45,33 +50,32 @@ from jobs.common import (
     run_job,
     spark_session,
 )
-from jobs.common.discovery import plan_led_partitions
+from jobs.common.discovery import lock_log_dirs, plan_led_partitions
 from jobs.planning.expiry_plan import PartitionExpiry, describe_expiry, plan_expiry_units
 from storage_core.client.cluster import KafkaCluster
+from storage_core.client.metadata import NO_LEADER
 from storage_core.clock import SYSTEM_CLOCK
 from storage_core.common import TopicPartition
 from storage_core.tiered.operations import (
     LeaderEpochFence,
     LogView,
+    PartitionTarget,
+    StaleLeaderEpochError,
+    current_leader_epoch,
     delete_expired_segments,
+    metadata_client,
     plan_expiry,
 )
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
-from storage_core.tools.tier import (
-    PartitionTarget,
-    current_leader_epoch,
-    metadata_client,
-)
 
 JOB = "expire_remote"
 NUM_WORK_UNITS_DEFAULT = 4
 
 
 # ---------------------------------------------------------------------------- extract + plan
-def extract_plans(
-    args: JobArgs, log_dirs: Sequence[Path], summary: RunSummary
-) -> tuple[int, list[PartitionExpiry]]:
-    """The broker id and each led, remote-enabled partition's expiry plan (driver side)."""
+def extract_plans(args: JobArgs, summary: RunSummary) -> list[PartitionExpiry]:
+    """The expiry plan of each remote-enabled partition a broker of the map leads (driver
+    side)."""
     now_ms = SYSTEM_CLOCK.milliseconds()
 
     def plan(
@@ -86,10 +90,12 @@ def extract_plans(
                 partition_index=tp.partition,
                 leader_epoch=target.leader_epoch,
                 plan=expiry,
+                leader_id=target.leader_id,
+                leader_host=target.leader_host,
             )
         ]
 
-    return plan_led_partitions(args, log_dirs, summary, job=JOB, plan=plan)
+    return plan_led_partitions(args, summary, job=JOB, plan=plan)
 
 
 def report_plans(summary: RunSummary, plans: Sequence[PartitionExpiry]) -> None:
@@ -139,8 +145,18 @@ def expire_work_units(
                 )
                 try:
                     outcome = delete_expired_segments(
-                        item.plan, rsm=rsm, rlmm=rlmm, fence=fence, broker_id=settings.broker_id
+                        item.plan, rsm=rsm, rlmm=rlmm, fence=fence, broker_id=item.leader_id
                     )
+                except StaleLeaderEpochError as exc:
+                    # The leader moved during the run: the new leader's run expires from here.
+                    yield {
+                        "partition": item.partition,
+                        "deleted": 0,
+                        "bytes": 0,
+                        "errors": [],
+                        "fenced": " ".join(str(exc).split()),
+                    }
+                    continue
                 except Exception as exc:
                     yield {
                         "partition": item.partition,
@@ -173,7 +189,8 @@ def record_results(
     for result in sorted(results, key=lambda r: str(r["partition"])):
         partition = result["partition"]
         errors: list[str] = result["errors"]
-        status = "error" if errors else "ok"
+        fenced: str | None = result.get("fenced")
+        status = "error" if errors else "fenced" if fenced else "ok"
         new_start = by_name[partition].plan.log_start_offset
         fields: dict[str, Any] = {
             "deleted": result["deleted"],
@@ -181,6 +198,9 @@ def record_results(
             "bytes": result["bytes"],
             "log_start_offset": "-" if new_start is None else new_start,
         }
+        if fenced:
+            fields["reason"] = fenced
+            summary.count("partitions_fenced")
         log_partition("expired", partition, job=JOB, status=status, **fields)
         summary.partition(partition, status, **fields, errors=errors)
         summary.count("segments_deleted", result["deleted"])
@@ -192,17 +212,17 @@ def record_results(
 
 # ---------------------------------------------------------------------------- main
 def run(args: JobArgs, summary: RunSummary) -> None:
-    log_dirs = args.require_log_dirs()
-    with exclusive_run(args, log_dirs, summary) as ours:
+    with exclusive_run(args, lock_log_dirs(args), summary) as ours:
         if not ours:
             return
-        broker_id, plans = extract_plans(args, log_dirs, summary)
+        plans = extract_plans(args, summary)
         report_plans(summary, plans)
         units = plan_expiry_units(plans, args.int_option("num_work_units"))
         summary.count("work_units", len(units))
         if args.dry_run or not units:
             return
-        settings = StoreSettings.of(args, broker_id)
+        # Each partition's deletions publish as its leader (``PartitionExpiry.leader_id``).
+        settings = StoreSettings.of(args, NO_LEADER)
         progress = Progress(JOB, len(units))
         with spark_session(JOB, args.spark_master) as spark:
             rdd = spark.sparkContext.parallelize(units, len(units))

@@ -63,11 +63,15 @@ from storage_core.errors import StorageError
 from storage_core.log.log_config import LogConfig
 from storage_core.tiered.metadata import serde
 from storage_core.tiered.metadata.errors import CorruptRemoteLogMetadataError
-from storage_core.tiered.operations import LogView
+from storage_core.tiered.operations import (
+    LogView,
+    partition_dirs,
+    resolve_broker_id,
+    topic_log_config,
+)
 from storage_core.tiered.remote_storage_manager import load_remote_storage_manager
 from storage_core.tiered.topic_based_rlmm.config import REMOTE_LOG_METADATA_TOPIC_NAME
 from storage_core.tiered.topic_based_rlmm.topic_scan import scan_metadata_topic
-from storage_core.tools.tier import partition_dirs, resolve_broker_id, topic_log_config
 
 JOB = "quality"
 LATEST_TIERED_TIMESTAMP = -5  # ListOffsets: the highest offset in remote storage

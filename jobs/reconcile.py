@@ -18,9 +18,12 @@ Steps::
            (lost segment): never changed, never deleted
     4. executors (one RLMM and RSM per task, ``jobs.common.remote_deletion``):
          roll back / retry: ``delete_segment`` (DELETE_SEGMENT_STARTED, objects,
-         DELETE_SEGMENT_FINISHED), only if the segment is still in the state planned
-         (a copy that finished late is never touched); orphans: the keys are deleted only
-         if no live metadata names their segment when the task runs
+         DELETE_SEGMENT_FINISHED, published on behalf of the broker that copied the
+         segment), only if the segment is still in the state planned (a copy that finished
+         late is never touched); orphans: the keys are deleted only if no live metadata
+         names their segment when the task runs
+
+One run serves the whole cluster: it needs no broker id and no log dir.
     5. S3 only: abort multipart uploads started before now - copy deadline (a copy killed
        mid-upload leaves its parts billed and invisible to listings)
 
@@ -69,11 +72,15 @@ from jobs.common import (
     format_fields,
     job_parser,
     parse_job_args,
-    resolve_job_broker_id,
     run_job,
     spark_session,
 )
-from jobs.common.remote_deletion import DeletionItem, DeletionOutcome, run_on_executors
+from jobs.common.remote_deletion import (
+    NO_RUN_BROKER_ID,
+    DeletionItem,
+    DeletionOutcome,
+    run_on_executors,
+)
 from jobs.planning.reconcile_plan import (
     DELETE_RETRY_GRACE_MS_DEFAULT,
     ReconcileAction,
@@ -169,6 +176,8 @@ def items_of(plan: ReconcilePlan, key_prefix: str) -> list[DeletionItem]:
                     action.segment,
                     reason=action.kind.value,
                     allowed_states=_ALLOWED_STATES[action.kind],
+                    # on behalf of the broker that copied it: a run serves the whole cluster
+                    broker_id=action.segment.broker_id,
                 )
             )
         else:
@@ -220,7 +229,6 @@ def _reconcile(args: JobArgs, summary: RunSummary) -> None:
         listed_at_ms = SYSTEM_CLOCK.milliseconds()
         objects, key_prefix = list_store_objects(rsm)  # before the metadata: see above
         with KafkaCluster(args.bootstrap_server) as cluster:
-            broker_id = resolve_job_broker_id(args, cluster)
             caches = read_remote_log_metadata(cluster)
         plan = plan_reconcile(
             listing_of(caches),
@@ -246,7 +254,7 @@ def _reconcile(args: JobArgs, summary: RunSummary) -> None:
                     f"would abort those started over {options.copy_deadline_ms} ms ago"
                 )
             return
-        settings = StoreSettings.of(args, broker_id)
+        settings = StoreSettings.of(args, NO_RUN_BROKER_ID)
         outcomes: list[DeletionOutcome] = []
         progress = Progress(JOB, len(plan.actions))
         if plan.actions:

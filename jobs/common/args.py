@@ -41,7 +41,7 @@ from jobs.common.broker_log_dirs import (
 )
 from storage_core.errors import StorageError
 from storage_core.server.kafka_config import KafkaConfig
-from storage_core.tools.tier import rsm_settings
+from storage_core.tools.key_values import rsm_settings
 
 BOOTSTRAP_SERVER_ENV = "STORAGE_CORE_BOOTSTRAP_SERVER"
 BROKER_CONFIG_ENV = "STORAGE_CORE_BROKER_CONFIG"

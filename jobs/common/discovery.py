@@ -1,83 +1,83 @@
-"""Which partitions a job works on: ``storage-core tier``'s discovery, with the partitions
-left out recorded in the run summary.
+"""Which partitions a job works on: the library's ``discover_targets`` over the broker id ->
+log dirs map, with the partitions left out recorded in the run summary.
 
-``discover_targets`` returns the partition directories of the log dirs whose topic has
-``remote.storage.enable=true`` (DescribeConfigs) and whose leader is this broker
-(Metadata, with the leader epoch to fence at). Each partition left out gets a
-``partition=<tp> event=skipped reason=...`` line and a ``skipped`` summary entry.
+The map is ``--broker-log-dirs`` (every broker's log dirs: each remote-enabled partition is
+read from its leader's, wherever it leads), else the single-broker form: ``--log-dir`` (or
+the broker config's ``log.dirs``) as the dirs of ``--broker-id`` (or the broker config's
+id, or the cluster's only broker), acting on what that broker leads. Each partition left
+out gets a ``partition=<tp> event=skipped reason=...`` line and a ``skipped`` summary entry.
 """
 
 from __future__ import annotations
 
-import io
-import shlex
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
 from jobs.common.args import JobArgs
+from jobs.common.broker_log_dirs import BrokerLogDirs
 from jobs.common.output import log_partition
 from jobs.common.summary import RunSummary
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.consumer import KafkaConsumer
-from storage_core.tiered.operations import LogView
-from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
-from storage_core.tools.tier import (
+from storage_core.tiered.operations import (
+    LogView,
     PartitionTarget,
-    find_targets,
+    TargetDiscovery,
+    discover_targets,
     metadata_client,
     read_view,
     resolve_broker_id,
 )
+from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
 
 T = TypeVar("T")
 PartitionPlanner = Callable[[PartitionTarget, LogView, RemoteLogMetadataManager], Iterable[T]]
 
 
-def discover_targets(
-    cluster: KafkaCluster,
-    log_dirs: Sequence[Path],
-    *,
-    topic: str | None,
-    broker_id: int,
-    job: str,
-    summary: RunSummary,
-) -> list[PartitionTarget]:
-    skipped = io.StringIO()
-    targets = find_targets(
-        cluster, log_dirs, topic=topic, broker_id=broker_id, out=skipped, action=job
-    )
-    for line in skipped.getvalue().splitlines():
-        fields = dict(item.partition("=")[::2] for item in shlex.split(line))
-        partition = fields.get("partition", "?")
-        reason = fields.get("reason", "")
-        log_partition("skipped", partition, job=job, reason=reason)
-        summary.partition(partition, "skipped", reason=reason)
+def record_skipped(found: TargetDiscovery, *, job: str, summary: RunSummary) -> None:
+    """One ``event=skipped`` line and one summary entry per partition left out."""
+    for skipped in found.skipped:
+        partition = str(skipped.topic_partition)
+        log_partition("skipped", partition, job=job, reason=skipped.reason)
+        summary.partition(partition, "skipped", reason=skipped.reason)
         summary.count("partitions_skipped")
-    return targets
+
+
+def lock_log_dirs(args: JobArgs) -> tuple[Path, ...]:
+    """Every log dir a run reads (its run locks): the map's, else ``--log-dir``'s."""
+    if args.broker_log_dirs:
+        return tuple(sorted({d for dirs in args.broker_log_dirs.values() for d in dirs}))
+    return args.require_log_dirs()
+
+
+def broker_log_dirs(args: JobArgs, cluster: KafkaCluster) -> BrokerLogDirs:
+    """The map discovery reads through (see the module docstring)."""
+    if args.broker_log_dirs:
+        return args.broker_log_dirs
+    metadata = cluster.refresh_metadata([])
+    broker_id = resolve_broker_id(args.broker_id, args.broker_config(), metadata)
+    return args.log_dirs_by_broker(broker_id)
 
 
 def plan_led_partitions(
     args: JobArgs,
-    log_dirs: Sequence[Path],
     summary: RunSummary,
     *,
     job: str,
     plan: PartitionPlanner[T],
-) -> tuple[int, list[T]]:
-    """Driver side: the broker id, and ``plan`` applied to each led, remote-enabled partition
-    (its target, a read-only view of its directory, and a metadata client)."""
-    broker_config = args.broker_config()
+) -> list[T]:
+    """Driver side: ``plan`` applied to each remote-enabled partition a broker of the map
+    leads (its target, a read-only view of its directory in its leader's log dirs, and a
+    metadata client)."""
     with KafkaCluster(args.bootstrap_server) as cluster:
-        broker_id = resolve_broker_id(args.broker_id, broker_config, cluster.refresh_metadata([]))
-        targets = discover_targets(
-            cluster, log_dirs, topic=args.topic, broker_id=broker_id, job=job, summary=summary
-        )
-        if not targets:
-            return broker_id, []
+        found = discover_targets(cluster, broker_log_dirs(args, cluster), topic=args.topic)
+        record_skipped(found, job=job, summary=summary)
+        if not found.targets:
+            return []
         consumer = KafkaConsumer(cluster)
         planned: list[T] = []
         with metadata_client(args.bootstrap_server) as rlmm:
-            for target in targets:
+            for target in found.targets:
                 planned.extend(plan(target, read_view(consumer, target), rlmm))
-    return broker_id, planned
+    return planned

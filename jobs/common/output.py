@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import TextIO
 
-from storage_core.tools.tier import format_fields
+from storage_core.tools.key_values import format_fields
 
 __all__ = ["Progress", "format_fields", "log_line", "log_partition"]
 

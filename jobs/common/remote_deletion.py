@@ -31,11 +31,10 @@ from storage_core.tiered.metadata import serde
 from storage_core.tiered.metadata.errors import RemoteResourceNotFoundError
 from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
-from storage_core.tiered.operations import delete_segment
+from storage_core.tiered.operations import delete_segment, metadata_client
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
 from storage_core.tiered.remote_object_keys import InvalidRemoteObjectKeyError, parse_object_key
 from storage_core.tiered.remote_storage_manager import RemoteStorageManager, remote_object_store
-from storage_core.tools.tier import metadata_client
 
 # The run's broker id of a run whose every item names its own broker (``DeletionItem``).
 NO_RUN_BROKER_ID = -1

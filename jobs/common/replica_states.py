@@ -26,8 +26,7 @@ from storage_core.client.consumer import KafkaConsumer
 from storage_core.client.metadata import PartitionMetadata
 from storage_core.common import TopicPartition, Uuid
 from storage_core.errors import StorageError
-from storage_core.tiered.operations import LogView
-from storage_core.tools.tier import partition_dirs
+from storage_core.tiered.operations import LogView, partition_dirs
 
 LIST_OFFSETS = "LIST_OFFSETS"
 CHECKPOINT = "CHECKPOINT"

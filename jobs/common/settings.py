@@ -9,11 +9,11 @@ from typing import Any, Self
 from jobs.common.args import JobArgs
 from storage_core.client.cluster import KafkaCluster
 from storage_core.server.kafka_config import KafkaConfig
+from storage_core.tiered.operations import resolve_broker_id
 from storage_core.tiered.remote_storage_manager import (
     RemoteStorageManager,
     load_remote_storage_manager,
 )
-from storage_core.tools.tier import resolve_broker_id
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,13 +18,16 @@ from storage_core.tiered.operations import ExpiryPlan
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionExpiry:
-    """One partition's plan and the leader epoch its deletions are fenced at."""
+    """One partition's plan, the leader epoch its deletions are fenced at and the leader
+    they are published as (``leader_host``: its host in Metadata, ``None`` when unknown)."""
 
     partition: str
     topic: str
     partition_index: int
     leader_epoch: int
     plan: ExpiryPlan
+    leader_id: int
+    leader_host: str | None = None
 
     @property
     def size_bytes(self) -> int:

@@ -34,8 +34,9 @@ class PlannedSegment:
     """One closed segment to copy, as the driver planned it (plain, picklable data).
 
     ``log_start_offset`` and ``high_watermark`` are the leader's at planning time; the
-    executor re-reads the directory with them. Offsets: ``base_offset`` (inclusive),
-    ``next_base_offset`` (exclusive).
+    executor re-reads the directory (in the leader's log dirs) with them and publishes as
+    ``leader_id``. Offsets: ``base_offset`` (inclusive), ``next_base_offset`` (exclusive).
+    ``leader_host`` is the leader's host in Metadata (``None``: unknown).
     """
 
     partition: str  # "<topic>-<n>", the chain key
@@ -49,6 +50,8 @@ class PlannedSegment:
     leader_epoch: int
     log_start_offset: int
     high_watermark: int
+    leader_id: int
+    leader_host: str | None = None
 
     def __post_init__(self) -> None:
         if self.next_base_offset <= self.base_offset:
@@ -77,6 +80,12 @@ class WorkUnit:
     @property
     def partitions(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(s.partition for s in self.segments))
+
+    @property
+    def leader_hosts(self) -> tuple[str, ...]:
+        """The hosts of its partitions' leaders (sorted): where its reads are local. Recorded
+        in the plan only: PySpark's ``parallelize`` takes no preferred locations."""
+        return tuple(sorted({s.leader_host for s in self.segments if s.leader_host is not None}))
 
     @property
     def estimated_seconds(self) -> float | None:

@@ -54,56 +54,47 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from kio.schema.errors import ErrorCode
-
-from storage_core.client.admin import ConfigResourceType, KafkaAdminClient
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.consumer import KafkaConsumer
-from storage_core.client.metadata import ClusterMetadata
 from storage_core.clock import SYSTEM_CLOCK, Clock
-from storage_core.common import TopicIdPartition, TopicPartition, Uuid
-from storage_core.errors import InvalidConfigError, StorageError, UnknownTopicOrPartitionError
-from storage_core.log.log_config import TOPIC_CONFIG_NAMES, LogConfig
+from storage_core.errors import InvalidConfigError, StorageError
 from storage_core.server.kafka_config import KafkaConfig
-from storage_core.tiered.metadata import serde
-from storage_core.tiered.metadata.metadata import RemotePartitionDeleteMetadata
-from storage_core.tiered.metadata.states import RemotePartitionDeleteState
 from storage_core.tiered.operations import (
     ExpiryPlan,
-    LeaderEpochFence,
     LogView,
+    PartitionTarget,
     SegmentView,
+    SkipReason,
     candidate_segments,
     copy_segment,
     delete_expired_segments,
     delete_partition,
+    discover_targets,
+    fence_for,
+    marked_partitions_by_broker,
+    metadata_client,
     plan_expiry,
+    read_view,
+    resolve_broker_id,
 )
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
 from storage_core.tiered.remote_storage_manager import (
-    RSM_CONFIG_PREFIX,
     RemoteStorageManager,
     load_remote_storage_manager,
 )
 from storage_core.tiered.topic_based_rlmm import (
-    ConsumerTaskConfig,
     TopicBasedRemoteLogMetadataManager,
 )
-from storage_core.tiered.topic_based_rlmm.topic_scan import scan_metadata_topic
-from storage_core.tools.key_values import parse_key_values
+from storage_core.tools.key_values import format_fields, rsm_settings
 
-RSM_CLASS_CONFIG = "remote.log.storage.manager.class.name"
 PROGRESS_INTERVAL_S = 0.2
 RUN_TIMEOUT_S_DEFAULT = 600.0
 RUN_TIMEOUT_S_MAX = 24 * 3600.0
-# The tool is short-lived: its metadata consumer polls often so that it answers quickly.
-RLMM_IDLE_POLL_MS = 20
-# Fetches per metadata partition while looking for partitions marked for deletion.
 
 
 class TierRunTimeoutError(StorageError):
@@ -114,36 +105,6 @@ class TierRunTimeoutError(StorageError):
 
 
 # ---------------------------------------------------------------------------- settings
-def rsm_settings(
-    broker_config: KafkaConfig | None, class_name: str | None, rsm_config: Sequence[str]
-) -> tuple[str, dict[str, str]]:
-    """The RSM class name and its ``rsm.config.*`` settings: the broker config's, then the
-    command line's (``k=v`` or ``rsm.config.k=v``) on top."""
-    props: Mapping[str, str] = broker_config.props if broker_config is not None else {}
-    name = class_name if class_name is not None else props.get(RSM_CLASS_CONFIG, "")
-    config = {k: v for k, v in props.items() if k.startswith(RSM_CONFIG_PREFIX)}
-    for key, value in parse_key_values(rsm_config, option="--rsm-config").items():
-        config[key if key.startswith(RSM_CONFIG_PREFIX) else RSM_CONFIG_PREFIX + key] = value
-    return name, config
-
-
-def resolve_broker_id(
-    explicit: int | None, broker_config: KafkaConfig | None, metadata: ClusterMetadata
-) -> int:
-    """``--broker-id``, else the broker config's id, else the cluster's only broker."""
-    if explicit is not None:
-        return explicit
-    if broker_config is not None:
-        return broker_config.broker_id
-    if len(metadata.brokers) == 1:
-        return metadata.brokers[0].node_id
-    ids = sorted(b.node_id for b in metadata.brokers)
-    raise InvalidConfigError(
-        f"the cluster has brokers {ids}: pass --broker-id (or --broker-config) to say whose"
-        " log dir this is"
-    )
-
-
 def log_dirs_of(log_dir: Path | None, broker_config: KafkaConfig | None) -> list[Path]:
     """``--log-dir``, else the broker config's ``log.dirs``."""
     if log_dir is not None:
@@ -153,34 +114,7 @@ def log_dirs_of(log_dir: Path | None, broker_config: KafkaConfig | None) -> list
     raise InvalidConfigError("pass --log-dir (or --broker-config to use its log.dirs)")
 
 
-def topic_log_config(admin: KafkaAdminClient, topic: str) -> LogConfig:
-    """The topic's effective config, as DescribeConfigs reports it."""
-    entries = admin.describe_configs(ConfigResourceType.TOPIC, topic)
-    return LogConfig().with_overrides(
-        {e.name: e.value for e in entries if e.value is not None and e.name in TOPIC_CONFIG_NAMES}
-    )
-
-
 # ---------------------------------------------------------------------------- output
-def format_fields(fields: Mapping[str, object]) -> str:
-    """``k=v k="v with spaces"`` in the given order."""
-    parts = []
-    for key, value in fields.items():
-        text = str(value).lower() if isinstance(value, bool) else str(value)
-        if not text or any(c in text for c in ' "='):
-            text = '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-        parts.append(f"{key}={text}")
-    return " ".join(parts)
-
-
-def metadata_client(bootstrap_server: str) -> TopicBasedRemoteLogMetadataManager:
-    """A client-mode metadata manager that polls ``__remote_log_metadata`` briskly (tools and
-    jobs run briefly, so waiting out the default idle poll would dominate them)."""
-    return TopicBasedRemoteLogMetadataManager.for_client(
-        bootstrap_server, consumer_config=ConsumerTaskConfig(idle_poll_ms=RLMM_IDLE_POLL_MS)
-    )
-
-
 class TierProgress:
     """A ``\\r``-rewritten bar on stderr (at most every 0.2 s) over segments and bytes."""
 
@@ -241,33 +175,6 @@ class Summary:
 
 
 # ---------------------------------------------------------------------------- targets
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionTarget:
-    """A remote-enabled partition of the log dir led by this broker, as planned."""
-
-    directory: Path
-    topic_partition: TopicPartition
-    topic_id: Uuid
-    leader_epoch: int
-    config: LogConfig
-
-
-def partition_dirs(log_dir: Path, topic: str | None) -> Iterator[tuple[TopicPartition, Path]]:
-    """``<topic>-<n>`` directories of ``log_dir`` (of ``topic`` only, when given), sorted;
-    directories of deleted or moved partitions (``...-delete``, ``...-future``) are not."""
-    if not log_dir.is_dir():
-        raise InvalidConfigError(f"log dir {log_dir} is not a directory")
-    for entry in sorted(log_dir.iterdir()):
-        if not entry.is_dir():
-            continue
-        try:
-            tp = TopicPartition.parse_dir_name(entry.name)
-        except StorageError:
-            continue
-        if topic is None or tp.topic == topic:
-            yield tp, entry
-
-
 def find_targets(
     cluster: KafkaCluster,
     log_dirs: Sequence[Path],
@@ -277,86 +184,20 @@ def find_targets(
     out: TextIO,
     action: str,
 ) -> list[PartitionTarget]:
-    """The partitions to work on; prints a ``status=skipped`` line for each one left out."""
-    found = [item for log_dir in log_dirs for item in partition_dirs(log_dir, topic)]
-    topics = sorted({tp.topic for tp, _ in found})
-    if not topics:
-        return []
-    metadata = cluster.refresh_metadata(topics)
-    admin = KafkaAdminClient(cluster)
-    configs: dict[str, LogConfig | None] = {}
-    targets: list[PartitionTarget] = []
-
-    def skip(tp: TopicPartition, reason: str) -> None:
-        line = {"partition": tp, "action": action, "status": "skipped", "reason": reason}
+    """The partitions ``broker_id`` leads among ``log_dirs``; prints a ``status=skipped``
+    line for each one left out."""
+    found = discover_targets(cluster, {broker_id: tuple(log_dirs)}, topic=topic)
+    for skipped in found.skipped:
+        if skipped.why is SkipReason.NOT_REMOTE_ENABLED:
+            continue  # the command leaves topics without remote storage alone, silently
+        line = {
+            "partition": skipped.topic_partition,
+            "action": action,
+            "status": "skipped",
+            "reason": skipped.reason,
+        }
         print(format_fields(line), file=out)
-
-    for tp, directory in found:
-        described = metadata.topic(tp.topic)
-        if described is None or described.topic_id is None or described.error != ErrorCode.none:
-            skip(tp, "topic unknown to the cluster")
-            continue
-        if described.is_internal:
-            continue
-        if tp.topic not in configs:
-            described_config = topic_log_config(admin, tp.topic)
-            configs[tp.topic] = described_config if described_config.remote_storage_enable else None
-        config = configs[tp.topic]
-        if config is None:
-            continue  # not remote-enabled: nothing to say about it
-        partition = described.partition(tp.partition)
-        if partition is None:
-            skip(tp, "partition unknown to the cluster")
-            continue
-        if partition.leader_id != broker_id:
-            skip(tp, f"leader is broker {partition.leader_id}, not {broker_id}")
-            continue
-        targets.append(
-            PartitionTarget(
-                directory=directory,
-                topic_partition=tp,
-                topic_id=described.topic_id,
-                leader_epoch=partition.leader_epoch,
-                config=config,
-            )
-        )
-    return targets
-
-
-def current_leader_epoch(cluster: KafkaCluster, tp: TopicPartition) -> Callable[[], int]:
-    """Reads the partition's leader epoch from fresh Metadata (for ``LeaderEpochFence``)."""
-
-    def read() -> int:
-        described = cluster.refresh_metadata([tp.topic]).topic(tp.topic)
-        partition = None if described is None else described.partition(tp.partition)
-        if partition is None:
-            raise UnknownTopicOrPartitionError(f"partition {tp} is gone from the cluster")
-        return partition.leader_epoch
-
-    return read
-
-
-def fence_for(cluster: KafkaCluster, target: PartitionTarget) -> LeaderEpochFence:
-    return LeaderEpochFence(
-        planned_leader_epoch=target.leader_epoch,
-        current_leader_epoch=current_leader_epoch(cluster, target.topic_partition),
-    )
-
-
-def read_view(consumer: KafkaConsumer, target: PartitionTarget) -> LogView:
-    """A view with the leader's current log start offset and HW (asked before reading)."""
-    tp = target.topic_partition
-    log_start_offset = consumer.earliest_offset(tp.topic, tp.partition)
-    high_watermark = consumer.latest_offset(tp.topic, tp.partition)
-    view = LogView.read(
-        target.directory, high_watermark=high_watermark, log_start_offset=log_start_offset
-    )
-    if view.topic_id != target.topic_id:
-        raise UnknownTopicOrPartitionError(
-            f"{target.directory} holds topic id {view.topic_id}, the cluster's {tp.topic} has"
-            f" {target.topic_id}: a leftover of a deleted topic; it is not tiered"
-        )
-    return view
+    return list(found.targets)
 
 
 # ---------------------------------------------------------------------------- context
@@ -581,41 +422,6 @@ def expire_partitions(ctx: TierContext, targets: Sequence[PartitionTarget]) -> S
 
 
 # ---------------------------------------------------------------------------- delete
-def marked_partitions(cluster: KafkaCluster, topic: str | None) -> list[TopicIdPartition]:
-    """Partitions whose latest deletion event is MARKED or STARTED, read from the start of
-    every ``__remote_log_metadata`` partition up to its current end."""
-    return [tip for tip, _broker_id in marked_partitions_by_broker(cluster, topic)]
-
-
-def marked_partitions_by_broker(
-    cluster: KafkaCluster, topic: str | None
-) -> list[tuple[TopicIdPartition, int]]:
-    """As ``marked_partitions``, with the broker of each one's latest deletion event: the
-    partition's leader when its topic was deleted (only the leader marks it, as Kafka's
-    ``StopPartition(deleteRemoteLog)``), or the broker whose deletion started."""
-    latest: dict[TopicIdPartition, RemotePartitionDeleteMetadata] = {}
-    for record in scan_metadata_topic(cluster):
-        event = serde.deserialize(record.value)
-        if isinstance(event, RemotePartitionDeleteMetadata):
-            latest[event.topic_id_partition] = event
-    pending = (
-        RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
-        RemotePartitionDeleteState.DELETE_PARTITION_STARTED,
-    )
-    return sorted(
-        (
-            (tip, event.broker_id)
-            for tip, event in latest.items()
-            if event.state in pending and (topic is None or tip.topic_partition.topic == topic)
-        ),
-        key=lambda item: (
-            item[0].topic_partition.topic,
-            item[0].topic_partition.partition,
-            item[0].topic_id,
-        ),
-    )
-
-
 def delete_partitions(ctx: TierContext, topic: str | None) -> Summary:
     """Delete-partitions mode (see the module docstring)."""
     summary = Summary(action="delete-partition")

@@ -12,7 +12,10 @@ started.
 - ``expiry``: ``expired_segments`` (pure), ``plan_expiry``, ``delete_expired_segments``.
 - ``segment_deletion``: ``delete_segment``.
 - ``partition_deletion``: ``delete_partition`` (resumable).
-- ``fencing``: ``LeaderEpochFence``; ``errors``: the named errors.
+- ``discovery``: ``discover_targets`` (the partitions to work on, read from their leaders'
+  log dirs, and those left out with why), ``read_view``, ``metadata_client``.
+- ``marked_partitions``: partitions whose remote data waits for deletion.
+- ``fencing``: ``LeaderEpochFence``, ``fence_for``; ``errors``: the named errors.
 """
 
 from storage_core.tiered.operations.copy import (
@@ -24,6 +27,19 @@ from storage_core.tiered.operations.copy import (
     is_eligible_for_upload,
     plan_upload,
     segment_leader_epochs,
+)
+from storage_core.tiered.operations.discovery import (
+    PartitionTarget,
+    SkippedPartition,
+    SkipReason,
+    TargetDiscovery,
+    discover_targets,
+    metadata_client,
+    partition_dirs,
+    plan_targets,
+    read_view,
+    resolve_broker_id,
+    topic_log_config,
 )
 from storage_core.tiered.operations.errors import (
     CustomMetadataSizeLimitExceededError,
@@ -43,9 +59,17 @@ from storage_core.tiered.operations.expiry import (
     expired_segments,
     plan_expiry,
 )
-from storage_core.tiered.operations.fencing import LeaderEpochFence
+from storage_core.tiered.operations.fencing import (
+    LeaderEpochFence,
+    current_leader_epoch,
+    fence_for,
+)
 from storage_core.tiered.operations.lineage import LineageCheck, OffsetAndEpoch
 from storage_core.tiered.operations.log_view import LogView, SegmentView
+from storage_core.tiered.operations.marked_partitions import (
+    marked_partitions,
+    marked_partitions_by_broker,
+)
 from storage_core.tiered.operations.partition_deletion import (
     PartitionDeletionResult,
     PartitionDeletionStep,
@@ -70,21 +94,36 @@ __all__ = [
     "PartitionDeletionStep",
     "PartitionDirChangedError",
     "PartitionNotMarkedForDeletionError",
+    "PartitionTarget",
     "RemoteCopyVerificationError",
     "SegmentNotEligibleError",
     "SegmentView",
+    "SkipReason",
+    "SkippedPartition",
     "StaleLeaderEpochError",
+    "TargetDiscovery",
     "build_log_segment_data",
     "candidate_segments",
     "copy_segment",
+    "current_leader_epoch",
     "delete_expired_segments",
     "delete_partition",
     "delete_segment",
+    "discover_targets",
     "expired_segments",
+    "fence_for",
     "highest_remote_offset",
     "is_eligible_for_upload",
+    "marked_partitions",
+    "marked_partitions_by_broker",
+    "metadata_client",
     "next_partition_deletion_step",
+    "partition_dirs",
     "plan_expiry",
+    "plan_targets",
     "plan_upload",
+    "read_view",
+    "resolve_broker_id",
     "segment_leader_epochs",
+    "topic_log_config",
 ]

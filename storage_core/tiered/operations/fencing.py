@@ -18,7 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from storage_core.client.cluster import KafkaCluster
 from storage_core.common import TopicPartition
+from storage_core.errors import UnknownTopicOrPartitionError
+from storage_core.tiered.operations.discovery import PartitionTarget
 from storage_core.tiered.operations.errors import StaleLeaderEpochError
 
 
@@ -39,3 +42,24 @@ class LeaderEpochFence:
                 f" {self.planned_leader_epoch}, the current leader epoch is {current};"
                 " re-plan from the new leader's log dir"
             )
+
+
+def current_leader_epoch(cluster: KafkaCluster, tp: TopicPartition) -> Callable[[], int]:
+    """Reads the partition's leader epoch from fresh Metadata (for ``LeaderEpochFence``)."""
+
+    def read() -> int:
+        described = cluster.refresh_metadata([tp.topic]).topic(tp.topic)
+        partition = None if described is None else described.partition(tp.partition)
+        if partition is None:
+            raise UnknownTopicOrPartitionError(f"partition {tp} is gone from the cluster")
+        return partition.leader_epoch
+
+    return read
+
+
+def fence_for(cluster: KafkaCluster, target: PartitionTarget) -> LeaderEpochFence:
+    """The fence of ``target``: its planned leader epoch against fresh Metadata."""
+    return LeaderEpochFence(
+        planned_leader_epoch=target.leader_epoch,
+        current_leader_epoch=current_leader_epoch(cluster, target.topic_partition),
+    )

@@ -30,8 +30,8 @@ from storage_core.client import KafkaCluster
 from storage_core.common import TopicIdPartition, TopicPartition
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
 from storage_core.tiered.metadata.states import RemotePartitionDeleteState
+from storage_core.tiered.operations import marked_partitions_by_broker
 from storage_core.tiered.remote_object_keys import parse_object_key
-from storage_core.tools.tier import marked_partitions_by_broker
 from tests import cluster_support
 from tests.broker_process import BrokerProcess
 from tests.integration.jobs.tiered_cluster import SEGMENT_BYTES

@@ -168,29 +168,27 @@ def test_a_second_run_on_the_same_log_dir_does_not_get_the_lock(tmp_path: Path) 
         assert again is None
 
 
-def test_discovery_records_the_partitions_left_out(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_discovery_records_the_partitions_left_out(capsys: pytest.CaptureFixture[str]) -> None:
     from jobs.common import discovery  # noqa: PLC0415
-
-    def fake_find_targets(cluster, log_dirs, *, topic, broker_id, out, action):  # type: ignore[no-untyped-def]
-        out.write(
-            f"partition=orders-1 action={action} status=skipped"
-            ' reason="leader is broker 2, not 0"\n'
-        )
-        return []
-
-    monkeypatch.setattr(discovery, "find_targets", fake_find_targets)
-    summary = RunSummary(job="demo")
-    found = discovery.discover_targets(
-        None,  # type: ignore[arg-type]
-        [],
-        topic=None,
-        broker_id=0,
-        job="demo",
-        summary=summary,
+    from storage_core.common import TopicPartition  # noqa: PLC0415
+    from storage_core.tiered.operations import (  # noqa: PLC0415
+        SkippedPartition,
+        SkipReason,
+        TargetDiscovery,
     )
-    assert found == []
+
+    summary = RunSummary(job="demo")
+    found = TargetDiscovery(
+        targets=(),
+        skipped=(
+            SkippedPartition(
+                topic_partition=TopicPartition("orders", 1),
+                why=SkipReason.LEADER_NOT_GIVEN,
+                reason="leader is broker 2, not 0",
+            ),
+        ),
+    )
+    discovery.record_skipped(found, job="demo", summary=summary)
     assert capsys.readouterr().out == (
         'partition=orders-1 event=skipped job=demo reason="leader is broker 2, not 0"\n'
     )

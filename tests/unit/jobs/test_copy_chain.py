@@ -49,7 +49,7 @@ def planned_chain(tmp_path: Path, clock: ManualClock):  # type: ignore[no-untype
     view = LogView.read(log.dir, high_watermark=14, log_start_offset=0)
     segments = candidate_segments(view, RecordingRlmm(), config=tiered_config())
     log.close()
-    return [planned_segment(view, s, leader_epoch=0) for s in segments]
+    return [planned_segment(view, s, leader_epoch=0, leader_id=1) for s in segments]
 
 
 def run_chain(chain, rsm, rlmm, clock, timeout_s=10.0):  # type: ignore[no-untyped-def]
@@ -108,7 +108,9 @@ def test_a_copy_past_its_deadline_is_rolled_back_and_stops_the_chain(tmp_path: P
     assert [o.status for o in run_chain(chain, rsm, rlmm, clock, timeout_s=2.0)] == ["copied"] * 3
 
 
-def test_a_stale_leader_epoch_stops_before_anything_is_published(tmp_path: Path) -> None:
+def test_a_stale_leader_epoch_fences_the_chain_before_anything_is_published(
+    tmp_path: Path,
+) -> None:
     clock = ManualClock()
     chain = planned_chain(tmp_path, clock)
     rsm = LocalTieredStorage(tmp_path / "remote", fsync=False)
@@ -124,8 +126,10 @@ def test_a_stale_leader_epoch_stops_before_anything_is_published(tmp_path: Path)
             clock=clock,
         )
     )
-    assert [o.status for o in outcomes] == ["failed", "skipped", "skipped"]
-    assert "StaleLeaderEpochError" in (outcomes[0].reason or "")
+    # the leader moved: reported as fenced (the new leader's run copies on), not a failure
+    assert [o.status for o in outcomes] == ["fenced", "skipped", "skipped"]
+    assert "the current leader epoch is 1" in (outcomes[0].reason or "")
+    assert outcomes[1].reason == "the partition's leader moved during the run"
     assert rlmm.segment_events == []
 
 

@@ -35,7 +35,12 @@ def expiry(topic: str, *sizes: int, reason: ExpiryReason = ExpiryReason.RETENTIO
     )
     plan = ExpiryPlan(expired=items, log_start_offset=10 * len(sizes) if sizes else None)
     return PartitionExpiry(
-        partition=f"{topic}-0", topic=topic, partition_index=0, leader_epoch=3, plan=plan
+        partition=f"{topic}-0",
+        topic=topic,
+        partition_index=0,
+        leader_epoch=3,
+        plan=plan,
+        leader_id=1,
     )
 
 

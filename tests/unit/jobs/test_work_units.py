@@ -27,6 +27,7 @@ def seg(partition: str, base: int, size: int, count: int = 10) -> PlannedSegment
         leader_epoch=0,
         log_start_offset=0,
         high_watermark=1000,
+        leader_id=1,
     )
 
 
@@ -106,3 +107,15 @@ def test_balance_by_bytes_is_deterministic() -> None:
     items = [("x", 5), ("y", 5), ("z", 5)]
     assert balance_by_bytes(items, 2) == [["x", "z"], ["y"]]
     assert balance_by_bytes(items, 2) == balance_by_bytes(list(reversed(items)), 2)
+
+
+def test_a_unit_records_the_hosts_of_its_partitions_leaders() -> None:
+    import dataclasses  # noqa: PLC0415
+
+    chains = [
+        dataclasses.replace(seg("a-0", 0, 100), leader_host="broker-b"),
+        dataclasses.replace(seg("b-0", 0, 100), leader_host="broker-a"),
+        seg("c-0", 0, 100),  # leader host unknown
+    ]
+    (unit,) = plan_work_units(chains, 1, None)
+    assert unit.leader_hosts == ("broker-a", "broker-b")
