@@ -13,6 +13,11 @@ Story::
     data_quality through ``airflow dags      the quality job's executors ran on the worker
       test`` (the scheduler's connection:    (the master's and the worker's JSON); its tables
       every broker, broker_log_dirs)         hold every replica of every partition
+    tiering through ``airflow dags test``    copy_segments reads each partition from its
+                                             leader's log dirs (the connection's map) on the
+                                             worker: the one bucket and key prefix hold
+                                             segments of every partition, led by several
+                                             brokers
     stop                                     no process of the topology is left
 """
 
@@ -60,7 +65,16 @@ def topology(
             timeout_s=60,
             what=f"{TOPIC} created (the controller may not count every broker yet)",
         )
-        producer = Producer({"bootstrap.servers": running.bootstrap_servers, "acks": "all"})
+        failures: list[str] = []
+        producer = Producer(
+            {
+                "bootstrap.servers": running.bootstrap_servers,
+                "acks": "all",
+                # small batches: several segments of segment.bytes per partition
+                "linger.ms": 0,
+                "batch.num.messages": 16,
+            }
+        )
         eventually(
             lambda: all(len(s[2]) == 3 for s in partition_states(_any(running), TOPIC).values()),
             timeout_s=60,
@@ -68,8 +82,15 @@ def topology(
         )
         for partition in range(PARTITIONS):
             for i in range(RECORDS_PER_PARTITION):
-                producer.produce(TOPIC, value=f"order-{i:05d}-".encode() * 16, partition=partition)
+                producer.produce(
+                    TOPIC,
+                    value=f"order-{i:05d}-".encode() * 16,
+                    partition=partition,
+                    on_delivery=lambda error, _message: error and failures.append(str(error)),
+                )
+                producer.poll(0)
         assert producer.flush(60) == 0, "every record acknowledged by all in-sync replicas"
+        assert failures == [], failures[:5]
         yield running
 
 
@@ -155,6 +176,33 @@ def test_data_quality_runs_its_job_on_the_standalone_worker(topology: ComposeTop
     assert summary["status"] == "ok", summary
     assert summary["counts"]["partitions"] == PARTITIONS
     assert summary["counts"]["replicas"] == PARTITIONS * 3, "every replica on every broker"
+
+
+def test_tiering_copies_segments_of_every_leader_to_the_shared_tier(
+    topology: ComposeTopology, settings: ComposeSettings
+) -> None:
+    code, output = topology.run_dag("tiering")
+    assert code == 0, output
+    copy = _summary(topology, "tiering", "copy_segments")
+    assert copy["status"] == "ok", copy
+    assert copy["counts"]["segments_copied"] > 0, copy
+    master = fetch_json(f"{topology.spark_webui}/json/")
+    (app,) = [a for a in master["completedapps"] if a["name"] == "copy_segments"]
+    worker = fetch_json(f"{topology.spark_worker_webui}/json/")
+    assert [e for e in worker["finishedexecutors"] if e["appid"] == app["id"]], worker
+    props = next(iter(settings.broker_props.values()))
+    bucket, prefix = props["rsm.config.s3.bucket.name"], props["rsm.config.s3.key.prefix"]
+    pages = (
+        topology.s3.client()
+        .get_paginator("list_objects_v2")
+        .paginate(Bucket=bucket, Prefix=f"{prefix}/{TOPIC}-")
+    )
+    keys = [o["Key"] for page in pages for o in page.get("Contents", [])]
+    # <prefix>/<topic>-<topic id>/<partition>/<base offset>-<segment id>.log
+    tiered = {int(key.split("/")[-2]) for key in keys if key.endswith(".log")}
+    leaders = {p: leader for p, (leader, _, _) in partition_states(_any(topology), TOPIC).items()}
+    assert tiered == set(leaders), f"tiered partitions {tiered}, leaders {leaders}"
+    assert len({leaders[p] for p in tiered}) > 1, f"copied from one leader only: {leaders}"
 
 
 def test_stopping_the_topology_leaves_no_process(topology: ComposeTopology) -> None:
