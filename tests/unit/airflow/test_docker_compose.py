@@ -3,9 +3,12 @@
 Nothing here needs a Docker engine or starts a container (no engine runs on the machines this
 was written on). What can be checked without one is checked: the file parses (with compose's
 ``${VAR:-default}`` substitution, no variable set), the services and their images, health
-checks and start order, the brokers' log volumes (read-write on the broker, read-only on the
+checks and start order, the ZooKeeper ensemble (ids, servers, health through its own
+client) and the one cluster the brokers form on it (every broker names every node, the
+replication settings), the brokers' log volumes (read-write on the broker, read-only on the
 Spark worker and on the Airflow scheduler, which runs the Spark driver), the broker settings
-through ``KafkaConfig``, the Airflow connection through the plugin's ``ClusterSettings``, and
+through ``KafkaConfig``, the Airflow connection through the plugin's ``ClusterSettings`` (every
+broker, every broker's log dirs as the readers mount them, the brokers' remote tier), and
 that every environment variable of ours that the file sets is one the code reads (found by
 searching the source, so renaming a variable in the code fails here). ``docker compose
 config`` runs only where the compose CLI exists.
@@ -23,7 +26,6 @@ import shutil
 import subprocess
 import tomllib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +37,25 @@ from storage_core.cli import _build_parser
 from storage_core.server.kafka_config import KafkaConfig
 from storage_core.tiered.remote_storage_manager import RSM_CLASS_ALIASES
 from storage_core.tiered.s3_remote_storage_manager import S3RemoteStorageConfig
+from tests.compose_file import (
+    COMPOSE_FILE,
+    broker_argv,
+    broker_props,
+    environment,
+    image_tag,
+    mounts,
+    substituted,
+    zookeeper_servers,
+)
 
 REPO = Path(__file__).resolve().parents[3]
-COMPOSE_FILE = REPO / "docker-compose.yml"
 DOCKERFILE = REPO / "Dockerfile"
 PYPROJECT = REPO / "pyproject.toml"
 # Where the code that reads environment variables lives (tests excluded).
 SOURCE_DIRS = ("storage_core", "jobs", "embedded", "expectations", "dags", "plugins")
 
 BROKERS = ("broker-1", "broker-2", "broker-3")
+ZOOKEEPERS = ("zookeeper-1", "zookeeper-2", "zookeeper-3")
 AIRFLOW_SERVICES = {
     "airflow-api-server": "api-server",
     "airflow-scheduler": "scheduler",
@@ -56,6 +68,7 @@ SERVICES = {
     "minio",
     "spark-master",
     "spark-worker",
+    *ZOOKEEPERS,
     *BROKERS,
     *AIRFLOW_SERVICES,
     *ONE_SHOT,
@@ -65,7 +78,14 @@ AIRFLOW_WORKER = "airflow-scheduler"
 SPARK_WORKER = "spark-worker"
 TIERED_CONNECTION = "AIRFLOW_CONN_TIERED_STORAGE_DEFAULT"
 # Settings that differ between the brokers; everything else must be the same on all three.
-PER_BROKER_KEYS = {"broker.id", "advertised.listeners", "log.dirs", "rsm.config.s3.key.prefix"}
+PER_BROKER_KEYS = {"broker.id", "advertised.listeners", "log.dirs"}
+# The cluster's replication: every partition on all three brokers, acks=all needing two.
+REPLICATION = {
+    "default.replication.factor": 3,
+    "min.insync.replicas": 2,
+    "offsets.topic.replication.factor": 3,
+    "remote.log.metadata.topic.replication.factor": 3,
+}
 # The keys the Compose Specification allows (compose-spec/schema/compose-spec.json), to catch
 # a misspelt key that YAML and these tests would otherwise read past.
 TOP_LEVEL_KEYS = {"version", "name", "include", "services", "models", "networks", "volumes"}
@@ -91,39 +111,7 @@ OUR_VARIABLE = re.compile(r"(STORAGE_CORE_|TIERED_STORAGE_|AIRFLOW_CONN_)[A-Z0-9
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|FERNET|ACCESS_KEY|_KEY$|SQL_ALCHEMY_CONN")
 
 
-# ---------------------------------------------------------------------------- compose's rules
-_SUBSTITUTION = re.compile(r"\$(?:(?P<escaped>\$)|\{(?P<braced>[^}]*)\}|(?P<bare>[A-Za-z_]\w*))")
-
-
-def substitute(text: str) -> str:
-    """Compose's variable substitution with no variable set: ``$$`` is a literal ``$`` and
-    every ``${VAR:-default}`` takes its default. A variable without a default fails: the file
-    must start as it is, with no ``.env``."""
-
-    def replace(match: re.Match[str]) -> str:
-        if match.group("escaped"):
-            return "$"
-        expression = match.group("braced") or match.group("bare")
-        name, separator, default = expression.partition(":-")
-        if not separator:
-            raise AssertionError(
-                f"${{{expression}}} has no default: write ${{{name}:-<local default>}}"
-            )
-        return default
-
-    return _SUBSTITUTION.sub(replace, text)
-
-
-def substituted(value: Any) -> Any:
-    if isinstance(value, str):
-        return substitute(value)
-    if isinstance(value, Mapping):
-        return {key: substituted(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [substituted(item) for item in value]
-    return value
-
-
+# ---------------------------------------------------------------------------- the file
 @pytest.fixture(scope="module")
 def raw() -> dict[str, Any]:
     """The file as YAML reads it (anchors and ``<<`` merges resolved, variables not)."""
@@ -137,63 +125,13 @@ def services(raw: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return substituted(raw)["services"]
 
 
-def environment(service: Mapping[str, Any]) -> dict[str, str]:
-    env = service.get("environment") or {}
-    if isinstance(env, list):
-        return dict(item.split("=", 1) for item in env)
-    return dict(env)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Mount:
-    source: str
-    target: str
-    read_only: bool
-
-
-def mounts(service: Mapping[str, Any]) -> list[Mount]:
-    """Short (``source:target[:ro]``) and long (``{source, target, read_only}``) syntax."""
-    found = []
-    for volume in service.get("volumes") or []:
-        if isinstance(volume, str):
-            source, target, *options = volume.split(":")
-            read_only = bool(options) and "ro" in options[0].split(",")
-            found.append(Mount(source=source, target=target, read_only=read_only))
-        else:
-            found.append(
-                Mount(
-                    source=volume["source"],
-                    target=volume["target"],
-                    read_only=bool(volume.get("read_only", False)),
-                )
-            )
+def broker_log_dirs(services: Mapping[str, Mapping[str, Any]]) -> dict[int, tuple[str, ...]]:
+    """Every broker's id and log dirs as its own configuration says."""
+    found = {}
+    for broker in BROKERS:
+        config = KafkaConfig.from_props(broker_props(services[broker]))
+        found[config.broker_id] = tuple(str(path) for path in config.log_dirs())
     return found
-
-
-def broker_argv(service: Mapping[str, Any]) -> list[str]:
-    """The broker's ``storage-core`` arguments: entrypoint (after the init) then command."""
-    argv = [*service["entrypoint"], *service["command"]]
-    return argv[argv.index("storage-core") + 1 :]
-
-
-def broker_props(service: Mapping[str, Any]) -> dict[str, str]:
-    args = _build_parser().parse_args(broker_argv(service))
-    assert args.command == "broker"
-    assert args.config is None, "the brokers are configured by --override only"
-    props = {}
-    for item in args.override:
-        key, sep, value = item.partition("=")
-        assert sep, f"--override {item!r} is not KEY=VALUE"
-        assert key not in props, f"--override {key} is given twice"
-        props[key] = value
-    return props
-
-
-def image_tag(image: str) -> tuple[str, str]:
-    name, _, tag = image.rpartition(":")
-    if "/" in tag or not name:  # a registry port, not a tag
-        return image, ""
-    return name, tag
 
 
 # ---------------------------------------------------------------------------- the Dockerfile
@@ -253,6 +191,8 @@ def test_services_of_the_scale_out_deployment(services: dict[str, dict[str, Any]
     assert worker[2] == f"spark://spark-master:{master[master.index('--port') + 1]}"
     for broker in BROKERS:
         assert broker_argv(services[broker])[0] == "broker"
+    for node in ZOOKEEPERS:
+        assert "command" not in services[node], f"{node} runs the image's own zkServer.sh"
 
 
 def test_keys_are_compose_spec_keys(raw: dict[str, Any]) -> None:
@@ -314,6 +254,10 @@ def test_health_checks_ask_each_service_itself(services: dict[str, dict[str, Any
     assert "--job-type TriggererJob" in check("airflow-triggerer")
     assert "8080/json/" in check("spark-master")
     assert "8081/json/" in check(SPARK_WORKER)
+    for node in ZOOKEEPERS:
+        # srvr through the image's client: a Mode only once the node serves (with a quorum)
+        assert services[node]["healthcheck"]["test"] == ["CMD", "zkServer.sh", "status"]
+        assert "srvr" in environment(services[node])["ZOO_4LW_COMMANDS_WHITELIST"].split(",")
     for broker in BROKERS:
         test = services[broker]["healthcheck"]["test"][1:]
         assert test[0] == "storage-core"
@@ -337,6 +281,9 @@ def test_start_order_waits_for_health_or_completion(services: dict[str, dict[str
     assert {"spark-master", *BROKERS} <= set(worker)
     for broker in BROKERS:
         assert "minio-init" in services[broker]["depends_on"], "the bucket exists first"
+        assert set(ZOOKEEPERS) <= set(services[broker]["depends_on"]), (
+            f"{broker} starts once every ZooKeeper node serves"
+        )
 
 
 def test_images_are_pinned(services: dict[str, dict[str, Any]]) -> None:
@@ -354,6 +301,11 @@ def test_images_are_pinned(services: dict[str, dict[str, Any]]) -> None:
     assert image_tag(services["spark-master"]["image"])[0] == "apache/spark"
     assert image_tag(services["minio"]["image"])[0].endswith("minio/minio")
     assert image_tag(services["minio-init"]["image"])[0].endswith("minio/mc")
+    for node in ZOOKEEPERS:
+        name, tag = image_tag(services[node]["image"])
+        assert name == "zookeeper", f"{node} runs the official image"
+        assert re.fullmatch(r"\d+\.\d+\.\d+", tag), f"{node}: pin a release, not {tag!r}"
+    assert len({services[node]["image"] for node in ZOOKEEPERS}) == 1, "one ZooKeeper release"
     project = {*BROKERS, SPARK_WORKER, *AIRFLOW_SERVICES, "airflow-init"}
     assert {name for name, s in services.items() if "build" in s} == project
 
@@ -381,11 +333,90 @@ def test_broker_settings_are_known_to_kafka_config(
             {k: v for k, v in props.items() if k.startswith("rsm.config.")}
         )
         assert rsm.endpoint_url == "http://minio:9000" and rsm.path_style_access
-        assert rsm.key_prefix == broker, "each broker's objects under its own prefix"
+        assert rsm.key_prefix, "the cluster's objects under one key prefix"
         common = {k: v for k, v in props.items() if k not in PER_BROKER_KEYS}
         assert shared is None or common == shared, f"{broker} is configured unlike the others"
         shared = common
     assert len(ids) == len(BROKERS), "broker ids are distinct"
+
+
+# ---------------------------------------------------------------------------- one cluster
+def test_zookeeper_ensemble_ids_and_servers_agree(services: dict[str, dict[str, Any]]) -> None:
+    ids = {}
+    listed = None
+    for node in ZOOKEEPERS:
+        env = environment(services[node])
+        ids[node] = int(env["ZOO_MY_ID"])
+        servers = zookeeper_servers(services[node])
+        assert listed is None or servers == listed, f"{node} lists another ensemble"
+        listed = servers
+        assert env["ZOO_STANDALONE_ENABLED"] == "false", f"{node} is a member, never alone"
+    assert listed is not None
+    assert sorted(ids.values()) == sorted(listed) == list(range(1, len(ZOOKEEPERS) + 1))
+    for node, my_id in ids.items():
+        assert listed[my_id].host == services[node]["hostname"] == node, (
+            f"server.{my_id} is {node}, the node whose ZOO_MY_ID is {my_id}"
+        )
+    assert len(listed) % 2 == 1, "an odd ensemble: a majority survives one node down"
+
+
+def test_zookeeper_nodes_keep_their_data_on_their_own_volumes(
+    raw: dict[str, Any], services: dict[str, dict[str, Any]]
+) -> None:
+    owners: dict[str, str] = {}
+    for node in ZOOKEEPERS:
+        targets = {m.target: m for m in mounts(services[node])}
+        assert {"/data", "/datalog"} <= set(targets), f"{node}: snapshots and transaction log"
+        for target in ("/data", "/datalog"):
+            mount = targets[target]
+            assert not mount.read_only and mount.source in raw["volumes"], f"{node}: {target}"
+            assert mount.source not in owners, f"{mount.source} is shared with {owners}"
+            owners[mount.source] = node
+    for name, service in services.items():
+        if name not in ZOOKEEPERS:
+            assert not {m.source for m in mounts(service)} & set(owners), name
+
+
+def test_every_broker_names_every_zookeeper_node_under_one_chroot(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    from storage_core.controller.kafka_zk_client import split_chroot
+
+    ensemble = zookeeper_servers(services[ZOOKEEPERS[0]])
+    nodes = {f"{s.host}:{s.client_port}" for s in ensemble.values()}
+    chroots = set()
+    for broker in BROKERS:
+        connect = KafkaConfig.from_props(broker_props(services[broker])).get_string(
+            "zookeeper.connect"
+        )
+        hosts, chroot = split_chroot(connect)
+        assert set(hosts.split(",")) == nodes, f"{broker}: {hosts} is not the whole ensemble"
+        assert chroot not in ("", "/"), f"{broker}: the cluster lives under a chroot"
+        chroots.add(chroot)
+    assert len(chroots) == 1, f"the brokers are one cluster, not {len(chroots)}: {chroots}"
+
+
+def test_replication_settings_of_the_cluster(services: dict[str, dict[str, Any]]) -> None:
+    for broker in BROKERS:
+        config = KafkaConfig.from_props(broker_props(services[broker]))
+        for name, value in REPLICATION.items():
+            if name == "min.insync.replicas":  # a topic default: read through LogConfig
+                assert config.log_config().min_insync_replicas == value, f"{broker}: {name}"
+            else:
+                assert config.get_int(name) == value, f"{broker}: {name}"
+    factor = REPLICATION["default.replication.factor"]
+    assert factor == len(BROKERS), "every partition on every broker"
+    assert 1 < REPLICATION["min.insync.replicas"] < factor, "acks=all survives one broker down"
+
+
+def test_the_brokers_share_one_remote_tier(services: dict[str, dict[str, Any]]) -> None:
+    tiers = {
+        broker: {
+            k: v for k, v in broker_props(services[broker]).items() if k.startswith("rsm.config.")
+        }
+        for broker in BROKERS
+    }
+    assert len({tuple(sorted(tier.items())) for tier in tiers.values()}) == 1, tiers
 
 
 def test_bucket_of_the_brokers_is_created_by_the_init_job(
@@ -420,6 +451,37 @@ def test_log_volumes_are_written_by_their_broker_and_read_by_spark(
             assert volume.source not in {m.source for m in mounts(services[other])}, other
 
 
+def test_the_connections_log_dirs_are_where_the_readers_mount_them(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """The jobs read broker N's files at the paths the connection gives for N: on the driver
+    (the scheduler) and on the executors (the Spark worker), each path on N's own volume."""
+    from tiered_storage_plugin.hooks import ClusterSettings
+
+    conn = json.loads(environment(services[AIRFLOW_WORKER])[TIERED_CONNECTION])
+    settings = ClusterSettings.from_connection(
+        host=conn.get("host"), port=conn.get("port"), extra=conn.get("extra", {})
+    )
+    volume_of = {}
+    for broker in BROKERS:
+        config = KafkaConfig.from_props(broker_props(services[broker]))
+        (own,) = [
+            m for m in mounts(services[broker]) if config.log_dirs()[0].is_relative_to(m.target)
+        ]
+        volume_of[config.broker_id] = own.source
+    assert set(settings.broker_log_dirs) == set(volume_of)
+    for reader in (SPARK_WORKER, AIRFLOW_WORKER):
+        for broker_id, dirs in settings.broker_log_dirs.items():
+            for log_dir in dirs:
+                (mount,) = [
+                    m for m in mounts(services[reader]) if Path(log_dir).is_relative_to(m.target)
+                ]
+                assert mount.source == volume_of[broker_id], (
+                    f"{reader}: {log_dir} (broker {broker_id}) is on {mount.source}"
+                )
+                assert mount.read_only, f"{reader} reads broker {broker_id}'s files only"
+
+
 # ---------------------------------------------------------------------------- Airflow and jobs
 def test_tiered_storage_connection_is_accepted_by_the_plugin(
     services: dict[str, dict[str, Any]],
@@ -431,15 +493,21 @@ def test_tiered_storage_connection_is_accepted_by_the_plugin(
     settings = ClusterSettings.from_connection(
         host=conn.get("host"), port=conn.get("port"), extra=conn.get("extra", {})
     )
+    advertised = []
+    for broker in BROKERS:
+        (listener,) = KafkaConfig.from_props(broker_props(services[broker])).advertised_listeners()
+        advertised.append(f"{listener.host}:{listener.port}")
+    assert settings.bootstrap_servers == tuple(advertised), "every broker bootstraps the jobs"
+    assert env["STORAGE_CORE_BOOTSTRAP_SERVER"] == settings.bootstrap_server
+    assert settings.log_dirs == (), "the cluster's form: broker_log_dirs, not one broker's"
+    assert dict(settings.broker_log_dirs) == broker_log_dirs(services), (
+        "every broker's log dirs under its own broker id"
+    )
     props = broker_props(services["broker-1"])
-    config = KafkaConfig.from_props(props)
-    (advertised,) = config.advertised_listeners()
-    assert settings.bootstrap_server == f"{advertised.host}:{advertised.port}"
-    assert settings.log_dirs == tuple(str(p) for p in config.log_dirs())
     assert settings.remote_storage_manager == props["remote.log.storage.manager.class.name"]
     assert dict(settings.rsm_config) == {
         k.removeprefix("rsm.config."): v for k, v in props.items() if k.startswith("rsm.config.")
-    }, "the jobs write where broker-1 reads"
+    }, "the jobs write where the brokers read"
     assert settings.aws_conn_id
     aws = json.loads(env[f"AIRFLOW_CONN_{settings.aws_conn_id.upper()}"])
     assert aws["conn_type"] == "aws"

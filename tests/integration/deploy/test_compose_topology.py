@@ -1,0 +1,223 @@
+"""``docker-compose.yml``'s topology run as local processes with the file's own settings (see
+``topology`` for what stands for each service; no Docker engine runs here).
+
+Story::
+
+    ZooKeeper ensemble (ZOO_SERVERS' size)   3 nodes from the pyspark jars, one leader; each
+                                             answers the file's health probe (srvr: a Mode)
+    3 brokers (the file's --override values) one cluster under the file's chroot
+    orders: 3 partitions, no replication     every partition on the 3 brokers, 3 in the ISR
+      factor given (the file's default)      (min.insync.replicas as the file says), leaders
+                                             spread over the brokers; records with acks=all
+    Spark standalone master + worker         the scheduler's SPARK_MASTER points at the master
+    data_quality through ``airflow dags      the quality job's executors ran on the worker
+      test`` (the scheduler's connection:    (the master's and the worker's JSON); its tables
+      every broker, broker_log_dirs)         hold every replica of every partition
+    tiering through ``airflow dags test``    copy_segments reads each partition from its
+                                             leader's log dirs (the connection's map) on the
+                                             worker: the one bucket and key prefix hold
+                                             segments of every partition, led by several
+                                             brokers
+    stop                                     no process of the topology is left
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from embedded.zookeeper import java_executable, zookeeper_classpath
+from tests import cluster_support
+from tests.cluster_support import controller_id, eventually, partition_states
+from tests.integration.deploy.compose_settings import ComposeSettings, read_compose
+from tests.integration.deploy.topology import ComposeTopology, fetch_json
+
+cluster_support.require_java()
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+TOPIC = "orders"
+PARTITIONS = 3
+RECORDS_PER_PARTITION = 200
+SEGMENT_BYTES = 16 * 1024
+
+
+@pytest.fixture(scope="module")
+def settings() -> ComposeSettings:
+    return read_compose()
+
+
+@pytest.fixture(scope="module")
+def topology(
+    settings: ComposeSettings, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ComposeTopology]:
+    with ComposeTopology(tmp_path_factory.mktemp("compose"), settings) as running:
+        eventually(
+            lambda: _create_topic(running),
+            timeout_s=60,
+            what=f"{TOPIC} created (the controller may not count every broker yet)",
+        )
+        failures: list[str] = []
+        producer = Producer(
+            {
+                "bootstrap.servers": running.bootstrap_servers,
+                "acks": "all",
+                # small batches: several segments of segment.bytes per partition
+                "linger.ms": 0,
+                "batch.num.messages": 16,
+            }
+        )
+        eventually(
+            lambda: all(len(s[2]) == 3 for s in partition_states(_any(running), TOPIC).values()),
+            timeout_s=60,
+            what=f"every partition of {TOPIC} fully in sync",
+        )
+        for partition in range(PARTITIONS):
+            for i in range(RECORDS_PER_PARTITION):
+                producer.produce(
+                    TOPIC,
+                    value=f"order-{i:05d}-".encode() * 16,
+                    partition=partition,
+                    on_delivery=lambda error, _message: error and failures.append(str(error)),
+                )
+                producer.poll(0)
+        assert producer.flush(60) == 0, "every record acknowledged by all in-sync replicas"
+        assert failures == [], failures[:5]
+        yield running
+
+
+def _create_topic(topology: ComposeTopology) -> bool:
+    """No replication factor: the brokers' default.replication.factor applies."""
+    admin = AdminClient({"bootstrap.servers": topology.bootstrap_servers})
+    topic = NewTopic(
+        TOPIC,
+        num_partitions=PARTITIONS,
+        config={"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES)},
+    )
+    try:
+        admin.create_topics([topic])[TOPIC].result(timeout=30)
+    except KafkaException as error:
+        if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:  # an earlier try's
+            raise
+    return True
+
+
+def _any(topology: ComposeTopology) -> str:
+    return topology.bootstrap_servers.split(",")[0]
+
+
+def test_the_brokers_are_one_cluster_on_the_ensemble(
+    topology: ComposeTopology, settings: ComposeSettings
+) -> None:
+    modes = sorted(str(server.mode()) for server in topology.zookeeper.servers)
+    assert modes == ["follower", "follower", "leader"], modes
+    for server in topology.zookeeper.servers:
+        # the probe of the file's health check (zkServer.sh status), asked of each node
+        probe = subprocess.run(
+            [
+                java_executable(),
+                "-cp",
+                zookeeper_classpath(),
+                "org.apache.zookeeper.client.FourLetterWordMain",
+                "127.0.0.1",
+                str(server.client_port),
+                "srvr",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert re.search(r"^Mode: (leader|follower)$", probe.stdout, re.MULTILINE), probe
+    admin = AdminClient({"bootstrap.servers": _any(topology)})
+    cluster = admin.describe_cluster().result(30)
+    assert sorted(node.id for node in cluster.nodes) == sorted(settings.broker_props)
+    assert cluster.controller is not None and cluster.controller.id in settings.broker_props
+    for server in topology.bootstrap_servers.split(","):
+        assert controller_id(server) == cluster.controller.id, f"{server} knows the controller"
+
+
+def test_a_topic_takes_the_files_replication(
+    topology: ComposeTopology, settings: ComposeSettings
+) -> None:
+    states = partition_states(_any(topology), TOPIC)
+    factor = int(next(iter(settings.broker_props.values()))["default.replication.factor"])
+    assert factor == 3
+    for partition, (leader, _epoch, isr) in states.items():
+        assert sorted(isr) == sorted(settings.broker_props), f"{TOPIC}-{partition}: ISR {isr}"
+        assert leader in isr
+    assert len({leader for leader, _, _ in states.values()}) > 1, "leaders on several brokers"
+    admin = AdminClient({"bootstrap.servers": topology.bootstrap_servers})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, TOPIC)
+    configs = admin.describe_configs([resource])[resource].result(30)
+    expected = next(iter(settings.broker_props.values()))["min.insync.replicas"]
+    assert configs["min.insync.replicas"].value == expected
+
+
+def test_data_quality_runs_its_job_on_the_standalone_worker(topology: ComposeTopology) -> None:
+    code, output = topology.run_dag("data_quality")
+    assert code == 0, output
+    master = fetch_json(f"{topology.spark_webui}/json/")
+    apps = [app for app in master["completedapps"] if app["name"] == "quality"]
+    assert len(apps) == 1, master["completedapps"]
+    assert apps[0]["state"] == "FINISHED"
+    worker = fetch_json(f"{topology.spark_worker_webui}/json/")
+    executors = [e for e in worker["finishedexecutors"] if e["appid"] == apps[0]["id"]]
+    assert executors, f"no executor of {apps[0]['id']} ran on the worker: {worker}"
+    summary = _summary(topology, "data_quality", "quality")
+    assert summary["status"] == "ok", summary
+    assert summary["counts"]["partitions"] == PARTITIONS
+    assert summary["counts"]["replicas"] == PARTITIONS * 3, "every replica on every broker"
+
+
+def test_tiering_copies_segments_of_every_leader_to_the_shared_tier(
+    topology: ComposeTopology, settings: ComposeSettings
+) -> None:
+    code, output = topology.run_dag("tiering")
+    assert code == 0, output
+    copy = _summary(topology, "tiering", "copy_segments")
+    assert copy["status"] == "ok", copy
+    assert copy["counts"]["segments_copied"] > 0, copy
+    master = fetch_json(f"{topology.spark_webui}/json/")
+    (app,) = [a for a in master["completedapps"] if a["name"] == "copy_segments"]
+    worker = fetch_json(f"{topology.spark_worker_webui}/json/")
+    assert [e for e in worker["finishedexecutors"] if e["appid"] == app["id"]], worker
+    props = next(iter(settings.broker_props.values()))
+    bucket, prefix = props["rsm.config.s3.bucket.name"], props["rsm.config.s3.key.prefix"]
+    pages = (
+        topology.s3.client()
+        .get_paginator("list_objects_v2")
+        .paginate(Bucket=bucket, Prefix=f"{prefix}/{TOPIC}-")
+    )
+    keys = [o["Key"] for page in pages for o in page.get("Contents", [])]
+    # <prefix>/<topic>-<topic id>/<partition>/<base offset>-<segment id>.log
+    tiered = {int(key.split("/")[-2]) for key in keys if key.endswith(".log")}
+    leaders = {p: leader for p, (leader, _, _) in partition_states(_any(topology), TOPIC).items()}
+    assert tiered == set(leaders), f"tiered partitions {tiered}, leaders {leaders}"
+    assert len({leaders[p] for p in tiered}) > 1, f"copied from one leader only: {leaders}"
+
+
+def test_stopping_the_topology_leaves_no_process(topology: ComposeTopology) -> None:
+    assert topology.live_groups(), "the topology runs before it is stopped"
+    assert topology.leftover_processes(), "its processes are found by their directory"
+    topology.stop()
+    assert topology.live_groups() == []
+    assert topology.leftover_processes() == []
+
+
+def _summary(topology: ComposeTopology, dag_id: str, task_id: str) -> dict[str, Any]:
+    paths = sorted(
+        (topology.reports_dir / "runs" / dag_id).glob(f"*/{task_id}/summary.json"),
+        key=lambda p: p.stat().st_mtime,
+    )
+    assert paths, f"no summary of {dag_id}.{task_id} under {topology.reports_dir}"
+    value: dict[str, Any] = json.loads(Path(paths[-1]).read_text())
+    return value
