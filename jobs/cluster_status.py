@@ -33,27 +33,27 @@ wrote the snapshot (the status page shows them).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from jobs.common import JobArgs, RunSummary, job_parser, log_partition, parse_job_args, run_job
+from jobs.common.discovery import broker_log_dirs
 from jobs.planning.cluster_view import cluster_view, partition_replication
-from storage_core.client import ConfigResourceType, KafkaAdminClient, KafkaCluster
+from storage_core.client import KafkaAdminClient, KafkaCluster
 from storage_core.client.consumer import KafkaConsumer
-from storage_core.client.metadata import ClusterMetadata, TopicMetadata
+from storage_core.client.metadata import TopicMetadata
 from storage_core.common import TopicPartition
 from storage_core.errors import StorageError
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
-from storage_core.tiered.operations import metadata_client, partition_dirs, resolve_broker_id
+from storage_core.tiered.operations import metadata_client, topic_log_config
+from storage_core.tiered.operations.discovery import found_partition_dirs
 from storage_core.tiered.operations.log_view import LogView
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
 
 JOB = "cluster_status"
 LATEST_TIERED = -5
-REMOTE_STORAGE_ENABLE = "remote.storage.enable"
 PROVENANCE = ("dag_id", "run_id", "task_id")
 
 
@@ -69,32 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def broker_log_dirs(args: JobArgs, metadata: ClusterMetadata) -> Mapping[int, tuple[Path, ...]]:
-    """Every broker's log dirs; the single-broker form names its broker (``--broker-id``,
-    the broker config's, else the cluster's only broker)."""
-    if args.broker_log_dirs or not args.log_dirs:
-        return args.log_dirs_by_broker(None)
-    broker_id = resolve_broker_id(args.broker_id, args.broker_config(), metadata)
-    return args.log_dirs_by_broker(broker_id)
-
-
-def find_partition_dir(log_dirs: tuple[Path, ...], tp: TopicPartition) -> Path | None:
-    for log_dir in log_dirs:
-        for found, directory in partition_dirs(log_dir, tp.topic):
-            if found == tp:
-                return directory
-    return None
-
-
 def remote_enabled_topics(admin: KafkaAdminClient, topics: list[TopicMetadata]) -> set[str]:
-    enabled = set()
-    for topic in topics:
-        configs = admin.describe_configs(ConfigResourceType.TOPIC, topic.name)
-        if any(
-            c.name == REMOTE_STORAGE_ENABLE and (c.value or "").lower() == "true" for c in configs
-        ):
-            enabled.add(topic.name)
-    return enabled
+    return {t.name for t in topics if topic_log_config(admin, t.name).remote_storage_enable}
 
 
 def tiering_fields(
@@ -145,7 +121,8 @@ def snapshot(args: JobArgs, summary: RunSummary) -> None:
         summary.count("offline_partitions", len(view["offline_partitions"]))
         for name in view["under_replicated_partitions"]:
             log_partition("under_replicated", name, job=JOB)
-        dirs_by_broker = broker_log_dirs(args, metadata)
+        dirs_by_broker = broker_log_dirs(args, cluster)
+        found = found_partition_dirs(dirs_by_broker, args.topic)
         topics = [t for t in metadata.topics if not t.is_internal and t.error == ErrorCode.none]
         enabled = remote_enabled_topics(KafkaAdminClient(cluster), topics)
         targets = [
@@ -168,7 +145,7 @@ def snapshot(args: JobArgs, summary: RunSummary) -> None:
                     log_partition("offline", tp, job=JOB, replicas=replication["replicas"])
                     continue
                 dirs = dirs_by_broker.get(leader)
-                directory = None if dirs is None else find_partition_dir(dirs, tp)
+                directory = found.get(leader, {}).get(tp)
                 if directory is None:
                     where = (
                         f"broker {leader}'s log dirs are not given: add"

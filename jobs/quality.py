@@ -40,7 +40,8 @@ from jobs.common import (
     spark_session,
 )
 from jobs.common.broker_log_dirs import BrokerLogDirs
-from jobs.common.replica_states import find_replica_dirs, read_replica_states
+from jobs.common.discovery import broker_log_dirs
+from jobs.common.replica_states import read_replica_states
 from jobs.common.summary import write_json_atomically
 from jobs.tables import (
     MetadataRecord,
@@ -66,9 +67,9 @@ from storage_core.tiered.metadata.errors import CorruptRemoteLogMetadataError
 from storage_core.tiered.operations import (
     LogView,
     partition_dirs,
-    resolve_broker_id,
     topic_log_config,
 )
+from storage_core.tiered.operations.discovery import found_partition_dirs
 from storage_core.tiered.remote_storage_manager import load_remote_storage_manager
 from storage_core.tiered.topic_based_rlmm.config import REMOTE_LOG_METADATA_TOPIC_NAME
 from storage_core.tiered.topic_based_rlmm.topic_scan import scan_metadata_topic
@@ -158,20 +159,13 @@ def read_partition_states(
 
 
 def replica_log_dirs(cluster: KafkaCluster, args: JobArgs) -> BrokerLogDirs:
-    """The broker id -> log dirs map (``--broker-log-dirs``, else the one broker of
-    ``--log-dir`` / ``--broker-config``; empty when that broker's id cannot be told)."""
-    if args.broker_log_dirs:
-        return args.broker_log_dirs
-    if not args.log_dirs:
-        return {}
+    """The broker id -> log dirs map (``broker_log_dirs``); empty when the single broker's id
+    cannot be told (the replicas table is then left out)."""
     try:
-        broker_id = resolve_broker_id(
-            args.broker_id, args.broker_config(), cluster.refresh_metadata([])
-        )
+        return broker_log_dirs(args, cluster)
     except StorageError as exc:
         log_partition("skipped", "replicas", reason=str(exc))
         return {}
-    return args.log_dirs_by_broker(broker_id)
 
 
 def read_partitions(
@@ -183,12 +177,12 @@ def read_partitions(
     single-broker form, every partition directory of the log dirs is read (ListOffsets goes
     to the leader either way)."""
     log_dirs_map = replica_log_dirs(cluster, args)
-    found = find_replica_dirs(log_dirs_map, args.topic)
+    found = found_partition_dirs(log_dirs_map, args.topic)
     if args.broker_log_dirs:
         local: list[tuple[TopicPartition, Path]] = []
     else:
         local = [item for d in args.require_log_dirs() for item in partition_dirs(d, args.topic)]
-    topics = {tp.topic for _, tp in found} | {tp.topic for tp, _ in local}
+    topics = {tp.topic for dirs in found.values() for tp in dirs} | {tp.topic for tp, _ in local}
     configs = remote_enabled_topics(KafkaAdminClient(cluster), topics)
     replicas = read_replica_states(cluster, log_dirs_map, found, configs)
     if args.broker_log_dirs:

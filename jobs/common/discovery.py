@@ -52,9 +52,10 @@ def lock_log_dirs(args: JobArgs) -> tuple[Path, ...]:
 
 
 def broker_log_dirs(args: JobArgs, cluster: KafkaCluster) -> BrokerLogDirs:
-    """The map discovery reads through (see the module docstring)."""
-    if args.broker_log_dirs:
-        return args.broker_log_dirs
+    """The map a job reads through (see the module docstring); empty when no log dir is
+    given at all."""
+    if args.broker_log_dirs or not args.log_dirs:
+        return args.log_dirs_by_broker(None)
     metadata = cluster.refresh_metadata([])
     broker_id = resolve_broker_id(args.broker_id, args.broker_config(), metadata)
     return args.log_dirs_by_broker(broker_id)

@@ -12,7 +12,7 @@ directory is absent or unreadable gets a row without offsets and a ``skipped`` l
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,22 +26,13 @@ from storage_core.client.consumer import KafkaConsumer
 from storage_core.client.metadata import PartitionMetadata
 from storage_core.common import TopicPartition, Uuid
 from storage_core.errors import StorageError
-from storage_core.tiered.operations import LogView, partition_dirs
+from storage_core.tiered.operations import LogView
 
 LIST_OFFSETS = "LIST_OFFSETS"
 CHECKPOINT = "CHECKPOINT"
 
-FoundDirs = dict[tuple[int, TopicPartition], Path]
-
-
-def find_replica_dirs(broker_log_dirs: BrokerLogDirs, topic: str | None) -> FoundDirs:
-    """``(broker id, partition) -> partition directory`` over every broker's log dirs."""
-    found: FoundDirs = {}
-    for broker_id, log_dirs in sorted(broker_log_dirs.items()):
-        for log_dir in log_dirs:
-            for tp, directory in partition_dirs(log_dir, topic):
-                found[(broker_id, tp)] = directory
-    return found
+# Each broker's partition directories (``found_partition_dirs``).
+FoundDirs = Mapping[int, Mapping[TopicPartition, Path]]
 
 
 def _leader_offsets(
@@ -113,7 +104,7 @@ def read_replica_states(
     topics: Iterable[str],
 ) -> list[ReplicaState]:
     """Every replica of ``topics``' partitions on a broker of ``broker_log_dirs`` (``found``
-    from ``find_replica_dirs``)."""
+    from ``found_partition_dirs``)."""
     names = sorted(set(topics))
     if not names:
         return []
@@ -142,7 +133,7 @@ def read_replica_states(
                         topic_id=topic.topic_id,
                         partition=partition,
                         broker_id=broker_id,
-                        directory=found.get((broker_id, tp)),
+                        directory=found.get(broker_id, {}).get(tp),
                         leader_offsets=leader_offsets,
                     )
                 )
