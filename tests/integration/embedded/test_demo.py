@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.embedded.process_tree import alive, descendants
+from tests.integration.embedded.process_tree import alive, descendants, mentioning
 from tests.integration.embedded.test_airflow_ui import REPO, clean_env
 
 pytestmark = pytest.mark.timeout(900)
@@ -108,20 +108,7 @@ def test_demo_tiers_consumes_expires_and_reports(tmp_path: Path) -> None:
     # it started ZooKeeper, three brokers, Airflow commands and jobs, and stopped all of them
     assert len(seen) >= 5
     assert alive(sorted(seen)) == []
-    assert processes_mentioning(str(work)) == []
-
-
-def processes_mentioning(text: str) -> list[str]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if text in cmdline:
-                found.append(cmdline)
-    return found
+    assert mentioning(str(work)) == []
 
 
 def test_demo_refuses_a_directory_it_did_not_create(tmp_path: Path) -> None:
@@ -167,4 +154,4 @@ def test_ctrl_c_stops_the_cluster_and_airflow(tmp_path: Path) -> None:
     assert demo.returncode == 130, output
     assert "everything it started is stopped" in output
     assert alive(started) == []
-    assert processes_mentioning(str(work)) == []
+    assert mentioning(str(work)) == []

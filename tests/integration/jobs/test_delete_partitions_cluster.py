@@ -143,26 +143,28 @@ def stored_segments(remote_dir: Path, tip: TopicIdPartition) -> set[object]:
     }
 
 
+def cluster_run_args(bootstrap: str, remote_dir: Path, tmp_path: Path, summary: Path) -> list[str]:
+    """A job's options for a cluster-wide run: no broker id, no broker config, no log dir."""
+    return [
+        "--bootstrap-server",
+        bootstrap,
+        "--rsm-config",
+        f"local.storage.dir={remote_dir}",
+        "--rsm-config",
+        "local.fsync=false",
+        "--spark-master",
+        "local[2]",
+        "--lock-dir",
+        str(tmp_path / "locks"),
+        "--summary-path",
+        str(summary),
+    ]
+
+
 def run_job(bootstrap: str, remote_dir: Path, tmp_path: Path, name: str) -> tuple[int, dict]:
-    """The job as a cluster-wide run: no broker id, no broker config, no log dir."""
     summary_path = tmp_path / f"{name}.json"
     code = delete_partitions.main(
-        [
-            "--bootstrap-server",
-            bootstrap,
-            "--rsm-config",
-            f"local.storage.dir={remote_dir}",
-            "--rsm-config",
-            "local.fsync=false",
-            "--spark-master",
-            "local[2]",
-            "--lock-dir",
-            str(tmp_path / "locks"),
-            "--summary-path",
-            str(summary_path),
-            "--topic",
-            TOPIC,
-        ]
+        [*cluster_run_args(bootstrap, remote_dir, tmp_path, summary_path), "--topic", TOPIC]
     )
     return code, json.loads(summary_path.read_text())
 

@@ -26,6 +26,7 @@ from storage_core.tools.remote_log_metadata_dump import run_remote_log_metadata_
 from tests.broker_process import BrokerProcess
 from tests.integration.jobs.test_delete_partitions_cluster import (  # noqa: F401 (fixtures)
     brokers,
+    cluster_run_args,
     create_topic,
     produce,
     remote_dir,
@@ -85,18 +86,7 @@ def test_one_run_rolls_back_a_dead_copy_on_behalf_of_the_broker_that_started_it(
     summary_path = tmp_path / "reconcile.json"
     code = reconcile.main(
         [
-            "--bootstrap-server",
-            bootstrap,
-            "--rsm-config",
-            f"local.storage.dir={remote_dir}",
-            "--rsm-config",
-            "local.fsync=false",
-            "--spark-master",
-            "local[2]",
-            "--lock-dir",
-            str(tmp_path / "locks"),
-            "--summary-path",
-            str(summary_path),
+            *cluster_run_args(bootstrap, remote_dir, tmp_path, summary_path),
             "--copy-deadline-s",
             "1",
         ]
