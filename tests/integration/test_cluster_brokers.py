@@ -115,8 +115,11 @@ def test_three_brokers_are_one_cluster_through_a_controller_failover(
     # spread over the brokers like Kafka's placement: two partitions each
     per_broker = {b: sum(1 for lead, _ in leaders.values() if lead == b) for b in BROKER_IDS}
     assert per_broker == {1: 2, 2: 2, 3: 2}
-    for broker in brokers.values():  # every broker answers the same picture
-        assert partition_leaders(broker.bootstrap) == leaders
+    for broker_id, broker in brokers.items():  # every broker comes to answer the same picture
+        eventually(
+            lambda b=broker: partition_leaders(b.bootstrap) == leaders,
+            what=f"broker {broker_id}'s Metadata to show those leaders",
+        )
 
     sent = produce(bootstrap, "before", 10)
     for partition in range(PARTITIONS):
