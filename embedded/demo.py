@@ -15,7 +15,10 @@
                                 (leaders, epochs and ISR printed before and after)
     6. tiering DAG again        copy_segments reads the new leader's log dir: the partition's
                                 remote chain goes on without a gap, in the new epoch
-    7. restart                  the killed broker starts again and rejoins every ISR
+    7. restart                  the killed broker's replica of events-0 is removed (a replaced
+                                disk); the broker starts again, builds that replica from the
+                                remote tier (its local log starts where the leader's does,
+                                with the leader's epochs) and rejoins every ISR
     8. retention DAG            retention.bytes is lowered, then ``airflow dags test
                                 retention_nightly``: reconcile -> expire_remote -> quality ->
                                 report; the log start offset moves past the expired segments
@@ -48,6 +51,7 @@ from typing import Any, TypeVar
 from embedded import airflow_env
 from embedded.cluster import REPLICATION_FACTOR, EmbeddedCluster, prepare_directory
 from embedded.leadership import TopicLeadership, topic_leadership
+from embedded.local_replica import read_local_replica, remove_local_replica
 from embedded.partition_view import PartitionView, partition_views
 from embedded.processes import ProcessGroup, run_to_completion
 from embedded.remote_chain import RemoteChain, remote_chain
@@ -193,7 +197,12 @@ def run_demo(directory: Path, *, records_per_partition: int, records_after_kill:
         }
 
         summary["rejoined"] = _restart_killed(cluster, summary["failover"]["killed_broker"])
-        say(7, f"broker {summary['failover']['killed_broker']} restarted and back in every ISR")
+        say(
+            7,
+            f"broker {summary['failover']['killed_broker']} restarted without its replica of"
+            f" {TOPIC}-{FAILOVER_PARTITION}, rebuilt it from the remote tier (local log start"
+            f" {summary['rejoined']['rebuilt_local_log_start']}) and is back in every ISR",
+        )
 
         views = partition_views(cluster, TOPIC, PARTITIONS)
         before = {v.partition: v.log_start_offset for v in views}
@@ -325,6 +334,13 @@ def _check_chain_after_failover(cluster: EmbeddedCluster, failover: dict[str, An
 
 
 def _restart_killed(cluster: EmbeddedCluster, broker_id: int) -> dict[str, Any]:
+    """Remove the killed broker's replica of ``FAILOVER_PARTITION`` (a replaced disk), start
+    it again and wait until it is back in every ISR: that replica is rebuilt from the remote
+    tier (its local log starts at the leader's local log start, not at 0) and has the
+    leader's epochs."""
+    log_dir = cluster.broker(broker_id).log_dir
+    removed = remove_local_replica(log_dir, TOPIC, FAILOVER_PARTITION)
+    print(f"    broker {broker_id} is down: its replica {removed} is removed", flush=True)
     cluster.restart_broker(broker_id)
 
     def rejoined() -> TopicLeadership | None:
@@ -336,7 +352,32 @@ def _restart_killed(cluster: EmbeddedCluster, broker_id: int) -> dict[str, Any]:
     back = _wait_until(rejoined, f"broker {broker_id} to rejoin the ISR of every partition")
     _print_leadership("after the restart", back)
     p = back.partition(FAILOVER_PARTITION)
-    return {"broker": broker_id, "isr": list(p.isr), "leader": p.leader_id}
+    rebuilt = read_local_replica(broker_id, log_dir, TOPIC, FAILOVER_PARTITION)
+    leader = read_local_replica(
+        p.leader_id, cluster.broker(p.leader_id).log_dir, TOPIC, FAILOVER_PARTITION
+    )
+    print(f"    {TOPIC}-{FAILOVER_PARTITION} replicas:", flush=True)
+    for replica in (rebuilt, leader):
+        print(f"      {replica.line()}", flush=True)
+    where = f"broker {broker_id}'s rebuilt replica of {TOPIC}-{FAILOVER_PARTITION}"
+    if not rebuilt.local_log_start:
+        raise DemoFailedError(
+            f"{where} starts at offset {rebuilt.local_log_start}: it was copied from the leader"
+            " from the start, not built from the remote tier"
+        )
+    if rebuilt.epochs != leader.epochs:
+        raise DemoFailedError(
+            f"{where} has leader epochs {rebuilt.epochs}, its leader {leader.epochs}"
+        )
+    return {
+        "broker": broker_id,
+        "isr": list(p.isr),
+        "leader": p.leader_id,
+        "removed_replica": str(removed),
+        "rebuilt_local_log_start": rebuilt.local_log_start,
+        "rebuilt_epochs": [list(e) for e in rebuilt.epochs],
+        "leader_epochs": [list(e) for e in leader.epochs],
+    }
 
 
 def _leadership_or_none(cluster: EmbeddedCluster) -> TopicLeadership | None:

@@ -88,9 +88,14 @@ def test_demo_tiers_consumes_expires_and_reports(tmp_path: Path) -> None:
     chain = demo_summary["remote_chain"]
     assert chain["gaps"] == [] and chain["end_offset"] > failover["tiered_end_before"]
     assert max(chain["copied_by"][str(failover["leader_after"])]) >= failover["leader_epoch_after"]
-    assert (
-        demo_summary["rejoined"]["broker"] == killed and killed in demo_summary["rejoined"]["isr"]
-    )
+    rejoined = demo_summary["rejoined"]
+    assert rejoined["broker"] == killed and killed in rejoined["isr"]
+    # its replica of the partition was removed while it was down and built from the remote
+    # tier: the local log starts above 0, with the leader's epochs (the new one included)
+    assert rejoined["removed_replica"].startswith(str(work))
+    assert rejoined["rebuilt_local_log_start"] > 0
+    assert rejoined["rebuilt_epochs"] == rejoined["leader_epochs"]
+    assert any(e == failover["leader_epoch_after"] for e, _ in rejoined["rebuilt_epochs"])
     # every acknowledged record, the ones written around the kill too, was read back
     total = demo_summary["records_per_partition"]
     assert total > 3000
