@@ -51,7 +51,7 @@ def test_no_file_reads_as_none(tmp_path: Path) -> None:
 )
 def test_an_unreadable_file_is_named(tmp_path: Path, text: str) -> None:
     (tmp_path / META_PROPERTIES_FILE).write_text(text)
-    with pytest.raises(CorruptMetaPropertiesError, match="meta.properties"):
+    with pytest.raises(CorruptMetaPropertiesError, match=r"meta\.properties"):
         read_meta_properties(tmp_path)
 
 
@@ -61,9 +61,7 @@ def test_written_file_round_trips_in_kafka_layout(tmp_path: Path) -> None:
     lines = text.splitlines()
     assert lines[0] == "#" and lines[1].startswith("#")
     assert lines[2:] == [f"cluster.id={CLUSTER}", "version=0", "broker.id=2"]
-    assert read_meta_properties(tmp_path / "a") == ZkMetaProperties(
-        broker_id=2, cluster_id=CLUSTER
-    )
+    assert read_meta_properties(tmp_path / "a") == ZkMetaProperties(broker_id=2, cluster_id=CLUSTER)
     assert not list((tmp_path / "a").glob("*.tmp"))
 
 
