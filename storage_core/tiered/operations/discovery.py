@@ -47,7 +47,13 @@ from kio.schema.errors import ErrorCode
 from storage_core.client.admin import ConfigResourceType, KafkaAdminClient
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.consumer import KafkaConsumer
-from storage_core.client.errors import ClientError
+from storage_core.client.errors import (
+    BrokerResponseError,
+    BrokerUnreachableError,
+    ClientError,
+    ConnectionClosedError,
+    RequestTimeoutError,
+)
 from storage_core.client.metadata import NO_LEADER, ClusterMetadata, TopicMetadata
 from storage_core.common import TopicPartition, Uuid
 from storage_core.errors import InvalidConfigError, StorageError, UnknownTopicOrPartitionError
@@ -103,6 +109,7 @@ class SkipReason(Enum):
     NO_LEADER = "no leader (offline)"
     LEADER_NOT_GIVEN = "the leader's log dirs are not given"
     LOG_DIR_NOT_GIVEN = "the leader holds the partition in a log dir the map does not give"
+    LEADER_UNAVAILABLE = "the leader did not answer, or no longer leads, while it was planned"
     NO_DIRECTORY = "no directory of the partition in the leader's log dirs"
 
 
@@ -309,6 +316,50 @@ def check_log_dir_owners(owners: LogDirOwners, *, cluster_id: str | None) -> Non
                     " of the bootstrap servers: it belongs to another cluster; fix the log"
                     " dirs map or --bootstrap-server"
                 )
+
+
+# Errors of a leader that died, cannot be reached, or lost the partition since Metadata.
+UNREACHABLE_ERRORS = (BrokerUnreachableError, ConnectionClosedError, RequestTimeoutError)
+LEADERSHIP_ERROR_CODES = frozenset(
+    {
+        ErrorCode.not_leader_or_follower,
+        ErrorCode.leader_not_available,
+        ErrorCode.fenced_leader_epoch,
+        ErrorCode.unknown_leader_epoch,
+        ErrorCode.broker_not_available,
+        ErrorCode.replica_not_available,
+        ErrorCode.kafka_storage_error,
+        ErrorCode.request_timed_out,
+        ErrorCode.network_exception,
+    }
+)
+
+
+def is_leader_unreachable(error: BaseException) -> bool:
+    """The leader could not be talked to at all (died, stopped, or its address is gone)."""
+    return isinstance(error, UNREACHABLE_ERRORS)
+
+
+def leader_unavailable(target: PartitionTarget, error: BaseException) -> SkippedPartition | None:
+    """The partition left out when reading its leader's view failed because the leader died,
+    cannot be reached or no longer leads it (it moved since Metadata); ``None`` for any other
+    error (a corrupt segment, a topic id mismatch...), which must fail the run."""
+    about_leadership = is_leader_unreachable(error) or (
+        isinstance(error, BrokerResponseError) and error.error in LEADERSHIP_ERROR_CODES
+    )
+    if not about_leadership:
+        return None
+    host = f" at {target.leader_host}" if target.leader_host else ""
+    message = " ".join(str(error).split()) or type(error).__name__
+    return SkippedPartition(
+        topic_partition=target.topic_partition,
+        why=SkipReason.LEADER_UNAVAILABLE,
+        reason=(
+            f"leader broker {target.leader_id}{host} (leader epoch {target.leader_epoch}) did"
+            f" not answer while the partition was planned: {type(error).__name__}: {message};"
+            " the next run plans it from its new leader"
+        ),
+    )
 
 
 def log_dir_not_given_reason(leader_id: int, log_dir: str) -> str:
