@@ -32,10 +32,12 @@ from storage_core.tiered.operations import (
     PartitionTarget,
     SkippedPartition,
     TargetDiscovery,
+    check_log_dir_owners,
     discover_targets,
     is_leader_unreachable,
     leader_unavailable,
     metadata_client,
+    read_log_dir_owners,
     read_view,
     resolve_broker_id,
 )
@@ -93,12 +95,16 @@ def lock_log_dirs(args: JobArgs) -> tuple[Path, ...]:
 
 def broker_log_dirs(args: JobArgs, cluster: KafkaCluster) -> BrokerLogDirs:
     """The map a job reads through (see the module docstring); empty when no log dir is
-    given at all."""
+    given at all. Each mapped dir's ``meta.properties`` must name its broker and this
+    cluster (``check_log_dir_owners``: ``InvalidConfigError``, exit 2, otherwise)."""
     if args.broker_log_dirs or not args.log_dirs:
-        return args.log_dirs_by_broker(None)
-    metadata = cluster.refresh_metadata([])
-    broker_id = resolve_broker_id(args.broker_id, args.broker_config(), metadata)
-    return args.log_dirs_by_broker(broker_id)
+        dirs = args.log_dirs_by_broker(None)
+    else:
+        metadata = cluster.refresh_metadata([])
+        broker_id = resolve_broker_id(args.broker_id, args.broker_config(), metadata)
+        dirs = args.log_dirs_by_broker(broker_id)
+    check_log_dir_owners(read_log_dir_owners(dirs), cluster_id=cluster.metadata().cluster_id)
+    return dirs
 
 
 def plan_led_partitions(

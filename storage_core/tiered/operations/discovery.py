@@ -254,8 +254,8 @@ def discover_targets(
 ) -> TargetDiscovery:
     """Read the log dirs, Metadata, the topics' configs and the brokers' own log dirs, check
     the map (``check_log_dir_owners``), then ``plan_targets``."""
-    owners = read_log_dir_owners(broker_log_dirs)
     found = found_partition_dirs(broker_log_dirs, topic)
+    owners = read_log_dir_owners(broker_log_dirs)
     metadata = cluster.refresh_metadata(None if topic is None else [topic])
     check_log_dir_owners(owners, cluster_id=metadata.cluster_id)
     admin = KafkaAdminClient(cluster)
