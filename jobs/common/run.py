@@ -12,6 +12,7 @@ from jobs.common.args import JobArgs
 from jobs.common.locking import log_dir_locks
 from jobs.common.output import log_line
 from jobs.common.summary import RunSummary
+from storage_core.errors import InvalidConfigError
 
 
 def one_line(exc: BaseException) -> str:
@@ -23,8 +24,9 @@ def run_job(args: JobArgs, body: Callable[[RunSummary], None]) -> int:
     """Run ``body`` with a fresh summary; write the summary whatever happens.
 
     Returns 0 when the run did its work (or was skipped on purpose), 1 when a partition
-    failed (noted in the summary) or ``body`` raised; in the latter case one line
-    ``<job>: error: <message>`` goes to stderr.
+    failed (noted in the summary) or ``body`` raised, 2 when what it raised is a wrong
+    configuration (``InvalidConfigError``: a wrong log dirs map, say); when it raised, one
+    line ``<job>: error: <message>`` goes to stderr.
     """
     summary = RunSummary(job=args.job, dry_run=args.dry_run)
     failure: Exception | None = None
@@ -54,7 +56,7 @@ def run_job(args: JobArgs, body: Callable[[RunSummary], None]) -> int:
     )
     if failure is not None:
         print(f"{args.job}: error: {one_line(failure)}", file=sys.stderr, flush=True)
-        return 1
+        return 2 if isinstance(failure, InvalidConfigError) else 1
     return summary.exit_code
 
 

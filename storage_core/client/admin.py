@@ -1,9 +1,10 @@
-"""``KafkaAdminClient``: create, list, describe and delete topics; describe and alter configs.
+"""``KafkaAdminClient``: create, list, describe and delete topics; describe and alter configs;
+describe one broker's log dirs.
 
 CreateTopics (v7/v4) and DeleteTopics (v6/v1) go to the controller; DescribeConfigs (v4/v1)
 and IncrementalAlterConfigs (v1/v0) to any broker (topic configs live with the controller's
-metadata, which every broker serves). Errors the broker reports for a topic or resource
-raise ``BrokerResponseError`` naming it.
+metadata, which every broker serves); DescribeLogDirs (v4/v1) to the broker described.
+Errors the broker reports for a topic or resource raise ``BrokerResponseError`` naming it.
 
 Not thread-safe (it uses a ``KafkaCluster``).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from kio.schema.create_topics.v4 import request as create_v4
 from kio.schema.create_topics.v4.response import CreateTopicsResponse as CreateTopicsResponseV4
@@ -30,6 +32,14 @@ from kio.schema.describe_configs.v1.response import (
 from kio.schema.describe_configs.v4 import request as describe_v4
 from kio.schema.describe_configs.v4.response import (
     DescribeConfigsResponse as DescribeConfigsResponseV4,
+)
+from kio.schema.describe_log_dirs.v1 import request as log_dirs_v1
+from kio.schema.describe_log_dirs.v1.response import (
+    DescribeLogDirsResponse as DescribeLogDirsResponseV1,
+)
+from kio.schema.describe_log_dirs.v4 import request as log_dirs_v4
+from kio.schema.describe_log_dirs.v4.response import (
+    DescribeLogDirsResponse as DescribeLogDirsResponseV4,
 )
 from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v0 import request as alter_v0
@@ -53,7 +63,7 @@ from storage_core.client.framing import i32_timedelta
 from storage_core.client.metadata import TopicMetadata
 from storage_core.client.negotiation import ApiKey
 from storage_core.client.topic_partitions import describe_topic_partitions
-from storage_core.common import Uuid
+from storage_core.common import TopicPartition, Uuid
 
 DEFAULT_ADMIN_TIMEOUT_MS = 30_000
 MAX_TOPICS_PER_REQUEST = 1000
@@ -149,6 +159,16 @@ class AlterConfigOp:
 class TopicDescription:
     metadata: TopicMetadata
     configs: tuple[ConfigEntry, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogDirDescription:
+    """One log dir as its broker reports it (its own path) and the partitions it holds;
+    ``error`` is the broker's error for the dir (KAFKA_STORAGE_ERROR: offline)."""
+
+    log_dir: str
+    error: ErrorCode
+    partitions: frozenset[TopicPartition]
 
 
 class KafkaAdminClient:
@@ -449,6 +469,61 @@ class KafkaAdminClient:
         )
         for r0 in response0.responses:
             raise_for_error(r0.error_code, resource=resource, broker_message=r0.error_message)
+
+    # ------------------------------------------------------------------ log dirs
+    def describe_log_dirs(
+        self, broker_id: int, topics: Mapping[str, Sequence[int]] | None = None
+    ) -> tuple[LogDirDescription, ...]:
+        """Broker ``broker_id``'s log dirs and the partitions each holds (of ``topics`` only,
+        topic -> partition indexes, when given)."""
+        if topics is not None:
+            _check_count(len(topics))
+        session = self.cluster.session_for_node(broker_id)
+        version = session.version(ApiKey.DESCRIBE_LOG_DIRS)
+        broker = f"broker {broker_id}"
+        if version >= 4:
+            response4 = session.send(
+                log_dirs_v4.DescribeLogDirsRequest(
+                    topics=None
+                    if topics is None
+                    else tuple(
+                        log_dirs_v4.DescribableLogDirTopic(
+                            topic=TopicName(name), partitions=tuple(i32(p) for p in partitions)
+                        )
+                        for name, partitions in sorted(topics.items())
+                    )
+                ),
+                DescribeLogDirsResponseV4,
+            )
+            raise_for_error(response4.error_code, resource=broker)
+            results: tuple[Any, ...] = response4.results
+        else:
+            response1 = session.send(
+                log_dirs_v1.DescribeLogDirsRequest(
+                    topics=None
+                    if topics is None
+                    else tuple(
+                        log_dirs_v1.DescribableLogDirTopic(
+                            topic=TopicName(name), partitions=tuple(i32(p) for p in partitions)
+                        )
+                        for name, partitions in sorted(topics.items())
+                    )
+                ),
+                DescribeLogDirsResponseV1,
+            )
+            results = response1.results
+        return tuple(
+            LogDirDescription(
+                log_dir=r.log_dir,
+                error=r.error_code,
+                partitions=frozenset(
+                    TopicPartition(t.name, int(p.partition_index))
+                    for t in r.topics
+                    for p in t.partitions
+                ),
+            )
+            for r in results
+        )
 
 
 def _check_count(count: int) -> None:

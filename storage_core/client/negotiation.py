@@ -45,6 +45,7 @@ class ApiKey(enum.IntEnum):
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     DESCRIBE_CONFIGS = 32
+    DESCRIBE_LOG_DIRS = 35
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION_REASSIGNMENTS = 45
@@ -63,6 +64,7 @@ CLIENT_API_VERSIONS: Mapping[ApiKey, tuple[int, ...]] = {
     ApiKey.CREATE_TOPICS: (4, 7),
     ApiKey.DELETE_TOPICS: (1, 6),
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
     ApiKey.ELECT_LEADERS: (1, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),  # both flexible: there is no older one

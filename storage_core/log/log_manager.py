@@ -138,6 +138,15 @@ class LogManager:
         """Flush everything, write checkpoints, close logs and leave clean-shutdown markers."""
         self._scheduler.shutdown()
         with self._lock:
+            if not self._started:
+                # log dirs never loaded (a start refused before) are left as they were: empty
+                # checkpoints would lose their offsets, a marker would skip a needed recovery
+                for log in self._logs.values():
+                    log.close()
+                self._logs.clear()
+                self._offline.clear()
+                logger.info("log manager stopped before it loaded dirs=%s", self.log_dirs)
+                return
             for log in self._logs.values():
                 log.flush()
             self.checkpoint_recovery_points()

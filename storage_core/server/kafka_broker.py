@@ -12,6 +12,7 @@ manager's I/O threads.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import threading
@@ -33,6 +34,7 @@ from storage_core.errors import (
 )
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
+from storage_core.log.meta_properties import ensure_meta_properties
 from storage_core.metrics import BrokerTopicStats, KafkaMetricsRegistry
 from storage_core.metrics.http_server import MetricsHttpServer, maybe_start_metrics_server
 from storage_core.replication.alter_partition_manager import AlterPartitionManager
@@ -516,7 +518,17 @@ class KafkaBroker:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self.replica_manager.bind_loop(loop)
-        await loop.run_in_executor(None, self.membership.connect)
+        cluster_id = await loop.run_in_executor(None, self.membership.connect)
+        # every log dir is this broker's of this cluster, or the start is refused untouched
+        await loop.run_in_executor(
+            None,
+            functools.partial(
+                ensure_meta_properties,
+                self.log_manager.log_dirs,
+                broker_id=self.broker_id,
+                cluster_id=cluster_id,
+            ),
+        )
         # Logs load with their topics' configs (remote storage, retention...), read first, as
         # Kafka's LogManager gets them from ZooKeeper before it loads anything.
         self._startup_topic_configs = await loop.run_in_executor(

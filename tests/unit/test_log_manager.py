@@ -226,3 +226,22 @@ def test_failed_rename_or_commit_leaves_every_log_whole(
     manager.delete_logs(tps)
     assert [p for p in dirs[0].iterdir() if p.is_dir()] == []
     manager.shutdown()
+
+
+def test_a_manager_stopped_before_it_loaded_leaves_the_dirs_as_they_were(tmp_path: Path) -> None:
+    # a crashed broker's dir: checkpoints and data, no clean-shutdown marker
+    dirs = [tmp_path / "a"]
+    manager = start(dirs)
+    log = manager.get_or_create_log(TopicPartition("events", 0), topic_id=Uuid.random())
+    log.append_as_leader(make_batch(5), leader_epoch=0)
+    log.update_high_watermark(log.log_end_offset)
+    manager.checkpoint_high_watermarks()
+    manager.checkpoint_recovery_points()
+    for open_log in manager.all_logs().values():
+        open_log.close()
+    before = {p: p.read_bytes() for p in dirs[0].rglob("*") if p.is_file()}
+    assert not (dirs[0] / files.CLEAN_SHUTDOWN_FILE).exists()
+
+    LogManager(dirs, LogConfig()).shutdown()  # a start refused before the logs loaded
+
+    assert {p: p.read_bytes() for p in dirs[0].rglob("*") if p.is_file()} == before

@@ -4,7 +4,9 @@ dirs, and each partition left out with its reason."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from storage_core.client.metadata import (
@@ -15,8 +17,11 @@ from storage_core.client.metadata import (
     TopicMetadata,
 )
 from storage_core.common import TopicPartition, Uuid
+from storage_core.errors import InvalidConfigError
 from storage_core.log.log_config import LogConfig
-from storage_core.tiered.operations import TargetDiscovery, plan_targets
+from storage_core.log.meta_properties import ZkMetaProperties
+from storage_core.tiered.operations import SkipReason, TargetDiscovery, plan_targets
+from storage_core.tiered.operations.discovery import check_log_dir_owners
 
 TIERED = LogConfig().with_overrides({"remote.storage.enable": "true"})
 TOPIC_ID = Uuid.from_bytes(bytes(range(16)))
@@ -135,3 +140,61 @@ def test_a_directory_of_a_partition_the_topic_does_not_have() -> None:
     )
     assert [str(t.topic_partition) for t in found.targets] == ["orders-0"]
     assert reasons(found) == {"orders-7": "partition unknown to the cluster"}
+
+
+def test_a_partition_its_leader_holds_in_a_log_dir_the_map_lacks_is_left_out() -> None:
+    # broker 1 holds orders-0 in /data/b, orders-1 in /data/a; the map gives only /b1 (= a)
+    found = plan_targets(
+        cluster(partition(0, 1), partition(1, 1), partition(2, 2)),
+        {"orders": TIERED},
+        {1: dirs(1, 1), 2: dirs(2, 2)},
+        broker_ids=[1, 2],
+        topic=None,
+        reported_dirs={
+            1: {TopicPartition("orders", 0): "/data/b", TopicPartition("orders", 1): "/data/a"}
+        },  # broker 2 did not answer: planned from the map alone
+    )
+    assert [str(t.topic_partition) for t in found.targets] == ["orders-1", "orders-2"]
+    assert [s.why for s in found.skipped] == [SkipReason.LOG_DIR_NOT_GIVEN]
+    assert reasons(found) == {
+        "orders-0": "broker 1 holds the partition in its log dir /data/b, which the map does"
+        " not give (add it to broker 1's log dirs)"
+    }
+
+
+def owners(**by_broker: dict[str, ZkMetaProperties | None]) -> dict[int, dict[Path, Any]]:
+    return {
+        int(b.removeprefix("b")): {Path(d): m for d, m in log_dirs.items()}
+        for b, log_dirs in by_broker.items()
+    }
+
+
+def test_mapped_log_dirs_that_name_their_broker_and_cluster_pass() -> None:
+    check_log_dir_owners(
+        owners(
+            b1={"/b1": ZkMetaProperties(broker_id=1, cluster_id="c")},
+            b2={"/b2a": None, "/b2b": ZkMetaProperties(broker_id=2, cluster_id=None)},
+        ),
+        cluster_id="c",
+    )
+
+
+def test_a_map_that_swaps_two_brokers_dirs_is_refused() -> None:
+    with pytest.raises(InvalidConfigError) as refused:
+        check_log_dir_owners(
+            owners(
+                b1={"/b2": ZkMetaProperties(broker_id=2, cluster_id="c")},
+                b2={"/b1": ZkMetaProperties(broker_id=1, cluster_id="c")},
+            ),
+            cluster_id="c",
+        )
+    assert str(refused.value).startswith(
+        "log dir /b2 is given as broker 1's, but its meta.properties names broker.id 2"
+    )
+
+
+def test_a_log_dir_of_another_cluster_is_refused() -> None:
+    with pytest.raises(InvalidConfigError, match=r"log dir /b1 .* names cluster.id old, not c"):
+        check_log_dir_owners(
+            owners(b1={"/b1": ZkMetaProperties(broker_id=1, cluster_id="old")}), cluster_id="c"
+        )

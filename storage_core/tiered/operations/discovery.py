@@ -10,6 +10,7 @@ from the *leader's* log dirs. ``plan_targets`` decides over those values, in thi
                                                                      when the run names it)
     no leader (offline)                                           -> left out
     leader not in the map                                         -> left out
+    the leader reports it in a log dir the map does not give      -> left out
     no directory of the partition in the leader's log dirs        -> left out
     otherwise                                                     -> a target, fenced at the
                                                                      leader epoch read here
@@ -20,6 +21,17 @@ directory of them (it is a follower). A map of several brokers means to cover th
 every partition left out is reported. Directories of a remote-enabled topic's partition
 index the cluster does not have are reported as well. Nothing here prints; callers report
 the ``SkippedPartition`` values as they see fit.
+
+The map is checked against the brokers before anything is planned:
+
+- each mapped log dir's ``meta.properties`` (written by the broker that owns the dir) must
+  name the broker id the map gives it and the cluster's id (Metadata's); otherwise the run
+  stops with ``InvalidConfigError`` naming the dir and both ids (``check_log_dir_owners``).
+  A dir without the file (of a broker that predates it) is accepted;
+- each live broker of the map is asked for its log dirs (DescribeLogDirs, the planned topics
+  only): a partition it leads that it holds in a log dir of which the map gives no copy is
+  left out, naming that dir as the broker reports it. A broker that does not answer is not
+  asked again and its partitions are planned from the map alone.
 """
 
 from __future__ import annotations
@@ -35,10 +47,18 @@ from kio.schema.errors import ErrorCode
 from storage_core.client.admin import ConfigResourceType, KafkaAdminClient
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.consumer import KafkaConsumer
+from storage_core.client.errors import (
+    BrokerResponseError,
+    BrokerUnreachableError,
+    ClientError,
+    ConnectionClosedError,
+    RequestTimeoutError,
+)
 from storage_core.client.metadata import NO_LEADER, ClusterMetadata, TopicMetadata
 from storage_core.common import TopicPartition, Uuid
 from storage_core.errors import InvalidConfigError, StorageError, UnknownTopicOrPartitionError
 from storage_core.log.log_config import TOPIC_CONFIG_NAMES, LogConfig
+from storage_core.log.meta_properties import ZkMetaProperties, read_meta_properties
 from storage_core.tiered.operations.log_view import LogView
 from storage_core.tiered.topic_based_rlmm import (
     ConsumerTaskConfig,
@@ -52,6 +72,11 @@ RLMM_IDLE_POLL_MS = 20
 BROKERS_MAX = 10_000
 
 BrokerLogDirs = Mapping[int, Sequence[Path]]
+# broker id -> each mapped log dir's meta.properties (None: the dir has none)
+LogDirOwners = Mapping[int, Mapping[Path, ZkMetaProperties | None]]
+# broker id -> partition -> the log dir holding it, as the broker reports it (brokers that
+# answered DescribeLogDirs only)
+ReportedLogDirs = Mapping[int, Mapping[TopicPartition, str]]
 
 
 class BrokerIdentity(Protocol):
@@ -83,6 +108,8 @@ class SkipReason(Enum):
     PARTITION_UNKNOWN = "partition unknown to the cluster"
     NO_LEADER = "no leader (offline)"
     LEADER_NOT_GIVEN = "the leader's log dirs are not given"
+    LOG_DIR_NOT_GIVEN = "the leader holds the partition in a log dir the map does not give"
+    LEADER_UNAVAILABLE = "the leader did not answer, or no longer leads, while it was planned"
     NO_DIRECTORY = "no directory of the partition in the leader's log dirs"
 
 
@@ -187,19 +214,66 @@ def read_view(consumer: KafkaConsumer, target: PartitionTarget) -> LogView:
     return view
 
 
+def read_log_dir_owners(
+    broker_log_dirs: BrokerLogDirs,
+) -> dict[int, dict[Path, ZkMetaProperties | None]]:
+    """Each mapped log dir's ``meta.properties`` (``None`` where it has none)."""
+    return {
+        broker_id: {Path(d): read_meta_properties(Path(d)) for d in log_dirs}
+        for broker_id, log_dirs in sorted(broker_log_dirs.items())
+    }
+
+
+def read_reported_log_dirs(
+    admin: KafkaAdminClient,
+    metadata: ClusterMetadata,
+    broker_ids: Sequence[int],
+    topics: Mapping[str, Sequence[int]],
+) -> dict[int, dict[TopicPartition, str]]:
+    """Where each live broker of the map holds the partitions of ``topics`` (DescribeLogDirs);
+    brokers not registered, or that do not answer, are left out."""
+    reported: dict[int, dict[TopicPartition, str]] = {}
+    if not topics:
+        return reported
+    for broker_id in broker_ids:
+        if metadata.broker(broker_id) is None:
+            continue
+        try:
+            described = admin.describe_log_dirs(broker_id, topics)
+        except ClientError:
+            continue  # dead or unreachable: planned from the map alone
+        held = reported.setdefault(broker_id, {})
+        for log_dir in described:
+            for tp in log_dir.partitions:
+                held.setdefault(tp, log_dir.log_dir)
+    return reported
+
+
 def discover_targets(
     cluster: KafkaCluster, broker_log_dirs: BrokerLogDirs, *, topic: str | None
 ) -> TargetDiscovery:
-    """Read the log dirs, Metadata and the topics' configs, then ``plan_targets``."""
+    """Read the log dirs, Metadata, the topics' configs and the brokers' own log dirs, check
+    the map (``check_log_dir_owners``), then ``plan_targets``."""
     found = found_partition_dirs(broker_log_dirs, topic)
+    owners = read_log_dir_owners(broker_log_dirs)
     metadata = cluster.refresh_metadata(None if topic is None else [topic])
+    check_log_dir_owners(owners, cluster_id=metadata.cluster_id)
     admin = KafkaAdminClient(cluster)
     configs: dict[str, LogConfig | None] = {}
     for described in metadata.topics:
         if is_known(described) and not described.is_internal:
             config = topic_log_config(admin, described.name)
             configs[described.name] = config if config.remote_storage_enable else None
-    return plan_targets(metadata, configs, found, broker_ids=sorted(broker_log_dirs), topic=topic)
+    planned_topics = {
+        described.name: [p.partition for p in described.partitions]
+        for described in metadata.topics
+        if configs.get(described.name) is not None and (topic is None or described.name == topic)
+    }
+    broker_ids = sorted(broker_log_dirs)
+    reported = read_reported_log_dirs(admin, metadata, broker_ids, planned_topics)
+    return plan_targets(
+        metadata, configs, found, broker_ids=broker_ids, topic=topic, reported_dirs=reported
+    )
 
 
 # ---------------------------------------------------------------------------- deciding
@@ -220,6 +294,81 @@ def leader_elsewhere_reason(leader_id: int, broker_ids: Sequence[int]) -> str:
     )
 
 
+def check_log_dir_owners(owners: LogDirOwners, *, cluster_id: str | None) -> None:
+    """Each mapped log dir whose ``meta.properties`` names another broker than the map gives
+    it, or another cluster than ``cluster_id`` (Metadata's), stops the run with
+    ``InvalidConfigError`` naming the dir, the broker id given and the one found."""
+    for broker_id, log_dirs in sorted(owners.items()):
+        for log_dir, meta in sorted(log_dirs.items()):
+            if meta is None:
+                continue  # written by a broker that predates meta.properties
+            if meta.broker_id != broker_id:
+                raise InvalidConfigError(
+                    f"log dir {log_dir} is given as broker {broker_id}'s, but its"
+                    f" meta.properties names broker.id {meta.broker_id}: it holds broker"
+                    f" {meta.broker_id}'s partitions; fix the broker id -> log dirs map"
+                    " (--broker-log-dirs / STORAGE_CORE_BROKER_LOG_DIRS)"
+                )
+            if cluster_id and meta.cluster_id is not None and meta.cluster_id != cluster_id:
+                raise InvalidConfigError(
+                    f"log dir {log_dir} is given as broker {broker_id}'s, but its"
+                    f" meta.properties names cluster.id {meta.cluster_id}, not {cluster_id}"
+                    " of the bootstrap servers: it belongs to another cluster; fix the log"
+                    " dirs map or --bootstrap-server"
+                )
+
+
+# Errors of a leader that died, cannot be reached, or lost the partition since Metadata.
+UNREACHABLE_ERRORS = (BrokerUnreachableError, ConnectionClosedError, RequestTimeoutError)
+LEADERSHIP_ERROR_CODES = frozenset(
+    {
+        ErrorCode.not_leader_or_follower,
+        ErrorCode.leader_not_available,
+        ErrorCode.fenced_leader_epoch,
+        ErrorCode.unknown_leader_epoch,
+        ErrorCode.broker_not_available,
+        ErrorCode.replica_not_available,
+        ErrorCode.kafka_storage_error,
+        ErrorCode.request_timed_out,
+        ErrorCode.network_exception,
+    }
+)
+
+
+def is_leader_unreachable(error: BaseException) -> bool:
+    """The leader could not be talked to at all (died, stopped, or its address is gone)."""
+    return isinstance(error, UNREACHABLE_ERRORS)
+
+
+def leader_unavailable(target: PartitionTarget, error: BaseException) -> SkippedPartition | None:
+    """The partition left out when reading its leader's view failed because the leader died,
+    cannot be reached or no longer leads it (it moved since Metadata); ``None`` for any other
+    error (a corrupt segment, a topic id mismatch...), which must fail the run."""
+    about_leadership = is_leader_unreachable(error) or (
+        isinstance(error, BrokerResponseError) and error.error in LEADERSHIP_ERROR_CODES
+    )
+    if not about_leadership:
+        return None
+    host = f" at {target.leader_host}" if target.leader_host else ""
+    message = " ".join(str(error).split()) or type(error).__name__
+    return SkippedPartition(
+        topic_partition=target.topic_partition,
+        why=SkipReason.LEADER_UNAVAILABLE,
+        reason=(
+            f"leader broker {target.leader_id}{host} (leader epoch {target.leader_epoch}) did"
+            f" not answer while the partition was planned: {type(error).__name__}: {message};"
+            " the next run plans it from its new leader"
+        ),
+    )
+
+
+def log_dir_not_given_reason(leader_id: int, log_dir: str) -> str:
+    return (
+        f"broker {leader_id} holds the partition in its log dir {log_dir}, which the map does"
+        f" not give (add it to broker {leader_id}'s log dirs)"
+    )
+
+
 def plan_targets(
     metadata: ClusterMetadata,
     configs: Mapping[str, LogConfig | None],
@@ -227,10 +376,13 @@ def plan_targets(
     *,
     broker_ids: Sequence[int],
     topic: str | None,
+    reported_dirs: ReportedLogDirs | None = None,
 ) -> TargetDiscovery:
     """The decision of the module docstring over what was read: ``configs`` holds each
     described topic's config when it is remote-enabled, else ``None``; ``found`` each mapped
-    broker's partition directories; ``broker_ids`` the brokers of the map."""
+    broker's partition directories; ``broker_ids`` the brokers of the map;
+    ``reported_dirs`` where the brokers that answered hold their partitions (their own paths)."""
+    held_by_broker = reported_dirs or {}
     covers_cluster = len(broker_ids) > 1
     held = {tp for dirs in found.values() for tp in dirs}
     targets: list[PartitionTarget] = []
@@ -277,6 +429,14 @@ def plan_targets(
                     )
                 continue
             directory = found.get(leader_id, {}).get(tp)
+            held_in = held_by_broker.get(leader_id, {}).get(tp)
+            if directory is None and held_in is not None:
+                skip(
+                    tp,
+                    SkipReason.LOG_DIR_NOT_GIVEN,
+                    log_dir_not_given_reason(leader_id, held_in),
+                )
+                continue
             if directory is None:
                 skip(
                     tp,

@@ -17,6 +17,7 @@ from jobs.common import (
     parse_job_args,
     run_job,
 )
+from storage_core.errors import InvalidConfigError
 
 
 def parse(argv: list[str], environ: dict[str, str] | None = None):
@@ -140,6 +141,19 @@ def test_run_job_failure_is_one_line_and_the_summary_still_lands(
 
     assert run_job(args, lambda summary: summary.count("partitions")) == 0
     assert json.loads(path.read_text())["status"] == "ok"
+
+
+def test_run_job_exits_2_on_a_wrong_configuration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = parse(["--summary-path", str(tmp_path / "s.json")])
+
+    def body(summary: RunSummary) -> None:
+        raise InvalidConfigError("log dir /b2 is given as broker 1's")
+
+    assert run_job(args, body) == 2
+    assert capsys.readouterr().err.strip() == "demo: error: log dir /b2 is given as broker 1's"
+    assert json.loads((tmp_path / "s.json").read_text())["status"] == "failed"
 
 
 def test_log_partition_and_progress_lines() -> None:
