@@ -31,13 +31,15 @@ browser:
 		|| echo "chromium could not be installed: the browser test will be skipped"; \
 	else echo "no chromium and no root apt-get: the browser test will be skipped"; fi
 
-## Lint and type-check, then run the whole test suite.
+## Lint and type-check, then run the whole test suite: most tests wait on brokers, ZooKeeper,
+## Spark and Airflow, so two files run at a time (each file's tests on one worker, with its
+## module fixtures).
 test: $(STAMP) browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy storage_core jobs embedded
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $${TEST_WORKERS:-2} --dist loadfile --durations=25
 
 ## Controller failovers under topic churn: the controller's broker SIGKILLed 10 times (KILLS=n)
 ## while topics are created and deleted, then ZooKeeper, every broker and the log dirs compared
