@@ -1,11 +1,24 @@
 """Tiering throughput of ``jobs.copy_segments`` against a plain boto3 upload of the same files.
 
-A moto S3 server and a broker process on loopback; the broker's remote tier is
-``S3RemoteStorageManager`` on that server. Each round creates a fresh remote-enabled topic
-(``--partitions`` partitions, ``segment.bytes`` of about ``--segment-mib``) and fills it with
-at least ``--total-mib`` of closed segments (lean Produce requests of ~1 MiB batches of random
-1 KiB records: nothing compresses, sizes are real). Then, on the same segment files and the
-same endpoint:
+A moto S3 server and broker processes on loopback, in two forms (``--brokers``, both by
+default, one after the other on the same S3 server):
+
+  1 broker       one broker process (no ZooKeeper); the job reads its log dir
+                 (``--broker-config``)
+  3 brokers      three broker processes on a real ZooKeeper (the jars pyspark ships), the
+                 topic's partitions led round robin by brokers 1, 2, 3 with replication
+                 factor 1; the job reads each partition from its leader's log dir
+                 (``--broker-log-dirs`` of all three). Replication factor 1 because the
+                 job reads leaders only: follower copies would add the fill's replication
+                 to the machine's load and change nothing the job does, and with one replica
+                 a partition's files exist only in its leader's log dir, so a job that read
+                 anywhere else would find nothing to copy
+
+Each broker's remote tier is ``S3RemoteStorageManager`` on that server. Each round creates a
+fresh remote-enabled topic (``--partitions`` partitions, ``segment.bytes`` of about
+``--segment-mib``) and fills it with at least ``--total-mib`` of closed segments (lean
+Produce requests of ~1 MiB batches of random 1 KiB records, to each partition's leader:
+nothing compresses, sizes are real). Then, on the same segment files and the same endpoint:
 
   plain upload   boto3's ``upload_file`` (``upload_fileobj`` for the generated
                  leader-epoch checkpoint) of every file the job uploads (.log, .index,
@@ -28,14 +41,17 @@ what the rest of the copy phase is. Before each side the page cache is written b
 (``os.sync``, untimed) and the store holds no object of the round. A round counts only if
 the job's summary says every planned segment was copied (none skipped or failed), the
 metadata shows each one COPY_SEGMENT_FINISHED, and both buckets held the same number of
-objects of the same sizes.
+objects of the same sizes. On the cluster also: each segment was published as its
+partition's leader (the metadata's broker id) and the three brokers each led some.
 Each figure is the best of ``--rounds``; the order of the two sides alternates by round.
+The two forms print side by side: their copy-phase ratios are what to compare (each against
+its own plain upload of the same files).
 
 moto is a Python process on the same CPUs as the uploaders, the JVM and the broker: its
 figures bound nothing about real S3, and other load on the machine moves them.
 
     python benchmarks/copy_throughput.py [--total-mib 1024] [--rounds 1] [--partitions 4]
-        [--segment-mib 64] [--parallelism 2] [--dir bench-data]
+        [--segment-mib 64] [--parallelism 2] [--brokers 1 3] [--dir bench-data]
 """
 
 from __future__ import annotations
@@ -52,10 +68,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -64,10 +81,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import boto3
 from boto3.s3.transfer import TransferConfig
+from confluent_kafka.admin import AdminClient, NewTopic
 from kio.index import load_request_schema
 
 from benchmarks import lean_client
-from storage_core.client.admin import KafkaAdminClient
+from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.consumer import KafkaConsumer
 from storage_core.common import TopicIdPartition, TopicPartition
@@ -77,6 +95,7 @@ from storage_core.tiered.metadata.states import RemoteLogSegmentState
 from storage_core.tiered.operations.copy import build_log_segment_data, is_eligible_for_upload
 from storage_core.tiered.operations.log_view import LogView
 from tests.broker_process import BrokerProcess
+from tests.cluster_support import eventually, partition_leaders, three_brokers
 from tests.s3_server import AWS_TEST_ENV, S3Server
 from tests.tiered_broker_support import client_rlmm
 
@@ -87,6 +106,8 @@ BATCH_BYTES_MAX = MIB  # the broker's message.max.bytes is 1 MiB + 12
 IN_FLIGHT = 5
 JOB_TIMEOUT_S = 1800.0
 STOP_TIMEOUT_S = 10.0
+LEADERS_TIMEOUT_S = 60.0
+FORMS = {1: "1 broker", 3: "3 brokers"}
 JOB_BUCKET = "bench-tiered"
 PLAIN_BUCKET = "bench-plain"
 BROKER_SETTINGS = {
@@ -98,6 +119,49 @@ BROKER_SETTINGS = {
     "rsm.config.s3.path.style.access.enabled": "true",
     "rsm.config.s3.region": AWS_TEST_ENV["AWS_DEFAULT_REGION"],
 }
+
+
+# ---------------------------------------------------------------------- the brokers
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Brokers:
+    """The broker processes of one form, by broker id: one (id 0) or three on ZooKeeper."""
+
+    processes: dict[int, BrokerProcess]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for _id, b in sorted(self.processes.items()))
+
+    def leader_of(self, partition: int) -> int:
+        """Round robin over the broker ids: every broker leads some once there are as many
+        partitions as brokers."""
+        ids = sorted(self.processes)
+        return ids[partition % len(ids)]
+
+    def job_options(self) -> list[str]:
+        """The copy job's broker options: the first broker's config names the store; with
+        more than one broker, every broker's log dir (read from each partition's leader)."""
+        first = self.processes[min(self.processes)]
+        options = ["--broker-config", str(first.config_path)]
+        if len(self.processes) > 1:
+            for broker_id, broker in sorted(self.processes.items()):
+                options += ["--broker-log-dirs", f"{broker_id}={broker.log_dir}"]
+        return options
+
+
+@contextmanager
+def started_brokers(count: int, directory: Path, overrides: dict[str, str]) -> Iterator[Brokers]:
+    """One broker process, or three on a real ZooKeeper (``tests.cluster_support``); all
+    stopped at the end."""
+    if count == 1:
+        with BrokerProcess(directory / "broker", overrides=overrides) as broker:
+            yield Brokers(processes={0: broker})
+        return
+    with (
+        ZooKeeperEnsemble(directory / "zk", size=1) as zookeeper,
+        three_brokers(zookeeper, directory, overrides) as (processes, _connect),
+    ):
+        yield Brokers(processes=processes)
 
 
 # ---------------------------------------------------------------------- filling a topic
@@ -153,8 +217,8 @@ def plan_layout(total_mib: int, partitions: int, segment_mib: int, batch_bytes: 
     )
 
 
-def produce_frame(topic: str, batches: Sequence[bytes]) -> lean_client.ProduceFrame:
-    """One Produce v9 request (acks=1) with ``batches[p]`` for partition ``p``."""
+def produce_frame(topic: str, batches: Mapping[int, bytes]) -> lean_client.ProduceFrame:
+    """One Produce v9 request (acks=1) with ``batches[p]`` for each partition ``p``."""
     schema = load_request_schema(lean_client.PRODUCE_KEY, lean_client.PRODUCE_VERSION)
     module = sys.modules[schema.__module__]
     body = build(
@@ -167,7 +231,7 @@ def produce_frame(topic: str, batches: Sequence[bytes]) -> lean_client.ProduceFr
                 name=topic,
                 partition_data=tuple(
                     module.PartitionProduceData(index=p, records=batch)
-                    for p, batch in enumerate(batches)
+                    for p, batch in sorted(batches.items())
                 ),
             ),
         ),
@@ -178,28 +242,50 @@ def produce_frame(topic: str, batches: Sequence[bytes]) -> lean_client.ProduceFr
     return lean_client.ProduceFrame(head=frame[:8], rest=frame[12:])
 
 
-def create_and_fill(broker: BrokerProcess, topic: str, layout: Layout) -> list[TopicIdPartition]:
-    with KafkaCluster(broker.bootstrap) as cluster:
-        created = KafkaAdminClient(cluster).create_topic(
-            topic,
-            num_partitions=layout.partitions,
-            replication_factor=1,
-            configs={
-                "remote.storage.enable": "true",
-                "segment.bytes": str(layout.segment_bytes),
-            },
+def create_and_fill(brokers: Brokers, topic: str, layout: Layout) -> list[TopicIdPartition]:
+    """The topic, replication factor 1, partition ``p`` on ``brokers.leader_of(p)``; once
+    every broker's Metadata shows those leaders, each leader gets its partitions' batches."""
+    assignment = [[brokers.leader_of(p)] for p in range(layout.partitions)]
+    new = NewTopic(
+        topic,
+        layout.partitions,  # confluent-kafka wants it with an assignment too (same count)
+        replica_assignment=assignment,
+        config={"remote.storage.enable": "true", "segment.bytes": str(layout.segment_bytes)},
+    )
+    admin = AdminClient({"bootstrap.servers": brokers.bootstrap, "log_level": 4})  # kept till done
+    admin.create_topics([new])[topic].result(30)
+    del admin
+    wanted = {p: leaders[0] for p, leaders in enumerate(assignment)}
+
+    def leaders_seen_by(broker: BrokerProcess) -> bool:
+        seen = partition_leaders(broker.bootstrap, topic)
+        return {p: leader for p, (leader, _epoch) in seen.items()} == wanted
+
+    for broker in brokers.processes.values():
+        eventually(
+            partial(leaders_seen_by, broker),
+            timeout_s=LEADERS_TIMEOUT_S,
+            what=f"{topic}: the broker at {broker.bootstrap} shows leaders {wanted}",
         )
-    if created.topic_id is None:
+    with KafkaCluster(brokers.bootstrap) as cluster:
+        described = cluster.metadata([topic]).topic(topic)
+    topic_id = None if described is None else described.topic_id
+    if topic_id is None:
         raise SystemExit(f"{topic}: created without a topic id")
-    batches = [random_batch() for _ in range(layout.partitions)]
-    if {len(b) for b in batches} != {layout.batch_bytes}:
-        raise SystemExit(f"batches of {sorted({len(b) for b in batches})} bytes")
-    frame = produce_frame(topic, batches)
-    lean_client.produce(broker.port, frame, layout.batches_per_partition, in_flight=IN_FLIGHT)
-    return [
-        TopicIdPartition(created.topic_id, TopicPartition(topic, p))
-        for p in range(layout.partitions)
-    ]
+
+    def fill(leader_id: int) -> None:
+        mine = {p: random_batch() for p, lead in wanted.items() if lead == leader_id}
+        if {len(b) for b in mine.values()} != {layout.batch_bytes}:
+            raise SystemExit(f"batches of {sorted({len(b) for b in mine.values()})} bytes")
+        frame = produce_frame(topic, mine)
+        port = brokers.processes[leader_id].port
+        lean_client.produce(port, frame, layout.batches_per_partition, in_flight=IN_FLIGHT)
+
+    leader_ids = sorted(set(wanted.values()))
+    with ThreadPoolExecutor(max_workers=len(leader_ids)) as pool:
+        for future in [pool.submit(fill, leader_id) for leader_id in leader_ids]:
+            future.result()
+    return [TopicIdPartition(topic_id, TopicPartition(topic, p)) for p in range(layout.partitions)]
 
 
 # ---------------------------------------------------------------------- the files
@@ -215,18 +301,19 @@ class UploadItem:
 
 
 def closed_segment_files(
-    broker: BrokerProcess, tips: Sequence[TopicIdPartition]
+    brokers: Brokers, tips: Sequence[TopicIdPartition]
 ) -> tuple[dict[str, list[UploadItem]], int]:
     """Per partition, what the job uploads for every closed segment (the job's own
-    ``build_log_segment_data``); and how many segments that is."""
+    ``build_log_segment_data``, in the leader's log dir); and how many segments that is."""
     out: dict[str, list[UploadItem]] = {}
     segments = 0
-    with KafkaCluster(broker.bootstrap) as cluster:
+    with KafkaCluster(brokers.bootstrap) as cluster:
         consumer = KafkaConsumer(cluster)
         for tip in tips:
             tp = tip.topic_partition
+            leader = brokers.processes[brokers.leader_of(tp.partition)]
             view = LogView.read(
-                broker.log_dir / tp.dir_name,
+                leader.log_dir / tp.dir_name,
                 high_watermark=consumer.latest_offset(tp.topic, tp.partition),
                 log_start_offset=consumer.earliest_offset(tp.topic, tp.partition),
             )
@@ -297,16 +384,15 @@ class JobRun:
         return float(sum(p["seconds"] for p in self.summary["partitions"]))
 
 
-def run_job(broker: BrokerProcess, topic: str, work_dir: Path, parallelism: int) -> JobRun:
+def run_job(brokers: Brokers, topic: str, work_dir: Path, parallelism: int) -> JobRun:
     summary_path = work_dir / f"{topic}-summary.json"
     command = [
         sys.executable,
         "-m",
         "jobs.copy_segments",
         "--bootstrap-server",
-        broker.bootstrap,
-        "--broker-config",
-        str(broker.config_path),
+        brokers.bootstrap,
+        *brokers.job_options(),
         "--topic",
         topic,
         "--spark-master",
@@ -380,9 +466,10 @@ def group_alive(pgid: int) -> bool:
 
 # ---------------------------------------------------------------------- checks
 def check_job(
-    job: JobRun, broker: BrokerProcess, tips: Sequence[TopicIdPartition], segments: int
+    job: JobRun, brokers: Brokers, tips: Sequence[TopicIdPartition], segments: int
 ) -> None:
-    """Every planned segment copied, none skipped or failed; all COPY_SEGMENT_FINISHED."""
+    """Every planned segment copied, none skipped or failed; all COPY_SEGMENT_FINISHED, each
+    published as its partition's leader, and every broker led some."""
     counts = job.summary["counts"]
     want = {"segments_planned": segments, "segments_copied": segments}
     got = {k: counts.get(k, 0) for k in want}
@@ -391,14 +478,27 @@ def check_job(
     if counts.get("segments_skipped", 0) or counts.get("segments_failed", 0):
         raise SystemExit(f"copy job skipped or failed segments: {counts}")
     finished = 0
-    with client_rlmm(broker.bootstrap) as rlmm:
+    published_by: set[int] = set()
+    with client_rlmm(brokers.bootstrap) as rlmm:
         for tip in tips:
+            leader_id = brokers.leader_of(tip.topic_partition.partition)
             for metadata in rlmm.list_remote_log_segments(tip):
                 if metadata.state is not RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
                     raise SystemExit(f"{tip}: segment {metadata.start_offset} {metadata.state}")
+                if metadata.broker_id != leader_id:
+                    raise SystemExit(
+                        f"{tip}: segment {metadata.start_offset} published by broker"
+                        f" {metadata.broker_id}, its leader is {leader_id}"
+                    )
+                published_by.add(metadata.broker_id)
                 finished += 1
     if finished != segments:
         raise SystemExit(f"{finished} segments are COPY_SEGMENT_FINISHED, expected {segments}")
+    if published_by != set(brokers.processes):
+        raise SystemExit(
+            f"segments published by brokers {sorted(published_by)}, expected every one of"
+            f" {sorted(brokers.processes)} (are there fewer partitions than brokers?)"
+        )
 
 
 def emptied(client: Any, bucket: str) -> list[int]:
@@ -428,15 +528,15 @@ class Round:
 
 def run_round(
     index: int,
-    broker: BrokerProcess,
+    brokers: Brokers,
     s3: S3Server,
     work_dir: Path,
     layout: Layout,
     parallelism: int,
 ) -> Round:
-    topic = f"copy-bench-{index}"
-    tips = create_and_fill(broker, topic, layout)
-    files, segments = closed_segment_files(broker, tips)
+    topic = f"copy-bench-{len(brokers.processes)}-{index}"
+    tips = create_and_fill(brokers, topic, layout)
+    files, segments = closed_segment_files(brokers, tips)
     items = [item for partition in files.values() for item in partition]
     upload_bytes = sum(item.size_bytes for item in items)
     log_bytes = sum(item.size_bytes for item in items if item.key.endswith(".log"))
@@ -449,8 +549,8 @@ def run_round(
         return seconds, emptied(client, PLAIN_BUCKET)
 
     def job_side() -> tuple[JobRun, list[int]]:
-        job = run_job(broker, topic, work_dir, parallelism)
-        check_job(job, broker, tips, segments)
+        job = run_job(brokers, topic, work_dir, parallelism)
+        check_job(job, brokers, tips, segments)
         return job, emptied(client, JOB_BUCKET)
 
     # Each side starts with the writeback of the fill and of the other side done (untimed)
@@ -495,18 +595,24 @@ def interrupted_on_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def run(work_dir: Path, args: argparse.Namespace) -> tuple[Layout, list[Round]]:
+def run(work_dir: Path, args: argparse.Namespace) -> tuple[Layout, dict[int, list[Round]]]:
+    """``--rounds`` rounds of each form in ``--brokers``, one form after the other (only one
+    form's brokers run at a time), on one S3 server."""
     os.environ.update(AWS_TEST_ENV)  # the broker, the job and boto3 read the standard chain
     layout = plan_layout(args.total_mib, args.partitions, args.segment_mib, len(random_batch()))
-    rounds: list[Round] = []
+    rounds: dict[int, list[Round]] = {}
     with S3Server(work_dir / "moto", min_part_size_bytes=5 * MIB) as s3:
         s3.create_bucket(JOB_BUCKET)
         s3.create_bucket(PLAIN_BUCKET)
         overrides = {**BROKER_SETTINGS, "rsm.config.s3.endpoint.url": s3.endpoint_url}
-        with BrokerProcess(work_dir / "broker", overrides=overrides) as broker:
-            for index in range(args.rounds):
-                rounds.append(run_round(index, broker, s3, work_dir, layout, args.parallelism))
-                print(f"round {index}: {describe(rounds[-1])}", flush=True)
+        for count in args.brokers:
+            form_dir = work_dir / f"brokers-{count}"
+            form_dir.mkdir()
+            with started_brokers(count, form_dir, overrides) as brokers:
+                for index in range(args.rounds):
+                    done = run_round(index, brokers, s3, form_dir, layout, args.parallelism)
+                    rounds.setdefault(count, []).append(done)
+                    print(f"{FORMS[count]}, round {index}: {describe(done)}", flush=True)
     return layout, rounds
 
 
@@ -521,44 +627,20 @@ def describe(r: Round) -> str:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--total-mib", type=int, default=1024, help="closed segment bytes")
-    parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--segment-mib", type=int, default=64)
-    parser.add_argument(
-        "--parallelism",
-        type=int,
-        default=os.cpu_count() or 2,
-        help="the job's Spark task slots (local[P]) = partitions uploaded at once by boto3",
-    )
-    parser.add_argument("--dir", type=Path, default=Path("bench-data"))
-    args = parser.parse_args()
-    command = shlex.join([Path(sys.executable).name, *sys.argv])
-    print(f"$ {command}", flush=True)
-    shutil.rmtree(args.dir, ignore_errors=True)
-    args.dir.mkdir(parents=True)
-    try:
-        with interrupted_on_sigterm():
-            layout, rounds = run(args.dir.resolve(), args)
-    except KeyboardInterrupt:
-        raise SystemExit("interrupted; every process this run started is stopped") from None
-    finally:
-        shutil.rmtree(args.dir, ignore_errors=True)
-
+def figures(layout: Layout, rounds: list[Round], parallelism: int) -> dict[str, Any]:
+    """The best of the rounds of one form, in seconds, MiB/s and job/plain ratios."""
     best_plain = min(r.plain_s for r in rounds)
     best_copy = min(r.job.copy_s for r in rounds)
     best_wall = min(r.job.wall_s for r in rounds)
-    best_segments = min(r.job.segments_s for r in rounds) / args.parallelism
+    best_segments = min(r.job.segments_s for r in rounds) / parallelism
     size = rounds[0].upload_bytes
-    result = {
+    return {
         "partitions": layout.partitions,
         "segments": rounds[0].segments,
         "segment_bytes": layout.segment_bytes,
         "log_mib": round(rounds[0].log_bytes / MIB, 1),
         "upload_mib": round(size / MIB, 1),
-        "parallelism": args.parallelism,
+        "parallelism": parallelism,
         "plain_s": round(best_plain, 2),
         "plain_mib_s": mib_s(size, best_plain),
         "job_wall_s": round(best_wall, 2),
@@ -572,11 +654,81 @@ def main() -> None:
         "wall_ratio": round(best_plain / best_wall, 3),
         "segments_ratio": round(best_plain / best_segments, 3),
     }
-    print(
-        f"{result['segments']} segments of {layout.segment_bytes} bytes in"
-        f" {layout.partitions} partitions: {result['log_mib']} MiB of .log,"
-        f" {result['upload_mib']} MiB uploaded by each side; moto S3 on 127.0.0.1"
+
+
+# (row label, seconds key, MiB/s key, ratio key) of the table
+ROWS = (
+    ("plain boto3 upload_file", "plain_s", "plain_mib_s", None),
+    ("copy job: Spark start-up", "job_spark_start_s", None, None),
+    ("copy job: copy phase", "job_copy_s", "job_copy_mib_s", "copy_ratio"),
+    ("  of which segment copies (sum/P)", "job_segments_s", "job_segments_mib_s", "segments_ratio"),
+    ("copy job: whole run", "job_wall_s", "job_wall_mib_s", "wall_ratio"),
+)
+
+
+def print_table(results: dict[int, dict[str, Any]]) -> None:
+    """One column group per form, side by side."""
+    forms = sorted(results)
+    print(f"{'':<34}" + "".join(f" | {FORMS[c]:<24}" for c in forms))
+    print(f"{'case':<34}" + f" | {'seconds':>8} {'MiB/s':>8} {'ratio':>6}" * len(forms))
+    for label, seconds, speed, ratio in ROWS:
+        cells = ""
+        for count in forms:
+            result = results[count]
+            cells += f" | {result[seconds]:>8}"
+            cells += f" {result[speed] if speed else '':>8} {result[ratio] if ratio else '':>6}"
+        print(f"{label:<34}{cells}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--total-mib", type=int, default=1024, help="closed segment bytes")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--segment-mib", type=int, default=64)
+    parser.add_argument(
+        "--parallelism",
+        type=int,
+        default=os.cpu_count() or 2,
+        help="the job's Spark task slots (local[P]) = partitions uploaded at once by boto3",
     )
+    parser.add_argument(
+        "--brokers",
+        type=int,
+        nargs="+",
+        choices=sorted(FORMS),
+        default=sorted(FORMS),
+        help="the forms to run: 1 (one broker) and/or 3 (a cluster on ZooKeeper); default both",
+    )
+    parser.add_argument("--dir", type=Path, default=Path("bench-data"))
+    args = parser.parse_args()
+    if 3 in args.brokers and args.partitions < 3:
+        parser.error("--partitions must be >= 3 for the cluster form (each broker leads some)")
+    args.brokers = sorted(set(args.brokers))
+    command = shlex.join([Path(sys.executable).name, *sys.argv])
+    print(f"$ {command}", flush=True)
+    shutil.rmtree(args.dir, ignore_errors=True)
+    args.dir.mkdir(parents=True)
+    try:
+        with interrupted_on_sigterm():
+            layout, rounds = run(args.dir.resolve(), args)
+    except KeyboardInterrupt:
+        raise SystemExit("interrupted; every process this run started is stopped") from None
+    finally:
+        shutil.rmtree(args.dir, ignore_errors=True)
+
+    results = {count: figures(layout, rounds[count], args.parallelism) for count in rounds}
+    first = results[min(results)]
+    print(
+        f"{first['segments']} segments of {layout.segment_bytes} bytes in"
+        f" {layout.partitions} partitions: {first['log_mib']} MiB of .log,"
+        f" {first['upload_mib']} MiB uploaded by each side; moto S3 on 127.0.0.1"
+    )
+    if 3 in results:
+        print(
+            "3 brokers: partition p led by broker p % 3 + 1 (replication factor 1), the job"
+            " reading every leader's log dir (--broker-log-dirs)"
+        )
     transfer = TransferConfig()
     print(
         f"concurrency: the job on local[{args.parallelism}] ({args.parallelism} Spark tasks"
@@ -585,22 +737,13 @@ def main() -> None:
         f" {transfer.multipart_threshold // MIB} MiB, {transfer.multipart_chunksize // MIB} MiB"
         f" parts, {transfer.max_concurrency} threads per file)"
     )
-    print(f"{'case':<34} {'seconds':>8} {'MiB/s':>8} {'ratio':>6}")
-    print(f"{'plain boto3 upload_file':<34} {result['plain_s']:>8} {result['plain_mib_s']:>8}")
-    print(f"{'copy job: Spark start-up':<34} {result['job_spark_start_s']:>8}")
-    print(
-        f"{'copy job: copy phase':<34} {result['job_copy_s']:>8} {result['job_copy_mib_s']:>8}"
-        f" {result['copy_ratio']:>6}"
-    )
-    print(
-        f"{'  of which segment copies (sum/P)':<34} {result['job_segments_s']:>8}"
-        f" {result['job_segments_mib_s']:>8} {result['segments_ratio']:>6}"
-    )
-    print(
-        f"{'copy job: whole run':<34} {result['job_wall_s']:>8} {result['job_wall_mib_s']:>8}"
-        f" {result['wall_ratio']:>6}"
-    )
-    print(json.dumps({"benchmark": "copy_throughput", "command": command, "results": result}))
+    print_table(results)
+    out: dict[str, Any] = {"benchmark": "copy_throughput", "command": command}
+    if 1 in results:
+        out["results"] = results[1]
+    if 3 in results:
+        out["cluster_results"] = results[3]
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

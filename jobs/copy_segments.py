@@ -17,8 +17,9 @@ Extract (driver): the partition directories (in the leaders' log dirs) whose top
 (Metadata, which also gives the leader epoch the copies are fenced at and the leader's
 host); the leader's log start offset and high watermark (ListOffsets); the segments
 ``candidate_segments`` finds eligible. Transform (pure): ``plan_work_units`` packs them by
-bytes into work units, one partition's segments always in one unit, oldest first. Load
-(executors, one Spark task per unit): each task builds its own remote storage manager and
+leader host, then by bytes, into work units, one partition's segments always in one unit,
+oldest first. Load (executors, one Spark task per unit, placed on its leader host when
+there are several: see Placement below): each task builds its own remote storage manager and
 client-mode metadata manager from plain settings, re-reads each partition directory, skips
 what is already remote, and runs ``copy_segment``: COPY_SEGMENT_STARTED -> upload -> verify
 -> COPY_SEGMENT_FINISHED.
@@ -41,10 +42,15 @@ Output: ``partition=<tp> event=planned|copied ...`` lines on stdout, progress on
 ``summary`` line, and the JSON summary (counts: partitions, segments_planned,
 segments_copied, segments_skipped, segments_fenced, segments_failed, partitions_skipped,
 work_units; bytes: planned, copied; details: work_units (each with its partitions' leader
-hosts), spark_start_s until the Spark session is up, copy_s of the Spark job). The leader
-hosts are recorded, not acted on: PySpark's ``parallelize`` takes no preferred locations,
-so Spark places the tasks where it likes; each task reads the leader's log dirs through
-the paths of the map (a mount on every executor host).
+hosts and its preferred hosts), spark_start_s until the Spark session is up, copy_s of the
+Spark job).
+
+Placement: when the leaders sit on more than one host, the units group the chains by
+leader host (``plan_work_units``) and each Spark task prefers its unit's leader host
+(``located_rdd``: Spark waits up to ``spark.locality.wait`` for a slot there), so its reads
+are local where a Spark executor runs beside the broker under the same host name. Either
+way each task reads the leader's log dirs through the paths of the map (a mount on every
+executor host, or the broker's own disk).
 Exit code 0, or 1 when a segment failed or the run did.
 """
 
@@ -75,6 +81,7 @@ from jobs.common import (
     spark_session,
 )
 from jobs.common.discovery import lock_log_dirs, plan_led_partitions
+from jobs.common.located_rdd import located_rdd
 from jobs.planning.work_units import PlannedSegment, WorkUnit, plan_work_units, throttle_delay_s
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.metadata import NO_LEADER
@@ -355,7 +362,7 @@ def run_on_spark(
         watcher = threading.Thread(target=watch, name=f"{JOB}-progress", daemon=True)
         watcher.start()
         try:
-            rdd = sc.parallelize(list(units), len(units))
+            rdd = located_rdd(sc, list(units), [u.preferred_hosts for u in units])
             results = rdd.mapPartitions(partial(copy_work_units, settings=settings)).collect()
         except Exception as exc:
             if timed_out.is_set():
@@ -435,6 +442,7 @@ def report_plan(summary: RunSummary, units: Sequence[WorkUnit]) -> None:
                 leader_epoch=chain[0].leader_epoch,
                 leader=chain[0].leader_id,
                 leader_host=chain[0].leader_host or "-",
+                preferred_hosts=",".join(unit.preferred_hosts) or "-",
             )
             summary.count("partitions")
             if summary.dry_run:
@@ -456,6 +464,7 @@ def report_plan(summary: RunSummary, units: Sequence[WorkUnit]) -> None:
             "bytes": u.size_bytes,
             "bytes_per_second": u.bytes_per_second,
             "leader_hosts": list(u.leader_hosts),
+            "preferred_hosts": list(u.preferred_hosts),
         }
         for u in units
     ]

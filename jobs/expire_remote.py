@@ -12,7 +12,9 @@ ListOffsets).
 Plan (driver, pure over what was read): the library's ``plan_expiry`` per partition:
 ``retention.ms``, ``retention.bytes``, the log start offset, segments before or off the
 leader-epoch lineage, and deletions that started earlier and did not finish. Load
-(executors, partitions packed by bytes into work units): ``delete_expired_segments``:
+(executors, partitions packed by bytes into work units, placed wherever Spark likes: unlike
+``copy_segments``' tasks they read no log dir, only the remote tier and the metadata
+topic, so a leader's host gains them nothing): ``delete_expired_segments``:
 DELETE_SEGMENT_STARTED -> delete the objects -> DELETE_SEGMENT_FINISHED per segment,
 published as the partition's leader and fenced by its leader epoch; a failed segment is
 reported and the others go on. A partition whose leader moved during the run is reported

@@ -10,6 +10,23 @@ within the largest chain of the best balance)::
     chains by bytes, descending:  [p1: 90] [p2: 60] [p3: 50] [p4: 10]
     2 units:                      unit 0 = p1 + p4 (100)    unit 1 = p2 + p3 (110)
 
+Leader hosts: when the chains' leaders sit on more than one host, a task should read
+the log dirs of its own host, so the chains are grouped by leader host first
+(``balance_by_host``): every host (and the chains whose leader host is unknown, as one more
+group) gets at least one unit, the remaining units go one at a time to the group with the
+most bytes per unit (never more units than it has chains), and each group is packed by LPT
+into its own units. A unit then holds one leader host's chains and asks Spark to run on that
+host (``WorkUnit.preferred_hosts``)::
+
+    host a: [p1: 90] [p2: 60]   host b: [p3: 50] [p4: 10]   3 units:
+    a gets 2 (150 bytes), b gets 1 (60 bytes): unit 0 = p1, unit 1 = p2 (host a),
+                                               unit 2 = p3 + p4 (host b)
+
+Locality costs some balance (no unit mixes hosts even when that would even out the bytes).
+With fewer units than groups, hosts must share units: the chains are packed by LPT as if the
+hosts were one, and a unit prefers its chains' hosts, most bytes first. With one known host
+(or none), it is LPT as above and no unit states a preference: there is nothing to choose.
+
 Within a unit, chains are ordered by partition and each chain by base offset. A
 ``bytes_per_second_quota`` bounds the run: the units run in parallel, so each gets an equal
 share (``quota / units``) and throttles to it (``throttle_delay_s``); each unit's
@@ -70,12 +87,16 @@ class PlannedSegment:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkUnit:
-    """What one Spark task copies: whole chains, oldest segment first within each."""
+    """What one Spark task copies: whole chains, oldest segment first within each.
+
+    ``preferred_hosts``: where Spark should run it (its leaders' hosts, most bytes first);
+    empty when the plan's leaders sit on one host or none (see the module docstring)."""
 
     index: int
     segments: tuple[PlannedSegment, ...]
     size_bytes: int
     bytes_per_second: float | None  # this unit's share of the quota; None: unthrottled
+    preferred_hosts: tuple[str, ...] = ()
 
     @property
     def partitions(self) -> tuple[str, ...]:
@@ -83,8 +104,7 @@ class WorkUnit:
 
     @property
     def leader_hosts(self) -> tuple[str, ...]:
-        """The hosts of its partitions' leaders (sorted): where its reads are local. Recorded
-        in the plan only: PySpark's ``parallelize`` takes no preferred locations."""
+        """The hosts of its partitions' leaders (sorted): where its reads are local."""
         return tuple(sorted({s.leader_host for s in self.segments if s.leader_host is not None}))
 
     @property
@@ -112,6 +132,34 @@ def balance_by_bytes(items: Iterable[tuple[K, int]], num_units: int) -> list[lis
     return [sorted(b, key=str) for b in bins if b]
 
 
+def balance_by_host(items: Iterable[tuple[K, str | None, int]], num_units: int) -> list[list[K]]:
+    """``(key, host, bytes)`` items into at most ``num_units`` non-empty bins, each bin one
+    host's keys where there are at least as many units as hosts (``None``, an unknown host,
+    is a group of its own); see the module docstring. Deterministic: the groups in host
+    order (unknown last), each packed by ``balance_by_bytes``."""
+    if num_units < 1:
+        raise ValueError(f"num_units must be >= 1, got {num_units}")
+    groups: dict[str | None, list[tuple[K, int]]] = {}
+    for key, host, size in items:
+        groups.setdefault(host, []).append((key, size))
+    count = min(num_units, WORK_UNITS_MAX)
+    if len(groups) > count:  # hosts must share units: balance the bytes alone
+        return balance_by_bytes(((k, s) for group in groups.values() for k, s in group), count)
+    order = sorted(groups, key=lambda host: (host is None, host or ""))
+    group_bytes = {host: sum(size for _key, size in groups[host]) for host in order}
+    shares = dict.fromkeys(order, 1)
+    for _ in range(count - len(order)):
+        open_hosts = [host for host in order if shares[host] < len(groups[host])]
+        if not open_hosts:
+            break
+        # the group with the most bytes per unit (ties: the first in host order)
+        busiest = max(
+            open_hosts, key=lambda host: (group_bytes[host] / shares[host], -order.index(host))
+        )
+        shares[busiest] += 1
+    return [keys for host in order for keys in balance_by_bytes(groups[host], shares[host])]
+
+
 def plan_work_units(
     segments: Sequence[PlannedSegment],
     num_units: int,
@@ -123,12 +171,24 @@ def plan_work_units(
     chains: dict[str, list[PlannedSegment]] = {}
     for segment in segments:
         chains.setdefault(segment.partition, []).append(segment)
+    hosts: dict[str, str | None] = {}
     for partition, chain in chains.items():
         chain.sort(key=lambda s: s.base_offset)
         if len({s.base_offset for s in chain}) != len(chain):
             raise ValueError(f"{partition}: a segment is planned twice")
-    sizes = [(p, sum(s.size_bytes for s in chain)) for p, chain in chains.items()]
-    bins = balance_by_bytes(sizes, num_units)
+        chain_hosts = {s.leader_host for s in chain}
+        if len(chain_hosts) != 1:
+            raise ValueError(
+                f"{partition}: segments planned with leader hosts {sorted(map(str, chain_hosts))}:"
+                " a partition's segments are planned from one leader; plan it again"
+            )
+        (hosts[partition],) = chain_hosts
+    sizes = {p: sum(s.size_bytes for s in chain) for p, chain in chains.items()}
+    located = len({h for h in hosts.values() if h is not None}) > 1
+    if located:
+        bins = balance_by_host(((p, hosts[p], sizes[p]) for p in chains), num_units)
+    else:
+        bins = balance_by_bytes(sizes.items(), num_units)
     share = None if bytes_per_second_quota is None else bytes_per_second_quota / max(len(bins), 1)
     units = []
     for index, keys in enumerate(bins):
@@ -139,9 +199,22 @@ def plan_work_units(
                 segments=unit_segments,
                 size_bytes=sum(s.size_bytes for s in unit_segments),
                 bytes_per_second=share,
+                preferred_hosts=preferred_hosts(keys, hosts, sizes) if located else (),
             )
         )
     return units
+
+
+def preferred_hosts(
+    keys: Iterable[str], hosts: dict[str, str | None], sizes: dict[str, int]
+) -> tuple[str, ...]:
+    """The known hosts of ``keys``' chains, most bytes first (ties: by name)."""
+    host_bytes: dict[str, int] = {}
+    for key in keys:
+        host = hosts[key]
+        if host is not None:
+            host_bytes[host] = host_bytes.get(host, 0) + sizes[key]
+    return tuple(sorted(host_bytes, key=lambda host: (-host_bytes[host], host)))
 
 
 def throttle_delay_s(

@@ -8,6 +8,10 @@ three brokers (``--broker-log-dirs`` for all three; one remote tier all brokers 
                leader's log dir and published as its leader
     expire     one run deletes what retention.bytes drops, on all three
 
+    hosts      broker 1 advertises itself as localhost, brokers 2 and 3 as 127.0.0.1: the
+               work units group the partitions by leader host and each asks Spark for its
+               leader's host; everything is copied all the same
+
     follow     a topic on [2, 3, 1]: copy (from broker 2), SIGKILL broker 2, broker 3 leads
                in epoch 1, more records, copy again: from broker 3's log dir, the chain
                goes on along the epoch lineage (no gap, nothing twice); every acknowledged
@@ -40,6 +44,18 @@ LEADERS = {"led-by-1": (1, 2, 3), "led-by-2": (2, 3, 1), "led-by-3": (3, 1, 2)}
 @pytest.fixture
 def stage(zookeeper: ZooKeeperEnsemble, tmp_path: Path) -> Iterator[TieredStage]:
     with TieredStage(zookeeper, tmp_path) as stage:
+        yield stage
+
+
+@pytest.fixture
+def two_host_stage(zookeeper: ZooKeeperEnsemble, tmp_path: Path) -> Iterator[TieredStage]:
+    """The stage with broker 1 advertised as ``localhost`` (the same loopback address under
+    another name: Metadata gives two leader hosts)."""
+    stage = TieredStage(zookeeper, tmp_path)
+    first = stage.brokers[1]
+    with first.config_path.open("a") as config:
+        config.write(f"advertised.listeners=PLAINTEXT://localhost:{first.port}\n")
+    with stage:
         yield stage
 
 
@@ -123,8 +139,11 @@ def test_one_run_copies_and_expires_the_partitions_of_every_leader(
         # read from the leader's log dir and published as the leader
         assert {s.broker_id for s in segments} == {leader}, (topic, segments)
     assert copied["counts"]["segments_copied"] == 9
-    # each work unit records its leaders' hosts (Metadata's broker endpoints)
-    assert all(unit["leader_hosts"] for unit in copied["details"]["work_units"]), copied
+    # each work unit records its leaders' hosts (Metadata's broker endpoints); the three
+    # brokers share one host here, so no unit asks Spark for a host (plain parallelize)
+    units = copied["details"]["work_units"]
+    assert all(unit["leader_hosts"] == ["127.0.0.1"] for unit in units), units
+    assert all(unit["preferred_hosts"] == [] for unit in units), units
 
     expired = run(expire_remote, stage, tmp_path, "expire.json")
     assert expired["status"] == "ok" and expired["errors"] == []
@@ -135,6 +154,32 @@ def test_one_run_copies_and_expires_the_partitions_of_every_leader(
         assert remaining and remaining[0].start_offset > 0, (topic, remaining)
         assert remaining[-1].end_offset == 35
     assert expired["counts"]["segments_deleted"] >= 3
+
+
+def test_work_units_follow_their_leaders_hosts(
+    spark: SparkSession, two_host_stage: TieredStage, tmp_path: Path
+) -> None:
+    stage = two_host_stage
+    for topic, replicas in LEADERS.items():
+        create(stage, topic, replicas)
+        stage.produce(topic, values(topic, 40))  # segments [0-11] [12-23] [24-35], active 36
+
+    copied = run(copy_segments, stage, tmp_path, "copy.json")
+    assert copied["status"] == "ok" and copied["counts"]["segments_copied"] == 9, copied
+    for topic, (leader, *_followers) in LEADERS.items():
+        segments = finished(stage, topic)
+        assert [(s.start_offset, s.end_offset) for s in segments] == [(0, 11), (12, 23), (24, 35)]
+        assert {s.broker_id for s in segments} == {leader}, (topic, segments)
+    units = copied["details"]["work_units"]
+    print(f"work units: {units}")
+    placed = {p: unit["preferred_hosts"] for unit in units for p in unit["partitions"]}
+    assert placed == {
+        "led-by-1-0": ["localhost"],
+        "led-by-2-0": ["127.0.0.1"],
+        "led-by-3-0": ["127.0.0.1"],
+    }
+    # a unit holds one leader host's partitions
+    assert all(unit["leader_hosts"] == unit["preferred_hosts"] for unit in units), units
 
 
 def test_after_the_leader_is_killed_the_next_run_copies_from_the_new_leader(
