@@ -7,6 +7,8 @@ three brokers (``--broker-log-dirs`` for all three; one remote tier all brokers 
     copy       one run copies the closed segments of all three, each read from its
                leader's log dir and published as its leader
     expire     one run deletes what retention.bytes drops, on all three
+    quality    green after the copy and after the expiry (every replica, epoch and offset
+               suite)
 
     hosts      broker 1 advertises itself as localhost, brokers 2 and 3 as 127.0.0.1: the
                work units group the partitions by leader host and each asks Spark for its
@@ -15,7 +17,8 @@ three brokers (``--broker-log-dirs`` for all three; one remote tier all brokers 
     follow     a topic on [2, 3, 1]: copy (from broker 2), SIGKILL broker 2, broker 3 leads
                in epoch 1, more records, copy again: from broker 3's log dir, the chain
                goes on along the epoch lineage (no gap, nothing twice); every acknowledged
-               record is read from offset 0
+               record is read from offset 0; quality is green, with broker 2 dead reported
+               as an under-replicated warning
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from embedded.zookeeper import ZooKeeperEnsemble
-from jobs import copy_segments, expire_remote
+from jobs import copy_segments, expire_remote, quality
 from jobs.common import log_dir_locks
 from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
@@ -88,6 +91,37 @@ def run(job: Any, stage: TieredStage, tmp_path: Path, summary: str) -> dict[str,
     return result
 
 
+def check_quality(stage: TieredStage, tmp_path: Path, name: str) -> dict[str, Any]:
+    """The quality job over every broker's log dir: exit 0 with every suite passed (the
+    under-replicated warning aside); the report, for what a test asserts further."""
+    maps = [f"--broker-log-dirs={b}={broker.log_dir}" for b, broker in stage.brokers.items()]
+    report_dir = tmp_path / f"quality-{name}"
+    code = quality.main(
+        [
+            "--bootstrap-server",
+            stage.bootstrap,
+            *maps,
+            "--remote-storage-manager",
+            "LocalTieredStorage",
+            f"--rsm-config=local.storage.dir={stage.remote_dir}",
+            "--spark-master",
+            "local[2]",
+            "--report-dir",
+            str(report_dir),
+            "--summary-path",
+            str(tmp_path / f"quality-{name}.json"),
+        ]
+    )
+    report: dict[str, Any] = json.loads((report_dir / quality.SUMMARY_FILE).read_text())
+    failing = {
+        suite: outcome
+        for suite, outcome in report["suites"].items()
+        if not outcome["success"] and suite != "replica_warnings"
+    }
+    assert code == 0 and report["success"] and failing == {}, (name, failing)
+    return report
+
+
 def finished(stage: TieredStage, topic: str) -> list[RemoteLogSegmentMetadata]:
     return sorted(
         (
@@ -139,6 +173,7 @@ def test_one_run_copies_and_expires_the_partitions_of_every_leader(
         # read from the leader's log dir and published as the leader
         assert {s.broker_id for s in segments} == {leader}, (topic, segments)
     assert copied["counts"]["segments_copied"] == 9
+    check_quality(stage, tmp_path, "after-copy")
     # each work unit records its leaders' hosts (Metadata's broker endpoints); the three
     # brokers share one host here, so no unit asks Spark for a host (plain parallelize)
     units = copied["details"]["work_units"]
@@ -154,6 +189,7 @@ def test_one_run_copies_and_expires_the_partitions_of_every_leader(
         assert remaining and remaining[0].start_offset > 0, (topic, remaining)
         assert remaining[-1].end_offset == 35
     assert expired["counts"]["segments_deleted"] >= 3
+    check_quality(stage, tmp_path, "after-expire")
 
 
 def test_work_units_follow_their_leaders_hosts(
@@ -216,6 +252,10 @@ def test_after_the_leader_is_killed_the_next_run_copies_from_the_new_leader(
     new = [s for s in chain if s.start_offset > copied_before]
     assert new and {s.broker_id for s in new} == {3}, chain
     assert all(1 in s.segment_leader_epochs for s in new), chain
+    # green with broker 2 still dead: its partition is under-replicated, a warning only
+    report = check_quality(stage, tmp_path, "after-failover")
+    (warning,) = report["warnings"]
+    assert "expect_no_under_replicated_partition" in warning and "broker_id=2" in warning
     # the remote tier holds what the old leader copied and what the new one did
     read = dict(stage.consume(topic))
     missing = {o: v for o, v in acked.items() if read.get(o) != v}
