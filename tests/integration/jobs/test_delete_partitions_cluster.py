@@ -7,6 +7,7 @@ each partition's leader (the broker that marked it), with no broker id and no lo
     DeleteTopics                                 each leader marks its own partition
     delete_partitions (one run, whole cluster)   every partition: remote -, FINISHED by
                                                  the broker that marked it
+    quality (every broker's log dirs)            green
     delete_partitions again                      nothing to do
 """
 
@@ -24,7 +25,7 @@ from kafka import KafkaProducer
 from pyspark.sql import SparkSession
 
 from embedded.zookeeper import ZooKeeperEnsemble
-from jobs import delete_partitions
+from jobs import delete_partitions, quality
 from storage_core import cli
 from storage_core.client import KafkaCluster
 from storage_core.common import TopicIdPartition, TopicPartition
@@ -34,7 +35,7 @@ from storage_core.tiered.operations import marked_partitions_by_broker
 from storage_core.tiered.remote_object_keys import parse_object_key
 from tests import cluster_support
 from tests.broker_process import BrokerProcess
-from tests.integration.jobs.tiered_cluster import SEGMENT_BYTES
+from tests.integration.jobs.tiered_cluster import SEGMENT_BYTES, broker_log_dirs_args
 from tests.tiered_broker_support import client_rlmm
 
 pytestmark = pytest.mark.timeout(420)
@@ -220,6 +221,18 @@ def test_one_run_deletes_the_partitions_every_leader_marked(
             assert finished.broker_id == leader
             assert stored_segments(remote_dir, tip) == set()
     assert not any(path.is_file() for path in remote_dir.rglob("*"))
+    # quality over every broker's log dirs is green once the topic's remote data is deleted
+    report_dir = tmp_path / "quality"
+    checked = quality.main(
+        [
+            *cluster_run_args(bootstrap, remote_dir, tmp_path, tmp_path / "quality.json"),
+            *broker_log_dirs_args(brokers),
+            "--report-dir",
+            str(report_dir),
+        ]
+    )
+    report = json.loads((report_dir / quality.SUMMARY_FILE).read_text())
+    assert checked == 0 and report["success"] and report["warnings"] == [], report
 
     code, again = run_job(bootstrap, remote_dir, tmp_path, "again")
     assert code == 0, again
