@@ -3,9 +3,9 @@
 The network layer calls ``append_records`` and ``fetch_messages`` from the asyncio loop. Disk
 work runs on a small pool of I/O threads so that the loop never waits for a write, an fsync or
 a read. A fetch that finds less than ``min_bytes`` waits, up to ``max_wait_ms``, until the high
-watermark of one of its partitions advances (Kafka's ``DelayedFetch`` in the fetch purgatory);
-``acks=-1`` produces wait until the high watermark covers their last offset
-(``DelayedProduce``).
+watermark of one of its partitions advances, or for a follower's fetch its log end offset
+(Kafka's ``DelayedFetch`` in the fetch purgatory); ``acks=-1`` produces wait until the high
+watermark covers their last offset (``DelayedProduce``).
 
 Each partition of a produce or of a fetch's answer marks ``topic_stats`` (Kafka's
 ``BrokerTopicStats``: requests, bytes and messages in, bytes out, failures).
@@ -326,8 +326,8 @@ class ReplicaManager:
                     )
                     if changed or not hosted:
                         result.followers.append(partition)
-                    if was_leader:  # parked acks=all produces answer NOT_LEADER_OR_FOLLOWER
-                        self.on_high_watermark_advanced(tp)
+                    if was_leader:  # parked fetches and acks=all produces answer at once
+                        self._on_leadership_lost(tp)
                 self.add_partition(partition)
                 with self._lock:
                     self._inconsistent_topic_ids.pop(tp, None)
@@ -397,7 +397,23 @@ class ReplicaManager:
             return dict(self._partitions)
 
     def on_high_watermark_advanced(self, tp: TopicPartition) -> None:
-        """Called by a Partition (any thread) when its HW moved: wake the fetches waiting on it."""
+        """Called by a Partition (any thread) when its HW moved: wake the consumer fetches and
+        acks=all produces waiting on it. Parked follower fetches stay parked: as Kafka's
+        ``DelayedFetch`` of a follower, they wait for bytes past their fetch offset (the log
+        end), not for the HW, and carry the new HW with their next answer. Waking them here
+        cost every acks=all round a re-read of each follower's empty fetch."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake_high_watermark_waiters, tp)
+
+    def _wake_high_watermark_waiters(self, tp: TopicPartition) -> None:
+        for waiter in self._waiters.pop(tp, set()):
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _on_leadership_lost(self, tp: TopicPartition) -> None:
+        """This broker stopped leading ``tp`` (any thread): every parked fetch and acks=all
+        produce answers now (NOT_LEADER_OR_FOLLOWER), follower fetches included."""
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._wake, tp)

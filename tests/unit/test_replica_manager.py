@@ -221,3 +221,55 @@ def test_a_diverging_last_fetched_epoch_is_reported(tmp_path: Path) -> None:
 
     asyncio.run(run())
     replicas.shutdown()
+
+
+def _count_reads(replicas: ReplicaManager) -> dict[int, int]:
+    """Reads made per fetching replica id (-1: consumers), counted from now on."""
+    reads: dict[int, int] = {}
+    original = replicas._read_all
+
+    def counted(*args: object, **kwargs: object) -> object:
+        replica_id = kwargs.get("replica_id", args[4] if len(args) > 4 else -1)
+        assert isinstance(replica_id, int)
+        reads[replica_id] = reads.get(replica_id, 0) + 1
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    replicas._read_all = counted  # type: ignore[method-assign]
+    return reads
+
+
+def test_a_parked_follower_fetch_waits_for_records_not_for_the_high_watermark(
+    tmp_path: Path,
+) -> None:
+    """As Kafka's DelayedFetch of a follower: it completes on bytes past its fetch offset. The
+    HW moving (another follower's fetch) neither answers it nor makes it read again."""
+    replicas = _setup(tmp_path, isr=(0, 1, 2))
+    partition = replicas.get_partition(TP)
+    partition.append_records_to_leader(make_batch(2), required_acks=1)
+
+    async def run() -> None:
+        replicas.bind_loop(asyncio.get_running_loop())
+        reads = _count_reads(replicas)
+        at_end = {TP: FetchRequestPartition(fetch_offset=2, max_bytes=1 << 20)}
+        parked = asyncio.create_task(
+            replicas.fetch_messages(
+                at_end, max_wait_ms=10_000, min_bytes=1, max_bytes=1 << 20, replica_id=2
+            )
+        )
+        await asyncio.sleep(0.2)
+        assert partition.log.high_watermark == 0  # follower 1 has not fetched yet
+        other = await replicas.fetch_messages(
+            at_end, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, replica_id=1
+        )
+        assert other[TP].records == b""
+        assert partition.log.high_watermark == 2  # both followers at the log end
+        await asyncio.sleep(0.2)
+        assert not parked.done()
+        assert reads[2] == 1  # not woken by the HW: no second read
+        await replicas.append_records({TP: make_batch(3)}, required_acks=1, timeout_ms=1000)
+        results = await asyncio.wait_for(parked, 5)
+        assert results[TP].records  # the new batch
+        assert reads[2] == 2
+
+    asyncio.run(run())
+    replicas.shutdown()
