@@ -2,7 +2,8 @@
 
 The network layer calls ``append_records`` and ``fetch_messages`` from the asyncio loop. Disk
 work runs on a small pool of I/O threads so that the loop never waits for a write, an fsync or
-a read. A fetch that finds less than ``min_bytes`` waits, up to ``max_wait_ms``, until the high
+a read (a follower's fetch at the log end reads nothing from disk: it is answered on the loop).
+A fetch that finds less than ``min_bytes`` waits, up to ``max_wait_ms``, until the high
 watermark of one of its partitions advances, or for a follower's fetch its log end offset
 (Kafka's ``DelayedFetch`` in the fetch purgatory); ``acks=-1`` produces wait until the high
 watermark covers their last offset (``DelayedProduce``).
@@ -69,6 +70,9 @@ MAX_WAITERS = 10_000  # bounded purgatory: beyond it, fetches answer at once
 # Zero-copy fetches copy record sets smaller than this: a sendfile round trip through an
 # I/O thread costs more than copying a few KiB.
 ZERO_COPY_MIN_BYTES = 64 * 1024
+# A follower fetch of at most this many partitions, all at the leader's log end, is answered
+# on the event loop (``_read_at_log_end``); a larger one goes to an I/O thread.
+LOG_END_READ_MAX_PARTITIONS = 64
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -613,18 +617,22 @@ class ReplicaManager:
             # thread wakes this waiter, instead of being missed until max_wait_ms.
             waiter = self._park(requests.keys(), replica=replica)
             try:
-                reading = asyncio.ensure_future(
-                    self.run_io(
-                        lambda: self._read_all(
-                            requests, max_bytes, isolation_high_watermark, zero_copy, replica_id
+                at_log_end = self._read_at_log_end(requests, max_bytes, replica_id)
+                if at_log_end is not None:
+                    results = at_log_end
+                else:
+                    reading = asyncio.ensure_future(
+                        self.run_io(
+                            lambda: self._read_all(
+                                requests, max_bytes, isolation_high_watermark, zero_copy, replica_id
+                            )
                         )
                     )
-                )
-                try:
-                    results = await asyncio.shield(reading)
-                except asyncio.CancelledError:
-                    reading.add_done_callback(_close_regions_of_read)
-                    raise
+                    try:
+                        results = await asyncio.shield(reading)
+                    except asyncio.CancelledError:
+                        reading.add_done_callback(_close_regions_of_read)
+                        raise
                 if any(r.remote_read is not None for r in results.values()):
                     await self._complete_remote_reads(results)
                     for tp, result in results.items():
@@ -648,6 +656,39 @@ class ReplicaManager:
             finally:
                 if waiter is not None:
                     self._unpark(waiter, requests.keys(), replica=replica)
+
+    def _read_at_log_end(
+        self,
+        requests: Mapping[TopicPartition, FetchRequestPartition],
+        max_bytes: int,
+        replica_id: int,
+    ) -> dict[TopicPartition, FetchResult] | None:
+        """A follower's fetch at the leader's log end, answered on the event loop (None: read
+        on an I/O thread). It reads no byte from disk: the follower's fetch state is recorded,
+        which may move the HW and complete acks=all produces, and the answer holds the offsets
+        only. This is the fetch that follows each append of a follower, so an acks=all round
+        no longer waits for an I/O thread there.
+
+        The same ``_read_all`` runs, with every partition's lock and log lock taken without
+        waiting: the loop never waits for an append, a roll or an fsync. A follower fetch
+        (``replica_id >= 0``) of up to ``LOG_END_READ_MAX_PARTITIONS`` partitions qualifies
+        when each partition is hosted here, both its locks are free and the fetch offset is
+        its log end offset."""
+        if replica_id < 0 or not requests or len(requests) > LOG_END_READ_MAX_PARTITIONS:
+            return None
+        with contextlib.ExitStack() as held:
+            for tp, request in requests.items():
+                with self._lock:
+                    partition = self._partitions.get(tp)
+                if (
+                    partition is None
+                    or not held.enter_context(partition.locked_if_free())
+                    or request.fetch_offset != partition.log.log_end_offset
+                ):
+                    return None
+            return self._read_all(
+                requests, max_bytes, False, zero_copy=False, replica_id=replica_id
+            )
 
     def _read_all(
         self,
