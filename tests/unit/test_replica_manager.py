@@ -21,6 +21,7 @@ from storage_core.errors import (
 )
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
+from storage_core.records.memory_records import iter_batches
 from storage_core.replication.partition import Partition
 from storage_core.replication.replica_manager import FetchRequestPartition, ReplicaManager
 from tests.conftest import make_batch
@@ -362,4 +363,70 @@ def test_a_follower_fetch_at_the_log_end_never_waits_on_the_loop_for_a_held_log(
     finally:
         release.set()
         holder.join()
+    replicas.shutdown()
+
+
+def test_an_append_reads_for_the_parked_follower_fetches_on_its_own_io_thread(
+    tmp_path: Path,
+) -> None:
+    """As Kafka's appending request thread completes the delayed fetches it unblocks: the
+    append's I/O thread reads the new batch for the parked follower fetch, which answers with
+    it without a round trip of its own to an I/O thread."""
+    replicas = _setup(tmp_path, isr=(0, 1))
+
+    async def run() -> None:
+        replicas.bind_loop(asyncio.get_running_loop())
+        io_calls = 0
+        original = replicas.run_io
+
+        async def counted(function: Callable[[], object]) -> object:
+            nonlocal io_calls
+            io_calls += 1
+            return await original(function)
+
+        replicas.run_io = counted  # type: ignore[method-assign,assignment]
+        at_end = {TP: FetchRequestPartition(fetch_offset=0, max_bytes=1 << 20)}
+        parked = asyncio.create_task(
+            replicas.fetch_messages(
+                at_end, max_wait_ms=10_000, min_bytes=1, max_bytes=1 << 20, replica_id=1
+            )
+        )
+        await asyncio.sleep(0.2)
+        assert not parked.done()
+        produced = await replicas.append_records(
+            {TP: make_batch(3)}, required_acks=1, timeout_ms=1000
+        )
+        assert produced[TP].error is None
+        results = await asyncio.wait_for(parked, 5)
+        [batch] = list(iter_batches(bytes(results[TP].records)))
+        assert (batch[1].base_offset, batch[1].last_offset) == (0, 2)
+        assert io_calls == 0  # neither the fetch's two reads nor the append took one
+
+    asyncio.run(run())
+    replicas.shutdown()
+
+
+def test_a_parked_follower_fetch_keeps_waiting_when_the_append_fails(tmp_path: Path) -> None:
+    replicas = _setup(tmp_path, isr=(0, 1))
+
+    async def run() -> None:
+        replicas.bind_loop(asyncio.get_running_loop())
+        at_end = {TP: FetchRequestPartition(fetch_offset=0, max_bytes=1 << 20)}
+        parked = asyncio.create_task(
+            replicas.fetch_messages(
+                at_end, max_wait_ms=10_000, min_bytes=1, max_bytes=1 << 20, replica_id=1
+            )
+        )
+        await asyncio.sleep(0.2)
+        refused = await replicas.append_records(
+            {TP: b"not a record batch"}, required_acks=1, timeout_ms=1000
+        )
+        assert refused[TP].error is not None
+        await asyncio.sleep(0.2)
+        assert not parked.done()  # nothing new to read: still waiting
+        await replicas.append_records({TP: make_batch(2)}, required_acks=1, timeout_ms=1000)
+        results = await asyncio.wait_for(parked, 5)
+        assert results[TP].records
+
+    asyncio.run(run())
     replicas.shutdown()
