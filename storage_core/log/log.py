@@ -29,6 +29,7 @@ only happens on followers that are not serving reads.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import os
 import shutil
@@ -232,6 +233,19 @@ class Log:
     @property
     def high_watermark(self) -> int:
         return self._high_watermark
+
+    @contextlib.contextmanager
+    def locked_if_free(self) -> Iterator[bool]:
+        """Hold this log's lock for the body if no other thread holds it (never waits);
+        yields whether it is held. While it is, nothing appends to, truncates, rolls or
+        flushes this log."""
+        if not self._lock.acquire(blocking=False):
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            self._lock.release()
 
     @property
     def recovery_point(self) -> int:

@@ -14,9 +14,10 @@ and the follower states. ``on_high_watermark_advanced`` is called outside the lo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from storage_core.clock import SYSTEM_CLOCK, Clock
@@ -522,6 +523,20 @@ class Partition:
         )
         if advanced:
             self._on_hw_advanced(self.topic_partition)
+
+    @contextlib.contextmanager
+    def locked_if_free(self) -> Iterator[bool]:
+        """Hold this partition's lock and its log's for the body if no other thread holds
+        either (never waits); yields whether both are held. While they are, the role, the
+        ISR and the log stay as they are: no append, truncation, roll or flush."""
+        if not self._lock.acquire(blocking=False):
+            yield False
+            return
+        try:
+            with self.log.locked_if_free() as held:
+                yield held
+        finally:
+            self._lock.release()
 
     # ------------------------------------------------------------------ reads
     def read_records(

@@ -2,10 +2,11 @@
 
 The network layer calls ``append_records`` and ``fetch_messages`` from the asyncio loop. Disk
 work runs on a small pool of I/O threads so that the loop never waits for a write, an fsync or
-a read. A fetch that finds less than ``min_bytes`` waits, up to ``max_wait_ms``, until the high
-watermark of one of its partitions advances (Kafka's ``DelayedFetch`` in the fetch purgatory);
-``acks=-1`` produces wait until the high watermark covers their last offset
-(``DelayedProduce``).
+a read (a follower's fetch at the log end reads nothing from disk: it is answered on the loop).
+A fetch that finds less than ``min_bytes`` waits, up to ``max_wait_ms``, until the high
+watermark of one of its partitions advances, or for a follower's fetch its log end offset
+(Kafka's ``DelayedFetch`` in the fetch purgatory); ``acks=-1`` produces wait until the high
+watermark covers their last offset (``DelayedProduce``).
 
 Each partition of a produce or of a fetch's answer marks ``topic_stats`` (Kafka's
 ``BrokerTopicStats``: requests, bytes and messages in, bytes out, failures).
@@ -69,6 +70,9 @@ MAX_WAITERS = 10_000  # bounded purgatory: beyond it, fetches answer at once
 # Zero-copy fetches copy record sets smaller than this: a sendfile round trip through an
 # I/O thread costs more than copying a few KiB.
 ZERO_COPY_MIN_BYTES = 64 * 1024
+# A follower fetch of at most this many partitions, all at the leader's log end, is answered
+# on the event loop (``_read_at_log_end``); a larger one goes to an I/O thread.
+LOG_END_READ_MAX_PARTITIONS = 64
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,6 +153,12 @@ class FetchResult:
     remote_read: tuple[int, int, bool] | None = None
 
 
+FetchResults = dict[TopicPartition, FetchResult]
+# Woken with None (read again), or for a follower's fetch maybe with the read an append made
+# for it on its I/O thread (``_claim_follower_reads``).
+Waiter = asyncio.Future[FetchResults | None]
+
+
 class ReplicaManager:
     """Routes appends and fetches to ``Partition`` objects; owns the fetch purgatory."""
 
@@ -173,7 +183,13 @@ class ReplicaManager:
         self._follower_fetching_stopped = False
         # Follower fetches park here until the leader's log end offset moves (they read
         # beyond the HW); consumer fetches and acks=all produces in ``_waiters`` (HW moves).
-        self._replica_waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self._replica_waiters: dict[TopicPartition, set[Waiter]] = {}
+        # Follower fetches waiting in the purgatory and how each reads: an append reads for
+        # them on its own I/O thread once it is written (as Kafka's appending request thread
+        # completes the delayed fetches it unblocks), and hands the read over. Claimed:
+        # being read for by an append.
+        self._follower_reads: dict[Waiter, Callable[[], FetchResults]] = {}
+        self._claimed_reads: set[Waiter] = set()
         self._scheduler = Scheduler("replica-manager-scheduler")
         self._lock = threading.RLock()
         self._partitions: dict[TopicPartition, Partition] = {}
@@ -181,7 +197,7 @@ class ReplicaManager:
         self._inconsistent_topic_ids: dict[TopicPartition, str] = {}
         self._io = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="io")
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self._waiters: dict[TopicPartition, set[Waiter]] = {}
         self.topic_stats = topic_stats or BrokerTopicStats(KafkaMetricsRegistry())
         # Set by the broker when remote.log.storage.system.enable: serves tiered offsets.
         self.remote_log_manager: RemoteLogManager | None = None
@@ -326,8 +342,8 @@ class ReplicaManager:
                     )
                     if changed or not hosted:
                         result.followers.append(partition)
-                    if was_leader:  # parked acks=all produces answer NOT_LEADER_OR_FOLLOWER
-                        self.on_high_watermark_advanced(tp)
+                    if was_leader:  # parked fetches and acks=all produces answer at once
+                        self._on_leadership_lost(tp)
                 self.add_partition(partition)
                 with self._lock:
                     self._inconsistent_topic_ids.pop(tp, None)
@@ -397,7 +413,23 @@ class ReplicaManager:
             return dict(self._partitions)
 
     def on_high_watermark_advanced(self, tp: TopicPartition) -> None:
-        """Called by a Partition (any thread) when its HW moved: wake the fetches waiting on it."""
+        """Called by a Partition (any thread) when its HW moved: wake the consumer fetches and
+        acks=all produces waiting on it. Parked follower fetches stay parked: as Kafka's
+        ``DelayedFetch`` of a follower, they wait for bytes past their fetch offset (the log
+        end), not for the HW, and carry the new HW with their next answer. Waking them here
+        cost every acks=all round a re-read of each follower's empty fetch."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake_high_watermark_waiters, tp)
+
+    def _wake_high_watermark_waiters(self, tp: TopicPartition) -> None:
+        for waiter in self._waiters.pop(tp, set()):
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _on_leadership_lost(self, tp: TopicPartition) -> None:
+        """This broker stopped leading ``tp`` (any thread): every parked fetch and acks=all
+        produce answers now (NOT_LEADER_OR_FOLLOWER), follower fetches included."""
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._wake, tp)
@@ -414,9 +446,53 @@ class ReplicaManager:
         self._wake_replica_fetches(tp)
 
     def _wake_replica_fetches(self, tp: TopicPartition) -> None:
+        """Wake the follower fetches parked on ``tp``, except those an append reads for."""
         for waiter in self._replica_waiters.pop(tp, set()):
-            if not waiter.done():
+            if not waiter.done() and waiter not in self._claimed_reads:
                 waiter.set_result(None)
+
+    def _claim_follower_reads(
+        self, tps: Iterable[TopicPartition]
+    ) -> dict[Waiter, Callable[[], FetchResults]]:
+        """The follower fetches parked on ``tps`` that an append is about to read for
+        (loop thread); each is handed its read, or woken, by ``_hand_over_reads``."""
+        claimed: dict[Waiter, Callable[[], FetchResults]] = {}
+        for tp in tps:
+            for waiter in self._replica_waiters.get(tp, ()):
+                read = self._follower_reads.get(waiter)
+                if read is not None and waiter not in self._claimed_reads:
+                    claimed[waiter] = read
+        self._claimed_reads.update(claimed)
+        return claimed
+
+    @staticmethod
+    def _read_for_followers(
+        claimed: Mapping[Waiter, Callable[[], FetchResults]],
+    ) -> dict[Waiter, FetchResults | None]:
+        """Run the claimed follower fetches' reads (I/O thread, after the append); None for
+        one whose read failed: that fetch reads again itself."""
+        reads: dict[Waiter, FetchResults | None] = {}
+        for waiter, read in claimed.items():
+            try:
+                reads[waiter] = read()
+            except Exception:
+                logger.exception("read for a parked follower fetch failed")
+                reads[waiter] = None
+        return reads
+
+    def _hand_over_reads(self, reads: Mapping[Waiter, FetchResults | None]) -> None:
+        """Give each claimed follower fetch still waiting the read made for it (loop
+        thread); the read of one that has gone (answered, expired, cancelled) is dropped."""
+        for waiter, results in reads.items():
+            self._claimed_reads.discard(waiter)
+            if waiter in self._follower_reads and not waiter.done():
+                waiter.set_result(results)
+            elif results is not None:
+                close_regions(results.values())
+
+    def _release_claims(self, claimed: Iterable[Waiter]) -> None:
+        """Nothing was appended: the claimed follower fetches keep waiting (loop thread)."""
+        self._claimed_reads.difference_update(claimed)
 
     # ------------------------------------------------------------------ ISR
     def maybe_shrink_isr(self) -> int:
@@ -464,7 +540,11 @@ class ReplicaManager:
                 results[tp] = self._append_one(tp, records, required_acks)
             return results
 
-        results = await self.run_io(append_all)
+        claimed = self._claim_follower_reads(entries.keys())
+        if claimed:
+            results = await self._append_then_read(append_all, claimed)
+        else:
+            results = await self.run_io(append_all)
         for tp, result in results.items():
             self.topic_stats.mark_produce(tp.topic, result.info, result.error)
             if result.info is not None:
@@ -472,6 +552,35 @@ class ReplicaManager:
         if required_acks == -1:
             await self._await_replication(results, timeout_ms)
         return results
+
+    async def _append_then_read(
+        self,
+        append_all: Callable[[], dict[TopicPartition, ProduceResult]],
+        claimed: dict[Waiter, Callable[[], FetchResults]],
+    ) -> dict[TopicPartition, ProduceResult]:
+        """Append on an I/O thread, answer the produce, then on the same thread read for the
+        follower fetches parked on these partitions and hand the reads over: the followers
+        get the new batches without another round trip to an I/O thread."""
+        loop = asyncio.get_running_loop()
+        appended: asyncio.Future[dict[TopicPartition, ProduceResult]] = loop.create_future()
+
+        def append_then_read() -> None:
+            try:
+                results = append_all()
+            except BaseException as error:
+                _call_soon_threadsafe(loop, _set_exception, appended, error)
+                _call_soon_threadsafe(loop, self._release_claims, claimed)
+                return
+            _call_soon_threadsafe(loop, _set_result, appended, results)
+            if any(r.info is not None for r in results.values()):
+                _call_soon_threadsafe(
+                    loop, self._hand_over_reads, self._read_for_followers(claimed)
+                )
+            else:
+                _call_soon_threadsafe(loop, self._release_claims, claimed)
+
+        self._io.submit(append_then_read)
+        return await appended
 
     def _append_one(self, tp: TopicPartition, records: bytes, required_acks: int) -> ProduceResult:
         try:
@@ -544,19 +653,17 @@ class ReplicaManager:
         finally:
             self._unpark(waiter, tps, replica=replica)
 
-    def _park(self, tps: Iterable[TopicPartition], *, replica: bool) -> asyncio.Future[None] | None:
+    def _park(self, tps: Iterable[TopicPartition], *, replica: bool) -> Waiter | None:
         """A waiter woken when one of ``tps`` moves (None: the purgatory is full)."""
         table = self._replica_waiters if replica else self._waiters
         if sum(len(w) for w in table.values()) >= MAX_WAITERS:
             return None
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiter: Waiter = asyncio.get_running_loop().create_future()
         for tp in tps:
             table.setdefault(tp, set()).add(waiter)
         return waiter
 
-    def _unpark(
-        self, waiter: asyncio.Future[None], tps: Iterable[TopicPartition], *, replica: bool
-    ) -> None:
+    def _unpark(self, waiter: Waiter, tps: Iterable[TopicPartition], *, replica: bool) -> None:
         table = self._replica_waiters if replica else self._waiters
         for tp in tps:
             waiting = table.get(tp)
@@ -592,23 +699,29 @@ class ReplicaManager:
         deadline = loop.time() + max(max_wait_ms, 0) / 1000
         zero_copy = zero_copy and SENDFILE_SUPPORTED
         replica = replica_id >= 0
+
+        def read_all() -> FetchResults:
+            return self._read_all(
+                requests, max_bytes, isolation_high_watermark, zero_copy, replica_id
+            )
+
+        handed: FetchResults | None = None  # read by an append for this parked fetch
         while True:
             # Parked before reading: an append that lands while the read runs on an I/O
             # thread wakes this waiter, instead of being missed until max_wait_ms.
             waiter = self._park(requests.keys(), replica=replica)
             try:
-                reading = asyncio.ensure_future(
-                    self.run_io(
-                        lambda: self._read_all(
-                            requests, max_bytes, isolation_high_watermark, zero_copy, replica_id
-                        )
-                    )
-                )
-                try:
-                    results = await asyncio.shield(reading)
-                except asyncio.CancelledError:
-                    reading.add_done_callback(_close_regions_of_read)
-                    raise
+                if handed is not None:
+                    results, handed = handed, None
+                elif (at_end := self._read_at_log_end(requests, max_bytes, replica_id)) is not None:
+                    results = at_end
+                else:
+                    reading = asyncio.ensure_future(self.run_io(read_all))
+                    try:
+                        results = await asyncio.shield(reading)
+                    except asyncio.CancelledError:
+                        reading.add_done_callback(_close_regions_of_read)
+                        raise
                 if any(r.remote_read is not None for r in results.values()):
                     await self._complete_remote_reads(results)
                     for tp, result in results.items():
@@ -628,10 +741,48 @@ class ReplicaManager:
                         self.topic_stats.mark_fetch(tp.topic, len(result.records), result.error)
                     return results
                 close_regions(results.values())
+                if replica:
+                    self._follower_reads[waiter] = read_all
                 await _until(waiter, remaining)
+                if waiter.done():
+                    handed = waiter.result()
             finally:
                 if waiter is not None:
+                    self._follower_reads.pop(waiter, None)
                     self._unpark(waiter, requests.keys(), replica=replica)
+
+    def _read_at_log_end(
+        self,
+        requests: Mapping[TopicPartition, FetchRequestPartition],
+        max_bytes: int,
+        replica_id: int,
+    ) -> dict[TopicPartition, FetchResult] | None:
+        """A follower's fetch at the leader's log end, answered on the event loop (None: read
+        on an I/O thread). It reads no byte from disk: the follower's fetch state is recorded,
+        which may move the HW and complete acks=all produces, and the answer holds the offsets
+        only. This is the fetch that follows each append of a follower, so an acks=all round
+        no longer waits for an I/O thread there.
+
+        The same ``_read_all`` runs, with every partition's lock and log lock taken without
+        waiting: the loop never waits for an append, a roll or an fsync. A follower fetch
+        (``replica_id >= 0``) of up to ``LOG_END_READ_MAX_PARTITIONS`` partitions qualifies
+        when each partition is hosted here, both its locks are free and the fetch offset is
+        its log end offset."""
+        if replica_id < 0 or not requests or len(requests) > LOG_END_READ_MAX_PARTITIONS:
+            return None
+        with contextlib.ExitStack() as held:
+            for tp, request in requests.items():
+                with self._lock:
+                    partition = self._partitions.get(tp)
+                if (
+                    partition is None
+                    or not held.enter_context(partition.locked_if_free())
+                    or request.fetch_offset != partition.log.log_end_offset
+                ):
+                    return None
+            return self._read_all(
+                requests, max_bytes, False, zero_copy=False, replica_id=replica_id
+            )
 
     def _read_all(
         self,
@@ -869,7 +1020,26 @@ def _check_topic_id(log_manager: LogManager, tp: TopicPartition, topic_id: Uuid 
         )
 
 
-async def _until(waiter: asyncio.Future[None], timeout_s: float) -> None:
+async def _until(waiter: Waiter, timeout_s: float) -> None:
     """Wait for ``waiter`` at most ``timeout_s`` (it stays usable: shielded)."""
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(asyncio.shield(waiter), timeout_s)
+
+
+def _call_soon_threadsafe(
+    loop: asyncio.AbstractEventLoop, callback: Callable[..., object], *args: object
+) -> None:
+    """Schedule ``callback`` on ``loop`` from an I/O thread; dropped once the loop is closed
+    (the broker is stopping)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(callback, *args)
+
+
+def _set_result(future: asyncio.Future[T], result: T) -> None:
+    if not future.done():
+        future.set_result(result)
+
+
+def _set_exception(future: asyncio.Future[T], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)

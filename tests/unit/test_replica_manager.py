@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from storage_core.errors import (
 )
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
+from storage_core.records.memory_records import iter_batches
 from storage_core.replication.partition import Partition
 from storage_core.replication.replica_manager import FetchRequestPartition, ReplicaManager
 from tests.conftest import make_batch
@@ -143,8 +146,11 @@ def test_a_long_poll_fetch_returns_as_soon_as_data_arrives(tmp_path: Path) -> No
 
 def test_an_append_landing_while_a_fetch_reads_wakes_it(tmp_path: Path) -> None:
     """The fetch parks before it reads: an append (and its wake-up) that comes while the read
-    runs on an I/O thread must not leave the fetch waiting out max_wait_ms."""
+    runs on an I/O thread must not leave the fetch waiting out max_wait_ms. (The fetch is not
+    at the log end, which would be answered on the loop: it asks for more than is there.)"""
     replicas = _setup(tmp_path, replicas=(0, 2))
+    first = make_batch(1)
+    replicas.get_partition(TP).append_records_to_leader(first, required_acks=1)
     read_started = asyncio.Event()
     read_may_finish = asyncio.Event()
     original = replicas._read_all
@@ -169,15 +175,19 @@ def test_an_append_landing_while_a_fetch_reads_wakes_it(tmp_path: Path) -> None:
         request = {TP: FetchRequestPartition(fetch_offset=0, max_bytes=1 << 20)}
         fetch = asyncio.create_task(
             replicas.fetch_messages(
-                request, max_wait_ms=10_000, min_bytes=1, max_bytes=1 << 20, replica_id=2
+                request,
+                max_wait_ms=10_000,
+                min_bytes=len(first) + 1,
+                max_bytes=1 << 20,
+                replica_id=2,
             )
         )
-        await read_started.wait()  # the first read found nothing and is about to return
+        await read_started.wait()  # the first read found too little and is about to return
         started = time.monotonic()
         await replicas.append_records({TP: make_batch(4)}, required_acks=1, timeout_ms=1000)
         read_may_finish.set()
         results = await asyncio.wait_for(fetch, 9)
-        assert results[TP].records  # read again once woken: the appended batch
+        assert len(results[TP].records) > len(first)  # read again once woken: both batches
         return time.monotonic() - started
 
     assert asyncio.run(run()) < 5
@@ -218,6 +228,205 @@ def test_a_diverging_last_fetched_epoch_is_reported(tmp_path: Path) -> None:
         results = await replicas.fetch_messages(request, max_wait_ms=0, min_bytes=1, max_bytes=1000)
         assert results[TP].diverging_epoch == (1, 3)
         assert results[TP].records == b""
+
+    asyncio.run(run())
+    replicas.shutdown()
+
+
+def _count_reads(replicas: ReplicaManager) -> dict[int, int]:
+    """Reads made per fetching replica id (-1: consumers), counted from now on."""
+    reads: dict[int, int] = {}
+    original = replicas._read_all
+
+    def counted(*args: object, **kwargs: object) -> object:
+        replica_id = kwargs.get("replica_id", args[4] if len(args) > 4 else -1)
+        assert isinstance(replica_id, int)
+        reads[replica_id] = reads.get(replica_id, 0) + 1
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    replicas._read_all = counted  # type: ignore[method-assign]
+    return reads
+
+
+def test_a_parked_follower_fetch_waits_for_records_not_for_the_high_watermark(
+    tmp_path: Path,
+) -> None:
+    """As Kafka's DelayedFetch of a follower: it completes on bytes past its fetch offset. The
+    HW moving (another follower's fetch) neither answers it nor makes it read again."""
+    replicas = _setup(tmp_path, isr=(0, 1, 2))
+    partition = replicas.get_partition(TP)
+    partition.append_records_to_leader(make_batch(2), required_acks=1)
+
+    async def run() -> None:
+        replicas.bind_loop(asyncio.get_running_loop())
+        reads = _count_reads(replicas)
+        at_end = {TP: FetchRequestPartition(fetch_offset=2, max_bytes=1 << 20)}
+        parked = asyncio.create_task(
+            replicas.fetch_messages(
+                at_end, max_wait_ms=10_000, min_bytes=1, max_bytes=1 << 20, replica_id=2
+            )
+        )
+        await asyncio.sleep(0.2)
+        assert partition.log.high_watermark == 0  # follower 1 has not fetched yet
+        other = await replicas.fetch_messages(
+            at_end, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, replica_id=1
+        )
+        assert other[TP].records == b""
+        assert partition.log.high_watermark == 2  # both followers at the log end
+        await asyncio.sleep(0.2)
+        assert not parked.done()
+        assert reads[2] == 1  # not woken by the HW: no second read
+        await replicas.append_records({TP: make_batch(3)}, required_acks=1, timeout_ms=1000)
+        results = await asyncio.wait_for(parked, 5)
+        assert results[TP].records  # the new batch
+        assert reads[2] == 2
+
+    asyncio.run(run())
+    replicas.shutdown()
+
+
+def test_a_follower_fetch_at_the_log_end_completes_acks_all_without_an_io_thread(
+    tmp_path: Path,
+) -> None:
+    """The follower's fetch after its append reads nothing: it is answered on the event loop
+    and completes the waiting acks=all produce, without a round trip to an I/O thread."""
+    replicas = _setup(tmp_path, isr=(0, 1))
+
+    async def run() -> None:
+        replicas.bind_loop(asyncio.get_running_loop())
+        producing = asyncio.create_task(
+            replicas.append_records({TP: make_batch(3)}, required_acks=-1, timeout_ms=10_000)
+        )
+        await asyncio.sleep(0.2)
+        assert not producing.done()  # waits for follower 1
+        io_calls = 0
+        original = replicas.run_io
+
+        async def counted(function: Callable[[], object]) -> object:
+            nonlocal io_calls
+            io_calls += 1
+            return await original(function)
+
+        replicas.run_io = counted  # type: ignore[method-assign,assignment]
+        at_end = {TP: FetchRequestPartition(fetch_offset=3, max_bytes=1 << 20)}
+        results = await replicas.fetch_messages(
+            at_end, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, replica_id=1
+        )
+        assert results[TP].records == b"" and results[TP].error is None
+        assert replicas.get_partition(TP).log.high_watermark == 3
+        produced = await asyncio.wait_for(producing, 5)
+        assert produced[TP].error is None
+        assert io_calls == 0
+
+    asyncio.run(run())
+    replicas.shutdown()
+
+
+def test_a_follower_fetch_at_the_log_end_never_waits_on_the_loop_for_a_held_log(
+    tmp_path: Path,
+) -> None:
+    """While another thread holds the log (an append, a roll, an fsync), a follower's fetch at
+    the log end goes to an I/O thread: the event loop keeps serving meanwhile."""
+    replicas = _setup(tmp_path, isr=(0, 1))
+    log = replicas.get_partition(TP).log
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold_the_log() -> None:
+        with log.locked_if_free() as locked:
+            assert locked
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold_the_log)
+    holder.start()
+    assert held.wait(5)
+
+    async def run() -> None:
+        replicas.bind_loop(asyncio.get_running_loop())
+        at_end = {TP: FetchRequestPartition(fetch_offset=0, max_bytes=1 << 20)}
+        fetch = asyncio.create_task(
+            replicas.fetch_messages(
+                at_end, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, replica_id=1
+            )
+        )
+        started = time.monotonic()
+        await asyncio.sleep(0.05)  # the loop is not stuck behind the log's lock
+        assert time.monotonic() - started < 2
+        assert not fetch.done()  # its read waits on an I/O thread
+        release.set()
+        results = await asyncio.wait_for(fetch, 5)
+        assert results[TP].error is None
+
+    try:
+        asyncio.run(run())
+    finally:
+        release.set()
+        holder.join()
+    replicas.shutdown()
+
+
+def test_an_append_reads_for_the_parked_follower_fetches_on_its_own_io_thread(
+    tmp_path: Path,
+) -> None:
+    """As Kafka's appending request thread completes the delayed fetches it unblocks: the
+    append's I/O thread reads the new batch for the parked follower fetch, which answers with
+    it without a round trip of its own to an I/O thread."""
+    replicas = _setup(tmp_path, isr=(0, 1))
+
+    async def run() -> None:
+        replicas.bind_loop(asyncio.get_running_loop())
+        io_calls = 0
+        original = replicas.run_io
+
+        async def counted(function: Callable[[], object]) -> object:
+            nonlocal io_calls
+            io_calls += 1
+            return await original(function)
+
+        replicas.run_io = counted  # type: ignore[method-assign,assignment]
+        at_end = {TP: FetchRequestPartition(fetch_offset=0, max_bytes=1 << 20)}
+        parked = asyncio.create_task(
+            replicas.fetch_messages(
+                at_end, max_wait_ms=10_000, min_bytes=1, max_bytes=1 << 20, replica_id=1
+            )
+        )
+        await asyncio.sleep(0.2)
+        assert not parked.done()
+        produced = await replicas.append_records(
+            {TP: make_batch(3)}, required_acks=1, timeout_ms=1000
+        )
+        assert produced[TP].error is None
+        results = await asyncio.wait_for(parked, 5)
+        [batch] = list(iter_batches(bytes(results[TP].records)))
+        assert (batch[1].base_offset, batch[1].last_offset) == (0, 2)
+        assert io_calls == 0  # neither the fetch's two reads nor the append took one
+
+    asyncio.run(run())
+    replicas.shutdown()
+
+
+def test_a_parked_follower_fetch_keeps_waiting_when_the_append_fails(tmp_path: Path) -> None:
+    replicas = _setup(tmp_path, isr=(0, 1))
+
+    async def run() -> None:
+        replicas.bind_loop(asyncio.get_running_loop())
+        at_end = {TP: FetchRequestPartition(fetch_offset=0, max_bytes=1 << 20)}
+        parked = asyncio.create_task(
+            replicas.fetch_messages(
+                at_end, max_wait_ms=10_000, min_bytes=1, max_bytes=1 << 20, replica_id=1
+            )
+        )
+        await asyncio.sleep(0.2)
+        refused = await replicas.append_records(
+            {TP: b"not a record batch"}, required_acks=1, timeout_ms=1000
+        )
+        assert refused[TP].error is not None
+        await asyncio.sleep(0.2)
+        assert not parked.done()  # nothing new to read: still waiting
+        await replicas.append_records({TP: make_batch(2)}, required_acks=1, timeout_ms=1000)
+        results = await asyncio.wait_for(parked, 5)
+        assert results[TP].records
 
     asyncio.run(run())
     replicas.shutdown()
