@@ -147,7 +147,13 @@ def run_demo(directory: Path, *, records_per_partition: int, records_after_kill:
         ).start()
         try:
             _create_topic(cluster)
-            _print_leadership("leaders", topic_leadership(cluster.bootstrap_server, TOPIC))
+            _print_leadership(
+                "leaders",
+                _wait_until(
+                    lambda: _led_on_every_broker(cluster),
+                    f"every broker's Metadata to give {TOPIC} a leader for each partition",
+                ),
+            )
             count = produce(
                 cluster.bootstrap_server,
                 TOPIC,
@@ -378,6 +384,22 @@ def _restart_killed(cluster: EmbeddedCluster, broker_id: int) -> dict[str, Any]:
         "rebuilt_epochs": [list(e) for e in rebuilt.epochs],
         "leader_epochs": [list(e) for e in leader.epochs],
     }
+
+
+def _led_on_every_broker(cluster: EmbeddedCluster) -> TopicLeadership | None:
+    """The topic's leadership once every broker's Metadata has a leader for each partition
+    (a new topic reaches each broker's metadata cache in its own time)."""
+    answers = []
+    for node in cluster.brokers:
+        try:
+            answers.append(topic_leadership(node.bootstrap, TOPIC))
+        except (OSError, RuntimeError):
+            return None
+    led = all(
+        len(a.partitions) == PARTITIONS and all(p.leader_id != NO_LEADER for p in a.partitions)
+        for a in answers
+    )
+    return answers[0] if led else None
 
 
 def _leadership_or_none(cluster: EmbeddedCluster) -> TopicLeadership | None:
