@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage_core.errors import InvalidConfigError, KafkaStorageError
+from storage_core.java_properties import escape_property, parse_properties
 from storage_core.log.checkpoints import write_atomically
 
 META_PROPERTIES_FILE = "meta.properties"
@@ -75,7 +76,7 @@ class ZkMetaProperties:
         stamp = (now or datetime.datetime.now(datetime.UTC)).strftime("%a %b %d %H:%M:%S %Z %Y")
         lines = ["#", f"#{stamp}"]
         if self.cluster_id is not None:
-            lines.append(f"{CLUSTER_ID_KEY}={_escape(self.cluster_id)}")
+            lines.append(f"{CLUSTER_ID_KEY}={escape_property(self.cluster_id)}")
         lines += [f"{VERSION_KEY}={ZK_VERSION}", f"{BROKER_ID_KEY}={self.broker_id}"]
         return "\n".join(lines) + "\n"
 
@@ -105,7 +106,7 @@ def read_meta_properties(log_dir: Path) -> ZkMetaProperties | None:
 
 def parse_meta_properties(text: str, *, path: Path) -> ZkMetaProperties:
     """The values of a ``meta.properties`` text (``path`` names it in errors)."""
-    props = _parse_properties(text)
+    props = parse_properties(text)
     version_text = props.get(VERSION_KEY)
     id_key = {str(ZK_VERSION): BROKER_ID_KEY, str(KRAFT_VERSION): NODE_ID_KEY}.get(
         version_text or ""
@@ -166,40 +167,3 @@ def ensure_meta_properties(log_dirs: Sequence[Path], *, broker_id: int, cluster_
     for log_dir in to_write:
         Path(log_dir).mkdir(parents=True, exist_ok=True)
         write_meta_properties(log_dir, wanted)
-
-
-# ---------------------------------------------------------------------------- .properties
-def _escape(value: str) -> str:
-    out = []
-    for char in value:
-        if char in "\\:=#!":
-            out.append("\\")
-        out.append(char)
-    return "".join(out)
-
-
-def _unescape(value: str) -> str:
-    out = []
-    chars = iter(value)
-    for char in chars:
-        if char == "\\":
-            escaped = next(chars, "")
-            out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(escaped, escaped))
-        else:
-            out.append(char)
-    return "".join(out)
-
-
-def _parse_properties(text: str) -> dict[str, str]:
-    """Java ``.properties`` lines -> dict (comments, ``=``/``:`` separators, escapes)."""
-    props: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        index = 0
-        while index < len(line) and line[index] not in "=:":
-            index += 2 if line[index] == "\\" else 1
-        key, value = line[:index], line[index + 1 :]
-        props[_unescape(key.strip())] = _unescape(value.strip())
-    return props

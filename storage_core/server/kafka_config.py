@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from storage_core.errors import InvalidConfigError
+from storage_core.java_properties import parse_properties
 from storage_core.log.log_config import BROKER_SYNONYMS, TOPIC_CONFIG_NAMES, LogConfig
 from storage_core.server.security_config import refuse_unsupported_security
 
@@ -303,27 +304,6 @@ def _validate_replica_fetcher_configs(config: KafkaConfig) -> None:
             "replica.fetch.wait.max.ms should always be less than or equal to"
             " replica.lag.time.max.ms to prevent frequent changes in ISR"
         )
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Java ``.properties`` text -> dict (comments, ``=``/``:`` separators, continuations)."""
-    props: dict[str, str] = {}
-    pending = ""
-    for raw_line in text.splitlines():
-        line = pending + raw_line.strip() if pending else raw_line.strip()
-        pending = ""
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending = line[:-1]
-            continue
-        separator = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if separator < 0:
-            key, value = line, ""
-        else:
-            key, value = line[:separator], line[separator + 1 :]
-        props[key.strip()] = value.strip()
-    return props
 
 
 def new_cluster_id() -> str:

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from storage_core.errors import InvalidConfigError
-from storage_core.server.kafka_config import EndPoint, KafkaConfig, parse_properties
+from storage_core.java_properties import parse_properties
+from storage_core.server.kafka_config import EndPoint, KafkaConfig
 
 
 def test_properties_syntax_follows_java_properties() -> None:
