@@ -481,37 +481,27 @@ class KafkaAdminClient:
         session = self.cluster.session_for_node(broker_id)
         version = session.version(ApiKey.DESCRIBE_LOG_DIRS)
         broker = f"broker {broker_id}"
+        # v1 and v4 requests have the same fields; v4 answers carry a top-level error too
+        request: Any = log_dirs_v4 if version >= 4 else log_dirs_v1
+        response_type: Any = (
+            DescribeLogDirsResponseV4 if version >= 4 else DescribeLogDirsResponseV1
+        )
+        response = session.send(
+            request.DescribeLogDirsRequest(
+                topics=None
+                if topics is None
+                else tuple(
+                    request.DescribableLogDirTopic(
+                        topic=TopicName(name), partitions=tuple(i32(p) for p in partitions)
+                    )
+                    for name, partitions in sorted(topics.items())
+                )
+            ),
+            response_type,
+        )
         if version >= 4:
-            response4 = session.send(
-                log_dirs_v4.DescribeLogDirsRequest(
-                    topics=None
-                    if topics is None
-                    else tuple(
-                        log_dirs_v4.DescribableLogDirTopic(
-                            topic=TopicName(name), partitions=tuple(i32(p) for p in partitions)
-                        )
-                        for name, partitions in sorted(topics.items())
-                    )
-                ),
-                DescribeLogDirsResponseV4,
-            )
-            raise_for_error(response4.error_code, resource=broker)
-            results: tuple[Any, ...] = response4.results
-        else:
-            response1 = session.send(
-                log_dirs_v1.DescribeLogDirsRequest(
-                    topics=None
-                    if topics is None
-                    else tuple(
-                        log_dirs_v1.DescribableLogDirTopic(
-                            topic=TopicName(name), partitions=tuple(i32(p) for p in partitions)
-                        )
-                        for name, partitions in sorted(topics.items())
-                    )
-                ),
-                DescribeLogDirsResponseV1,
-            )
-            results = response1.results
+            raise_for_error(response.error_code, resource=broker)
+        results: tuple[Any, ...] = response.results
         return tuple(
             LogDirDescription(
                 log_dir=r.log_dir,
