@@ -97,14 +97,18 @@ def broker_log_dirs(args: JobArgs, cluster: KafkaCluster) -> BrokerLogDirs:
     """The map a job reads through (see the module docstring); empty when no log dir is
     given at all. Each mapped dir's ``meta.properties`` must name its broker and this
     cluster (``check_log_dir_owners``: ``InvalidConfigError``, exit 2, otherwise)."""
-    if args.broker_log_dirs or not args.log_dirs:
-        dirs = args.log_dirs_by_broker(None)
-    else:
-        metadata = cluster.refresh_metadata([])
-        broker_id = resolve_broker_id(args.broker_id, args.broker_config(), metadata)
-        dirs = args.log_dirs_by_broker(broker_id)
+    dirs = mapped_log_dirs(args, cluster)
     check_log_dir_owners(read_log_dir_owners(dirs), cluster_id=cluster.metadata().cluster_id)
     return dirs
+
+
+def mapped_log_dirs(args: JobArgs, cluster: KafkaCluster) -> BrokerLogDirs:
+    """The map as given, not checked (``discover_targets`` checks it itself)."""
+    if args.broker_log_dirs or not args.log_dirs:
+        return args.log_dirs_by_broker(None)
+    metadata = cluster.refresh_metadata([])
+    broker_id = resolve_broker_id(args.broker_id, args.broker_config(), metadata)
+    return args.log_dirs_by_broker(broker_id)
 
 
 def plan_led_partitions(
@@ -118,7 +122,7 @@ def plan_led_partitions(
     leads (its target, a read-only view of its directory in its leader's log dirs, and a
     metadata client)."""
     with KafkaCluster(args.bootstrap_server) as cluster:
-        found = discover_targets(cluster, broker_log_dirs(args, cluster), topic=args.topic)
+        found = discover_targets(cluster, mapped_log_dirs(args, cluster), topic=args.topic)
         record_skipped(found, job=job, summary=summary)
         if not found.targets:
             return []
