@@ -13,7 +13,8 @@ from pyspark import RDD
 from pyspark.sql import SparkSession
 
 from jobs.common.located_rdd import LOCATED_ITEMS_MAX, located_rdd
-from jobs.planning.work_units import PlannedSegment, WorkUnit, plan_work_units
+from jobs.planning.work_units import WorkUnit, plan_work_units
+from tests.planned_segments import on
 
 
 def scheduler_hosts(rdd: RDD[Any]) -> list[list[str]]:
@@ -29,24 +30,6 @@ def scheduler_hosts(rdd: RDD[Any]) -> list[list[str]]:
     ]
 
 
-def segment(partition: str, size: int, host: str | None) -> PlannedSegment:
-    return PlannedSegment(
-        partition=partition,
-        topic=partition.rsplit("-", 1)[0],
-        partition_index=int(partition.rsplit("-", 1)[1]),
-        topic_id="fQZ8ZtKuRjqUmbdf4t1OyQ",
-        directory=f"/logs/{partition}",
-        base_offset=0,
-        next_base_offset=10,
-        size_bytes=size,
-        leader_epoch=0,
-        log_start_offset=0,
-        high_watermark=100,
-        leader_id=1,
-        leader_host=host,
-    )
-
-
 def describe_units(units: Any) -> list[tuple[int, tuple[str, ...], tuple[str, ...]]]:
     """What an executor received (runs in the Python worker)."""
     return [
@@ -58,10 +41,10 @@ def test_each_work_unit_runs_as_its_own_task_preferring_its_leader_host(
     spark: SparkSession,
 ) -> None:
     segments = [
-        segment("t-0", 300, "a.example"),
-        segment("t-1", 100, "a.example"),
-        segment("t-2", 200, "b.example"),
-        segment("t-3", 50, "c.example"),
+        on("a.example", "t-0", 300),
+        on("a.example", "t-1", 100),
+        on("b.example", "t-2", 200),
+        on("c.example", "t-3", 50),
     ]
     units = plan_work_units(segments, 4)
     hosts = [list(u.preferred_hosts) for u in units]
@@ -93,7 +76,7 @@ def test_several_hosts_for_one_item_and_an_item_without_hosts(spark: SparkSessio
 def test_without_any_host_it_is_parallelize_one_item_per_partition(spark: SparkSession) -> None:
     unit = WorkUnit(
         index=0,
-        segments=(segment("t-0", 10, "127.0.0.1"),),
+        segments=(on("127.0.0.1", "t-0", 10),),
         size_bytes=10,
         bytes_per_second=None,
     )

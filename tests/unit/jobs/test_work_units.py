@@ -9,29 +9,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jobs.planning.work_units import (
-    PlannedSegment,
     WorkUnit,
     balance_by_bytes,
     plan_work_units,
     throttle_delay_s,
 )
-
-
-def seg(partition: str, base: int, size: int, count: int = 10) -> PlannedSegment:
-    return PlannedSegment(
-        partition=partition,
-        topic=partition.rsplit("-", 1)[0],
-        partition_index=int(partition.rsplit("-", 1)[1]),
-        topic_id="fQZ8ZtKuRjqUmbdf4t1OyQ",
-        directory=f"/logs/{partition}",
-        base_offset=base,
-        next_base_offset=base + count,
-        size_bytes=size,
-        leader_epoch=0,
-        log_start_offset=0,
-        high_watermark=1000,
-        leader_id=1,
-    )
+from tests.planned_segments import on, seg
 
 
 def test_chains_are_packed_largest_first_into_the_lightest_unit() -> None:
@@ -123,10 +106,6 @@ def test_a_unit_records_the_hosts_of_its_partitions_leaders() -> None:
 
 
 # ---------------------------------------------------------------------- by leader host
-def on(host: str | None, partition: str, size: int, base: int = 0) -> PlannedSegment:
-    return dataclasses.replace(seg(partition, base, size), leader_host=host)
-
-
 def layout(units: list[WorkUnit]) -> list[tuple[tuple[str, ...], tuple[str, ...], int]]:
     return [(u.preferred_hosts, u.partitions, u.size_bytes) for u in units]
 
