@@ -24,15 +24,20 @@ from tests.integration.embedded.test_airflow_ui import REPO, clean_env
 pytestmark = pytest.mark.timeout(900)
 
 
-def test_demo_tiers_consumes_expires_and_reports(tmp_path: Path) -> None:
-    work = tmp_path / "demo"
-    demo = subprocess.Popen(
+def start_demo(work: Path) -> subprocess.Popen[bytes]:
+    """``python -m embedded.demo --dir work``, its output (stderr too) on a pipe."""
+    return subprocess.Popen(
         [sys.executable, "-m", "embedded.demo", "--dir", str(work)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         cwd=REPO,
         env=clean_env(),
     )
+
+
+def test_demo_tiers_consumes_expires_and_reports(tmp_path: Path) -> None:
+    work = tmp_path / "demo"
+    demo = start_demo(work)
     seen: set[int] = set()
     finished = threading.Event()
 
@@ -137,13 +142,7 @@ def test_ctrl_c_stops_the_cluster_and_airflow(tmp_path: Path) -> None:
     """Ctrl-C while the tiering DAG runs: the demo exits 130 and leaves no process behind
     (ZooKeeper, the brokers, Airflow and its jobs)."""
     work = tmp_path / "demo"
-    demo = subprocess.Popen(
-        [sys.executable, "-m", "embedded.demo", "--dir", str(work)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        cwd=REPO,
-        env=clean_env(),
-    )
+    demo = start_demo(work)
     assert demo.stdout is not None
     lines = []
     for raw in demo.stdout:
