@@ -417,9 +417,16 @@ class ReplicaManager:
         acks=all produces waiting on it. Parked follower fetches stay parked: as Kafka's
         ``DelayedFetch`` of a follower, they wait for bytes past their fetch offset (the log
         end), not for the HW, and carry the new HW with their next answer. Waking them here
-        cost every acks=all round a re-read of each follower's empty fetch."""
+        cost every acks=all round a re-read of each follower's empty fetch.
+
+        On the loop (a follower's fetch answered there moved the HW) the waiters are woken
+        at once, without a round through the loop's self-pipe."""
         loop = self._loop
-        if loop is not None and not loop.is_closed():
+        if loop is None or loop.is_closed():
+            return
+        if _running_loop() is loop:
+            self._wake_high_watermark_waiters(tp)
+        else:
             loop.call_soon_threadsafe(self._wake_high_watermark_waiters, tp)
 
     def _wake_high_watermark_waiters(self, tp: TopicPartition) -> None:
@@ -568,19 +575,42 @@ class ReplicaManager:
             try:
                 results = append_all()
             except BaseException as error:
-                _call_soon_threadsafe(loop, _set_exception, appended, error)
-                _call_soon_threadsafe(loop, self._release_claims, claimed)
+                _call_soon_threadsafe(loop, self._append_failed, appended, error, claimed)
                 return
-            _call_soon_threadsafe(loop, _set_result, appended, results)
-            if any(r.info is not None for r in results.values()):
-                _call_soon_threadsafe(
-                    loop, self._hand_over_reads, self._read_for_followers(claimed)
-                )
-            else:
-                _call_soon_threadsafe(loop, self._release_claims, claimed)
+            reads = (
+                self._read_for_followers(claimed)
+                if any(r.info is not None for r in results.values())
+                else None
+            )
+            _call_soon_threadsafe(loop, self._appended, appended, results, claimed, reads)
 
         self._io.submit(append_then_read)
         return await appended
+
+    def _appended(
+        self,
+        appended: asyncio.Future[dict[TopicPartition, ProduceResult]],
+        results: dict[TopicPartition, ProduceResult],
+        claimed: Iterable[Waiter],
+        reads: Mapping[Waiter, FetchResults | None] | None,
+    ) -> None:
+        """The append and the reads made for the followers arrive together (loop thread):
+        one wake-up of the loop per append. The followers' fetches are answered first: the
+        acks=all produce waits for their next fetches anyway."""
+        if reads is None:  # nothing was appended
+            self._release_claims(claimed)
+        else:
+            self._hand_over_reads(reads)
+        _set_result(appended, results)
+
+    def _append_failed(
+        self,
+        appended: asyncio.Future[dict[TopicPartition, ProduceResult]],
+        error: BaseException,
+        claimed: Iterable[Waiter],
+    ) -> None:
+        self._release_claims(claimed)
+        _set_exception(appended, error)
 
     def _append_one(self, tp: TopicPartition, records: bytes, required_acks: int) -> ProduceResult:
         try:
@@ -1021,9 +1051,22 @@ def _check_topic_id(log_manager: LogManager, tp: TopicPartition, topic_id: Uuid 
 
 
 async def _until(waiter: Waiter, timeout_s: float) -> None:
-    """Wait for ``waiter`` at most ``timeout_s`` (it stays usable: shielded)."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.shield(waiter), timeout_s)
+    """Wait for ``waiter`` at most ``timeout_s``: on time out it is woken with None ("look
+    again"), as any other wake-up. A timer, not ``asyncio.wait_for``, whose shield and inner
+    futures cost loop callbacks at each of the several parkings of an acks=all round."""
+    timer = asyncio.get_running_loop().call_later(timeout_s, _set_result, waiter, None)
+    try:
+        await waiter
+    finally:
+        timer.cancel()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running on this thread, or None (an I/O or scheduler thread)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _call_soon_threadsafe(
