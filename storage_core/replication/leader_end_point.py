@@ -20,8 +20,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v12 import request as fetch_v12
-from kio.schema.fetch.v12.response import FetchResponse
 from kio.schema.list_offsets.v7 import request as list_offsets_v7
 from kio.schema.list_offsets.v7.response import ListOffsetsResponse
 from kio.schema.offset_for_leader_epoch.v4 import request as epoch_v4
@@ -30,6 +28,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i64
 from kio.static.protocol import Payload
 
+from storage_core.client import replica_fetch_codec
 from storage_core.client.connection import ConnectionConfig, KafkaConnection, ResponseT
 from storage_core.client.errors import (
     BrokerResponseError,
@@ -37,7 +36,6 @@ from storage_core.client.errors import (
     ConnectionClosedError,
     ProtocolMismatchError,
 )
-from storage_core.client.framing import i32_timedelta
 from storage_core.common import TopicPartition
 from storage_core.replication.offset_truncation import EpochEndOffset
 from storage_core.replication.replica_fetcher_config import ReplicaFetcherConfig
@@ -179,64 +177,72 @@ class RemoteLeaderEndPoint:
     def fetch(
         self, partitions: Mapping[TopicPartition, FetchPartitionRequest]
     ) -> dict[TopicPartition, FetchPartitionData]:
-        """One replica Fetch (v12, no session); the answer per requested partition."""
-        by_topic: dict[str, list[fetch_v12.FetchPartition]] = {}
-        for tp, p in partitions.items():
-            by_topic.setdefault(tp.topic, []).append(
-                fetch_v12.FetchPartition(
-                    partition=i32(tp.partition),
-                    current_leader_epoch=i32(p.current_leader_epoch),
-                    fetch_offset=i64(p.fetch_offset),
-                    last_fetched_epoch=i32(
-                        _NO_EPOCH if p.last_fetched_epoch is None else p.last_fetched_epoch
-                    ),
-                    log_start_offset=i64(p.log_start_offset),
-                    partition_max_bytes=i32(self._config.fetch_max_bytes),
+        """One replica Fetch (v12, no session); the answer per requested partition. Encoded
+        by ``replica_fetch_codec``: this exchange runs once per replication round."""
+        body = replica_fetch_codec.encode_fetch_request(
+            replica_id=self.local_broker_id,
+            max_wait_ms=self._config.fetch_wait_max_ms,
+            min_bytes=self._config.fetch_min_bytes,
+            max_bytes=self._config.fetch_response_max_bytes,
+            isolation_level=_READ_UNCOMMITTED,
+            session_id=_SESSIONLESS_ID,
+            session_epoch=_FINAL_EPOCH,
+            partitions=[
+                replica_fetch_codec.PartitionFetch(
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    current_leader_epoch=p.current_leader_epoch,
+                    fetch_offset=p.fetch_offset,
+                    last_fetched_epoch=_NO_EPOCH
+                    if p.last_fetched_epoch is None
+                    else p.last_fetched_epoch,
+                    log_start_offset=p.log_start_offset,
+                    partition_max_bytes=self._config.fetch_max_bytes,
                 )
-            )
-        request = fetch_v12.FetchRequest(
-            replica_id=BrokerId(self.local_broker_id),
-            max_wait=i32_timedelta(self._config.fetch_wait_max_ms),
-            min_bytes=i32(self._config.fetch_min_bytes),
-            max_bytes=i32(self._config.fetch_response_max_bytes),
-            isolation_level=i8(_READ_UNCOMMITTED),
-            session_id=i32(_SESSIONLESS_ID),
-            session_epoch=i32(_FINAL_EPOCH),
-            topics=tuple(
-                fetch_v12.FetchTopic(topic=TopicName(topic), partitions=tuple(ps))
-                for topic, ps in by_topic.items()
-            ),
-            forgotten_topics_data=(),
-            rack_id="",
+                for tp, p in partitions.items()
+            ],
         )
-        response = self._send(request, FetchResponse)
-        if response.error_code != ErrorCode.none:
+        error_code, fetched = self._decode(
+            self._send_raw(replica_fetch_codec.API_KEY, replica_fetch_codec.VERSION, body)
+        )
+        if error_code != ErrorCode.none:
             raise BrokerResponseError(
-                response.error_code, resource=f"fetch from broker {self.source_broker_id}"
+                error_code, resource=f"fetch from broker {self.source_broker_id}"
             )
         results: dict[TopicPartition, FetchPartitionData] = {}
-        for topic in response.responses:
-            for data in topic.partitions:
-                tp = TopicPartition(str(topic.topic), int(data.partition_index))
-                if tp not in partitions:
-                    continue  # not asked: never applied
-                diverging = None
-                if (
-                    int(data.diverging_epoch.epoch) >= 0
-                    or int(data.diverging_epoch.end_offset) >= 0
-                ):
-                    diverging = EpochEndOffset(
-                        epoch=int(data.diverging_epoch.epoch),
-                        end_offset=int(data.diverging_epoch.end_offset),
-                    )
-                results[tp] = FetchPartitionData(
-                    error=data.error_code,
-                    high_watermark=int(data.high_watermark),
-                    log_start_offset=int(data.log_start_offset),
-                    records=bytes(data.records or b""),
-                    diverging_epoch=diverging,
-                )
+        for data in fetched:
+            tp = TopicPartition(data.topic, data.partition)
+            if tp not in partitions:
+                continue  # not asked: never applied
+            diverging = None
+            if data.diverging_epoch is not None and data.diverging_epoch != (-1, -1):
+                epoch, end_offset = data.diverging_epoch
+                diverging = EpochEndOffset(epoch=epoch, end_offset=end_offset)
+            results[tp] = FetchPartitionData(
+                error=self._error_code(data.error_code),
+                high_watermark=data.high_watermark,
+                log_start_offset=data.log_start_offset,
+                records=data.records or b"",
+                diverging_epoch=diverging,
+            )
         return results
+
+    def _decode(self, body: bytes) -> tuple[ErrorCode, list[replica_fetch_codec.FetchedPartition]]:
+        try:
+            error_code, fetched = replica_fetch_codec.decode_fetch_response(body)
+        except ProtocolMismatchError:
+            self.disconnect()
+            raise
+        return self._error_code(error_code), fetched
+
+    def _error_code(self, value: int) -> ErrorCode:
+        try:
+            return ErrorCode(value)
+        except ValueError:
+            self.disconnect()
+            raise ProtocolMismatchError(
+                f"broker {self.source_broker_id} answered a Fetch with unknown error code {value}"
+            ) from None
 
     # ------------------------------------------------------------------ OffsetForLeaderEpoch
     def fetch_epoch_end_offsets(
@@ -328,6 +334,17 @@ class RemoteLeaderEndPoint:
         connection = self._connect()
         try:
             return connection.send(request, response_type)
+        except BaseException:
+            self.disconnect()
+            raise
+
+    def _send_raw(self, api_key: int, api_version: int, body: bytes) -> bytes:
+        """Send an encoded body of a flexible version; the response body."""
+        connection = self._connect()
+        try:
+            return connection.send_raw(
+                api_key=api_key, api_version=api_version, flexible=True, body=body
+            )
         except BaseException:
             self.disconnect()
             raise
