@@ -176,6 +176,17 @@ class KafkaConnection:
 
     def send_raw(self, *, api_key: int, api_version: int, flexible: bool, body: bytes) -> bytes:
         """Send an encoded body; return the response body (after the response header)."""
+        return bytes(
+            self.send_raw_view(
+                api_key=api_key, api_version=api_version, flexible=flexible, body=body
+            )
+        )
+
+    def send_raw_view(
+        self, *, api_key: int, api_version: int, flexible: bool, body: bytes
+    ) -> memoryview:
+        """As ``send_raw``, the response body as a view of the bytes received, not copied (a
+        follower's fetch answer carries the leader's batches, which it appends as they are)."""
         correlation_id = self._next_correlation_id()
         header = RequestHeader(
             api_key=api_key,
@@ -187,7 +198,7 @@ class KafkaConnection:
             header, version=request_header_version(api_key, flexible=flexible)
         )
         self._write(frame(header_bytes, body))
-        response = self._read_frame()
+        response = memoryview(self._read_frame())
         try:
             received_id, header_size = decode_response_header(
                 response, version=response_header_version(api_key, flexible=flexible)
@@ -253,7 +264,7 @@ class KafkaConnection:
                 f"connection to broker {self.address} failed while sending: {exc}"
             ) from None
 
-    def _read_frame(self) -> bytes:
+    def _read_frame(self) -> bytearray:
         prefix = self._read_exactly(SIZE_PREFIX.size)
         (size,) = SIZE_PREFIX.unpack(prefix)
         try:
@@ -263,7 +274,7 @@ class KafkaConnection:
             raise
         return self._read_exactly(size)
 
-    def _read_exactly(self, size: int) -> bytes:
+    def _read_exactly(self, size: int) -> bytearray:
         sock = self._require_socket()
         sock.settimeout(self.config.request_timeout_ms / 1000)
         buffer = bytearray(size)
@@ -290,7 +301,7 @@ class KafkaConnection:
             raise ConnectionClosedError(
                 f"connection to broker {self.address} failed while reading: {exc}"
             ) from None
-        return bytes(buffer)
+        return buffer
 
 
 def encode_body(request: Payload) -> bytes:

@@ -44,6 +44,8 @@ API_KEY = 1
 VERSION = 12
 DIVERGING_EPOCH_TAG = 0
 
+Body = bytes | memoryview
+
 _REQUEST_TOP = struct.Struct(">iiiibii")
 _REQUEST_PARTITION = struct.Struct(">iiqiqi")
 _RESPONSE_TOP = struct.Struct(">ihi")
@@ -69,14 +71,15 @@ class PartitionFetch(NamedTuple):
 
 
 class FetchedPartition(NamedTuple):
-    """One partition of a Fetch response; ``records`` is None when the leader sent null."""
+    """One partition of a Fetch response; ``records`` is None when the leader sent null, else
+    a slice of the body (a view, not a copy, when the body is a ``memoryview``)."""
 
     topic: str
     partition: int
     error_code: int
     high_watermark: int
     log_start_offset: int
-    records: bytes | None
+    records: Body | None
     diverging_epoch: tuple[int, int] | None  # (epoch, end offset)
 
 
@@ -128,7 +131,7 @@ def encode_fetch_request(
     return bytes(out)
 
 
-def decode_fetch_response(body: bytes) -> tuple[int, list[FetchedPartition]]:
+def decode_fetch_response(body: Body) -> tuple[int, list[FetchedPartition]]:
     """``(top-level error code, partitions in response order)`` of a response body (after
     the response header); ``ProtocolMismatchError`` when it does not fill the body exactly."""
     try:
@@ -148,7 +151,7 @@ class _Reader:
 
     __slots__ = ("buffer", "position")
 
-    def __init__(self, buffer: bytes) -> None:
+    def __init__(self, buffer: Body) -> None:
         self.buffer = buffer
         self.position = 0
 
@@ -175,7 +178,7 @@ class _Reader:
             self._skip_tags()
         self._unpack(_I32)  # preferred_read_replica
         size = self._varint() - 1
-        records: bytes | None = None
+        records: Body | None = None
         if size >= 0:
             end = self.position + size
             if end > len(self.buffer):
@@ -221,7 +224,7 @@ class _Reader:
         end = self.position + size
         if end > len(self.buffer):
             raise struct.error(f"{what} runs past the end of the response")
-        value = self.buffer[self.position : end].decode()
+        value = str(self.buffer[self.position : end], "utf-8")
         self.position = end
         return value
 

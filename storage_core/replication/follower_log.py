@@ -46,7 +46,7 @@ class FollowerAppendResult:
     last_epoch: int | None
 
 
-def complete_batches(records: bytes) -> bytes:
+def complete_batches(records: bytes | memoryview) -> bytes | memoryview:
     """The record batches of a fetch response without a partial batch at the end (the leader
     cuts at the byte limits; the rest comes with the next fetch)."""
     end = 0
@@ -86,7 +86,7 @@ def process_partition_data(
     return result
 
 
-def append_as_follower(log: Log, records: bytes) -> LogAppendInfo:
+def append_as_follower(log: Log, records: bytes | memoryview) -> LogAppendInfo:
     """Append; an empty log whose start falls inside the leader's first batch (the leader's
     log start moved mid-batch, DeleteRecords) restarts at that batch's base offset, as
     Kafka's ``Partition.appendRecordsToFollowerOrFutureReplica``."""

@@ -73,7 +73,7 @@ class FetchPartitionData:
     error: ErrorCode
     high_watermark: int
     log_start_offset: int
-    records: bytes
+    records: bytes | memoryview  # a view of the received response
     diverging_epoch: EpochEndOffset | None
 
 
@@ -227,7 +227,9 @@ class RemoteLeaderEndPoint:
             )
         return results
 
-    def _decode(self, body: bytes) -> tuple[ErrorCode, list[replica_fetch_codec.FetchedPartition]]:
+    def _decode(
+        self, body: memoryview
+    ) -> tuple[ErrorCode, list[replica_fetch_codec.FetchedPartition]]:
         try:
             error_code, fetched = replica_fetch_codec.decode_fetch_response(body)
         except ProtocolMismatchError:
@@ -338,11 +340,11 @@ class RemoteLeaderEndPoint:
             self.disconnect()
             raise
 
-    def _send_raw(self, api_key: int, api_version: int, body: bytes) -> bytes:
-        """Send an encoded body of a flexible version; the response body."""
+    def _send_raw(self, api_key: int, api_version: int, body: bytes) -> memoryview:
+        """Send an encoded body of a flexible version; a view of the response body."""
         connection = self._connect()
         try:
-            return connection.send_raw(
+            return connection.send_raw_view(
                 api_key=api_key, api_version=api_version, flexible=True, body=body
             )
         except BaseException:

@@ -226,3 +226,12 @@ def test_a_cut_or_padded_response_is_refused() -> None:
             decode_fetch_response(body[:size])
     with pytest.raises(ProtocolMismatchError, match="1 trailing bytes"):
         decode_fetch_response(body + b"\x00")
+
+
+def test_a_view_of_the_body_decodes_to_views_of_it() -> None:
+    """The follower decodes the bytes it received in place: records are not copied."""
+    body = bytearray(_broker_response(None, b"batch"))
+    _error, [partition] = decode_fetch_response(memoryview(body))
+    assert isinstance(partition.records, memoryview)
+    assert partition.records.obj is body
+    assert bytes(partition.records) == b"batch"
