@@ -152,7 +152,7 @@ def encode_fetch_response(
                 else:
                     out += _I32.pack(len(records))
                 if isinstance(records, FileRegion):
-                    parts.append_bytes(bytes(out))
+                    parts.append_bytes(out)
                     parts.append_region(records)
                     out = bytearray()
                 else:
@@ -168,6 +168,6 @@ def encode_fetch_response(
             out.append(0)
     if flexible:
         out.append(0)
-    parts.append_bytes(bytes(out))
+    parts.append_bytes(out)  # handed over: no copy of the inline records
     parts.seal()
     return parts

@@ -39,10 +39,12 @@ class ResponseParts:
     """An encoded response frame: bytes and file regions, in wire order."""
 
     def __init__(self) -> None:
-        self.parts: list[bytes | FileRegion] = []
+        self.parts: list[bytes | bytearray | FileRegion] = []
         self.size_in_bytes = 0
 
-    def append_bytes(self, data: bytes) -> None:
+    def append_bytes(self, data: bytes | bytearray) -> None:
+        """Add bytes; a ``bytearray`` is kept as it is, not copied: the caller hands it over
+        (a fetch response's inline records are 64 KiB and more)."""
         if data:
             self.parts.append(data)
             self.size_in_bytes += len(data)
@@ -53,13 +55,15 @@ class ResponseParts:
 
     def seal(self) -> None:
         """Write the frame size (every byte after the size field) into the first part."""
-        if not self.parts or not isinstance(self.parts[0], bytes) or len(self.parts[0]) < 4:
+        head = self.parts[0] if self.parts else None
+        if not isinstance(head, bytes | bytearray) or len(head) < 4:
             raise ValueError("a response frame starts with its 4-byte size field")
         if self.size_in_bytes - 4 > MAX_FRAME_BYTES:
             raise ValueError(f"a response frame of {self.size_in_bytes} bytes is too large")
-        head = bytearray(self.parts[0])
-        _SIZE.pack_into(head, 0, self.size_in_bytes - 4)
-        self.parts[0] = bytes(head)
+        if isinstance(head, bytearray):  # in place: no copy of a head that holds records
+            _SIZE.pack_into(head, 0, self.size_in_bytes - 4)
+        else:
+            self.parts[0] = _SIZE.pack(self.size_in_bytes - 4) + head[4:]
 
     @property
     def has_regions(self) -> bool:
@@ -67,7 +71,7 @@ class ResponseParts:
 
     def to_bytes(self) -> bytes:
         """The whole frame in memory (reads the regions; for tests and fallbacks)."""
-        return b"".join(p if isinstance(p, bytes) else p.read() for p in self.parts)
+        return b"".join(p.read() if isinstance(p, FileRegion) else p for p in self.parts)
 
     def close(self) -> None:
         for part in self.parts:
@@ -80,7 +84,7 @@ def _no_progress() -> None:
 
 
 async def write_all(
-    writer: asyncio.StreamWriter, data: bytes, on_progress: OnProgress = _no_progress
+    writer: asyncio.StreamWriter, data: bytes | bytearray, on_progress: OnProgress = _no_progress
 ) -> None:
     """Write ``data`` in chunks, draining each; ``on_progress`` runs after each drained chunk
     (the connection's activity for the idle check: a client that reads nothing stalls it)."""
@@ -101,7 +105,8 @@ async def send_response_parts(
     ``on_progress`` runs whenever the client has taken more of it."""
     try:
         if not response.has_regions:
-            data = b"".join(p for p in response.parts if isinstance(p, bytes))
+            parts = [p for p in response.parts if not isinstance(p, FileRegion)]
+            data = parts[0] if len(parts) == 1 else b"".join(parts)
             await write_all(writer, data, on_progress)
             return
         transport = writer.transport
@@ -111,7 +116,7 @@ async def send_response_parts(
         transport.set_write_buffer_limits(high=0)
         try:
             for part in response.parts:
-                if isinstance(part, bytes):
+                if not isinstance(part, FileRegion):
                     await write_all(writer, part, on_progress)
                 else:
                     await writer.drain()

@@ -83,3 +83,16 @@ def test_bytes_and_regions_arrive_in_order(tmp_path: Path) -> None:
         assert all(r.closed for r in parts.parts if isinstance(r, FileRegion))
     for region in regions:
         region.close()
+
+
+def test_a_frame_of_one_bytearray_is_sealed_in_place_and_sent_whole() -> None:
+    """The encoder hands over its bytearray (inline records of 64 KiB and more): the size goes
+    into it without a copy, and the frame arrives as sealed, behind a slow reader too."""
+    records = os.urandom(300_000)
+    head = bytearray(b"\x00\x00\x00\x00" + b"header" + records)
+    parts = ResponseParts()
+    parts.append_bytes(head)
+    parts.seal()
+    assert parts.parts == [head] and parts.parts[0] is head
+    assert head[:4] == (len(head) - 4).to_bytes(4, "big")
+    assert _serve_and_read(parts, slow_reader=True) == b"before" + bytes(head) + b"after"
