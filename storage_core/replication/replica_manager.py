@@ -738,8 +738,9 @@ class ReplicaManager:
         handed: FetchResults | None = None  # read by an append for this parked fetch
         while True:
             # Parked before reading: an append that lands while the read runs on an I/O
-            # thread wakes this waiter, instead of being missed until max_wait_ms.
-            waiter = self._park(requests.keys(), replica=replica)
+            # thread wakes this waiter, instead of being missed until max_wait_ms. The
+            # records an append read for this fetch are its answer: no parking again.
+            waiter = None if handed is not None else self._park(requests.keys(), replica=replica)
             try:
                 if handed is not None:
                     results, handed = handed, None
@@ -765,7 +766,7 @@ class ReplicaManager:
                     or errors
                     or remaining <= 0
                     or not requests
-                    or waiter is None  # the purgatory is full: answer at once
+                    or waiter is None  # handed an append's read, or the purgatory is full
                 ):
                     for tp, result in results.items():
                         self.topic_stats.mark_fetch(tp.topic, len(result.records), result.error)
