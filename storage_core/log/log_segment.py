@@ -19,6 +19,7 @@ positional reads and may run concurrently with the writer for bytes below the si
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,9 @@ class FetchDataInfo:
         return b"" if self.records is None else self.records.read()
 
 
+_BASE_OFFSET = struct.Struct(">q")  # a batch's first field
+
+
 class LogSegment:
     """A ``.log`` file with its offset and time indexes (Kafka's ``LogSegment``)."""
 
@@ -123,6 +127,10 @@ class LogSegment:
         self._rolling_based_timestamp: int | None = None
         self._max_timestamp_so_far: int | None = None
         self._offset_of_max_timestamp_so_far: int | None = None
+        # (first offset, position) of the last append: a fetch from the log end as it was
+        # before that append (a follower's next fetch, a consumer at the HW) starts there,
+        # without an index lookup and a scan from the previous index entry.
+        self._last_append_start: tuple[int, int] | None = None
 
     # ------------------------------------------------------------------ opening
     @staticmethod
@@ -240,6 +248,10 @@ class LogSegment:
         if physical_position == 0:
             self._rolling_based_timestamp = largest_timestamp
         self.log.append_vectored(records)
+        head = records[0]
+        self._last_append_start = (
+            (_BASE_OFFSET.unpack_from(head)[0], physical_position) if len(head) >= 8 else None
+        )
         if largest_timestamp > self.max_timestamp_so_far:
             self._max_timestamp_so_far = largest_timestamp
             self._offset_of_max_timestamp_so_far = offset_of_max_timestamp
@@ -274,10 +286,12 @@ class LogSegment:
         self, offset: int, starting_file_position: int = 0
     ) -> LogOffsetPosition | None:
         """The batch holding ``offset`` (its last offset, position, size), or None if beyond."""
-        mapping = self.offset_index.lookup(offset)
-        found = self.log.search_for_offset_with_size(
-            offset, max(mapping.position, starting_file_position)
-        )
+        start = self._last_append_start
+        if start is not None and start[0] == offset and start[1] >= starting_file_position:
+            position = start[1]  # the batch there begins with ``offset``
+        else:
+            position = max(self.offset_index.lookup(offset).position, starting_file_position)
+        found = self.log.search_for_offset_with_size(offset, position)
         if found is None:
             return None
         last_offset, position, size = found
@@ -343,6 +357,7 @@ class LogSegment:
         prefix. ``before_cut`` sees the result while the bytes to be cut are still on disk.
         Returns what was kept and, when bytes were cut, why.
         """
+        self._last_append_start = None
         self.offset_index.truncate()
         self.offset_index.resize(self.offset_index.max_index_size)
         self.time_index.truncate()
@@ -408,6 +423,7 @@ class LogSegment:
         self.offset_index.resize(self.offset_index.max_index_size)
         self.time_index.resize(self.time_index.max_index_size)
         removed = 0 if mapping is None else self.log.truncate_to(mapping.position)
+        self._last_append_start = None
         if self.log.size_in_bytes == 0:
             self._created_ms = self._clock.milliseconds()
             self._rolling_based_timestamp = None
