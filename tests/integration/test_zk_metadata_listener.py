@@ -39,7 +39,15 @@ def test_every_cache_follows_the_controller(cluster: dict[int, Node]) -> None:
     controller = controller_of(cluster)
     assert controller.controller is not None
     for node in cluster.values():
-        image = eventually(lambda n=node: n.cache.image().controller_id != -1 and n.cache.image())
+        # The third broker registers last: a cache may know the controller before it.
+        image = eventually(
+            lambda n=node: (
+                len(n.cache.image().brokers) == 3
+                and n.cache.image().controller_id != -1
+                and n.cache.image()
+            ),
+            what=f"broker {node.broker_id}'s cache with the controller and three brokers",
+        )
         assert sorted(image.brokers) == [1, 2, 3]
         assert image.controller_id == controller.broker_id
 

@@ -14,6 +14,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -25,14 +27,32 @@ pytestmark = pytest.mark.timeout(900)
 
 
 def start_demo(work: Path) -> subprocess.Popen[bytes]:
-    """``python -m embedded.demo --dir work``, its output (stderr too) on a pipe."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "embedded.demo", "--dir", str(work)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        cwd=REPO,
-        env=clean_env(),
-    )
+    """``python -m embedded.demo --dir work``, its output (stderr too) on a pipe, with SIGINT
+    not ignored (see ``sigint_not_ignored``)."""
+    with sigint_not_ignored():
+        return subprocess.Popen(
+            [sys.executable, "-m", "embedded.demo", "--dir", str(work)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            env=clean_env(),
+        )
+
+
+@contextmanager
+def sigint_not_ignored() -> Iterator[None]:
+    """SIGINT handled, not ignored, while a child starts. A shell without job control (a
+    script's background job) starts its commands with SIGINT ignored, an ignored signal stays
+    ignored across exec, and Python then leaves it so: the demo would never see the Ctrl-C
+    its test sends. A handled signal is reset to its default in the child."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def test_demo_tiers_consumes_expires_and_reports(tmp_path: Path) -> None:
