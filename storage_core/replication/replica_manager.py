@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
@@ -82,6 +82,32 @@ class ProduceResult:
     info: LogAppendInfo | None = None
     error: StorageError | None = None
     log_start_offset: int = -1
+
+
+class AppendedRecords:
+    """A produce whose records are in the leaders' logs (or refused): ``results`` per
+    partition. With acks=-1 it may still wait for the ISR (Kafka's ``DelayedProduce``):
+    ``replicated`` waits, updating ``results`` with what the wait decided, and starts the
+    produce's ``timeout_ms`` when it is called."""
+
+    __slots__ = ("_replication", "results")
+
+    def __init__(
+        self,
+        results: dict[TopicPartition, ProduceResult],
+        replication: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.results = results
+        self._replication = replication
+
+    @property
+    def waits_for_replication(self) -> bool:
+        return self._replication is not None
+
+    async def replicated(self) -> dict[TopicPartition, ProduceResult]:
+        if self._replication is not None:
+            await self._replication()
+        return self.results
 
 
 class PartitionState(Protocol):
@@ -537,9 +563,24 @@ class ReplicaManager:
         required_acks: int,
         timeout_ms: int,
     ) -> dict[TopicPartition, ProduceResult]:
+        """Append, then for acks=-1 wait until the ISR has the records (or ``timeout_ms``)."""
+        appended = await self.append_to_leaders(
+            entries, required_acks=required_acks, timeout_ms=timeout_ms
+        )
+        return await appended.replicated()
+
+    async def append_to_leaders(
+        self,
+        entries: Mapping[TopicPartition, bytes],
+        *,
+        required_acks: int,
+        timeout_ms: int,
+    ) -> AppendedRecords:
+        """Append to each partition's leader log; the wait for replication (acks=-1) is left
+        to the caller, which may do other work meanwhile (``AppendedRecords.replicated``)."""
         if required_acks not in (0, 1, -1):
             error = InvalidRequiredAcksError(f"acks must be 0, 1 or -1, got {required_acks}")
-            return {tp: ProduceResult(error=error) for tp in entries}
+            return AppendedRecords({tp: ProduceResult(error=error) for tp in entries})
 
         def append_all() -> dict[TopicPartition, ProduceResult]:
             results: dict[TopicPartition, ProduceResult] = {}
@@ -556,9 +597,9 @@ class ReplicaManager:
             self.topic_stats.mark_produce(tp.topic, result.info, result.error)
             if result.info is not None:
                 self._wake_replica_fetches(tp)
-        if required_acks == -1:
-            await self._await_replication(results, timeout_ms)
-        return results
+        if required_acks == -1 and any(r.info is not None for r in results.values()):
+            return AppendedRecords(results, lambda: self._await_replication(results, timeout_ms))
+        return AppendedRecords(results)
 
     async def _append_then_read(
         self,

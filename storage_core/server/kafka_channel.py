@@ -2,13 +2,14 @@
 the activity part of its ``Selector.IdleExpiryManager``).
 
 A connection is active when bytes move either way: a read that returns bytes, a write that
-the client drains. While the broker serves its request (a handler runs: a produce waiting
-for replicas, a fetch waiting for data) it is never idle: the broker, not the client, is the
-slow one. Waiting for room in the memory pool does count as idle, as a muted Kafka channel
-does, so that abandoned half-read frames cannot keep their reservations.
+the client drains. While the broker serves its request (a handler runs: a fetch waiting for
+data) or owes a response it deferred (an acks=-1 produce waiting for replicas) it is never
+idle: the broker, not the client, is the slow one. Waiting for room in the memory pool does
+count as idle, as a muted Kafka channel does, so that abandoned half-read frames cannot keep
+their reservations.
 
     expiry_reason(now)
-      serving                                            -> None
+      serving, or a response pending                     -> None
       a frame started more than max_idle ago            -> "request deadline"
       no byte read or written for more than max_idle    -> "idle"
 
@@ -40,9 +41,14 @@ class KafkaChannel:
     frame_received_bytes: int = 0
     """Bytes of the frame being read so far, size prefix included."""
     serving: bool = False
+    pending_responses: int = 0
+    """Responses deferred and not yet sent (``ResponsePipeline``)."""
 
     def touch(self) -> None:
         self.last_active_ns = time.monotonic_ns()
+
+    def set_pending_responses(self, count: int) -> None:
+        self.pending_responses = count
 
     def on_frame_bytes(self, count: int) -> None:
         now_ns = time.monotonic_ns()
@@ -57,7 +63,7 @@ class KafkaChannel:
         self.frame_received_bytes = 0
 
     def expiry_reason(self, *, now_ns: int, max_idle_ns: int) -> ExpiryReason | None:
-        if self.serving or max_idle_ns < 0:
+        if self.serving or self.pending_responses or max_idle_ns < 0:
             return None
         if self.frame_started_ns and now_ns - self.frame_started_ns > max_idle_ns:
             return ExpiryReason.REQUEST_DEADLINE

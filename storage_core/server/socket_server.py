@@ -2,8 +2,11 @@
 
 One task per connection reads a frame, serves it, writes the response, then reads the next:
 requests of one connection are answered in order, as Kafka does by muting a channel until its
-response is sent. A frame that cannot be served closes that connection only, with one log
-line that says who sent what and why; every other connection keeps going.
+response is sent. One exception, invisible on the wire: an acks=-1 produce whose records are
+appended defers its response until they are replicated, and the next produce is read
+meanwhile (``response_pipeline``; responses still go out in request order). A frame that
+cannot be served closes that connection only, with one log line that says who sent what and
+why; every other connection keeps going.
 
 - size < 0 or > ``socket.request.max.bytes``      -> close (the frame is not read)
 - unknown API key, or an unsupported version       -> close, except ApiVersions, which answers
@@ -11,8 +14,8 @@ line that says who sent what and why; every other connection keeps going.
 - a body that does not decode or fill the frame    -> close
 - the client closes in the middle of a frame       -> close (logged; a close between frames
                                                       is not)
-- a handler that raises, or whose response does   -> close (logged with the traceback)
-  not encode
+- a handler that raises, or whose response does   -> close (logged with the traceback),
+  not encode                                          once earlier responses are sent
 - more connections than ``max.connections``, or    -> close at once (logged)
   than ``max.connections.per.ip`` from one address
 - no byte either way for ``connections.max.idle.ms`` -> close (debug line); never while the
@@ -35,7 +38,8 @@ import socket
 import struct
 import time
 from collections import Counter
-from typing import TYPE_CHECKING
+from enum import Enum
+from typing import TYPE_CHECKING, Final
 
 from kio.schema.errors import ErrorCode
 
@@ -53,6 +57,7 @@ from storage_core.server.protocol import (
 )
 from storage_core.server.request_context import RequestContext
 from storage_core.server.response_parts import ResponseParts, send_response_parts, write_all
+from storage_core.server.response_pipeline import DeferredResponse, Response, ResponsePipeline
 from storage_core.server.socket_server_config import STREAM_BUFFER_BYTES, SocketServerConfig
 
 if TYPE_CHECKING:
@@ -177,10 +182,30 @@ class SocketServer:
     async def _serve(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, channel: KafkaChannel
     ) -> None:
+        pipeline = ResponsePipeline(
+            send=lambda response: self._send(writer, response, channel),
+            close=writer.transport.abort,
+            client=channel.client,
+            on_pending=channel.set_pending_responses,
+        )
+        try:
+            await self._serve_frames(reader, writer, channel, pipeline)
+        finally:
+            pipeline.cancel()
+
+    async def _serve_frames(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        channel: KafkaChannel,
+        pipeline: ResponsePipeline,
+    ) -> None:
         client = channel.client
         while True:
+            await pipeline.wait_for_room()
             size = await self._read_size(reader, channel)
             if size is None:
+                await pipeline.drain()  # a client that only shut its sending side still reads
                 return
             if size <= 0 or size > self._config.max_request_bytes:
                 logger.warning(
@@ -197,6 +222,9 @@ class SocketServer:
                 frame = await self._read_body(reader, size, channel)
                 if frame is None:
                     return
+                # Only a produce goes past a pending response (see response_pipeline).
+                if pipeline.busy and _api_key(frame) != PRODUCE_KEY and not await pipeline.drain():
+                    return
                 channel.serving = True
                 try:
                     response = await self._serve_frame(frame, client, channel.host)
@@ -207,13 +235,22 @@ class SocketServer:
             finally:
                 self._memory_pool.release(size)
             if response is _CLOSE:
+                await pipeline.drain()
                 return
-            if isinstance(response, bytes):
-                await write_all(writer, response, channel.touch)
-            elif isinstance(response, ResponseParts):
-                await send_response_parts(
-                    writer, response, self._broker.replica_manager.run_io, channel.touch
-                )
+            if isinstance(response, DeferredResponse) or pipeline.busy:
+                pipeline.add(response)
+            else:
+                await self._send(writer, response, channel)
+
+    async def _send(
+        self, writer: asyncio.StreamWriter, response: Response, channel: KafkaChannel
+    ) -> None:
+        if isinstance(response, bytes):
+            await write_all(writer, response, channel.touch)
+        elif isinstance(response, ResponseParts):
+            await send_response_parts(
+                writer, response, self._broker.replica_manager.run_io, channel.touch
+            )
 
     @staticmethod
     async def _read_size(reader: asyncio.StreamReader, channel: KafkaChannel) -> int | None:
@@ -297,7 +334,9 @@ class SocketServer:
             expected_bytes,
         )
 
-    async def _serve_frame(self, frame: bytes, client: str, host: str) -> bytes | object | None:
+    async def _serve_frame(
+        self, frame: bytes, client: str, host: str
+    ) -> Response | DeferredResponse | _Close:
         try:
             key, version, correlation_id = peek_key_version_correlation(frame)
         except MalformedRequestError as error:
@@ -332,7 +371,8 @@ class SocketServer:
             body = await handler.handle(ctx, request)
             if body is None:  # acks=0 produce: no response at all
                 return None
-            if isinstance(body, ResponseParts | bytes):  # encoded by the handler (Fetch, Produce)
+            # Encoded by the handler (Fetch, Produce), or deferred (an acks=-1 Produce).
+            if isinstance(body, ResponseParts | bytes | DeferredResponse):
                 return body
             # Inside the try: a response the codec refuses (a None in a non-nullable field)
             # is a handler bug too, and must close this connection only.
@@ -369,4 +409,16 @@ class SocketServer:
         return encode_response(API_VERSIONS_KEY, 0, correlation_id, body)
 
 
-_CLOSE = object()
+class _Close(Enum):
+    """What ``_serve_frame`` returns for a frame that closes its connection."""
+
+    CONNECTION = "close the connection"
+
+
+_CLOSE: Final = _Close.CONNECTION
+PRODUCE_KEY = 0
+
+
+def _api_key(frame: bytes) -> int:
+    """The API key of a frame (its first two bytes), before the frame is checked."""
+    return int.from_bytes(frame[:2], "big", signed=True)

@@ -3,8 +3,10 @@
 Each partition answers on its own: a bad batch or an unknown partition fails that partition
 only. Batches are validated record by record before anything is stored (``log_validator``);
 a refused one answers CORRUPT_MESSAGE, INVALID_RECORD or INVALID_TIMESTAMP, with the records
-at fault in ``record_errors`` (v8+). ``acks=0`` gets no response at all, as in Kafka. The
-internal ``__consumer_offsets`` topic is written by the group coordinator only.
+at fault in ``record_errors`` (v8+). ``acks=0`` gets no response at all, as in Kafka. An
+``acks=-1`` produce whose records are appended returns a ``DeferredResponse`` that completes
+once the ISR has them (the connection meanwhile reads its next produce: ``response_pipeline``).
+The internal ``__consumer_offsets`` topic is written by the group coordinator only.
 
 The response is encoded by ``produce_response`` (not the codec), which costs a small fraction
 of the codec's time for these few dozen bytes.
@@ -30,6 +32,7 @@ from storage_core.server.produce_response import (
     encode_produce_response,
 )
 from storage_core.server.request_context import RequestContext
+from storage_core.server.response_pipeline import DeferredResponse
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -38,7 +41,7 @@ MAX_VERSION = 12
 PROTECTED_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-async def handle(ctx: RequestContext, request: Any) -> bytes | None:
+async def handle(ctx: RequestContext, request: Any) -> bytes | DeferredResponse | None:
     broker = ctx.broker
     entries: dict[TopicPartition, bytes] = {}
     results: dict[TopicPartition, ProduceResult] = {}
@@ -64,16 +67,35 @@ async def handle(ctx: RequestContext, request: Any) -> bytes | None:
                 results[tp] = ProduceResult(error=CorruptRecordError("the record set is null"))
             else:
                 entries[tp] = partition_data.records
+    appended = None
     if entries:
-        results.update(
-            await broker.replica_manager.append_records(
-                entries,
-                required_acks=int(request.acks),
-                timeout_ms=int(request.timeout.total_seconds() * 1000),
-            )
+        appended = await broker.replica_manager.append_to_leaders(
+            entries,
+            required_acks=int(request.acks),
+            timeout_ms=int(request.timeout.total_seconds() * 1000),
         )
+        results.update(appended.results)
     if request.acks == 0:
         return None
+    version, correlation_id = ctx.api_version, ctx.correlation_id
+    if appended is not None and appended.waits_for_replication:
+        # Holds the outcome, not the request: its records are released as this returns.
+        replicating = appended
+
+        async def once_replicated() -> bytes:
+            results.update(await replicating.replicated())
+            return _encode(version, correlation_id, order, results)
+
+        return DeferredResponse(once_replicated)
+    return _encode(version, correlation_id, order, results)
+
+
+def _encode(
+    version: int,
+    correlation_id: int,
+    order: list[tuple[str, list[int]]],
+    results: dict[TopicPartition, ProduceResult],
+) -> bytes:
     topics = []
     for name, indexes in order:
         partitions = []
@@ -95,6 +117,4 @@ async def handle(ctx: RequestContext, request: Any) -> bytes | None:
                 )
             )
         topics.append(ProduceTopicResponse(name=name, partitions=tuple(partitions)))
-    return encode_produce_response(
-        version=ctx.api_version, correlation_id=ctx.correlation_id, topics=topics
-    )
+    return encode_produce_response(version=version, correlation_id=correlation_id, topics=topics)

@@ -1,0 +1,171 @@
+"""ResponsePipeline: responses still being completed go out in the order they were added."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from storage_core.server.response_pipeline import (
+    DeferredResponse,
+    Response,
+    ResponsePipeline,
+)
+
+
+class Connection:
+    """What the pipeline sends to: the frames in the order sent, and whether it closed."""
+
+    def __init__(self, *, fail_on: bytes | None = None) -> None:
+        self.sent: list[Response] = []
+        self.closed = False
+        self.pending_counts: list[int] = []
+        self._fail_on = fail_on
+
+    async def send(self, response: Response) -> None:
+        await asyncio.sleep(0)  # a real write yields to the loop
+        if self._fail_on is not None and response == self._fail_on:
+            raise ConnectionResetError("the client went away")
+        self.sent.append(response)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def pipeline(self, pending_max: int = 5) -> ResponsePipeline:
+        return ResponsePipeline(
+            send=self.send,
+            close=self.close,
+            client="127.0.0.1:5555",
+            on_pending=self.pending_counts.append,
+            pending_max=pending_max,
+        )
+
+
+def deferred(done: asyncio.Future[bytes]) -> DeferredResponse:
+    async def complete() -> bytes:
+        return await done
+
+    return DeferredResponse(complete)
+
+
+def test_a_later_response_complete_first_still_goes_out_after_the_earlier() -> None:
+    async def run() -> Connection:
+        connection = Connection()
+        pipeline = connection.pipeline()
+        loop = asyncio.get_running_loop()
+        first, second = loop.create_future(), loop.create_future()
+        pipeline.add(deferred(first))
+        pipeline.add(deferred(second))
+        pipeline.add(b"third, complete at once")
+        assert pipeline.busy
+        second.set_result(b"second")
+        await asyncio.sleep(0.01)
+        assert connection.sent == []  # the first is not complete: nothing may go out
+        first.set_result(b"first")
+        assert await pipeline.drain()
+        assert not pipeline.busy
+        return connection
+
+    connection = asyncio.run(run())
+    assert connection.sent == [b"first", b"second", b"third, complete at once"]
+    assert not connection.closed
+    assert connection.pending_counts[-1] == 0
+    assert max(connection.pending_counts) == 3
+
+
+def test_a_response_that_cannot_complete_closes_the_connection_and_nothing_follows_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def run() -> tuple[Connection, bool]:
+        connection = Connection()
+        pipeline = connection.pipeline()
+
+        async def broken() -> bytes:
+            raise RuntimeError("handler bug")
+
+        pipeline.add(b"before")
+        pipeline.add(DeferredResponse(broken))
+        pipeline.add(b"after")
+        return connection, await pipeline.drain()
+
+    with caplog.at_level(logging.ERROR):
+        connection, drained = asyncio.run(run())
+    assert not drained
+    assert connection.closed
+    assert connection.sent == [b"before"]
+    assert "client=127.0.0.1:5555" in caplog.text
+    assert "handler bug" in caplog.text
+
+
+def test_a_failed_send_closes_the_connection_and_later_responses_are_dropped() -> None:
+    async def run() -> tuple[Connection, bool]:
+        connection = Connection(fail_on=b"second")
+        pipeline = connection.pipeline()
+        for frame in (b"first", b"second", b"third"):
+            pipeline.add(frame)
+        return connection, await pipeline.drain()
+
+    connection, drained = asyncio.run(run())
+    assert not drained
+    assert connection.closed
+    assert connection.sent == [b"first"]
+
+
+def test_no_more_than_pending_max_responses_wait() -> None:
+    async def run() -> list[str]:
+        connection = Connection()
+        pipeline = connection.pipeline(pending_max=2)
+        loop = asyncio.get_running_loop()
+        first, second = loop.create_future(), loop.create_future()
+        pipeline.add(deferred(first))
+        pipeline.add(deferred(second))
+        events: list[str] = []
+
+        async def reader() -> None:
+            await pipeline.wait_for_room()
+            events.append("room")
+
+        waiting = asyncio.create_task(reader())
+        await asyncio.sleep(0.01)
+        events.append("first completes")
+        first.set_result(b"first")
+        await waiting
+        second.set_result(b"second")
+        await pipeline.drain()
+        return events
+
+    assert asyncio.run(run()) == ["first completes", "room"]
+
+
+def test_cancel_sends_nothing_more() -> None:
+    async def run() -> Connection:
+        connection = Connection()
+        pipeline = connection.pipeline()
+        never: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        pipeline.add(deferred(never))
+        pipeline.add(b"behind it")
+        pipeline.cancel()
+        await asyncio.sleep(0.01)
+        assert not pipeline.busy
+        return connection
+
+    connection = asyncio.run(run())
+    assert connection.sent == []
+
+
+def test_a_response_of_none_keeps_its_place() -> None:
+    async def run() -> Connection:
+        connection = Connection()
+        pipeline = connection.pipeline()
+        pipeline.add(None)  # an acks=0 produce behind a pending one: no answer
+        pipeline.add(b"next")
+        assert await pipeline.drain()
+        return connection
+
+    assert asyncio.run(run()).sent == [None, b"next"]
+
+
+def test_pending_max_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="pending_max must be >= 1"):
+        Connection().pipeline(pending_max=0)
