@@ -529,6 +529,13 @@ class Log:
             return segment
 
     # ================================================================== reads
+    def recent_tail_bytes(self, offset: int) -> int | None:
+        """Bytes from ``offset`` to the log end when the last appends wrote them (in the page
+        cache): 0 at the log end; None for older offsets (a read may wait for the disk)."""
+        if offset == self._log_end_offset:
+            return 0
+        return self.active_segment.recent_tail_bytes(offset)
+
     def read(
         self,
         start_offset: int,

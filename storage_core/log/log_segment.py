@@ -33,6 +33,8 @@ from storage_core.log.time_index import TimeIndex
 from storage_core.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, NO_TIMESTAMP, FileRecords
 
 INT_MAX = 2**31 - 1
+RECENT_APPENDS_MAX = 16
+"""Appends a segment remembers the start of (``translate_offset``, ``recent_tail_bytes``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,10 +129,11 @@ class LogSegment:
         self._rolling_based_timestamp: int | None = None
         self._max_timestamp_so_far: int | None = None
         self._offset_of_max_timestamp_so_far: int | None = None
-        # (first offset, position) of the last append: a fetch from the log end as it was
-        # before that append (a follower's next fetch, a consumer at the HW) starts there,
-        # without an index lookup and a scan from the previous index entry.
-        self._last_append_start: tuple[int, int] | None = None
+        # First offset -> position of the last RECENT_APPENDS_MAX appends, oldest first: a
+        # fetch from where the log ended before one of them (a follower's next fetch, a
+        # consumer at the HW) starts there, without an index lookup and a scan from the
+        # previous index entry; and those bytes were just written (page cache).
+        self._recent_append_starts: dict[int, int] = {}
 
     # ------------------------------------------------------------------ opening
     @staticmethod
@@ -249,9 +252,11 @@ class LogSegment:
             self._rolling_based_timestamp = largest_timestamp
         self.log.append_vectored(records)
         head = records[0]
-        self._last_append_start = (
-            (_BASE_OFFSET.unpack_from(head)[0], physical_position) if len(head) >= 8 else None
-        )
+        if len(head) >= 8:
+            recent = self._recent_append_starts
+            recent[_BASE_OFFSET.unpack_from(head)[0]] = physical_position
+            if len(recent) > RECENT_APPENDS_MAX:
+                del recent[next(iter(recent))]
         if largest_timestamp > self.max_timestamp_so_far:
             self._max_timestamp_so_far = largest_timestamp
             self._offset_of_max_timestamp_so_far = offset_of_max_timestamp
@@ -282,14 +287,19 @@ class LogSegment:
         self.time_index.flush()
 
     # ------------------------------------------------------------------ reading
+    def recent_tail_bytes(self, offset: int) -> int | None:
+        """Bytes from ``offset`` to the end of this segment when ``offset`` starts one of its
+        last ``RECENT_APPENDS_MAX`` appends (bytes just written, so in the page cache); None
+        otherwise."""
+        position = self._recent_append_starts.get(offset)
+        return None if position is None else self.log.size_in_bytes - position
+
     def translate_offset(
         self, offset: int, starting_file_position: int = 0
     ) -> LogOffsetPosition | None:
         """The batch holding ``offset`` (its last offset, position, size), or None if beyond."""
-        start = self._last_append_start
-        if start is not None and start[0] == offset and start[1] >= starting_file_position:
-            position = start[1]  # the batch there begins with ``offset``
-        else:
+        position = self._recent_append_starts.get(offset, -1)
+        if position < starting_file_position:  # not a recent append's start (-1), or before
             position = max(self.offset_index.lookup(offset).position, starting_file_position)
         found = self.log.search_for_offset_with_size(offset, position)
         if found is None:
@@ -357,7 +367,7 @@ class LogSegment:
         prefix. ``before_cut`` sees the result while the bytes to be cut are still on disk.
         Returns what was kept and, when bytes were cut, why.
         """
-        self._last_append_start = None
+        self._recent_append_starts.clear()
         self.offset_index.truncate()
         self.offset_index.resize(self.offset_index.max_index_size)
         self.time_index.truncate()
@@ -423,7 +433,7 @@ class LogSegment:
         self.offset_index.resize(self.offset_index.max_index_size)
         self.time_index.resize(self.time_index.max_index_size)
         removed = 0 if mapping is None else self.log.truncate_to(mapping.position)
-        self._last_append_start = None
+        self._recent_append_starts.clear()
         if self.log.size_in_bytes == 0:
             self._created_ms = self._clock.milliseconds()
             self._rolling_based_timestamp = None

@@ -70,9 +70,12 @@ MAX_WAITERS = 10_000  # bounded purgatory: beyond it, fetches answer at once
 # Zero-copy fetches copy record sets smaller than this: a sendfile round trip through an
 # I/O thread costs more than copying a few KiB.
 ZERO_COPY_MIN_BYTES = 64 * 1024
-# A follower fetch of at most this many partitions, all at the leader's log end, is answered
-# on the event loop (``_read_at_log_end``); a larger one goes to an I/O thread.
+# A follower fetch of at most this many partitions, each at or just behind the leader's log
+# end, is answered on the event loop (``_read_log_tail``); a larger one goes to an I/O thread.
 LOG_END_READ_MAX_PARTITIONS = 64
+# ... and at most this many bytes behind it in all (one replica.fetch.max.bytes by default):
+# bytes the last appends wrote, copied from the page cache.
+LOG_TAIL_READ_BYTES_MAX = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -785,8 +788,8 @@ class ReplicaManager:
             try:
                 if handed is not None:
                     results, handed = handed, None
-                elif (at_end := self._read_at_log_end(requests, max_bytes, replica_id)) is not None:
-                    results = at_end
+                elif (tail := self._read_log_tail(requests, max_bytes, replica_id)) is not None:
+                    results = tail
                 else:
                     reading = asyncio.ensure_future(self.run_io(read_all))
                     try:
@@ -823,34 +826,39 @@ class ReplicaManager:
                     self._follower_reads.pop(waiter, None)
                     self._unpark(waiter, requests.keys(), replica=replica)
 
-    def _read_at_log_end(
+    def _read_log_tail(
         self,
         requests: Mapping[TopicPartition, FetchRequestPartition],
         max_bytes: int,
         replica_id: int,
     ) -> dict[TopicPartition, FetchResult] | None:
-        """A follower's fetch at the leader's log end, answered on the event loop (None: read
-        on an I/O thread). It reads no byte from disk: the follower's fetch state is recorded,
-        which may move the HW and complete acks=all produces, and the answer holds the offsets
-        only. This is the fetch that follows each append of a follower, so an acks=all round
-        no longer waits for an I/O thread there.
+        """A follower's fetch at or just behind the leader's log end, answered on the event
+        loop (None: read on an I/O thread). It waits for no disk: at the log end it reads
+        nothing (the follower's fetch state is recorded, which may move the HW and complete
+        acks=all produces, and the answer holds the offsets only); just behind, it copies
+        what the last appends wrote, from the page cache. These are the fetches of followers
+        in sync, so an acks=all round never waits for an I/O thread there.
 
         The same ``_read_all`` runs, with every partition's lock and log lock taken without
         waiting: the loop never waits for an append, a roll or an fsync. A follower fetch
         (``replica_id >= 0``) of up to ``LOG_END_READ_MAX_PARTITIONS`` partitions qualifies
-        when each partition is hosted here, both its locks are free and the fetch offset is
-        its log end offset."""
+        when each partition is hosted here, both its locks are free, and its fetch offset is
+        its log end offset or starts one of its last appends (``Log.recent_tail_bytes``), at
+        most ``LOG_TAIL_READ_BYTES_MAX`` bytes behind in all."""
         if replica_id < 0 or not requests or len(requests) > LOG_END_READ_MAX_PARTITIONS:
             return None
+        behind_bytes = 0
         with contextlib.ExitStack() as held:
             for tp, request in requests.items():
                 with self._lock:
                     partition = self._partitions.get(tp)
-                if (
-                    partition is None
-                    or not held.enter_context(partition.locked_if_free())
-                    or request.fetch_offset != partition.log.log_end_offset
-                ):
+                if partition is None or not held.enter_context(partition.locked_if_free()):
+                    return None
+                tail_bytes = partition.log.recent_tail_bytes(request.fetch_offset)
+                if tail_bytes is None:
+                    return None
+                behind_bytes += tail_bytes
+                if behind_bytes > LOG_TAIL_READ_BYTES_MAX:
                     return None
             return self._read_all(
                 requests, max_bytes, False, zero_copy=False, replica_id=replica_id

@@ -1,6 +1,7 @@
-"""A read from where the log ended before its last append (a follower's next fetch, a
+"""A read from where the log ended before one of its last appends (a follower's next fetch, a
 consumer at the high watermark) gets that append's batch, read from the position the append
-remembered; after a truncation no stale position is used."""
+remembered; after a truncation no stale position is used. ``recent_tail_bytes`` knows those
+last appends only (what the leader reads for followers on its event loop)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Callable
 
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
+from storage_core.log.log_segment import RECENT_APPENDS_MAX
 from tests.conftest import make_batch
 
 OpenLog = Callable[..., Log]
@@ -42,3 +44,34 @@ def test_after_a_truncation_the_new_batch_is_read_not_the_old(open_log: OpenLog)
     (batch,) = log.read_batches(2)
     assert (batch.base_offset, batch.last_offset, batch.partition_leader_epoch) == (2, 2, 1)
     assert b"new0" in read_from(log, 2)
+
+
+def test_the_recent_tail_covers_the_last_appends_only(open_log: OpenLog) -> None:
+    log = open_log()
+    starts, sizes = [], []
+    for i in range(RECENT_APPENDS_MAX + 3):
+        starts.append(log.log_end_offset)
+        sizes.append(log.size_in_bytes)
+        log.append_as_leader(make_batch(2, tag=f"t{i}"), leader_epoch=0)
+    end_size = log.size_in_bytes
+    assert log.recent_tail_bytes(log.log_end_offset) == 0
+    recent = starts[-RECENT_APPENDS_MAX:]
+    for start, size in zip(recent, sizes[-RECENT_APPENDS_MAX:], strict=True):
+        assert log.recent_tail_bytes(start) == end_size - size
+        assert read_from(log, start) == read_from(log, 0)[size:]
+    # Older appends, and offsets inside a batch, are not known to be in the page cache.
+    assert [log.recent_tail_bytes(s) for s in starts[:3]] == [None, None, None]
+    assert log.recent_tail_bytes(recent[-1] + 1) is None
+
+
+def test_a_roll_or_a_truncation_forgets_the_recent_tail(open_log: OpenLog) -> None:
+    log = open_log()
+    log.append_as_leader(make_batch(2, tag="a"), leader_epoch=0)
+    log.append_as_leader(make_batch(2, tag="b"), leader_epoch=0)
+    log.truncate_to(2)
+    assert log.recent_tail_bytes(0) is None
+    assert log.recent_tail_bytes(2) == 0  # the log end again
+    log.append_as_leader(make_batch(2, tag="c"), leader_epoch=0)
+    log.roll()
+    assert log.recent_tail_bytes(2) is None  # in a segment no longer written to
+    assert log.recent_tail_bytes(4) == 0

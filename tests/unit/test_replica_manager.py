@@ -21,6 +21,7 @@ from storage_core.errors import (
 )
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
+from storage_core.log.log_segment import RECENT_APPENDS_MAX
 from storage_core.records.memory_records import iter_batches
 from storage_core.replication.partition import Partition
 from storage_core.replication.replica_manager import FetchRequestPartition, ReplicaManager
@@ -146,10 +147,11 @@ def test_a_long_poll_fetch_returns_as_soon_as_data_arrives(tmp_path: Path) -> No
 
 def test_an_append_landing_while_a_fetch_reads_wakes_it(tmp_path: Path) -> None:
     """The fetch parks before it reads: an append (and its wake-up) that comes while the read
-    runs on an I/O thread must not leave the fetch waiting out max_wait_ms. (The fetch is not
-    at the log end, which would be answered on the loop: it asks for more than is there.)"""
+    runs on an I/O thread must not leave the fetch waiting out max_wait_ms. (The fetch starts
+    inside the first batch, neither at the log end nor where an append began, which would be
+    answered on the loop; it asks for more than is there.)"""
     replicas = _setup(tmp_path, replicas=(0, 2))
-    first = make_batch(1)
+    first = make_batch(2)
     replicas.get_partition(TP).append_records_to_leader(first, required_acks=1)
     read_started = asyncio.Event()
     read_may_finish = asyncio.Event()
@@ -172,7 +174,7 @@ def test_an_append_landing_while_a_fetch_reads_wakes_it(tmp_path: Path) -> None:
         nonlocal loop
         loop = asyncio.get_running_loop()
         replicas.bind_loop(loop)
-        request = {TP: FetchRequestPartition(fetch_offset=0, max_bytes=1 << 20)}
+        request = {TP: FetchRequestPartition(fetch_offset=1, max_bytes=1 << 20)}
         fetch = asyncio.create_task(
             replicas.fetch_messages(
                 request,
@@ -323,6 +325,40 @@ def test_a_follower_fetch_at_the_log_end_completes_acks_all_without_an_io_thread
         produced = await asyncio.wait_for(producing, 5)
         assert produced[TP].error is None
         assert io_calls == [0]
+
+    asyncio.run(run())
+    replicas.shutdown()
+
+
+def test_a_follower_fetch_a_few_appends_behind_reads_them_on_the_event_loop(
+    tmp_path: Path,
+) -> None:
+    """A follower that fetches while the leader appends (produces pipelined on one
+    connection) is a few batches behind: it gets what the last appends wrote, read on the
+    event loop from the page cache. Further behind, its read goes to an I/O thread."""
+    replicas = _setup(tmp_path, isr=(0, 1))
+
+    async def run() -> None:
+        replicas.bind_loop(asyncio.get_running_loop())
+        for _ in range(RECENT_APPENDS_MAX + 3):
+            await replicas.append_records({TP: make_batch(2)}, required_acks=1, timeout_ms=1000)
+        io_calls = _count_run_io(replicas)
+        recent = 2 * 3  # three appends behind
+        end = 2 * (RECENT_APPENDS_MAX + 3)
+        behind = {TP: FetchRequestPartition(fetch_offset=end - recent, max_bytes=1 << 20)}
+        results = await replicas.fetch_messages(
+            behind, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, replica_id=1
+        )
+        batches = [b for _, b in iter_batches(bytes(results[TP].records))]
+        assert [b.base_offset for b in batches] == [end - 6, end - 4, end - 2]
+        assert io_calls == [0]
+        assert replicas.get_partition(TP).log.high_watermark == end - recent  # fetch state
+        far = {TP: FetchRequestPartition(fetch_offset=0, max_bytes=1 << 20)}
+        results = await replicas.fetch_messages(
+            far, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, replica_id=1
+        )
+        assert results[TP].records
+        assert io_calls == [1]
 
     asyncio.run(run())
     replicas.shutdown()
