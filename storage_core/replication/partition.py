@@ -330,22 +330,39 @@ class Partition:
     ) -> tuple[bool, StorageError | None]:
         """Kafka's ``checkEnoughReplicasReachOffset`` for a waiting acks=all produce: done once
         the HW reaches ``required_offset``; with an error if the ISR shrank below
-        ``min.insync.replicas`` meanwhile, or if this broker no longer leads."""
-        with self._lock:
-            if not self.is_leader:
-                return True, NotLeaderOrFollowerError(
-                    f"broker {self.local_broker_id} is no longer the leader of"
-                    f" {self.topic_partition} (leader {self.leader_id})"
-                )
-            if self.log.high_watermark < required_offset:
-                return False, None
-            min_isr = self.effective_min_isr()
-            if len(self.maximal_isr) < min_isr:
-                return True, NotEnoughReplicasAfterAppendError(
-                    f"partition {self.topic_partition}: the records were appended, but the ISR"
-                    f" {list(self.maximal_isr)} shrank below min.insync.replicas={min_isr}"
-                )
-            return True, None
+        ``min.insync.replicas`` meanwhile, or if this broker no longer leads.
+
+        Read without the lock first: an append holds it for its whole write, and the event
+        loop, which calls this, must not wait for one (in Kafka both take a shared read
+        lock). Each field is replaced whole, and the leadership is read before and after the
+        others: unchanged, they are that leader's (a follower's HW moves only after its
+        ``leader_id`` has changed). Otherwise, or when this broker does not lead, the check
+        runs under the lock."""
+        leadership = (self.leader_epoch, self.leader_id)
+        high_watermark = self.log.high_watermark
+        isr_size = len(self.maximal_isr)
+        min_isr = self.effective_min_isr()
+        if leadership[1] != self.local_broker_id or leadership != (
+            self.leader_epoch,
+            self.leader_id,
+        ):
+            with self._lock:
+                if not self.is_leader:
+                    return True, NotLeaderOrFollowerError(
+                        f"broker {self.local_broker_id} is no longer the leader of"
+                        f" {self.topic_partition} (leader {self.leader_id})"
+                    )
+                high_watermark = self.log.high_watermark
+                isr_size = len(self.maximal_isr)
+                min_isr = self.effective_min_isr()
+        if high_watermark < required_offset:
+            return False, None
+        if isr_size < min_isr:
+            return True, NotEnoughReplicasAfterAppendError(
+                f"partition {self.topic_partition}: the records were appended, but the ISR"
+                f" {list(self.maximal_isr)} shrank below min.insync.replicas={min_isr}"
+            )
+        return True, None
 
     def _maybe_increment_high_watermark(self, now_ms: int) -> bool:
         """Kafka's ``maybeIncrementLeaderHW`` (call with the lock held): HW = the smallest

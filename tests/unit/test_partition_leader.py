@@ -4,6 +4,8 @@ fetch states, ISR expansion and shrinking, the high watermark over the ISR, acks
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -177,6 +179,49 @@ def test_acks_all_is_answered_after_append_when_the_isr_shrank(tmp_path: Path) -
     )
     done, error = partition.check_enough_replicas_reach_offset(2)
     assert done and isinstance(error, NotLeaderOrFollowerError)
+
+
+def test_acks_all_is_checked_while_an_append_holds_the_partition(tmp_path: Path) -> None:
+    """The event loop checks waiting acks=all produces; an append on an I/O thread holds the
+    partition's lock for its whole write. The check answers without waiting for it, unless
+    the leadership is in question (then it waits for a consistent answer)."""
+    clock = ManualClock()
+    partition = _leader(tmp_path, replicas=(0, 1), isr=(0, 1), min_isr=2, clock=clock)
+    partition.append_records_to_leader(make_batch(2), required_acks=-1)
+    held, release = threading.Event(), threading.Event()
+
+    def append_in_progress() -> None:
+        with partition._lock:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=append_in_progress)
+    holder.start()
+    try:
+        assert held.wait(5)
+        started = time.monotonic()
+        assert partition.check_enough_replicas_reach_offset(2) == (False, None)
+        _fetch_unlocked_hw(partition, 2)
+        assert partition.check_enough_replicas_reach_offset(2) == (True, None)
+        assert time.monotonic() - started < 1  # neither waited for the append
+        partition.leader_id = 1  # as make_follower writes it, under the lock held above
+        asked = threading.Thread(target=partition.check_enough_replicas_reach_offset, args=(2,))
+        asked.start()
+        asked.join(0.3)
+        assert asked.is_alive()  # not leading: waits for the lock, for a consistent view
+    finally:
+        release.set()
+        holder.join()
+    asked.join(5)
+    assert not asked.is_alive()
+    done, error = partition.check_enough_replicas_reach_offset(2)
+    assert done and isinstance(error, NotLeaderOrFollowerError)
+
+
+def _fetch_unlocked_hw(partition: Partition, high_watermark: int) -> None:
+    """The HW a follower's fetch would set, written as one field (the fetch itself would wait
+    for the lock the test holds)."""
+    partition.log.maybe_increment_high_watermark(high_watermark)
 
 
 def test_a_state_older_than_the_known_partition_epoch_is_ignored(tmp_path: Path) -> None:
