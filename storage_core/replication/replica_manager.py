@@ -600,9 +600,24 @@ class ReplicaManager:
             self.topic_stats.mark_produce(tp.topic, result.info, result.error)
             if result.info is not None:
                 self._wake_replica_fetches(tp)
-        if required_acks == -1 and any(r.info is not None for r in results.values()):
+        if required_acks == -1 and not self._try_complete_replication(results):
             return AppendedRecords(results, lambda: self._await_replication(results, timeout_ms))
         return AppendedRecords(results)
+
+    def _try_complete_replication(self, results: dict[TopicPartition, ProduceResult]) -> bool:
+        """Whether every appended partition is already replicated as acks=-1 asks (an ISR of
+        the leader alone), answering its outcome: Kafka's DelayedProduce also tries to
+        complete before it waits (``tryCompleteElseWatch``)."""
+        complete = True
+        for tp, result in results.items():
+            if result.info is None:
+                continue
+            done, error = self._replication_outcome(tp, result.info.last_offset + 1)
+            if not done:
+                complete = False
+            elif error is not None:
+                results[tp] = ProduceResult(error=error)
+        return complete
 
     async def _append_then_read(
         self,

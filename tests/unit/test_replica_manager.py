@@ -464,3 +464,28 @@ def test_a_parked_follower_fetch_keeps_waiting_when_the_append_fails(tmp_path: P
 
     asyncio.run(run())
     replicas.shutdown()
+
+
+def test_an_acks_all_produce_waits_only_when_the_isr_does_not_have_it_yet(
+    tmp_path: Path,
+) -> None:
+    """As Kafka's DelayedProduce tries to complete before it waits: with the leader alone in
+    the ISR the append is the whole answer; with a follower in it, the wait is left to the
+    caller (the connection reads its next produce meanwhile)."""
+
+    async def append(isr: tuple[int, ...], directory: Path) -> bool:
+        replicas = _setup(directory, isr=isr)
+        replicas.bind_loop(asyncio.get_running_loop())
+        appended = await replicas.append_to_leaders(
+            {TP: make_batch(2)}, required_acks=-1, timeout_ms=100
+        )
+        assert appended.results[TP].error is None
+        waits = appended.waits_for_replication
+        if waits:  # nobody fetches: the wait times out
+            results = await appended.replicated()
+            assert "not replicated to the ISR within 100 ms" in str(results[TP].error)
+        replicas.shutdown()
+        return waits
+
+    assert asyncio.run(append((0,), tmp_path / "alone")) is False
+    assert asyncio.run(append((0, 1), tmp_path / "followed")) is True
