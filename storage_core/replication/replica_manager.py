@@ -2,11 +2,13 @@
 
 The network layer calls ``append_records`` and ``fetch_messages`` from the asyncio loop. Disk
 work runs on a small pool of I/O threads so that the loop never waits for a write, an fsync or
-a read (a follower's fetch at the log end reads nothing from disk: it is answered on the loop).
-A fetch that finds less than ``min_bytes`` waits, up to ``max_wait_ms``, until the high
-watermark of one of its partitions advances, or for a follower's fetch its log end offset
-(Kafka's ``DelayedFetch`` in the fetch purgatory); ``acks=-1`` produces wait until the high
-watermark covers their last offset (``DelayedProduce``).
+a read (a follower's fetch at the log end, or a few appends behind it, waits for no disk: it
+is answered on the loop). A fetch that finds less than ``min_bytes`` waits, up to
+``max_wait_ms``, until the high watermark of one of its partitions advances, or for a
+follower's fetch its log end offset (Kafka's ``DelayedFetch`` in the fetch purgatory);
+``acks=-1`` produces wait until the high watermark covers their last offset
+(``DelayedProduce``): ``append_records`` waits for it, ``append_to_leaders`` leaves that wait
+to its caller.
 
 Each partition of a produce or of a fetch's answer marks ``topic_stats`` (Kafka's
 ``BrokerTopicStats``: requests, bytes and messages in, bytes out, failures).
