@@ -215,6 +215,7 @@ class SocketServer:
                     size,
                     self._config.max_request_bytes,
                 )
+                await pipeline.drain()  # the earlier requests still get their answers
                 return
             # Not a byte of the body is read before its whole size is reserved (back-pressure).
             await self._memory_pool.reserve(size)
