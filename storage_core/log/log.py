@@ -81,6 +81,13 @@ from storage_core.records import NO_PRODUCER_ID, NO_TIMESTAMP, RecordBatch, Reco
 
 logger = logging.getLogger(__name__)
 
+
+class AppendWouldWaitError(Exception):
+    """An append that may not wait for the disk (on the event loop) would have: it must roll
+    a segment, fsync (``flush.messages``) or write a new leader epoch's checkpoint. Nothing
+    was written: append again where waiting is allowed (an I/O thread)."""
+
+
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest).
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -291,7 +298,11 @@ class Log:
 
     # ================================================================== appends
     def append_as_leader(
-        self, records: bytes | bytearray | memoryview, *, leader_epoch: int
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        leader_epoch: int,
+        disk_wait_allowed: bool = True,
     ) -> LogAppendInfo:
         """Validate, assign offsets from the LEO and the leader epoch, and append.
 
@@ -299,7 +310,10 @@ class Log:
         one of the producer's last five batches writes nothing and returns an info with
         ``is_duplicate`` set and the original batch's offsets (Kafka's duplicate handling);
         a stale epoch raises ``InvalidProducerEpochError`` and a sequence gap
-        ``OutOfOrderSequenceError``, with nothing written.
+        ``OutOfOrderSequenceError``, with nothing written. Without ``disk_wait_allowed``, an
+        append that would roll, fsync or checkpoint a new epoch raises
+        ``AppendWouldWaitError`` instead, with nothing written: the others only copy bytes
+        into the page cache.
         """
         info = analyze_and_validate(
             records,
@@ -322,8 +336,27 @@ class Log:
             )
             if duplicate is not None:
                 return self._duplicate_append_info(assigned, duplicate)
-            self._append(parts, assigned, updates, completed)
+            now_ms = self._clock.milliseconds()
+            if not disk_wait_allowed and self._append_waits_for_disk(assigned, now_ms):
+                raise AppendWouldWaitError(
+                    f"partition {self.topic_partition}: the append at offset"
+                    f" {self._log_end_offset} must roll, fsync or checkpoint an epoch"
+                )
+            self._append(parts, assigned, updates, completed, now_ms=now_ms)
             return assigned
+
+    def _append_waits_for_disk(self, info: LogAppendInfo, now_ms: int) -> bool:
+        """Whether appending ``info`` would do more than write to the page cache: write a new
+        leader epoch's checkpoint, roll the active segment, or fsync (``flush.messages``)."""
+        latest = self.leader_epoch_cache.latest_epoch
+        for batch in info.batches:
+            epoch = batch.partition_leader_epoch
+            if epoch >= 0 and (latest is None or epoch > latest):
+                return True
+        appended_messages = info.last_offset + 1 - self._log_end_offset
+        if self.unflushed_messages + appended_messages >= self.config.flush_messages:
+            return True
+        return self._segments[-1].should_roll(self._roll_params(info.valid_bytes, info, now_ms))
 
     def _duplicate_append_info(
         self, info: LogAppendInfo, duplicate: BatchMetadata
@@ -430,13 +463,16 @@ class Log:
         info: LogAppendInfo,
         producer_updates: list[ProducerAppendInfo],
         completed_txns: list[CompletedTxn],
+        *,
+        now_ms: int | None = None,
     ) -> None:
         for batch in info.batches:
             epoch = batch.partition_leader_epoch
             latest = self.leader_epoch_cache.latest_epoch
             if epoch >= 0 and (latest is None or epoch > latest):
                 self.leader_epoch_cache.assign(epoch, batch.base_offset)
-        segment = self._maybe_roll(info.valid_bytes, info)
+        now = self._clock.milliseconds() if now_ms is None else now_ms
+        segment = self._maybe_roll(info.valid_bytes, info, now)
         try:
             segment.append(
                 largest_offset=info.last_offset,
@@ -467,17 +503,19 @@ class Log:
             raise KafkaStorageError(f"partition {self.topic_partition}: the log is closed")
 
     # ================================================================== rolling
-    def _maybe_roll(self, messages_size: int, info: LogAppendInfo) -> LogSegment:
-        segment = self._segments[-1]
-        params = RollParams(
+    def _roll_params(self, messages_size: int, info: LogAppendInfo, now_ms: int) -> RollParams:
+        return RollParams(
             max_segment_ms=self.config.segment_ms,
             max_segment_bytes=self.config.segment_bytes,
             max_timestamp_in_messages=info.max_timestamp,
             max_offset_in_messages=info.last_offset,
             messages_size=messages_size,
-            now_ms=self._clock.milliseconds(),
+            now_ms=now_ms,
         )
-        if segment.should_roll(params):
+
+    def _maybe_roll(self, messages_size: int, info: LogAppendInfo, now_ms: int) -> LogSegment:
+        segment = self._segments[-1]
+        if segment.should_roll(self._roll_params(messages_size, info, now_ms)):
             logger.debug(
                 "rolling partition=%s segment=%d size=%d",
                 self.topic_partition,

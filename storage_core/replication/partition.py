@@ -306,11 +306,17 @@ class Partition:
         return self.is_leader and len(self.isr) == self.effective_min_isr()
 
     def append_records_to_leader(
-        self, records: bytes | bytearray | memoryview, *, required_acks: int
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        required_acks: int,
+        disk_wait_allowed: bool = True,
     ) -> LogAppendInfo:
         """Append with the leader epoch; acks=all is refused before the append when the ISR
         is below ``min.insync.replicas``. The lock is held through the append so that the
-        batch carries the epoch of a leadership that is still current."""
+        batch carries the epoch of a leadership that is still current. Without
+        ``disk_wait_allowed`` (the event loop), ``AppendWouldWaitError`` is raised instead of
+        an append that would roll, fsync or checkpoint an epoch."""
         with self._lock:
             self._require_leader()
             min_isr = self.effective_min_isr()
@@ -319,7 +325,9 @@ class Partition:
                     f"partition {self.topic_partition}: {len(self.isr)} in-sync replica(s)"
                     f" {list(self.isr)}, fewer than min.insync.replicas={min_isr}"
                 )
-            info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch)
+            info = self.log.append_as_leader(
+                records, leader_epoch=self.leader_epoch, disk_wait_allowed=disk_wait_allowed
+            )
             advanced = self._maybe_increment_high_watermark(self._clock.milliseconds())
         if advanced:
             self._on_hw_advanced(self.topic_partition)

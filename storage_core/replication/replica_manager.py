@@ -1,9 +1,12 @@
 """Appends and fetches over many partitions (Kafka's ``ReplicaManager``).
 
-The network layer calls ``append_records`` and ``fetch_messages`` from the asyncio loop. Disk
-work runs on a small pool of I/O threads so that the loop never waits for a write, an fsync or
-a read (a follower's fetch at the log end, or a few appends behind it, waits for no disk: it
-is answered on the loop). A fetch that finds less than ``min_bytes`` waits, up to
+The network layer calls ``append_records`` and ``fetch_messages`` from the asyncio loop. What
+may wait for the disk runs on a small pool of I/O threads, so that the loop never waits for an
+fsync or a read: an append that rolls a segment, fsyncs (``flush.messages``) or checkpoints a
+new leader epoch, or whose partition another thread holds, and reads of older records. An
+append that only copies its bytes into the page cache runs on the loop, as do a follower's
+fetch at the log end or a few appends behind it: a thread round trip costs more CPU than
+either. A fetch that finds less than ``min_bytes`` waits, up to
 ``max_wait_ms``, until the high watermark of one of its partitions advances, or for a
 follower's fetch its log end offset (Kafka's ``DelayedFetch`` in the fetch purgatory);
 ``acks=-1`` produces wait until the high watermark covers their last offset
@@ -39,6 +42,7 @@ from storage_core.errors import (
     StorageError,
     UnknownTopicOrPartitionError,
 )
+from storage_core.log.log import AppendWouldWaitError
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
 from storage_core.log.log_segment import FetchDataInfo, LogOffsetMetadata
@@ -587,17 +591,29 @@ class ReplicaManager:
             error = InvalidRequiredAcksError(f"acks must be 0, 1 or -1, got {required_acks}")
             return AppendedRecords({tp: ProduceResult(error=error) for tp in entries})
 
-        def append_all() -> dict[TopicPartition, ProduceResult]:
-            results: dict[TopicPartition, ProduceResult] = {}
-            for tp, records in entries.items():
-                results[tp] = self._append_one(tp, records, required_acks)
-            return results
+        # On the loop where the append only copies bytes into the page cache; the others
+        # (a roll, an fsync, an epoch checkpoint, a partition held by another thread) on an
+        # I/O thread. A thread round trip costs more CPU than such an append.
+        results: dict[TopicPartition, ProduceResult] = {}
+        waiting: dict[TopicPartition, bytes] = {}
+        for tp, records in entries.items():
+            result = self._append_on_loop(tp, records, required_acks)
+            if result is None:
+                waiting[tp] = records
+            else:
+                results[tp] = result
 
-        claimed = self._claim_follower_reads(entries.keys())
-        if claimed:
-            results = await self._append_then_read(append_all, claimed)
-        else:
-            results = await self.run_io(append_all)
+        def append_all() -> dict[TopicPartition, ProduceResult]:
+            return {
+                tp: self._append_one(tp, records, required_acks) for tp, records in waiting.items()
+            }
+
+        if waiting:
+            claimed = self._claim_follower_reads(waiting.keys())
+            if claimed:
+                results.update(await self._append_then_read(append_all, claimed))
+            else:
+                results.update(await self.run_io(append_all))
         for tp, result in results.items():
             self.topic_stats.mark_produce(tp.topic, result.info, result.error)
             if result.info is not None:
@@ -680,6 +696,29 @@ class ReplicaManager:
                 _validate_client_append(partition, records)
             info = partition.append_records_to_leader(records, required_acks=required_acks)
             return ProduceResult(info=info, log_start_offset=partition.log.log_start_offset)
+        except StorageError as error:
+            logger.info("produce failed partition=%s error=%s", tp, error)
+            return ProduceResult(error=error)
+
+    def _append_on_loop(
+        self, tp: TopicPartition, records: bytes, required_acks: int
+    ) -> ProduceResult | None:
+        """``_append_one`` on the event loop, which it must not stall: None, with nothing
+        written, when another thread holds the partition or its log, or when the append
+        would roll, fsync or checkpoint an epoch (``AppendWouldWaitError``)."""
+        try:
+            partition = self.get_partition(tp)
+            if partition.is_leader:
+                _validate_client_append(partition, records)
+            with partition.locked_if_free() as held:
+                if not held:
+                    return None
+                info = partition.append_records_to_leader(
+                    records, required_acks=required_acks, disk_wait_allowed=False
+                )
+            return ProduceResult(info=info, log_start_offset=partition.log.log_start_offset)
+        except AppendWouldWaitError:
+            return None
         except StorageError as error:
             logger.info("produce failed partition=%s error=%s", tp, error)
             return ProduceResult(error=error)

@@ -6,6 +6,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -413,8 +414,11 @@ def test_an_append_reads_for_the_parked_follower_fetches_on_its_own_io_thread(
 ) -> None:
     """As Kafka's appending request thread completes the delayed fetches it unblocks: the
     append's I/O thread reads the new batch for the parked follower fetch, which answers with
-    it without a round trip of its own to an I/O thread."""
+    it without a round trip of its own to an I/O thread. (With ``flush.messages`` 1 every
+    append fsyncs: it runs on an I/O thread, not on the loop.)"""
     replicas = _setup(tmp_path, isr=(0, 1))
+    log = replicas.get_partition(TP).log
+    log.config = replace(log.config, flush_messages=1)
 
     async def run() -> None:
         replicas.bind_loop(asyncio.get_running_loop())
@@ -489,3 +493,52 @@ def test_an_acks_all_produce_waits_only_when_the_isr_does_not_have_it_yet(
 
     assert asyncio.run(append((0,), tmp_path / "alone")) is False
     assert asyncio.run(append((0, 1), tmp_path / "followed")) is True
+
+
+def test_an_append_that_only_writes_runs_on_the_loop_and_a_roll_on_an_io_thread(
+    tmp_path: Path,
+) -> None:
+    """An append that copies bytes into the page cache costs less than a round trip to an
+    I/O thread: it runs on the event loop. One that must wait for the disk (a roll fsyncs the
+    rolled segment; so would ``flush.messages`` and a new leader epoch's checkpoint) runs on
+    an I/O thread, as does one whose partition another thread holds."""
+    replicas = _setup(tmp_path, isr=(0,))
+    partition = replicas.get_partition(TP)
+    partition.log.config = replace(partition.log.config, segment_bytes=4 * len(make_batch(2)))
+
+    async def run() -> list[int]:
+        replicas.bind_loop(asyncio.get_running_loop())
+        io_calls = _count_run_io(replicas)
+        counts = []
+        for _ in range(6):
+            produced = await replicas.append_records(
+                {TP: make_batch(2)}, required_acks=1, timeout_ms=1000
+            )
+            assert produced[TP].error is None
+            counts.append(io_calls[0])
+        held, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with partition.locked_if_free():
+                held.set()
+                release.wait(10)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        assert held.wait(5)
+        appending = asyncio.create_task(
+            replicas.append_records({TP: make_batch(2)}, required_acks=1, timeout_ms=1000)
+        )
+        await asyncio.sleep(0.1)
+        assert not appending.done()  # on an I/O thread, waiting for the partition
+        release.set()
+        assert (await asyncio.wait_for(appending, 5))[TP].error is None
+        holder.join()
+        counts.append(io_calls[0])
+        return counts
+
+    # the 5th fills the segment: it rolls; the 7th finds the partition held
+    assert asyncio.run(run()) == [0, 0, 0, 0, 1, 1, 2]
+    assert [s.base_offset for s in partition.log.segments] == [0, 8]
+    assert partition.log.log_end_offset == 14
+    replicas.shutdown()
