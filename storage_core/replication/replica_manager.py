@@ -233,6 +233,9 @@ class ReplicaManager:
         self._io = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="io")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: dict[TopicPartition, set[Waiter]] = {}
+        # The HW each waiting acks=all produce needs, per partition: a HW short of it does
+        # not wake the produce.
+        self._required_offsets: dict[Waiter, Mapping[TopicPartition, int]] = {}
         self.topic_stats = topic_stats or BrokerTopicStats(KafkaMetricsRegistry())
         # Set by the broker when remote.log.storage.system.enable: serves tiered offsets.
         self.remote_log_manager: RemoteLogManager | None = None
@@ -465,9 +468,25 @@ class ReplicaManager:
             loop.call_soon_threadsafe(self._wake_high_watermark_waiters, tp)
 
     def _wake_high_watermark_waiters(self, tp: TopicPartition) -> None:
-        for waiter in self._waiters.pop(tp, set()):
+        """Wake what waits on ``tp``'s HW, except the acks=all produces it has not reached
+        yet: each would only look and park again (several wait at once on a connection
+        whose produces are pipelined)."""
+        waiters = self._waiters.get(tp)
+        if not waiters:
+            return
+        high_watermark: int | None = None
+        for waiter in list(waiters):
+            required = self._required_offsets.get(waiter)
+            if required is not None and tp in required:
+                if high_watermark is None:
+                    high_watermark = self._high_watermark(tp)
+                if high_watermark < required[tp]:
+                    continue
+            waiters.discard(waiter)
             if not waiter.done():
                 waiter.set_result(None)
+        if not waiters:
+            del self._waiters[tp]
 
     def _on_leadership_lost(self, tp: TopicPartition) -> None:
         """This broker stopped leading ``tp`` (any thread): every parked fetch and acks=all
@@ -753,7 +772,12 @@ class ReplicaManager:
                         )
                     )
                 return
-            await self._wait_for_any(pending, remaining)
+            required = {}
+            for tp in pending:
+                info = results[tp].info
+                assert info is not None
+                required[tp] = info.last_offset + 1
+            await self._wait_for_any(pending, remaining, required_offsets=required)
 
     def _replication_outcome(
         self, tp: TopicPartition, required_offset: int
@@ -770,17 +794,27 @@ class ReplicaManager:
             return -1
 
     async def _wait_for_any(
-        self, tps: Iterable[TopicPartition], timeout_s: float, *, replica: bool = False
+        self,
+        tps: Iterable[TopicPartition],
+        timeout_s: float,
+        *,
+        replica: bool = False,
+        required_offsets: Mapping[TopicPartition, int] | None = None,
     ) -> None:
         """Park until one of ``tps`` moves its HW (or, for ``replica`` fetches, its log end
-        offset), or ``timeout_s`` passes. Only for conditions checked on the event loop (a
-        wake-up runs there too, so none can slip in between the check and the parking)."""
+        offset), or ``timeout_s`` passes; with ``required_offsets``, until a HW reaches its
+        partition's offset (or anything else about the partition changes: its leadership).
+        Only for conditions checked on the event loop (a wake-up runs there too, so none can
+        slip in between the check and the parking)."""
         waiter = self._park(tps, replica=replica)
         if waiter is None:
             return
+        if required_offsets is not None:
+            self._required_offsets[waiter] = required_offsets
         try:
             await _until(waiter, timeout_s)
         finally:
+            self._required_offsets.pop(waiter, None)
             self._unpark(waiter, tps, replica=replica)
 
     def _park(self, tps: Iterable[TopicPartition], *, replica: bool) -> Waiter | None:

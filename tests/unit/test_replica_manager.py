@@ -542,3 +542,46 @@ def test_an_append_that_only_writes_runs_on_the_loop_and_a_roll_on_an_io_thread(
     assert [s.base_offset for s in partition.log.segments] == [0, 8]
     assert partition.log.log_end_offset == 14
     replicas.shutdown()
+
+
+def test_a_high_watermark_short_of_a_waiting_produce_does_not_wake_it(tmp_path: Path) -> None:
+    """Produces pipelined on one connection wait together; each HW advance completes those it
+    reached, and leaves the others parked, unchecked, until it reaches them."""
+    replicas = _setup(tmp_path, isr=(0, 1))
+    partition = replicas.get_partition(TP)
+    checked: list[int] = []
+    original = partition.check_enough_replicas_reach_offset
+
+    def counted(required_offset: int) -> tuple[bool, object]:
+        checked.append(required_offset)
+        return original(required_offset)
+
+    partition.check_enough_replicas_reach_offset = counted  # type: ignore[method-assign,assignment]
+
+    async def follower_at(offset: int) -> None:
+        at = {TP: FetchRequestPartition(fetch_offset=offset, max_bytes=1 << 20)}
+        await replicas.fetch_messages(at, max_wait_ms=0, min_bytes=0, max_bytes=1, replica_id=1)
+
+    async def run() -> None:
+        replicas.bind_loop(asyncio.get_running_loop())
+        waiting = []
+        for _ in range(3):  # offsets [0, 2), [2, 4), [4, 6)
+            appended = await replicas.append_to_leaders(
+                {TP: make_batch(2)}, required_acks=-1, timeout_ms=10_000
+            )
+            waiting.append(asyncio.create_task(appended.replicated()))
+        await asyncio.sleep(0.05)
+        assert sorted(checked) == [2, 2, 4, 4, 6, 6]  # appended, then waiting: parked
+        checked.clear()
+        await follower_at(2)
+        await asyncio.sleep(0.05)
+        assert [t.done() for t in waiting] == [True, False, False]
+        assert checked == [2]  # only the produce the HW reached
+        checked.clear()
+        await follower_at(6)
+        results = await asyncio.wait_for(asyncio.gather(*waiting[1:]), 5)
+        assert all(r[TP].error is None for r in results)
+        assert sorted(checked) == [4, 6]
+
+    asyncio.run(run())
+    replicas.shutdown()
