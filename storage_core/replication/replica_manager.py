@@ -6,12 +6,15 @@ fsync or a read: an append that rolls a segment, fsyncs (``flush.messages``) or 
 new leader epoch, or whose partition another thread holds, and reads of older records. An
 append that only copies its bytes into the page cache runs on the loop, as do a follower's
 fetch at the log end or a few appends behind it: a thread round trip costs more CPU than
-either. A fetch that finds less than ``min_bytes`` waits, up to
-``max_wait_ms``, until the high watermark of one of its partitions advances, or for a
-follower's fetch its log end offset (Kafka's ``DelayedFetch`` in the fetch purgatory);
-``acks=-1`` produces wait until the high watermark covers their last offset
-(``DelayedProduce``): ``append_records`` waits for it, ``append_to_leaders`` leaves that wait
-to its caller.
+either. Such a write can still be held by the kernel when too much of the page cache is dirty
+(its writeback throttling); the loop then waits with it, where before the I/O thread did and
+the loop mostly waited for that thread's GIL anyway.
+
+A fetch that finds less than ``min_bytes`` waits, up to ``max_wait_ms``, until the high
+watermark of one of its partitions advances, or for a follower's fetch its log end offset
+(Kafka's ``DelayedFetch`` in the fetch purgatory); ``acks=-1`` produces wait until the high
+watermark covers their last offset (``DelayedProduce``): ``append_records`` waits for it,
+``append_to_leaders`` leaves that wait to its caller.
 
 Each partition of a produce or of a fetch's answer marks ``topic_stats`` (Kafka's
 ``BrokerTopicStats``: requests, bytes and messages in, bytes out, failures).
