@@ -203,10 +203,15 @@ def test_consumers_read_tiered_records_across_a_restart(
         lambda: list_offset(broker.bootstrap, EARLIEST_LOCAL)[0] > 0,
         "local retention to delete copied segments",
     )
+    # The broker learns the copied segments from __remote_log_metadata, as its consumer task
+    # reads the copy's events: eventually, not when the copy returns.
+    wait_until(
+        lambda: list_offset(broker.bootstrap, LATEST_TIERED)[0] == last_copied,
+        "the broker to learn every copied segment",
+    )
     local_start, _ = list_offset(broker.bootstrap, EARLIEST_LOCAL)
     assert 0 < local_start <= last_copied + 1  # no hole between remote and local
     assert list_offset(broker.bootstrap, EARLIEST)[0] == 0
-    assert list_offset(broker.bootstrap, LATEST_TIERED)[0] == last_copied
     assert list_offset(broker.bootstrap, LATEST)[0] == RECORDS
     remote_segments = list((tmp_path / "remote-tier").rglob("*.log"))
     assert len(remote_segments) >= 5
@@ -218,7 +223,10 @@ def test_consumers_read_tiered_records_across_a_restart(
     broker.restart()
     assert list_offset(broker.bootstrap, EARLIEST)[0] == 0
     assert list_offset(broker.bootstrap, EARLIEST_LOCAL)[0] == local_start
-    assert list_offset(broker.bootstrap, LATEST_TIERED)[0] == last_copied
+    wait_until(  # read again from __remote_log_metadata, from its snapshot on
+        lambda: list_offset(broker.bootstrap, LATEST_TIERED)[0] == last_copied,
+        "the restarted broker to learn every copied segment",
+    )
     assert consume_kafka_python(broker.bootstrap) == expected
     assert consume_confluent(broker.bootstrap) == expected
 
