@@ -348,15 +348,17 @@ class Log:
     def _append_waits_for_disk(self, info: LogAppendInfo, now_ms: int) -> bool:
         """Whether appending ``info`` would do more than write to the page cache: write a new
         leader epoch's checkpoint, roll the active segment, or fsync (``flush.messages``)."""
-        latest = self.leader_epoch_cache.latest_epoch
-        for batch in info.batches:
-            epoch = batch.partition_leader_epoch
-            if epoch >= 0 and (latest is None or epoch > latest):
-                return True
+        if any(self._is_new_epoch(b.partition_leader_epoch) for b in info.batches):
+            return True
         appended_messages = info.last_offset + 1 - self._log_end_offset
         if self.unflushed_messages + appended_messages >= self.config.flush_messages:
             return True
         return self._segments[-1].should_roll(self._roll_params(info.valid_bytes, info, now_ms))
+
+    def _is_new_epoch(self, epoch: int) -> bool:
+        """Whether a batch of leader epoch ``epoch`` starts an epoch the cache does not have."""
+        latest = self.leader_epoch_cache.latest_epoch
+        return epoch >= 0 and (latest is None or epoch > latest)
 
     def _duplicate_append_info(
         self, info: LogAppendInfo, duplicate: BatchMetadata
@@ -467,10 +469,8 @@ class Log:
         now_ms: int | None = None,
     ) -> None:
         for batch in info.batches:
-            epoch = batch.partition_leader_epoch
-            latest = self.leader_epoch_cache.latest_epoch
-            if epoch >= 0 and (latest is None or epoch > latest):
-                self.leader_epoch_cache.assign(epoch, batch.base_offset)
+            if self._is_new_epoch(batch.partition_leader_epoch):
+                self.leader_epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
         now = self._clock.milliseconds() if now_ms is None else now_ms
         segment = self._maybe_roll(info.valid_bytes, info, now)
         try:

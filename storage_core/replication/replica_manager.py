@@ -619,16 +619,19 @@ class ReplicaManager:
         results: dict[TopicPartition, ProduceResult] = {}
         waiting: dict[TopicPartition, bytes] = {}
         for tp, records in entries.items():
-            result = self._append_on_loop(tp, records, required_acks)
+            result = self._append_one(tp, records, required_acks, on_loop=True)
             if result is None:
                 waiting[tp] = records
             else:
                 results[tp] = result
 
         def append_all() -> dict[TopicPartition, ProduceResult]:
-            return {
-                tp: self._append_one(tp, records, required_acks) for tp, records in waiting.items()
-            }
+            appended = {}
+            for tp, records in waiting.items():
+                result = self._append_one(tp, records, required_acks)
+                assert result is not None  # off the loop an append waits, it never gives up
+                appended[tp] = result
+            return appended
 
         if waiting:
             claimed = self._claim_follower_reads(waiting.keys())
@@ -640,24 +643,34 @@ class ReplicaManager:
             self.topic_stats.mark_produce(tp.topic, result.info, result.error)
             if result.info is not None:
                 self._wake_replica_fetches(tp)
-        if required_acks == -1 and not self._try_complete_replication(results):
-            return AppendedRecords(results, lambda: self._await_replication(results, timeout_ms))
-        return AppendedRecords(results)
+        if required_acks != -1:
+            return AppendedRecords(results)
+        # Kafka's DelayedProduce tries to complete before it waits (``tryCompleteElseWatch``):
+        # with the leader alone in the ISR, the append is the whole answer.
+        required = {
+            tp: result.info.last_offset + 1
+            for tp, result in results.items()
+            if result.info is not None
+        }
+        self._complete_replicated(results, required)
+        if not required:
+            return AppendedRecords(results)
+        return AppendedRecords(
+            results, lambda: self._await_replication(results, required, timeout_ms)
+        )
 
-    def _try_complete_replication(self, results: dict[TopicPartition, ProduceResult]) -> bool:
-        """Whether every appended partition is already replicated as acks=-1 asks (an ISR of
-        the leader alone), answering its outcome: Kafka's DelayedProduce also tries to
-        complete before it waits (``tryCompleteElseWatch``)."""
-        complete = True
-        for tp, result in results.items():
-            if result.info is None:
-                continue
-            done, error = self._replication_outcome(tp, result.info.last_offset + 1)
-            if not done:
-                complete = False
-            elif error is not None:
-                results[tp] = ProduceResult(error=error)
-        return complete
+    def _complete_replicated(
+        self, results: dict[TopicPartition, ProduceResult], required: dict[TopicPartition, int]
+    ) -> None:
+        """Answer, and drop from ``required``, each partition whose acks=-1 wait is over: its
+        HW reached the offset it requires, or its leadership or ISR decided otherwise
+        (Kafka's ``checkEnoughReplicasReachOffset``)."""
+        for tp, required_offset in list(required.items()):
+            done, error = self._replication_outcome(tp, required_offset)
+            if done:
+                del required[tp]
+                if error is not None:
+                    results[tp] = ProduceResult(error=error)
 
     async def _append_then_read(
         self,
@@ -711,32 +724,24 @@ class ReplicaManager:
         self._release_claims(claimed)
         _set_exception(appended, error)
 
-    def _append_one(self, tp: TopicPartition, records: bytes, required_acks: int) -> ProduceResult:
+    def _append_one(
+        self, tp: TopicPartition, records: bytes, required_acks: int, *, on_loop: bool = False
+    ) -> ProduceResult | None:
+        """One partition's append. ``on_loop``: on the event loop, which it must not stall;
+        None, with nothing written, when another thread holds the partition or its log, or
+        when the append would roll, fsync or checkpoint an epoch (``AppendWouldWaitError``).
+        Off the loop it always answers."""
         try:
             partition = self.get_partition(tp)
             if partition.is_leader:  # else the append answers NOT_LEADER_OR_FOLLOWER first
                 _validate_client_append(partition, records)
-            info = partition.append_records_to_leader(records, required_acks=required_acks)
-            return ProduceResult(info=info, log_start_offset=partition.log.log_start_offset)
-        except StorageError as error:
-            logger.info("produce failed partition=%s error=%s", tp, error)
-            return ProduceResult(error=error)
-
-    def _append_on_loop(
-        self, tp: TopicPartition, records: bytes, required_acks: int
-    ) -> ProduceResult | None:
-        """``_append_one`` on the event loop, which it must not stall: None, with nothing
-        written, when another thread holds the partition or its log, or when the append
-        would roll, fsync or checkpoint an epoch (``AppendWouldWaitError``)."""
-        try:
-            partition = self.get_partition(tp)
-            if partition.is_leader:
-                _validate_client_append(partition, records)
-            with partition.locked_if_free() as held:
+            # Off the loop the append takes the locks itself, waiting for them.
+            locked = partition.locked_if_free() if on_loop else contextlib.nullcontext(True)
+            with locked as held:
                 if not held:
                     return None
                 info = partition.append_records_to_leader(
-                    records, required_acks=required_acks, disk_wait_allowed=False
+                    records, required_acks=required_acks, disk_wait_allowed=not on_loop
                 )
             return ProduceResult(info=info, log_start_offset=partition.log.log_start_offset)
         except AppendWouldWaitError:
@@ -746,41 +751,31 @@ class ReplicaManager:
             return ProduceResult(error=error)
 
     async def _await_replication(
-        self, results: dict[TopicPartition, ProduceResult], timeout_ms: int
+        self,
+        results: dict[TopicPartition, ProduceResult],
+        required: dict[TopicPartition, int],
+        timeout_ms: int,
     ) -> None:
-        """DelayedProduce: each partition completes once its HW passes the appended records
-        (Kafka's ``checkEnoughReplicasReachOffset``), or with an error when its leadership
-        moved or its ISR fell below ``min.insync.replicas``; REQUEST_TIMED_OUT after
-        ``timeout_ms``."""
+        """DelayedProduce: each partition of ``required`` completes once its HW reaches the
+        offset it requires, or with an error when its leadership moved or its ISR fell below
+        ``min.insync.replicas``; REQUEST_TIMED_OUT after ``timeout_ms``. It looks before it
+        first parks: the HW may have moved since the append."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(timeout_ms, 0) / 1000
-        pending = {tp for tp, result in results.items() if result.info is not None}
         while True:
-            for tp in list(pending):
-                info = results[tp].info
-                assert info is not None
-                done, error = self._replication_outcome(tp, info.last_offset + 1)
-                if done:
-                    pending.discard(tp)
-                    if error is not None:
-                        results[tp] = ProduceResult(error=error)
-            if not pending:
+            self._complete_replicated(results, required)
+            if not required:
                 return
             remaining = deadline - loop.time()
             if remaining <= 0:
-                for tp in pending:
+                for tp in required:
                     results[tp] = ProduceResult(
                         error=_RequestTimedOutError(
                             f"partition {tp}: not replicated to the ISR within {timeout_ms} ms"
                         )
                     )
                 return
-            required = {}
-            for tp in pending:
-                info = results[tp].info
-                assert info is not None
-                required[tp] = info.last_offset + 1
-            await self._wait_for_any(pending, remaining, required_offsets=required)
+            await self._wait_for_any(list(required), remaining, required_offsets=required)
 
     def _replication_outcome(
         self, tp: TopicPartition, required_offset: int

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -74,13 +73,13 @@ class ResponsePipeline:
         self._client = client
         self._pending_max = pending_max
         self._on_pending = on_pending
-        self._pending: deque[asyncio.Task[bool]] = deque()
-        self._pending_count = 0
+        # In the order added; each leaves as it ends (sent, given up or cancelled).
+        self._pending: list[asyncio.Task[bool]] = []
+        self._closing = False
 
     @property
     def busy(self) -> bool:
         """Whether a response is still pending (a later one must queue behind it)."""
-        self._forget_sent()
         return bool(self._pending)
 
     def add(self, response: DeferredResponse | Response) -> None:
@@ -88,38 +87,34 @@ class ResponsePipeline:
         previous = self._pending[-1] if self._pending else None
         task = asyncio.create_task(self._complete_then_send(response, previous))
         self._pending.append(task)
-        self._count_pending(1)
-        task.add_done_callback(lambda _: self._count_pending(-1))
+        task.add_done_callback(self._forget)
+        self._on_pending(len(self._pending))
 
     async def wait_for_room(self) -> None:
         """Until fewer than ``pending_max`` responses are pending."""
-        self._forget_sent()
         while len(self._pending) >= self._pending_max:
             await asyncio.wait([self._pending[0]])
-            self._forget_sent()
 
     async def drain(self) -> bool:
         """Until every pending response is sent; False when the connection is closing."""
-        if not self._pending:
-            return True
-        last = self._pending[-1]
-        await asyncio.wait([last])
-        self._forget_sent()
-        return last.result()
+        while self._pending and not self._closing:
+            await asyncio.wait([self._pending[-1]])
+        return not self._closing
 
     def cancel(self) -> None:
         """The connection ends: nothing pending will be sent."""
         for task in self._pending:
             task.cancel()
-        self._pending.clear()
 
-    def _count_pending(self, change: int) -> None:
-        self._pending_count += change
-        self._on_pending(self._pending_count)
+    def _forget(self, task: asyncio.Task[bool]) -> None:
+        # Runs before anything awaiting ``task`` resumes: it was registered first.
+        self._pending.remove(task)
+        self._on_pending(len(self._pending))
 
-    def _forget_sent(self) -> None:
-        while self._pending and self._pending[0].done():
-            self._pending.popleft()
+    def _give_up(self) -> bool:
+        self._closing = True
+        self._close()
+        return False
 
     async def _complete_then_send(
         self, response: DeferredResponse | Response, previous: asyncio.Task[bool] | None
@@ -133,8 +128,7 @@ class ResponsePipeline:
                     "closing connection client=%s reason=completing a deferred response failed",
                     self._client,
                 )
-                self._close()
-                return False
+                return self._give_up()
         if previous is not None and not await previous:
             if isinstance(response, ResponseParts):
                 response.close()
@@ -142,6 +136,10 @@ class ResponsePipeline:
         try:
             await self._send(response)
         except (ConnectionError, OSError):
-            self._close()  # the client went away: the read loop sees it and ends
-            return False
+            return self._give_up()  # the client went away: the read loop sees it and ends
+        except Exception:
+            logger.exception(
+                "closing connection client=%s reason=sending a response failed", self._client
+            )
+            return self._give_up()
         return True
