@@ -6,8 +6,10 @@ sent; bytes below a segment's observed size never change while it serves reads. 
 must ``close`` the region once it is sent or dropped.
 
 Thread safety: one user at a time. ``transfer_to`` does disk work (sendfile may have to read
-the file) and belongs on an I/O thread; it never waits for the socket: on a full socket it
-returns what it sent so the caller can wait for writability without holding the thread.
+the file) and belongs on an I/O thread, unless the region is ``resident``: bytes the last
+appends just wrote, still in the page cache, which sendfile copies without reading the disk.
+It never waits for the socket: on a full socket it returns what it sent so the caller can
+wait for writability without holding a thread.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ SENDFILE_SUPPORTED = hasattr(os, "sendfile")
 class FileRegion:
     """``size`` bytes of a file from ``position`` (inclusive), on a descriptor it owns."""
 
-    __slots__ = ("_fd", "_path", "position", "size")
+    __slots__ = ("_fd", "_path", "position", "resident", "size")
 
     def __init__(self, fd: int, position: int, size: int, *, path: str) -> None:
         if position < 0 or size < 0:
@@ -33,6 +35,9 @@ class FileRegion:
         self._path = path
         self.position = position
         self.size = size
+        # Set by a reader that knows the bytes were just written (the log's tail): sending
+        # them waits for no disk, so they may go out from the event loop.
+        self.resident = False
 
     @staticmethod
     def of(file_records: FileRecords, position: int, size: int) -> FileRegion:

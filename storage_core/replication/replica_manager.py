@@ -83,7 +83,7 @@ ZERO_COPY_MIN_BYTES = 64 * 1024
 # end, is answered on the event loop (``_read_log_tail``); a larger one goes to an I/O thread.
 LOG_END_READ_MAX_PARTITIONS = 64
 # ... and at most this many bytes behind it in all (one replica.fetch.max.bytes by default):
-# bytes the last appends wrote, copied from the page cache.
+# bytes the last appends wrote, in the page cache.
 LOG_TAIL_READ_BYTES_MAX = 1024 * 1024
 
 
@@ -876,7 +876,9 @@ class ReplicaManager:
             try:
                 if handed is not None:
                     results, handed = handed, None
-                elif (tail := self._read_log_tail(requests, max_bytes, replica_id)) is not None:
+                elif (
+                    tail := self._read_log_tail(requests, max_bytes, zero_copy, replica_id)
+                ) is not None:
                     results = tail
                 else:
                     reading = asyncio.ensure_future(self.run_io(read_all))
@@ -918,14 +920,16 @@ class ReplicaManager:
         self,
         requests: Mapping[TopicPartition, FetchRequestPartition],
         max_bytes: int,
+        zero_copy: bool,
         replica_id: int,
     ) -> dict[TopicPartition, FetchResult] | None:
         """A follower's fetch at or just behind the leader's log end, answered on the event
         loop (None: read on an I/O thread). It waits for no disk: at the log end it reads
         nothing (the follower's fetch state is recorded, which may move the HW and complete
-        acks=all produces, and the answer holds the offsets only); just behind, it copies
-        what the last appends wrote, from the page cache. These are the fetches of followers
-        in sync, so an acks=all round never waits for an I/O thread there.
+        acks=all produces, and the answer holds the offsets only); just behind, it takes
+        what the last appends wrote, from the page cache: with ``zero_copy``, as ``resident``
+        file regions that are sent from the loop too. These are the fetches of followers in
+        sync, so an acks=all round never waits for an I/O thread there.
 
         The same ``_read_all`` runs, with every partition's lock and log lock taken without
         waiting: the loop never waits for an append, a roll or an fsync. A follower fetch
@@ -948,9 +952,13 @@ class ReplicaManager:
                 behind_bytes += tail_bytes
                 if behind_bytes > LOG_TAIL_READ_BYTES_MAX:
                     return None
-            return self._read_all(
-                requests, max_bytes, False, zero_copy=False, replica_id=replica_id
+            results = self._read_all(
+                requests, max_bytes, False, zero_copy=zero_copy, replica_id=replica_id
             )
+        for result in results.values():
+            if isinstance(result.records, FileRegion):
+                result.records.resident = True
+        return results
 
     def _read_all(
         self,

@@ -9,7 +9,10 @@ each file region with ``sendfile`` on an I/O thread (the region's bytes never en
     loop: wait until the socket is writable (a dup of the socket's descriptor, so the
           transport's own registration is untouched), then back to the I/O thread
 
-The event loop never touches a file, and an I/O thread never waits for a slow client.
+A ``resident`` region (bytes the log's last appends just wrote, in the page cache) is sent
+from the event loop itself: sendfile then copies from memory, and a thread round trip would
+cost more than the copy. Otherwise the event loop never touches a file. An I/O thread never
+waits for a slow client.
 
 Thread safety: a ``ResponseParts`` belongs to one connection's task; its regions are used on
 one I/O thread at a time. ``close`` releases the regions' descriptors, sent or not.
@@ -139,21 +142,28 @@ async def _send_region(
     try:
         sent = 0
         while sent < region.size:
-            # Shielded: if this task is cancelled, the I/O thread still finishes its call
-            # before the descriptors it uses are closed.
-            sending = asyncio.ensure_future(
-                run_io(functools.partial(region.transfer_to, socket_fd, sent))
-            )
-            try:
-                sent += await asyncio.shield(sending)
-            except asyncio.CancelledError:
-                await asyncio.wait([sending])
-                raise
+            if region.resident:  # in the page cache: sendfile waits for no disk
+                sent += region.transfer_to(socket_fd, sent)
+            else:
+                sent += await _transfer_on_io_thread(region, socket_fd, sent, run_io)
             on_progress()
             if sent < region.size:
                 await _writable(loop, socket_fd)
     finally:
         os.close(socket_fd)
+
+
+async def _transfer_on_io_thread(
+    region: FileRegion, socket_fd: int, start: int, run_io: RunIo[int]
+) -> int:
+    # Shielded: if this task is cancelled, the I/O thread still finishes its call before
+    # the descriptors it uses are closed.
+    sending = asyncio.ensure_future(run_io(functools.partial(region.transfer_to, socket_fd, start)))
+    try:
+        return await asyncio.shield(sending)
+    except asyncio.CancelledError:
+        await asyncio.wait([sending])
+        raise
 
 
 async def _writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:

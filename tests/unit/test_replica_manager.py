@@ -23,6 +23,7 @@ from storage_core.errors import (
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
 from storage_core.log.log_segment import RECENT_APPENDS_MAX
+from storage_core.records.file_region import FileRegion
 from storage_core.records.memory_records import iter_batches
 from storage_core.replication.partition import Partition
 from storage_core.replication.replica_manager import FetchRequestPartition, ReplicaManager
@@ -360,6 +361,41 @@ def test_a_follower_fetch_a_few_appends_behind_reads_them_on_the_event_loop(
         )
         assert results[TP].records
         assert io_calls == [1]
+
+    asyncio.run(run())
+    replicas.shutdown()
+
+
+def test_a_zero_copy_follower_fetch_of_the_tail_is_a_resident_region(tmp_path: Path) -> None:
+    """A follower a few large appends behind gets them as a file region marked resident (sent
+    from the loop: the bytes are in the page cache); one further behind gets a region read
+    and sent through an I/O thread."""
+    replicas = _setup(tmp_path, isr=(0, 1))
+
+    async def run() -> None:
+        replicas.bind_loop(asyncio.get_running_loop())
+        large = make_batch(40, value_size=2048)  # over ZERO_COPY_MIN_BYTES
+        for _ in range(RECENT_APPENDS_MAX + 2):
+            await replicas.append_records({TP: large}, required_acks=1, timeout_ms=1000)
+        io_calls = _count_run_io(replicas)
+        end = 40 * (RECENT_APPENDS_MAX + 2)
+        for fetch_offset, resident, calls in ((end - 40, True, 0), (0, False, 1)):
+            wanted = {TP: FetchRequestPartition(fetch_offset=fetch_offset, max_bytes=1 << 20)}
+            results = await replicas.fetch_messages(
+                wanted,
+                max_wait_ms=0,
+                min_bytes=1,
+                max_bytes=1 << 20,
+                zero_copy=True,
+                replica_id=1,
+            )
+            records = results[TP].records
+            assert isinstance(records, FileRegion)
+            assert records.resident is resident
+            base_offset = int.from_bytes(records.read()[:8], "big")  # the first batch's
+            assert base_offset == fetch_offset
+            assert io_calls == [calls]
+            records.close()
 
     asyncio.run(run())
     replicas.shutdown()

@@ -28,10 +28,16 @@ def _frame(regions: list[FileRegion], head: bytes, tail: bytes) -> ResponseParts
     return parts
 
 
-def _serve_and_read(parts: ResponseParts, *, slow_reader: bool) -> bytes:
+def _serve_and_read(
+    parts: ResponseParts, *, slow_reader: bool, io_calls: list[int] | None = None
+) -> bytes:
+    """What a client reads from a connection that sends ``parts`` between two writes;
+    ``io_calls[0]`` counts the calls that went to an I/O thread."""
     io = ThreadPoolExecutor(max_workers=2)
 
     async def run_io(function: Callable[[], T]) -> T:
+        if io_calls is not None:
+            io_calls[0] += 1
         return await asyncio.get_running_loop().run_in_executor(io, function)
 
     async def main() -> bytes:
@@ -96,3 +102,21 @@ def test_a_frame_of_one_bytearray_is_sealed_in_place_and_sent_whole() -> None:
     assert parts.parts == [head] and parts.parts[0] is head
     assert head[:4] == (len(head) - 4).to_bytes(4, "big")
     assert _serve_and_read(parts, slow_reader=True) == b"before" + bytes(head) + b"after"
+
+
+def test_resident_regions_are_sent_from_the_event_loop(tmp_path: Path) -> None:
+    """A region of bytes just written (the log's tail, in the page cache) goes out with
+    sendfile from the loop itself, also when the socket fills many times; any other region
+    goes through an I/O thread."""
+    path = tmp_path / "00000000000000000000.log"
+    data = os.urandom(3 * 1024 * 1024)
+    path.write_bytes(data)
+    for resident in (True, False):
+        region = FileRegion(os.open(path, os.O_RDONLY), 7, len(data) - 7, path=str(path))
+        region.resident = resident
+        parts = _frame([region], b"head", b"tail")
+        io_calls = [0]
+        received = _serve_and_read(parts, slow_reader=True, io_calls=io_calls)
+        assert received[len(b"before") + 8 :] == data[7:] + b"tail" + b"after"
+        assert region.closed
+        assert (io_calls[0] == 0) is resident
