@@ -13,13 +13,18 @@ ships), all on loopback, ``zookeeper.session.timeout.ms`` of ``SESSION_TIMEOUT_M
   warm-up record has been produced with the case's acks (untimed, not counted), so that it
   measures replication, not the followers joining a new partition (one whose first fetch
   reached the leader before it led backs off ``replica.fetch.backoff.ms``, 1 s, as Kafka's
-  do). The aim is a ratio >= 0.5: printed with whether it is met, never asserted;
-- follower lag during those acks=all runs, sampled every ``LAG_SAMPLE_S`` on each follower:
-  its log size against the leader's (DescribeLogDirs to each broker, leader read before and
-  after the follower, their mean taken) in records (bytes over the run's mean bytes per
-  record, as followers copy the leader's batches byte for byte), and the broker's
-  ``ReplicaFetcherManager`` ``MaxLag`` gauge (lag behind the leader's high watermark) from
-  ``/metrics`` where the broker has it. Max and median over the samples;
+  do). Each run's topic is deleted after it, so that every run finds the same cluster: the
+  followers fetch the measured partition only, not the idle ones of earlier runs. The aim is
+  a ratio >= 0.5: printed with whether it is met, never asserted;
+- follower lag under the same load: one more acks=all run per client, after the timed ones,
+  sampled every ``LAG_SAMPLE_S`` on each follower (not during the timed runs: the samples
+  are requests to the leader and CPU on the same two cores, which would slow the case
+  measured and not its baseline). A follower's log size against the leader's
+  (DescribeLogDirs to each broker, leader read before and after the follower, their mean
+  taken) in records (bytes over the run's mean bytes per record, as followers copy the
+  leader's batches byte for byte), and the broker's ``ReplicaFetcherManager`` ``MaxLag``
+  gauge (lag behind the leader's high watermark) from ``/metrics`` where the broker has it.
+  Max and median over the samples, and that run's throughput;
 - leader failover: SIGKILL the leader of a replicated partition and produce one record with
   acks=all (a confluent-kafka Producer that has already delivered to it, short retry
   backoffs), until it is delivered; also when a surviving broker's Metadata first names
@@ -290,10 +295,10 @@ def produce_case(
     topic: str,
     batch_bytes: int,
     total_records: int,
-    lags: LagSamples,
+    lags: LagSamples | None = None,
 ) -> tuple[float, int, int]:
-    """Seconds, leader log bytes and records of one produce run to a fresh topic; followers
-    sampled into ``lags`` while it runs (replicated topics only)."""
+    """Seconds, leader log bytes and records of one produce run to a fresh topic, deleted
+    afterwards; with ``lags``, followers are sampled into it while the run goes on."""
     brokers = cluster.brokers
     bootstrap = bootstrap_of(brokers)
     create_topic(bootstrap, topic, case.replicas)
@@ -301,7 +306,8 @@ def produce_case(
     leader = brokers[LEADER_ID]
     replicated = len(case.replicas) > 1
     warm_up_bytes = warm_up(leader.port, topic, case.acks)
-    with LagSampler(cluster, topic, lags) if replicated else contextlib.nullcontext():
+    sampling = lags is not None and replicated
+    with LagSampler(cluster, topic, lags) if sampling else contextlib.nullcontext():
         if client == "confluent-kafka":
             wanted = total_records
             elapsed = produce(bootstrap, topic, case.acks, batch_bytes, total_records)
@@ -315,7 +321,19 @@ def produce_case(
     records, size = records - WARM_UP_RECORDS, size - warm_up_bytes
     if records != wanted:
         raise SystemExit(f"{topic}: {records} records in the leader's log, {wanted} produced")
+    delete_topic(cluster.brokers, topic)
     return elapsed, size, records
+
+
+def delete_topic(brokers: dict[int, BrokerProcess], topic: str) -> None:
+    """Delete ``topic`` and wait until no broker holds its partition (a follower stops
+    fetching it before its log goes)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_of(brokers)})
+    admin.delete_topics([topic])[topic].result(30)
+    wait_for(
+        lambda: not any((b.log_dir / f"{topic}-0").exists() for b in brokers.values()),
+        f"{topic}: deleted from every broker",
+    )
 
 
 def warm_up(port: int, topic: str, acks: str) -> int:
@@ -347,16 +365,18 @@ def throughput(cluster: Cluster, total_mib: int, batch_bytes: int, rounds: int) 
     rows: list[Row] = []
     for client in ("confluent-kafka", f"lean, {IN_FLIGHT} in flight"):
         best: dict[str, tuple[float, int, int]] = {}
-        lags = LagSamples()
+        name = client.split(",")[0]
         for r in range(rounds):
             for case in (BASELINE, REPLICATED):
                 tag = "rf3" if case is REPLICATED else "rf1"
-                topic = f"bench-{tag}-{client.split(',')[0]}-{r}"
-                result = produce_case(
-                    cluster, case, client, topic, batch_bytes, total_records, lags
-                )
+                topic = f"bench-{tag}-{name}-{r}"
+                result = produce_case(cluster, case, client, topic, batch_bytes, total_records)
                 if case.name not in best or result[0] < best[case.name][0]:
                     best[case.name] = result
+        lags = LagSamples()
+        lag_s, lag_bytes, _ = produce_case(
+            cluster, REPLICATED, client, f"bench-lag-{name}", batch_bytes, total_records, lags
+        )
         base_s, base_bytes, _ = best[BASELINE.name]
         repl_s, repl_bytes, repl_records = best[REPLICATED.name]
         record_bytes = repl_bytes / repl_records
@@ -370,6 +390,7 @@ def throughput(cluster: Cluster, total_mib: int, batch_bytes: int, rounds: int) 
                 "replicated": REPLICATED.name,
                 "replicated_mib_s": mib_s(repl_bytes, repl_s),
                 "ratio": round(mib_s(repl_bytes, repl_s) / mib_s(base_bytes, base_s), 3),
+                "sampled_run_mib_s": mib_s(lag_bytes, lag_s),
                 "follower_lag_records": {
                     broker_id: summarize([round(b / record_bytes) for b in values])
                     for broker_id, values in sorted(lags.bytes_behind.items())
@@ -525,7 +546,10 @@ def print_results(rows: list[Row], over: Row) -> None:
                 f"broker {b}: max {s['max']:.0f} median {s['median']:.1f}"
                 for b, s in r[key].items()
             )
-            print(f"follower lag in records ({r['client']}, {source}): {figures}")
+            print(
+                f"follower lag in records ({r['client']}, {source}; a run of"
+                f" {r['sampled_run_mib_s']} MiB/s while sampled): {figures}"
+            )
     for i, round_ in enumerate(over["rounds"]):
         role = " (the controller)" if round_["was_controller"] else ""
         print(
