@@ -243,16 +243,23 @@ class Log:
 
     @contextlib.contextmanager
     def locked_if_free(self) -> Iterator[bool]:
-        """Hold this log's lock for the body if no other thread holds it (never waits);
-        yields whether it is held. While it is, nothing appends to, truncates, rolls or
-        flushes this log."""
-        if not self._lock.acquire(blocking=False):
-            yield False
-            return
+        """``try_hold`` for the body; yields whether the lock is held."""
+        held = self.try_hold()
         try:
-            yield True
+            yield held
         finally:
-            self._lock.release()
+            if held:
+                self.release_hold()
+
+    def try_hold(self) -> bool:
+        """Take this log's lock if no other thread holds it (never waits): True if it is now
+        held, until ``release_hold``. While it is, nothing appends to, truncates, rolls or
+        flushes this log."""
+        return self._lock.acquire(blocking=False)
+
+    def release_hold(self) -> None:
+        """Release what a successful ``try_hold`` took."""
+        self._lock.release()
 
     @property
     def recovery_point(self) -> int:
@@ -590,9 +597,13 @@ class Log:
         """
         with self._lock:
             end = self._log_end_offset
-            segments = list(self._segments)
-            base_offsets = list(self._base_offsets)
-            local_start = max(self._log_start_offset, segments[0].base_offset)
+            local_start = max(self._log_start_offset, self._segments[0].base_offset)
+            if start_offset >= self._base_offsets[-1]:  # most reads: the active segment only
+                segments = self._segments[-1:]
+                base_offsets = self._base_offsets[-1:]
+            else:
+                segments = list(self._segments)
+                base_offsets = list(self._base_offsets)
         if start_offset > end or start_offset < local_start:
             raise OffsetOutOfRangeError(
                 f"partition {self.topic_partition}: offset {start_offset} is out of range"

@@ -99,7 +99,11 @@ class FetchDataInfo:
         return b"" if self.records is None else self.records.read()
 
 
-_BASE_OFFSET = struct.Struct(">q")  # a batch's first field
+# A batch's first fields (base offset, batch length), and its last offset delta at byte 23.
+_LOG_OVERHEAD = struct.Struct(">qi")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+_LAST_OFFSET_DELTA_POSITION = 23
+_FIRST_BATCH_FIELDS_BYTES = _LAST_OFFSET_DELTA_POSITION + _LAST_OFFSET_DELTA.size
 
 
 class LogSegment:
@@ -129,11 +133,12 @@ class LogSegment:
         self._rolling_based_timestamp: int | None = None
         self._max_timestamp_so_far: int | None = None
         self._offset_of_max_timestamp_so_far: int | None = None
-        # First offset -> position of the last RECENT_APPENDS_MAX appends, oldest first: a
-        # fetch from where the log ended before one of them (a follower's next fetch, a
-        # consumer at the HW) starts there, without an index lookup and a scan from the
-        # previous index entry; and those bytes were just written (page cache).
-        self._recent_append_starts: dict[int, int] = {}
+        # First offset -> where the first batch of each of the last RECENT_APPENDS_MAX
+        # appends sits (its last offset, position, size), oldest first: a fetch from where
+        # the log ended before one of them (a follower's next fetch, a consumer at the HW)
+        # starts there, without an index lookup or a read of the batch header; and those
+        # bytes were just written (page cache).
+        self._recent_append_starts: dict[int, LogOffsetPosition] = {}
 
     # ------------------------------------------------------------------ opening
     @staticmethod
@@ -251,10 +256,14 @@ class LogSegment:
         if physical_position == 0:
             self._rolling_based_timestamp = largest_timestamp
         self.log.append_vectored(records)
-        head = records[0]
-        if len(head) >= 8:
+        head = records[0]  # the first batch, or its header
+        if len(head) >= _FIRST_BATCH_FIELDS_BYTES:
+            base_offset, batch_length = _LOG_OVERHEAD.unpack_from(head)
+            (last_offset_delta,) = _LAST_OFFSET_DELTA.unpack_from(head, _LAST_OFFSET_DELTA_POSITION)
             recent = self._recent_append_starts
-            recent[_BASE_OFFSET.unpack_from(head)[0]] = physical_position
+            recent[base_offset] = LogOffsetPosition(
+                base_offset + last_offset_delta, physical_position, LOG_OVERHEAD + batch_length
+            )
             if len(recent) > RECENT_APPENDS_MAX:
                 del recent[next(iter(recent))]
         if largest_timestamp > self.max_timestamp_so_far:
@@ -291,16 +300,17 @@ class LogSegment:
         """Bytes from ``offset`` to the end of this segment when ``offset`` starts one of its
         last ``RECENT_APPENDS_MAX`` appends (bytes just written, so in the page cache); None
         otherwise."""
-        position = self._recent_append_starts.get(offset)
-        return None if position is None else self.log.size_in_bytes - position
+        start = self._recent_append_starts.get(offset)
+        return None if start is None else self.log.size_in_bytes - start.position
 
     def translate_offset(
         self, offset: int, starting_file_position: int = 0
     ) -> LogOffsetPosition | None:
         """The batch holding ``offset`` (its last offset, position, size), or None if beyond."""
-        position = self._recent_append_starts.get(offset, -1)
-        if position < starting_file_position:  # not a recent append's start (-1), or before
-            position = max(self.offset_index.lookup(offset).position, starting_file_position)
+        recent = self._recent_append_starts.get(offset)
+        if recent is not None and recent.position >= starting_file_position:
+            return recent  # the first batch of a recent append starts at ``offset``
+        position = max(self.offset_index.lookup(offset).position, starting_file_position)
         found = self.log.search_for_offset_with_size(offset, position)
         if found is None:
             return None

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_segment import RECENT_APPENDS_MAX
+from storage_core.records import SimpleRecord, build_batch
 from tests.conftest import make_batch
 
 OpenLog = Callable[..., Log]
@@ -75,3 +76,38 @@ def test_a_roll_or_a_truncation_forgets_the_recent_tail(open_log: OpenLog) -> No
     log.roll()
     assert log.recent_tail_bytes(2) is None  # in a segment no longer written to
     assert log.recent_tail_bytes(4) == 0
+
+
+def test_a_read_from_a_follower_append_of_several_batches_starts_with_its_first(
+    open_log: OpenLog,
+) -> None:
+    """The append remembers its first batch (last offset, position, size) from the bytes it
+    writes: a read of one batch at most from there gets exactly that batch, as a scan of the
+    segment from its start finds it."""
+    log = open_log()
+    log.append_as_follower(batch_at(0, 3, "a"))
+    size_before = log.size_in_bytes
+    first, second = batch_at(3, 4, "b"), batch_at(7, 2, "c")
+    log.append_as_follower(first + second)
+    assert log.recent_tail_bytes(3) == len(first) + len(second)
+    one_batch = log.read(3, 1, min_one_message=True)  # at least one whole batch
+    assert one_batch.read_bytes() == first
+    assert one_batch.fetch_offset_metadata.relative_position_in_segment == size_before
+    assert [b.base_offset for b in log.read_batches(3)] == [3, 7]
+    segment = log.active_segment
+    position = segment.translate_offset(3)
+    scanned = segment.log.search_for_offset_with_size(3, 0)
+    assert position is not None and scanned is not None
+    assert (
+        (position.offset, position.position, position.size)
+        == scanned
+        == (6, size_before, len(first))
+    )
+
+
+def batch_at(base_offset: int, count: int, tag: str) -> bytes:
+    records = [
+        SimpleRecord(value=f"{tag}{i}".encode(), timestamp=1_700_000_000_000 + i)
+        for i in range(count)
+    ]
+    return build_batch(records, base_offset=base_offset, partition_leader_epoch=0)
