@@ -549,19 +549,31 @@ class Partition:
         if advanced:
             self._on_hw_advanced(self.topic_partition)
 
+    def try_hold(self) -> bool:
+        """Take this partition's lock and its log's if no other thread holds either (never
+        waits): True if both are now held, until ``release_hold``. While they are, the
+        role, the ISR and the log stay as they are: no append, truncation, roll or flush."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        if not self.log.try_hold():
+            self._lock.release()
+            return False
+        return True
+
+    def release_hold(self) -> None:
+        """Release what a successful ``try_hold`` took."""
+        self.log.release_hold()
+        self._lock.release()
+
     @contextlib.contextmanager
     def locked_if_free(self) -> Iterator[bool]:
-        """Hold this partition's lock and its log's for the body if no other thread holds
-        either (never waits); yields whether both are held. While they are, the role, the
-        ISR and the log stay as they are: no append, truncation, roll or flush."""
-        if not self._lock.acquire(blocking=False):
-            yield False
-            return
+        """``try_hold`` for the body; yields whether both locks are held."""
+        held = self.try_hold()
         try:
-            with self.log.locked_if_free() as held:
-                yield held
+            yield held
         finally:
-            self._lock.release()
+            if held:
+                self.release_hold()
 
     # ------------------------------------------------------------------ reads
     def read_records(

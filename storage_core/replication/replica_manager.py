@@ -869,18 +869,26 @@ class ReplicaManager:
 
         handed: FetchResults | None = None  # read by an append for this parked fetch
         while True:
-            # Parked before reading: an append that lands while the read runs on an I/O
-            # thread wakes this waiter, instead of being missed until max_wait_ms. The
-            # records an append read for this fetch are its answer: no parking again.
-            waiter = None if handed is not None else self._park(requests.keys(), replica=replica)
+            waiter: Waiter | None = None
             try:
                 if handed is not None:
+                    # The records an append read for this fetch are its answer: no parking.
                     results, handed = handed, None
+                    may_park = False
                 elif (
                     tail := self._read_log_tail(requests, max_bytes, zero_copy, replica_id)
                 ) is not None:
+                    # Read on the loop: a wake-up also runs on the loop, so none can come
+                    # between this read and the parking below, which only a fetch that
+                    # must wait pays for.
                     results = tail
+                    may_park = True
                 else:
+                    # Parked before reading: an append that lands while the read runs on
+                    # an I/O thread wakes this waiter, instead of being missed until
+                    # max_wait_ms.
+                    waiter = self._park(requests.keys(), replica=replica)
+                    may_park = False
                     reading = asyncio.ensure_future(self.run_io(read_all))
                     try:
                         results = await asyncio.shield(reading)
@@ -892,16 +900,16 @@ class ReplicaManager:
                     for tp, result in results.items():
                         self.topic_stats.mark_fetch(tp.topic, len(result.records), result.error)
                     return results
-                total = sum(len(r.records) for r in results.values())
-                errors = any(r.error is not None for r in results.values())
                 remaining = deadline - loop.time()
-                if (
-                    total >= min_bytes
-                    or errors
-                    or remaining <= 0
-                    or not requests
-                    or waiter is None  # handed an append's read, or the purgatory is full
-                ):
+                must_wait = (
+                    remaining > 0
+                    and bool(requests)
+                    and sum(len(r.records) for r in results.values()) < min_bytes
+                    and not any(r.error is not None for r in results.values())
+                )
+                if must_wait and may_park:
+                    waiter = self._park(requests.keys(), replica=replica)
+                if not must_wait or waiter is None:  # the purgatory is full: answer now
                     for tp, result in results.items():
                         self.topic_stats.mark_fetch(tp.topic, len(result.records), result.error)
                     return results
@@ -940,12 +948,14 @@ class ReplicaManager:
         if replica_id < 0 or not requests or len(requests) > LOG_END_READ_MAX_PARTITIONS:
             return None
         behind_bytes = 0
-        with contextlib.ExitStack() as held:
+        held: list[Partition] = []
+        try:
             for tp, request in requests.items():
                 with self._lock:
                     partition = self._partitions.get(tp)
-                if partition is None or not held.enter_context(partition.locked_if_free()):
+                if partition is None or not partition.try_hold():
                     return None
+                held.append(partition)
                 tail_bytes = partition.log.recent_tail_bytes(request.fetch_offset)
                 if tail_bytes is None:
                     return None
@@ -955,6 +965,9 @@ class ReplicaManager:
             results = self._read_all(
                 requests, max_bytes, False, zero_copy=zero_copy, replica_id=replica_id
             )
+        finally:
+            for partition in held:
+                partition.release_hold()
         for result in results.values():
             if isinstance(result.records, FileRegion):
                 result.records.resident = True
