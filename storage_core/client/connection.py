@@ -249,7 +249,7 @@ class KafkaConnection:
 
     def _write(self, data: bytes) -> None:
         sock = self._require_socket()
-        sock.settimeout(self.config.request_timeout_ms / 1000)
+        self._set_request_timeout(sock)
         try:
             sock.sendall(data)
         except TimeoutError:
@@ -264,6 +264,13 @@ class KafkaConnection:
                 f"connection to broker {self.address} failed while sending: {exc}"
             ) from None
 
+    def _set_request_timeout(self, sock: socket.socket) -> None:
+        # Each settimeout is a system call: a follower reads and writes several times per
+        # replication round on the same socket, whose timeout is already this one.
+        timeout_s = self.config.request_timeout_ms / 1000
+        if sock.gettimeout() != timeout_s:
+            sock.settimeout(timeout_s)
+
     def _read_frame(self) -> bytearray:
         prefix = self._read_exactly(SIZE_PREFIX.size)
         (size,) = SIZE_PREFIX.unpack(prefix)
@@ -276,7 +283,7 @@ class KafkaConnection:
 
     def _read_exactly(self, size: int) -> bytearray:
         sock = self._require_socket()
-        sock.settimeout(self.config.request_timeout_ms / 1000)
+        self._set_request_timeout(sock)
         buffer = bytearray(size)
         view = memoryview(buffer)
         received = 0
