@@ -138,19 +138,27 @@ async def _send_region(
     if sock is None:
         raise ConnectionError("the connection has no socket to send a file to")
     loop = asyncio.get_running_loop()
-    socket_fd = os.dup(sock.fileno())  # the transport's descriptor is registered by it
+    # A dup of the transport's descriptor, made once the region waits for the socket or goes
+    # to an I/O thread: the transport has its own registration of its descriptor, and may
+    # close it while an I/O thread sends. A resident region sent at once needs neither.
+    socket_fd = -1
     try:
         sent = 0
         while sent < region.size:
             if region.resident:  # in the page cache: sendfile waits for no disk
-                sent += region.transfer_to(socket_fd, sent)
+                sent += region.transfer_to(sock.fileno() if socket_fd < 0 else socket_fd, sent)
             else:
+                if socket_fd < 0:
+                    socket_fd = os.dup(sock.fileno())
                 sent += await _transfer_on_io_thread(region, socket_fd, sent, run_io)
             on_progress()
             if sent < region.size:
+                if socket_fd < 0:
+                    socket_fd = os.dup(sock.fileno())
                 await _writable(loop, socket_fd)
     finally:
-        os.close(socket_fd)
+        if socket_fd >= 0:
+            os.close(socket_fd)
 
 
 async def _transfer_on_io_thread(
