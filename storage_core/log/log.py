@@ -29,7 +29,6 @@ only happens on followers that are not serving reads.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import logging
 import os
 import shutil
@@ -240,16 +239,6 @@ class Log:
     @property
     def high_watermark(self) -> int:
         return self._high_watermark
-
-    @contextlib.contextmanager
-    def locked_if_free(self) -> Iterator[bool]:
-        """``try_hold`` for the body; yields whether the lock is held."""
-        held = self.try_hold()
-        try:
-            yield held
-        finally:
-            if held:
-                self.release_hold()
 
     def try_hold(self) -> bool:
         """Take this log's lock if no other thread holds it (never waits): True if it is now

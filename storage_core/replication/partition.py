@@ -14,10 +14,9 @@ and the follower states. ``on_high_watermark_advanced`` is called outside the lo
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from storage_core.clock import SYSTEM_CLOCK, Clock
@@ -564,16 +563,6 @@ class Partition:
         """Release what a successful ``try_hold`` took."""
         self.log.release_hold()
         self._lock.release()
-
-    @contextlib.contextmanager
-    def locked_if_free(self) -> Iterator[bool]:
-        """``try_hold`` for the body; yields whether both locks are held."""
-        held = self.try_hold()
-        try:
-            yield held
-        finally:
-            if held:
-                self.release_hold()
 
     # ------------------------------------------------------------------ reads
     def read_records(

@@ -736,13 +736,15 @@ class ReplicaManager:
             if partition.is_leader:  # else the append answers NOT_LEADER_OR_FOLLOWER first
                 _validate_client_append(partition, records)
             # Off the loop the append takes the locks itself, waiting for them.
-            locked = partition.locked_if_free() if on_loop else contextlib.nullcontext(True)
-            with locked as held:
-                if not held:
-                    return None
+            if on_loop and not partition.try_hold():
+                return None
+            try:
                 info = partition.append_records_to_leader(
                     records, required_acks=required_acks, disk_wait_allowed=not on_loop
                 )
+            finally:
+                if on_loop:
+                    partition.release_hold()
             return ProduceResult(info=info, log_start_offset=partition.log.log_start_offset)
         except AppendWouldWaitError:
             return None
@@ -909,7 +911,8 @@ class ReplicaManager:
                 )
                 if must_wait and may_park:
                     waiter = self._park(requests.keys(), replica=replica)
-                if not must_wait or waiter is None:  # the purgatory is full: answer now
+                # No waiter: handed an append's read, or the purgatory is full.
+                if not must_wait or waiter is None:
                     for tp, result in results.items():
                         self.topic_stats.mark_fetch(tp.topic, len(result.records), result.error)
                     return results

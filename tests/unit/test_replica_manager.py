@@ -412,10 +412,12 @@ def test_a_follower_fetch_at_the_log_end_never_waits_on_the_loop_for_a_held_log(
     release = threading.Event()
 
     def hold_the_log() -> None:
-        with log.locked_if_free() as locked:
-            assert locked
+        assert log.try_hold()
+        try:
             held.set()
             release.wait(10)
+        finally:
+            log.release_hold()
 
     holder = threading.Thread(target=hold_the_log)
     holder.start()
@@ -555,9 +557,12 @@ def test_an_append_that_only_writes_runs_on_the_loop_and_a_roll_on_an_io_thread(
         held, release = threading.Event(), threading.Event()
 
         def hold() -> None:
-            with partition.locked_if_free():
+            assert partition.try_hold()
+            try:
                 held.set()
                 release.wait(10)
+            finally:
+                partition.release_hold()
 
         holder = threading.Thread(target=hold)
         holder.start()
