@@ -231,6 +231,8 @@ def test_topic_deletion_waits_for_every_replica(cluster: dict[int, Node]) -> Non
     assert "gone" in controller.zk.get_all_topics()  # broker 3 still holds a replica
     controller.zk.acknowledge_topic_deletion("gone", 3)
     eventually(lambda: "gone" not in controller.zk.get_all_topics())  # type: ignore[union-attr]
+    # The deletion marker goes last (delete_topic_znodes), a moment after the topic's znodes.
+    eventually(lambda: controller.zk.get_topics_marked_for_deletion() == [])  # type: ignore[union-attr]
     assert controller.zk.get_topics_marked_for_deletion() == []
     assert controller.zk.get_topic_config("gone") == {}
 
