@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
@@ -99,27 +99,80 @@ class ProduceResult:
 class AppendedRecords:
     """A produce whose records are in the leaders' logs (or refused): ``results`` per
     partition. With acks=-1 it may still wait for the ISR (Kafka's ``DelayedProduce``):
-    ``replicated`` waits, updating ``results`` with what the wait decided, and starts the
-    produce's ``timeout_ms`` when it is called."""
+    ``replication`` is then a future done once the wait has decided, having updated
+    ``results``; ``replicated`` waits for it. The produce's ``timeout_ms`` runs from the
+    append, as Kafka's."""
 
-    __slots__ = ("_replication", "results")
+    __slots__ = ("replication", "results")
 
     def __init__(
         self,
         results: dict[TopicPartition, ProduceResult],
-        replication: Callable[[], Awaitable[None]] | None = None,
+        replication: asyncio.Future[None] | None = None,
     ) -> None:
         self.results = results
-        self._replication = replication
+        self.replication = replication
 
     @property
     def waits_for_replication(self) -> bool:
-        return self._replication is not None
+        return self.replication is not None
 
     async def replicated(self) -> dict[TopicPartition, ProduceResult]:
-        if self._replication is not None:
-            await self._replication()
+        if self.replication is not None:
+            await self.replication
         return self.results
+
+
+class DelayedProduce:
+    """Kafka's ``DelayedProduce``: an acks=-1 produce whose appends are done, waiting until
+    the HW of each partition in ``required`` reaches the offset it requires there, or its
+    leadership or ISR decides otherwise (``ReplicaManager._complete_replicated``), or
+    ``timeout_ms`` passes (REQUEST_TIMED_OUT). A callback object, not a task: it is tried
+    where the HW moves and answers through ``future``, which the response waits for.
+
+    Thread-safety: loop thread only."""
+
+    __slots__ = ("_manager", "_timer", "future", "required", "results")
+
+    def __init__(
+        self,
+        manager: ReplicaManager,
+        results: dict[TopicPartition, ProduceResult],
+        required: dict[TopicPartition, int],
+        timeout_ms: int,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        self._manager = manager
+        self.results = results
+        self.required = required
+        self.future: asyncio.Future[None] = loop.create_future()
+        self._timer = loop.call_later(max(timeout_ms, 0) / 1000, self._expire, timeout_ms)
+
+    def try_complete(self) -> bool:
+        """Answer if every partition's wait is over; True once answered."""
+        self._manager._complete_replicated(self.results, self.required)
+        if self.required:
+            return False
+        self._answer()
+        return True
+
+    def _expire(self, timeout_ms: int) -> None:
+        if self.try_complete():
+            return
+        for tp in self.required:
+            self.results[tp] = ProduceResult(
+                error=_RequestTimedOutError(
+                    f"partition {tp}: not replicated to the ISR within {timeout_ms} ms"
+                )
+            )
+        self.required.clear()
+        self._answer()
+
+    def _answer(self) -> None:
+        self._timer.cancel()
+        self._manager._unwatch(self)
+        if not self.future.done():  # cancelled: whoever awaited it went away
+            self.future.set_result(None)
 
 
 class PartitionState(Protocol):
@@ -236,9 +289,9 @@ class ReplicaManager:
         self._io = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="io")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: dict[TopicPartition, set[Waiter]] = {}
-        # The HW each waiting acks=all produce needs, per partition: a HW short of it does
-        # not wake the produce.
-        self._required_offsets: dict[Waiter, Mapping[TopicPartition, int]] = {}
+        # acks=-1 produces waiting for the HW, per partition they wait on (Kafka's produce
+        # purgatory); tried when its HW moves, each against the offset it requires there.
+        self._delayed_produces: dict[TopicPartition, list[DelayedProduce]] = {}
         self.topic_stats = topic_stats or BrokerTopicStats(KafkaMetricsRegistry())
         # Set by the broker when remote.log.storage.system.enable: serves tiered offsets.
         self.remote_log_manager: RemoteLogManager | None = None
@@ -287,7 +340,7 @@ class ReplicaManager:
     def remove_partition(self, tp: TopicPartition) -> Partition | None:
         with self._lock:
             partition = self._partitions.pop(tp, None)
-        self._wake(tp)
+        self._on_leadership_lost(tp)
         return partition
 
     def get_partition(self, tp: TopicPartition) -> Partition:
@@ -471,34 +524,44 @@ class ReplicaManager:
             loop.call_soon_threadsafe(self._wake_high_watermark_waiters, tp)
 
     def _wake_high_watermark_waiters(self, tp: TopicPartition) -> None:
-        """Wake what waits on ``tp``'s HW, except the acks=all produces it has not reached
-        yet: each would only look and park again (several wait at once on a connection
-        whose produces are pipelined)."""
-        waiters = self._waiters.get(tp)
-        if not waiters:
-            return
-        high_watermark: int | None = None
-        for waiter in list(waiters):
-            required = self._required_offsets.get(waiter)
-            if required is not None and tp in required:
-                if high_watermark is None:
-                    high_watermark = self._high_watermark(tp)
-                if high_watermark < required[tp]:
-                    continue
-            waiters.discard(waiter)
+        """Wake the fetches waiting on ``tp``'s HW, and answer the acks=-1 produces it has
+        reached (the others stay: several wait at once on a connection whose produces are
+        pipelined)."""
+        delayed = self._delayed_produces.get(tp)
+        if delayed:
+            high_watermark = self._high_watermark(tp)
+            for produce in [p for p in delayed if p.required.get(tp, 0) <= high_watermark]:
+                produce.try_complete()
+        waiters = self._waiters.pop(tp, None)
+        for waiter in waiters or ():
             if not waiter.done():
                 waiter.set_result(None)
-        if not waiters:
-            del self._waiters[tp]
+
+    def _unwatch(self, produce: DelayedProduce) -> None:
+        """``produce`` is answered: it leaves the purgatory of every partition it waited on
+        (``required`` no longer names them all: each leaves it as its wait ends)."""
+        for tp in produce.results:
+            delayed = self._delayed_produces.get(tp)
+            if delayed is not None and produce in delayed:
+                delayed.remove(produce)
+                if not delayed:
+                    del self._delayed_produces[tp]
 
     def _on_leadership_lost(self, tp: TopicPartition) -> None:
-        """This broker stopped leading ``tp`` (any thread): every parked fetch and acks=all
-        produce answers now (NOT_LEADER_OR_FOLLOWER), follower fetches included."""
+        """This broker stopped leading ``tp``, or no longer hosts it (any thread): every
+        parked fetch and acks=all produce answers now (NOT_LEADER_OR_FOLLOWER), follower
+        fetches included. Their futures and timers belong to the loop: woken there."""
         loop = self._loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._wake, tp)
+        if loop is None or loop.is_closed():
+            return
+        if _running_loop() is loop:
+            self._wake(tp)
+        else:
+            _call_soon_threadsafe(loop, self._wake, tp)
 
     def _wake(self, tp: TopicPartition) -> None:
+        for produce in list(self._delayed_produces.get(tp, ())):
+            produce.try_complete()
         for waiters in (self._waiters, self._replica_waiters):
             for waiter in waiters.pop(tp, set()):
                 if not waiter.done():
@@ -655,9 +718,10 @@ class ReplicaManager:
         self._complete_replicated(results, required)
         if not required:
             return AppendedRecords(results)
-        return AppendedRecords(
-            results, lambda: self._await_replication(results, required, timeout_ms)
-        )
+        delayed = DelayedProduce(self, results, required, timeout_ms)
+        for tp in required:
+            self._delayed_produces.setdefault(tp, []).append(delayed)
+        return AppendedRecords(results, delayed.future)
 
     def _complete_replicated(
         self, results: dict[TopicPartition, ProduceResult], required: dict[TopicPartition, int]
@@ -752,33 +816,6 @@ class ReplicaManager:
             logger.info("produce failed partition=%s error=%s", tp, error)
             return ProduceResult(error=error)
 
-    async def _await_replication(
-        self,
-        results: dict[TopicPartition, ProduceResult],
-        required: dict[TopicPartition, int],
-        timeout_ms: int,
-    ) -> None:
-        """DelayedProduce: each partition of ``required`` completes once its HW reaches the
-        offset it requires, or with an error when its leadership moved or its ISR fell below
-        ``min.insync.replicas``; REQUEST_TIMED_OUT after ``timeout_ms``. It looks before it
-        first parks: the HW may have moved since the append."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(timeout_ms, 0) / 1000
-        while True:
-            self._complete_replicated(results, required)
-            if not required:
-                return
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                for tp in required:
-                    results[tp] = ProduceResult(
-                        error=_RequestTimedOutError(
-                            f"partition {tp}: not replicated to the ISR within {timeout_ms} ms"
-                        )
-                    )
-                return
-            await self._wait_for_any(list(required), remaining, required_offsets=required)
-
     def _replication_outcome(
         self, tp: TopicPartition, required_offset: int
     ) -> tuple[bool, StorageError | None]:
@@ -794,27 +831,17 @@ class ReplicaManager:
             return -1
 
     async def _wait_for_any(
-        self,
-        tps: Iterable[TopicPartition],
-        timeout_s: float,
-        *,
-        replica: bool = False,
-        required_offsets: Mapping[TopicPartition, int] | None = None,
+        self, tps: Iterable[TopicPartition], timeout_s: float, *, replica: bool = False
     ) -> None:
         """Park until one of ``tps`` moves its HW (or, for ``replica`` fetches, its log end
-        offset), or ``timeout_s`` passes; with ``required_offsets``, until a HW reaches its
-        partition's offset (or anything else about the partition changes: its leadership).
-        Only for conditions checked on the event loop (a wake-up runs there too, so none can
-        slip in between the check and the parking)."""
+        offset), or ``timeout_s`` passes. Only for conditions checked on the event loop (a
+        wake-up runs there too, so none can slip in between the check and the parking)."""
         waiter = self._park(tps, replica=replica)
         if waiter is None:
             return
-        if required_offsets is not None:
-            self._required_offsets[waiter] = required_offsets
         try:
             await _until(waiter, timeout_s)
         finally:
-            self._required_offsets.pop(waiter, None)
             self._unpark(waiter, tps, replica=replica)
 
     def _park(self, tps: Iterable[TopicPartition], *, replica: bool) -> Waiter | None:

@@ -19,13 +19,17 @@ earlier response is sent, as in Kafka (a ListOffsets or a Fetch sent after a pro
 produce completed). At most ``PENDING_RESPONSES_MAX`` responses wait at once; beyond that the
 connection is not read, as a muted Kafka channel is not.
 
-Thread-safety: one connection's task and the tasks it adds, on one event loop.
+One sender task per connection sends the pending responses, oldest first, while there are
+any: a response costs a wake-up of that task when its future completes, not a task of its own.
+
+Thread-safety: one connection's task and its sender task, on one event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -44,10 +48,11 @@ Response = bytes | ResponseParts | None
 @dataclass(frozen=True, slots=True)
 class DeferredResponse:
     """What a handler returns when the rest of its work only waits (a produce for its high
-    watermark): ``complete`` waits and encodes the response. It must hold no part of the
-    request: the request's bytes are released as soon as the handler returns."""
+    watermark): ``encode`` builds the response once ``ready`` is done. Neither may hold any
+    part of the request: the request's bytes are released as soon as the handler returns."""
 
-    complete: Callable[[], Awaitable[Response]]
+    ready: asyncio.Future[None]
+    encode: Callable[[], Response]
 
 
 class ResponsePipeline:
@@ -73,8 +78,11 @@ class ResponsePipeline:
         self._client = client
         self._pending_max = pending_max
         self._on_pending = on_pending
-        # In the order added; each leaves as it ends (sent, given up or cancelled).
-        self._pending: list[asyncio.Task[bool]] = []
+        # In the order added; the oldest leaves once sent (or when the connection ends).
+        self._pending: deque[DeferredResponse | Response] = deque()
+        self._sender: asyncio.Task[None] | None = None
+        self._progress: asyncio.Future[None] | None = None  # woken as one leaves
+        self._sending = False
         self._closing = False
 
     @property
@@ -84,62 +92,106 @@ class ResponsePipeline:
 
     def add(self, response: DeferredResponse | Response) -> None:
         """Send ``response`` after every earlier one; a deferred one once it is complete."""
-        previous = self._pending[-1] if self._pending else None
-        task = asyncio.create_task(self._complete_then_send(response, previous))
-        self._pending.append(task)
-        task.add_done_callback(self._forget)
+        if self._closing:
+            _close_parts(response)
+            return
+        self._pending.append(response)
         self._on_pending(len(self._pending))
+        if self._sender is None:
+            self._sender = asyncio.create_task(self._send_in_order())
 
     async def wait_for_room(self) -> None:
         """Until fewer than ``pending_max`` responses are pending."""
-        while len(self._pending) >= self._pending_max:
-            await asyncio.wait([self._pending[0]])
+        while len(self._pending) >= self._pending_max and not self._closing:
+            await self._next_progress()
 
     async def drain(self) -> bool:
         """Until every pending response is sent; False when the connection is closing."""
         while self._pending and not self._closing:
-            await asyncio.wait([self._pending[-1]])
+            await self._next_progress()
         return not self._closing
 
     def cancel(self) -> None:
         """The connection ends: nothing pending will be sent."""
-        for task in self._pending:
-            task.cancel()
-
-    def _forget(self, task: asyncio.Task[bool]) -> None:
-        # Runs before anything awaiting ``task`` resumes: it was registered first.
-        self._pending.remove(task)
-        self._on_pending(len(self._pending))
-
-    def _give_up(self) -> bool:
         self._closing = True
-        self._close()
-        return False
+        if self._sender is not None:
+            self._sender.cancel()
+        if not self._sending:  # else the sender drops them once the send has let go of files
+            self._forget_all()
 
-    async def _complete_then_send(
-        self, response: DeferredResponse | Response, previous: asyncio.Task[bool] | None
-    ) -> bool:
-        """True once sent; False when this connection is closing instead."""
-        if isinstance(response, DeferredResponse):
-            try:
-                response = await response.complete()
-            except Exception:
-                logger.exception(
-                    "closing connection client=%s reason=completing a deferred response failed",
-                    self._client,
-                )
-                return self._give_up()
-        if previous is not None and not await previous:
-            if isinstance(response, ResponseParts):
-                response.close()
-            return False
+    async def _next_progress(self) -> None:
+        """Until a response leaves or the sender stops (the connection's task only)."""
+        if self._progress is None or self._progress.done():
+            self._progress = asyncio.get_running_loop().create_future()
+        await self._progress
+
+    def _made_progress(self) -> None:
+        progress, self._progress = self._progress, None
+        if progress is not None and not progress.done():
+            progress.set_result(None)
+
+    async def _send_in_order(self) -> None:
         try:
-            await self._send(response)
-        except (ConnectionError, OSError):
-            return self._give_up()  # the client went away: the read loop sees it and ends
+            while self._pending and not self._closing:
+                response = await self._complete(self._pending[0])
+                if self._closing:
+                    _close_parts(response)
+                    return
+                self._sending = True
+                try:
+                    await self._send(response)
+                except (ConnectionError, OSError):
+                    self._give_up()  # the client went away: the read loop sees it and ends
+                    return
+                except Exception:
+                    logger.exception(
+                        "closing connection client=%s reason=sending a response failed",
+                        self._client,
+                    )
+                    self._give_up()
+                    return
+                finally:
+                    self._sending = False
+                self._pending.popleft()
+                self._on_pending(len(self._pending))
+                self._made_progress()
+        finally:
+            self._sender = None
+            if self._pending and not self._closing:  # ended by a cancellation not ours
+                self._give_up()
+            if self._closing:
+                self._forget_all()
+            self._made_progress()
+
+    async def _complete(self, entry: DeferredResponse | Response) -> Response:
+        """The response ``entry`` stands for, once complete; None after giving up on it."""
+        if not isinstance(entry, DeferredResponse):
+            return entry
+        if not entry.ready.done():
+            await entry.ready
+        try:
+            entry.ready.result()
+            return entry.encode()
         except Exception:
             logger.exception(
-                "closing connection client=%s reason=sending a response failed", self._client
+                "closing connection client=%s reason=completing a deferred response failed",
+                self._client,
             )
-            return self._give_up()
-        return True
+            self._give_up()
+            return None
+
+    def _give_up(self) -> None:
+        self._closing = True
+        self._close()
+
+    def _forget_all(self) -> None:
+        """Drop what is pending, releasing the segment files of any fetch among it."""
+        while self._pending:
+            _close_parts(self._pending.popleft())
+        self._on_pending(0)
+        self._made_progress()
+
+
+def _close_parts(response: DeferredResponse | Response) -> None:
+    if isinstance(response, ResponseParts):
+        response.close()

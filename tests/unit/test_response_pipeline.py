@@ -43,10 +43,10 @@ class Connection:
 
 
 def deferred(done: asyncio.Future[bytes]) -> DeferredResponse:
-    async def complete() -> bytes:
-        return await done
-
-    return DeferredResponse(complete)
+    """A response that is complete once ``done`` has its bytes."""
+    ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    done.add_done_callback(lambda _: ready.set_result(None))
+    return DeferredResponse(ready, done.result)
 
 
 def test_a_later_response_complete_first_still_goes_out_after_the_earlier() -> None:
@@ -81,11 +81,13 @@ def test_a_response_that_cannot_complete_closes_the_connection_and_nothing_follo
         connection = Connection()
         pipeline = connection.pipeline()
 
-        async def broken() -> bytes:
+        def broken() -> bytes:
             raise RuntimeError("handler bug")
 
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        ready.set_result(None)
         pipeline.add(b"before")
-        pipeline.add(DeferredResponse(broken))
+        pipeline.add(DeferredResponse(ready, broken))
         pipeline.add(b"after")
         return connection, await pipeline.drain()
 

@@ -78,15 +78,15 @@ async def handle(ctx: RequestContext, request: Any) -> bytes | DeferredResponse 
     if request.acks == 0:
         return None
     version, correlation_id = ctx.api_version, ctx.correlation_id
-    if appended is not None and appended.waits_for_replication:
+    if appended is not None and appended.replication is not None:
         # Holds the outcome, not the request: its records are released as this returns.
-        replicating = appended
+        replicated = appended.results
 
-        async def once_replicated() -> bytes:
-            results.update(await replicating.replicated())
+        def encode_replicated() -> bytes:
+            results.update(replicated)
             return _encode(version, correlation_id, order, results)
 
-        return DeferredResponse(once_replicated)
+        return DeferredResponse(appended.replication, encode_replicated)
     return _encode(version, correlation_id, order, results)
 
 
