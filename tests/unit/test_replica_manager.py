@@ -626,3 +626,32 @@ def test_a_high_watermark_short_of_a_waiting_produce_does_not_wake_it(tmp_path: 
 
     asyncio.run(run())
     replicas.shutdown()
+
+
+def test_a_produce_waiting_for_the_isr_answers_when_its_partition_leaves_this_broker(
+    tmp_path: Path,
+) -> None:
+    """The controller removes a partition on its own thread: the acks=-1 produce waiting for
+    a follower is answered on the loop, UNKNOWN_TOPIC_OR_PARTITION (as Kafka's DelayedProduce
+    answers once the partition is no longer hosted), long before its timeout, and leaves
+    nothing behind in the produce purgatory."""
+    replicas = _setup(tmp_path, isr=(0, 1))
+
+    async def run() -> tuple[object, float]:
+        replicas.bind_loop(asyncio.get_running_loop())
+        appended = await replicas.append_to_leaders(
+            {TP: make_batch(2)}, required_acks=-1, timeout_ms=30_000
+        )
+        assert appended.waits_for_replication
+        started = time.monotonic()
+        remover = threading.Thread(target=replicas.remove_partition, args=(TP,))
+        remover.start()
+        results = await asyncio.wait_for(appended.replicated(), 5)
+        remover.join()
+        return results[TP].error, time.monotonic() - started
+
+    error, waited_s = asyncio.run(run())
+    assert isinstance(error, UnknownTopicOrPartitionError)
+    assert waited_s < 5
+    assert replicas._delayed_produces == {}
+    replicas.shutdown()
