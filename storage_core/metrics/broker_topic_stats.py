@@ -15,7 +15,11 @@ What is counted (per partition of a request, as Kafka's ``ReplicaManager``):
   produce / fetch.
 - ``BytesInPerSec`` / ``MessagesInPerSec``: the bytes and records of appended batches
   (a retried duplicate appends nothing and counts nothing).
-- ``BytesOutPerSec``: the record bytes a fetch returns.
+- ``BytesOutPerSec``: the record bytes a consumer's fetch returns.
+- ``ReplicationBytesOutPerSec`` / ``ReplicationBytesInPerSec`` (broker-wide only, as Kafka):
+  the record bytes a follower's fetch returns on its leader, and the bytes a follower
+  appends. Replication traffic stays out of ``BytesOutPerSec``/``BytesInPerSec``, so that
+  those keep measuring clients.
 - ``FailedProduceRequestsPerSec`` / ``FailedFetchRequestsPerSec``: every partition that
   ended in an error (Kafka leaves out some expected errors; this counts them all).
   A partition of an unknown topic counts only broker-wide, so that made-up topic names
@@ -39,6 +43,8 @@ TYPE = "BrokerTopicMetrics"
 MESSAGES_IN_PER_SEC = "MessagesInPerSec"
 BYTES_IN_PER_SEC = "BytesInPerSec"
 BYTES_OUT_PER_SEC = "BytesOutPerSec"
+REPLICATION_BYTES_IN_PER_SEC = "ReplicationBytesInPerSec"
+REPLICATION_BYTES_OUT_PER_SEC = "ReplicationBytesOutPerSec"
 TOTAL_PRODUCE_REQUESTS_PER_SEC = "TotalProduceRequestsPerSec"
 TOTAL_FETCH_REQUESTS_PER_SEC = "TotalFetchRequestsPerSec"
 FAILED_PRODUCE_REQUESTS_PER_SEC = "FailedProduceRequestsPerSec"
@@ -66,6 +72,8 @@ BROKER_WIDE_METERS = (
     FAILED_PRODUCE_REQUESTS_PER_SEC,
     FAILED_FETCH_REQUESTS_PER_SEC,
 )
+# Broker-wide only: no topic has them (Kafka's BrokerTopicMetrics without a topic name).
+ALL_TOPICS_ONLY_METERS = (REPLICATION_BYTES_IN_PER_SEC, REPLICATION_BYTES_OUT_PER_SEC)
 REMOTE_METERS = (
     REMOTE_FETCH_REQUESTS_PER_SEC,
     REMOTE_FETCH_BYTES_PER_SEC,
@@ -76,7 +84,7 @@ REMOTE_METERS = (
     REMOTE_DELETE_REQUESTS_PER_SEC,
     REMOTE_DELETE_ERRORS_PER_SEC,
 )
-METER_NAMES = frozenset(BROKER_WIDE_METERS + REMOTE_METERS)
+METER_NAMES = frozenset(BROKER_WIDE_METERS + ALL_TOPICS_ONLY_METERS + REMOTE_METERS)
 PARTITION_SUM_GAUGE_NAMES = frozenset(
     {
         REMOTE_COPY_LAG_BYTES,
@@ -116,7 +124,8 @@ class BrokerTopicStats:
         self.registry = registry
         self._lock = threading.Lock()
         self._all: dict[str, Meter] = {
-            name: registry.meter(broker_topic_metric_name(name)) for name in BROKER_WIDE_METERS
+            name: registry.meter(broker_topic_metric_name(name))
+            for name in BROKER_WIDE_METERS + ALL_TOPICS_ONLY_METERS
         }
         self._by_topic: dict[str, dict[str, Meter]] = {}
         # gauge name -> topic -> partition -> value
@@ -134,6 +143,8 @@ class BrokerTopicStats:
         return meter
 
     def topic_meter(self, name: str, topic: str) -> Meter:
+        if name in ALL_TOPICS_ONLY_METERS:
+            raise UnknownMetricError(f"{name!r} is broker-wide only: no topic has it")
         meter = self._topic_meters(topic).get(name)
         if meter is None:
             if name not in METER_NAMES:
@@ -180,8 +191,16 @@ class BrokerTopicStats:
             all_topics[MESSAGES_IN_PER_SEC].mark(appended.records_count)
             by_topic[MESSAGES_IN_PER_SEC].mark(appended.records_count)
 
-    def mark_fetch(self, topic: str, size_bytes: int, error: BaseException | None) -> None:
-        """One partition of a fetch response: the record bytes returned, or its error."""
+    def mark_fetch(
+        self,
+        topic: str,
+        size_bytes: int,
+        error: BaseException | None,
+        *,
+        follower: bool = False,
+    ) -> None:
+        """One partition of a fetch response: the record bytes returned, or its error; a
+        ``follower``'s bytes are replication traffic (Kafka's ``updateBytesOut``)."""
         if error is not None:
             self._mark_failure(
                 topic, error, TOTAL_FETCH_REQUESTS_PER_SEC, FAILED_FETCH_REQUESTS_PER_SEC
@@ -190,9 +209,18 @@ class BrokerTopicStats:
         all_topics, by_topic = self._all, self._topic_meters(topic)
         all_topics[TOTAL_FETCH_REQUESTS_PER_SEC].mark()
         by_topic[TOTAL_FETCH_REQUESTS_PER_SEC].mark()
-        if size_bytes > 0:
+        if size_bytes <= 0:
+            return
+        if follower:
+            all_topics[REPLICATION_BYTES_OUT_PER_SEC].mark(size_bytes)
+        else:
             all_topics[BYTES_OUT_PER_SEC].mark(size_bytes)
             by_topic[BYTES_OUT_PER_SEC].mark(size_bytes)
+
+    def mark_replication_bytes_in(self, size_bytes: int) -> None:
+        """A follower appended ``size_bytes`` of its leader's batches."""
+        if size_bytes > 0:
+            self._all[REPLICATION_BYTES_IN_PER_SEC].mark(size_bytes)
 
     def _mark_failure(self, topic: str, error: BaseException, total: str, failed: str) -> None:
         counted_topic = None if isinstance(error, UnknownTopicOrPartitionError) else topic

@@ -84,8 +84,11 @@ class ReplicaFetcherManager:
         truncation_on_fetch: bool = True,
         remote_log_manager: GetRemoteLogManager | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        on_bytes_appended: Callable[[int], None] = lambda size_bytes: None,
     ) -> None:
+        """``on_bytes_appended``: the bytes of each follower append (ReplicationBytesInPerSec)."""
         self.broker_id = broker_id
+        self._on_bytes_appended = on_bytes_appended
         # The broker's RemoteLogManager (built after this manager, hence asked each time):
         # followers build their remote log auxiliary state through it.
         self._remote_log_manager = remote_log_manager
@@ -150,6 +153,7 @@ class ReplicaFetcherManager:
             truncation_on_fetch=self._truncation_on_fetch,
             remote_log_manager=self._remote_log_manager,
             clock=self._clock,
+            on_bytes_appended=self._on_bytes_appended,
         )
 
     def remove_fetcher_for_partitions(

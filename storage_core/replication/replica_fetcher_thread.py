@@ -144,7 +144,9 @@ class ReplicaFetcherThread(threading.Thread):
         truncation_on_fetch: bool = True,
         remote_log_manager: GetRemoteLogManager | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        on_bytes_appended: Callable[[int], None] = lambda size_bytes: None,
     ) -> None:
+        """``on_bytes_appended`` learns the bytes of each append (ReplicationBytesInPerSec)."""
         super().__init__(name=name, daemon=True)
         self.leader = leader
         self._config = config
@@ -159,6 +161,7 @@ class ReplicaFetcherThread(threading.Thread):
             remote_log_manager=remote_log_manager or _no_remote_log_manager,
         )
         self._clock = clock
+        self._on_bytes_appended = on_bytes_appended
         self._lock = threading.Condition()
         self._states: dict[TopicPartition, PartitionFetchState] = {}
         self._lags: dict[TopicPartition, int] = {}
@@ -553,6 +556,7 @@ class ReplicaFetcherThread(threading.Thread):
                 next_offset=next_offset, lag=lag, last_fetched_epoch=last_epoch
             )
             self.bytes_fetched += appended.valid_bytes
+            self._on_bytes_appended(appended.valid_bytes)
         return True
 
     # ------------------------------------------------------------------ tiered storage

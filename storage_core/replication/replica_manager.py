@@ -927,7 +927,9 @@ class ReplicaManager:
                 if any(r.remote_read is not None for r in results.values()):
                     await self._complete_remote_reads(results)
                     for tp, result in results.items():
-                        self.topic_stats.mark_fetch(tp.topic, len(result.records), result.error)
+                        self.topic_stats.mark_fetch(
+                            tp.topic, len(result.records), result.error, follower=replica
+                        )
                     return results
                 remaining = deadline - loop.time()
                 must_wait = (
@@ -941,7 +943,9 @@ class ReplicaManager:
                 # No waiter: handed an append's read, or the purgatory is full.
                 if not must_wait or waiter is None:
                     for tp, result in results.items():
-                        self.topic_stats.mark_fetch(tp.topic, len(result.records), result.error)
+                        self.topic_stats.mark_fetch(
+                            tp.topic, len(result.records), result.error, follower=replica
+                        )
                     return results
                 close_regions(results.values())
                 if replica:

@@ -154,6 +154,7 @@ class KafkaBroker:
             endpoint_of=self._endpoint_of,
             remote_log_manager=lambda: self.remote_log_manager,
             clock=clock,
+            on_bytes_appended=self.replica_manager.topic_stats.mark_replication_bytes_in,
         )
         self.replica_fetcher_manager.register_metrics(self.metrics)
         self.replica_manager.replica_fetcher_manager = self.replica_fetcher_manager

@@ -211,3 +211,46 @@ def test_isr_shrink_expand_offline_and_fetcher_lag(cluster: Metered) -> None:
     assert max(lags) > 0, lags
     eventually(lambda: cluster.value(2, MAX_LAG, REPLICA) == 0, what="broker 2 caught up")
     eventually(lambda: cluster.value(1, URP) == 0, what="broker 2 back in every ISR")
+
+
+BYTES_IN = "kafka_server_brokertopicmetrics_bytesinpersec_count"
+BYTES_OUT = "kafka_server_brokertopicmetrics_bytesoutpersec_count"
+REPLICATION_IN = "kafka_server_brokertopicmetrics_replicationbytesinpersec_count"
+REPLICATION_OUT = "kafka_server_brokertopicmetrics_replicationbytesoutpersec_count"
+
+
+def test_replication_bytes_are_counted_apart_from_the_clients_bytes(cluster: Metered) -> None:
+    """As Kafka's BrokerTopicStats: what the followers fetch is ReplicationBytesOutPerSec on
+    the leader and ReplicationBytesInPerSec on each follower, broker-wide only; a client's
+    BytesOutPerSec does not count it."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for future in admin.create_topics(
+        [NewTopic("copied", num_partitions=1, replica_assignment=[[1, 2, 3]])]
+    ).values():
+        future.result(30)
+    eventually(
+        lambda: partition_states(cluster.brokers[1].bootstrap, "copied") == {0: (1, 0, (1, 2, 3))},
+        what="copied led by broker 1 with the full ISR",
+    )
+    everywhere = frozenset[tuple[str, str]]()
+    before = {b: cluster.scrape(b) for b in (1, 2, 3)}
+    produce(cluster.bootstrap, "copied", 1, 300, acks="all")  # nobody consumes it
+
+    copied = frozenset({("topic", "copied")})
+    appended = cluster.value(1, BYTES_IN, copied)
+    assert appended > 300 * 500
+    for follower in (2, 3):
+        eventually(
+            lambda b=follower: (
+                cluster.value(b, REPLICATION_IN) - before[b][(REPLICATION_IN, everywhere)]
+                >= appended
+            ),
+            what=f"broker {follower} counted the bytes it appended",
+        )
+    leader = cluster.scrape(1)
+    assert (
+        leader[(REPLICATION_OUT, everywhere)] - before[1][(REPLICATION_OUT, everywhere)]
+        >= 2 * appended
+    )
+    assert leader[(BYTES_OUT, copied)] == 0  # the followers' fetches are not client traffic
+    assert not any(name.startswith(REPLICATION_OUT) and labels for name, labels in leader)

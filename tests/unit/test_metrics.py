@@ -19,6 +19,7 @@ from storage_core.metrics.broker_topic_stats import (
     MESSAGES_IN_PER_SEC,
     REMOTE_COPY_BYTES_PER_SEC,
     REMOTE_COPY_LAG_BYTES,
+    REPLICATION_BYTES_OUT_PER_SEC,
     TOTAL_FETCH_REQUESTS_PER_SEC,
     TOTAL_PRODUCE_REQUESTS_PER_SEC,
     BrokerTopicStats,
@@ -292,3 +293,21 @@ def test_metrics_port_is_a_broker_config_disabled_by_default() -> None:
         )
         == 9404
     )
+
+
+def test_a_followers_fetch_is_replication_traffic_counted_broker_wide_only() -> None:
+    stats = BrokerTopicStats(KafkaMetricsRegistry(clock=ManualClock()))
+    stats.mark_fetch("orders", 900, None)  # a consumer
+    stats.mark_fetch("orders", 4_000, None, follower=True)
+    stats.mark_replication_bytes_in(300)
+    _, samples = parse_exposition(render(stats.registry))
+
+    prefix = "kafka_server_brokertopicmetrics_"
+    assert samples[(prefix + "bytesoutpersec_count", _topic("orders"))] == 900
+    assert samples[(prefix + "bytesoutpersec_count", _topic())] == 900
+    assert samples[(prefix + "replicationbytesoutpersec_count", _topic())] == 4_000
+    assert samples[(prefix + "replicationbytesinpersec_count", _topic())] == 300
+    assert samples[(prefix + "totalfetchrequestspersec_count", _topic("orders"))] == 2
+    assert (prefix + "replicationbytesoutpersec_count", _topic("orders")) not in samples
+    with pytest.raises(UnknownMetricError, match="broker-wide only"):
+        stats.topic_meter(REPLICATION_BYTES_OUT_PER_SEC, "orders")
