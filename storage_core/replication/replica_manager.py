@@ -113,10 +113,6 @@ class AppendedRecords:
         self.results = results
         self.replication = replication
 
-    @property
-    def waits_for_replication(self) -> bool:
-        return self.replication is not None
-
     async def replicated(self) -> dict[TopicPartition, ProduceResult]:
         if self.replication is not None:
             await self.replication
@@ -515,13 +511,18 @@ class ReplicaManager:
 
         On the loop (a follower's fetch answered there moved the HW) the waiters are woken
         at once, without a round through the loop's self-pipe."""
+        self._on_loop(self._wake_high_watermark_waiters, tp)
+
+    def _on_loop(self, wake: Callable[[TopicPartition], None], tp: TopicPartition) -> None:
+        """Run ``wake(tp)`` on the event loop, which owns the waiters' futures and timers:
+        now when called there, else through ``call_soon_threadsafe``."""
         loop = self._loop
         if loop is None or loop.is_closed():
             return
         if _running_loop() is loop:
-            self._wake_high_watermark_waiters(tp)
+            wake(tp)
         else:
-            loop.call_soon_threadsafe(self._wake_high_watermark_waiters, tp)
+            _call_soon_threadsafe(loop, wake, tp)
 
     def _wake_high_watermark_waiters(self, tp: TopicPartition) -> None:
         """Wake the fetches waiting on ``tp``'s HW, and answer the acks=-1 produces it has
@@ -537,6 +538,11 @@ class ReplicaManager:
             if not waiter.done():
                 waiter.set_result(None)
 
+    def _watch(self, produce: DelayedProduce) -> None:
+        """``produce`` enters the purgatory of each partition it waits on."""
+        for tp in produce.required:
+            self._delayed_produces.setdefault(tp, []).append(produce)
+
     def _unwatch(self, produce: DelayedProduce) -> None:
         """``produce`` is answered: it leaves the purgatory of every partition it waited on
         (``required`` no longer names them all: each leaves it as its wait ends)."""
@@ -550,14 +556,8 @@ class ReplicaManager:
     def _on_leadership_lost(self, tp: TopicPartition) -> None:
         """This broker stopped leading ``tp``, or no longer hosts it (any thread): every
         parked fetch and acks=all produce answers now (NOT_LEADER_OR_FOLLOWER), follower
-        fetches included. Their futures and timers belong to the loop: woken there."""
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            return
-        if _running_loop() is loop:
-            self._wake(tp)
-        else:
-            _call_soon_threadsafe(loop, self._wake, tp)
+        fetches included."""
+        self._on_loop(self._wake, tp)
 
     def _wake(self, tp: TopicPartition) -> None:
         for produce in list(self._delayed_produces.get(tp, ())):
@@ -719,8 +719,7 @@ class ReplicaManager:
         if not required:
             return AppendedRecords(results)
         delayed = DelayedProduce(self, results, required, timeout_ms)
-        for tp in required:
-            self._delayed_produces.setdefault(tp, []).append(delayed)
+        self._watch(delayed)
         return AppendedRecords(results, delayed.future)
 
     def _complete_replicated(

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+from pathlib import Path
 
 import pytest
 
+from storage_core.records.file_region import FileRegion
+from storage_core.server.response_parts import ResponseParts
 from storage_core.server.response_pipeline import (
     DeferredResponse,
     Response,
@@ -171,3 +175,29 @@ def test_a_response_of_none_keeps_its_place() -> None:
 def test_pending_max_must_be_positive() -> None:
     with pytest.raises(ValueError, match="pending_max must be >= 1"):
         Connection().pipeline(pending_max=0)
+
+
+def test_cancel_releases_the_file_of_a_fetch_answer_not_yet_sent(tmp_path: Path) -> None:
+    """A fetch answer queued behind a produce still waiting holds a segment file open; when
+    the connection ends, that descriptor is closed, not left to the garbage collector."""
+    segment = tmp_path / "00000000000000000000.log"
+    segment.write_bytes(b"batches")
+
+    async def run() -> FileRegion:
+        connection = Connection()
+        pipeline = connection.pipeline()
+        never: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        region = FileRegion(os.open(segment, os.O_RDONLY), 0, 7, path=str(segment))
+        answer = ResponseParts()
+        answer.append_bytes(b"\x00\x00\x00\x00header")
+        answer.append_region(region)
+        answer.seal()
+        pipeline.add(deferred(never))
+        pipeline.add(answer)
+        await asyncio.sleep(0)
+        pipeline.cancel()
+        await asyncio.sleep(0.01)
+        assert connection.sent == []
+        return region
+
+    assert asyncio.run(run()).closed
