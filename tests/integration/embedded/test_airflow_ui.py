@@ -311,6 +311,7 @@ def test_an_operator_reads_the_ui_in_a_browser_without_internet(ui: Ui) -> None:
         )
     webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
     # selenium may be missing (the test is skipped then); GE is slow to import
+    from selenium.common.exceptions import WebDriverException  # noqa: PLC0415
     from selenium.webdriver.chrome.service import Service  # noqa: PLC0415
     from selenium.webdriver.common.by import By  # noqa: PLC0415
     from selenium.webdriver.support import expected_conditions  # noqa: PLC0415
@@ -333,7 +334,9 @@ def test_an_operator_reads_the_ui_in_a_browser_without_internet(ui: Ui) -> None:
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(found[1]), options=options)
-    wait = WebDriverWait(driver, PAGE_TIMEOUT_S)
+    # A search that a page's own navigation aborts (the redirect after logging in: "aborted
+    # by navigation") is looked at again, as a missing element is, until PAGE_TIMEOUT_S.
+    wait = WebDriverWait(driver, PAGE_TIMEOUT_S, ignored_exceptions=(WebDriverException,))
     base = ui.api.base
 
     def shot(name: str) -> None:
