@@ -37,7 +37,14 @@ from typing import Any
 
 from confluent_kafka import ElectionType
 from confluent_kafka import TopicPartition as CTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
 
@@ -212,6 +219,21 @@ class ReplicationStage:
         admin = self.admin()  # kept alive until the answer: the futures need its handle
         admin.create_topics([new])[topic].result(timeout=CLIENT_TIMEOUT_S)
         self.wait_state(topic, leader=replicas[0], isr=replicas)
+
+    def alter_topic(self, topic: str, **configs: str) -> None:
+        """IncrementalAlterConfigs SET of ``configs`` (``_`` for ``.``) on ``topic``."""
+        resource = ConfigResource(
+            ResourceType.TOPIC,
+            topic,
+            incremental_configs=[
+                ConfigEntry(
+                    key.replace("_", "."), value, incremental_operation=AlterConfigOpType.SET
+                )
+                for key, value in configs.items()
+            ],
+        )
+        admin = self.admin()
+        admin.incremental_alter_configs([resource])[resource].result(timeout=CLIENT_TIMEOUT_S)
 
     def state(self, topic: str) -> LeaderAndIsr | None:
         tp = TopicPartition(topic, 0)

@@ -10,11 +10,15 @@ is ``A`` (the first leader), broker 3 is ``B``; ``local.retention.ms`` a few sec
                            it is gone, as a power failure leaves them);
                            no leader, epoch 2, B alone in the last ISR (B's epoch 1 starts
                            at 8, its log end offset when it became leader)
+    keep local data        local.retention.ms raised until n10: B's active segment 5-6, idle
+                           past the few seconds, must take n7-n9 (no roll on B's restart,
+                           nor before n9 while A catches up: a loaded machine is slow there)
     start B                B leads in epoch 3: B 5-6:0; n7 n8 at epoch 3
     start A                A truncates to 7 (B's end of epoch 0) - r8, never committed, and
                            m7, lost with B's disk - fetches n7 n8 and rejoins the ISR
     n9 n10; tier B         B, the new leader, continues the remote chain at 5: 5-9 holds
-                           epochs 0 and 3; the remote 0-4 of A kept as it was
+                           epochs 0 and 3; the remote 0-4 of A kept as it was; with
+                           local.retention.ms a few seconds again, both delete 5-9 locally
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ TOPIC = "hard-failures"
 SEGMENT_BYTES = "400"  # five 78-byte batches (values of 10 bytes, one record each)
 BATCH_BYTES = 78
 LOCAL_RETENTION_MS = "6000"
+KEEP_LOCAL_MS = "3600000"
 FETCH_ANSWERED_S = 0.5
 ROLLED_WITHIN_S = 1.0  # five runs of remote.log.manager.task.interval.ms
 
@@ -109,6 +114,7 @@ def test_leader_and_follower_crash_the_remote_tier_keeps_what_was_committed(
             step="A and B crashed; B lost its last record; no leader",
         )
 
+        stage.alter_topic(TOPIC, local_retention_ms=KEEP_LOCAL_MS)
         stage.start_broker(B)
         stage.wait_state(TOPIC, leader=B, isr=[B])
         assert stage.produce(TOPIC, values(7, 8, "new")) == [7, 8]
@@ -134,6 +140,7 @@ def test_leader_and_follower_crash_the_remote_tier_keeps_what_was_committed(
         )
 
         assert stage.produce(TOPIC, values(9, 10, "new")) == [9, 10]
+        stage.alter_topic(TOPIC, local_retention_ms=LOCAL_RETENTION_MS)
         stage.tier(B)
         stage.expect(
             TOPIC,
