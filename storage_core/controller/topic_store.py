@@ -140,6 +140,11 @@ class TopicStore:
             return None
         return topic_info(topic)
 
+    def exists(self, name: str) -> bool:
+        """``get(name) is not None``, without building the ``TopicInfo`` (every produce asks)."""
+        topic = self._cache.image().topic(name)
+        return topic is not None and not topic.marked_for_deletion
+
     def get_by_id(self, topic_id: Uuid) -> TopicInfo | None:
         topic = self._cache.image().topic_by_id(topic_id)
         if topic is None or topic.marked_for_deletion:

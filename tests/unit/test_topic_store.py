@@ -130,8 +130,11 @@ def test_delete_waits_for_the_replica_and_unknown_is_refused(
 ) -> None:
     store = _store(tmp_path, nodes)
     created = store.create_topic("t", 1, 1, {}, DEFAULT)
+    assert store.exists("t")
+    assert not store.exists("other")
     store.delete_topic("t")
     assert store.get("t") is None  # marked: no longer served
+    assert not store.exists("t")  # nor produced to
     assert "t" in nodes[0].zk.get_all_topics()  # until broker 0 removed its replica
     nodes[0].zk.acknowledge_topic_deletion("t", 0)
     store.await_deleted("t", created.topic_id)

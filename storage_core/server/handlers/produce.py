@@ -55,7 +55,7 @@ async def handle(ctx: RequestContext, request: Any) -> bytes | DeferredResponse 
             validate_topic_name(name)
             if name in PROTECTED_INTERNAL_TOPICS:
                 raise InvalidTopicError(f"Producing to the internal topic {name} is not allowed.")
-            if broker.topic_store.get(name) is None:
+            if not broker.topic_store.exists(name):
                 raise UnknownTopicOrPartitionError(f"This server does not host topic '{name}'.")
         except StorageError as exc:
             error = exc
