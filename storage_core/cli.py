@@ -465,4 +465,8 @@ def _client_command(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
+    # kio's phantom types import hypothesis when it is installed (a development install) to
+    # register test strategies; that pulls in pytest and trio, half a second of every broker
+    # start for nothing a broker or a tool uses. Only here: main() also runs in test processes.
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type] # None: import fails
     raise SystemExit(main())
