@@ -10,14 +10,14 @@ Story::
       factor given (the file's default)      (min.insync.replicas as the file says), leaders
                                              spread over the brokers; records with acks=all
     Spark standalone master + worker         the scheduler's SPARK_MASTER points at the master
-    data_quality through ``airflow dags      the quality job's executors ran on the worker
-      test`` (the scheduler's connection:    (the master's and the worker's JSON); its tables
-      every broker, broker_log_dirs)         hold every replica of every partition
-    tiering through ``airflow dags test``    copy_segments reads each partition from its
-                                             leader's log dirs (the connection's map) on the
-                                             worker: the one bucket and key prefix hold
-                                             segments of every partition, led by several
-                                             brokers
+    tiering through ``airflow dags test``    copy_segments and quality ran their executors
+      (the scheduler's connection: every     on the worker (the master's and the worker's
+      broker, broker_log_dirs)               JSON); copy_segments read each partition from
+                                             its leader's log dirs (the connection's map):
+                                             the one bucket and key prefix hold segments of
+                                             every partition, led by several brokers;
+                                             quality's tables hold every replica of every
+                                             partition
     stop                                     no process of the topology is left
 """
 
@@ -162,34 +162,26 @@ def test_a_topic_takes_the_files_replication(
     assert configs["min.insync.replicas"].value == expected
 
 
-def test_data_quality_runs_its_job_on_the_standalone_worker(topology: ComposeTopology) -> None:
-    code, output = topology.run_dag("data_quality")
-    assert code == 0, output
-    master = fetch_json(f"{topology.spark_webui}/json/")
-    apps = [app for app in master["completedapps"] if app["name"] == "quality"]
-    assert len(apps) == 1, master["completedapps"]
-    assert apps[0]["state"] == "FINISHED"
-    worker = fetch_json(f"{topology.spark_worker_webui}/json/")
-    executors = [e for e in worker["finishedexecutors"] if e["appid"] == apps[0]["id"]]
-    assert executors, f"no executor of {apps[0]['id']} ran on the worker: {worker}"
-    summary = _summary(topology, "data_quality", "quality")
-    assert summary["status"] == "ok", summary
-    assert summary["counts"]["partitions"] == PARTITIONS
-    assert summary["counts"]["replicas"] == PARTITIONS * 3, "every replica on every broker"
-
-
-def test_tiering_copies_segments_of_every_leader_to_the_shared_tier(
+def test_tiering_runs_its_jobs_on_the_standalone_worker_across_every_leader(
     topology: ComposeTopology, settings: ComposeSettings
 ) -> None:
-    code, output = topology.run_dag("tiering")
+    code, output = topology.run_dag("tiering")  # copy_segments -> quality (and status)
     assert code == 0, output
+    master = fetch_json(f"{topology.spark_webui}/json/")
+    worker = fetch_json(f"{topology.spark_worker_webui}/json/")
+    for job in ("copy_segments", "quality"):
+        apps = [app for app in master["completedapps"] if app["name"] == job]
+        assert len(apps) == 1, master["completedapps"]
+        assert apps[0]["state"] == "FINISHED"
+        executors = [e for e in worker["finishedexecutors"] if e["appid"] == apps[0]["id"]]
+        assert executors, f"no executor of {job} ({apps[0]['id']}) ran on the worker: {worker}"
     copy = _summary(topology, "tiering", "copy_segments")
     assert copy["status"] == "ok", copy
     assert copy["counts"]["segments_copied"] > 0, copy
-    master = fetch_json(f"{topology.spark_webui}/json/")
-    (app,) = [a for a in master["completedapps"] if a["name"] == "copy_segments"]
-    worker = fetch_json(f"{topology.spark_worker_webui}/json/")
-    assert [e for e in worker["finishedexecutors"] if e["appid"] == app["id"]], worker
+    quality = _summary(topology, "tiering", "quality")
+    assert quality["status"] == "ok", quality
+    assert quality["counts"]["partitions"] == PARTITIONS
+    assert quality["counts"]["replicas"] == PARTITIONS * 3, "every replica on every broker"
     props = next(iter(settings.broker_props.values()))
     bucket, prefix = props["rsm.config.s3.bucket.name"], props["rsm.config.s3.key.prefix"]
     pages = (
