@@ -8,11 +8,14 @@ Layout under ``root_dir`` (GE's own)::
 
 One ``QualityContext`` per process (or per test module): building it registers a dataframe
 data source (pandas or Spark), one asset + whole-dataframe batch definition per table, one
-suite + validation definition + checkpoint per suite (``SUITE_TABLES``: the ``replicas``
-table has two, ``replicas`` and the WARNING ``replica_warnings``); ``validate`` runs a
-suite's checkpoint on a DataFrame under a run name (the DAG run), names the validated data
-(the table and the cluster) in the stored result, then rebuilds the Data Docs so that both
-show there.
+suite + validation definition per suite (``SUITE_TABLES``: the ``replicas`` table has two,
+``replicas`` and the WARNING ``replica_warnings``), each with two checkpoints: a first pass
+that counts unexpected rows (GE's BASIC format) and a detailed one that also lists them
+(COMPLETE, with the rows' ids). ``validate`` runs the first pass on a DataFrame under a run
+name (the DAG run), and the detailed one only when an expectation failed (on Spark, listing
+rows costs a few jobs per expectation even when there are none); it names the validated
+data (the table and the cluster) in the stored result, then rebuilds the Data Docs so that
+both show there.
 Failures come back as ``FailedExpectation`` values whose ``reason`` names the expectation,
 its rule and the offending rows (identified by the columns of ``ROW_ID_COLUMNS`` plus the
 checked column).
@@ -22,6 +25,7 @@ Thread-safety: none; one context is used by one thread.
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -224,6 +228,7 @@ class QualityContext:
             asset = source.add_dataframe_asset(name=table)
             batches[table] = asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION_NAME)
         self.checkpoints: dict[str, Any] = {}
+        self.first_pass_checkpoints: dict[str, Any] = {}
         for name, suite in suites.items():
             table = SUITE_TABLES[name]
             saved = self.context.suites.add_or_update(suite)
@@ -243,6 +248,14 @@ class QualityContext:
                     },
                 )
             )
+            self.first_pass_checkpoints[name] = self.context.checkpoints.add_or_update(
+                gx.Checkpoint(
+                    name=f"quality_{name}_first_pass",
+                    validation_definitions=[validation],
+                    actions=[],
+                    result_format={"result_format": "BASIC"},
+                )
+            )
 
     @property
     def data_docs_index(self) -> Path:
@@ -259,10 +272,15 @@ class QualityContext:
         if suite not in self.checkpoints:
             raise ValueError(f"unknown suite {suite!r}; known: {sorted(self.checkpoints)}")
         table = SUITE_TABLES[suite]
-        result = self.checkpoints[suite].run(
-            batch_parameters={"dataframe": dataframe},
-            run_id=RunIdentifier(run_name=_run_name(run_name)) if run_name else None,
+        # One run id for both passes: the detailed result is stored under the first's key.
+        run_id = RunIdentifier(
+            run_name=_run_name(run_name) if run_name else None,
+            run_time=datetime.datetime.now(datetime.UTC),
         )
+        batch = {"dataframe": dataframe}
+        result = self.first_pass_checkpoints[suite].run(batch_parameters=batch, run_id=run_id)
+        if not result.success:
+            result = self.checkpoints[suite].run(batch_parameters=batch, run_id=run_id)
         if len(result.run_results) != 1:
             raise RuntimeError(
                 f"checkpoint of {suite} returned {len(result.run_results)} validations"

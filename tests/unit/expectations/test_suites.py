@@ -88,6 +88,30 @@ def test_a_context_with_data_docs_writes_them(tmp_path: Path) -> None:
     assert "remote_segments" in index.read_text()
 
 
+def test_a_run_stores_one_result_per_suite_listing_rows_only_where_it_failed(
+    tmp_path: Path,
+) -> None:
+    """A suite's first pass counts unexpected rows; only a failure runs the detailed pass,
+    whose result (the rows' ids listed) replaces the first under the same run id."""
+    quality = QualityContext(tmp_path, engine="pandas", data_docs=False)
+    world = healthy_world()
+    world.drop_segment(2)  # remote_segments fails, partition_offsets passes
+    segments, partitions = world.tables()
+    for suite, rows in ((REMOTE_SEGMENTS_SUITE, segments), (PARTITION_OFFSETS_SUITE, partitions)):
+        quality.validate(suite, pandas_frame(suite, rows), run_name="run-1")
+    store = quality.context.validation_results_store
+    keys = store.list_keys()
+    by_suite = {key.expectation_suite_identifier.name: key for key in keys}
+    assert len(keys) == 2 and set(by_suite) == {REMOTE_SEGMENTS_SUITE, PARTITION_OFFSETS_SUITE}
+    failed = store.get(by_suite[REMOTE_SEGMENTS_SUITE])
+    assert not failed.success
+    gap = next(r for r in failed.results if not r.success)
+    assert gap.result["unexpected_index_list"], gap.result
+    passed = store.get(by_suite[PARTITION_OFFSETS_SUITE])
+    assert passed.success
+    assert not any("unexpected_index_list" in r.result for r in passed.results)
+
+
 def test_every_expectation_has_a_rule() -> None:
     assert len(DESCRIPTIONS) == 24
     assert all(rule for rule in DESCRIPTIONS.values())
