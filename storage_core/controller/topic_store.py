@@ -135,15 +135,17 @@ class TopicStore:
         }
 
     def get(self, name: str) -> TopicInfo | None:
-        topic = self._cache.image().topic(name)
-        if topic is None or topic.marked_for_deletion:
-            return None
-        return topic_info(topic)
+        topic = self._served(name)
+        return None if topic is None else topic_info(topic)
 
     def exists(self, name: str) -> bool:
         """``get(name) is not None``, without building the ``TopicInfo`` (every produce asks)."""
+        return self._served(name) is not None
+
+    def _served(self, name: str) -> TopicMetadata | None:
+        """The topic's metadata, unless it is unknown or marked for deletion."""
         topic = self._cache.image().topic(name)
-        return topic is not None and not topic.marked_for_deletion
+        return None if topic is None or topic.marked_for_deletion else topic
 
     def get_by_id(self, topic_id: Uuid) -> TopicInfo | None:
         topic = self._cache.image().topic_by_id(topic_id)
