@@ -21,6 +21,8 @@ connection is not read, as a muted Kafka channel is not.
 
 One sender task per connection sends the pending responses, oldest first, while there are
 any: a response costs a wake-up of that task when its future completes, not a task of its own.
+The responses that are complete together (the produces one high watermark move completes)
+go out in one write: one send and one wake-up of the client, not one each.
 
 Thread-safety: one connection's task and its sender task, on one event loop.
 """
@@ -28,6 +30,7 @@ Thread-safety: one connection's task and its sender task, on one event loop.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -137,6 +140,9 @@ class ResponsePipeline:
                 if self._closing:
                     _close_parts(response)
                     return
+                sent = 1
+                if isinstance(response, bytes):
+                    response, sent = self._join_ready(response)
                 self._sending = True
                 try:
                     await self._send(response)
@@ -152,7 +158,8 @@ class ResponsePipeline:
                     return
                 finally:
                     self._sending = False
-                self._pending.popleft()
+                for _ in range(sent):
+                    self._pending.popleft()
                 self._on_pending(len(self._pending))
                 self._made_progress()
         finally:
@@ -162,6 +169,31 @@ class ResponsePipeline:
             if self._closing:
                 self._forget_all()
             self._made_progress()
+
+    def _join_ready(self, head: bytes) -> tuple[bytes, int]:
+        """``head`` (the oldest response's bytes) followed by every response right behind
+        it that is complete already, as one write: responses that one HW move completes go
+        out in one send, not one each. Also the number of responses it holds."""
+        parts = [head]
+        for index, entry in enumerate(itertools.islice(self._pending, 1, None), start=1):
+            if isinstance(entry, DeferredResponse):
+                if not entry.ready.done() or entry.ready.cancelled():
+                    break
+                if entry.ready.exception() is not None:
+                    break  # _complete gives up on it, once those before it are sent
+                try:
+                    entry_bytes = entry.encode()
+                except Exception:
+                    break  # _complete encodes it again, and gives up
+            else:
+                entry_bytes = entry
+            if entry_bytes is not None and not isinstance(entry_bytes, bytes):
+                self._pending[index] = entry_bytes  # encoded: the next send, on its own
+                break
+            parts.append(entry_bytes or b"")
+        if len(parts) == 1:
+            return head, 1
+        return b"".join(parts), len(parts)
 
     async def _complete(self, entry: DeferredResponse | Response) -> Response:
         """The response ``entry`` stands for, once complete; None after giving up on it."""

@@ -29,7 +29,7 @@ class Connection:
 
     async def send(self, response: Response) -> None:
         await asyncio.sleep(0)  # a real write yields to the loop
-        if self._fail_on is not None and response == self._fail_on:
+        if self._fail_on is not None and isinstance(response, bytes) and self._fail_on in response:
             raise ConnectionResetError("the client went away")
         self.sent.append(response)
 
@@ -72,7 +72,8 @@ def test_a_later_response_complete_first_still_goes_out_after_the_earlier() -> N
         return connection
 
     connection = asyncio.run(run())
-    assert connection.sent == [b"first", b"second", b"third, complete at once"]
+    # Complete together once the first is: in order, in one write.
+    assert connection.sent == [b"first" + b"second" + b"third, complete at once"]
     assert not connection.closed
     assert connection.pending_counts[-1] == 0
     assert max(connection.pending_counts) == 3
@@ -108,8 +109,12 @@ def test_a_failed_send_closes_the_connection_and_later_responses_are_dropped() -
     async def run() -> tuple[Connection, bool]:
         connection = Connection(fail_on=b"second")
         pipeline = connection.pipeline()
-        for frame in (b"first", b"second", b"third"):
-            pipeline.add(frame)
+        second: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        pipeline.add(b"first")
+        pipeline.add(deferred(second))
+        pipeline.add(b"third")
+        await asyncio.sleep(0.01)
+        second.set_result(b"second")
         return connection, await pipeline.drain()
 
     connection, drained = asyncio.run(run())
@@ -201,3 +206,37 @@ def test_cancel_releases_the_file_of_a_fetch_answer_not_yet_sent(tmp_path: Path)
         return region
 
     assert asyncio.run(run()).closed
+
+
+def test_responses_complete_together_go_out_in_one_write_up_to_one_with_file_regions(
+    tmp_path: Path,
+) -> None:
+    """Produces that one high-watermark move completes are answered with one send; a fetch
+    answer with file regions behind them goes out on its own, after them, then the rest."""
+    segment = tmp_path / "00000000000000000000.log"
+    segment.write_bytes(b"batches")
+
+    async def run() -> tuple[list[Response], ResponseParts]:
+        connection = Connection()
+        pipeline = connection.pipeline(pending_max=10)
+        loop = asyncio.get_running_loop()
+        first, second, later = (loop.create_future() for _ in range(3))
+        answer = ResponseParts()
+        answer.append_bytes(b"\x00\x00\x00\x00header")
+        answer.append_region(FileRegion(os.open(segment, os.O_RDONLY), 0, 7, path=str(segment)))
+        answer.seal()
+        for entry in (deferred(first), deferred(second), None, answer, b"fifth"):
+            pipeline.add(entry)
+        pipeline.add(deferred(later))
+        await asyncio.sleep(0.01)
+        second.set_result(b"second")
+        first.set_result(b"first")
+        await asyncio.sleep(0.01)
+        sent_before_later = list(connection.sent)
+        later.set_result(b"later")
+        assert await pipeline.drain()
+        assert sent_before_later == [b"firstsecond", answer, b"fifth"]
+        return connection.sent, answer
+
+    sent, answer = asyncio.run(run())
+    assert sent == [b"firstsecond", answer, b"fifth", b"later"]
