@@ -1,9 +1,10 @@
 """The pure parts of benchmarks/replication.py: reading MaxLag from the broker's /metrics text
-as the broker renders it, and a follower's bytes behind the leader."""
+as the broker renders it, a follower's bytes behind the leader, and the summary of repeated
+ratio measurements."""
 
 from __future__ import annotations
 
-from benchmarks.replication import bytes_behind, parse_max_lag
+from benchmarks.replication import AIM, bytes_behind, parse_max_lag, repeat_summary
 from storage_core.metrics.prometheus import render
 from storage_core.metrics.registry import KafkaMetricsRegistry, MetricName
 
@@ -42,3 +43,14 @@ def test_bytes_behind_compares_with_the_leader_when_the_follower_was_read() -> N
     assert bytes_behind(1000, 1000, 1000) == 0
     # the follower read after it caught up with a leader read earlier: not negative
     assert bytes_behind(1000, 1100, 1000) == 0
+
+
+def test_repeated_ratios_are_summarized_by_median_range_and_runs_meeting_the_aim() -> None:
+    summary = repeat_summary([0.52, 0.47, 0.61, 0.5, 0.55])
+
+    assert summary["median"] == 0.52
+    assert (summary["min"], summary["max"]) == (0.47, 0.61)
+    assert summary["met"] == 4  # 0.5 meets an aim of 0.5; 0.47 does not
+    assert summary["repeats"] == 5
+    assert summary["ratios"] == [0.52, 0.47, 0.61, 0.5, 0.55]
+    assert AIM == 0.5
