@@ -624,6 +624,8 @@ def main() -> None:
     parser.add_argument("--failover-rounds", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=Path("bench-data"))
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error(f"--repeat must be at least 1, got {args.repeat}")
     command = shlex.join([Path(sys.executable).name, *sys.argv])
     print(f"$ {command}", flush=True)
     shutil.rmtree(args.dir, ignore_errors=True)
@@ -633,7 +635,7 @@ def main() -> None:
             batch_bytes = args.batch_kib * 1024
             rows = throughput(cluster, args.total_mib, batch_bytes, args.rounds)
             repeated = repeated_ratios(
-                cluster, rows, max(args.repeat, 1), args.total_mib, batch_bytes, args.rounds
+                cluster, rows, args.repeat, args.total_mib, batch_bytes, args.rounds
             )
             over = failover(cluster.brokers, args.failover_rounds)
     finally:
