@@ -327,7 +327,12 @@ class KafkaController:
         for topic in self.zk.get_all_topics(watch=self._watch_topics):
             self._load_topic(topic)
         ctx.states = self.zk.get_partition_states(list(ctx.assignments))
-        ctx.topics_to_delete = set(self.zk.get_topics_marked_for_deletion(self._watch_deletions))
+        # only topics that exist: a marker left behind its topic (the last controller died
+        # between deleting the topic's znodes and the marker) would otherwise keep a topic
+        # created later under that name from ever getting leaders; the deletion pass below
+        # removes such markers, as Kafka ignores deletions of topics that do not exist
+        marked = self.zk.get_topics_marked_for_deletion(self._watch_deletions)
+        ctx.topics_to_delete = set(marked) & set(ctx.topic_ids)
         ctx.partitions_being_reassigned = {
             tp for tp, a in ctx.assignments.items() if a.is_being_reassigned
         }

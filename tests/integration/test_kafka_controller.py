@@ -14,7 +14,7 @@ import pytest
 
 from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core.common import TopicPartition, Uuid
-from storage_core.controller.kafka_zk_client import ControllerMovedError
+from storage_core.controller.kafka_zk_client import ControllerMovedError, KafkaZkClient
 from storage_core.controller.local_znode_tree import LocalZNodeTree
 from storage_core.controller.replica_assignment import BrokerMetadata, assign_replicas_to_brokers
 from storage_core.controller.zk_data import (
@@ -235,6 +235,38 @@ def test_topic_deletion_waits_for_every_replica(cluster: dict[int, Node]) -> Non
     eventually(lambda: controller.zk.get_topics_marked_for_deletion() == [])  # type: ignore[union-attr]
     assert controller.zk.get_topics_marked_for_deletion() == []
     assert controller.zk.get_topic_config("gone") == {}
+
+
+def test_a_deletion_marker_left_for_a_gone_topic_does_not_hold_back_its_name(
+    zookeeper: ZooKeeperEnsemble,
+) -> None:
+    """A controller killed while deleting a topic's znodes one by one can leave its deletion
+    marker behind the topic. The next controller finds that marker at failover for a topic
+    it does not know: it removes the marker, and a topic created later under the same name
+    gets its partitions' states (Kafka ignores deletions of topics that do not exist)."""
+    connect = f"{zookeeper.connect_string}/c-{uuid.uuid4().hex[:8]}"
+    leftovers = KafkaZkClient(connect, session_timeout_ms=SESSION_TIMEOUT_MS).start()
+    leftovers.mark_topic_for_deletion("reborn")
+    for broker_id in (1, 2):  # the old topic's replicas had acknowledged
+        leftovers.acknowledge_topic_deletion("reborn", broker_id)
+    leftovers.close()
+    nodes = {b: Node(b, connect).start() for b in (1, 2, 3)}
+    try:
+        controller = active(nodes)
+        assert controller.zk is not None
+        eventually(
+            lambda: controller.zk.get_topics_marked_for_deletion() == [],  # type: ignore[union-attr]
+            what="the marker of a topic that does not exist removed",
+        )
+        create(controller, "reborn", {0: (1, 2), 1: (2, 3)})
+        born = eventually(
+            lambda: (s := states(controller, "reborn", 2)) and len(s) == 2 and s,
+            what="the states of the topic created under the marker's name",
+        )
+        assert {p: s.leader for p, s in born.items()} == {0: 1, 1: 2}
+    finally:
+        for node in nodes.values():
+            node.stop()
 
 
 def test_partitions_added_get_leaders(cluster: dict[int, Node]) -> None:
