@@ -1115,7 +1115,9 @@ class KafkaController:
         marked = set(self.zk.get_topics_marked_for_deletion(watch=self._watch_deletions))
         epoch = self._epoch()
         for topic in sorted(marked):
-            if topic not in ctx.topic_ids:
+            # a topic written since the last TopicChange is read now; one that is still
+            # unknown is gone, and its marker (with any of its znodes left) is cleared
+            if topic not in ctx.topic_ids and not self._load_topic(topic):
                 logger.warning("deletion of an unknown topic ignored, topic=%s", topic)
                 self.zk.delete_topic_znodes(epoch, topic)
                 continue

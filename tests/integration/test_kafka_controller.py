@@ -14,6 +14,7 @@ import pytest
 
 from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core.common import TopicPartition, Uuid
+from storage_core.controller import zk_data
 from storage_core.controller.kafka_zk_client import ControllerMovedError, KafkaZkClient
 from storage_core.controller.local_znode_tree import LocalZNodeTree
 from storage_core.controller.replica_assignment import BrokerMetadata, assign_replicas_to_brokers
@@ -267,6 +268,38 @@ def test_a_deletion_marker_left_for_a_gone_topic_does_not_hold_back_its_name(
     finally:
         for node in nodes.values():
             node.stop()
+
+
+def test_a_topic_marked_for_deletion_before_the_controller_loaded_it_waits_for_its_replicas(
+    cluster: dict[int, Node],
+) -> None:
+    """A topic a broker wrote on its own (as automatic creation does) and a deletion marker,
+    in one transaction with the marker first: the controller hears of the deletion before it
+    has loaded the topic. It reads the topic then, and deletes it the usual way (leaders
+    stopped, every replica's acknowledgement awaited) instead of taking it for a leftover
+    marker and wiping its znodes under the brokers' logs."""
+    controller = active(cluster)
+    assert controller.zk is not None
+    assignment = TopicAssignment(
+        topic="sudden",
+        topic_id=Uuid.random(),
+        partitions={0: ReplicaAssignment(replicas=(1, 2))},
+    )
+    transaction = controller.zk.zk.transaction()
+    transaction.create(zk_data.delete_topic_path("sudden"))
+    transaction.create(zk_data.topic_config_path("sudden"), zk_data.encode_topic_config({}))
+    transaction.create(zk_data.topic_path("sudden"), zk_data.encode_topic_assignment(assignment))
+    assert not [r for r in transaction.commit() if isinstance(r, Exception)]
+    time.sleep(1.0)  # the controller handles both watches
+    assert "sudden" in controller.zk.get_all_topics()
+    assert controller.zk.get_topics_marked_for_deletion() == ["sudden"]
+    for broker_id in (1, 2):
+        controller.zk.acknowledge_topic_deletion("sudden", broker_id)
+    eventually(
+        lambda: controller.zk.get_topics_marked_for_deletion() == [],  # type: ignore[union-attr]
+        what="the deletion finished once both replicas acknowledged",
+    )
+    assert "sudden" not in controller.zk.get_all_topics()
 
 
 def test_partitions_added_get_leaders(cluster: dict[int, Node]) -> None:
