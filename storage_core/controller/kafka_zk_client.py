@@ -52,6 +52,10 @@ Watch = Callable[[Any], None]  # called once with the ZooKeeper event that fired
 
 logger = logging.getLogger(__name__)
 
+# passes of a subtree deletion before a subtree that keeps growing is reported: brokers add
+# at most one acknowledgement each to a deletion marker
+DELETE_TREE_PASSES = 5
+
 
 class ZooKeeperConnectionError(StorageError):
     """ZooKeeper could not be reached, or the session could not be opened in time."""
@@ -616,18 +620,26 @@ class KafkaZkClient:
     def delete_topic_znodes(self, epoch: ControllerEpoch, topic: str) -> None:
         """Remove the topic's assignment, partition states and config, then its deletion
         marker: the last step of a topic deletion, once every broker removed its logs."""
-        paths = self._subtree(zk_data.topic_path(topic))
-        paths.append(zk_data.topic_config_path(topic))
-        paths.extend(self._subtree(zk_data.delete_topic_path(topic)))  # with the acks
-        for path in paths:  # deepest first, one fenced delete each
-            results = self._fenced(epoch, [("delete", (path,))])
-            outcome = results[0]
-            if isinstance(outcome, Exception) and not isinstance(
-                outcome, NoNodeError | RolledBackError
-            ):
+        self._delete_tree(epoch, zk_data.topic_path(topic))
+        self._delete_tree(epoch, zk_data.topic_config_path(topic))
+        self._delete_tree(epoch, zk_data.delete_topic_path(topic))  # with the acks
+
+    def _delete_tree(self, epoch: ControllerEpoch, root: str) -> None:
+        """Delete ``root`` and its descendants, deepest first, one fenced delete each. A child
+        added meanwhile (every broker acknowledges a deletion, replica or not, and the last
+        may do so after the replicas) is read and deleted on the next pass."""
+        for _ in range(DELETE_TREE_PASSES):
+            for path in self._subtree(root):
+                outcome = self._fenced(epoch, [("delete", (path,))])[0]
                 if isinstance(outcome, NotEmptyError):
-                    raise StorageError(f"{path} gained children while it was being deleted")
-                raise outcome
+                    break
+                if isinstance(outcome, Exception) and not isinstance(
+                    outcome, NoNodeError | RolledBackError
+                ):
+                    raise outcome
+            else:
+                return
+        raise StorageError(f"{root} kept gaining children while it was being deleted")
 
     def _subtree(self, path: str) -> list[str]:
         """``path`` and its descendants, deepest first."""

@@ -302,6 +302,39 @@ def test_a_topic_marked_for_deletion_before_the_controller_loaded_it_waits_for_i
     assert "sudden" not in controller.zk.get_all_topics()
 
 
+def test_an_acknowledgement_added_while_a_marker_is_deleted_goes_with_it(
+    zookeeper: ZooKeeperEnsemble, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every broker acknowledges a deletion, replica or not, so the last acknowledgement can
+    land while the controller deletes the marker: it is deleted on a second pass instead of
+    failing the deletion (which made the controller resign)."""
+    connect = f"{zookeeper.connect_string}/c-{uuid.uuid4().hex[:8]}"
+    controller = KafkaZkClient(connect, session_timeout_ms=SESSION_TIMEOUT_MS).start()
+    late_broker = KafkaZkClient(connect, session_timeout_ms=SESSION_TIMEOUT_MS).start()
+    try:
+        epoch = controller.register_controller_and_increment_controller_epoch(1, timestamp_ms=0)
+        controller.mark_topic_for_deletion("late")
+        controller.acknowledge_topic_deletion("late", 1)
+        listed = controller._subtree
+        marker = zk_data.delete_topic_path("late")
+
+        def listed_then_acknowledged(path: str) -> list[str]:
+            paths = listed(path)
+            if path == marker and not late_broker.get_topic_deletion_acknowledgements("late") >= {
+                3
+            }:
+                late_broker.acknowledge_topic_deletion("late", 3)  # after the listing
+            return paths
+
+        monkeypatch.setattr(controller, "_subtree", listed_then_acknowledged)
+        controller.delete_topic_znodes(epoch, "late")
+        assert controller.get_topics_marked_for_deletion() == []
+        assert late_broker.get_topic_deletion_acknowledgements("late") == set()
+    finally:
+        late_broker.close()
+        controller.close()
+
+
 def test_partitions_added_get_leaders(cluster: dict[int, Node]) -> None:
     controller = active(cluster)
     assert controller.controller is not None
