@@ -318,16 +318,18 @@ def test_an_acknowledgement_added_while_a_marker_is_deleted_goes_with_it(
         listed = controller._subtree
         marker = zk_data.delete_topic_path("late")
 
+        acknowledged_late: list[int] = []
+
         def listed_then_acknowledged(path: str) -> list[str]:
             paths = listed(path)
-            if path == marker and not late_broker.get_topic_deletion_acknowledgements("late") >= {
-                3
-            }:
-                late_broker.acknowledge_topic_deletion("late", 3)  # after the listing
+            if path == marker and not acknowledged_late:
+                late_broker.acknowledge_topic_deletion("late", 3)  # after the first listing
+                acknowledged_late.append(3)
             return paths
 
         monkeypatch.setattr(controller, "_subtree", listed_then_acknowledged)
         controller.delete_topic_znodes(epoch, "late")
+        assert acknowledged_late == [3]
         assert controller.get_topics_marked_for_deletion() == []
         assert late_broker.get_topic_deletion_acknowledgements("late") == set()
     finally:
