@@ -594,6 +594,16 @@ class KafkaZkClient:
     def get_topics_marked_for_deletion(self, watch: Watch | None = None) -> list[str]:
         return sorted(self.zk.get_children(zk_data.DELETE_TOPICS_PATH, watch=watch))
 
+    def get_deletion_markers(self, watch: Watch | None = None) -> dict[str, int]:
+        """Each topic marked for deletion with its marker's creation zxid: a topic deleted,
+        made again and marked again between two reads has the same name and a new marker."""
+        markers = {}
+        for topic in self.get_topics_marked_for_deletion(watch=watch):
+            stat = self.zk.exists(zk_data.delete_topic_path(topic))
+            if stat is not None:  # else deleted since the listing
+                markers[topic] = stat.czxid
+        return markers
+
     def acknowledge_topic_deletion(self, topic: str, broker_id: int) -> None:
         """A broker has removed its replicas of a topic marked for deletion (the role of a
         StopReplica response in Kafka): ``/admin/delete_topics/<topic>/<broker id>``."""

@@ -65,7 +65,8 @@ class ZkMetadataListener:
         self._on_partitions = on_partitions
         self._on_deletion_marked = on_deletion_marked
         self._events = EventManager(f"metadata-listener-{broker_id}")
-        self._known_marked: set[str] = set()
+        # each known marker's creation zxid: a marker replaced between two reads is new
+        self._known_marked: dict[str, int] = {}
         self._watchers: dict[tuple[str, object], Callable[[Any], None]] = {}
 
     def start(self) -> None:
@@ -114,11 +115,7 @@ class ZkMetadataListener:
             topic = self._read_topic_metadata(name)
             if topic is not None:
                 topics[name] = topic
-        marked = set(
-            self.zk.get_topics_marked_for_deletion(
-                watch=self._watch("Deletions", self._read_deletions)
-            )
-        )
+        marked = self.zk.get_deletion_markers(watch=self._watch("Deletions", self._read_deletions))
         topics = {n: replace(t, marked_for_deletion=n in marked) for n, t in topics.items()}
         image = MetadataImage(
             cluster_id=old.cluster_id,
@@ -223,11 +220,7 @@ class ZkMetadataListener:
         )
 
     def _read_deletions(self) -> None:
-        marked = set(
-            self.zk.get_topics_marked_for_deletion(
-                watch=self._watch("Deletions", self._read_deletions)
-            )
-        )
+        marked = self.zk.get_deletion_markers(watch=self._watch("Deletions", self._read_deletions))
         old = self.cache.image()
         topics = {n: replace(t, marked_for_deletion=n in marked) for n, t in old.topics.items()}
         self._publish(old, replace(old, topics=topics))
@@ -246,9 +239,12 @@ class ZkMetadataListener:
                 self._on_partitions(image, changes)
         self.cache.set_image(image)
 
-    def _notify_deletions(self, marked: set[str]) -> None:
-        fresh = marked - self._known_marked
-        self._known_marked = set(marked)
+    def _notify_deletions(self, marked: dict[str, int]) -> None:
+        fresh = {topic for topic, zxid in marked.items() if self._known_marked.get(topic) != zxid}
+        replaced = sorted(fresh & set(self._known_marked))
+        if replaced:
+            logger.info("deletion markers replaced since the last read, topics=%s", replaced)
+        self._known_marked = dict(marked)
         if fresh and self._on_deletion_marked is not None:
             self._on_deletion_marked(self.cache.image(), fresh)
 

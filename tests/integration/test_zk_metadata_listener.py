@@ -142,3 +142,37 @@ def test_deletion_markers_reach_each_broker_which_acknowledges(cluster: dict[int
         assert {"gone"} in node.marked
         last = [c for c in node.changes if TopicPartition("gone", 0) in c][-1]
         assert last[TopicPartition("gone", 0)] is None  # no longer exists: stop hosting it
+
+
+def test_a_marker_deleted_and_made_again_between_two_reads_is_acknowledged_again(
+    cluster: dict[int, Node],
+) -> None:
+    """A topic deleted, created again and marked again can replace its marker faster than a
+    busy broker reads the markers: the broker sees the same name, but it is a new marker that
+    waits for a new acknowledgement. One transaction makes the replacement land between two
+    reads every time."""
+    controller = controller_of(cluster)
+    assert controller.controller is not None and controller.zk is not None
+    controller.controller.create_topic(
+        TopicAssignment(
+            topic="again", topic_id=Uuid.random(), partitions={0: ReplicaAssignment(replicas=(1,))}
+        ),
+        {},
+    ).result(timeout=10)
+    eventually(lambda: all(n.cache.image().topic("again") for n in cluster.values()))
+    controller.controller.delete_topics(["again"]).result(timeout=10)
+    eventually(
+        lambda: all(n.marked == [{"again"}] for n in cluster.values()),
+        what="the first marker seen by every broker",
+    )
+
+    marker = "/admin/delete_topics/again"
+    replace_marker = controller.zk.zk.transaction()
+    replace_marker.delete(marker)
+    replace_marker.create(marker)
+    assert all(result is True or result == marker for result in replace_marker.commit())
+
+    eventually(
+        lambda: all(n.marked == [{"again"}, {"again"}] for n in cluster.values()),
+        what="the new marker seen by every broker",
+    )
