@@ -31,8 +31,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient
 from kazoo.client import KazooClient
 
+from embedded.ports import free_port
 from embedded.processes import ProcessGroup
-from embedded.zookeeper import ZooKeeperEnsemble, free_port
+from embedded.zookeeper import ZooKeeperEnsemble
 
 SESSION_TIMEOUT_MS = 6000
 

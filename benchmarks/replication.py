@@ -76,10 +76,11 @@ from benchmarks.broker_throughput import (
     produce,
     records_per_batch,
 )
+from embedded.ports import free_port
 from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core.records import SimpleRecord, build_batch
 from storage_core.server.protocol import build
-from tests.broker_process import BrokerProcess, free_port
+from tests.broker_process import BrokerProcess
 from tests.integration import raw_wire
 
 SESSION_TIMEOUT_MS = 6000

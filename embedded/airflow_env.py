@@ -15,7 +15,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from embedded.cluster import EmbeddedCluster, free_port
+from embedded.cluster import EmbeddedCluster
+from embedded.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 DAGS_FOLDER = REPO / "dags"

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import time
 from pathlib import Path
 from types import TracebackType
@@ -49,12 +48,6 @@ BROKER_SETTINGS = {
     "log.retention.check.interval.ms": "1000",
     "log.segment.delete.delay.ms": "0",
 }
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class EmbeddedCluster:

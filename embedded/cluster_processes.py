@@ -18,8 +18,9 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from embedded.ports import free_port
 from embedded.processes import ProcessGroup
-from embedded.zookeeper import ZooKeeperEnsemble, free_port
+from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core.client import KafkaCluster
 from storage_core.client.connection import ConnectionConfig
 from storage_core.controller.kafka_zk_client import KafkaZkClient

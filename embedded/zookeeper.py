@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from embedded.ports import free_port
 from embedded.processes import ProcessGroup
 
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
@@ -60,12 +61,6 @@ def java_executable() -> str:
     if java is None:
         raise ZooKeeperUnavailableError("no `java` on PATH: ZooKeeper needs a Java 17+ runtime")
     return java
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def four_letter_word(port: int, word: str, *, host: str = "127.0.0.1") -> str:

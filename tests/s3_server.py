@@ -24,6 +24,8 @@ from typing import Any
 
 import boto3
 
+from embedded.ports import free_port
+
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
 
@@ -34,12 +36,6 @@ AWS_TEST_ENV = {
     "AWS_SESSION_TOKEN": "testing",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class S3Server:

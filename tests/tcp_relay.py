@@ -22,7 +22,7 @@ import socket
 import threading
 from types import TracebackType
 
-from tests.broker_process import free_port
+from embedded.ports import free_port
 
 MAX_CONNECTIONS = 256
 CHUNK_BYTES = 64 * 1024

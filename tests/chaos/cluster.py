@@ -19,11 +19,12 @@ import uuid
 from pathlib import Path
 from types import TracebackType
 
+from embedded.ports import free_port
 from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core.common import TopicPartition
 from storage_core.controller.kafka_zk_client import KafkaZkClient
 from storage_core.controller.zk_data import LeaderAndIsr
-from tests.broker_process import BrokerProcess, free_port
+from tests.broker_process import BrokerProcess
 from tests.chaos.tcp_relay import KafkaRelay
 from tests.cluster_support import eventually
 

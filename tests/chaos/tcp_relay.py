@@ -37,7 +37,7 @@ import threading
 from dataclasses import dataclass
 from types import TracebackType
 
-from tests.broker_process import free_port
+from embedded.ports import free_port
 
 MAX_CONNECTIONS = 512
 MAX_CLIENT_ID_BYTES = 32 * 1024

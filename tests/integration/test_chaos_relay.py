@@ -14,7 +14,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError as KafkaPythonError
 
-from tests.broker_process import BrokerProcess, free_port
+from embedded.ports import free_port
+from tests.broker_process import BrokerProcess
 from tests.chaos.tcp_relay import KafkaRelay
 from tests.cluster_support import eventually
 

@@ -18,6 +18,7 @@ from kafka import KafkaConsumer as KPConsumer
 from kafka import KafkaProducer as KPProducer
 from kafka import TopicPartition as KPTopicPartition
 
+from embedded.ports import free_port
 from storage_core.client import (
     ACKS_LEADER,
     ACKS_NONE,
@@ -32,7 +33,7 @@ from storage_core.client.negotiation import CLIENT_API_VERSIONS
 from storage_core.records.compression import CompressionType
 from storage_core.records.record import Header, SimpleRecord
 from storage_core.tools.produce import generated_value
-from tests.broker_process import BrokerProcess, free_port
+from tests.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.timeout(240)
 

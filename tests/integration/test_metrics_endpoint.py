@@ -19,7 +19,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
 from kafka.admin import NewTopic
 
-from tests.broker_process import BrokerProcess, free_port
+from embedded.ports import free_port
+from tests.broker_process import BrokerProcess
 from tests.prometheus_text import parse_exposition
 
 pytestmark = pytest.mark.timeout(120)

@@ -31,8 +31,9 @@ from kafka.admin import KafkaAdminClient
 from kafka.errors import NoReassignmentInProgressError
 from kio.schema.errors import ErrorCode
 
+from embedded.ports import free_port
 from tests import cluster_support
-from tests.broker_process import BrokerProcess, free_port
+from tests.broker_process import BrokerProcess
 from tests.chaos.tcp_relay import KafkaRelay
 from tests.cluster_support import SESSION_TIMEOUT_MS, eventually, partition_states
 from tests.integration import raw_wire

@@ -33,6 +33,7 @@ from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
+from embedded.ports import free_port
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.consumer import KafkaConsumer
 from storage_core.common import TopicPartition, Uuid
@@ -55,7 +56,7 @@ from storage_core.replication.replica_fetcher_thread import initial_fetch_offset
 from storage_core.replication.replica_manager import ReplicaManager
 from storage_core.server.kafka_broker import KafkaBroker
 from storage_core.server.kafka_config import KafkaConfig
-from tests.broker_process import BrokerProcess, free_port
+from tests.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -24,8 +24,9 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from embedded.ports import free_port
 from tests import cluster_support
-from tests.broker_process import BrokerProcess, free_port
+from tests.broker_process import BrokerProcess
 from tests.cluster_support import SESSION_TIMEOUT_MS, eventually, partition_states
 from tests.integration import raw_wire
 from tests.prometheus_text import parse_exposition

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker_process import free_port
+from embedded.ports import free_port
 
 pytestmark = pytest.mark.timeout(120)
 

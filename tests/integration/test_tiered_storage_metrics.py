@@ -23,9 +23,10 @@ import pytest
 from kafka import KafkaProducer
 from kio.schema.errors import ErrorCode
 
+from embedded.ports import free_port
 from storage_core.client import KafkaAdminClient, KafkaCluster
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
-from tests.broker_process import BrokerProcess, free_port
+from tests.broker_process import BrokerProcess
 from tests.prometheus_text import parse_exposition
 from tests.tiered_broker_support import (
     EARLIEST_LOCAL,

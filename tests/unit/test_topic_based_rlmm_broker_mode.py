@@ -10,6 +10,7 @@ from typing import TypeVar
 
 import pytest
 
+from embedded.ports import free_port
 from storage_core.common import TopicIdPartition, TopicPartition
 from storage_core.server.kafka_broker import KafkaBroker
 from storage_core.server.kafka_config import KafkaConfig
@@ -21,7 +22,6 @@ from storage_core.tiered.topic_based_rlmm import (
     BlockingCallOnEventLoopError,
     TopicBasedRemoteLogMetadataManager,
 )
-from tests.broker_process import free_port
 from tests.remote_log_metadata_events import copy_started, state_update
 
 T = TypeVar("T")

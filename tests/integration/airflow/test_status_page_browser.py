@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from tests.broker_process import free_port
+from embedded.ports import free_port
 from tests.unit.airflow import airflow_env
 
 pytestmark = pytest.mark.timeout(300)

@@ -30,8 +30,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from embedded.ports import free_port
 from embedded.processes import ProcessGroup, group_alive, process_table, run_to_completion
-from embedded.zookeeper import ZooKeeperEnsemble, free_port
+from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core.client import KafkaCluster
 from storage_core.client.connection import ConnectionConfig
 from tests.integration.deploy.compose_settings import (

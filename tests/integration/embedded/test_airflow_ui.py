@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from embedded.cluster import free_port
+from embedded.ports import free_port
 from embedded.processes import group_alive
 from tests.integration.embedded.process_tree import alive, descendants, mentioning
 

@@ -43,6 +43,7 @@ from kio.schema.list_offsets.v9.response import ListOffsetsResponse as ListOffse
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i64
 
+from embedded.ports import free_port
 from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core import cli
 from storage_core.client import (
@@ -62,7 +63,7 @@ from storage_core.tiered.topic_based_rlmm import (
     TopicBasedRemoteLogMetadataManager,
 )
 from tests import cluster_support
-from tests.broker_process import BrokerProcess, free_port
+from tests.broker_process import BrokerProcess
 from tests.prometheus_text import parse_exposition
 
 T = TypeVar("T")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from embedded.ports import free_port
 from jobs import copy_segments, expire_remote
-from tests.broker_process import free_port
 
 
 @pytest.mark.parametrize(
