@@ -44,7 +44,7 @@ def own_times() -> CpuTimes:
 
 @dataclass
 class CpuUse:
-    """What each process used between ``__enter__`` and ``__exit__`` of ``measure``."""
+    """What each process used while a ``measure`` block ran, by name."""
 
     used: dict[str, CpuTimes] = field(default_factory=dict)
 
