@@ -87,7 +87,9 @@ def _no_progress() -> None:
 
 
 async def write_all(
-    writer: asyncio.StreamWriter, data: bytes | bytearray, on_progress: OnProgress = _no_progress
+    writer: asyncio.StreamWriter,
+    data: bytes | bytearray | memoryview,
+    on_progress: OnProgress = _no_progress,
 ) -> None:
     """Write ``data`` in chunks, draining each; ``on_progress`` runs after each drained chunk
     (the connection's activity for the idle check: a client that reads nothing stalls it)."""
@@ -108,22 +110,35 @@ async def send_response_parts(
     ``on_progress`` runs whenever the client has taken more of it."""
     try:
         if not response.has_regions:
-            parts = [p for p in response.parts if not isinstance(p, FileRegion)]
-            data = parts[0] if len(parts) == 1 else b"".join(parts)
+            in_memory = [p for p in response.parts if not isinstance(p, FileRegion)]
+            data = in_memory[0] if len(in_memory) == 1 else b"".join(in_memory)
             await write_all(writer, data, on_progress)
             return
         transport = writer.transport
+        parts = response.parts
+        first, offset = 0, 0
+        sock = writer.get_extra_info("socket")
+        if sock is not None and transport.get_write_buffer_size() == 0:
+            # Nothing queued in the transport: the socket is written now, without a wait
+            # (a follower's fetch at the log tail goes out whole here, as a rule).
+            first, offset = _send_at_once(sock.fileno(), parts)
+            if (first, offset) != (0, 0):
+                on_progress()
+            if first == len(parts):
+                return
         low, high = transport.get_write_buffer_limits()
         # The transport must have sent everything before the socket is written directly:
         # with a high-water mark of 0, drain() returns only once its buffer is empty.
         transport.set_write_buffer_limits(high=0)
         try:
-            for part in response.parts:
+            for index in range(first, len(parts)):
+                part = parts[index]
+                start = offset if index == first else 0
                 if not isinstance(part, FileRegion):
-                    await write_all(writer, part, on_progress)
+                    await write_all(writer, memoryview(part)[start:], on_progress)
                 else:
                     await writer.drain()
-                    await _send_region(writer, part, run_io, on_progress)
+                    await _send_region(writer, part, run_io, on_progress, start)
         finally:
             if not transport.is_closing():
                 transport.set_write_buffer_limits(high=high, low=low)
@@ -131,8 +146,33 @@ async def send_response_parts(
         response.close()
 
 
+def _send_at_once(socket_fd: int, parts: list[bytes | bytearray | FileRegion]) -> tuple[int, int]:
+    """Send ``parts`` to the socket until it is full or a region must be read from disk
+    (not ``resident``); returns where sending stopped: (part index, bytes of it sent)."""
+    for index, part in enumerate(parts):
+        if isinstance(part, FileRegion):
+            if not part.resident:
+                return index, 0
+            sent = part.transfer_to(socket_fd, 0)
+        else:
+            sent = 0
+            view = memoryview(part)
+            while sent < len(view):
+                try:
+                    sent += os.write(socket_fd, view[sent:])
+                except BlockingIOError:
+                    break
+        if sent < len(part):
+            return index, sent
+    return len(parts), 0
+
+
 async def _send_region(
-    writer: asyncio.StreamWriter, region: FileRegion, run_io: RunIo[int], on_progress: OnProgress
+    writer: asyncio.StreamWriter,
+    region: FileRegion,
+    run_io: RunIo[int],
+    on_progress: OnProgress,
+    start: int = 0,
 ) -> None:
     sock = writer.get_extra_info("socket")
     if sock is None:
@@ -143,7 +183,7 @@ async def _send_region(
     # close it while an I/O thread sends. A resident region sent at once needs neither.
     socket_fd = -1
     try:
-        sent = 0
+        sent = start
         while sent < region.size:
             if region.resident:  # in the page cache: sendfile waits for no disk
                 sent += region.transfer_to(sock.fileno() if socket_fd < 0 else socket_fd, sent)

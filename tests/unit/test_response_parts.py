@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -29,10 +31,14 @@ def _frame(regions: list[FileRegion], head: bytes, tail: bytes) -> ResponseParts
 
 
 def _serve_and_read(
-    parts: ResponseParts, *, slow_reader: bool, io_calls: list[int] | None = None
+    parts: ResponseParts,
+    *,
+    slow_reader: bool,
+    io_calls: list[int] | None = None,
+    before: bytes = b"before",
 ) -> bytes:
-    """What a client reads from a connection that sends ``parts`` between two writes;
-    ``io_calls[0]`` counts the calls that went to an I/O thread."""
+    """What a client reads from a connection that sends ``parts`` between two writes (the
+    first ``before``); ``io_calls[0]`` counts the calls that went to an I/O thread."""
     io = ThreadPoolExecutor(max_workers=2)
 
     async def run_io(function: Callable[[], T]) -> T:
@@ -42,7 +48,7 @@ def _serve_and_read(
 
     async def main() -> bytes:
         async def on_connection(_r: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            writer.write(b"before")  # an earlier response still in the transport's buffer
+            writer.write(before)  # an earlier response, maybe still in the transport's buffer
             await send_response_parts(writer, parts, run_io)
             writer.write(b"after")
             await writer.drain()
@@ -120,3 +126,47 @@ def test_resident_regions_are_sent_from_the_event_loop(tmp_path: Path) -> None:
         assert received[len(b"before") + 8 :] == data[7:] + b"tail" + b"after"
         assert region.closed
         assert (io_calls[0] == 0) is resident
+
+
+def test_a_response_waits_behind_bytes_still_queued_in_the_transport(tmp_path: Path) -> None:
+    """The socket is written directly only when the transport has nothing queued. Here an
+    earlier response is larger than the socket buffers, and the client (another thread)
+    empties the socket while the transport still holds the rest of it: the response's
+    bytes, a resident region's among them, still come after it, never in the middle."""
+    path = tmp_path / "00000000000000000000.log"
+    data = os.urandom(200_000)
+    path.write_bytes(data)
+    earlier = os.urandom(16 * 1024 * 1024)
+    region = FileRegion(os.open(path, os.O_RDONLY), 0, len(data), path=str(path))
+    region.resident = True
+    parts = _frame([region], b"head", b"tail")
+    expected = parts.to_bytes()
+    received = bytearray()
+
+    def read_all(port: int) -> None:
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            while chunk := client.recv(1 << 16):
+                received.extend(chunk)
+
+    async def main() -> None:
+        async def on_connection(_r: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.write(earlier)
+            assert writer.transport.get_write_buffer_size() > 0
+            time.sleep(0.2)  # the loop stands still: the client drains the socket meanwhile
+            await send_response_parts(writer, parts, _never_io)
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(on_connection, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        await asyncio.to_thread(read_all, port)
+        server.close()
+        await server.wait_closed()
+
+    asyncio.run(main())
+    assert bytes(received) == earlier + expected
+    assert region.closed
+
+
+async def _never_io(function: Callable[[], T]) -> T:
+    raise AssertionError("a resident region needs no I/O thread")
