@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Final
 from kio.schema.errors import ErrorCode
 
 from storage_core.server.acceptor import Acceptor
+from storage_core.server.handlers import follower_fetch
 from storage_core.server.handlers.api_versions import api_versions_response
 from storage_core.server.kafka_channel import ExpiryReason, KafkaChannel
 from storage_core.server.memory_pool import MemoryPool
@@ -355,20 +356,26 @@ class SocketServer:
             )
             logger.warning("closing connection client=%s reason=%s", client, reason)
             return _CLOSE
+        # A follower's fetch, the one request as frequent as produces under acks=all load,
+        # skips the generic codec (see follower_fetch); any other goes the general way.
+        follower = follower_fetch.decode(frame) if key == FETCH_KEY else None
+        if follower is None:
+            try:
+                header, request = parse_request(frame)
+            except MalformedRequestError as error:
+                logger.warning("closing connection client=%s reason=%s", client, error)
+                return _CLOSE
+            ctx = RequestContext(
+                api_key=key,
+                api_version=version,
+                correlation_id=correlation_id,
+                client_id=header.client_id,
+                client_host=host,
+                broker=self._broker,
+            )
         try:
-            header, request = parse_request(frame)
-        except MalformedRequestError as error:
-            logger.warning("closing connection client=%s reason=%s", client, error)
-            return _CLOSE
-        ctx = RequestContext(
-            api_key=key,
-            api_version=version,
-            correlation_id=correlation_id,
-            client_id=header.client_id,
-            client_host=host,
-            broker=self._broker,
-        )
-        try:
+            if follower is not None:
+                return await follower_fetch.handle(self._broker, follower)
             body = await handler.handle(ctx, request)
             if body is None:  # acks=0 produce: no response at all
                 return None
@@ -418,6 +425,7 @@ class _Close(Enum):
 
 _CLOSE: Final = _Close.CONNECTION
 PRODUCE_KEY = 0
+FETCH_KEY = 1
 
 
 def _api_key(frame: bytes) -> int:

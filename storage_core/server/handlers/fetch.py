@@ -79,9 +79,9 @@ async def handle(ctx: RequestContext, request: Any) -> ResponseParts:
                 topic=name or "",
                 topic_id=topic.topic_id.bytes if by_id and topic.topic_id else bytes(16),
                 partitions=tuple(
-                    _partition(partition_index, None, topic_errors[index])
+                    partition_response(partition_index, None, topic_errors[index])
                     if name is None
-                    else _partition(
+                    else partition_response(
                         partition_index, results[TopicPartition(name, partition_index)], None
                     )
                     for partition_index in partitions
@@ -104,7 +104,7 @@ def _replica_id(api_version: int, request: Any) -> int:
     return int(request.replica_id)
 
 
-def _partition(
+def partition_response(
     partition_index: int, result: FetchResult | None, error: ErrorCode | None
 ) -> FetchPartitionResponse:
     read = result.read if result is not None else None

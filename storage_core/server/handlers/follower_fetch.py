@@ -1,0 +1,158 @@
+"""A follower's Fetch of one partition, decoded by hand and answered by the same
+``ReplicaManager.fetch_messages`` call as the general Fetch handler.
+
+Under acks=all load a leader answers about one such fetch per follower for every two produce
+requests, each carrying the batches the follower lacks. kio's generic decoding and the general
+handler's per-topic layout cost more of the leader's time than the read itself. So the exact
+request ``ReplicaFetcherThread`` sends (``replica_fetch_codec``: v12, a replica id, no fetch
+session, one topic of one partition, no forgotten topics, no tagged fields) is decoded here;
+``decode`` answers None for anything else, which the general handler serves (and, when it is
+malformed, refuses). The answer is the general handler's, byte for byte (tested): same reads,
+same follower state, same encoder. Layout (big-endian, compact strings and arrays: an
+unsigned varint of length + 1)::
+
+    header v2   api_key int16, api_version int16, correlation_id int32,
+                client_id int16 length + bytes (-1 null), tags (0)
+    body v12    replica_id int32, max_wait_ms int32, min_bytes int32, max_bytes int32,
+                isolation_level int8, session_id int32 (0), session_epoch int32 (-1),
+                topics [1: topic string, partitions [1: partition int32,
+                  current_leader_epoch int32, fetch_offset int64, last_fetched_epoch int32,
+                  log_start_offset int64, partition_max_bytes int32, tags (0)], tags (0)],
+                forgotten_topics_data [0], rack_id string, tags (0)
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING, NamedTuple
+
+from storage_core.common import TopicPartition
+from storage_core.errors import CorruptRecordError
+from storage_core.records.varint import decode_unsigned_varint
+from storage_core.replication.replica_manager import FetchRequestPartition, close_regions
+from storage_core.server.fetch_response import FetchTopicResponse, encode_fetch_response
+from storage_core.server.handlers.fetch import MAX_WAIT_MS_MAX, partition_response
+from storage_core.server.response_parts import ResponseParts
+
+if TYPE_CHECKING:
+    from storage_core.server.kafka_broker import KafkaBroker
+
+API_KEY = 1
+VERSION = 12
+SESSIONLESS_ID = 0
+FINAL_EPOCH = -1
+
+_HEAD = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
+_TOP = struct.Struct(">iiiibii")
+_PARTITION = struct.Struct(">iiqiqi")
+_ONE = 2  # a compact array of one element: count + 1
+_NO_TAGS = 0
+_EMPTY = 1  # a compact empty array
+
+
+class FollowerFetch(NamedTuple):
+    """The fields of a follower's one-partition Fetch that its answer depends on."""
+
+    correlation_id: int
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    topic: str
+    partition: int
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    log_start_offset: int
+    partition_max_bytes: int
+
+
+def decode(frame: bytes) -> FollowerFetch | None:
+    """The follower fetch ``frame`` holds (header included), or None when it is anything
+    else: another API or version, a consumer, several partitions, a session, tagged fields,
+    or bytes that do not parse (the general handler then decodes it and names the fault)."""
+    try:
+        return _decode(frame)
+    except (struct.error, IndexError, UnicodeDecodeError, CorruptRecordError):
+        return None
+
+
+def _decode(frame: bytes) -> FollowerFetch | None:
+    api_key, api_version, correlation_id, client_id_length = _HEAD.unpack_from(frame, 0)
+    if api_key != API_KEY or api_version != VERSION:
+        return None
+    pos = _HEAD.size + max(client_id_length, 0)
+    if frame[pos] != _NO_TAGS:
+        return None
+    replica_id, max_wait_ms, min_bytes, max_bytes, _isolation, session_id, session_epoch = (
+        _TOP.unpack_from(frame, pos + 1)
+    )
+    if replica_id < 0 or session_id != SESSIONLESS_ID or session_epoch != FINAL_EPOCH:
+        return None
+    pos += 1 + _TOP.size
+    if frame[pos] != _ONE:
+        return None
+    length, pos = decode_unsigned_varint(frame, pos + 1)
+    if length < 1:  # a null topic name
+        return None
+    topic = frame[pos : pos + length - 1].decode()
+    pos += length - 1
+    if frame[pos] != _ONE:
+        return None
+    fields = _PARTITION.unpack_from(frame, pos + 1)
+    pos += 1 + _PARTITION.size
+    # partition tags, topic tags, forgotten_topics_data
+    if frame[pos : pos + 3] != bytes((_NO_TAGS, _NO_TAGS, _EMPTY)):
+        return None
+    rack_length, pos = decode_unsigned_varint(frame, pos + 3)
+    pos += max(rack_length - 1, 0)
+    if frame[pos] != _NO_TAGS or pos + 1 != len(frame):
+        return None
+    partition, current_leader_epoch, fetch_offset, last_fetched_epoch, log_start, part_max = fields
+    return FollowerFetch(
+        correlation_id=correlation_id,
+        replica_id=replica_id,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        topic=topic,
+        partition=partition,
+        current_leader_epoch=current_leader_epoch,
+        fetch_offset=fetch_offset,
+        last_fetched_epoch=last_fetched_epoch,
+        log_start_offset=log_start,
+        partition_max_bytes=part_max,
+    )
+
+
+async def handle(broker: KafkaBroker, fetch: FollowerFetch) -> ResponseParts:
+    """The FetchResponse v12 frame answering ``fetch``, as the general handler makes it."""
+    tp = TopicPartition(fetch.topic, fetch.partition)
+    results = await broker.replica_manager.fetch_messages(
+        {
+            tp: FetchRequestPartition(
+                fetch_offset=fetch.fetch_offset,
+                max_bytes=fetch.partition_max_bytes,
+                current_leader_epoch=fetch.current_leader_epoch,
+                last_fetched_epoch=fetch.last_fetched_epoch,
+                log_start_offset=fetch.log_start_offset,
+                topic_id=None,
+            )
+        },
+        max_wait_ms=min(fetch.max_wait_ms, MAX_WAIT_MS_MAX),
+        min_bytes=fetch.min_bytes,
+        max_bytes=min(fetch.max_bytes, broker.config.get_int("fetch.max.bytes")),
+        zero_copy=True,
+        replica_id=fetch.replica_id,
+    )
+    try:
+        topic = FetchTopicResponse(
+            topic=fetch.topic,
+            partitions=(partition_response(fetch.partition, results[tp], None),),
+        )
+        return encode_fetch_response(
+            version=VERSION, correlation_id=fetch.correlation_id, topics=(topic,)
+        )
+    except BaseException:
+        close_regions(results.values())
+        raise

@@ -1,0 +1,240 @@
+"""A follower's one-partition Fetch, decoded by hand and answered without the generic codec:
+it decodes exactly what kio decodes, it passes everything else to the general handler, and
+its answer is the general handler's, byte for byte, for data inline or in a file region,
+errors and a diverging epoch."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import struct
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from storage_core.client.replica_fetch_codec import PartitionFetch, encode_fetch_request
+from storage_core.common import TopicPartition, Uuid
+from storage_core.log.log_config import LogConfig
+from storage_core.log.log_manager import LogManager
+from storage_core.replication.partition import Partition
+from storage_core.replication.replica_manager import FetchRequestPartition, ReplicaManager
+from storage_core.server.handlers import fetch, follower_fetch
+from storage_core.server.kafka_config import KafkaConfig
+from storage_core.server.protocol import parse_request
+from storage_core.server.request_context import RequestContext
+from tests.conftest import make_batch
+
+int32s = st.integers(-(2**31), 2**31 - 1)
+int64s = st.integers(-(2**63), 2**63 - 1)
+TP = TopicPartition("events", 0)
+LEADER, FOLLOWER = 0, 1
+
+
+def frame_of(
+    *partitions: PartitionFetch,
+    replica_id: int = FOLLOWER,
+    version: int = 12,
+    client_id: bytes | None = b"broker-1-fetcher-0",
+    session_id: int = 0,
+    session_epoch: int = -1,
+    max_wait_ms: int = 500,
+    min_bytes: int = 1,
+    max_bytes: int = 10 << 20,
+    header_tags: bytes = b"\x00",
+) -> bytes:
+    """A Fetch frame (size prefix excluded) as a follower's ``ReplicaFetcherThread`` sends."""
+    body = encode_fetch_request(
+        replica_id=replica_id,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=session_id,
+        session_epoch=session_epoch,
+        partitions=partitions,
+    )
+    client = struct.pack(">h", -1) if client_id is None else struct.pack(">h", len(client_id))
+    header = struct.pack(">hhi", 1, version, 77) + client + (client_id or b"") + header_tags
+    return header + body
+
+
+def partition_fetch(**fields: Any) -> PartitionFetch:
+    defaults: dict[str, Any] = dict(
+        topic=TP.topic,
+        partition=TP.partition,
+        current_leader_epoch=5,
+        fetch_offset=0,
+        last_fetched_epoch=-1,
+        log_start_offset=0,
+        partition_max_bytes=1 << 20,
+    )
+    return PartitionFetch(**(defaults | fields))
+
+
+@given(
+    partition=st.builds(
+        PartitionFetch,
+        topic=st.text(min_size=1, max_size=300),
+        partition=int32s,
+        current_leader_epoch=int32s,
+        fetch_offset=int64s,
+        last_fetched_epoch=int32s,
+        log_start_offset=int64s,
+        partition_max_bytes=int32s,
+    ),
+    replica_id=st.integers(0, 2**31 - 1),
+    max_wait_ms=int32s,
+    min_bytes=int32s,
+    max_bytes=int32s,
+    client_id=st.none() | st.binary(max_size=40).map(lambda b: b.hex().encode()),
+)
+def test_it_decodes_what_kio_decodes(
+    partition: PartitionFetch,
+    replica_id: int,
+    max_wait_ms: int,
+    min_bytes: int,
+    max_bytes: int,
+    client_id: bytes | None,
+) -> None:
+    frame = frame_of(
+        partition,
+        replica_id=replica_id,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        client_id=client_id,
+    )
+    decoded = follower_fetch.decode(frame)
+    header, request = parse_request(frame)
+    assert decoded is not None
+    (topic,) = request.topics
+    (p,) = topic.partitions
+    assert decoded == follower_fetch.FollowerFetch(
+        correlation_id=header.correlation_id,
+        replica_id=int(request.replica_id),
+        max_wait_ms=request.max_wait // datetime.timedelta(milliseconds=1),
+        min_bytes=int(request.min_bytes),
+        max_bytes=int(request.max_bytes),
+        topic=topic.topic,
+        partition=int(p.partition),
+        current_leader_epoch=int(p.current_leader_epoch),
+        fetch_offset=int(p.fetch_offset),
+        last_fetched_epoch=int(p.last_fetched_epoch),
+        log_start_offset=int(p.log_start_offset),
+        partition_max_bytes=int(p.partition_max_bytes),
+    )
+
+
+def test_every_other_fetch_goes_to_the_general_handler() -> None:
+    one = partition_fetch()
+    assert follower_fetch.decode(frame_of(one)) is not None
+    others = {
+        "a consumer": frame_of(one, replica_id=-1),
+        "two partitions": frame_of(one, partition_fetch(partition=1)),
+        "two topics": frame_of(one, partition_fetch(topic="other")),
+        "no partition": frame_of(),
+        "a fetch session": frame_of(one, session_id=9, session_epoch=1),
+        "another version": frame_of(one, version=11),
+        "header tags": frame_of(one, header_tags=b"\x01\x00\x00"),
+        "a trailing byte": frame_of(one) + b"\x00",
+        "body tags": frame_of(one)[:-1] + b"\x01\x00\x00",
+        "a rack id then a byte": frame_of(one)[:-2] + b"\x02a\x00\x00",
+    }
+    for what, frame in others.items():
+        assert follower_fetch.decode(frame) is None, what
+
+
+def test_a_rack_id_is_read_and_ignored_as_the_general_handler_does() -> None:
+    frame = frame_of(partition_fetch())[:-2] + b"\x03r1\x00"  # rack_id "r1", no tags
+    decoded = follower_fetch.decode(frame)
+    assert decoded is not None and decoded.topic == TP.topic
+    parse_request(frame)  # the codec agrees that this is a whole request
+
+
+def test_a_truncated_or_mangled_frame_is_left_to_the_general_handler() -> None:
+    frame = frame_of(partition_fetch())
+    for end in range(len(frame)):
+        assert follower_fetch.decode(frame[:end]) is None, end
+    bad_utf8 = frame.replace(TP.topic.encode(), b"\xff" * len(TP.topic))
+    assert follower_fetch.decode(bad_utf8) is None
+
+
+def _leader(tmp_path: Path) -> ReplicaManager:
+    logs = LogManager([tmp_path / "logs"], LogConfig())
+    logs.startup(background_tasks=False)
+    replicas = ReplicaManager(logs, local_broker_id=LEADER)
+    log = logs.get_or_create_log(TP, topic_id=Uuid.random())
+    partition = Partition(
+        TP,
+        log.topic_id or Uuid.random(),
+        log,
+        local_broker_id=LEADER,
+        on_high_watermark_advanced=replicas.on_high_watermark_advanced,
+    )
+    partition.make_leader(leader_epoch=5, replicas=(LEADER, FOLLOWER), isr=(LEADER, FOLLOWER))
+    replicas.add_partition(partition)
+    return replicas
+
+
+def test_its_answer_is_the_general_handlers_byte_for_byte(tmp_path: Path) -> None:
+    """The same fetches answered both ways, after a first fetch that settles the follower's
+    state (a fetch moves the HW, which the next answer carries)."""
+    replicas = _leader(tmp_path)
+    broker = SimpleNamespace(
+        replica_manager=replicas,
+        config=KafkaConfig.from_props({"log.dirs": str(tmp_path / "logs")}),
+    )
+    cases = {
+        "records inline": partition_fetch(fetch_offset=0),
+        "a file region": partition_fetch(fetch_offset=3),
+        "at the log end": partition_fetch(fetch_offset=13),
+        "a diverging epoch": partition_fetch(fetch_offset=13, last_fetched_epoch=4),
+        "a fenced epoch": partition_fetch(current_leader_epoch=4),
+        "an unknown partition": partition_fetch(partition=7),
+        "out of range": partition_fetch(fetch_offset=99),
+    }
+
+    async def answer_both_ways(frame: bytes) -> tuple[bytes, bytes]:
+        fast = follower_fetch.decode(frame)
+        assert fast is not None
+        header, request = parse_request(frame)
+        ctx = RequestContext(
+            api_key=1,
+            api_version=12,
+            correlation_id=header.correlation_id,
+            client_id=header.client_id,
+            client_host="127.0.0.1",
+            broker=broker,  # type: ignore[arg-type]
+        )
+        general = await fetch.handle(ctx, request)
+        answered = await follower_fetch.handle(broker, fast)  # type: ignore[arg-type]
+        try:
+            return general.to_bytes(), answered.to_bytes()
+        finally:
+            general.close()
+            answered.close()
+
+    async def run() -> None:
+        replicas.bind_loop(asyncio.get_running_loop())
+        await replicas.append_records({TP: make_batch(3)}, required_acks=1, timeout_ms=1000)
+        big = make_batch(10, value_size=10_000)  # past the size sent from its file
+        await replicas.append_records({TP: big}, required_acks=1, timeout_ms=1000)
+        settle = FetchRequestPartition(fetch_offset=13, max_bytes=1 << 20, current_leader_epoch=5)
+        await replicas.fetch_messages(
+            {TP: settle}, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, replica_id=FOLLOWER
+        )
+        for what, partition in cases.items():
+            general, fast = await answer_both_ways(frame_of(partition, max_wait_ms=0))
+            assert fast == general, what
+        # The region case really went out as a region, the inline one as bytes.
+        region = follower_fetch.decode(frame_of(cases["a file region"], max_wait_ms=0))
+        assert region is not None
+        answered = await follower_fetch.handle(broker, region)  # type: ignore[arg-type]
+        assert answered.has_regions
+        answered.close()
+
+    asyncio.run(run())
+    replicas.shutdown()
