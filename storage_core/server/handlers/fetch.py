@@ -7,6 +7,9 @@ or identified by topic id (v13+).
 
 The response is encoded by ``fetch_response`` (not the codec): record sets of 64 KiB or more
 stay in their segment files and are sent with sendfile (see ``response_parts``).
+
+A follower's one-partition fetch never reaches this handler: ``follower_fetch`` decodes it by
+hand and answers it through the same ``fetch_messages`` call and ``partition_response``.
 """
 
 from __future__ import annotations
