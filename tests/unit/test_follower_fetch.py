@@ -118,14 +118,17 @@ def test_it_decodes_what_kio_decodes(
         max_wait_ms=request.max_wait // datetime.timedelta(milliseconds=1),
         min_bytes=int(request.min_bytes),
         max_bytes=int(request.max_bytes),
-        topic=topic.topic,
-        partition=int(p.partition),
-        current_leader_epoch=int(p.current_leader_epoch),
-        fetch_offset=int(p.fetch_offset),
-        last_fetched_epoch=int(p.last_fetched_epoch),
-        log_start_offset=int(p.log_start_offset),
-        partition_max_bytes=int(p.partition_max_bytes),
+        partition=PartitionFetch(
+            topic=topic.topic,
+            partition=int(p.partition),
+            current_leader_epoch=int(p.current_leader_epoch),
+            fetch_offset=int(p.fetch_offset),
+            last_fetched_epoch=int(p.last_fetched_epoch),
+            log_start_offset=int(p.log_start_offset),
+            partition_max_bytes=int(p.partition_max_bytes),
+        ),
     )
+    assert decoded.partition == partition  # what the follower encoded
 
 
 def test_every_other_fetch_goes_to_the_general_handler() -> None:
@@ -150,7 +153,7 @@ def test_every_other_fetch_goes_to_the_general_handler() -> None:
 def test_a_rack_id_is_read_and_ignored_as_the_general_handler_does() -> None:
     frame = frame_of(partition_fetch())[:-2] + b"\x03r1\x00"  # rack_id "r1", no tags
     decoded = follower_fetch.decode(frame)
-    assert decoded is not None and decoded.topic == TP.topic
+    assert decoded is not None and decoded.partition.topic == TP.topic
     parse_request(frame)  # the codec agrees that this is a whole request
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, NamedTuple
 
+from storage_core.client.replica_fetch_codec import PartitionFetch
 from storage_core.common import TopicPartition
 from storage_core.errors import CorruptRecordError
 from storage_core.records.varint import decode_unsigned_varint
@@ -58,13 +59,7 @@ class FollowerFetch(NamedTuple):
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
-    topic: str
-    partition: int
-    current_leader_epoch: int
-    fetch_offset: int
-    last_fetched_epoch: int
-    log_start_offset: int
-    partition_max_bytes: int
+    partition: PartitionFetch
 
 
 def decode(frame: bytes) -> FollowerFetch | None:
@@ -108,34 +103,28 @@ def _decode(frame: bytes) -> FollowerFetch | None:
     pos += max(rack_length - 1, 0)
     if frame[pos] != _NO_TAGS or pos + 1 != len(frame):
         return None
-    partition, current_leader_epoch, fetch_offset, last_fetched_epoch, log_start, part_max = fields
     return FollowerFetch(
         correlation_id=correlation_id,
         replica_id=replica_id,
         max_wait_ms=max_wait_ms,
         min_bytes=min_bytes,
         max_bytes=max_bytes,
-        topic=topic,
-        partition=partition,
-        current_leader_epoch=current_leader_epoch,
-        fetch_offset=fetch_offset,
-        last_fetched_epoch=last_fetched_epoch,
-        log_start_offset=log_start,
-        partition_max_bytes=part_max,
+        partition=PartitionFetch(topic, *fields),
     )
 
 
 async def handle(broker: KafkaBroker, fetch: FollowerFetch) -> ResponseParts:
     """The FetchResponse v12 frame answering ``fetch``, as the general handler makes it."""
-    tp = TopicPartition(fetch.topic, fetch.partition)
+    wanted = fetch.partition
+    tp = TopicPartition(wanted.topic, wanted.partition)
     results = await broker.replica_manager.fetch_messages(
         {
             tp: FetchRequestPartition(
-                fetch_offset=fetch.fetch_offset,
-                max_bytes=fetch.partition_max_bytes,
-                current_leader_epoch=fetch.current_leader_epoch,
-                last_fetched_epoch=fetch.last_fetched_epoch,
-                log_start_offset=fetch.log_start_offset,
+                fetch_offset=wanted.fetch_offset,
+                max_bytes=wanted.partition_max_bytes,
+                current_leader_epoch=wanted.current_leader_epoch,
+                last_fetched_epoch=wanted.last_fetched_epoch,
+                log_start_offset=wanted.log_start_offset,
                 topic_id=None,
             )
         },
@@ -147,8 +136,8 @@ async def handle(broker: KafkaBroker, fetch: FollowerFetch) -> ResponseParts:
     )
     try:
         topic = FetchTopicResponse(
-            topic=fetch.topic,
-            partitions=(partition_response(fetch.partition, results[tp], None),),
+            topic=wanted.topic,
+            partitions=(partition_response(wanted.partition, results[tp], None),),
         )
         return encode_fetch_response(
             version=VERSION, correlation_id=fetch.correlation_id, topics=(topic,)
