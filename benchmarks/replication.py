@@ -36,7 +36,8 @@ ships), all on loopback, ``zookeeper.session.timeout.ms`` of ``SESSION_TIMEOUT_M
 
 Runs of the same code on this machine differ by up to about 10%, so one ratio near the aim
 says little: ``--repeat N`` measures the ratio N times on the same cluster (lag sampled in the
-first only) and prints each client's median, range and how many of the N met the aim.
+first only) and prints each client's median, range, how many of the N met the aim and each
+measurement's two throughputs.
 
     python benchmarks/replication.py [--total-mib 64] [--batch-kib 64] [--rounds 2]
                                      [--repeat 1] [--failover-rounds 3] [--dir bench-data]
@@ -431,11 +432,14 @@ def throughput(
     return rows
 
 
-def repeat_summary(ratios: list[float]) -> Row:
+def repeat_summary(ratios: list[float], runs: list[tuple[float, float]] | None = None) -> Row:
     """The ratios of repeated measurements: the machine's speed drifts between runs, so a
-    single ratio says little; their median, range and how many met the aim say more."""
+    single ratio says little; their median, range and how many met the aim say more.
+    ``runs``: each measurement's (baseline, replicated) MiB/s, which show whether a low
+    ratio came from a fast baseline or a slow replicated run."""
     return {
         "ratios": ratios,
+        "runs_mib_s": [list(run) for run in runs or ()],
         "median": round(statistics.median(ratios), 3),
         "min": min(ratios),
         "max": max(ratios),
@@ -449,11 +453,17 @@ def repeated_ratios(
 ) -> dict[str, Row]:
     """Per client, the ratio of ``first`` and of ``repeats - 1`` more measurements on the same
     cluster (without lag sampling), summarized."""
-    ratios = {row["client"]: [row["ratio"]] for row in first}
+    measured = {row["client"]: [row] for row in first}
     for _ in range(repeats - 1):
         for row in throughput(cluster, total_mib, batch_bytes, rounds, sample_lag=False):
-            ratios[row["client"]].append(row["ratio"])
-    return {client: repeat_summary(values) for client, values in ratios.items()}
+            measured[row["client"]].append(row)
+    return {
+        client: repeat_summary(
+            [row["ratio"] for row in rows],
+            [(row["baseline_mib_s"], row["replicated_mib_s"]) for row in rows],
+        )
+        for client, rows in measured.items()
+    }
 
 
 # ---------------------------------------------------------------------- failover
@@ -602,6 +612,8 @@ def print_results(rows: list[Row], repeated: dict[str, Row], over: Row) -> None:
                 f" {summary['median']}, min {summary['min']}, max {summary['max']};"
                 f" aim met in {summary['met']} of {summary['repeats']}"
             )
+            runs = ", ".join(f"{base}/{replicated}" for base, replicated in summary["runs_mib_s"])
+            print(f"  each repeat's {BASELINE.name} / {REPLICATED.name} MiB/s: {runs}")
     for r in rows:
         for case_name, used in r["cpu_ms_per_mib"].items():
             print(f"CPU ms per MiB ({r['client']}, best {case_name} run): {cpu_figures(used)}")

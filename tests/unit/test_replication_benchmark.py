@@ -53,4 +53,12 @@ def test_repeated_ratios_are_summarized_by_median_range_and_runs_meeting_the_aim
     assert summary["met"] == 4  # 0.5 meets an aim of 0.5; 0.47 does not
     assert summary["repeats"] == 5
     assert summary["ratios"] == [0.52, 0.47, 0.61, 0.5, 0.55]
+    assert summary["runs_mib_s"] == []
     assert AIM == 0.5
+
+
+def test_each_repeats_throughputs_are_kept_beside_its_ratio() -> None:
+    summary = repeat_summary([0.5, 0.45], [(200.0, 100.0), (240.0, 108.0)])
+
+    assert summary["runs_mib_s"] == [[200.0, 100.0], [240.0, 108.0]]
+    assert summary["met"] == 1
