@@ -12,7 +12,9 @@ each file region with ``sendfile`` on an I/O thread (the region's bytes never en
 A ``resident`` region (bytes the log's last appends just wrote, in the page cache) is sent
 from the event loop itself: sendfile then copies from memory, and a thread round trip would
 cost more than the copy. Otherwise the event loop never touches a file. An I/O thread never
-waits for a slow client.
+waits for a slow client. When the transport has nothing queued, the parts first go straight to
+the socket (bytes with write, resident regions with sendfile) until it is full or a region
+must be read from disk; only what is left takes the way above, with its waits.
 
 Thread safety: a ``ResponseParts`` belongs to one connection's task; its regions are used on
 one I/O thread at a time. ``close`` releases the regions' descriptors, sent or not.

