@@ -27,7 +27,7 @@ from typing import Any
 from storage_core.common import TopicPartition
 from storage_core.errors import OffsetOutOfRangeError, PolicyViolationError, StorageError
 from storage_core.replication.replica_manager import ReplicaManager
-from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
+from storage_core.server.handlers.common import NO_THROTTLE, error_code_of, milliseconds
 from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 
@@ -62,7 +62,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     ]
     outcomes = await replica_manager.run_io(lambda: _delete_all(replica_manager, wanted))
     await _wait_for_low_watermarks(
-        replica_manager, outcomes, timeout_ms=int(request.timeout.total_seconds() * 1000)
+        replica_manager, outcomes, timeout_ms=milliseconds(request.timeout)
     )
     topics = []
     for topic in request.topics:

@@ -28,7 +28,7 @@ from kio.schema.errors import ErrorCode
 from storage_core.common import TopicPartition
 from storage_core.controller.kafka_controller import ElectionOutcome
 from storage_core.controller.kafka_zk_client import ControllerMovedError
-from storage_core.server.handlers.common import NO_THROTTLE
+from storage_core.server.handlers.common import NO_THROTTLE, milliseconds
 from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 
@@ -71,7 +71,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     except ControllerMovedError:
         return _error_response(ctx, requested, ErrorCode.not_controller, NOT_CONTROLLER_MESSAGE)
-    timeout_ms = min(max(int(request.timeout.total_seconds() * 1000), 0), MAX_WAIT_MS)
+    timeout_ms = min(max(milliseconds(request.timeout), 0), MAX_WAIT_MS)
     results = await _await_leaders(broker, outcomes, timeout_ms)
     if requested is None:
         results = {tp: r for tp, r in results.items() if r[0] is not ErrorCode.election_not_needed}

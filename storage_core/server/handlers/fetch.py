@@ -29,7 +29,7 @@ from storage_core.server.fetch_response import (
     FetchTopicResponse,
     encode_fetch_response,
 )
-from storage_core.server.handlers.common import error_code_of, from_kio_uuid
+from storage_core.server.handlers.common import error_code_of, from_kio_uuid, milliseconds
 from storage_core.server.request_context import RequestContext
 from storage_core.server.response_parts import ResponseParts
 
@@ -68,7 +68,7 @@ async def handle(ctx: RequestContext, request: Any) -> ResponseParts:
             )
     results = await broker.replica_manager.fetch_messages(
         wanted,
-        max_wait_ms=min(int(request.max_wait.total_seconds() * 1000), MAX_WAIT_MS_MAX),
+        max_wait_ms=min(milliseconds(request.max_wait), MAX_WAIT_MS_MAX),
         min_bytes=int(request.min_bytes),
         # As Kafka: a response never exceeds the broker's fetch.max.bytes, whatever the client
         # asks for (a 2 GiB max_bytes would otherwise build a response of the whole log).

@@ -25,7 +25,7 @@ from storage_core.errors import (
     UnknownTopicOrPartitionError,
 )
 from storage_core.replication.replica_manager import ProduceResult
-from storage_core.server.handlers.common import error_code_of, error_message
+from storage_core.server.handlers.common import error_code_of, error_message, milliseconds
 from storage_core.server.produce_response import (
     ProducePartitionResponse,
     ProduceTopicResponse,
@@ -72,7 +72,7 @@ async def handle(ctx: RequestContext, request: Any) -> bytes | DeferredResponse 
         appended = await broker.replica_manager.append_to_leaders(
             entries,
             required_acks=int(request.acks),
-            timeout_ms=int(request.timeout.total_seconds() * 1000),
+            timeout_ms=milliseconds(request.timeout),
         )
         results.update(appended.results)
     if request.acks == 0:
