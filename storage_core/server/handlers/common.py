@@ -42,13 +42,13 @@ def error_message(error: BaseException | None) -> str | None:
     return None if error is None else str(error)
 
 
+_ONE_MILLISECOND = datetime.timedelta(milliseconds=1)
+
+
 def milliseconds(duration: datetime.timedelta) -> int:
     """A request's int32 milliseconds (kio hands them over as a ``timedelta``), exactly:
     ``int(total_seconds() * 1000)`` goes through a float and can come out 1 ms short."""
     return duration // _ONE_MILLISECOND
-
-
-_ONE_MILLISECOND = datetime.timedelta(milliseconds=1)
 
 
 def to_kio_timestamp(timestamp_ms: int) -> datetime.datetime | None:

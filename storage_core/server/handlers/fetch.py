@@ -9,12 +9,12 @@ The response is encoded by ``fetch_response`` (not the codec): record sets of 64
 stay in their segment files and are sent with sendfile (see ``response_parts``).
 
 A follower's one-partition fetch never reaches this handler: ``follower_fetch`` decodes it by
-hand and answers it through the same ``fetch_messages`` call and ``partition_response``.
+hand and answers it through the same ``read_partitions`` and ``partition_response``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
@@ -32,6 +32,9 @@ from storage_core.server.fetch_response import (
 from storage_core.server.handlers.common import error_code_of, from_kio_uuid, milliseconds
 from storage_core.server.request_context import RequestContext
 from storage_core.server.response_parts import ResponseParts
+
+if TYPE_CHECKING:
+    from storage_core.server.kafka_broker import KafkaBroker
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -66,14 +69,12 @@ async def handle(ctx: RequestContext, request: Any) -> ResponseParts:
                 log_start_offset=getattr(p, "log_start_offset", -1),  # v5+
                 topic_id=from_kio_uuid(topic.topic_id) if by_id else None,
             )
-    results = await broker.replica_manager.fetch_messages(
+    results = await read_partitions(
+        broker,
         wanted,
-        max_wait_ms=min(milliseconds(request.max_wait), MAX_WAIT_MS_MAX),
+        max_wait_ms=milliseconds(request.max_wait),
         min_bytes=int(request.min_bytes),
-        # As Kafka: a response never exceeds the broker's fetch.max.bytes, whatever the client
-        # asks for (a 2 GiB max_bytes would otherwise build a response of the whole log).
-        max_bytes=min(int(request.max_bytes), broker.config.get_int("fetch.max.bytes")),
-        zero_copy=True,
+        max_bytes=int(request.max_bytes),
         replica_id=_replica_id(ctx.api_version, request),
     )
     try:
@@ -98,6 +99,29 @@ async def handle(ctx: RequestContext, request: Any) -> ResponseParts:
     except BaseException:
         close_regions(results.values())
         raise
+
+
+async def read_partitions(
+    broker: KafkaBroker,
+    wanted: dict[TopicPartition, FetchRequestPartition],
+    *,
+    max_wait_ms: int,
+    min_bytes: int,
+    max_bytes: int,
+    replica_id: int,
+) -> dict[TopicPartition, FetchResult]:
+    """The reads a Fetch asks for, within the broker's bounds; record sets of 64 KiB and
+    more come back as file regions, which the caller must close."""
+    return await broker.replica_manager.fetch_messages(
+        wanted,
+        max_wait_ms=min(max_wait_ms, MAX_WAIT_MS_MAX),
+        min_bytes=min_bytes,
+        # As Kafka: a response never exceeds the broker's fetch.max.bytes, whatever the client
+        # asks for (a 2 GiB max_bytes would otherwise build a response of the whole log).
+        max_bytes=min(max_bytes, broker.config.get_int("fetch.max.bytes")),
+        zero_copy=True,
+        replica_id=replica_id,
+    )
 
 
 def _replica_id(api_version: int, request: Any) -> int:

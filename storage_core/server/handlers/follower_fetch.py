@@ -1,5 +1,6 @@
 """A follower's Fetch of one partition, decoded by hand and answered by the same
-``ReplicaManager.fetch_messages`` call as the general Fetch handler.
+``read_partitions`` (``ReplicaManager.fetch_messages`` within the broker's bounds) as the
+general Fetch handler.
 
 Under acks=all load a leader answers about one such fetch per follower for every two produce
 requests, each carrying the batches the follower lacks, and each paid for on the leader's one
@@ -32,7 +33,7 @@ from storage_core.errors import CorruptRecordError
 from storage_core.records.varint import decode_unsigned_varint
 from storage_core.replication.replica_manager import FetchRequestPartition, close_regions
 from storage_core.server.fetch_response import FetchTopicResponse, encode_fetch_response
-from storage_core.server.handlers.fetch import MAX_WAIT_MS_MAX, partition_response
+from storage_core.server.handlers.fetch import partition_response, read_partitions
 from storage_core.server.response_parts import ResponseParts
 
 if TYPE_CHECKING:
@@ -117,7 +118,8 @@ async def handle(broker: KafkaBroker, fetch: FollowerFetch) -> ResponseParts:
     """The FetchResponse v12 frame answering ``fetch``, as the general handler makes it."""
     wanted = fetch.partition
     tp = TopicPartition(wanted.topic, wanted.partition)
-    results = await broker.replica_manager.fetch_messages(
+    results = await read_partitions(
+        broker,
         {
             tp: FetchRequestPartition(
                 fetch_offset=wanted.fetch_offset,
@@ -128,10 +130,9 @@ async def handle(broker: KafkaBroker, fetch: FollowerFetch) -> ResponseParts:
                 topic_id=None,
             )
         },
-        max_wait_ms=min(fetch.max_wait_ms, MAX_WAIT_MS_MAX),
+        max_wait_ms=fetch.max_wait_ms,
         min_bytes=fetch.min_bytes,
-        max_bytes=min(fetch.max_bytes, broker.config.get_int("fetch.max.bytes")),
-        zero_copy=True,
+        max_bytes=fetch.max_bytes,
         replica_id=fetch.replica_id,
     )
     try:
