@@ -6,6 +6,9 @@ controller, and whether partitions are under-replicated (ISR smaller than the re
 offline (no leader) or led by another replica than the preferred one. Then a table of the
 brokers (address, controller, partitions led) and one of the partitions that need attention
 first, each with its state in words, then the healthy ones (at most ``PARTITION_ROWS_MAX``).
+
+A snapshot older than the tiering schedule says so in that line ("As of <time> (<age> ago),
+stale: ...") and is never shown in the reassuring green: the cluster may have changed since.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ CLUSTER_CSS = """
 .health.ok{background:#e8f5e9;border-color:#2b6e2b;color:#1d4d1d}
 .health.bad{background:#fdecea;border-color:#b3261e;color:#6b1510}
 .health.warn{background:#fff3cd;border-color:#e0b100}
+.health.stale{background:#f1f1f1;border-color:#777;color:#333}
 tr.under-replicated td{background:#fff3cd}tr.offline td{background:#fdecea}
 td.state,th.state{text-align:left}
 """
@@ -140,15 +144,31 @@ def health_line(state: ClusterState) -> tuple[str, str]:
     )
 
 
-def cluster_section(state: ClusterState | None, source: str = "") -> str:
+def stale_health_line(state: ClusterState, as_of: str) -> tuple[str, str]:
+    """(css class, sentence) of a snapshot taken ``as_of`` (its time and age) and older than
+    the tiering schedule: the health it saw, said to be of then; grey rather than green or
+    amber, red kept for what was broken then."""
+    css, sentence = health_line(state)
+    return ("bad" if css == "bad" else "stale"), (
+        f"As of {as_of}, stale: the cluster may have changed since. {sentence}"
+    )
+
+
+def cluster_section(
+    state: ClusterState | None, source: str = "", *, stale_as_of: str | None = None
+) -> str:
     """The section's HTML (``<section id="cluster">``); ``source`` names the run that took
-    the snapshot."""
+    the snapshot; ``stale_as_of`` (when and how old, e.g. ``2026-01-01 04:20:00 UTC (3 h
+    ago)``) marks a snapshot older than the tiering schedule."""
     if state is None:
         return (
             '<section id="cluster"><h2>Cluster</h2><p>No cluster snapshot yet: the status'
             " task of the tiering DAG writes one after each run.</p></section>"
         )
-    css, sentence = health_line(state)
+    if stale_as_of is None:
+        css, sentence = health_line(state)
+    else:
+        css, sentence = stale_health_line(state, stale_as_of)
     led = {broker: 0 for broker, _ in state.brokers}
     for p in state.partitions:
         if p.leader is not None:

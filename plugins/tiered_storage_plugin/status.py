@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -39,6 +40,7 @@ from tiered_storage_plugin.cluster_page import (
 
 RUNS_MAX = 50
 CHART_POINTS_MAX = 24
+CHART_FONT_PX = 11
 SUMMARY_BYTES_MAX = 16 * 1024 * 1024
 STALE_GRACE_S = 60  # a tiering run's own duration, on top of its interval
 STATUS_JOB = "tiering_status"
@@ -231,10 +233,15 @@ def chart_points(summaries: list[RunSummary], limit: int = CHART_POINTS_MAX) -> 
 
 def chart_svg(points: list[RunPoint], *, width: int = 720, height: int = 260) -> str:
     """Remote bytes (blue) and copy-lag bytes (orange) per snapshot on one labelled scale:
-    y ticks in binary units, one x label per snapshot (its UTC time), a dot per value."""
+    y ticks in binary units, x labels with each snapshot's UTC finish time (``time_labels``:
+    distinct, as precise as needed, spaced so that none overlaps and none is cut at the
+    edges), a dot per value."""
     if not points:
         return '<p class="empty">No status snapshot with remote sizes yet.</p>'
-    left, right, top_pad, bottom = 80, 20, 30, 60
+    labels, day = time_labels([p.label for p in points])
+    label_w = max(_text_width(label) for label in labels)
+    # the first and last labels are centred on the first and last points: leave half a label
+    left, right, top_pad, bottom = max(80, label_w // 2 + 8), max(20, label_w // 2 + 8), 30, 60
     plot_w, plot_h = width - left - right, height - top_pad - bottom
     top = _nice_top(max(max(p.remote_bytes, p.copy_lag_bytes) for p in points))
     step = plot_w / max(1, len(points) - 1)
@@ -248,7 +255,7 @@ def chart_svg(points: list[RunPoint], *, width: int = 720, height: int = 260) ->
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img"'
         ' aria-label="remote bytes and copy-lag bytes per status snapshot"'
-        ' font-family="sans-serif" font-size="11">'
+        f' font-family="sans-serif" font-size="{CHART_FONT_PX}">'
     ]
     for tick in range(5):
         value = top * tick // 4
@@ -258,13 +265,11 @@ def chart_svg(points: list[RunPoint], *, width: int = 720, height: int = 260) ->
             f'<text x="{left - 6}" y="{y(value) + 4:.1f}" text-anchor="end">'
             f"{human_bytes(value)}</text>"
         )
-    label_every = max(1, len(points) // 8)
-    for i, point in enumerate(points):
-        if i % label_every == 0 or i == len(points) - 1:
-            parts.append(
-                f'<text x="{x(i):.1f}" y="{height - bottom + 16}" text-anchor="middle">'
-                f"{html.escape(_short_time(point.label))}</text>"
-            )
+    parts.extend(
+        f'<text class="x-label" x="{x(i):.1f}" y="{height - bottom + 16}" text-anchor="middle">'
+        f"{html.escape(labels[i])}</text>"
+        for i in labelled_indexes(len(points), step, label_w + 12)
+    )
     for values, color, name in (
         ([p.remote_bytes for p in points], "#1f77b4", "remote"),
         ([p.copy_lag_bytes for p in points], "#ff7f0e", "copy lag"),
@@ -277,15 +282,56 @@ def chart_svg(points: list[RunPoint], *, width: int = 720, height: int = 260) ->
             "</circle>"
             for i, v in enumerate(values)
         )
+    on_day = f", {day}" if day else ""
     parts.append(
         f'<text x="{left}" y="16">bytes (binary units)</text>'
         f'<text x="{left + plot_w / 2:.1f}" y="{height - 12}" text-anchor="middle">'
-        "status snapshot finished (UTC)</text>"
+        f"status snapshot finished (UTC{on_day})</text>"
         f'<text x="{width - right}" y="16" text-anchor="end">'
         '<tspan fill="#1f77b4">&#9632; remote</tspan>  '
         '<tspan fill="#ff7f0e">&#9632; copy lag (closed segments)</tspan></text></svg>'
     )
     return "".join(parts)
+
+
+def time_labels(texts: list[str]) -> tuple[list[str], str | None]:
+    """The x labels of the chart and the day they share (or None): each finish time to the
+    minute, or to the second or millisecond where that is needed to tell two apart; the
+    date is left out of the labels when every snapshot finished on the same day (UTC)."""
+    times = [parse_time(t) for t in texts]
+    if any(t is None for t in times):
+        return [t[:16] for t in texts], None
+    parsed = [t.astimezone(UTC) for t in times if t is not None]
+    days = {f"{t:%Y-%m-%d}" for t in parsed}
+    day = days.pop() if len(days) == 1 else None
+    head = "" if day else "%m-%d "
+    labels: list[str] = []
+    for precision in ("%H:%M", "%H:%M:%S", "%H:%M:%S.%f"):
+        labels = [f"{t:{head}{precision}}" for t in parsed]
+        if precision.endswith("%f"):
+            labels = [label[:-3] for label in labels]  # milliseconds
+        if len(set(labels)) == len(labels):
+            break
+    return labels, day
+
+
+def labelled_indexes(count: int, step_px: float, label_px: int) -> list[int]:
+    """The points that get an x label: the first, the last, and evenly spaced ones between,
+    no two closer than ``label_px`` (a label's width and a gap), so that none overlaps."""
+    if count <= 1:
+        return list(range(count))
+    every = max(1, math.ceil(label_px / step_px)) if step_px > 0 else count
+    chosen = list(range(0, count, every))
+    if chosen[-1] != count - 1:
+        if (count - 1 - chosen[-1]) * step_px < label_px and len(chosen) > 1:
+            chosen.pop()
+        chosen.append(count - 1)
+    return chosen
+
+
+def _text_width(text: str) -> int:
+    """A generous width in px of ``text`` in the chart's font (digits and colons)."""
+    return math.ceil(len(text) * CHART_FONT_PX * 0.62)
 
 
 def status_page(
@@ -299,6 +345,9 @@ def status_page(
     latest, statuses = latest_statuses(summaries)
     cluster_source, cluster = latest_cluster(summaries)
     source = "" if cluster_source is None else _source(cluster_source)
+    cluster_stale = (
+        None if cluster_source is None else stale_as_of(cluster_source, now, tiering_interval_s)
+    )
     rows = "".join(_row(s) for s in statuses)
     points = chart_points(summaries)
     docs = f'<p><a href="{html.escape(docs_href)}">Latest Data Docs</a></p>' if docs_href else ""
@@ -311,7 +360,7 @@ th{{background:#f4f4f4}}.stale{{background:#fff3cd;border:1px solid #e0b100;padd
 {CLUSTER_CSS}</style></head><body>
 <h1>Tiered storage status</h1>
 {_provenance(latest, now, tiering_interval_s)}{docs}
-{cluster_section(cluster, source)}
+{cluster_section(cluster, source, stale_as_of=cluster_stale)}
 <h2>Tiering per partition</h2>
 <table id="tiering"><thead>
 <tr><th rowspan="2">partition</th><th colspan="2">leader</th><th colspan="4">offsets</th>
@@ -335,6 +384,25 @@ def _source(summary: RunSummary) -> str:
     return run_label(summary) + when
 
 
+def is_stale(age_s: float, interval_s: float | None) -> bool:
+    """Older than one tiering interval and a run's own duration (``STALE_GRACE_S``)."""
+    return interval_s is not None and age_s > interval_s + STALE_GRACE_S
+
+
+def stale_as_of(summary: RunSummary, now: datetime, interval_s: float | None) -> str | None:
+    """``<finish time> UTC (<age> ago)`` when ``summary`` is stale (or its finish time is
+    unknown while a schedule is known), else None."""
+    if interval_s is None:
+        return None
+    finished = summary.finished_at()
+    if finished is None:
+        return "an unknown time"
+    age_s = max(0.0, (now - finished).total_seconds())
+    if not is_stale(age_s, interval_s):
+        return None
+    return f"{finished:%Y-%m-%d %H:%M:%S} UTC ({human_duration(age_s)} ago)"
+
+
 def _provenance(latest: RunSummary | None, now: datetime, interval_s: float | None) -> str:
     if latest is None:
         return "<p>No status snapshot yet: the tiering DAG writes one after each run.</p>"
@@ -348,7 +416,7 @@ def _provenance(latest: RunSummary | None, now: datetime, interval_s: float | No
         f"<p>Per partition, from {where}, finished {when}: "
         f'<strong class="age">{human_duration(age_s)} old</strong> at {now:%H:%M:%S} UTC.</p>'
     )
-    if interval_s is not None and age_s > interval_s + STALE_GRACE_S:
+    if is_stale(age_s, interval_s):
         return head + (
             f'<p class="stale" role="alert"><strong>Stale:</strong> these figures are'
             f" {human_duration(age_s)} old, older than the tiering schedule (every"
@@ -455,11 +523,6 @@ def _nice_top(value: int) -> int:
         if value <= unit * step:
             return unit * step
     return unit * 1024
-
-
-def _short_time(label: str) -> str:
-    parsed = parse_time(label)
-    return f"{parsed:%m-%d %H:%M}" if parsed is not None else label[:16]
 
 
 def _partition_name(entry: Mapping[str, Any]) -> str | None:

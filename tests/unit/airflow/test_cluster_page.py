@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 
@@ -88,3 +91,42 @@ def test_an_older_snapshot_without_the_cluster_shows_a_hint() -> None:
 
     assert cluster_state({"job": "tiering_status", "partitions": []}) is None
     assert "No cluster snapshot yet" in cluster_section(None)
+
+
+def test_a_stale_snapshot_says_when_its_health_was_seen_and_is_not_green(tmp_path: Path) -> None:
+    """A healthy cluster seen by a status task 1 h 18 min ago, tiering every 5 minutes: the
+    health line says it is of then and stale, in grey; fresh, it is the usual green line."""
+    from tiered_storage_plugin import status
+
+    data = snapshot({"partition": "t-0", "leader": 1, "replicas": [1, 2], "isr": [1, 2]})
+    data.update(finished="2026-01-01T04:20:00Z", dag_id="tiering", run_id="r", task_id="status")
+    path = tmp_path / "runs" / "tiering" / "r" / "status" / "summary.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(data))
+    summaries = status.read_summaries(tmp_path)
+
+    late = datetime(2026, 1, 1, 5, 38, tzinfo=UTC)
+    page = status.status_page(summaries, docs_href=None, now=late, tiering_interval_s=300)
+    assert 'class="health ok"' not in page
+    assert (
+        '<p class="health stale" role="status"><strong>As of 2026-01-01 04:20:00 UTC'
+        " (1 h 18 min ago), stale: the cluster may have changed since. 2 brokers, controller:"
+        " broker 1. All 1 partitions fully replicated and led by their preferred replica."
+        "</strong></p>"
+    ) in page
+
+    fresh = datetime(2026, 1, 1, 4, 22, tzinfo=UTC)
+    page = status.status_page(summaries, docs_href=None, now=fresh, tiering_interval_s=300)
+    assert '<p class="health ok" role="status"><strong>2 brokers, controller: broker 1.' in page
+    assert "stale" not in page.split('id="cluster"')[1]
+
+
+def test_a_stale_snapshot_of_a_broken_cluster_stays_red() -> None:
+    from tiered_storage_plugin.cluster_page import cluster_section, cluster_state
+
+    state = cluster_state(
+        snapshot({"partition": "t-0", "leader": None, "replicas": [3], "isr": []})
+    )
+    assert state is not None
+    section = cluster_section(state, stale_as_of="2026-01-01 04:20:00 UTC (3 h ago)")
+    assert '<p class="health bad" role="status"><strong>As of 2026-01-01 04:20:00 UTC' in section

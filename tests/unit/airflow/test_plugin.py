@@ -3,8 +3,10 @@ status page and the web app (FastAPI TestClient)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -526,3 +528,54 @@ def test_the_quality_job_is_named_after_the_dag_run(connection: None, tmp_path: 
     assert command[command.index("--run-name") + 1] == "data_quality manual__1"
     copy = TieringJobOperator(task_id="c", job="copy_segments").command(hook, tmp_path, "x")
     assert "--run-name" not in copy
+
+
+def chart_labels(svg: str) -> list[tuple[float, str]]:
+    """(x, text) of the x-axis labels of a chart 260 px high."""
+    return [
+        (float(x), text)
+        for x, text in re.findall(
+            r'<text (?:class="x-label" )?x="([0-9.]+)" y="216" text-anchor="middle">([^<]*)</text>',
+            svg,
+        )
+    ]
+
+
+def test_chart_labels_of_snapshots_in_one_minute_are_distinct_and_inside_the_chart() -> None:
+    """Two status snapshots 45 s apart: each has its own label (to the second), the day is
+    said once under the axis, and the last label ends inside the chart's width."""
+    from tiered_storage_plugin import status
+
+    points = [
+        status.RunPoint(label="2026-11-29T03:10:05.120Z", remote_bytes=1000, copy_lag_bytes=10),
+        status.RunPoint(label="2026-11-29T03:10:50.700Z", remote_bytes=2000, copy_lag_bytes=0),
+    ]
+    svg = status.chart_svg(points, width=720)
+    labels = chart_labels(svg)
+    assert [text for _, text in labels] == ["03:10:05", "03:10:50"]
+    assert "status snapshot finished (UTC, 2026-11-29)" in svg
+    last_x, last = labels[-1]
+    assert last_x + status._text_width(last) / 2 <= 720
+    first_x, first = labels[0]
+    assert first_x - status._text_width(first) / 2 >= 0
+
+
+def test_chart_labels_never_overlap_and_keep_the_last_point() -> None:
+    from tiered_storage_plugin import status
+
+    for count in (2, 3, 7, 9, 17, 24):
+        points = [
+            status.RunPoint(
+                label=f"2026-11-{1 + i // 12:02d}T{i % 12:02d}:00:{i:02d}Z",
+                remote_bytes=i,
+                copy_lag_bytes=0,
+            )
+            for i in range(count)
+        ]
+        labels = chart_labels(status.chart_svg(points))
+        texts = [text for _, text in labels]
+        assert len(set(texts)) == len(texts), texts
+        assert texts[-1] == status.time_labels([p.label for p in points])[0][-1]
+        for (x1, t1), (x2, t2) in itertools.pairwise(labels):
+            assert x2 - x1 >= (status._text_width(t1) + status._text_width(t2)) / 2, labels
+        assert labels[-1][0] + status._text_width(labels[-1][1]) / 2 <= 720
