@@ -30,7 +30,12 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
-from storage_core.server.request_bounds import check_collection_lengths
+from storage_core.server.request_bounds import (
+    Edit,
+    check_collection_lengths,
+    check_request_header,
+    without_tagged_fields,
+)
 
 API_VERSIONS_KEY = 18
 _SIZE = struct.Struct(">i")
@@ -89,13 +94,22 @@ def _writer(schema: Any) -> Any:
 
 
 def parse_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
-    """Decode header and body of a supported (api key, version); the body must fill the frame."""
+    """Decode header and body of a supported (api key, version); the body must fill the frame
+    (a flexible one may leave bytes after it). Tagged fields that the schema does not define,
+    and nulls in nullable tagged fields, are skipped (KIP-482)."""
     key, version, _correlation = peek_key_version_correlation(frame)
-    header_schema = RequestHeaderV2 if is_flexible(key, version) else RequestHeaderV1
+    size_in_bytes = len(frame)
+    flexible = is_flexible(key, version)
+    header_schema = RequestHeaderV2 if flexible else RequestHeaderV1
     try:
+        # Before kio sizes its arrays from the declared counts, and without the tagged fields
+        # that kio refuses but KIP-482 says to skip (see request_bounds).
+        edits: list[Edit] = []
+        body_start = check_request_header(frame, flexible=flexible, edits=edits)
+        check_collection_lengths(request_schema(key, version), frame, body_start, edits)
+        if edits:
+            frame = without_tagged_fields(frame, edits)
         header, header_size = _reader(header_schema)(frame, 0)
-        # Before kio sizes its arrays from the declared counts (see request_bounds).
-        check_collection_lengths(request_schema(key, version), frame, header_size)
         body, body_size = _reader(request_schema(key, version))(frame, header_size)
     except Exception as error:  # the codec raises several types for malformed input
         raise MalformedRequestError(
@@ -116,7 +130,7 @@ def parse_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
             api_version=version,
             correlation_id=int(header.correlation_id),
             client_id=header.client_id,
-            size_in_bytes=len(frame),
+            size_in_bytes=size_in_bytes,
         ),
         body,
     )

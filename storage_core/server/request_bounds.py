@@ -1,4 +1,5 @@
-"""Counts and lengths a request declares, checked against its frame before kio decodes it.
+"""Counts and lengths a request declares, checked against its frame before kio decodes it,
+and the tagged fields kio cannot read, dropped.
 
 kio's native decoder reserves memory for an array from the element count the request
 declares: a compact array that claims 2**32 - 2 elements asks for 32 GiB at once, and a
@@ -10,6 +11,15 @@ where the schema allows none (kio decodes a null array as ``None`` even for a no
 field, which handlers then fail to iterate). Decoding proper (values, UTF-8, enums) stays
 with kio.
 
+KIP-482: a receiver skips the tagged fields it does not know. kio raises on them instead
+('Unknown tagged field tag: N'), and on a null in a nullable tagged field (Fetch's ClusterId,
+tag 0). The walk already visits every tag of the request header and of every struct, so it
+notes them as ``Edit``s: an unknown tag, and a known one holding a null that is also its
+default (absent means the same), is cut out, and the tag count, and the size of any known tagged
+field around a cut, are written again. ``without_tagged_fields`` applies the edits to a copy of
+the frame, which kio then decodes; a request without such tags (every one a Kafka client sends
+today) is not copied, and its walk only notes the position of each tag count.
+
 Encoding walked (Kafka's generated message format):
 
     fixed fields     bool/int8 1, int16/uint16/error_code 2, int32/timedelta_i32 4,
@@ -20,6 +30,8 @@ Encoding walked (Kafka's generated message format):
     nullable struct  int8 marker (-1 null, 1 present), then the struct (KIP-893)
     flexible struct  fields, then uvarint tag count and per tag: uvarint tag, uvarint size,
                      size bytes (a known tag is walked within its size, an unknown one skipped)
+    request header   v1: int16 api_key, int16 api_version, int32 correlation_id,
+                     client_id int16 length (-1 null); v2: v1 + tags (none known), KIP-482
 
 Thread-safety: pure functions over immutable plans, cached per schema class.
 """
@@ -42,6 +54,8 @@ from kio.serial._introspect import (
     is_optional,
 )
 
+from storage_core.records.varint import encode_unsigned_varint
+
 _FIXED_SIZES: dict[str, int] = {
     "bool": 1,
     "int8": 1,
@@ -62,6 +76,9 @@ _FIXED_SIZES: dict[str, int] = {
 _VARINT_BYTES_MAX = 5  # an unsigned varint of Kafka's int32 range
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
+
+Edit = tuple[int, int, bytes]
+"""Replace ``frame[start:end]`` (end exclusive) with the bytes."""
 
 
 class RequestBoundsError(Exception):
@@ -103,13 +120,52 @@ class _Plan:
     flexible: bool
     fields: tuple[_Step, ...]
     tagged: dict[int, _Step]
+    null_by_default: frozenset[int] = frozenset()
+    """Tags of nullable fields whose default is null: a null sent is the same as no tag."""
 
 
-def check_collection_lengths(schema: type, frame: bytes | memoryview, offset: int) -> None:
-    """Raise ``RequestBoundsError`` if a body of ``schema`` at ``offset`` declares an array
-    count or a string/bytes length beyond the end of ``frame``."""
+# RequestHeader v1 and v2: api key, version and correlation id (8 bytes), then a client id whose
+# length is an int16 in both (its flexibleVersions are "none"); v2 adds tags, none defined.
+_HEADER_FIXED_BYTES = 8
+_HEADER_TAGS = _Plan(flexible=True, fields=(), tagged={})
+
+
+def check_request_header(frame: bytes | memoryview, *, flexible: bool, edits: list[Edit]) -> int:
+    """The end (exclusive) of the request header v2 (``flexible``) or v1 at the start of
+    ``frame``; its tagged fields, none of which Kafka defines, are noted in ``edits``."""
     view = memoryview(frame)
-    _walk_struct(_plan(schema), view, offset, len(view))
+    end = len(view)
+    length, position = _read(_INT16, view, _HEADER_FIXED_BYTES, end)
+    if length > 0:
+        position = _advance(position, length, end, "client id")
+    if not flexible:
+        return position
+    if position < end and view[position] == 0:  # no tagged fields: every client today
+        return position + 1
+    return _walk_struct(_HEADER_TAGS, view, position, end, edits)
+
+
+def check_collection_lengths(
+    schema: type, frame: bytes | memoryview, offset: int, edits: list[Edit] | None = None
+) -> int:
+    """Raise ``RequestBoundsError`` if a body of ``schema`` at ``offset`` declares an array
+    count or a string/bytes length beyond the end of ``frame``; else the end of the body
+    (exclusive). The tagged fields to drop before kio decodes it are added to ``edits``."""
+    view = memoryview(frame)
+    return _walk_struct(_plan(schema), view, offset, len(view), [] if edits is None else edits)
+
+
+def without_tagged_fields(frame: bytes | memoryview, edits: list[Edit]) -> bytes:
+    """A copy of ``frame`` with ``edits`` (from the checks above, not overlapping) applied."""
+    parts: list[bytes | memoryview] = []
+    position = 0
+    view = memoryview(frame)
+    for start, end, replacement in sorted(edits):
+        parts.append(view[position:start])
+        parts.append(replacement)
+        position = end
+    parts.append(view[position:])
+    return b"".join(parts)
 
 
 @cache
@@ -117,6 +173,7 @@ def _plan(schema: type) -> _Plan:
     flexible = bool(getattr(schema, "__flexible__", False))
     steps: list[_Step] = []
     tagged: dict[int, _Step] = {}
+    null_by_default: set[int] = set()
     for field in dataclasses.fields(schema):
         tag = get_field_tag(field)
         step = _field_step(field, flexible, is_tag=tag is not None)
@@ -128,7 +185,14 @@ def _plan(schema: type) -> _Plan:
                 steps.append(step)
         else:
             tagged[int(tag)] = step
-    return _Plan(flexible=flexible, fields=tuple(steps), tagged=tagged)
+            if is_optional(field) and field.default is None and isinstance(step, _Sized | _Array):
+                null_by_default.add(int(tag))
+    return _Plan(
+        flexible=flexible,
+        fields=tuple(steps),
+        tagged=tagged,
+        null_by_default=frozenset(null_by_default),
+    )
 
 
 def _field_step(field: dataclasses.Field[Any], flexible: bool, *, is_tag: bool) -> _Step:
@@ -157,7 +221,7 @@ def _primitive_step(kafka_type: str, flexible: bool) -> _Step:
         raise RequestBoundsError(f"no wire size known for field type {kafka_type!r}") from None
 
 
-def _walk(step: _Step, view: memoryview, position: int, end: int) -> int:
+def _walk(step: _Step, view: memoryview, position: int, end: int, edits: list[Edit]) -> int:
     if isinstance(step, _Fixed):
         return _advance(position, step.size_bytes, end, "field")
     if isinstance(step, _Sized):
@@ -174,7 +238,7 @@ def _walk(step: _Step, view: memoryview, position: int, end: int) -> int:
             position = _advance(position, 1, end, "struct marker")
             if view[position - 1] == 0xFF:  # int8 -1: a null struct
                 return position
-        return _walk_struct(step.plan, view, position, end)
+        return _walk_struct(step.plan, view, position, end, edits)
     if step.flexible:
         count, position = _read_uvarint(view, position, end)
         count -= 1
@@ -188,27 +252,50 @@ def _walk(step: _Step, view: memoryview, position: int, end: int) -> int:
             f" {end - position} bytes left"
         )
     for _ in range(count):
-        position = _walk(step.item, view, position, end)
+        position = _walk(step.item, view, position, end, edits)
     return position
 
 
-def _walk_struct(plan: _Plan, view: memoryview, position: int, end: int) -> int:
+def _walk_struct(plan: _Plan, view: memoryview, position: int, end: int, edits: list[Edit]) -> int:
     for step in plan.fields:
-        position = _walk(step, view, position, end)
+        position = _walk(step, view, position, end, edits)
     if not plan.flexible:
         return position
+    count_start = position
     tags, position = _read_uvarint(view, position, end)
+    if tags == 0:
+        return position
     if tags > end - position:
         raise RequestBoundsError(f"{tags} tagged fields in {end - position} bytes")
+    count_end = position
+    dropped = 0
     for _ in range(tags):
+        field_start = position
         tag, position = _read_uvarint(view, position, end)
+        size_start = position
         size, position = _read_uvarint(view, position, end)
         field_end = _advance(position, size, end, "tagged field")
         known = plan.tagged.get(tag)
-        if known is not None:
-            _walk(known, view, position, field_end)
+        if known is None or (tag in plan.null_by_default and _is_null(view, position, field_end)):
+            edits.append((field_start, field_end, b""))  # skipped, as KIP-482 says
+            dropped += 1
+        else:
+            inner: list[Edit] = []
+            _walk(known, view, position, field_end, inner)
+            if inner:  # a struct within the tag lost tags of its own: its size changes
+                shrunk_bytes = sum(e - s - len(r) for s, e, r in inner)
+                edits.append((size_start, position, encode_unsigned_varint(size - shrunk_bytes)))
+                edits.extend(inner)
         position = field_end
+    if dropped:
+        edits.append((count_start, count_end, encode_unsigned_varint(tags - dropped)))
     return position
+
+
+def _is_null(view: memoryview, position: int, end: int) -> bool:
+    """Whether the compact string, bytes or array at ``position`` is null (length + 1 = 0)."""
+    length, _ = _read_uvarint(view, position, end)
+    return length == 0
 
 
 def _advance(position: int, size: int, end: int, what: str) -> int:
