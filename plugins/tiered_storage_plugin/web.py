@@ -9,6 +9,11 @@
 Every route requires the Airflow user of the request, as the rest of the UI does: Airflow's
 own ``requires_access_view(AccessView.WEBSITE)`` dependency reads the session cookie the UI
 sets or an ``Authorization: Bearer`` token; an anonymous request gets 401, a bad token 403.
+A browser opening a page without a session (a GET that accepts ``text/html`` and carries no
+``Authorization`` header, answered 401, or 403 for a session token the server cannot read) is
+sent instead to Airflow's login, ``/api/v2/auth/login?next=<this page>``, which hands ``next``
+to the auth manager's login page (the simple auth manager's comes back to it after logging
+in), as Airflow's own UI does; API clients keep their 401 and 403.
 Everything is read from the reports root (``paths.reports_root()``) on each request; a missing
 report is a 404. Paths are resolved and must stay inside their report directory; no absolute
 path of the server is shown.
@@ -22,12 +27,20 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tiered_storage_plugin import paths, status
 from tiered_storage_plugin.deletion import PLAN_FILE
+
+AIRFLOW_LOGIN_PATH = "/api/v2/auth/login"
+# Airflow's detail for a token it cannot decode (a session from before a secret change): its
+# UI sends the user to the login page for it, as for a 401.
+INVALID_TOKEN_DETAIL = "Invalid JWT token"  # noqa: S105 - an error message, not a secret
 
 
 @functools.cache
@@ -63,6 +76,13 @@ def create_app(root: Path | None = None) -> FastAPI:
 
     def reports() -> Path:
         return root if root is not None else paths.reports_root()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def login_or_error(request: Request, exc: StarletteHTTPException) -> Response:
+        target = login_redirect(request, exc)
+        if target is not None:
+            return RedirectResponse(target, status_code=303)
+        return await http_exception_handler(request, exc)
 
     @app.get("/", response_class=HTMLResponse)
     def status_page(request: Request) -> HTMLResponse:
@@ -127,6 +147,29 @@ def create_app(root: Path | None = None) -> FastAPI:
         return FileResponse(target, media_type="text/plain; charset=utf-8")
 
     return app
+
+
+def login_redirect(request: Request, exc: StarletteHTTPException) -> str | None:
+    """Where to send a browser that ``exc`` refused for want of a session: Airflow's login
+    with this page as ``next``; None for API clients (a bearer token, or no HTML accepted)
+    and for every other error."""
+    if exc.status_code != 401 and not (
+        exc.status_code == 403 and exc.detail == INVALID_TOKEN_DETAIL
+    ):
+        return None
+    if request.method not in ("GET", "HEAD") or "authorization" in request.headers:
+        return None
+    if "text/html" not in request.headers.get("accept", ""):
+        return None
+    page = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return airflow_root(request) + AIRFLOW_LOGIN_PATH + "?" + urlencode({"next": page})
+
+
+def airflow_root(request: Request) -> str:
+    """The path Airflow is served under (``""`` at the root of its host): the plugin app's
+    mount point without ``paths.URL_PREFIX``."""
+    mounted = str(request.scope.get("root_path", "")).rstrip("/")
+    return mounted.removesuffix(paths.URL_PREFIX)
 
 
 def _serve(site: Path, file_path: str) -> FileResponse:
