@@ -1,13 +1,18 @@
 """# data_quality
 
+**Unpausing this DAG starts nothing by itself**: its next run follows the next job run that
+changes the remote tier (changes made while it was paused are not queued). It reads and
+reports; it deletes nothing.
+
 On demand, and after every job run that changed the remote tier (the
-`tiered_storage_remote_tier` Asset, updated by tiering, retention_nightly and partition_deletion
-runs that copied, deleted or repaired something; idle runs do not trigger it): builds the
-offsets-and-epochs tables and runs the expectation suites (`jobs.quality`), then publishes the
-run's report (`quality_report.json` in the run's directory) beside the Great Expectations Data
-Docs, which the Tiered storage page of the UI serves (`/tiered-storage/`), and records a status
-snapshot per partition for that page. A failing suite fails
-the run: the failing expectations and a link to the Data Docs are in the quality task's log.
+`tiered_storage_remote_tier` Asset, updated by tiering, retention_nightly, partition_deletion
+and partition_deletion_sweep runs that copied, deleted or repaired something; idle runs do not
+trigger it): builds the offsets-and-epochs tables and runs the expectation suites
+(`jobs.quality`), then publishes the run's report (`quality_report.json` in the run's
+directory) beside the Great Expectations Data Docs, which the Tiered storage page of the UI
+serves (`/tiered-storage/`), and records a status snapshot per partition for that page. A
+failing suite fails the run: the failing expectations and a link to the Data Docs are in the
+quality task's log.
 """
 
 from __future__ import annotations

@@ -1,31 +1,26 @@
 """# partition_deletion
 
-Removes the remote data of deleted partitions.
+**Unpausing this DAG starts nothing**: it has no schedule; only an accepted trigger makes a
+run. The hourly sweep of partitions already marked is the `partition_deletion_sweep` DAG.
 
-- **Scheduled sweep** (hourly while the DAG is unpaused, no params): `jobs.delete_partitions`
-  deletes from the remote tier every object (`.log`, indexes, snapshots, leader-epoch
-  checkpoints) and finishes the metadata (DELETE_SEGMENT_* then DELETE_PARTITION_FINISHED in
-  `__remote_log_metadata`) of the partitions already marked DELETE_PARTITION_MARKED or
-  _STARTED, that is of topics Kafka has already deleted. It never deletes a live topic, nor
-  any broker's local log.
-- **Triggered with params** (Trigger in the UI): deletes a topic. Type the topic name again
-  in `confirm`. The topic is deleted through the broker (DeleteTopics), which marks its
-  remote partitions, then `jobs.delete_partitions` removes their remote data. Kafka deletes
-  whole topics: `partitions`, when given, must list every partition of the topic. With
-  `dry_run` nothing is marked or deleted: the plan (per partition: segments, bytes and
+Deletes a topic and its remote data, on demand (Trigger in the UI, with params):
+
+- **Triggered with a topic**: type the topic name again in `confirm`. The topic is deleted
+  through the broker (DeleteTopics), which marks its remote partitions, then
+  `jobs.delete_partitions` removes their remote data (`.log`, indexes, snapshots,
+  leader-epoch checkpoints) and finishes their metadata in `__remote_log_metadata`. Kafka
+  deletes whole topics: `partitions`, when given, must list every partition of the topic.
+  With `dry_run` nothing is marked or deleted: the plan (per partition: segments, bytes and
   offsets that would go) is in the `mark_partitions` log and in `plan.txt` of the run.
+- **Triggered without a topic**: one sweep now, as `partition_deletion_sweep` does it: only
+  partitions already marked DELETE_PARTITION_MARKED or _STARTED (of topics Kafka has already
+  deleted) lose their remote data. It never deletes a live topic, nor any broker's local log.
 
 Bad params are refused before a run exists (the trigger answers 400 with the reason): types,
 the topic name pattern and partition numbers by the params' schemas, `confirm` not equal to
 `topic` by the plugin's trigger guard. A request that the broker refuses (partitions that do
 not match the topic) fails `mark_partitions` with the reason as the first line of its log;
 nothing is marked or deleted.
-
-Pausing: the DAG starts paused. "Unpause on trigger" in the trigger form unpauses it only
-when the trigger is accepted: after a refused trigger the plugin pauses it again, so the
-hourly sweep never starts as a side effect. Unpause it in the DAG list to run the sweep.
-Another schedule: set `TIERED_STORAGE_PARTITION_DELETION_SCHEDULE`
-(a cron expression or a preset such as `@hourly`) for the scheduler and dag-processor.
 """
 
 from __future__ import annotations
@@ -40,7 +35,6 @@ from tiered_storage_plugin.dag_support import (
     REMOTE_TIER,
     START_DATE,
     TAGS,
-    schedule_for,
 )
 from tiered_storage_plugin.deletion import PARTITIONS_MAX, TOPIC_NAME_MAX, TOPIC_PATTERN
 from tiered_storage_plugin.operators import TieringJobOperator
@@ -50,7 +44,7 @@ log = logging.getLogger("airflow.task")
 
 @dag(
     dag_id="partition_deletion",
-    schedule=schedule_for("partition_deletion", "30 * * * *"),
+    schedule=None,
     start_date=START_DATE,
     catchup=False,
     max_active_runs=1,
@@ -65,7 +59,7 @@ log = logging.getLogger("airflow.task")
             pattern=TOPIC_PATTERN,
             maxLength=TOPIC_NAME_MAX,
             title="Topic",
-            description="The topic to delete; empty for the sweep of partitions already marked.",
+            description="The topic to delete; empty for one sweep of partitions already marked.",
         ),
         "partitions": Param(
             None,

@@ -1,5 +1,7 @@
 """# preferred_leader_election
 
+**Unpausing this DAG starts nothing**: it has no schedule; only an accepted trigger makes a run.
+
 On demand (Trigger in the UI, with params): gives the partitions of a topic back to their
 preferred replica (the first of each partition's assignment), as Kafka's
 `kafka-leader-election --election-type PREFERRED` does, through the controller (ElectLeaders).

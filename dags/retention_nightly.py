@@ -1,5 +1,9 @@
 """# retention_nightly
 
+**Unpausing this DAG starts a run at once** (for the latest 02:00 UTC already passed), then one
+every night: it deletes remote segments beyond retention and orphaned objects of the remote
+tier (never a live topic, nor any broker's local log).
+
 Nightly at 02:00 UTC: finish or roll back transitions stuck in a STARTED state and delete
 orphaned objects (`jobs.reconcile`), apply remote retention (`jobs.expire_remote`: retention.ms,
 retention.bytes, log start offset, segments off the leader-epoch lineage), check offsets and

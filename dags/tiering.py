@@ -1,5 +1,8 @@
 """# tiering
 
+**Unpausing this DAG starts a run at once**, then one every 5 minutes. It copies to the remote
+tier and deletes nothing but the objects of its own copies that a failure interrupted.
+
 Every 5 minutes: copy every eligible closed segment of the partitions the brokers lead to the
 remote tier (`jobs.copy_segments`), then check offsets and epochs (`jobs.quality`) and, beside
 it, record a status snapshot per partition (offsets, local and remote bytes, copy lag) for the

@@ -1,6 +1,7 @@
 """Registers the tiered-storage UI with Airflow: the web app under ``/tiered-storage``, a
 navigation entry that shows it inside the Airflow UI, and the api-server middleware that
-keeps a refused trigger of a destructive DAG from unpausing it (``trigger_guard``).
+refuses the trigger of a destructive DAG with bad params before a run exists
+(``trigger_guard``).
 
 The operators and the hook are imported by the DAGs from the ``tiered_storage_plugin``
 package directly (``plugins/`` is on ``sys.path``).

@@ -14,7 +14,7 @@ Story (one broker, remote storage on, ``LocalTieredStorage`` in a temp dir; the 
     partition_deletion, dry run      nothing marked, nothing deleted
     partition_deletion (doomed)      DeleteTopics marks it, delete_partitions removes its
                                      remote data: no remote object of doomed is left
-    partition_deletion sweep         scheduled run without params: succeeds, nothing to do
+    partition_deletion_sweep         scheduled run, no params: succeeds, nothing left to do
     data_quality                     quality publishes its summary and Data Docs, which the
                                      plugin's web app serves with the status page
 """
@@ -290,9 +290,10 @@ def test_partition_deletion_deletes_the_topic_and_its_remote_data(cluster: Any, 
     assert summary["status"] == "ok" and summary["counts"]["partitions_finished"] >= 1
     assert remote_logs(cluster, ORDERS)  # the other topic keeps its remote data
 
-    # the scheduled sweep (no params) then finds nothing left to do
-    state, states = run(dags["partition_deletion"], deletion_conf())
-    assert (state, ok(states)) == ("success", True), states
+    # the hourly sweep (its own DAG, no params) then finds nothing left to do
+    state, states = run(dags["partition_deletion_sweep"])
+    assert (state, states) == ("success", {"delete_partitions": "success"})
+    assert latest_summary("partition_deletion_sweep", "delete_partitions")["status"] == "ok"
 
 
 def test_data_quality_publishes_data_docs_served_by_the_plugin(cluster: Any, dags: Any) -> None:

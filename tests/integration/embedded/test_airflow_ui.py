@@ -3,9 +3,10 @@
 ``airflow standalone``.
 
 1. Through the REST API v2 (as the UI calls it): bad params are refused before a run exists,
-   and a refused trigger sent with the form's "Unpause on trigger" leaves
-   ``partition_deletion`` paused; a dry run triggered with conf succeeds and writes its plan;
-   the plugin's page answers only logged-in users.
+   and a refused trigger followed by the form's "Unpause on trigger" leaves no run of any DAG
+   (the destructive DAGs have no schedule; the hourly sweep is a DAG of its own); a dry run
+   triggered with conf succeeds and writes its plan; the plugin's page answers only
+   logged-in users.
 2. In a headless Chromium with outbound network unreachable (an air-gapped operator): log in,
    open the status page through the UI's navigation, open the Data Docs index and find the
    validation results listed, open one and find each expectation's name and meaning, trigger
@@ -45,6 +46,7 @@ REPO = Path(__file__).resolve().parents[3]
 READY_TIMEOUT_S = 300.0
 RUN_TIMEOUT_S = 300.0
 PAGE_TIMEOUT_S = 30.0
+SCHEDULER_LOOPS_S = 10.0
 TOPIC = "events"
 # Chromium resolves no name but loopback and sends everything else to a dead proxy: the CDN
 # loads of a page fail as they would on an air-gapped machine.
@@ -166,7 +168,7 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ui]:
                     os.kill(pid, signal.SIGKILL)
 
 
-def test_rest_api_refuses_bad_triggers_before_a_run_and_keeps_the_dag_paused(ui: Ui) -> None:
+def test_a_refused_trigger_with_unpause_on_trigger_leaves_no_run_of_any_dag(ui: Ui) -> None:
     api = ui.api
     assert Api(ui.port).call("GET", "/api/v2/dags")[0] == 401  # no token, no access
     status, body = api.call("GET", "/api/v2/dags")
@@ -175,29 +177,40 @@ def test_rest_api_refuses_bad_triggers_before_a_run_and_keeps_the_dag_paused(ui:
         "tiering",
         "retention_nightly",
         "partition_deletion",
+        "partition_deletion_sweep",
         "data_quality",
         "preferred_leader_election",
     }
     assert all(d["is_paused"] for d in body["dags"])  # nothing runs until a user says so
 
-    # the trigger form: "Unpause on trigger" (ticked) sends the unpause, then the trigger
+    # Airflow 3.3's trigger form with "Unpause on trigger" (ticked by default): the trigger,
+    # refused before a run exists, then the unpause, sent whatever the trigger's answer
     refused = [
-        ({"topic": "no such/topic", "confirm": "x"}, "no such/topic"),
-        ({"topic": TOPIC, "confirm": "evnets"}, "confirm must equal the topic name"),
+        ("partition_deletion", {"topic": "no such/topic", "confirm": "x"}, "no such/topic"),
+        ("partition_deletion", {"topic": TOPIC, "confirm": "evnets"}, "confirm must equal"),
+        ("partition_deletion", {"partitions": [0]}, "partitions and confirm need a topic"),
+        ("preferred_leader_election", {"partitions": [0]}, "topic is required"),
     ]
-    for conf, reason in refused:
-        assert api.call("PATCH", "/api/v2/dags/partition_deletion", {"is_paused": False})[0] == 200
+    for dag_id, conf, reason in refused:
         status, body = api.call(
-            "POST", "/api/v2/dags/partition_deletion/dagRuns", {"logical_date": None, "conf": conf}
+            "POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf}
         )
         assert status == 400, body
         assert reason in body["detail"], body
-        assert api.is_paused("partition_deletion"), conf
-    assert api.run_ids("partition_deletion") == set()  # refused before a run exists
-    time.sleep(4.0)  # the guard's later checks change nothing more
-    assert api.is_paused("partition_deletion")
+        assert api.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})[0] == 200
+    # the scheduler loops every second: it had its chances to start anything unpaused
+    time.sleep(SCHEDULER_LOOPS_S)
+    status, runs = api.call("GET", "/api/v2/dags/~/dagRuns")
+    assert status == 200, runs
+    assert [(r["dag_id"], r["dag_run_id"]) for r in runs["dag_runs"]] == []
+    assert runs["total_entries"] == 0
+    assert not api.is_paused("partition_deletion")  # unpaused as asked, and idle
+    assert api.is_paused("partition_deletion_sweep")  # the sweep stays off until unpaused
 
-    # an unpause on its own is left alone; a valid dry run with conf succeeds
+
+def test_rest_api_triggers_a_dry_run_and_serves_the_plugin_page(ui: Ui) -> None:
+    api = ui.api
+    # a valid dry run with conf succeeds
     assert api.call("PATCH", "/api/v2/dags/partition_deletion", {"is_paused": False})[0] == 200
     conf = {"topic": TOPIC, "partitions": None, "confirm": TOPIC, "dry_run": True}
     status, run = api.call(
@@ -415,10 +428,9 @@ def test_an_operator_reads_the_ui_in_a_browser_without_internet(ui: Ui) -> None:
         shot("4-trigger-form")
         text("//*[@data-testid='trigger-dag-submit']").click()
 
-        # "Unpause on trigger" lets the scheduler add the hourly sweep's latest run as well
+        # "Unpause on trigger" starts nothing more: the DAG has no schedule
         def triggered() -> set[str]:
-            new = ui.api.run_ids("partition_deletion") - before
-            return {r for r in new if r.startswith("manual__")}
+            return ui.api.run_ids("partition_deletion") - before
 
         deadline = time.monotonic() + PAGE_TIMEOUT_S
         while not triggered() and time.monotonic() < deadline:

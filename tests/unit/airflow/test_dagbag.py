@@ -14,6 +14,7 @@ EXPECTED = {
     "tiering": ["copy_segments", "quality"],
     "retention_nightly": ["reconcile", "expire_remote", "quality", "report"],
     "partition_deletion": ["validate_request", "mark_partitions", "delete_partitions"],
+    "partition_deletion_sweep": ["delete_partitions"],
     "data_quality": ["quality", "publish"],
     "preferred_leader_election": ["validate_request", "elect_leaders"],
 }
@@ -65,9 +66,32 @@ def test_schedules(dagbag: Any) -> None:
     assert dagbag.dags["tiering"].timetable.delta == timedelta(minutes=5)
     nightly = dagbag.dags["retention_nightly"].timetable
     assert (nightly.expression, str(nightly.timezone)) == ("0 2 * * *", "UTC")
-    assert dagbag.dags["partition_deletion"].timetable.expression == "30 * * * *"
+    assert dagbag.dags["partition_deletion_sweep"].timetable.expression == "30 * * * *"
     quality = dagbag.dags["data_quality"].timetable
     assert quality.asset_condition.name == "tiered_storage_remote_tier"
+
+
+# Unpausing a DAG with a schedule starts its latest scheduled run at once (catchup off): the
+# DAGs that a user triggers with params have none, so the trigger form's "Unpause on trigger"
+# never starts anything, whatever the trigger's answer.
+TRIGGERED_ONLY = {"partition_deletion", "preferred_leader_election"}
+
+
+@pytest.mark.parametrize("dag_id", sorted(TRIGGERED_ONLY))
+def test_dags_triggered_with_params_have_no_schedule(dagbag: Any, dag_id: str) -> None:
+    dag = dagbag.dags[dag_id]
+    assert dag.params  # the trigger form asks for them
+    assert type(dag.timetable).__name__ == "NullTimetable"
+    assert "**Unpausing this DAG starts nothing**" in dag.doc_md
+
+
+@pytest.mark.parametrize("dag_id", sorted(set(EXPECTED) - TRIGGERED_ONLY))
+def test_dags_that_run_on_their_own_have_no_params_and_say_what_unpausing_starts(
+    dagbag: Any, dag_id: str
+) -> None:
+    dag = dagbag.dags[dag_id]
+    assert not dag.params  # nothing a refused trigger could leave behind
+    assert "**Unpausing this DAG starts" in dag.doc_md
 
 
 def test_remote_tier_asset_is_updated_by_the_jobs_that_change_it(dagbag: Any) -> None:
@@ -83,6 +107,7 @@ def test_remote_tier_asset_is_updated_by_the_jobs_that_change_it(dagbag: Any) ->
         ("retention_nightly", "reconcile"),
         ("retention_nightly", "expire_remote"),
         ("partition_deletion", "delete_partitions"),
+        ("partition_deletion_sweep", "delete_partitions"),
     }
 
 
