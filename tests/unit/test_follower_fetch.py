@@ -12,7 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage_core.client.replica_fetch_codec import PartitionFetch, encode_fetch_request
@@ -23,7 +23,7 @@ from storage_core.replication.partition import Partition
 from storage_core.replication.replica_manager import FetchRequestPartition, ReplicaManager
 from storage_core.server.handlers import fetch, follower_fetch
 from storage_core.server.kafka_config import KafkaConfig
-from storage_core.server.protocol import parse_request
+from storage_core.server.protocol import MalformedRequestError, parse_request
 from storage_core.server.request_context import RequestContext
 from tests.conftest import make_batch
 
@@ -241,3 +241,96 @@ def test_its_answer_is_the_general_handlers_byte_for_byte(tmp_path: Path) -> Non
 
     asyncio.run(run())
     replicas.shutdown()
+
+
+def general_decision(frame: bytes) -> follower_fetch.FollowerFetch | None:
+    """What the general decoder reads from ``frame`` in the fast path's terms, or None when it
+    refuses the frame."""
+    try:
+        header, request = parse_request(frame)
+    except MalformedRequestError:
+        return None
+    (topic,) = request.topics
+    (p,) = topic.partitions
+    return follower_fetch.FollowerFetch(
+        correlation_id=header.correlation_id,
+        replica_id=int(request.replica_id),
+        max_wait_ms=request.max_wait // datetime.timedelta(milliseconds=1),
+        min_bytes=int(request.min_bytes),
+        max_bytes=int(request.max_bytes),
+        partition=PartitionFetch(
+            topic=topic.topic,
+            partition=int(p.partition),
+            current_leader_epoch=int(p.current_leader_epoch),
+            fetch_offset=int(p.fetch_offset),
+            last_fetched_epoch=int(p.last_fetched_epoch),
+            log_start_offset=int(p.log_start_offset),
+            partition_max_bytes=int(p.partition_max_bytes),
+        ),
+    )
+
+
+def agrees_with_the_general_decoder(frame: bytes) -> None:
+    fast = follower_fetch.decode(frame)
+    if fast is not None:
+        assert fast == general_decision(frame), frame.hex()
+
+
+def mutate(frame: bytes, edits: list[tuple[str, int, bytes]]) -> bytes:
+    out = bytearray(frame)
+    for kind, where, data in edits:
+        position = where % (len(out) + 1)
+        if kind == "set":
+            out[position : position + len(data)] = data
+        elif kind == "insert":
+            out[position:position] = data
+        elif kind == "delete":
+            del out[position : position + max(len(data), 1)]
+        else:
+            del out[position:]
+    return bytes(out)
+
+
+# Bytes that make the interesting cases likely: lengths of -1 and below, non-UTF-8 bytes,
+# varints of a null or of an empty string, tag counts.
+interesting_bytes = st.sampled_from(
+    [b"\xff", b"\xff\xfe", b"\x80", b"\xc3", b"\xed\xa0\x80", b"\x00", b"\x01", b"\x02", b"\x7f"]
+) | st.binary(min_size=1, max_size=4)
+
+
+@settings(max_examples=1_000)
+@given(
+    client_id=st.none() | st.binary(max_size=8),
+    rack_id=st.binary(max_size=6),
+    topic=st.text(min_size=1, max_size=8),
+    edits=st.lists(
+        st.tuples(
+            st.sampled_from(["set", "set", "insert", "delete", "truncate"]),
+            st.integers(0, 200),
+            interesting_bytes,
+        ),
+        max_size=3,
+    ),
+)
+def test_a_mutated_frame_is_left_to_the_general_decoder_or_read_the_same(
+    client_id: bytes | None, rack_id: bytes, topic: str, edits: list[tuple[str, int, bytes]]
+) -> None:
+    """For any frame the fast path either answers None (the general handler decides) or reads
+    what the general decoder reads: a client id length below -1, a client or rack id that is
+    not UTF-8 and a null rack id were read here and refused there."""
+    base = frame_of(partition_fetch(topic=topic), client_id=client_id)
+    with_rack = base[:-2] + bytes((len(rack_id) + 1,)) + rack_id + b"\x00"
+    agrees_with_the_general_decoder(mutate(with_rack, edits))
+
+
+def test_frames_the_general_decoder_refuses_are_not_read_here() -> None:
+    frame = frame_of(partition_fetch(), client_id=b"ab")
+    refused = {
+        "a client id length of -2": frame[:8] + struct.pack(">h", -2) + frame[12:],
+        "a client id that is not UTF-8": frame[:10] + b"\xff\xfe" + frame[12:],
+        "a null rack id": frame[:-2] + b"\x00\x00",
+        "a rack id that is not UTF-8": frame[:-2] + b"\x02\xff\x00",
+    }
+    for what, bad in refused.items():
+        assert general_decision(bad) is None, what
+        assert follower_fetch.decode(bad) is None, what

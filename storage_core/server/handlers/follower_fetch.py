@@ -66,7 +66,9 @@ class FollowerFetch(NamedTuple):
 def decode(frame: bytes) -> FollowerFetch | None:
     """The follower fetch ``frame`` holds (header included), or None when it is anything
     else: another API or version, a consumer, several partitions, a session, tagged fields,
-    or bytes that do not parse (the general handler then decodes it and names the fault)."""
+    or bytes that the general decoder would refuse (a client id length below -1, a string
+    that is not UTF-8, a null rack id): the general handler then decodes it, and refuses it
+    naming the fault. Whatever it returns, the general decoder reads the same (tested)."""
     try:
         return _decode(frame)
     except (struct.error, IndexError, UnicodeDecodeError, CorruptRecordError):
@@ -75,9 +77,11 @@ def decode(frame: bytes) -> FollowerFetch | None:
 
 def _decode(frame: bytes) -> FollowerFetch | None:
     api_key, api_version, correlation_id, client_id_length = _HEAD.unpack_from(frame, 0)
-    if api_key != API_KEY or api_version != VERSION:
+    if api_key != API_KEY or api_version != VERSION or client_id_length < -1:
         return None
     pos = _HEAD.size + max(client_id_length, 0)
+    if client_id_length > 0 and not _is_utf8(frame, _HEAD.size, pos):
+        return None
     if frame[pos] != _NO_TAGS:
         return None
     replica_id, max_wait_ms, min_bytes, max_bytes, _isolation, session_id, session_epoch = (
@@ -101,7 +105,12 @@ def _decode(frame: bytes) -> FollowerFetch | None:
     if frame[pos : pos + 3] != bytes((_NO_TAGS, _NO_TAGS, _EMPTY)):
         return None
     rack_length, pos = decode_unsigned_varint(frame, pos + 3)
-    pos += max(rack_length - 1, 0)
+    if rack_length < 1:  # a null rack id: the field is not nullable
+        return None
+    rack_end = pos + rack_length - 1
+    if rack_end > pos and not _is_utf8(frame, pos, rack_end):
+        return None
+    pos = rack_end
     if frame[pos] != _NO_TAGS or pos + 1 != len(frame):
         return None
     return FollowerFetch(
@@ -112,6 +121,16 @@ def _decode(frame: bytes) -> FollowerFetch | None:
         max_bytes=max_bytes,
         partition=PartitionFetch(topic, *fields),
     )
+
+
+def _is_utf8(frame: bytes, start: int, end: int) -> bool:
+    """Whether ``frame[start:end]`` is UTF-8, as the general decoder requires of a string it
+    reads (and then ignores, for the client id and the rack id)."""
+    try:
+        frame[start:end].decode()
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 async def handle(broker: KafkaBroker, fetch: FollowerFetch) -> ResponseParts:
