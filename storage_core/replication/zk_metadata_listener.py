@@ -12,6 +12,19 @@ Watched (each watch is one-shot and set again when it fires):
     /config/topics/<t>                  topic configs
     /admin/delete_topics                topics marked for deletion
 
+A topic is listed together with its partitions' states, as a Kafka broker learns a topic from
+the controller's UpdateMetadata, which carries them: the controller writes a new topic's
+assignment first and its partitions' states a moment later, one by one, and a topic listed
+in between had partitions without a leader (LEADER_NOT_AVAILABLE), which librdkafka takes
+for an error of the partition rather than a topic not known yet. So the listener keeps the
+topics as ZooKeeper holds them (``_read``) and lists from them (``listed_topic``): a topic
+once every partition of its assignment has a state (until then clients are told
+UNKNOWN_TOPIC_OR_PARTITION and retry), added partitions once all of them have one. A
+partition whose state says it has no leader (its replicas are down) is listed as it is. A
+partition none of whose replicas was alive at its creation gets no state until one returns
+(the controller leaves it new, as Kafka's does); its topic waits with it, where Kafka would
+list the other partitions and a client would see fewer partitions than were created.
+
 All reads and the callbacks run on the listener's event thread, in the order ZooKeeper
 reported the changes. After the session is re-established (a new session loses its watches)
 everything is read again. ``on_partitions`` receives the partitions whose state, replicas or
@@ -46,6 +59,30 @@ PartitionsCallback = Callable[
 ]
 DeletionCallback = Callable[[MetadataImage, set[str]], None]
 
+NO_STATE = -1  # ``partition_epoch`` of a partition whose state znode does not exist yet
+
+
+def has_state(partition: PartitionMetadata) -> bool:
+    """The controller has given the partition its state (a leader, or none while its
+    replicas are down)."""
+    return partition.partition_epoch != NO_STATE
+
+
+def listed_topic(read: TopicMetadata, before: TopicMetadata | None) -> TopicMetadata | None:
+    """What a broker lists of a topic read from ZooKeeper (``read``), given what it listed
+    before (``before``): ``read`` once each of its partitions has a state; until then the
+    partitions listed before, at their newest state (a topic being created: none, so the topic
+    is not listed; partitions being added: the earlier ones)."""
+    if all(has_state(p) for p in read.partitions):
+        return read
+    if before is None or before.topic_id != read.topic_id:
+        return None
+    partitions = []
+    for previous in before.partitions:
+        now = read.partition(previous.partition)
+        partitions.append(now if now is not None and has_state(now) else previous)
+    return replace(read, partitions=tuple(partitions))
+
 
 class ZkMetadataListener:
     def __init__(
@@ -68,6 +105,8 @@ class ZkMetadataListener:
         # each known marker's creation zxid: a marker replaced between two reads is new
         self._known_marked: dict[str, int] = {}
         self._watchers: dict[tuple[str, object], Callable[[Any], None]] = {}
+        # every topic as ZooKeeper holds it, partitions without a state yet included
+        self._read: dict[str, TopicMetadata] = {}
 
     def start(self) -> None:
         """Read everything once (synchronously, so the cache is full when this returns), then
@@ -109,21 +148,21 @@ class ZkMetadataListener:
         old = self.cache.image()
         controller = self.zk.get_controller(watch=self._watch("Controller", self._read_controller))
         brokers = self.zk.get_all_brokers(watch=self._watch("Brokers", self._read_brokers))
-        topics = {}
+        read = {}
         names = self.zk.get_all_topics(watch=self._watch("Topics", self._read_topics))
         for name in names:
             topic = self._read_topic_metadata(name)
             if topic is not None:
-                topics[name] = topic
+                read[name] = topic
         marked = self.zk.get_deletion_markers(watch=self._watch("Deletions", self._read_deletions))
-        topics = {n: replace(t, marked_for_deletion=n in marked) for n, t in topics.items()}
+        self._read = {n: replace(t, marked_for_deletion=n in marked) for n, t in read.items()}
         image = MetadataImage(
             cluster_id=old.cluster_id,
             controller_id=controller.broker_id if controller is not None else -1,
             brokers=brokers,
-            topics=topics,
+            topics=old.topics,
         )
-        self._publish(old, image)
+        self._publish(old, self._relisted(image, set(self._read) | set(old.topics)))
         self._notify_deletions(marked)
 
     def _read_topic_metadata(self, name: str) -> TopicMetadata | None:
@@ -149,7 +188,7 @@ class ZkMetadataListener:
                     leader=state.leader if state else zk_data.NO_LEADER,
                     leader_epoch=state.leader_epoch if state else -1,
                     isr=state.isr if state else (),
-                    partition_epoch=state.zk_version if state else -1,
+                    partition_epoch=state.zk_version if state else NO_STATE,
                     controller_epoch=state.controller_epoch if state else 0,
                 )
             )
@@ -176,35 +215,37 @@ class ZkMetadataListener:
 
     def _read_topics(self) -> None:
         names = set(self.zk.get_all_topics(watch=self._watch("Topics", self._read_topics)))
-        old = self.cache.image()
-        topics = {n: t for n, t in old.topics.items() if n in names}
-        for name in sorted(names - set(old.topics)):
+        gone = set(self._read) - names
+        for name in gone:
+            del self._read[name]
+        added = sorted(names - set(self._read))
+        for name in added:
             topic = self._read_topic_metadata(name)
             if topic is not None:
-                topics[name] = replace(topic, marked_for_deletion=name in self._known_marked)
-        self._publish(old, replace(old, topics=topics))
+                self._read[name] = replace(topic, marked_for_deletion=name in self._known_marked)
+        old = self.cache.image()
+        self._publish(old, self._relisted(old, gone | set(added) | (set(old.topics) - names)))
 
     def _read_topic(self, name: str) -> None:
-        old = self.cache.image()
-        if name not in old.topics:
+        known = self._read.get(name)
+        if known is None:
             return  # removed meanwhile: the topics watch handles it
         topic = self._read_topic_metadata(name)
-        topics = dict(old.topics)
         if topic is None:
-            topics.pop(name, None)
+            del self._read[name]
         else:
-            topics[name] = replace(topic, marked_for_deletion=old.topics[name].marked_for_deletion)
-        self._publish(old, replace(old, topics=topics))
+            self._read[name] = replace(topic, marked_for_deletion=known.marked_for_deletion)
+        old = self.cache.image()
+        self._publish(old, self._relisted(old, {name}))
 
     def _read_partition(self, tp: TopicPartition) -> None:
-        old = self.cache.image()
-        topic = old.topics.get(tp.topic)
+        topic = self._read.get(tp.topic)
         current = topic.partition(tp.partition) if topic is not None else None
         if topic is None or current is None:
             return
         state = self._read_state(tp)
         if state is None:
-            return
+            return  # not created yet, or deleted with its topic: what was read stays
         updated = replace(
             current,
             leader=state.leader,
@@ -214,17 +255,28 @@ class ZkMetadataListener:
             controller_epoch=state.controller_epoch,
         )
         partitions = tuple(updated if p.partition == tp.partition else p for p in topic.partitions)
-        self._publish(
-            old,
-            replace(old, topics={**old.topics, tp.topic: replace(topic, partitions=partitions)}),
-        )
+        self._read[tp.topic] = replace(topic, partitions=partitions)
+        old = self.cache.image()
+        self._publish(old, self._relisted(old, {tp.topic}))
 
     def _read_deletions(self) -> None:
         marked = self.zk.get_deletion_markers(watch=self._watch("Deletions", self._read_deletions))
+        self._read = {n: replace(t, marked_for_deletion=n in marked) for n, t in self._read.items()}
         old = self.cache.image()
-        topics = {n: replace(t, marked_for_deletion=n in marked) for n, t in old.topics.items()}
-        self._publish(old, replace(old, topics=topics))
+        self._publish(old, self._relisted(old, set(self._read) | set(old.topics)))
         self._notify_deletions(marked)
+
+    def _relisted(self, image: MetadataImage, names: set[str]) -> MetadataImage:
+        """``image`` with the topics ``names`` listed anew from what was read of them."""
+        topics = dict(image.topics)
+        for name in names:
+            read = self._read.get(name)
+            listed = None if read is None else listed_topic(read, image.topics.get(name))
+            if listed is None:
+                topics.pop(name, None)
+            else:
+                topics[name] = listed
+        return replace(image, topics=topics)
 
     # --- publishing --------------------------------------------------------------------------
 

@@ -12,7 +12,16 @@ import pytest
 
 from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core.common import TopicPartition, Uuid
-from storage_core.controller.zk_data import NO_LEADER, ReplicaAssignment, TopicAssignment
+from storage_core.controller.kafka_zk_client import KafkaZkClient
+from storage_core.controller.zk_data import (
+    NO_LEADER,
+    BrokerRegistration,
+    EndPoint,
+    LeaderAndIsr,
+    ReplicaAssignment,
+    TopicAssignment,
+)
+from storage_core.replication.zk_metadata_listener import ZkMetadataListener
 from tests import cluster_support
 from tests.zk_cluster_support import Node, eventually
 
@@ -176,3 +185,91 @@ def test_a_marker_deleted_and_made_again_between_two_reads_is_acknowledged_again
         lambda: all(n.marked == [{"again"}, {"again"}] for n in cluster.values()),
         what="the new marker seen by every broker",
     )
+
+
+def test_a_topic_is_listed_once_every_partition_has_its_state(
+    zookeeper: ZooKeeperEnsemble,
+) -> None:
+    """The controller writes a topic's assignment, then its partitions' states one by one: a
+    broker lists the topic only once every partition has one (its partitions added later only
+    once all of them have one), never with partitions that merely have no state yet. A state
+    without a leader (every replica down) is listed as it is. States are written here by hand,
+    with pauses, so each step is seen by the broker; no controller runs."""
+    connect = f"{zookeeper.connect_string}/m-{uuid.uuid4().hex[:8]}"
+    writer = KafkaZkClient(connect, session_timeout_ms=4000).start()
+    broker = Node(1, connect)
+    broker.zk = KafkaZkClient(connect, session_timeout_ms=4000).start()
+    broker.zk.register_broker(
+        BrokerRegistration(
+            broker_id=1, endpoints=(EndPoint(listener="PLAINTEXT", host="127.0.0.1", port=9001),)
+        )
+    )
+    broker.listener = ZkMetadataListener(
+        1,
+        broker.zk,
+        broker.cache,
+        on_partitions=lambda image, _changes: broker.changes.append(
+            {
+                TopicPartition(t.name, p.partition): p
+                for t in image.topics.values()
+                for p in t.partitions
+            }
+        ),
+    )
+    broker.listener.start()
+    try:
+        epoch = writer.register_controller_and_increment_controller_epoch(99)
+        assignment = TopicAssignment(
+            topic="stepwise",
+            topic_id=Uuid.random(),
+            partitions={p: ReplicaAssignment(replicas=(1,)) for p in range(3)},
+        )
+        assert writer.create_topic(epoch, assignment, {})
+
+        def state(leader: int) -> LeaderAndIsr:
+            return LeaderAndIsr(
+                leader=leader, leader_epoch=0, isr=(1,), controller_epoch=epoch.epoch
+            )
+
+        settle_s = 0.3  # far longer than a watch takes to reach the broker on loopback
+        for partition in range(3):
+            time.sleep(settle_s)
+            assert broker.cache.image().topic("stepwise") is None, f"before state {partition}"
+            writer.create_partition_states(epoch, {TopicPartition("stepwise", partition): state(1)})
+        listed = eventually(lambda: broker.cache.image().topic("stepwise"), what="stepwise")
+        assert [(p.partition, p.leader) for p in listed.partitions] == [(0, 1), (1, 1), (2, 1)]
+
+        grown = TopicAssignment(
+            topic="stepwise",
+            topic_id=assignment.topic_id,
+            partitions={p: ReplicaAssignment(replicas=(1,)) for p in range(5)},
+        )
+        assert writer.set_topic_assignment(epoch, grown, expected_version=0)
+        for partition in (3, 4):
+            time.sleep(settle_s)
+            topic = broker.cache.image().topic("stepwise")
+            assert topic is not None and len(topic.partitions) == 3, f"before state {partition}"
+            # every replica down: no leader, and still a state
+            writer.create_partition_states(
+                epoch, {TopicPartition("stepwise", partition): state(NO_LEADER)}
+            )
+        grown_listed = eventually(
+            lambda: (t := broker.cache.image().topic("stepwise")) and len(t.partitions) == 5 and t,
+            what="the added partitions",
+        )
+        assert [(p.partition, p.leader) for p in grown_listed.partitions] == [
+            (0, 1),
+            (1, 1),
+            (2, 1),
+            (3, NO_LEADER),
+            (4, NO_LEADER),
+        ]
+        # every picture the broker was handed had whole topics with states only
+        for picture in broker.changes:
+            counts = {tp.partition for tp in picture if tp.topic == "stepwise"}
+            assert counts in (set(), set(range(3)), set(range(5))), picture
+            assert all(p.partition_epoch >= 0 for p in picture.values()), picture
+    finally:
+        broker.listener.stop()
+        broker.zk.close()
+        writer.close()
