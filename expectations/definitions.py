@@ -94,12 +94,25 @@ def _described(cls: type[Any]) -> type[Any]:
 
 _MISSING: Literal["either_value_is_missing"] = "either_value_is_missing"
 
+
+class _RemoteSegmentRule(NamedExpectation):
+    rows: ClassVar[tuple[str, str]] = ("remote segment", "remote segments")
+
+
+class _PartitionRule(NamedExpectation):
+    rows: ClassVar[tuple[str, str]] = ("partition", "partitions")
+
+
+class _ReplicaRule(NamedExpectation):
+    rows: ClassVar[tuple[str, str]] = ("replica", "replicas")
+
+
 # ---------------------------------------------------------------------------- remote_segments
 
 
 @_described
 class ExpectSegmentStartOffsetAtMostEndOffset(
-    NamedExpectation, ExpectColumnPairValuesAToBeGreaterThanB
+    _RemoteSegmentRule, ExpectColumnPairValuesAToBeGreaterThanB
 ):
     rule: ClassVar[str] = "a remote segment's start_offset <= end_offset (both inclusive)"
     column_A: str = "end_offset"  # noqa: N815 - GE\'s field name
@@ -109,7 +122,7 @@ class ExpectSegmentStartOffsetAtMostEndOffset(
 
 
 @_described
-class ExpectNoGapBeforeFinishedSegment(NamedExpectation, ExpectColumnValuesToBeInSet):
+class ExpectNoGapBeforeFinishedSegment(_RemoteSegmentRule, ExpectColumnValuesToBeInSet):
     rule: ClassVar[str] = (
         "COPY_SEGMENT_FINISHED segments of a partition's leader-epoch lineage are contiguous:"
         " none starts after previous_end_offset + 1"
@@ -119,7 +132,7 @@ class ExpectNoGapBeforeFinishedSegment(NamedExpectation, ExpectColumnValuesToBeI
 
 
 @_described
-class ExpectNoOverlapWithPreviousFinishedSegment(NamedExpectation, ExpectColumnValuesToBeInSet):
+class ExpectNoOverlapWithPreviousFinishedSegment(_RemoteSegmentRule, ExpectColumnValuesToBeInSet):
     rule: ClassVar[str] = (
         "COPY_SEGMENT_FINISHED segments of a partition's leader-epoch lineage do not overlap:"
         " none starts at or below previous_end_offset"
@@ -129,7 +142,7 @@ class ExpectNoOverlapWithPreviousFinishedSegment(NamedExpectation, ExpectColumnV
 
 
 @_described
-class ExpectSegmentEpochsStrictlyIncreasing(NamedExpectation, ExpectColumnValuesToBeInSet):
+class ExpectSegmentEpochsStrictlyIncreasing(_RemoteSegmentRule, ExpectColumnValuesToBeInSet):
     rule: ClassVar[str] = (
         "a segment's leader-epoch entries are strictly increasing in epoch, non-decreasing in"
         " start offset and inside [start_offset, end_offset]"
@@ -139,7 +152,7 @@ class ExpectSegmentEpochsStrictlyIncreasing(NamedExpectation, ExpectColumnValues
 
 
 @_described
-class ExpectSegmentEpochsAgreeWithLeaderEpochChain(NamedExpectation, ExpectColumnValuesToBeInSet):
+class ExpectSegmentEpochsAgreeWithLeaderEpochChain(_RemoteSegmentRule, ExpectColumnValuesToBeInSet):
     rule: ClassVar[str] = (
         "a COPY_SEGMENT_FINISHED segment's leader-epoch entries agree with the partition's"
         " leader-epoch chain (not OFF_LINEAGE; an unclean election leaves such segments until"
@@ -150,7 +163,7 @@ class ExpectSegmentEpochsAgreeWithLeaderEpochChain(NamedExpectation, ExpectColum
 
 
 @_described
-class ExpectOnlyValidSegmentStateTransitions(NamedExpectation, ExpectColumnValuesToBeNull):
+class ExpectOnlyValidSegmentStateTransitions(_RemoteSegmentRule, ExpectColumnValuesToBeNull):
     rule: ClassVar[str] = (
         "every segment event follows COPY_SEGMENT_STARTED -> COPY_SEGMENT_FINISHED ->"
         " DELETE_SEGMENT_STARTED -> DELETE_SEGMENT_FINISHED (or STARTED -> DELETE_SEGMENT_"
@@ -160,18 +173,19 @@ class ExpectOnlyValidSegmentStateTransitions(NamedExpectation, ExpectColumnValue
 
 
 @_described
-class ExpectNoSegmentStuckInStartedState(NamedExpectation, ExpectColumnValuesToBeBetween):
+class ExpectNoSegmentStuckInStartedState(_RemoteSegmentRule, ExpectColumnValuesToBeBetween):
     rule: ClassVar[str] = (
         "no segment stays in COPY_SEGMENT_STARTED or DELETE_SEGMENT_STARTED longer than"
         " max_value ms"
     )
+    unchecked: ClassVar[str] = "not in a STARTED state"
     column: str = "started_age_ms"
     min_value: Any = 0
     max_value: Any = STARTED_STATE_MAX_MS_DEFAULT
 
 
 @_described
-class ExpectFinishedSegmentObjectsComplete(NamedExpectation, ExpectColumnValuesToBeNull):
+class ExpectFinishedSegmentObjectsComplete(_RemoteSegmentRule, ExpectColumnValuesToBeNull):
     rule: ClassVar[str] = (
         "every COPY_SEGMENT_FINISHED segment has its .log, .index, .timeindex and"
         " .leader-epoch-checkpoint objects (and .txnindex when it has one), the .log of the"
@@ -181,7 +195,7 @@ class ExpectFinishedSegmentObjectsComplete(NamedExpectation, ExpectColumnValuesT
 
 
 @_described
-class ExpectNoObjectsWithoutLiveMetadata(NamedExpectation, ExpectColumnValuesToBeInSet):
+class ExpectNoObjectsWithoutLiveMetadata(_RemoteSegmentRule, ExpectColumnValuesToBeInSet):
     rule: ClassVar[str] = (
         "no object in the store belongs to a segment without metadata or in DELETE_SEGMENT_FINISHED"
     )
@@ -190,7 +204,7 @@ class ExpectNoObjectsWithoutLiveMetadata(NamedExpectation, ExpectColumnValuesToB
 
 
 @_described
-class ExpectNoSegmentOlderThanTwiceRetentionMs(NamedExpectation, ExpectColumnValuesToBeInSet):
+class ExpectNoSegmentOlderThanTwiceRetentionMs(_RemoteSegmentRule, ExpectColumnValuesToBeInSet):
     rule: ClassVar[str] = (
         "no COPY_SEGMENT_FINISHED segment is older than retention.ms plus one retention period"
     )
@@ -199,7 +213,7 @@ class ExpectNoSegmentOlderThanTwiceRetentionMs(NamedExpectation, ExpectColumnVal
 
 
 @_described
-class ExpectRemoteSegmentEpochsOnLeaderLineage(NamedExpectation, ExpectColumnValuesToBeNull):
+class ExpectRemoteSegmentEpochsOnLeaderLineage(_RemoteSegmentRule, ExpectColumnValuesToBeNull):
     rule: ClassVar[str] = (
         "the leader epochs of every remote segment not yet DELETE_SEGMENT_FINISHED lie on the"
         " current leader replica's leader-epoch lineage (a segment off it, left by an unclean"
@@ -213,7 +227,7 @@ class ExpectRemoteSegmentEpochsOnLeaderLineage(NamedExpectation, ExpectColumnVal
 
 @_described
 class ExpectLogEndOffsetAtLeastLastStableOffset(
-    NamedExpectation, ExpectColumnPairValuesAToBeGreaterThanB
+    _PartitionRule, ExpectColumnPairValuesAToBeGreaterThanB
 ):
     rule: ClassVar[str] = "Lz >= Ly: log_end_offset >= last_stable_offset"
     column_A: str = "log_end_offset"  # noqa: N815 - GE\'s field name
@@ -224,7 +238,7 @@ class ExpectLogEndOffsetAtLeastLastStableOffset(
 
 @_described
 class ExpectLastStableOffsetAtLeastLocalLogStart(
-    NamedExpectation, ExpectColumnPairValuesAToBeGreaterThanB
+    _PartitionRule, ExpectColumnPairValuesAToBeGreaterThanB
 ):
     rule: ClassVar[str] = "Ly >= Lx: last_stable_offset >= local_log_start_offset"
     column_A: str = "last_stable_offset"  # noqa: N815 - GE\'s field name
@@ -235,7 +249,7 @@ class ExpectLastStableOffsetAtLeastLocalLogStart(
 
 @_described
 class ExpectLastStableOffsetAtLeastRemoteLogEnd(
-    NamedExpectation, ExpectColumnPairValuesAToBeGreaterThanB
+    _PartitionRule, ExpectColumnPairValuesAToBeGreaterThanB
 ):
     rule: ClassVar[str] = (
         "Ly >= Ry: last_stable_offset >= remote_log_end_offset (only offsets below the LSO"
@@ -249,7 +263,7 @@ class ExpectLastStableOffsetAtLeastRemoteLogEnd(
 
 @_described
 class ExpectRemoteLogEndAtLeastRemoteLogStart(
-    NamedExpectation, ExpectColumnPairValuesAToBeGreaterThanB
+    _PartitionRule, ExpectColumnPairValuesAToBeGreaterThanB
 ):
     rule: ClassVar[str] = "Ry >= Rx: remote_log_end_offset >= remote_log_start_offset"
     column_A: str = "remote_log_end_offset"  # noqa: N815 - GE\'s field name
@@ -259,7 +273,7 @@ class ExpectRemoteLogEndAtLeastRemoteLogStart(
 
 
 @_described
-class ExpectNoHoleBetweenRemoteAndLocalLog(NamedExpectation, ExpectColumnValuesToBeInSet):
+class ExpectNoHoleBetweenRemoteAndLocalLog(_PartitionRule, ExpectColumnValuesToBeInSet):
     rule: ClassVar[str] = (
         "no hole: once anything is tiered, the remote log ends at or after the local log start"
         " - 1 (Ry + 1 >= Lx), for the offsets above the log start offset"
@@ -269,7 +283,7 @@ class ExpectNoHoleBetweenRemoteAndLocalLog(NamedExpectation, ExpectColumnValuesT
 
 
 @_described
-class ExpectLeaderEpochChainStrictlyIncreasing(NamedExpectation, ExpectColumnValuesToBeInSet):
+class ExpectLeaderEpochChainStrictlyIncreasing(_PartitionRule, ExpectColumnValuesToBeInSet):
     rule: ClassVar[str] = (
         "the partition's leader-epoch chain is strictly increasing in epoch and start offset"
     )
@@ -278,7 +292,7 @@ class ExpectLeaderEpochChainStrictlyIncreasing(NamedExpectation, ExpectColumnVal
 
 
 @_described
-class ExpectRemoteBytesWithinRetentionBytes(NamedExpectation, ExpectColumnValuesToBeInSet):
+class ExpectRemoteBytesWithinRetentionBytes(_PartitionRule, ExpectColumnValuesToBeInSet):
     rule: ClassVar[str] = (
         "remote_bytes of COPY_SEGMENT_FINISHED segments <= retention.bytes plus one segment"
     )
@@ -287,7 +301,7 @@ class ExpectRemoteBytesWithinRetentionBytes(NamedExpectation, ExpectColumnValues
 
 
 @_described
-class ExpectOnlyValidPartitionDeleteTransitions(NamedExpectation, ExpectColumnValuesToBeNull):
+class ExpectOnlyValidPartitionDeleteTransitions(_PartitionRule, ExpectColumnValuesToBeNull):
     rule: ClassVar[str] = (
         "every partition deletion event follows DELETE_PARTITION_MARKED ->"
         " DELETE_PARTITION_STARTED -> DELETE_PARTITION_FINISHED"
@@ -296,11 +310,12 @@ class ExpectOnlyValidPartitionDeleteTransitions(NamedExpectation, ExpectColumnVa
 
 
 @_described
-class ExpectNoPartitionDeletionStuck(NamedExpectation, ExpectColumnValuesToBeBetween):
+class ExpectNoPartitionDeletionStuck(_PartitionRule, ExpectColumnValuesToBeBetween):
     rule: ClassVar[str] = (
         "no partition stays in DELETE_PARTITION_MARKED or DELETE_PARTITION_STARTED longer than"
         " max_value ms"
     )
+    unchecked: ClassVar[str] = "not pending deletion"
     column: str = "delete_started_age_ms"
     min_value: Any = 0
     max_value: Any = DELETE_PENDING_MAX_MS_DEFAULT
@@ -310,7 +325,7 @@ class ExpectNoPartitionDeletionStuck(NamedExpectation, ExpectColumnValuesToBeBet
 
 
 @_described
-class ExpectFollowerEpochsAgreeWithLeader(NamedExpectation, ExpectColumnValuesToBeNull):
+class ExpectFollowerEpochsAgreeWithLeader(_ReplicaRule, ExpectColumnValuesToBeNull):
     rule: ClassVar[str] = (
         "a follower's leader-epoch-checkpoint entries agree with the leader's over the offsets"
         " both hold locally, up to the follower's log end offset"
@@ -319,7 +334,7 @@ class ExpectFollowerEpochsAgreeWithLeader(NamedExpectation, ExpectColumnValuesTo
 
 
 @_described
-class ExpectIsrLogEndAtLeastHighWatermark(NamedExpectation, ExpectColumnValuesToBeInSet):
+class ExpectIsrLogEndAtLeastHighWatermark(_ReplicaRule, ExpectColumnValuesToBeInSet):
     rule: ClassVar[str] = (
         "every in-sync replica's log_end_offset >= the partition's high watermark (the leader's)"
     )
@@ -328,14 +343,14 @@ class ExpectIsrLogEndAtLeastHighWatermark(NamedExpectation, ExpectColumnValuesTo
 
 
 @_described
-class ExpectNoPartitionOffline(NamedExpectation, ExpectColumnValuesToBeInSet):
+class ExpectNoPartitionOffline(_ReplicaRule, ExpectColumnValuesToBeInSet):
     rule: ClassVar[str] = "every partition has a leader (none is offline)"
     column: str = "partition_offline"
     value_set: Any = [False]  # noqa: RUF012 - a pydantic field default, copied per instance
 
 
 @_described
-class ExpectNoUnderReplicatedPartition(NamedExpectation, ExpectColumnValuesToBeInSet):
+class ExpectNoUnderReplicatedPartition(_ReplicaRule, ExpectColumnValuesToBeInSet):
     rule: ClassVar[str] = (
         "every replica of a partition with a leader is in its ISR (a warning: a broker down"
         " or behind)"

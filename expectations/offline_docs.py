@@ -13,6 +13,10 @@ pages, the date picker and dark theme, Font Awesome). The copies come from:
 
 Without pyspark the pages still get the project's own files and lose the CDN tags, so they
 render without styling rather than waiting for unreachable hosts. Idempotent.
+
+Each page's icon link is pointed at the site's ``static/images/favicon.ico``: GE writes it
+as ``../../../static/images/favicon.ico`` on validation pages, four directories deep, which
+is one level short and 404s.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ OWN_FILES = ("data-docs-offline.js", "data-docs-offline.css")
 SPARK_STATIC = "org/apache/spark/ui/static/"
 SPARK_FILES = ("jquery.min.js", "bootstrap.min.css", "bootstrap.bundle.min.js")
 PAGE_BYTES_MAX = 64 * 1024 * 1024  # a page larger than this is left as it is
+FAVICON = Path("static") / "images" / "favicon.ico"  # GE copies it into every site
 
 # A tag whose URL is on a CDN: a script (with its closing tag) or a stylesheet link.
 _CDN_TAG = re.compile(
@@ -50,6 +55,8 @@ _STYLESHEETS: tuple[tuple[str, str], ...] = (
 # An image from the internet (Great Expectations' logo): its alt text instead.
 _REMOTE_IMAGE = re.compile(r"<img\b[^>]*\bsrc=\"https?://[^\"]*\"[^>]*>", re.IGNORECASE)
 _ALT = re.compile(r"\balt=\"([^\"]*)\"", re.IGNORECASE)
+# The page's icon ("shortcut icon" in GE's template).
+_ICON_LINK = re.compile(r"<link\b[^>]*\brel=\"(?:shortcut )?icon\"[^>]*>", re.IGNORECASE)
 _MARKER = "<!-- data docs: assets served locally -->"
 
 
@@ -80,10 +87,14 @@ def copy_assets(target: Path) -> set[str]:
     return {p.name for p in target.iterdir() if p.is_file() and not p.name.startswith(".")}
 
 
-def rewrite_page(text: str, prefix: str, available: set[str]) -> str:
-    """``text`` with every CDN tag replaced by a local one under ``prefix`` or dropped."""
+def rewrite_page(text: str, prefix: str, available: set[str], favicon: str | None = None) -> str:
+    """``text`` with every CDN tag replaced by a local one under ``prefix`` or dropped, and
+    its icon link pointed at ``favicon`` (a URL relative to the page) when one is given."""
     if _MARKER in text:
         return text
+    if favicon is not None:
+        icon = f'<link rel="icon" href="{favicon}" type="image/x-icon">'
+        text = _ICON_LINK.sub(lambda _: icon, text)
     used: set[str] = set()
 
     def replace(match: re.Match[str]) -> str:
@@ -118,13 +129,15 @@ def make_offline(site_dir: Path) -> int:
         return 0
     assets = site_dir / OFFLINE_DIR
     available = copy_assets(assets)
+    has_favicon = (site_dir / FAVICON).is_file()
     rewritten = 0
     for page in site_dir.rglob("*.html"):
         if page.stat().st_size > PAGE_BYTES_MAX:
             continue
         text = page.read_text(encoding="utf-8")
         prefix = Path(os.path.relpath(assets, page.parent)).as_posix() + "/"
-        new = rewrite_page(text, prefix, available)
+        icon = Path(os.path.relpath(site_dir / FAVICON, page.parent)).as_posix()
+        new = rewrite_page(text, prefix, available, icon if has_favicon else None)
         if new != text:
             temporary = page.with_name(f".{page.name}.tmp")
             temporary.write_text(new, encoding="utf-8")

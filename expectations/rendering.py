@@ -5,7 +5,7 @@ renderer registered under its type (the snake case of its class name); a subclas
 defines none inherits its parent's, which reads only the configuration's kwargs. Our
 expectations fix their arguments as class defaults, which GE leaves out of the kwargs
 (``exclude_defaults``), so the parent's sentence came out as "Values in None must always be
-greater than those in None". ``NamedExpectation`` (first base of every class in
+greater than those in None". ``NamedExpectation`` (a base of every class in
 ``definitions``) fixes both:
 
 - ``configuration`` puts the fixed arguments (columns, value set, bounds) back into the
@@ -15,6 +15,13 @@ greater than those in None". ``NamedExpectation`` (first base of every class in
 
 The offending rows of a failure are rendered by GE's own unexpected-values table, with the
 row id columns (topic, partition, offsets) the checkpoint asks for.
+
+The "Observed Value" column says what was counted (``observed_value``): GE's own reads
+"0% unexpected", "100% null" for a passed null check (every row without a problem) and "--"
+where no row had a value to check (no partition pending deletion). Ours counts the rows in
+the class's ``rows`` (remote segments, partitions, replicas) that break the rule and those
+not checked, and why: "none of 7 remote segments breaks the rule", "1 of 3 replicas breaks
+the rule", "nothing to check: 2 partitions not pending deletion".
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from great_expectations.render.components import (
+    LegacyDiagnosticRendererType,
     LegacyRendererType,
     RenderedStringTemplateContent,
 )
@@ -36,6 +44,10 @@ class NamedExpectation:
     """Mixin for a GE expectation subclass whose ``rule`` is its one-line meaning."""
 
     rule: ClassVar[str]
+    # what one row of the checked table is (singular, plural)
+    rows: ClassVar[tuple[str, str]] = ("row", "rows")
+    # why a row with no value in the checked column is not checked (default: the columns)
+    unchecked: ClassVar[str] = ""
 
     @property
     def configuration(self) -> Any:
@@ -92,3 +104,40 @@ class NamedExpectation:
                 string_template={"template": template, "params": params, "styling": styling},
             )
         ]
+
+    @classmethod
+    def observed_text(cls, result: Any, configuration: Any = None) -> str:
+        """What a validation result counted, in words (see the module's docstring)."""
+        counts = getattr(result, "result", None) or {}
+        checked_all, broken = counts.get("element_count"), counts.get("unexpected_count")
+        if not isinstance(checked_all, int) or not isinstance(broken, int):
+            info = getattr(result, "exception_info", None) or {}
+            raised = isinstance(info, dict) and info.get("raised_exception")
+            return "not counted: the check raised an error" if raised else "not counted"
+        missing = counts.get("missing_count") or 0
+        checked = checked_all - missing
+        columns = cls.columns(configuration or getattr(result, "expectation_config", None))
+        reason = cls.unchecked or "without " + " or ".join(columns or ["a value"])
+        if checked == 0:
+            return f"nothing to check: {missing} {cls._noun(missing)} {reason}"
+        if broken == 0:
+            text = f"none of {checked} {cls._noun(checked)} breaks the rule"
+        else:
+            verb = "breaks" if broken == 1 else "break"
+            text = f"{broken} of {checked} {cls._noun(checked)} {verb} the rule"
+        return text + (f"; {missing} not checked ({reason})" if missing else "")
+
+    @classmethod
+    def _noun(cls, count: int) -> str:
+        return cls.rows[0] if count == 1 else cls.rows[1]
+
+    @classmethod
+    @renderer(renderer_type=LegacyDiagnosticRendererType.OBSERVED_VALUE)
+    def _diagnostic_observed_value_renderer(
+        cls,
+        configuration: Any = None,
+        result: Any = None,
+        runtime_configuration: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> str:
+        return cls.observed_text(result, configuration)

@@ -141,3 +141,78 @@ def test_every_expectation_of_the_suites_renders_by_name() -> None:
             # generic sentence without its name
             assert isinstance(expectation, NamedExpectation), expectation.expectation_type
             assert expectation.expectation_type in DESCRIPTIONS
+            # and says what its rows are, or its observed value counts "rows"
+            assert type(expectation).rows != NamedExpectation.rows, expectation.expectation_type
+
+
+def observed_values(page: Path) -> dict[str, str]:
+    """Each expectation's name -> its "Observed Value" cell (the third cell of its row in the
+    results table; GE gives cells ids ``<table>-cell-<row>-<column>``)."""
+    source = page.read_text()
+    cells = re.split(r"<td id=\"(section-\d+-content-block-\d+-cell-\d+)-(\d)\"", source)
+    found: dict[str, str] = {}
+    by_row: dict[str, dict[str, str]] = {}
+    for row, column, content in zip(cells[1::3], cells[2::3], cells[3::3], strict=True):
+        by_row.setdefault(row, {})[column] = content
+    for columns in by_row.values():
+        name = re.search(r"class=\"expectation-name\"\s*>(\w+)<", columns.get("2", ""))
+        if name is None or "3" not in columns:
+            continue
+        cell = columns["3"].split(">", 1)[1].split("</td>", 1)[0]  # after the td's attributes
+        found[name.group(1)] = re.sub(
+            r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", cell))
+        ).strip()
+    return found
+
+
+def test_observed_values_say_what_was_counted(site: Path) -> None:
+    """GE's own cells read "100% null" for a passed null check and "--" where no row had a
+    value to check; each names the rows counted instead, and the ones not checked."""
+    (segments,) = site.glob("validations/remote_segments/*/*/*.html")
+    (offsets,) = site.glob("validations/partition_offsets/*/*/*.html")
+    (replicas,) = site.glob(f"validations/{REPLICAS_SUITE}/*/*/*.html")
+    (warnings,) = site.glob(f"validations/{REPLICA_WARNINGS_SUITE}/*/*/*.html")
+    observed = {
+        **observed_values(segments),
+        **observed_values(offsets),
+        **observed_values(replicas),
+        **observed_values(warnings),
+    }
+    assert set(observed) == set(DESCRIPTIONS), set(DESCRIPTIONS) ^ set(observed)
+    for name, value in observed.items():
+        assert value != "--" and "%" not in value, (name, value)
+    # passed null checks (a problem text expected null), GE's "100% null"
+    assert observed["expect_only_valid_segment_state_transitions"] == (
+        "none of 7 remote segments breaks the rule"
+    )
+    assert observed["expect_follower_epochs_agree_with_leader"] == (
+        "none of 3 replicas breaks the rule"
+    )
+    # no partition pending deletion: GE's "--"
+    assert observed["expect_no_partition_deletion_stuck"] == (
+        "nothing to check: 2 partitions not pending deletion"
+    )
+    assert observed["expect_no_segment_stuck_in_started_state"] == (
+        "none of 1 remote segment breaks the rule; 6 not checked (not in a STARTED state)"
+    )
+    assert observed["expect_log_end_offset_at_least_last_stable_offset"] == (
+        "none of 1 partition breaks the rule; 1 not checked"
+        " (without log_end_offset or last_stable_offset)"
+    )
+    # the failures
+    assert observed["expect_no_hole_between_remote_and_local_log"] == (
+        "1 of 2 partitions breaks the rule"
+    )
+    assert observed["expect_no_under_replicated_partition"] == "1 of 3 replicas breaks the rule"
+
+
+def test_every_page_has_an_icon_that_exists(site: Path) -> None:
+    """GE links validation pages to ``../../../static/images/favicon.ico``, one level short
+    of the site's root: a 404 in the browser."""
+    pages = list(site.rglob("*.html"))
+    for page in pages:
+        icons = re.findall(r"<link\b[^>]*\brel=\"[^\"]*icon\"[^>]*>", page.read_text())
+        assert len(icons) == 1, (page, icons)
+        (href,) = re.findall(r"href=\"([^\"]+)\"", icons[0])
+        assert (page.parent / href).resolve() == (site / "static/images/favicon.ico").resolve()
+        assert (page.parent / href).is_file(), (page, href)
