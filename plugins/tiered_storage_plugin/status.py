@@ -44,6 +44,13 @@ CHART_FONT_PX = 11
 SUMMARY_BYTES_MAX = 16 * 1024 * 1024
 STALE_GRACE_S = 60  # a tiering run's own duration, on top of its interval
 STATUS_JOB = "tiering_status"
+# the page's icon, inline (a browser asks the host's /favicon.ico otherwise, which 404s)
+ICON_HREF = (
+    "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'%3E"
+    "%3Crect x='1' y='2' width='14' height='3' fill='%231f77b4'/%3E"
+    "%3Crect x='1' y='7' width='14' height='3' fill='%231f77b4'/%3E"
+    "%3Crect x='1' y='12' width='14' height='3' fill='%23ff7f0e'/%3E%3C/svg%3E"
+)
 _ALIASES: dict[str, tuple[str, ...]] = {
     "leader": ("leader", "leader_id"),
     "leader_epoch": ("leader_epoch",),
@@ -353,6 +360,7 @@ def status_page(
     docs = f'<p><a href="{html.escape(docs_href)}">Latest Data Docs</a></p>' if docs_href else ""
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>Tiered storage status</title>
+<link rel="icon" href="{ICON_HREF}">
 <style>body{{font-family:sans-serif;margin:1.5em}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child{{text-align:left}}
 th{{background:#f4f4f4}}.stale{{background:#fff3cd;border:1px solid #e0b100;padding:.6em}}

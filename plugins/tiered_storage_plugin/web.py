@@ -4,6 +4,7 @@
     GET /status.json           the same data as JSON
     GET /docs/latest/<file>    the most recent Great Expectations Data Docs
     GET /docs/runs/<dag_id>/<run key>/<task_id>/<file>   the Data Docs of one quality task
+                               (each page with a link back to the status page at the top)
     GET /plans/<dag_id>/<run key>  the plan of a dry run of partition_deletion (plain text)
 
 Every route requires the Airflow user of the request, as the rest of the UI does: Airflow's
@@ -23,6 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import html
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +41,12 @@ from tiered_storage_plugin import paths, status
 from tiered_storage_plugin.deletion import PLAN_FILE
 
 AIRFLOW_LOGIN_PATH = "/api/v2/auth/login"
+DOCS_PAGE_BYTES_MAX = 64 * 1024 * 1024  # a larger Data Docs page is served as it is
+BACK_BAR_STYLE = (
+    "display:block;padding:6px 16px;background:#f4f4f4;border-bottom:1px solid #ccc;"
+    "font:14px sans-serif"
+)
+_BODY_TAG = re.compile(r"<body\b[^>]*>", re.IGNORECASE)
 # Airflow's detail for a token it cannot decode (a session from before a secret change): its
 # UI sends the user to the login page for it, as for a 401.
 INVALID_TOKEN_DETAIL = "Invalid JWT token"  # noqa: S105 - an error message, not a secret
@@ -120,14 +129,14 @@ def create_app(root: Path | None = None) -> FastAPI:
         )
 
     @app.get("/docs/latest/{file_path:path}")
-    def latest_docs(file_path: str) -> FileResponse:
+    def latest_docs(request: Request, file_path: str) -> Response:
         site = status.latest_data_docs(reports())
         if site is None:
             raise HTTPException(404, "no Data Docs yet: run the data_quality DAG")
-        return _serve(site, file_path)
+        return _serve(site, file_path, status_href=_status_href(request))
 
     @app.get("/docs/runs/{dag_id}/{key}/{task_id}/{file_path:path}")
-    def run_docs(dag_id: str, key: str, task_id: str, file_path: str) -> FileResponse:
+    def run_docs(request: Request, dag_id: str, key: str, task_id: str, file_path: str) -> Response:
         parts = (dag_id, key, task_id)
         if any(p != paths.safe_name(p) for p in parts):
             raise HTTPException(404, "no such report")
@@ -135,7 +144,7 @@ def create_app(root: Path | None = None) -> FastAPI:
         site = task_dir / "report" / paths.DATA_DOCS_INDEX.parent
         if not site.is_dir():
             raise HTTPException(404, f"no Data Docs for {dag_id} {key} {task_id}")
-        return _serve(site, file_path)
+        return _serve(site, file_path, status_href=_status_href(request))
 
     @app.get("/plans/{dag_id}/{key}")
     def plan(dag_id: str, key: str) -> FileResponse:
@@ -172,9 +181,29 @@ def airflow_root(request: Request) -> str:
     return mounted.removesuffix(paths.URL_PREFIX)
 
 
-def _serve(site: Path, file_path: str) -> FileResponse:
+def _status_href(request: Request) -> str:
+    """The status page's path (the plugin app's root)."""
+    return str(request.scope.get("root_path", "")).rstrip("/") + "/"
+
+
+def _serve(site: Path, file_path: str, *, status_href: str) -> Response:
+    """A file of a Data Docs site; a page gets a link back to the status page at the top."""
     base = site.resolve()
     target = (base / (file_path or "index.html")).resolve()
     if not target.is_relative_to(base) or not target.is_file():
         raise HTTPException(404, f"no such file in the report: {file_path}")
-    return FileResponse(target)
+    if target.suffix != ".html" or target.stat().st_size > DOCS_PAGE_BYTES_MAX:
+        return FileResponse(target)
+    return HTMLResponse(with_status_link(target.read_text(errors="replace"), status_href))
+
+
+def with_status_link(page: str, status_href: str) -> str:
+    """``page`` with a bar linking back to the status page right after its ``<body>``."""
+    bar = (
+        f'<nav id="tiered-storage-back" style="{BACK_BAR_STYLE}">'
+        f'<a href="{html.escape(status_href)}">&larr; Tiered storage status</a></nav>'
+    )
+    body = _BODY_TAG.search(page)
+    if body is None:
+        return bar + page
+    return page[: body.end()] + bar + page[body.end() :]

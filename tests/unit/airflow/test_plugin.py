@@ -317,6 +317,8 @@ def authorized_client(root: Path) -> Any:
 
 
 def test_web_app_serves_status_and_data_docs(reports: Path) -> None:
+    from tiered_storage_plugin.web import BACK_BAR_STYLE
+
     client = authorized_client(reports)
     page = client.get("/")
     assert page.status_code == 200
@@ -335,12 +337,20 @@ def test_web_app_serves_status_and_data_docs(reports: Path) -> None:
 
     site = reports / "runs/data_quality/k1/quality/report/gx/uncommitted/data_docs/local_site"
     (site / "validations").mkdir(parents=True)
-    (site / "index.html").write_text("<html>suite offsets</html>")
-    (site / "validations" / "v.html").write_text("<html>one validation</html>")
+    (site / "index.html").write_text("<html><body>suite offsets</body></html>")
+    (site / "validations" / "v.html").write_text('<html><body class="x">one validation</body>')
+    (site / "static").mkdir()
+    (site / "static" / "favicon.ico").write_bytes(b"\x00\x00\x01\x00")
     page = client.get("/")
     assert 'href="/docs/latest/index.html"' in page.text
-    assert client.get("/docs/latest/index.html").text == "<html>suite offsets</html>"
-    assert client.get("/docs/latest/validations/v.html").text == "<html>one validation</html>"
+    back = '<nav id="tiered-storage-back" style="{}"><a href="/">&larr; Tiered storage status</a>'
+    back = back.format(BACK_BAR_STYLE)
+    index = client.get("/docs/latest/index.html")
+    assert index.text == f"<html><body>{back}</nav>suite offsets</body></html>"
+    assert index.headers["content-type"] == "text/html; charset=utf-8"
+    validation = client.get("/docs/latest/validations/v.html").text
+    assert validation == f'<html><body class="x">{back}</nav>one validation</body>'
+    assert client.get("/docs/latest/static/favicon.ico").content == b"\x00\x00\x01\x00"
     run = client.get("/docs/runs/data_quality/k1/quality/index.html")
     assert run.status_code == 200 and "suite offsets" in run.text
     assert client.get("/docs/runs/data_quality/k2/quality/index.html").status_code == 404
