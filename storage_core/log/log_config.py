@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from storage_core.errors import InvalidConfigError
+from storage_core.log.metadata_version import is_metadata_version
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -103,7 +104,6 @@ LIST_CONFIG_NAMES = frozenset(
     }
 )
 _THROTTLED_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
-_METADATA_VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?(-IV[0-9]+)?")
 # Broker names that are not simply "log." + the topic name.
 BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
     "segment.ms": ("log.roll.ms", "log.roll.hours"),
@@ -190,7 +190,13 @@ class LogConfig:
 
     @property
     def is_compacted(self) -> bool:
-        return "compact" in self.cleanup_policy
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def is_delete(self) -> bool:
+        """Kafka's ``LogConfig.delete``: segments go by ``retention.ms``/``retention.bytes``
+        (false for ``compact`` alone and for an empty ``cleanup.policy``)."""
+        return "delete" in self.cleanup_policy.split(",")
 
     @property
     def uses_log_append_time(self) -> bool:
@@ -286,10 +292,11 @@ class LogConfig:
 def _parse_free(name: str, text: str) -> str:
     """Validators of the string configs without a fixed set of values."""
     if name == "message.format.version":
-        if not _METADATA_VERSION.fullmatch(text):
+        if not is_metadata_version(text):
             raise InvalidConfigError(
-                f"Invalid value {text} for configuration {name}: not a Kafka version such as"
-                " 2.8 or 3.0-IV1"
+                f"Invalid value {text} for configuration {name}: Version {text} is not a valid"
+                " version; give a Kafka version such as 0.10.0.0, 2.8 or 3.0-IV1 (the setting is"
+                " ignored from 3.0)"
             )
         return text
     items = [item.strip() for item in text.split(",")]
@@ -343,8 +350,13 @@ def _parse_int(name: str, raw: Any, minimum: int, maximum: int = LONG_MAX) -> in
 
 
 def _parse_list(name: str, text: str, allowed: tuple[str, ...]) -> str:
+    """Kafka's LIST with ``ValidList.in(allowed)``: an empty text is the empty list, which is
+    valid (an empty ``cleanup.policy`` neither deletes by retention nor compacts); an empty
+    item within a list is not."""
+    if not text:
+        return ""
     items = [item.strip() for item in text.split(",")]
-    if not text or any(item not in allowed for item in items):
+    if any(item not in allowed for item in items):
         raise InvalidConfigError(
             f"Invalid value {text!r} for configuration {name}: must be a comma-separated list"
             f" of {allowed}"

@@ -87,3 +87,43 @@ def test_topic_overrides_are_validated() -> None:
         == 9
     )
     assert LogConfig().with_overrides(LogConfig().to_props()) == LogConfig()
+
+
+# Every form Kafka 3.9's MetadataVersion.fromVersionString reads (the validator of the
+# deprecated message.format.version), and forms it refuses.
+KAFKA_VERSION_STRINGS = [
+    "0.8.0", "0.8.2", "0.9.0", "0.10.0", "0.10.0.0", "0.10.0.1", "0.10.0-IV0", "0.10.0-IV1",
+    "0.10.1-IV2", "0.10.2", "0.11.0.3", "1.0", "1.0.1", "1.1-IV0", "2.0.0", "2.8", "2.8.2",
+    "2.8-IV1", "3.0", "3.0-IV1", "3.3-IV3", "3.7-IV4", "3.9", "3.9-IV0", "4.0-IV1",
+]  # fmt: skip
+NOT_KAFKA_VERSION_STRINGS = [
+    "", "garbage", "0.10", "0.10.3", "0.7.2", "2.8-IV2", "2.9", "3.0-IV", "4.0", "5.0",
+    "2.8.", "v2.8", "2", "3.0-iv1", "0.10.0-IV2",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("version", KAFKA_VERSION_STRINGS)
+def test_message_format_version_takes_every_kafka_version_string(version: str) -> None:
+    config = LogConfig().with_overrides({"message.format.version": version})
+    assert config.to_props()["message.format.version"] == version
+
+
+@pytest.mark.parametrize("version", NOT_KAFKA_VERSION_STRINGS)
+def test_message_format_version_refuses_what_kafka_refuses(version: str) -> None:
+    with pytest.raises(InvalidConfigError, match=r"message\.format\.version.* not a valid version"):
+        LogConfig().with_overrides({"message.format.version": version})
+
+
+def test_an_empty_cleanup_policy_is_the_empty_list_as_in_kafka() -> None:
+    for empty in ("", "  "):
+        config = LogConfig().with_overrides({"cleanup.policy": empty})
+        assert config.to_props()["cleanup.policy"] == ""
+    for bad in ("delete,", ",compact", "delete,,compact", " , "):
+        with pytest.raises(InvalidConfigError, match=r"cleanup\.policy"):
+            LogConfig().with_overrides({"cleanup.policy": bad})
+    both = LogConfig().with_overrides({"cleanup.policy": "compact, delete"})
+    assert (both.cleanup_policy, both.is_compacted, both.is_delete) == (
+        "compact,delete",
+        True,
+        True,
+    )
