@@ -949,8 +949,7 @@ class Log:
                 else config.retention_bytes,
                 log_start_offset=self._log_start_offset,
                 high_watermark=self._high_watermark,
-                delete_by_time_and_size=not config.is_compacted
-                or "delete" in config.cleanup_policy,
+                delete_by_time_and_size=config.is_delete,
                 may_delete=self._deletion_guard_for(config),
             )
             if decision.segment_count == 0:

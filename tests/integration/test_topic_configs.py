@@ -168,6 +168,67 @@ def test_kafkas_validators_refuse_bad_values(cadmin: AdminClient, name: str, val
     assert name in error.str()
 
 
+@pytest.mark.parametrize("version", ["0.10.0.0", "0.10.0-IV1", "2.8-IV1", "3.0-IV1", "2.8.0"])
+def test_message_format_version_takes_kafkas_version_strings(
+    cadmin: AdminClient, version: str
+) -> None:
+    """The deprecated setting (a no-op from 3.0) takes what Kafka's MetadataVersion reads,
+    four-part and -IVn forms included; it refused 0.10.0.0 as not a Kafka version."""
+    topic = _create(cadmin, {"message.format.version": version})
+    assert _describe(cadmin, topic)["message.format.version"].value == version
+
+    error = _error_of_create(cadmin, {"message.format.version": "0.10.3"})
+    assert error.code() == KafkaError.INVALID_CONFIG
+    assert "Version 0.10.3 is not a valid version" in error.str()
+
+
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
+def test_an_empty_cleanup_policy_is_accepted_everywhere_and_described_empty(
+    cadmin: AdminClient,
+) -> None:
+    """Kafka's cleanup.policy is a LIST whose validator takes the empty list (no deletion by
+    retention, no compaction): CreateTopics, AlterConfigs and IncrementalAlterConfigs take it
+    and DescribeConfigs shows ''. IncrementalAlterConfigs refused it ("Invalid value ''")."""
+    created = _create(cadmin, {"cleanup.policy": ""})
+    assert _describe(cadmin, created)["cleanup.policy"].value in ("", None)
+
+    incremental = _create(cadmin, {})
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        incremental,
+        incremental_configs=[
+            ConfigEntry("cleanup.policy", "", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    cadmin.incremental_alter_configs([resource])[resource].result(timeout=TIMEOUT_S)
+    described = _describe(cadmin, incremental)["cleanup.policy"]
+    assert (described.value or "", described.source) == (
+        "",
+        ConfigSource.DYNAMIC_TOPIC_CONFIG.value,
+    )
+
+    subtracted = ConfigResource(
+        ResourceType.TOPIC,
+        _create(cadmin, {"cleanup.policy": "delete"}),
+        incremental_configs=[
+            ConfigEntry(
+                "cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SUBTRACT
+            )
+        ],
+    )
+    cadmin.incremental_alter_configs([subtracted])[subtracted].result(timeout=TIMEOUT_S)
+    assert (_describe(cadmin, subtracted.name)["cleanup.policy"].value or "") == ""
+
+    altered = ConfigResource(
+        ResourceType.TOPIC, _create(cadmin, {}), set_config={"cleanup.policy": ""}
+    )
+    cadmin.alter_configs([altered])[altered].result(timeout=TIMEOUT_S)
+    assert (_describe(cadmin, altered.name)["cleanup.policy"].value or "") == ""
+
+    error = _error_of_create(cadmin, {"cleanup.policy": "delete,"})
+    assert error.code() == KafkaError.INVALID_CONFIG
+
+
 # ------------------------------------------------------------------ the timestamp window
 def _send(broker: BrokerProcess, topic: str, *timestamps_ms: int) -> list[object]:
     """Each record's offset, or the exception its send failed with."""

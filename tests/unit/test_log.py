@@ -316,3 +316,20 @@ def test_stored_batches_are_byte_identical_apart_from_offset_and_epoch(open_log:
     stored = log.read(0, 1 << 20).read_bytes()
     assert stored[16:] == original[16:]
     assert RecordBatch.from_buffer(stored).partition_leader_epoch == 7
+
+
+def test_an_empty_cleanup_policy_keeps_every_segment_past_retention(open_log: OpenLog) -> None:
+    """Kafka accepts ``cleanup.policy=`` (the empty list): neither ``delete`` nor ``compact``,
+    so retention by size or time removes nothing (only a log start offset moved by
+    DeleteRecords would)."""
+    batch = make_batch(1, value_size=100)
+    config = LogConfig().with_overrides(
+        {"cleanup.policy": "", "segment.bytes": len(batch) * 2, "retention.bytes": len(batch)}
+    )
+    assert (config.is_delete, config.is_compacted) == (False, False)
+    log = open_log(config)
+    for _ in range(9):
+        log.append_as_leader(batch, leader_epoch=0)
+    log.update_high_watermark(log.log_end_offset)
+    assert log.delete_old_segments() == 0
+    assert [s.base_offset for s in log.segments] == [0, 2, 4, 6, 8]
