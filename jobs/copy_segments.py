@@ -60,11 +60,11 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobs.common import (
     COPY_TIMEOUT_S_DEFAULT,
@@ -103,6 +103,9 @@ from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataMan
 from storage_core.tiered.remote_storage_manager import (
     RemoteStorageManager,
 )
+
+if TYPE_CHECKING:
+    from pyspark import Accumulator
 
 JOB = "copy_segments"
 NUM_WORK_UNITS_DEFAULT = 8
@@ -328,7 +331,10 @@ def run_on_spark(
     run_timeout_s: float,
     summary: RunSummary,
 ) -> list[dict[str, Any]]:
-    """One Spark task per unit; progress from the status tracker; cancelled on timeout.
+    """One Spark task per unit; progress from the status tracker (units done) and an
+    accumulator (bytes copied, added as each task finishes); cancelled on timeout. The last
+    progress line counts the bytes from the results (an accumulator counts a retried task's
+    bytes twice).
 
     Notes ``spark_start_s`` (until the session is up) and ``copy_s`` (the Spark job) in the
     summary's details."""
@@ -342,6 +348,7 @@ def run_on_spark(
         sc.setJobGroup(group, f"{JOB}: {len(units)} work units", interruptOnCancel=True)
         timed_out = threading.Event()
         finished = threading.Event()
+        copied_bytes = sc.accumulator(0)
 
         def watch() -> None:
             deadline = time.monotonic() + run_timeout_s
@@ -353,7 +360,7 @@ def run_on_spark(
                     for stage_id in job.stageIds if job is not None else []:
                         stage = tracker.getStageInfo(stage_id)
                         done += stage.numCompletedTasks if stage is not None else 0
-                progress.advance(done - progress.done)
+                progress.advance(done - progress.done, copied_bytes.value - progress.size_bytes)
                 if time.monotonic() > deadline:
                     timed_out.set()
                     sc.cancelJobGroup(group)
@@ -363,7 +370,8 @@ def run_on_spark(
         watcher.start()
         try:
             rdd = located_rdd(sc, list(units), [u.preferred_hosts for u in units])
-            results = rdd.mapPartitions(partial(copy_work_units, settings=settings)).collect()
+            task = partial(counting_copied_bytes, settings=settings, copied_bytes=copied_bytes)
+            results = rdd.mapPartitions(task).collect()
         except Exception as exc:
             if timed_out.is_set():
                 raise TimeoutError(
@@ -375,9 +383,23 @@ def run_on_spark(
             finished.set()
             watcher.join()
             summary.details["copy_s"] = round(time.monotonic() - copy_started, 3)
-    progress.advance(len(units) - progress.done)
+    progress.advance(len(units) - progress.done, bytes_copied(results) - progress.size_bytes)
     progress.finish()
     return results
+
+
+def counting_copied_bytes(
+    units: Iterable[WorkUnit], settings: CopySettings, copied_bytes: Accumulator[int]
+) -> Iterator[dict[str, Any]]:
+    """``copy_work_units``, adding the bytes of each segment copied to ``copied_bytes``."""
+    for outcome in copy_work_units(units, settings):
+        copied_bytes.add(bytes_copied([outcome]))
+        yield outcome
+
+
+def bytes_copied(outcomes: Iterable[Mapping[str, Any]]) -> int:
+    """The bytes of the segments copied (not those skipped, fenced or failed)."""
+    return sum(o["size_bytes"] for o in outcomes if o["status"] == "copied")
 
 
 # ---------------------------------------------------------------------------- load

@@ -127,7 +127,7 @@ def test_copy_then_expire_on_spark(
 
     # the copy
     assert copy_segments.main(job_args(stage, tmp_path, "copy.json", "--num-work-units", "2")) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert any(
         line.startswith("partition=jobs-size-0 event=copied") and "status=ok segments=4" in line
         for line in out.splitlines()
@@ -138,6 +138,10 @@ def test_copy_then_expire_on_spark(
     assert summary["counts"]["work_units"] == 2
     assert summary["bytes"]["copied"] == summary["bytes"]["planned"] > 0
     assert summary["errors"] == []
+    # the last progress line counts what was copied
+    *_, last = lines_of(err, "progress job=copy_segments ")
+    copied = summary["bytes"]["copied"]
+    assert f" done=2 total=2 bytes={copied} percent=100 " in last, err
     assert {p["partition"] for p in summary["partitions"]} == {"jobs-size-0", "jobs-plain-0"}
     stage.expect(
         "jobs-size",
