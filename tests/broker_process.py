@@ -54,7 +54,7 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> BrokerProcess:
+    def start(self, *, timeout_s: float = START_TIMEOUT_S) -> BrokerProcess:
         """Start and wait until the broker serves: its port accepts connections as soon as it is
         bound (clients wait in the backlog while it starts), so readiness is the line it prints
         once it has started."""
@@ -76,7 +76,7 @@ class BrokerProcess:
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         output.close()
-        deadline = time.monotonic() + START_TIMEOUT_S
+        deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 code = self.process.returncode
@@ -85,7 +85,7 @@ class BrokerProcess:
                 return self
             time.sleep(0.05)
         self.kill()
-        raise RuntimeError(f"broker did not listen within {START_TIMEOUT_S}s:\n{self.output()}")
+        raise RuntimeError(f"broker did not listen within {timeout_s}s:\n{self.output()}")
 
     def _serving_since(self, offset: int) -> bool:
         with self.output_path.open("rb") as output:

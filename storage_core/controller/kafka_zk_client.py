@@ -13,6 +13,17 @@ Fencing, the rule that keeps two controllers from acting together:
 - Partition states are set at the znode version last read: a writer with a stale view gets
   the partition back in ``retry`` (Kafka's BADVERSION path) and rereads.
 
+A broker's registration, ``/brokers/ids/<id>``, is an ephemeral znode that lives as long as
+the session that made it. A broker killed without closing its session (SIGKILL, a crashed
+host) leaves it behind until ZooKeeper expires the session, ``zookeeper.session.timeout.ms``
+after the last heartbeat. ``register_broker`` refuses a registration held by another session
+at once (another live broker has this ``broker.id``) unless the caller vouches that the
+holder is this broker's previous run (``previous_run_wait_ms``, given when the holder has this
+broker's endpoints and the log dirs were already this broker's); then it waits, that long at
+most, for ZooKeeper to delete the holder's znode, and registers. It never deletes another
+session's registration: a holder that is in fact alive keeps it, and the wait ends in the
+same refusal.
+
 ``zookeeper.connect`` may end in a chroot (``127.0.0.1:2181/storage-core``), created on first
 use as Kafka does. Thread-safety: kazoo's client is thread-safe; this class keeps no state but
 the session it opened.
@@ -21,7 +32,10 @@ the session it opened.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import logging
+import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -69,7 +83,12 @@ class ControllerMovedError(StorageError):
 
 
 class BrokerIdInUseError(StorageError):
-    """Another live broker is registered under this ``broker.id``."""
+    """Another live broker is registered under this ``broker.id``; ``holder`` is its
+    registration (endpoints) as ZooKeeper holds it."""
+
+    def __init__(self, message: str, *, holder: BrokerRegistration) -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -221,25 +240,76 @@ class KafkaZkClient:
 
     # --- brokers ----------------------------------------------------------------------------
 
-    def register_broker(self, registration: BrokerRegistration) -> int:
+    def register_broker(
+        self, registration: BrokerRegistration, *, previous_run_wait_ms: int = 0
+    ) -> int:
         """Create the ephemeral ``/brokers/ids/<id>``; returns the broker epoch (its czxid).
-        A registration held by another session is another live broker: refused."""
+        A registration held by another session is another live broker: refused
+        (``BrokerIdInUseError``), at once unless it has ``registration``'s endpoints and
+        ``previous_run_wait_ms`` > 0 (the caller found it to be this broker's previous run:
+        its session expires within the session timeout); then refused only if it is still
+        there after that long."""
         path = zk_data.broker_path(registration.broker_id)
-        try:
-            _, stat = self.zk.create(
-                path, zk_data.encode_broker(registration), ephemeral=True, include_data=True
-            )
-            return int(stat.czxid)
-        except NodeExistsError:
-            data, stat = self.zk.get(path)
+        waiting_since: float | None = None
+        while True:
+            try:
+                _, stat = self.zk.create(
+                    path, zk_data.encode_broker(registration), ephemeral=True, include_data=True
+                )
+                if waiting_since is not None:
+                    logger.info(
+                        "the previous run's registration expired, registered broker_id=%d"
+                        " waited_s=%.1f",
+                        registration.broker_id,
+                        time.monotonic() - waiting_since,
+                    )
+                return int(stat.czxid)
+            except NodeExistsError:
+                pass
+            gone = threading.Event()
+            try:
+                data, stat = self.zk.get(path, watch=_setter(gone))
+            except NoNodeError:
+                continue  # deleted since the create: try again
             if stat.ephemeralOwner == self.session_id:
                 return int(stat.czxid)  # ours: a retried create after a reconnect
             holder = zk_data.decode_broker(registration.broker_id, data)
-            endpoints = ", ".join(e.connection_string() for e in holder.endpoints)
-            raise BrokerIdInUseError(
+            session = f"0x{stat.ephemeralOwner:x}"
+            held = (
                 f"broker.id={registration.broker_id} is already registered in ZooKeeper by a "
-                f"live broker at {endpoints} ({path}); give this broker another broker.id"
-            ) from None
+                f"live broker at {_endpoints(holder)} ({path}, session {session})"
+            )
+            if previous_run_wait_ms <= 0 or set(holder.endpoints) != set(registration.endpoints):
+                raise BrokerIdInUseError(
+                    f"{held}; give this broker another broker.id", holder=holder
+                )
+            now = time.monotonic()
+            if waiting_since is None:
+                waiting_since = now
+                until = datetime.datetime.now(datetime.UTC) + datetime.timedelta(
+                    milliseconds=previous_run_wait_ms
+                )
+                logger.warning(
+                    "broker.id=%d is registered at this broker's endpoints %s by the session"
+                    " of its previous run, which ZooKeeper keeps until it expires: waiting for"
+                    " it session=%s path=%s deadline=%s wait_ms_max=%d",
+                    registration.broker_id,
+                    _endpoints(holder),
+                    session,
+                    path,
+                    until.isoformat(timespec="milliseconds"),
+                    previous_run_wait_ms,
+                )
+            deadline = waiting_since + previous_run_wait_ms / 1000
+            if now >= deadline:
+                raise BrokerIdInUseError(
+                    f"{held}, still after waiting {previous_run_wait_ms} ms for that session to"
+                    " expire as the session of a stopped earlier run of this broker would:"
+                    " another broker with this broker.id and endpoint is running; stop it or"
+                    " give this broker another broker.id",
+                    holder=holder,
+                )
+            gone.wait(deadline - now)
 
     def get_all_brokers(self, watch: Watch | None = None) -> dict[int, BrokerRegistration]:
         """Every registered broker; ``watch`` fires once when the set of registrations changes."""
@@ -662,6 +732,15 @@ class KafkaZkClient:
             paths.extend(self._subtree(f"{path}/{child}"))
         paths.append(path)
         return paths
+
+
+def _setter(event: threading.Event) -> Watch:
+    """A watch that sets ``event`` when it fires."""
+    return lambda _event: event.set()
+
+
+def _endpoints(registration: BrokerRegistration) -> str:
+    return ", ".join(e.connection_string() for e in registration.endpoints)
 
 
 def _with_version(state: LeaderAndIsr, zk_version: int) -> LeaderAndIsr:

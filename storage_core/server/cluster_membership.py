@@ -7,7 +7,9 @@ and the listener that keeps the ``MetadataCache`` and tells the broker what chan
 Start-up order, as Kafka's: connect (bounded by ``zookeeper.connection.timeout.ms``, one clear
 error naming ``zookeeper.connect`` when it fails), move a single broker's old
 ``topic-metadata.json`` in, agree on the cluster id, register (a live duplicate ``broker.id``
-is refused naming its holder), read the cluster (the broker hosts its partitions), then start
+is refused naming its holder; one at this broker's own endpoints, with log dirs that were this
+broker's before the start, is its previous run's, left by a crash: waited for until ZooKeeper
+expires that session), read the cluster (the broker hosts its partitions), then start
 the controller. Stop: the controller resigns (another broker takes over at once), the session
 closes (the registration goes, and the controller moves this broker's leaderships).
 """
@@ -17,15 +19,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from storage_core.controller.kafka_controller import ControllerConfig, KafkaController
-from storage_core.controller.kafka_zk_client import KafkaZkClient
+from storage_core.controller.kafka_zk_client import BrokerIdInUseError, KafkaZkClient
 from storage_core.controller.legacy_topic_metadata import migrate_legacy_topic_metadata
 from storage_core.controller.local_znode_tree import LocalZNodeTree
 from storage_core.controller.zk_data import BrokerRegistration, EndPoint
+from storage_core.log.meta_properties import (
+    CorruptMetaPropertiesError,
+    ZkMetaProperties,
+    read_meta_properties,
+)
 from storage_core.replication.metadata_cache import MetadataCache
 from storage_core.replication.zk_metadata_listener import (
     DeletionCallback,
@@ -38,6 +45,20 @@ logger = logging.getLogger(__name__)
 
 REREGISTER_RETRY_S = 1.0
 CONTROLLED_SHUTDOWN_POLL_S = 0.05
+# waited beyond zookeeper.session.timeout.ms for a previous run's session to expire: ZooKeeper
+# expires sessions on its tick (2 s by default), and raises a timeout asked below two ticks
+# to two ticks
+PREVIOUS_SESSION_EXPIRY_MARGIN_MS = 5_000
+
+
+def ran_on_log_dirs(log_dirs: Sequence[Path], *, broker_id: int, cluster_id: str) -> bool:
+    """Every log dir already holds this broker's ``meta.properties`` of this cluster: this
+    broker ran on them before (read before the start writes the file where it lacks)."""
+    wanted = ZkMetaProperties(broker_id=broker_id, cluster_id=cluster_id)
+    try:
+        return all(read_meta_properties(log_dir) == wanted for log_dir in log_dirs)
+    except CorruptMetaPropertiesError:
+        return False  # the start refuses it next, naming the file
 
 
 def metadata_store_client(config: KafkaConfig, log_dir: Path) -> KafkaZkClient:
@@ -111,9 +132,13 @@ class ClusterMembership:
         """Every topic's configs, read once before the logs load."""
         return {topic: self.zk.get_topic_config(topic) for topic in self.zk.get_all_topics()}
 
-    def register_and_start(self, endpoint: EndPoint) -> int:
+    def register_and_start(self, endpoint: EndPoint, *, ran_here_before: bool = False) -> int:
         """Register with ``endpoint``, host the partitions (synchronously: they are hosted when
-        this returns), start the controller; returns the broker epoch."""
+        this returns), start the controller; returns the broker epoch. ``ran_here_before``:
+        the log dirs were this broker's before this start (``ran_on_log_dirs``), so a
+        registration at ``endpoint`` is taken for this broker's previous run, killed before it
+        could close its session, and waited for (``zookeeper.session.timeout.ms`` plus
+        ``PREVIOUS_SESSION_EXPIRY_MARGIN_MS`` at most) instead of refused."""
         rack = self.config.get_string("broker.rack") or None
         self._registration = BrokerRegistration(
             broker_id=self.broker_id,
@@ -121,15 +146,31 @@ class ClusterMembership:
             rack=rack,
             timestamp_ms=int(time.time() * 1000),
         )
-        epoch = self.zk.register_broker(self._registration)
+        wait_ms = 0
+        if ran_here_before and self.uses_zookeeper:
+            wait_ms = self.zk.session_timeout_ms + PREVIOUS_SESSION_EXPIRY_MARGIN_MS
+        try:
+            epoch = self.zk.register_broker(self._registration, previous_run_wait_ms=wait_ms)
+        except BrokerIdInUseError as error:
+            if wait_ms or set(error.holder.endpoints) != {endpoint}:
+                raise
+            raise BrokerIdInUseError(
+                f"{error}. It is registered at this broker's endpoint, but the log dirs were not"
+                f" this broker's before this start (no meta.properties of broker.id"
+                f" {self.broker_id} in this cluster in every log dir), so it is not taken for"
+                " this broker's previous run, whose registration ZooKeeper would remove within"
+                " zookeeper.session.timeout.ms",
+                holder=error.holder,
+            ) from None
         self._broker_epoch = epoch
         self.zk.add_session_listener(self._on_session_state)
         self.listener.start()
         self.controller.start()
         logger.info(
-            "registered in the cluster broker_id=%d broker_epoch=%d store=%s",
+            "registered in the cluster broker_id=%d broker_epoch=%d session=0x%x store=%s",
             self.broker_id,
             epoch,
+            self.zk.session_id,
             self.zk.connect,
         )
         return epoch

@@ -48,7 +48,7 @@ from storage_core.replication.partition import IsrUpdate
 from storage_core.replication.replica_fetcher_manager import ReplicaFetcherManager
 from storage_core.replication.replica_manager import ReplicaManager
 from storage_core.replication.replica_metrics import register_replica_manager_metrics
-from storage_core.server.cluster_membership import ClusterMembership
+from storage_core.server.cluster_membership import ClusterMembership, ran_on_log_dirs
 from storage_core.server.dynamic_broker_config import (
     BrokerConfigUpdateError,
     DynamicBrokerConfigStore,
@@ -520,6 +520,17 @@ class KafkaBroker:
         loop = asyncio.get_running_loop()
         self.replica_manager.bind_loop(loop)
         cluster_id = await loop.run_in_executor(None, self.membership.connect)
+        # read before the files are written: only a broker that ran on these log dirs before
+        # takes a registration at its endpoint for its own previous run's
+        ran_here_before = await loop.run_in_executor(
+            None,
+            functools.partial(
+                ran_on_log_dirs,
+                self.log_manager.log_dirs,
+                broker_id=self.broker_id,
+                cluster_id=cluster_id,
+            ),
+        )
         # every log dir is this broker's of this cluster, or the start is refused untouched
         await loop.run_in_executor(
             None,
@@ -554,8 +565,11 @@ class KafkaBroker:
         self.endpoint = BrokerEndpoint(node_id=self.broker_id, host=host, port=advertised_port)
         await loop.run_in_executor(
             None,
-            self.membership.register_and_start,
-            EndPoint(listener="PLAINTEXT", host=host, port=advertised_port),
+            functools.partial(
+                self.membership.register_and_start,
+                EndPoint(listener="PLAINTEXT", host=host, port=advertised_port),
+                ran_here_before=ran_here_before,
+            ),
         )
         hosted = set(self.replica_manager.partitions())
         for tp in self.log_manager.all_logs():

@@ -3,6 +3,7 @@ fencing, conditional partition-state writes, topic znodes, and an unreachable se
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -144,6 +145,37 @@ def test_broker_registration_epoch_and_duplicate_id(open_client: OpenClient) -> 
     assert sorted(other.get_all_brokers()) == [2]
     again = open_client()
     assert again.register_broker(_registration(1, 19093)) > epoch  # a new broker epoch
+
+
+def test_a_registration_at_the_same_endpoints_is_waited_for_when_asked(
+    open_client: OpenClient,
+) -> None:
+    """With ``previous_run_wait_ms`` (the broker found the holder to be its previous run), a
+    registration at the same endpoints is waited for, never taken: it is registered once its
+    session ends, and refused if it is still there after that long. Another endpoint is
+    refused at once."""
+    first = open_client()
+    epoch = first.register_broker(_registration(1, 19091))
+    other = open_client()
+
+    started = time.monotonic()
+    with pytest.raises(BrokerIdInUseError, match=r"live broker at PLAINTEXT://127.0.0.1:19091"):
+        other.register_broker(_registration(1, 19092), previous_run_wait_ms=10_000)
+    assert time.monotonic() - started < 2  # another endpoint: at once
+
+    started = time.monotonic()
+    with pytest.raises(BrokerIdInUseError, match=r"still after waiting 800 ms") as refused:
+        other.register_broker(_registration(1, 19091), previous_run_wait_ms=800)
+    assert 0.8 <= time.monotonic() - started < 5
+    assert refused.value.holder.endpoints == _registration(1, 19091).endpoints
+    assert other.get_all_brokers()[1].broker_epoch == epoch  # the holder keeps it
+
+    closing = threading.Timer(0.5, first.close)  # the holder's session ends meanwhile
+    closing.start()
+    started = time.monotonic()
+    assert other.register_broker(_registration(1, 19091), previous_run_wait_ms=10_000) > epoch
+    assert 0.5 <= time.monotonic() - started < 5
+    closing.join()
 
 
 def test_one_controller_at_a_time_and_a_deposed_one_is_fenced(open_client: OpenClient) -> None:
