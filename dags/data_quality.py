@@ -33,6 +33,7 @@ from tiered_storage_plugin.operators import TieringJobOperator
 
 @dag(
     dag_id="data_quality",
+    description="Check the remote tier's offsets and epochs; publish the Data Docs",
     schedule=REMOTE_TIER,
     start_date=START_DATE,
     catchup=False,

@@ -44,6 +44,7 @@ log = logging.getLogger("airflow.task")
 
 @dag(
     dag_id="partition_deletion",
+    description="Delete a topic and its remote data (trigger with params; dry run possible)",
     schedule=None,
     start_date=START_DATE,
     catchup=False,

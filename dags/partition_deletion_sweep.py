@@ -25,6 +25,7 @@ from tiered_storage_plugin.dag_support import (
     REMOTE_TIER,
     START_DATE,
     TAGS,
+    cron_schedule,
     schedule_for,
 )
 from tiered_storage_plugin.operators import TieringJobOperator
@@ -32,7 +33,8 @@ from tiered_storage_plugin.operators import TieringJobOperator
 
 @dag(
     dag_id="partition_deletion_sweep",
-    schedule=schedule_for("partition_deletion_sweep", "30 * * * *"),
+    description="Delete the remote data of partitions of topics already deleted",
+    schedule=cron_schedule(schedule_for("partition_deletion_sweep", "30 * * * *")),
     start_date=START_DATE,
     catchup=False,
     max_active_runs=1,

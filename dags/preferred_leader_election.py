@@ -41,6 +41,7 @@ log = logging.getLogger("airflow.task")
 
 @dag(
     dag_id="preferred_leader_election",
+    description="Give a topic's partitions back to their preferred leaders (trigger with params)",
     schedule=None,
     start_date=START_DATE,
     catchup=False,

@@ -24,6 +24,7 @@ from tiered_storage_plugin.dag_support import (
     REMOTE_TIER,
     START_DATE,
     TAGS,
+    cron_schedule,
     schedule_for,
     tiering_status,
     write_run_report,
@@ -35,7 +36,8 @@ JOB_TASKS = ("reconcile", "expire_remote", "quality")
 
 @dag(
     dag_id="retention_nightly",
-    schedule=schedule_for("retention_nightly", "0 2 * * *"),
+    description="Repair stuck transitions, delete expired and orphaned remote data, check",
+    schedule=cron_schedule(schedule_for("retention_nightly", "0 2 * * *")),
     start_date=START_DATE,
     catchup=False,
     max_active_runs=1,

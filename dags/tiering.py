@@ -24,6 +24,7 @@ from tiered_storage_plugin.dag_support import (
     START_DATE,
     TAGS,
     TIERING_SCHEDULE_DEFAULT,
+    cron_schedule,
     schedule_for,
     tiering_status,
 )
@@ -32,7 +33,8 @@ from tiered_storage_plugin.operators import TieringJobOperator
 
 @dag(
     dag_id="tiering",
-    schedule=schedule_for("tiering", TIERING_SCHEDULE_DEFAULT),
+    description="Copy closed segments to the remote tier, then check offsets and epochs",
+    schedule=cron_schedule(schedule_for("tiering", TIERING_SCHEDULE_DEFAULT)),
     start_date=START_DATE,
     catchup=False,
     max_active_runs=1,

@@ -1,5 +1,6 @@
-"""Registers the tiered-storage UI with Airflow: the web app under ``/tiered-storage``, a
-navigation entry that shows it inside the Airflow UI, and the api-server middleware that
+"""Registers the tiered-storage pieces with Airflow: the web app under ``/tiered-storage``, a
+navigation entry that shows it inside the Airflow UI, the DAGs' timetable
+(``ReadableCronTimetable``: cron schedules in words), and the api-server middleware that
 refuses the trigger of a destructive DAG with bad params before a run exists
 (``trigger_guard``).
 
@@ -10,6 +11,7 @@ package directly (``plugins/`` is on ``sys.path``).
 from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
+from tiered_storage_plugin.dag_support import ReadableCronTimetable
 from tiered_storage_plugin.paths import URL_PREFIX
 from tiered_storage_plugin.trigger_guard import DestructiveTriggerGuard
 from tiered_storage_plugin.web import create_app
@@ -20,6 +22,9 @@ class TieredStoragePlugin(AirflowPlugin):
     fastapi_apps = [  # noqa: RUF012 - AirflowPlugin declares these as class attributes
         {"app": create_app(), "url_prefix": URL_PREFIX, "name": "Tiered storage status"}
     ]
+    # the DAGs' cron schedules, shown in words in the DAG list; every Airflow component that
+    # reads a serialized DAG back needs the class registered here
+    timetables = [ReadableCronTimetable]  # noqa: RUF012 - same as above
     fastapi_root_middlewares = [  # noqa: RUF012 - same as above
         {"middleware": DestructiveTriggerGuard, "name": "Destructive DAG trigger guard"}
     ]

@@ -8,12 +8,17 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset
+from airflow.timetables.trigger import CronTriggerTimetable
 from croniter import croniter
 
 from tiered_storage_plugin import paths
+
+if TYPE_CHECKING:
+    from dateutil.relativedelta import relativedelta
+    from pendulum import FixedTimezone, Timezone
 
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 TAGS = ["tiered-storage"]
@@ -25,14 +30,14 @@ DEFAULT_ARGS: dict[str, Any] = {
     "max_retry_delay": timedelta(minutes=5),
 }
 
-TIERING_SCHEDULE_DEFAULT = timedelta(minutes=5)
+TIERING_SCHEDULE_DEFAULT = "*/5 * * * *"
 
 # Each scheduled DAG's schedule can be replaced by a cron expression (or a preset such as
 # "@hourly") in this environment variable of the scheduler and dag-processor.
 SCHEDULE_ENV = "TIERED_STORAGE_{dag_id}_SCHEDULE"
 
 
-def schedule_for(dag_id: str, default: str | timedelta) -> str | timedelta:
+def schedule_for(dag_id: str, default: str) -> str:
     """``$TIERED_STORAGE_<DAG_ID>_SCHEDULE`` if set, else ``default``. A value that is neither
     a cron expression nor a preset fails the DAG's import with a message naming the variable."""
     name = SCHEDULE_ENV.format(dag_id=dag_id.upper())
@@ -59,8 +64,44 @@ def schedule_interval_s(schedule: str | timedelta) -> float:
 SCHEDULE_PRESETS = frozenset({"@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly"})
 
 
-# Updated whenever a job changed what is stored remotely (through the operator's alias, only
-# by runs that changed something); data_quality runs after it.
+class ReadableCronTimetable(CronTriggerTimetable):
+    """Airflow's ``CronTriggerTimetable`` (a run at each time of the cron expression, in UTC)
+    that the DAG list shows in words. The list shows a timetable's ``summary`` (the bare
+    expression for Airflow's own) with its ``description`` on hover: here the summary is the
+    expression in words ("Every 5 minutes", "At 02:00 UTC") and the description the
+    expression. Registered by the plugin (``timetables``), which the scheduler, the
+    dag-processor and the api-server load to read a serialized DAG back."""
+
+    def __init__(
+        self,
+        cron: str,
+        *,
+        timezone: str | Timezone | FixedTimezone = "UTC",
+        interval: timedelta | relativedelta = timedelta(),
+        run_immediately: bool | timedelta = False,
+    ) -> None:
+        super().__init__(
+            cron, timezone=timezone, interval=interval, run_immediately=run_immediately
+        )
+        words = self.description or self._expression
+        hours = self._expression.split()[1] if len(self._expression.split()) >= 2 else "*"
+        zone = "" if hours == "*" or hours.startswith("*/") else f" {self._timezone.name}"
+        self._summary = f"{words}{zone}"
+        self.description = f"cron {self._expression} ({self._timezone.name})"
+
+    @property
+    def summary(self) -> str:
+        return self._summary
+
+
+def cron_schedule(expression: str) -> ReadableCronTimetable:
+    """A DAG's ``schedule`` for a cron expression or preset, shown in words in the DAG list."""
+    return ReadableCronTimetable(expression)
+
+
+# The outlet of every task that changes what is stored remotely (``TieringJobOperator``'s
+# ``changes``), so the asset view lists them as its producers; only their runs that changed
+# something emit an event for it. data_quality runs after each event.
 REMOTE_TIER = Asset(name="tiered_storage_remote_tier", uri="tiered-storage://cluster/remote-tier")
 
 

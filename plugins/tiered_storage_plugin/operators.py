@@ -7,8 +7,11 @@ the task log as it comes. The JSON run summary is the task's return value (XCom)
 exit fails the task with the job's error lines (and, for the quality job, the failing
 expectations and where the Data Docs are). Failing suites fail the task without retries (the
 data will not change by retrying); any other failure is retried. With ``changes=<Asset>``,
-a run that changed the remote tier (its summary counts copies, deletions or repairs) emits an
-event for that asset through ``CHANGES_ALIAS``; an idle run emits none.
+the asset is one of the task's outlets, so Airflow lists the task as the asset's producer; a
+run that changed the remote tier (its summary counts copies, deletions or repairs) emits an
+event for it (with the job and run key as extra), an idle run emits none: Airflow emits an
+event for every outlet of a task that succeeds, so the operator leaves the asset out of this
+execution's outlets (``withhold_outlet``) when nothing changed.
 
 A ``skip_reason`` that renders non-empty skips the task with that reason.
 
@@ -30,7 +33,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import Asset, AssetAlias, BaseOperator
+from airflow.sdk import Asset, BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from tiered_storage_plugin import paths
@@ -51,9 +54,6 @@ ERROR_LINES_MAX = 40
 DEFAULT_BASE_URL = "http://localhost:8080"  # the api-server's default when [api] base_url is unset
 STOP_GRACE_S = 30.0
 DEFAULT_EXECUTION_TIMEOUT = timedelta(hours=2)
-# Emitted through this alias, an asset event for ``changes`` exists only for runs that changed
-# the remote tier (so data_quality does not rerun after every idle tiering run).
-CHANGES_ALIAS = AssetAlias("tiered_storage_remote_tier_changes")
 # Summary counts (and bytes) that say a run changed what is stored remotely.
 CHANGE_COUNTS = (
     "segments_copied",
@@ -106,7 +106,7 @@ class TieringJobOperator(BaseOperator):
             raise ValueError(f"unknown tiering job {job!r}: expected one of {', '.join(JOBS)}")
         kwargs.setdefault("execution_timeout", DEFAULT_EXECUTION_TIMEOUT)
         if changes is not None:
-            kwargs["outlets"] = [*(kwargs.get("outlets") or []), CHANGES_ALIAS]
+            kwargs["outlets"] = [*(kwargs.get("outlets") or []), changes]
         super().__init__(**kwargs)
         self.job = job
         self.extra_args = extra_args
@@ -166,15 +166,28 @@ class TieringJobOperator(BaseOperator):
             raise TieringJobError(
                 f"job {self.job} exited 0 but wrote no run summary at {summary_path}"
             )
-        if self.changes is not None and changed_remote_tier(summary):
-            context["outlet_events"][CHANGES_ALIAS].add(
-                self.changes, extra={"job": self.job, "run_key": task_dir.parent.name}
-            )
-            self.log.info("job=%s remote tier changed: asset event for %s", self.job, self.changes)
+        if self.changes is not None:
+            if changed_remote_tier(summary):
+                context["outlet_events"][self.changes].extra = {
+                    "job": self.job,
+                    "run_key": task_dir.parent.name,
+                }
+                self.log.info(
+                    "job=%s remote tier changed: asset event for %s", self.job, self.changes
+                )
+            else:
+                self.withhold_outlet(self.changes)
+                self.log.info("job=%s remote tier unchanged: no asset event", self.job)
         summary.setdefault("summary_path", str(summary_path))
         if report.is_file():
             summary.setdefault("report_path", str(report))
         return summary
+
+    def withhold_outlet(self, asset: Asset) -> None:
+        """No event for ``asset`` from this execution: the task runner emits one for every
+        outlet of the executing task when it succeeds. The executing task is a copy of the
+        DAG's (``prepare_for_execution``) sharing its outlets list: a new list is assigned."""
+        self.outlets = [o for o in self.outlets if o != asset]
 
     def _run(self, cmd: list[str], env: dict[str, str]) -> tuple[int, list[str]]:
         errors: deque[str] = deque(maxlen=ERROR_LINES_MAX)

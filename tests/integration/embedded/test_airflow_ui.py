@@ -208,6 +208,43 @@ def test_a_refused_trigger_with_unpause_on_trigger_leaves_no_run_of_any_dag(ui: 
     assert api.is_paused("partition_deletion_sweep")  # the sweep stays off until unpaused
 
 
+def test_the_dag_list_says_what_each_dag_does_and_when_it_runs(ui: Ui) -> None:
+    status, body = ui.api.call("GET", "/api/v2/dags")
+    assert status == 200, body
+    listed = {
+        d["dag_id"]: (d["timetable_summary"], d["timetable_description"]) for d in body["dags"]
+    }
+    # the list shows the summary, with the description on hover
+    assert listed == {
+        "tiering": ("Every 5 minutes", "cron */5 * * * * (UTC)"),
+        "retention_nightly": ("At 02:00 UTC", "cron 0 2 * * * (UTC)"),
+        "partition_deletion_sweep": ("At 30 minutes past the hour", "cron 30 * * * * (UTC)"),
+        "data_quality": ("Asset", "Triggered by assets"),
+        "partition_deletion": (None, "Never, external triggers only"),
+        "preferred_leader_election": (None, "Never, external triggers only"),
+    }
+    descriptions = {d["dag_id"]: d["description"] for d in body["dags"]}
+    assert all(descriptions.values()), descriptions
+    assert descriptions["partition_deletion_sweep"] == (
+        "Delete the remote data of partitions of topics already deleted"
+    )
+
+
+def test_the_remote_tier_asset_lists_the_tasks_that_change_it(ui: Ui) -> None:
+    status, body = ui.api.call("GET", "/api/v2/assets?name_pattern=tiered_storage_remote_tier")
+    assert status == 200, body
+    (asset,) = body["assets"]
+    producers = {(t["dag_id"], t["task_id"]) for t in asset["producing_tasks"]}
+    assert producers == {
+        ("tiering", "copy_segments"),
+        ("retention_nightly", "reconcile"),
+        ("retention_nightly", "expire_remote"),
+        ("partition_deletion", "delete_partitions"),
+        ("partition_deletion_sweep", "delete_partitions"),
+    }
+    assert {d["dag_id"] for d in asset["scheduled_dags"]} == {"data_quality"}
+
+
 def test_rest_api_triggers_a_dry_run_and_serves_the_plugin_page(ui: Ui) -> None:
     api = ui.api
     # a valid dry run with conf succeeds
