@@ -26,7 +26,7 @@ import os
 import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, ClassVar
 
 from storage_core.atomic_file import fsync_directory
 from storage_core.tiered.remote_object_keys import (
@@ -45,6 +45,7 @@ from storage_core.tiered.remote_storage_manager import (
     RemoteSegmentRef,
     RemoteStorageError,
     check_positions,
+    refuse_unknown_rsm_config,
 )
 
 logger = logging.getLogger(__name__)
@@ -112,8 +113,14 @@ class LocalTieredStorage:
         self._fsync = fsync
         self.storage_dir.mkdir(parents=True, exist_ok=True)
 
+    CONFIG_KEYS: ClassVar[frozenset[str]] = frozenset(
+        {"local.storage.dir", "local.key.prefix", "local.fsync"}
+    )
+
     @staticmethod
     def from_config(config: Mapping[str, str]) -> LocalTieredStorage:
+        """Refuses keys it does not read (``UnknownRemoteStorageConfigError``)."""
+        refuse_unknown_rsm_config("LocalTieredStorage", config, LocalTieredStorage.CONFIG_KEYS)
         plain = strip_rsm_prefix(config)
         storage_dir = plain.get("local.storage.dir")
         if not storage_dir:

@@ -55,6 +55,32 @@ from storage_core.errors import InvalidConfigError, KafkaStorageError
 RSM_CONFIG_PREFIX = "rsm.config."
 
 
+class UnknownRemoteStorageConfigError(InvalidConfigError):
+    """``rsm.config.*`` settings that the remote storage manager does not read. Such a key
+    would otherwise be ignored without a word (``rsm.config.encryption.enabled=true`` on a
+    manager that has no encryption writes plaintext), so the manager is not built and a
+    broker refuses to start."""
+
+
+def refuse_unknown_rsm_config(
+    manager: str, config: Mapping[str, str], known: frozenset[str]
+) -> None:
+    """Raise ``UnknownRemoteStorageConfigError`` naming every key of ``config`` (with or
+    without the ``rsm.config.`` prefix) that is not one of ``known`` (without the prefix)."""
+    unknown = sorted(
+        key
+        for key in config
+        if (key[len(RSM_CONFIG_PREFIX) :] if key.startswith(RSM_CONFIG_PREFIX) else key)
+        not in known
+    )
+    if unknown:
+        reads = ", ".join(RSM_CONFIG_PREFIX + key for key in sorted(known))
+        raise UnknownRemoteStorageConfigError(
+            f"{manager} does not know the setting(s) {', '.join(unknown)}: remove them or"
+            f" correct their names (it reads {reads})"
+        )
+
+
 class RemoteStorageError(KafkaStorageError):
     """The remote store failed an operation (unreachable, refused, or returned bad data).
 
@@ -315,7 +341,7 @@ def load_remote_storage_manager(class_name: str, config: Mapping[str, str]) -> R
     if from_config is None:
         raise InvalidConfigError(f"{path} has no from_config(config) static method")
     try:
-        manager = from_config(config)
+        manager = from_config(config)  # UnknownRemoteStorageConfigError goes up as it is
     except ValueError as exc:
         raise InvalidConfigError(f"invalid rsm.config.* for {path}: {exc}") from exc
     if not isinstance(manager, RemoteStorageManager):

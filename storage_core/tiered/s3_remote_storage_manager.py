@@ -81,6 +81,7 @@ from storage_core.tiered.remote_storage_manager import (
     RemoteSegmentRef,
     RemoteStorageError,
     check_positions,
+    refuse_unknown_rsm_config,
 )
 
 logger = logging.getLogger(__name__)
@@ -116,6 +117,27 @@ _RETRIABLE_EXCEPTIONS = (
     botocore.exceptions.IncompleteReadError,
     botocore.exceptions.ResponseStreamingError,
     botocore.exceptions.FlexibleChecksumError,
+)
+
+
+# The settings of the module docstring (without the rsm.config. prefix).
+S3_CONFIG_KEYS = frozenset(
+    {
+        "s3.bucket.name",
+        "s3.key.prefix",
+        "s3.region",
+        "s3.endpoint.url",
+        "s3.path.style.access.enabled",
+        "s3.multipart.threshold.bytes",
+        "s3.multipart.part.size.bytes",
+        "s3.checksum.algorithm",
+        "s3.connect.timeout.ms",
+        "s3.read.timeout.ms",
+        "s3.retry.max.attempts",
+        "s3.retry.backoff.ms",
+        "s3.retry.backoff.max.ms",
+        "s3.retry.total.timeout.ms",
+    }
 )
 
 
@@ -173,6 +195,8 @@ class S3RemoteStorageConfig:
 
     @staticmethod
     def from_config(config: Mapping[str, str]) -> S3RemoteStorageConfig:
+        """Refuses keys it does not read (``UnknownRemoteStorageConfigError``)."""
+        refuse_unknown_rsm_config("S3RemoteStorageManager", config, S3_CONFIG_KEYS)
         plain = strip_rsm_prefix(config)
 
         def integer(key: str, default: int) -> int:
