@@ -28,13 +28,16 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
 from kafka import errors as kafka_errors
 
+from storage_core.server.protocol import encode_request
 from tests.broker_process import BrokerProcess
+from tests.integration import raw_wire
 
 pytestmark = pytest.mark.timeout(120)
 
 TIMEOUT_S = 15.0
 LONG_MAX = str(2**63 - 1)
 HOUR_MS = 3_600_000
+INVALID_REQUEST = 42
 
 # Kafka 3.9's defaults (LogConfig, ServerLogConfigs, CompressionType, QuotaConfig).
 KAFKA_DEFAULTS = {
@@ -227,6 +230,60 @@ def test_an_empty_cleanup_policy_is_accepted_everywhere_and_described_empty(
 
     error = _error_of_create(cadmin, {"cleanup.policy": "delete,"})
     assert error.code() == KafkaError.INVALID_CONFIG
+
+
+def test_a_key_twice_in_one_resource_is_refused_as_kafka_3_2_and_later_do(
+    broker: BrokerProcess, cadmin: AdminClient
+) -> None:
+    """AlterConfigs and IncrementalAlterConfigs with one key twice in a resource are
+    INVALID_REQUEST 'Error due to duplicate config keys' and change nothing, as Kafka 3.2+
+    (ConfigAdminManager) answers. Kafka 3.1 applied the last value of a legacy AlterConfigs,
+    which librdkafka's test 0092 expects: a deliberate difference (README)."""
+    topic = _create(cadmin, {"retention.ms": "1000000"})
+    legacy = raw_wire.request_classes(33, 1)
+    incremental = raw_wire.request_classes(44, 1)
+    requests = {
+        33: legacy.AlterConfigsRequest(
+            resources=(
+                legacy.AlterConfigsResource(
+                    resource_type=2,
+                    resource_name=topic,
+                    configs=(
+                        legacy.AlterableConfig(name="retention.ms", value="2000000"),
+                        legacy.AlterableConfig(name="retention.ms", value="3000000"),
+                    ),
+                ),
+            ),
+            validate_only=False,
+        ),
+        44: incremental.IncrementalAlterConfigsRequest(
+            resources=(
+                incremental.AlterConfigsResource(
+                    resource_type=2,
+                    resource_name=topic,
+                    configs=(
+                        incremental.AlterableConfig(
+                            name="retention.ms", config_operation=0, value="2000000"
+                        ),
+                        incremental.AlterableConfig(
+                            name="retention.ms", config_operation=0, value="3000000"
+                        ),
+                    ),
+                ),
+            ),
+            validate_only=False,
+        ),
+    }
+    with raw_wire.connect(broker.port) as sock:
+        for api_key, request in requests.items():
+            sock.sendall(encode_request(api_key, 1, 5, "dup", request))
+            _correlation_id, body = raw_wire.read_response(sock, api_key, 1)
+            (answer,) = body.responses
+            assert (answer.error_code.value, answer.error_message) == (
+                INVALID_REQUEST,
+                "Error due to duplicate config keys",
+            ), api_key
+    assert _describe(cadmin, topic)["retention.ms"].value == "1000000"
 
 
 # ------------------------------------------------------------------ the timestamp window
