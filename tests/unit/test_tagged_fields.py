@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import io
 import struct
 from typing import Any
 
 import pytest
 from kio.index import load_request_schema
 from kio.schema.index import api_key_map, schema_name_map
-from kio.serial._introspect import get_field_tag
+from kio.serial._implicit_defaults import get_tagged_field_default
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    classify_field,
+    get_field_tag,
+    is_optional,
+)
+from kio.serial._serialize import get_field_writer
 
 from storage_core.server.handlers import follower_fetch
 from storage_core.server.protocol import (
@@ -180,3 +189,81 @@ def test_a_follower_fetch_with_tags_goes_the_general_way_and_means_the_same() ->
     tagged = fetch_v12(partition=tags((42, b"")))
     assert follower_fetch.decode(tagged) is None
     assert parse_request(tagged)[1] == parse_request(fetch_v12())[1]
+
+
+def encode_with_unknown_tags(entity: Any, unknown: int | None) -> bytes:
+    """kio's encoding of ``entity`` (known tagged fields in tag order, those at their default
+    left out), with, when ``unknown`` is given, one more tagged field that the schema does not
+    define at the end of every flexible struct at every level: ``unknown`` itself or, where
+    the struct knows that tag, the next free one."""
+    schema = type(entity)
+    flexible = bool(schema.__flexible__)
+    out = io.BytesIO()
+    tagged: list[tuple[int, bytes]] = []
+    for field in dataclasses.fields(schema):
+        tag = get_field_tag(field)
+        value = getattr(entity, field.name)
+        if tag is not None:
+            default = field.default
+            if default is dataclasses.MISSING:
+                default = get_tagged_field_default(field)
+            if value == default:
+                continue
+        kind = classify_field(field)
+        if isinstance(kind, EntityField):
+            if value is None:
+                encoded = struct.pack(">b", -1)
+            else:
+                marker = struct.pack(">b", 1) if tag is None and is_optional(field) else b""
+                encoded = marker + encode_with_unknown_tags(value, unknown)
+        elif isinstance(kind, EntityTupleField):
+            if value is None:
+                encoded = _uvarint(0) if flexible else struct.pack(">i", -1)
+            else:
+                count = _uvarint(len(value) + 1) if flexible else struct.pack(">i", len(value))
+                encoded = count + b"".join(encode_with_unknown_tags(v, unknown) for v in value)
+        else:
+            buffer = io.BytesIO()
+            writer = get_field_writer(
+                field, flexible, is_request_header=False, is_tag=tag is not None
+            )
+            writer(buffer, value)
+            encoded = buffer.getvalue()
+        if tag is None:
+            out.write(encoded)
+        else:
+            tagged.append((int(tag), encoded))
+    if flexible:
+        if unknown is not None:
+            known = {
+                int(t) for f in dataclasses.fields(schema) if (t := get_field_tag(f)) is not None
+            }
+            free = unknown
+            while free in known:
+                free += 1
+            tagged.append((free, b"\x00unknown"))
+        out.write(tags(*sorted(tagged)))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("nulls", [False, True], ids=["values", "nulls"])
+@pytest.mark.parametrize("tag", UNKNOWN_TAGS)
+def test_unknown_tags_in_every_struct_of_every_flexible_request_are_skipped(
+    nulls: bool, tag: int
+) -> None:
+    """Every flexible (API, version), a sample request with every field set (arrays of two,
+    nested structs, known tagged fields) and an unknown tag in each of its structs, at every
+    level: decoded as the same request without them."""
+    checked = 0
+    for key, version, schema in flexible_schemas():
+        message = sample_message(schema, nulls=nulls)
+        header = struct.pack(">hhih", key, version, 9, 1) + b"c" + tags((tag, b"h"))
+        plain = encode_with_unknown_tags(message, None)
+        assert plain == encode_request(key, version, 9, "c", message)[16:], schema
+        tagged = encode_with_unknown_tags(message, tag)
+        assert len(tagged) > len(plain), schema
+        decoded_header, body = parse_request(header + tagged)
+        assert (decoded_header.correlation_id, decoded_header.client_id) == (9, "c"), schema
+        assert body == message, schema
+        checked += 1
+    assert checked > 150
