@@ -2,7 +2,8 @@
 
 Local-mode settings that matter on small machines (see ENVIRONMENT.md): the UI off, few
 shuffle partitions, a JVM that starts fast (``-XX:TieredStopAtLevel=1 -XX:+UseSerialGC``),
-quiet logs. An already running session (a test's shared one, or spark-submit's) is used as
+quiet logs (the driver's log4j configuration ``log4j2.properties``; in local mode bound to
+127.0.0.1). An already running session (a test's shared one, or spark-submit's) is used as
 it is and left running; a session started here is stopped on exit.
 
 Executors import ``jobs`` and ``storage_core``: in local mode the project root is put on
@@ -22,6 +23,14 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# The driver's log4j configuration (see the file): Spark's defaults, quieter at start. An
+# installation without the file (a wheel built without package data) keeps Spark's defaults.
+LOG4J2_CONFIG = Path(__file__).resolve().with_name("log4j2.properties")
+DRIVER_JVM_OPTIONS = (
+    f"{JVM_OPTIONS} -Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}"
+    if LOG4J2_CONFIG.is_file()
+    else JVM_OPTIONS
+)
 SHUFFLE_PARTITIONS = 4
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,6 +46,10 @@ def build_spark_session(app_name: str, master: str) -> SparkSession:
     _put_project_on_pythonpath()
     # Python workers run this interpreter (the venv's), not the first python3 on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if master.startswith("local"):
+        # everything runs in this machine's one JVM: bound to loopback, Spark does not warn
+        # that the host name resolves to a loopback address and pick another interface
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = (
         SparkSession.builder.appName(app_name)
         .master(master)
@@ -44,7 +57,7 @@ def build_spark_session(app_name: str, master: str) -> SparkSession:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
         .config("spark.default.parallelism", str(SHUFFLE_PARTITIONS))
-        .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
+        .config("spark.driver.extraJavaOptions", DRIVER_JVM_OPTIONS)
         .config("spark.executor.extraJavaOptions", JVM_OPTIONS)
         .config("spark.python.worker.reuse", "true")
         # one task per work unit, never retried by Spark: the job's own rules decide

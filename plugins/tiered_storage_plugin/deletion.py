@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -90,9 +91,21 @@ def parse_request(params: Mapping[str, Any]) -> DeletionRequest | None:
     return DeletionRequest(topic=topic, partitions=partitions, dry_run=dry_run)
 
 
+def without_test_libraries() -> None:
+    """Keep hypothesis out of the task's process before the Kafka client is imported.
+
+    kio's phantom types import hypothesis when it is installed (a development install) to
+    register test strategies; hypothesis pulls in pytest and trio, and trio's import warns
+    (``HypothesisWarning`` about ``register_random``) into the task log. Nothing here uses
+    them: as the broker's command does (``storage_core.cli``), the import is made to fail
+    at once. A process that has imported hypothesis already (a test) keeps it."""
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type] # None: import fails
+
+
 def mark_for_deletion(bootstrap_server: str, request: DeletionRequest) -> dict[str, Any]:
     """Delete ``request.topic`` through the broker (which marks its remote partitions), after
     checking that the request covers every partition of it. Returns what was done."""
+    without_test_libraries()
     from kio.schema.errors import ErrorCode
 
     from storage_core.client import BrokerResponseError, KafkaAdminClient, KafkaCluster

@@ -3,15 +3,18 @@
 The command is ``python -m jobs.<job>`` with the hook's cluster arguments, a ``--summary-path``
 in the run's directory (keyed by the data interval, see ``paths``), ``--report-dir`` for the
 quality job, ``--dry-run`` when asked, then ``extra_args``. Every output line of the job goes to
-the task log as it comes. The JSON run summary is the task's return value (XCom). A non-zero
-exit fails the task with the job's error lines (and, for the quality job, the failing
-expectations and where the Data Docs are). Failing suites fail the task without retries (the
-data will not change by retrying); any other failure is retried. With ``changes=<Asset>``,
-the asset is one of the task's outlets, so Airflow lists the task as the asset's producer; a
-run that changed the remote tier (its summary counts copies, deletions or repairs) emits an
-event for it (with the job and run key as extra), an idle run emits none: Airflow emits an
-event for every outlet of a task that succeeds, so the operator leaves the asset out of this
-execution's outlets (``withhold_outlet``) when nothing changed.
+the task log as it comes, at the level it carries (``line_level``): a Spark (log4j) line at its
+log4j level, a JVM's or Python's warning as a warning, the notices Spark and the JVM print at
+every start whatever the job does (``START_NOTICES``) at debug, the job's own lines at info.
+The JSON run summary is the task's return value (XCom). A non-zero exit fails the task with
+the job's error lines (and, for the quality job, the failing expectations and where the Data
+Docs are). Failing suites fail the task without retries (the data will not change by
+retrying); any other failure is retried. With ``changes=<Asset>``, the asset is one of the
+task's outlets, so Airflow lists the task as the asset's producer; a run that changed the
+remote tier (its summary counts copies, deletions or repairs) emits an event for it (with the
+job and run key as extra), an idle run emits none: Airflow emits an event for every outlet of
+a task that succeeds, so the operator leaves the asset out of this execution's outlets
+(``withhold_outlet``) when nothing changed.
 
 A ``skip_reason`` that renders non-empty skips the task with that reason.
 
@@ -65,6 +68,27 @@ CHANGE_COUNTS = (
     "uploads_aborted",
 )
 CHANGE_BYTES = ("copied", "deleted")
+# ``yy/MM/dd HH:mm:ss LEVEL Logger: message``: Spark's log4j layout (jobs/common/log4j2.properties)
+_LOG4J_LINE = re.compile(r"^\d{2}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} (?P<level>[A-Z]+) ")
+LOG4J_LEVELS = {
+    "TRACE": "debug",
+    "DEBUG": "debug",
+    "INFO": "info",
+    "WARN": "warning",
+    "ERROR": "error",
+    "FATAL": "critical",
+}
+# ``path.py:12: DeprecationWarning: ...`` (Python's warnings module) and ``WARNING: ...`` (the JVM)
+_WARNING_LINE = re.compile(r"^(WARNING: |\S+:\d+: [A-Za-z]*Warning: )")
+# Printed at every start of a Spark driver whatever the job does: Spark 4 loads the JDK's vector
+# API module on purpose, and the JVM says so; the rest is Spark's advice to interactive users
+# when its default log4j profile is in use.
+START_NOTICES = (
+    "WARNING: Using incubator modules: jdk.incubator.vector",
+    "Using Spark's default log4j profile: ",
+    'Setting default log level to "',
+    "To adjust logging level use sc.setLogLevel(newLevel).",
+)
 _ERROR_LINE = re.compile(
     r"(\berror\b|\berrors=[1-9]|status=failed|traceback|exception|\bfailed\b)", re.IGNORECASE
 )
@@ -206,7 +230,7 @@ class TieringJobOperator(BaseOperator):
             raise TieringJobError(f"job {self.job}: no output pipe from the subprocess")
         for raw in self._process.stdout:
             line = raw.rstrip("\n")
-            self.log.info("%s", line)
+            getattr(self.log, line_level(line))("%s", line)
             tail.append(line)
             if _ERROR_LINE.search(line):
                 errors.append(line)
@@ -224,6 +248,18 @@ class TieringJobOperator(BaseOperator):
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+def line_level(line: str) -> str:
+    """The level (a logger method name) at which a line of a job's output is logged."""
+    if line.startswith(START_NOTICES):
+        return "debug"
+    log4j = _LOG4J_LINE.match(line)
+    if log4j is not None:
+        return LOG4J_LEVELS.get(log4j["level"], "info")
+    if _WARNING_LINE.match(line):
+        return "warning"
+    return "info"
 
 
 def provenance_arguments(context: Mapping[str, Any], task_id: str) -> list[str]:
