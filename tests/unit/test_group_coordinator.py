@@ -22,7 +22,7 @@ from storage_core.coordinator.group import (
     MemberIdentity,
     OffsetAndMetadata,
 )
-from storage_core.coordinator.group.group_metadata import JoinGroupResult, SyncGroupResult
+from storage_core.coordinator.group.member_metadata import JoinGroupResult, SyncGroupResult
 from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME, partition_for
 from storage_core.errors import StorageError
 from storage_core.log.log import Log

@@ -8,10 +8,9 @@ from storage_core.coordinator.group.errors import IllegalGroupStateTransitionErr
 from storage_core.coordinator.group.group_metadata import (
     GroupMetadata,
     GroupState,
-    JoinGroupResult,
-    MemberMetadata,
     is_valid_transition,
 )
+from storage_core.coordinator.group.member_metadata import JoinGroupResult, MemberMetadata
 
 E, P, C, S, D = (
     GroupState.EMPTY,

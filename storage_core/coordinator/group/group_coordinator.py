@@ -83,21 +83,23 @@ from storage_core.coordinator.group.errors import (
     UnknownMemberIdError,
 )
 from storage_core.coordinator.group.group_metadata import (
-    UNKNOWN_MEMBER_ID,
     GroupMetadata,
     GroupOverview,
     GroupState,
     GroupSummary,
-    JoinCallback,
-    JoinGroupResult,
-    MemberMetadata,
     OffsetAndMetadata,
-    SyncCallback,
-    SyncGroupResult,
 )
 from storage_core.coordinator.group.group_metadata_manager import (
     GroupMetadataManager,
     PartitionLoadState,
+)
+from storage_core.coordinator.group.member_metadata import (
+    UNKNOWN_MEMBER_ID,
+    JoinCallback,
+    JoinGroupResult,
+    MemberMetadata,
+    SyncCallback,
+    SyncGroupResult,
 )
 from storage_core.coordinator.group.static_membership import (
     generate_member_id,

@@ -51,9 +51,9 @@ from storage_core.coordinator.group.errors import (
 from storage_core.coordinator.group.group_metadata import (
     GroupMetadata,
     GroupState,
-    MemberMetadata,
     OffsetAndMetadata,
 )
+from storage_core.coordinator.group.member_metadata import MemberMetadata
 from storage_core.coordinator.group.offsets_records import (
     OFFSETS_TOPIC_NAME,
     GroupMetadataKey,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from storage_core.coordinator.group.group_metadata import SyncGroupResult
+from storage_core.coordinator.group.member_metadata import SyncGroupResult
 from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
 from storage_core.server.handlers.group_support import NOT_RUNNING, coordinator_of
 from storage_core.server.protocol import build
