@@ -1,4 +1,4 @@
-"""``KafkaProducer``: records to v2 batches (``records.batch.build_batch``) to Produce requests.
+"""``KafkaProducer``: records to v2 batches (``build_batch``) to Produce requests.
 
 Records for one partition are cut into batches of at most ``max_batch_bytes`` (estimated
 before compression; one record larger than that gets a batch of its own), batches are
@@ -41,8 +41,8 @@ from storage_core.client.errors import (
 from storage_core.client.framing import i32_timedelta
 from storage_core.client.negotiation import ApiKey, BrokerSession
 from storage_core.common import TopicPartition
-from storage_core.records.batch import build_batch
 from storage_core.records.compression import CompressionType
+from storage_core.records.memory_records_builder import build_batch
 from storage_core.records.record import SimpleRecord
 
 logger = logging.getLogger(__name__)

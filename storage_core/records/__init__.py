@@ -1,8 +1,12 @@
 """Kafka record batches v2 (magic 2): codecs, batches in memory and the ``.log`` file.
 
-Modules, bottom up: ``varint`` (integer encodings), ``compression`` (codecs and their Kafka
-framings), ``record`` (record values), ``batch`` (the batch wire format), ``memory_records``
-(batches back to back in a buffer) and ``file_records`` (a segment's ``.log`` file).
+Modules, bottom up, in Kafka's terms: ``varint`` (``ByteUtils``' integer encodings),
+``compression`` (codecs and their Kafka framings), ``record`` (``DefaultRecord``: record values
+and their decoder), ``batch`` (``DefaultRecordBatch``: the batch wire format and its in-place
+setters), ``record_batch_header`` (``FileChannelRecordBatch``: a batch header read from a
+file), ``memory_records_builder`` (``MemoryRecordsBuilder``: encoding a batch),
+``memory_records`` (``MemoryRecords``: batches back to back in a buffer) and ``file_records``
+(``FileRecords``: a segment's ``.log`` file).
 """
 
 from storage_core.records.batch import (
@@ -15,10 +19,7 @@ from storage_core.records.batch import (
     NO_SEQUENCE,
     NO_TIMESTAMP,
     RecordBatch,
-    RecordBatchHeader,
     TimestampType,
-    build_batch,
-    parse_batch_header,
     patch_log_append_time,
     patch_max_timestamp,
     patch_offset_and_epoch,
@@ -31,7 +32,9 @@ from storage_core.records.compression import (
 )
 from storage_core.records.file_records import MAX_FILE_BYTES, FileRecords
 from storage_core.records.memory_records import iter_batches
+from storage_core.records.memory_records_builder import build_batch
 from storage_core.records.record import Header, Record, SimpleRecord
+from storage_core.records.record_batch_header import RecordBatchHeader, parse_batch_header
 
 __all__ = [
     "BATCH_HEADER_SIZE",

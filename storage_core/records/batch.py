@@ -34,38 +34,31 @@ covered either and are checked by framing instead.
 ``RecordBatch`` is a read-only view over the bytes of one batch; it parses the header once
 when built and reads records lazily. It holds no lock and never mutates its buffer, so it is
 safe to share between threads as long as the buffer is not modified meanwhile.
+
+The rest of Kafka's record layer sits beside this module: ``record`` (``DefaultRecord``, the
+records inside a batch), ``record_batch_header`` (the header-only view a file scan reads, as
+``FileLogInputStream.FileChannelRecordBatch``) and ``memory_records_builder``
+(``MemoryRecordsBuilder``, which encodes a batch).
 """
 
 from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, NoReturn, TypeAlias
+from collections.abc import Iterator
+from typing import NoReturn, TypeAlias
 
 from crc32c import crc32c
 
-from storage_core.errors import CorruptRecordError, RecordBatchTooLargeError
+from storage_core.errors import CorruptRecordError
 from storage_core.records.compression import (
     COMPRESSION_CODEC_MASK,
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     CompressionType,
-    compress,
     decompress,
 )
 from storage_core.records.record import NO_TIMESTAMP as NO_TIMESTAMP  # noqa: PLC0414 (export)
-from storage_core.records.record import Header, Record, SimpleRecord
-from storage_core.records.varint import (
-    INT32_MAX,
-    decode_varint,
-    decode_varlong,
-    encode_varint,
-    encode_varlong,
-)
-
-if TYPE_CHECKING:
-    from storage_core.records.file_records import FileRecords
+from storage_core.records.record import Record, decode_record
 
 ByteBuffer: TypeAlias = bytes | bytearray | memoryview
 
@@ -99,12 +92,6 @@ _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 _UINT32 = struct.Struct(">I")
 _INT64 = struct.Struct(">q")
-
-# Smallest record: length, attributes, timestampDelta, offsetDelta, keyLength, valueLength
-# and headerCount, one byte each. ``length`` counts all but itself.
-_MIN_RECORD_BODY_BYTES = 6
-_NULL_LENGTH = encode_varint(-1)
-_ZERO_ATTRIBUTES = b"\x00"
 
 if _HEADER.size != BATCH_HEADER_SIZE:  # pragma: no cover - guards the format string
     raise ImportError(f"batch header struct is {_HEADER.size} bytes, expected 61")
@@ -406,7 +393,7 @@ class RecordBatch:
             if pos >= end:
                 self._corrupt(f"batch declares {count} records but its data ends after {index}")
             try:
-                record, pos = _decode_record(
+                record, pos = decode_record(
                     data,
                     pos,
                     end,
@@ -429,318 +416,6 @@ class RecordBatch:
             f" compression={codec_name}, epoch={self.partition_leader_epoch},"
             f" max_timestamp={self.max_timestamp}, position={self._position})"
         )
-
-
-def _decode_record(
-    data: ByteBuffer,
-    pos: int,
-    end: int,
-    *,
-    base_offset: int,
-    base_timestamp: int,
-    append_time: int | None,
-) -> tuple[Record, int]:
-    record_start = pos
-    length, pos = decode_varint(data, pos)
-    if length < _MIN_RECORD_BODY_BYTES or length > end - pos:
-        raise CorruptRecordError(
-            f"record at byte {record_start} has length {length}; {end - pos} bytes remain"
-            f" and a record takes at least {_MIN_RECORD_BODY_BYTES}"
-        )
-    record_end = pos + length
-    attributes = data[pos]
-    if attributes >= 0x80:
-        attributes -= 0x100
-    timestamp_delta, pos = decode_varlong(data, pos + 1)
-    offset_delta, pos = decode_varint(data, pos)
-    key, pos = _read_nullable_bytes(data, pos, record_end, "key")
-    value, pos = _read_nullable_bytes(data, pos, record_end, "value")
-    header_count, pos = decode_varint(data, pos)
-    if header_count < 0:
-        raise CorruptRecordError(f"invalid header count {header_count}")
-    headers: list[Header] = []
-    for _ in range(header_count):
-        if pos >= record_end:
-            raise CorruptRecordError(f"record declares {header_count} headers beyond its length")
-        key_length, pos = decode_varint(data, pos)
-        if key_length < 0 or key_length > record_end - pos:
-            raise CorruptRecordError(f"invalid header key length {key_length}")
-        try:
-            header_key = str(data[pos : pos + key_length], "utf-8")
-        except UnicodeDecodeError as exc:
-            raise CorruptRecordError(f"header key is not valid UTF-8: {exc}") from None
-        header_value, pos = _read_nullable_bytes(data, pos + key_length, record_end, "header value")
-        headers.append(Header(key=header_key, value=header_value))
-    if pos != record_end:
-        raise CorruptRecordError(
-            f"record at byte {record_start} declares {length} bytes but its fields take"
-            f" {pos - (record_end - length)}"
-        )
-    record = Record(
-        offset=base_offset + offset_delta,
-        timestamp=base_timestamp + timestamp_delta if append_time is None else append_time,
-        key=key,
-        value=value,
-        headers=tuple(headers),
-        attributes=attributes,
-    )
-    return record, pos
-
-
-def _read_nullable_bytes(
-    data: ByteBuffer, pos: int, record_end: int, what: str
-) -> tuple[bytes | None, int]:
-    length, pos = decode_varint(data, pos)
-    if length == -1:
-        return None, pos
-    if length < 0 or length > record_end - pos:
-        raise CorruptRecordError(f"invalid {what} length {length}; {record_end - pos} bytes remain")
-    return bytes(data[pos : pos + length]), pos + length
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RecordBatchHeader:
-    """The 61-byte header of a batch in a file, with where it sits (``position``).
-
-    Read without the records, for scanning a ``.log`` quickly; ``load`` reads the whole batch.
-    """
-
-    position: int
-    base_offset: int
-    batch_length: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    records_count: int
-
-    @staticmethod
-    def _from_tuple(position: int, header: _HeaderTuple) -> RecordBatchHeader:
-        return RecordBatchHeader(
-            position=position,
-            base_offset=header[_I_BASE_OFFSET],
-            batch_length=header[_I_LENGTH],
-            partition_leader_epoch=header[_I_EPOCH],
-            magic=header[_I_MAGIC],
-            crc=header[_I_CRC],
-            attributes=header[_I_ATTRIBUTES],
-            last_offset_delta=header[_I_LAST_OFFSET_DELTA],
-            base_timestamp=header[_I_BASE_TIMESTAMP],
-            max_timestamp=header[_I_MAX_TIMESTAMP],
-            producer_id=header[_I_PRODUCER_ID],
-            producer_epoch=header[_I_PRODUCER_EPOCH],
-            base_sequence=header[_I_BASE_SEQUENCE],
-            records_count=header[_I_RECORDS_COUNT],
-        )
-
-    @property
-    def size_in_bytes(self) -> int:
-        return self.batch_length + LOG_OVERHEAD
-
-    @property
-    def last_offset(self) -> int:
-        """Offset of the last record (inclusive)."""
-        return self.base_offset + self.last_offset_delta
-
-    @property
-    def next_offset(self) -> int:
-        """Offset after the batch (exclusive end)."""
-        return self.base_offset + self.last_offset_delta + 1
-
-    @property
-    def compression(self) -> CompressionType:
-        return CompressionType.from_id(self.attributes & COMPRESSION_CODEC_MASK)
-
-    @property
-    def timestamp_type(self) -> TimestampType:
-        if self.attributes & TIMESTAMP_TYPE_MASK:
-            return TimestampType.LOG_APPEND_TIME
-        return TimestampType.CREATE_TIME
-
-    @property
-    def is_transactional(self) -> bool:
-        return bool(self.attributes & TRANSACTIONAL_MASK)
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & CONTROL_MASK)
-
-    @property
-    def has_delete_horizon(self) -> bool:
-        return bool(self.attributes & DELETE_HORIZON_MASK)
-
-    def load(self, file_records: FileRecords) -> RecordBatch:
-        """Read the whole batch from ``file_records``; its header must still be this one."""
-        file = str(file_records.path)
-        data = file_records.read(self.position, self.size_in_bytes)
-        header = _parse_header(data, 0, len(data), file=file, position=self.position)
-        if header[_I_BASE_OFFSET] != self.base_offset or header[_I_LENGTH] != self.batch_length:
-            raise CorruptRecordError(
-                f"batch header changed since it was scanned (base offset {self.base_offset}"
-                f" -> {header[_I_BASE_OFFSET]}, length {self.batch_length} ->"
-                f" {header[_I_LENGTH]}); the file was modified while being read",
-                file=file,
-                position=self.position,
-                offset=self.base_offset,
-            )
-        return RecordBatch(data, 0, header, file=file, position=self.position)
-
-
-def parse_batch_header(
-    buffer: ByteBuffer, start: int = 0, *, available: int, file: str | None, position: int
-) -> RecordBatchHeader:
-    """Frame-check and unpack the header at ``buffer[start:]`` (at least 61 bytes present).
-
-    ``available`` is how many bytes of the batch exist from there on (in a file, more than
-    ``buffer`` holds); ``position`` is where the batch sits, for the header and for errors.
-    """
-    header = _parse_header(buffer, start, available, file=file, position=position)
-    return RecordBatchHeader._from_tuple(position, header)
-
-
-# ---------------------------------------------------------------------------- building
-def build_batch(
-    records: Sequence[SimpleRecord],
-    *,
-    base_offset: int = 0,
-    compression: CompressionType = CompressionType.NONE,
-    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
-    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
-    producer_id: int = NO_PRODUCER_ID,
-    producer_epoch: int = NO_PRODUCER_EPOCH,
-    base_sequence: int = NO_SEQUENCE,
-    is_transactional: bool = False,
-    is_control: bool = False,
-    log_append_time: int | None = None,
-) -> bytes:
-    """Encode ``records`` as one v2 batch, as Kafka's ``MemoryRecordsBuilder`` does.
-
-    Offset deltas are 0..n-1. ``baseTimestamp`` is the first record's timestamp (-1 when it
-    has none; later deltas are then relative to -1, as in Kafka) and ``maxTimestamp`` the
-    largest one (-1 if no record has one). With ``TimestampType.LOG_APPEND_TIME`` the
-    ``log_append_time`` (required) becomes ``maxTimestamp``; it is ignored for CreateTime.
-    The records section is always compressed with ``compression``.
-    """
-    count = len(records)
-    if count == 0:
-        raise ValueError("a record batch needs at least one record")
-    if count > INT32_MAX:
-        raise ValueError(f"{count} records do not fit one batch (at most {INT32_MAX})")
-    _validate_producer_state(
-        producer_id, producer_epoch, base_sequence, is_transactional, is_control
-    )
-    if timestamp_type == TimestampType.LOG_APPEND_TIME and (
-        log_append_time is None or log_append_time < 0
-    ):
-        raise ValueError(f"a LogAppendTime batch needs log_append_time >= 0, got {log_append_time}")
-
-    base_timestamp = records[0].timestamp
-    max_timestamp = NO_TIMESTAMP
-    parts: list[bytes] = []
-    append = parts.append
-    for offset_delta, record in enumerate(records):
-        timestamp = record.timestamp
-        if timestamp < NO_TIMESTAMP:
-            raise ValueError(f"invalid negative timestamp {timestamp} in record {offset_delta}")
-        max_timestamp = max(max_timestamp, timestamp)
-        body = [
-            _ZERO_ATTRIBUTES,
-            encode_varlong(timestamp - base_timestamp),
-            encode_varint(offset_delta),
-        ]
-        key = record.key
-        if key is None:
-            body.append(_NULL_LENGTH)
-        else:
-            body.append(encode_varint(len(key)))
-            body.append(key)
-        value = record.value
-        if value is None:
-            body.append(_NULL_LENGTH)
-        else:
-            body.append(encode_varint(len(value)))
-            body.append(value)
-        headers = record.headers
-        body.append(encode_varint(len(headers)))
-        for record_header in headers:
-            header_key = record_header.key.encode("utf-8")
-            body.append(encode_varint(len(header_key)))
-            body.append(header_key)
-            header_value = record_header.value
-            if header_value is None:
-                body.append(_NULL_LENGTH)
-            else:
-                body.append(encode_varint(len(header_value)))
-                body.append(header_value)
-        append(encode_varint(sum(map(len, body))))
-        parts.extend(body)
-
-    payload = b"".join(parts)
-    if compression != CompressionType.NONE:
-        payload = compress(compression, payload)
-    batch_length = MIN_BATCH_LENGTH + len(payload)
-    if batch_length > INT32_MAX:
-        raise RecordBatchTooLargeError(
-            f"the batch would be {batch_length + LOG_OVERHEAD} bytes; a batch is at most"
-            f" {INT32_MAX} bytes long. Split the records into smaller batches"
-        )
-    attributes = (
-        int(compression)
-        | (TIMESTAMP_TYPE_MASK if timestamp_type == TimestampType.LOG_APPEND_TIME else 0)
-        | (TRANSACTIONAL_MASK if is_transactional else 0)
-        | (CONTROL_MASK if is_control else 0)
-    )
-    if timestamp_type == TimestampType.LOG_APPEND_TIME and log_append_time is not None:
-        max_timestamp = log_append_time
-    header = bytearray(BATCH_HEADER_SIZE)
-    try:
-        _HEADER.pack_into(
-            header,
-            0,
-            base_offset,
-            batch_length,
-            partition_leader_epoch,
-            MAGIC_V2,
-            0,
-            attributes,
-            count - 1,
-            base_timestamp,
-            max_timestamp,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            count,
-        )
-    except struct.error as exc:
-        raise ValueError(f"a batch header field is out of range: {exc}") from None
-    crc = crc32c(payload, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
-    _UINT32.pack_into(header, CRC_OFFSET, crc)
-    return b"".join((header, payload))
-
-
-def _validate_producer_state(
-    producer_id: int,
-    producer_epoch: int,
-    base_sequence: int,
-    is_transactional: bool,
-    is_control: bool,
-) -> None:
-    # Kafka's MemoryRecordsBuilder.validateProducerState.
-    if is_transactional and producer_id == NO_PRODUCER_ID:
-        raise ValueError("cannot write a transactional batch without a producer id")
-    if producer_id != NO_PRODUCER_ID:
-        if producer_epoch == NO_PRODUCER_EPOCH:
-            raise ValueError(f"producer {producer_id} needs a producer epoch, got -1")
-        if base_sequence < 0 and not is_control:
-            raise ValueError(
-                f"producer {producer_id} needs a base sequence >= 0, got {base_sequence}"
-            )
 
 
 # ---------------------------------------------------------------------------- patching

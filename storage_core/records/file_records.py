@@ -27,8 +27,9 @@ from pathlib import Path
 from types import TracebackType
 
 from storage_core.errors import CorruptRecordError, RecordBatchTooLargeError
-from storage_core.records.batch import BATCH_HEADER_SIZE, RecordBatchHeader, parse_batch_header
+from storage_core.records.batch import BATCH_HEADER_SIZE
 from storage_core.records.record import NO_TIMESTAMP, Record
+from storage_core.records.record_batch_header import RecordBatchHeader, parse_batch_header
 
 # Positions in a segment are int32 (offset index entries, Kafka's FileRecords).
 MAX_FILE_BYTES = (1 << 31) - 1

@@ -41,8 +41,8 @@ from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
 from storage_core.metrics.registry import Gauge, KafkaMetricsRegistry
-from storage_core.records.batch import build_batch
 from storage_core.records.memory_records import iter_batches
+from storage_core.records.memory_records_builder import build_batch
 from storage_core.records.record import Record, SimpleRecord
 from storage_core.replication.fetch_state import InitialFetchState, ReplicaState
 from storage_core.replication.metadata_cache import PartitionMetadata
@@ -580,7 +580,7 @@ def test_list_offsets_latest_for_a_replica_is_the_log_end_offset(tmp_path: Path)
         broker = KafkaBroker(config)
         await broker.start()
         try:
-            broker.create_topic(tp.topic, 1, 1, {})
+            broker.admin_manager.create_topic(tp.topic, 1, 1, {})
             await asyncio.to_thread(produce, 4)
             partition = broker.replica_manager.get_partition(tp)
             partition.make_leader(leader_epoch=partition.leader_epoch, replicas=(0, 1), isr=(0, 1))

@@ -40,7 +40,7 @@ from storage_core.client.framing import (
 )
 from storage_core.client.framing import i32_timedelta as ms
 from storage_core.client.negotiation import ApiKey, BrokerApiVersions, negotiate
-from storage_core.records.batch import build_batch
+from storage_core.records.memory_records_builder import build_batch
 from storage_core.records.record import SimpleRecord
 
 

@@ -17,7 +17,7 @@ from storage_core.client.producer import (
     split_into_batches,
 )
 from storage_core.common import Uuid
-from storage_core.records.batch import build_batch
+from storage_core.records.memory_records_builder import build_batch
 from storage_core.records.record import Header, Record, SimpleRecord
 from storage_core.tools.consume import format_record
 from storage_core.tools.key_values import parse_key_values

@@ -32,10 +32,10 @@ from storage_core.records import (
     compress,
     decompress,
     iter_batches,
+    memory_records_builder,
     patch_log_append_time,
     patch_offset_and_epoch,
 )
-from storage_core.records import batch as batch_module
 from storage_core.records.varint import (
     decode_unsigned_varint,
     decode_varint,
@@ -530,7 +530,7 @@ def test_patch_log_append_time_refuses_a_corrupt_batch() -> None:
 
 
 def test_batch_too_large_for_int32_length_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(batch_module, "MIN_BATCH_LENGTH", 2**31 - 10)
+    monkeypatch.setattr(memory_records_builder, "MIN_BATCH_LENGTH", 2**31 - 10)
     with pytest.raises(RecordBatchTooLargeError, match="Split the records"):
         build_batch([SimpleRecord(value=b"0123456789")])
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from storage_core.common import TopicPartition
-from storage_core.records.batch import build_batch
+from storage_core.records.memory_records_builder import build_batch
 from storage_core.records.record import SimpleRecord
 from storage_core.replication.fetch_state import (
     InitialFetchState,

@@ -9,7 +9,7 @@ from storage_core.log.log_config import LogConfig
 from storage_core.log.log_validator import analyze_and_validate
 from storage_core.log.timestamp_window import RecordTimestampOutOfRangeError, TimestampWindow
 from storage_core.records import NO_TIMESTAMP, CompressionType, RecordBatch, SimpleRecord
-from storage_core.records.batch import build_batch
+from storage_core.records.memory_records_builder import build_batch
 
 NOW_MS = 1_700_000_000_000
 HOUR_MS = 3_600_000

@@ -1,8 +1,8 @@
 """How a manager appends an event to its ``__remote_log_metadata`` partition.
 
 Every event is one record with a null key and the ``RemoteLogMetadataSerde`` bytes as value,
-in its own record batch v2 (``records.batch.build_batch``), appended with acks=-1 (all
-in-sync replicas). ``publish`` returns the record's offset.
+in its own record batch v2 (``records.memory_records_builder.build_batch``), appended with
+acks=-1 (all in-sync replicas). ``publish`` returns the record's offset.
 
 - ``ReplicaManagerPublisher`` (broker mode): ``ReplicaManager.append_records`` on the
   broker's asyncio loop, as a leader append; called from any thread **but** that loop (it
@@ -41,7 +41,7 @@ from storage_core.errors import (
     StorageError,
     UnknownTopicOrPartitionError,
 )
-from storage_core.records.batch import build_batch
+from storage_core.records.memory_records_builder import build_batch
 from storage_core.records.record import SimpleRecord
 from storage_core.tiered.topic_based_rlmm.config import (
     DEFAULT_PUBLISH_TIMEOUT_MS,
