@@ -18,7 +18,8 @@ from storage_core.tiered.topic_based_rlmm import (
     ConsumerTaskConfig,
     TopicBasedRemoteLogMetadataManager,
 )
-from tests.scenarios.tiered import TieredStage, topic_configs, wait_until
+from tests.scenarios.harness.waiting import wait_until
+from tests.scenarios.tiered import TieredStage, topic_configs
 
 TOPIC = "deleted-topic"
 

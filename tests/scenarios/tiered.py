@@ -18,51 +18,32 @@ and after each step assert the picture of what sits where::
 
 Every topic has ``index.interval.bytes=1`` and ``segment.index.bytes=12*N``, so with one
 record per batch (and increasing timestamps) each segment holds exactly N records.
+
+The pieces of the picture are ``tests.scenarios.harness.segment_picture``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
-import os
-import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kafka import KafkaProducer
-from kio.schema.errors import ErrorCode
-from kio.schema.list_offsets.v9 import request as list_v9
-from kio.schema.list_offsets.v9.response import ListOffsetsResponse as ListOffsetsResponseV9
-from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i8, i32, i64
 
-from storage_core import cli
-from storage_core.client import (
-    AlterConfigOp,
-    AlterConfigOpType,
-    ConfigResourceType,
-    KafkaAdminClient,
-    KafkaCluster,
-)
+from storage_core.client import KafkaAdminClient, KafkaCluster
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid
-from storage_core.log import log_file_utils as files
-from storage_core.tiered.metadata.states import RemoteLogSegmentState
-from storage_core.tiered.remote_object_keys import RemoteObjectSuffix, parse_object_key
 from storage_core.tiered.remote_storage_manager import (
     RemoteStorageManager,
     load_remote_storage_manager,
 )
-from storage_core.tiered.topic_based_rlmm import (
-    ConsumerTaskConfig,
-    TopicBasedRemoteLogMetadataManager,
-)
 from tests.broker_process import BrokerProcess
+from tests.scenarios.harness import clients, partitions, segment_picture
+from tests.scenarios.harness.partitions import LATEST
+from tests.scenarios.harness.waiting import settle
 
 RECORDS_PER_SEGMENT = 10
-EARLIEST, EARLIEST_LOCAL, LATEST_TIERED, LATEST = -2, -4, -5, -1
 PICTURE_WAIT_S = 15.0
-_ACTIVE_LOG = re.compile(r"^\d{20}\.log$")
 
 
 def value_of(offset: int) -> bytes:
@@ -115,28 +96,14 @@ class TieredStage:
         return created.topic_id
 
     def alter_topic(self, topic: str, **configs: str) -> None:
-        ops = [
-            AlterConfigOp(name=key.replace("_", "."), op=AlterConfigOpType.SET, value=value)
-            for key, value in configs.items()
-        ]
-        with KafkaCluster(self.bootstrap) as cluster:
-            KafkaAdminClient(cluster).incremental_alter_configs(
-                ConfigResourceType.TOPIC, topic, ops
-            )
+        clients.alter_topic(self.bootstrap, topic, **configs)
 
     def delete_topic(self, topic: str) -> None:
         with KafkaCluster(self.bootstrap) as cluster:
             KafkaAdminClient(cluster).delete_topics([topic])
 
     def delete_records(self, topic: str, before_offset: int) -> None:
-        from kafka.admin import KafkaAdminClient as PythonAdmin  # noqa: PLC0415
-        from kafka.structs import TopicPartition as PythonTopicPartition  # noqa: PLC0415
-
-        admin = PythonAdmin(bootstrap_servers=self.bootstrap)
-        try:
-            admin.delete_records({PythonTopicPartition(topic, 0): before_offset})
-        finally:
-            admin.close()
+        clients.delete_records(self.bootstrap, topic, 0, before_offset)
 
     # ------------------------------------------------------------------ records
     def produce(self, topic: str, count: int, *, timestamp_ms: int | None = None) -> None:
@@ -165,21 +132,9 @@ class TieredStage:
     def tier(self, topic: str, *args: str) -> list[str]:
         """``storage-core tier --topic T ARGS`` in-process, with the broker's config (which
         names the remote store); returns its stdout lines and checks the exit code."""
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            code = cli.main(
-                [
-                    "tier",
-                    "--bootstrap-server",
-                    self.bootstrap,
-                    "--broker-config",
-                    str(self.broker.config_path),
-                    "--topic",
-                    topic,
-                    *args,
-                ]
-            )
-        lines = out.getvalue().splitlines()
+        code, lines = clients.tier_in_process(
+            self.bootstrap, str(self.broker.config_path), topic, *args
+        )
         assert code == 0, lines
         assert lines[-1].startswith("summary "), lines
         return lines
@@ -187,57 +142,18 @@ class TieredStage:
     # ------------------------------------------------------------------ offsets
     def list_offset(self, topic: str, timestamp: int) -> int:
         """ListOffsets v9 for partition 0."""
-        with KafkaCluster(self.bootstrap) as cluster:
-            session = cluster.leader_session(TopicPartition(topic, 0))
-            response = session.send(
-                list_v9.ListOffsetsRequest(
-                    replica_id=BrokerId(-1),
-                    isolation_level=i8(0),
-                    topics=(
-                        list_v9.ListOffsetsTopic(
-                            name=TopicName(topic),
-                            partitions=(
-                                list_v9.ListOffsetsPartition(
-                                    partition_index=i32(0),
-                                    current_leader_epoch=i32(-1),
-                                    timestamp=i64(timestamp),
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-                ListOffsetsResponseV9,
-            )
-        (partition,) = response.topics[0].partitions
-        assert partition.error_code == ErrorCode.none, partition.error_code
-        return int(partition.offset)
+        return partitions.list_offset(self.bootstrap, topic, 0, timestamp)[0]
 
     # ------------------------------------------------------------------ the picture
     def local_segments(self, topic: str) -> list[int]:
-        directory = self.broker.log_dir / f"{topic}-0"
-        if not directory.is_dir():
-            return []
-        return sorted(
-            files.offset_from_file_name(name)
-            for name in os.listdir(directory)
-            if _ACTIVE_LOG.match(name)
-        )
+        return segment_picture.local_segments(self.broker.log_dir, topic, 0) or []
 
     def remote_segments(self, topic_id: Uuid, topic: str) -> list[tuple[int, int]]:
         """``(start, end)`` (inclusive) of the COPY_SEGMENT_FINISHED segments; checks that
         the store holds the ``.log`` of exactly those segments."""
         tip = TopicIdPartition(topic_id, TopicPartition(topic, 0))
-        with TopicBasedRemoteLogMetadataManager.for_client(
-            self.bootstrap, consumer_config=ConsumerTaskConfig(idle_poll_ms=10)
-        ) as rlmm:
-            listed = list(rlmm.list_remote_log_segments(tip))
-        finished = sorted(
-            (m for m in listed if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED),
-            key=lambda m: m.start_offset,
-        )
-        expected = sorted((m.start_offset, m.remote_log_segment_id.id) for m in finished)
-        assert self.stored_segments(topic_id, topic) == expected
-        return [(m.start_offset, m.end_offset) for m in finished]
+        finished = segment_picture.finished_segments(self.bootstrap, tip)
+        return segment_picture.remote_ranges(finished, self.stored_segments(topic_id, topic))
 
     def stored_segments(self, topic_id: Uuid, topic: str) -> list[tuple[int, Uuid]]:
         """``(base offset, segment id)`` of the segments with any object in the store; each
@@ -248,52 +164,25 @@ class TieredStage:
             prefix = rsm.prefix  # type: ignore[attr-defined]
         finally:
             rsm.close()
-        objects: dict[tuple[int, Uuid], set[RemoteObjectSuffix]] = {}
-        for key in keys:
-            parsed = parse_object_key(key, prefix)
-            segment = parsed.segment
-            if segment.topic == topic and segment.topic_id == topic_id:
-                found = objects.setdefault((segment.start_offset, segment.segment_id), set())
-                found.add(parsed.suffix)
-        for segment_key, suffixes in objects.items():
-            assert RemoteObjectSuffix.LOG in suffixes, (segment_key, suffixes)
-        return sorted(objects)
+        return segment_picture.stored_segments(keys, prefix, topic_id, topic, 0)
 
     def picture(self, topic: str, topic_id: Uuid) -> str:
         end = self.list_offset(topic, LATEST)
-        bases = self.local_segments(topic)
-        local = []
-        for i, base in enumerate(bases):
-            if i + 1 < len(bases):
-                local.append(f"[{base}-{bases[i + 1] - 1}]")
-            else:
-                local.append(f"[{base}-{end - 1}]*" if end > base else f"[{base}-]*")
-        remote = [f"[{start}-{stop}]" for start, stop in self.remote_segments(topic_id, topic)]
-        offsets = (
-            f"earliest={self.list_offset(topic, EARLIEST)}"
-            f" local={self.list_offset(topic, EARLIEST_LOCAL)}"
-            f" tiered={self.list_offset(topic, LATEST_TIERED)} end={end}"
+        local = segment_picture.render_local(self.local_segments(topic), end)
+        remote = segment_picture.render_remote(self.remote_segments(topic_id, topic))
+        offsets = segment_picture.render_offsets(
+            lambda timestamp: self.list_offset(topic, timestamp), end
         )
-        return f"local: {''.join(local) or '-'} remote: {''.join(remote) or '-'} | {offsets}"
+        return f"local: {local or '-'} remote: {remote} | {offsets}"
 
     def expect(self, topic: str, topic_id: Uuid, expected: str, timeout_s: float = PICTURE_WAIT_S):
         """Wait (the broker's retention and log start moves are periodic) until the picture
         is ``expected``; print it for the story's log."""
-        deadline = time.monotonic() + timeout_s
-        seen = self.picture(topic, topic_id)
-        while seen != expected and time.monotonic() < deadline:
-            time.sleep(0.1)
-            seen = self.picture(topic, topic_id)
+        seen = settle(
+            lambda: self.picture(topic, topic_id), expected, timeout_s=timeout_s, poll_s=0.1
+        )
         print(f"{topic}: {seen}")
         assert seen == expected
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 @contextlib.contextmanager

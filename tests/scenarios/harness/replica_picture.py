@@ -7,6 +7,7 @@
     broker 3 (up): hw=2 epochs=[0@0 3@1]
       0: 0
       1: 3
+    remote 0-4: epochs=[0@0] COPY_SEGMENT_FINISHED
 
 - ``zk``: the partition state the controller wrote (``/brokers/topics/<t>/partitions/<p>/state``);
 - one block per replica, in broker id order: whether its process runs (``up``, ``paused``
@@ -15,18 +16,27 @@
   ``leader-epoch-checkpoint`` as ``epoch@start offset``, then ``offset: epoch`` for every record
   of its log (the batches' partition leader epoch). A run of more than ``MAX_LISTED_RUN``
   offsets with one epoch is one line ``first-last: epoch`` (both inclusive), so long logs
-  stay short.
+  stay short;
+- with tiered storage, a ``remote`` line per segment the remote log metadata holds (not
+  DELETE_SEGMENT_FINISHED), by start offset: its offsets (both inclusive), its leader epochs
+  as ``epoch@start offset`` and its state, as a client-mode metadata manager reads them from
+  ``__remote_log_metadata``.
 
-Pure: built from what ``storage-core dump-log --json`` read (``tests.chaos.replica_logs``).
+Built from what ``storage-core dump-log --json`` read (``tests.chaos.replica_logs``) and the
+log dir's checkpoint; ``render`` and ``remote_lines`` are pure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from storage_core.common import TopicPartition
 from storage_core.controller.zk_data import LeaderAndIsr
-from tests.chaos.replica_logs import BatchId
+from storage_core.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
+from tests.chaos.replica_logs import BatchId, dump_replica
 
 MAX_LISTED_RUN = 8
 
@@ -40,6 +50,23 @@ class ReplicaView:
     batches: tuple[BatchId, ...]
     epochs: tuple[tuple[int, int], ...]  # (epoch, start offset), oldest first
     errors: tuple[str, ...] = ()
+
+
+def replica_view(broker_id: int, log_dir: Path, topic: str, *, status: str) -> ReplicaView:
+    """Partition 0 of ``topic`` in ``log_dir`` and the high watermark checkpointed there."""
+    partition_dir = log_dir / f"{topic}-0"
+    hw_file = log_dir / REPLICATION_OFFSET_CHECKPOINT
+    hws = OffsetCheckpointFile(hw_file).read() if hw_file.exists() else {}
+    if not partition_dir.is_dir():
+        return ReplicaView(status=status, high_watermark=None, batches=(), epochs=())
+    dumped = dump_replica(broker_id, partition_dir)
+    return ReplicaView(
+        status=status,
+        high_watermark=hws.get(TopicPartition(topic, 0)),
+        batches=dumped.batches,
+        epochs=dumped.epochs,
+        errors=tuple(e for e in dumped.errors if e != "no log files"),
+    )
 
 
 def offset_epoch_lines(batches: Sequence[BatchId]) -> list[str]:
@@ -75,6 +102,19 @@ def render(state: LeaderAndIsr | None, replicas: Mapping[int, ReplicaView]) -> s
         if any(not batch.crc_valid for batch in replica.batches):
             lines.append("  ERROR a batch fails its CRC")
     return "\n".join(lines)
+
+
+def remote_lines(segments: list[RemoteLogSegmentMetadata]) -> list[str]:
+    lines = []
+    for segment in sorted(segments, key=lambda s: (s.start_offset, s.end_offset)):
+        epochs = " ".join(
+            f"{epoch}@{start}" for epoch, start in sorted(segment.segment_leader_epochs.items())
+        )
+        lines.append(
+            f"remote {segment.start_offset}-{segment.end_offset}: epochs=[{epochs}]"
+            f" {segment.state.name}"
+        )
+    return lines
 
 
 def picture(text: str) -> str:

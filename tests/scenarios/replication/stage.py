@@ -18,22 +18,17 @@ otherwise.
           0: 0
     ''')
 
-A SIGKILLed broker keeps its ZooKeeper registration until its session expires; the
-controller acts on its death then, and ``start_broker`` waits for that (a live registration
-refuses the broker id).
+The brokers, their faults and the wait for a killed broker's registration to expire are the
+harness's ``BrokerSet`` (``tests.scenarios.harness.brokers``), the picture is
+``tests.scenarios.harness.replica_picture``.
 """
 
 from __future__ import annotations
 
 import datetime
-import os
-import signal
-import time
-import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Self
 
 from confluent_kafka import ElectionType
 from confluent_kafka import TopicPartition as CTopicPartition
@@ -45,20 +40,17 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-from kafka import KafkaConsumer, KafkaProducer
-from kafka import TopicPartition as KTopicPartition
+from kafka import KafkaProducer
 
 from embedded.zookeeper import ZooKeeperEnsemble
-from storage_core.common import TopicPartition
-from storage_core.controller.kafka_zk_client import KafkaZkClient
 from storage_core.controller.zk_data import LeaderAndIsr
-from storage_core.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from storage_core.records import SimpleRecord, build_batch
-from tests.broker_process import BrokerProcess
-from tests.chaos.replica_logs import dump_replica
 from tests.cluster_support import eventually
 from tests.integration import raw_wire
-from tests.scenarios.replication.picture import ReplicaView, picture, render
+from tests.scenarios.harness import clients, partitions
+from tests.scenarios.harness.brokers import BrokerSet
+from tests.scenarios.harness.replica_picture import picture, render, replica_view
+from tests.scenarios.harness.waiting import settle
 
 BROKER_IDS = (1, 2, 3)
 CONTROLLER_ID = 1
@@ -83,8 +75,10 @@ SETTINGS = {
 }
 
 
-class ReplicationStage:
+class ReplicationStage(BrokerSet):
     """Brokers 1-3 under a fresh chroot of ``zookeeper`` (see the module docstring)."""
+
+    picture_poll_s = 0.2
 
     def __init__(
         self,
@@ -93,120 +87,26 @@ class ReplicationStage:
         *,
         overrides: Mapping[str, str] | None = None,
     ) -> None:
-        self.connect = f"{zookeeper.connect_string}/replication-{uuid.uuid4().hex[:8]}"
-        self.brokers = {
-            broker_id: BrokerProcess(
-                directory / f"broker-{broker_id}",
-                overrides={
-                    **SETTINGS,
-                    "broker.id": str(broker_id),
-                    "zookeeper.connect": self.connect,
-                    **(overrides or {}),
-                },
-            )
-            for broker_id in BROKER_IDS
-        }
-        settings = {**SETTINGS, **(overrides or {})}
-        self.session_timeout_ms = int(settings["zookeeper.session.timeout.ms"])
-        self.paused: set[int] = set()
-        self._zk: KafkaZkClient | None = None
-
-    # ------------------------------------------------------------------ lifecycle
-    @property
-    def zk(self) -> KafkaZkClient:
-        if self._zk is None:
-            self._zk = KafkaZkClient(
-                self.connect,
-                session_timeout_ms=self.session_timeout_ms,
-                connection_timeout_ms=10_000,
-            ).start()
-        return self._zk
-
-    def start(self) -> ReplicationStage:
-        self.brokers[CONTROLLER_ID].start()
-        eventually(
-            lambda: (c := self.zk.get_controller()) is not None and c.broker_id == CONTROLLER_ID,
-            what=f"broker {CONTROLLER_ID} is the controller",
+        super().__init__(
+            zookeeper,
+            directory,
+            BROKER_IDS,
+            {**SETTINGS, **(overrides or {})},
+            chroot="replication",
         )
+
+    def start(self) -> Self:
+        self.brokers[CONTROLLER_ID].start()
+        self.wait_controller(CONTROLLER_ID)
         for broker_id in BROKER_IDS:
             if broker_id != CONTROLLER_ID:
                 self.brokers[broker_id].start()
-        eventually(
-            lambda: set(self.zk.get_all_brokers()) == set(BROKER_IDS),
-            what="every broker registered",
-        )
+        self.wait_registered()
         return self
-
-    def stop(self) -> None:
-        for broker_id in BROKER_IDS:
-            self.resume(broker_id)
-            self.brokers[broker_id].kill()
-        if self._zk is not None:
-            self._zk.close()
-            self._zk = None
-
-    def __enter__(self) -> ReplicationStage:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    # ------------------------------------------------------------------ faults
-    def kill(self, broker_id: int) -> None:
-        """SIGKILL: nothing is flushed or checkpointed on the way out."""
-        self.brokers[broker_id].kill()
-        self.paused.discard(broker_id)
-
-    def pause(self, broker_id: int) -> None:
-        """SIGSTOP: the process keeps its sockets and (for a while) its ZooKeeper session."""
-        process = self.brokers[broker_id].process
-        if process is not None:
-            os.kill(process.pid, signal.SIGSTOP)
-            self.paused.add(broker_id)
-
-    def resume(self, broker_id: int) -> None:
-        process = self.brokers[broker_id].process
-        if process is not None and broker_id in self.paused:
-            os.kill(process.pid, signal.SIGCONT)
-        self.paused.discard(broker_id)
-
-    def wait_deregistered(self, broker_id: int) -> None:
-        """Until ZooKeeper let the broker's session go (the controller then acts on it)."""
-        eventually(
-            lambda: broker_id not in self.zk.get_all_brokers(),
-            timeout_s=3 * self.session_timeout_ms / 1000,
-            what=f"broker {broker_id}'s registration expired",
-        )
-
-    def start_broker(self, broker_id: int) -> None:
-        """Start a killed broker once its old registration is gone."""
-        self.wait_deregistered(broker_id)
-        self.brokers[broker_id].start()
-        eventually(
-            lambda: broker_id in self.zk.get_all_brokers(), what=f"broker {broker_id} registered"
-        )
 
     # ------------------------------------------------------------------ topics and state
     def admin(self) -> AdminClient:
         return AdminClient({"bootstrap.servers": self.bootstrap})
-
-    @property
-    def bootstrap(self) -> str:
-        """The brokers whose process runs and is not paused."""
-        return ",".join(
-            broker.bootstrap
-            for broker_id, broker in self.brokers.items()
-            if broker.process is not None and broker_id not in self.paused
-        )
 
     def create_topic(self, topic: str, replicas: tuple[int, ...], **configs: str) -> None:
         """One partition on ``replicas`` (the first is the preferred leader)."""
@@ -236,8 +136,7 @@ class ReplicationStage:
         admin.incremental_alter_configs([resource])[resource].result(timeout=CLIENT_TIMEOUT_S)
 
     def state(self, topic: str) -> LeaderAndIsr | None:
-        tp = TopicPartition(topic, 0)
-        return self.zk.get_partition_states([tp]).get(tp)
+        return self.partition_state(topic, 0)
 
     def wait_state(self, topic: str, *, leader: int, isr: Iterable[int]) -> LeaderAndIsr:
         """Until ZooKeeper holds this leader and ISR and the leader serves the partition."""
@@ -257,9 +156,7 @@ class ReplicationStage:
 
     def metadata_leader(self, broker_id: int, topic: str) -> tuple[int, int]:
         """(leader, error code) of partition 0 in ``broker_id``'s own Metadata answer."""
-        (answer,) = metadata(self.brokers[broker_id].port, topic).topics
-        (partition,) = answer.partitions
-        return int(partition.leader_id), int(partition.error_code.value)
+        return partitions.metadata_leader(self.brokers[broker_id].bootstrap, topic)
 
     def elect(self, topic: str, election: ElectionType) -> None:
         """ElectLeaders through the controller; raises what the election answered."""
@@ -318,51 +215,19 @@ class ReplicationStage:
 
     def consume(self, topic: str) -> list[tuple[int, str]]:
         """Every (offset, value) a consumer reads from the leader, up to the high watermark."""
-        consumer = KafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            request_timeout_ms=10_000,
-        )
-        try:
-            tp = KTopicPartition(topic, 0)
-            consumer.assign([tp])
-            consumer.seek_to_beginning(tp)
-            end = int(consumer.end_offsets([tp])[tp])
-            read: list[tuple[int, str]] = []
-            deadline = time.monotonic() + CLIENT_TIMEOUT_S
-            while consumer.position(tp) < end and time.monotonic() < deadline:
-                for records in consumer.poll(timeout_ms=500).values():
-                    read += [(r.offset, r.value.decode()) for r in records]
-            return read
-        finally:
-            consumer.close()
+        read = clients.read_to_end(self.bootstrap, topic, 0, start=None)
+        return [(r.offset, r.value.decode()) for r in read]
 
     # ------------------------------------------------------------------ pictures
-    def status(self, broker_id: int) -> str:
-        if self.brokers[broker_id].process is None:
-            return "down"
-        return "paused" if broker_id in self.paused else "up"
-
-    def replica_view(self, broker_id: int, topic: str) -> ReplicaView:
-        log_dir = self.brokers[broker_id].log_dir
-        partition_dir = log_dir / f"{topic}-0"
-        hw_file = log_dir / REPLICATION_OFFSET_CHECKPOINT
-        hws = OffsetCheckpointFile(hw_file).read() if hw_file.exists() else {}
-        status = self.status(broker_id)
-        if not partition_dir.is_dir():
-            return ReplicaView(status=status, high_watermark=None, batches=(), epochs=())
-        dumped = dump_replica(broker_id, partition_dir)
-        return ReplicaView(
-            status=status,
-            high_watermark=hws.get(TopicPartition(topic, 0)),
-            batches=dumped.batches,
-            epochs=dumped.epochs,
-            errors=tuple(e for e in dumped.errors if e != "no log files"),
-        )
-
     def picture(self, topic: str, replicas: Iterable[int]) -> str:
-        return render(self.state(topic), {b: self.replica_view(b, topic) for b in replicas})
+        views = {
+            b: replica_view(b, self.log_dir(b), topic, status=self.status(b)) for b in replicas
+        }
+        return render(self.state(topic), views)
+
+    def full_picture(self, topic: str, replicas: list[int]) -> str:
+        """What ``expect`` compares: the replicas' picture (a stage may add to it)."""
+        return self.picture(topic, replicas)
 
     def expect(self, topic: str, expected: str, *, step: str = "") -> str:
         """Wait until the picture of ``topic``'s replicas is ``expected``; print it."""
@@ -370,34 +235,14 @@ class ReplicationStage:
         replicas = sorted(
             int(line.split()[1]) for line in want.splitlines() if line.startswith("broker ")
         )
-        seen = ""
-        deadline = time.monotonic() + PICTURE_WAIT_S
-        while True:
-            try:
-                seen = self.picture(topic, replicas)
-            except RuntimeError as error:  # retention deleted a segment while dump-log read
-                seen = f"unreadable: {error}"
-            if seen == want or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+        seen = settle(
+            lambda: self.full_picture(topic, replicas),
+            want,
+            timeout_s=PICTURE_WAIT_S,
+            poll_s=self.picture_poll_s,
+            # retention deleted a segment while dump-log read
+            unreadable=(RuntimeError,),
+        )
         print(f"--- {topic}: {step}\n{seen}")
         assert seen == want, f"{topic} after {step!r}:\n{seen}\n--- expected:\n{want}"
         return seen
-
-    def broker_log(self, broker_id: int) -> str:
-        return self.brokers[broker_id].output_path.read_text(errors="replace")
-
-
-def metadata(port: int, topic: str) -> Any:
-    """One broker's own Metadata v12 answer for ``topic`` (no client-side caching)."""
-    module = raw_wire.request_classes(3, 12)
-    with raw_wire.connect(port) as sock:
-        return raw_wire.call(
-            sock,
-            3,
-            12,
-            topics=(raw_wire.build(module.MetadataRequestTopic, name=topic, topic_id=None),),
-            allow_auto_topic_creation=False,
-            include_cluster_authorized_operations=False,
-            include_topic_authorized_operations=False,
-        )

@@ -16,63 +16,40 @@ After each step a story asks for the picture of one partition and waits until it
 
 Topics have ``index.interval.bytes=1`` and ``segment.index.bytes=12*N`` and the stage
 produces single-record batches, so every segment holds N records, on every replica.
+
+The brokers are the harness's ``BrokerSet``; the pieces of the picture are
+``tests.scenarios.harness.segment_picture``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
-import re
 import time
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import TypeVar
 
 from confluent_kafka import ElectionType
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kafka import KafkaAdminClient as PythonAdmin
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaProducer
 from kafka import TopicPartition as KTopicPartition
-from kio.schema.errors import ErrorCode
-from kio.schema.list_offsets.v9 import request as list_v9
-from kio.schema.list_offsets.v9.response import ListOffsetsResponse as ListOffsetsResponseV9
-from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i8, i32, i64
 
 from embedded.ports import free_port
 from embedded.zookeeper import ZooKeeperEnsemble
-from storage_core import cli
-from storage_core.client import (
-    AlterConfigOp,
-    AlterConfigOpType,
-    ConfigResourceType,
-    KafkaAdminClient,
-    KafkaCluster,
-)
+from storage_core.client import KafkaCluster
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid
-from storage_core.log import log_file_utils as files
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
-from storage_core.tiered.metadata.states import RemoteLogSegmentState
-from storage_core.tiered.remote_object_keys import RemoteObjectSuffix, parse_object_key
-from storage_core.tiered.topic_based_rlmm import (
-    ConsumerTaskConfig,
-    TopicBasedRemoteLogMetadataManager,
-)
 from tests import cluster_support
-from tests.broker_process import BrokerProcess
 from tests.prometheus_text import parse_exposition
+from tests.scenarios.harness import clients, partitions, segment_picture
+from tests.scenarios.harness.brokers import BrokerSet
+from tests.scenarios.harness.partitions import LATEST
+from tests.scenarios.harness.waiting import settle, until
 
-T = TypeVar("T")
 BROKER_IDS = (1, 2)
-EARLIEST, EARLIEST_LOCAL, LATEST_TIERED, LATEST = -2, -4, -5, -1
-NO_EPOCH = -1
 PICTURE_WAIT_S = 20.0
 CLIENT_TIMEOUT_S = 20.0
-_ACTIVE_LOG = re.compile(r"^\d{20}\.log$")
 _REMOTE_FETCHES = "kafka_server_brokertopicmetrics_remotefetchrequestspersec_count"
 
 
@@ -93,7 +70,7 @@ def tiered_topic_configs(records_per_segment: int, **extra: str) -> dict[str, st
     return configs
 
 
-class ClusterTieredStage:
+class ClusterTieredStage(BrokerSet):
     """Brokers 1 and 2 with remote storage on; broker 1 starts first (the controller)."""
 
     def __init__(self, zookeeper: ZooKeeperEnsemble, directory: Path) -> None:
@@ -101,14 +78,10 @@ class ClusterTieredStage:
         self.directory = directory
         self.remote_dir = directory / "remote-tier"
         self.metrics_ports = {broker_id: free_port() for broker_id in BROKER_IDS}
-        self.brokers: dict[int, BrokerProcess] = {}
-        self._stack = contextlib.ExitStack()
-        self._producer: KafkaProducer | None = None
-        self._timestamp_ms = int(time.time() * 1000)
-
-    # ------------------------------------------------------------------ lifecycle
-    def __enter__(self) -> ClusterTieredStage:
         settings = {
+            "zookeeper.session.timeout.ms": str(cluster_support.SESSION_TIMEOUT_MS),
+            "offsets.topic.replication.factor": "1",
+            "auto.leader.rebalance.enable": "false",
             "auto.create.topics.enable": "false",
             "remote.log.storage.system.enable": "true",
             "remote.log.storage.manager.class.name": "LocalTieredStorage",
@@ -122,27 +95,17 @@ class ClusterTieredStage:
             "replica.fetch.backoff.ms": "100",
         }
         per_broker = {b: {"metrics.port": str(port)} for b, port in self.metrics_ports.items()}
-        brokers, _connect = self._stack.enter_context(
-            cluster_support.brokers_in_cluster(
-                self.zookeeper, self.directory, BROKER_IDS, settings, per_broker=per_broker
-            )
+        super().__init__(
+            zookeeper, directory, BROKER_IDS, settings, chroot="cluster", per_broker=per_broker
         )
-        self.brokers = brokers
-        return self
+        self._producer: KafkaProducer | None = None
+        self._timestamp_ms = int(time.time() * 1000)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def stop(self) -> None:
         if self._producer is not None:
             self._producer.close(timeout=5)
-        self._stack.close()
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(b.bootstrap for b in self.brokers.values() if b.process is not None)
+            self._producer = None
+        super().stop()
 
     def admin(self) -> AdminClient:
         return AdminClient({"bootstrap.servers": self.bootstrap})
@@ -189,14 +152,7 @@ class ClusterTieredStage:
 
     def alter_topic(self, topic: str, **configs: str) -> None:
         """IncrementalAlterConfigs SET of ``configs`` (``_`` for ``.``) on ``topic``."""
-        ops = [
-            AlterConfigOp(name=key.replace("_", "."), op=AlterConfigOpType.SET, value=value)
-            for key, value in configs.items()
-        ]
-        with KafkaCluster(self.bootstrap) as cluster:
-            KafkaAdminClient(cluster).incremental_alter_configs(
-                ConfigResourceType.TOPIC, topic, ops
-            )
+        clients.alter_topic(self.bootstrap, topic, **configs)
 
     def delete_topic(self, topic: str) -> None:
         admin = self.admin()
@@ -205,7 +161,7 @@ class ClusterTieredStage:
     def wait_gone(self, broker_id: int, topic: str) -> None:
         """Waits until ``broker_id`` holds no partition directory of ``topic``."""
         log_dir = self.brokers[broker_id].log_dir
-        eventually(
+        until(
             lambda: (
                 not any(
                     path.name.rsplit("-", 1)[0] == topic
@@ -234,7 +190,7 @@ class ClusterTieredStage:
             ((leader, epoch),) = seen
             return epoch + 1 if leader == broker_id else None  # epoch 0 is falsy
 
-        return eventually(agreed, what=f"broker {broker_id} leading {topic}-{partition}") - 1
+        return until(agreed, what=f"broker {broker_id} leading {topic}-{partition}") - 1
 
     def reassign(self, topic: str, partition: int, replicas: Sequence[int]) -> None:
         """AlterPartitionReassignments to ``replicas``; waits until it completed (the new
@@ -243,7 +199,7 @@ class ClusterTieredStage:
         try:
             tp = KTopicPartition(topic, partition)
             admin.alter_partition_reassignments({tp: list(replicas)})
-            eventually(
+            until(
                 lambda: admin.list_partition_reassignments() == {},
                 what=f"the reassignment of {topic}-{partition} to {list(replicas)} done",
             )
@@ -276,7 +232,7 @@ class ClusterTieredStage:
         self.brokers[old_leader].stop()
         epoch = self.wait_leader(topic, partition, new_leader)
         self.brokers[old_leader].start()
-        eventually(
+        until(
             lambda: (
                 len(
                     cluster_support.partition_states(self.brokers[new_leader].bootstrap, topic)[
@@ -324,81 +280,28 @@ class ClusterTieredStage:
 
     def consume(self, topic: str, partition: int, start: int) -> list[int]:
         """Offsets kafka-python reads from ``start`` up to the end (values checked)."""
-        consumer = KafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            enable_auto_commit=False,
-            request_timeout_ms=10_000,
-        )
-        try:
-            tp = KTopicPartition(topic, partition)
-            consumer.assign([tp])
-            consumer.seek(tp, start)
-            end = int(consumer.end_offsets([tp])[tp])
-            read: list[int] = []
-            deadline = time.monotonic() + CLIENT_TIMEOUT_S
-            while consumer.position(tp) < end and time.monotonic() < deadline:
-                for records in consumer.poll(timeout_ms=500).values():
-                    for record in records:
-                        assert record.value == value_of(partition, record.offset)
-                        read.append(record.offset)
-            return read
-        finally:
-            consumer.close()
+        read = clients.read_to_end(self.bootstrap, topic, partition, start=start)
+        for record in read:
+            assert record.value == value_of(partition, record.offset)
+        return [record.offset for record in read]
 
     def delete_records(self, topic: str, partition: int, before_offset: int) -> None:
-        admin = PythonAdmin(bootstrap_servers=self.bootstrap, request_timeout_ms=10_000)
-        try:
-            admin.delete_records({KTopicPartition(topic, partition): before_offset})
-        finally:
-            admin.close()
+        clients.delete_records(
+            self.bootstrap, topic, partition, before_offset, request_timeout_ms=10_000
+        )
 
     def list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
         """ListOffsets v9 to the partition's leader: (offset, leader epoch)."""
-        with KafkaCluster(self.bootstrap) as cluster:
-            session = cluster.leader_session(TopicPartition(topic, partition))
-            response = session.send(
-                list_v9.ListOffsetsRequest(
-                    replica_id=BrokerId(-1),
-                    isolation_level=i8(0),
-                    topics=(
-                        list_v9.ListOffsetsTopic(
-                            name=TopicName(topic),
-                            partitions=(
-                                list_v9.ListOffsetsPartition(
-                                    partition_index=i32(partition),
-                                    current_leader_epoch=i32(-1),
-                                    timestamp=i64(timestamp),
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-                ListOffsetsResponseV9,
-            )
-        (answer,) = response.topics[0].partitions
-        assert answer.error_code == ErrorCode.none, (topic, partition, answer.error_code)
-        return int(answer.offset), int(answer.leader_epoch)
+        return partitions.list_offset(self.bootstrap, topic, partition, timestamp)
 
     # ------------------------------------------------------------------ the tier command
     def tier(self, broker_id: int, topic: str, *args: str) -> list[str]:
         """``storage-core tier --topic T ARGS`` in-process with broker ``broker_id``'s config
         (its log dir, broker id and remote store): that broker's tiering job. Returns the
         stdout lines; the exit code must be 0."""
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            code = cli.main(
-                [
-                    "tier",
-                    "--bootstrap-server",
-                    self.bootstrap,
-                    "--broker-config",
-                    str(self.brokers[broker_id].config_path),
-                    "--topic",
-                    topic,
-                    *args,
-                ]
-            )
-        lines = out.getvalue().splitlines()
+        code, lines = clients.tier_in_process(
+            self.bootstrap, str(self.brokers[broker_id].config_path), topic, *args
+        )
         print("\n".join(f"tier[{broker_id}] {line}" for line in lines))
         assert code == 0, lines
         return lines
@@ -412,30 +315,15 @@ class ClusterTieredStage:
 
     # ------------------------------------------------------------------ the picture
     def local_segments(self, broker_id: int, topic: str, partition: int) -> list[int] | None:
-        directory = self.brokers[broker_id].log_dir / f"{topic}-{partition}"
-        if not directory.is_dir():
-            return None
-        return sorted(
-            files.offset_from_file_name(name)
-            for name in os.listdir(directory)
-            if _ACTIVE_LOG.match(name)
-        )
+        return segment_picture.local_segments(self.log_dir(broker_id), topic, partition)
 
     def remote_segments(self, topic_id: Uuid, topic: str, partition: int) -> list[tuple[int, int]]:
         """(start, end) (inclusive) of the COPY_SEGMENT_FINISHED segments; the store must hold
         objects of exactly those, each with its ``.log``."""
         tip = TopicIdPartition(topic_id, TopicPartition(topic, partition))
-        with TopicBasedRemoteLogMetadataManager.for_client(
-            self.bootstrap, consumer_config=ConsumerTaskConfig(idle_poll_ms=10)
-        ) as rlmm:
-            listed = list(rlmm.list_remote_log_segments(tip))
-        finished = sorted(
-            (m for m in listed if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED),
-            key=lambda m: m.start_offset,
-        )
+        finished = segment_picture.finished_segments(self.bootstrap, tip)
         stored = self.stored_segments(topic_id, topic, partition)
-        assert stored == sorted((m.start_offset, m.remote_log_segment_id.id) for m in finished)
-        return [(m.start_offset, m.end_offset) for m in finished]
+        return segment_picture.remote_ranges(finished, stored)
 
     def stored_segments(self, topic_id: Uuid, topic: str, partition: int) -> list[tuple[int, Uuid]]:
         """(base offset, segment id) of the partition's segments with any object in the
@@ -443,20 +331,8 @@ class ClusterTieredStage:
         if not self.remote_dir.is_dir():
             return []
         store = LocalTieredStorage(self.remote_dir, fsync=False)
-        objects: dict[tuple[int, Uuid], set[RemoteObjectSuffix]] = {}
-        for info in store.list_objects():
-            parsed = parse_object_key(info.key, store.prefix)
-            segment = parsed.segment
-            if (segment.topic, segment.partition, segment.topic_id) == (
-                topic,
-                partition,
-                topic_id,
-            ):
-                key = (segment.start_offset, segment.segment_id)
-                objects.setdefault(key, set()).add(parsed.suffix)
-        for key, suffixes in objects.items():
-            assert RemoteObjectSuffix.LOG in suffixes, (key, suffixes)
-        return sorted(objects)
+        keys = [info.key for info in store.list_objects()]
+        return segment_picture.stored_segments(keys, store.prefix, topic_id, topic, partition)
 
     def picture(self, topic: str, topic_id: Uuid, partition: int = 0) -> str:
         end = self.list_offset(topic, partition, LATEST)[0]
@@ -465,20 +341,12 @@ class ClusterTieredStage:
             bases = self.local_segments(broker_id, topic, partition)
             if bases is None:
                 continue
-            local = []
-            for i, base in enumerate(bases):
-                if i + 1 < len(bases):
-                    local.append(f"[{base}-{bases[i + 1] - 1}]")
-                else:
-                    local.append(f"[{base}-{end - 1}]*" if end > base else f"[{base}-]*")
-            replicas.append(f"{broker_id}: {''.join(local) or '-'}")
-        remote = "".join(f"[{a}-{b}]" for a, b in self.remote_segments(topic_id, topic, partition))
-        offsets = (
-            f"earliest={self.list_offset(topic, partition, EARLIEST)[0]}"
-            f" local={self.list_offset(topic, partition, EARLIEST_LOCAL)[0]}"
-            f" tiered={self.list_offset(topic, partition, LATEST_TIERED)[0]} end={end}"
+            replicas.append(f"{broker_id}: {segment_picture.render_local(bases, end) or '-'}")
+        remote = segment_picture.render_remote(self.remote_segments(topic_id, topic, partition))
+        offsets = segment_picture.render_offsets(
+            lambda timestamp: self.list_offset(topic, partition, timestamp)[0], end
         )
-        return f"{' '.join(replicas)} remote: {remote or '-'} | {offsets}"
+        return f"{' '.join(replicas)} remote: {remote} | {offsets}"
 
     def expect(
         self,
@@ -490,14 +358,11 @@ class ClusterTieredStage:
     ) -> None:
         """Waits until the picture of ``topic-partition`` is ``expected`` (retention, log
         start moves and replication are periodic); prints it for the story's log."""
-        deadline = time.monotonic() + timeout_s
-        seen = self.picture(topic, topic_id, partition)
-        while seen != expected and time.monotonic() < deadline:
-            time.sleep(0.1)
-            seen = self.picture(topic, topic_id, partition)
+        seen = settle(
+            lambda: self.picture(topic, topic_id, partition),
+            expected,
+            timeout_s=timeout_s,
+            poll_s=0.1,
+        )
         print(f"{topic}-{partition}: {seen}")
         assert seen == expected
-
-
-def eventually(check: Callable[[], T | None], *, what: str, timeout_s: float = 30.0) -> T:
-    return cluster_support.eventually(check, what=what, timeout_s=timeout_s)  # type: ignore[return-value]

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import time
 
-from tests.scenarios.tiered_cluster.stage import (
+from tests.scenarios.harness.partitions import (
     EARLIEST,
     EARLIEST_LOCAL,
     LATEST,
     LATEST_TIERED,
     NO_EPOCH,
-    ClusterTieredStage,
-    tiered_topic_configs,
 )
+from tests.scenarios.tiered_cluster.stage import ClusterTieredStage, tiered_topic_configs
 
 TOPIC = "list-offsets"
 

@@ -16,13 +16,15 @@ remote tier to each replica's log::
 A ``remote`` line per segment the remote log metadata holds (not DELETE_SEGMENT_FINISHED), by
 start offset: its offsets (both inclusive), its leader epochs as ``epoch@start offset`` and
 its state, as a client-mode metadata manager reads them from ``__remote_log_metadata``.
+
+
+The picture's ``remote`` lines are ``tests.scenarios.harness.replica_picture.remote_lines``.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,8 +32,9 @@ from pathlib import Path
 from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid
 from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
-from tests.scenarios.replication.picture import picture
-from tests.scenarios.replication.stage import PICTURE_WAIT_S, ReplicationStage, metadata
+from tests import cluster_support
+from tests.scenarios.harness.replica_picture import remote_lines
+from tests.scenarios.replication.stage import ReplicationStage
 from tests.tiered_broker_support import client_rlmm
 
 TIER_TIMEOUT_S = 60.0
@@ -49,21 +52,10 @@ def tiered_settings(remote_dir: Path) -> dict[str, str]:
     }
 
 
-def render_remote(segments: list[RemoteLogSegmentMetadata]) -> list[str]:
-    lines = []
-    for segment in sorted(segments, key=lambda s: (s.start_offset, s.end_offset)):
-        epochs = " ".join(
-            f"{epoch}@{start}" for epoch, start in sorted(segment.segment_leader_epochs.items())
-        )
-        lines.append(
-            f"remote {segment.start_offset}-{segment.end_offset}: epochs=[{epochs}]"
-            f" {segment.state.name}"
-        )
-    return lines
-
-
 class TieredStage(ReplicationStage):
     """Brokers 1-3 with tiered storage (see the module docstring)."""
+
+    picture_poll_s = 0.3
 
     def __init__(
         self,
@@ -114,7 +106,7 @@ class TieredStage(ReplicationStage):
     def topic_id_partition(self, topic: str) -> TopicIdPartition:
         if topic not in self.topic_ids:
             broker_id = next(b for b in self.brokers if self.status(b) == "up")
-            (answer,) = metadata(self.brokers[broker_id].port, topic).topics
+            (answer,) = cluster_support.metadata(self.brokers[broker_id].bootstrap, topic).topics
             self.topic_ids[topic] = Uuid.from_bytes(uuid.UUID(str(answer.topic_id)).bytes)
         return TopicIdPartition(self.topic_ids[topic], TopicPartition(topic, 0))
 
@@ -122,26 +114,7 @@ class TieredStage(ReplicationStage):
         with client_rlmm(self.bootstrap) as rlmm:
             return list(rlmm.list_remote_log_segments(self.topic_id_partition(topic)))
 
-    def tiered_picture(self, topic: str, replicas: list[int]) -> str:
-        lines = [self.picture(topic, replicas), *render_remote(self.remote_segments(topic))]
+    def full_picture(self, topic: str, replicas: list[int]) -> str:
+        """The replicas' picture and the remote segments' lines (see the module docstring)."""
+        lines = [self.picture(topic, replicas), *remote_lines(self.remote_segments(topic))]
         return "\n".join(lines)
-
-    def expect(self, topic: str, expected: str, *, step: str = "") -> str:
-        """Wait until the picture of ``topic``'s replicas and remote segments is ``expected``."""
-        want = picture(expected)
-        replicas = sorted(
-            int(line.split()[1]) for line in want.splitlines() if line.startswith("broker ")
-        )
-        seen = ""
-        deadline = time.monotonic() + PICTURE_WAIT_S
-        while True:
-            try:
-                seen = self.tiered_picture(topic, replicas)
-            except RuntimeError as error:  # retention deleted a segment while dump-log read
-                seen = f"unreadable: {error}"
-            if seen == want or time.monotonic() > deadline:
-                break
-            time.sleep(0.3)
-        print(f"--- {topic}: {step}\n{seen}")
-        assert seen == want, f"{topic} after {step!r}:\n{seen}\n--- expected:\n{want}"
-        return seen
