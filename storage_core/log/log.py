@@ -62,21 +62,19 @@ from storage_core.log.log_segment import (
 )
 from storage_core.log.log_validator import LogAppendInfo, analyze_and_validate, assign_offsets
 from storage_core.log.partition_metadata import PARTITION_METADATA_FILENAME, PartitionMetadataFile
-from storage_core.log.producer_state import (
-    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-    AppendOrigin,
+from storage_core.log.producer_append_info import AppendOrigin, ProducerAppendInfo
+from storage_core.log.producer_snapshot import SnapshotFile
+from storage_core.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
+from storage_core.log.producer_state_entry import (
     BatchMetadata,
     CompletedTxn,
-    ProducerAppendInfo,
     ProducerBatch,
     ProducerStateEntry,
-    ProducerStateManager,
-    SnapshotFile,
-    end_txn_marker_of,
 )
 from storage_core.log.retention import RetentionReason, SegmentSummary, plan_retention
 from storage_core.log.timestamp_window import TimestampWindow
 from storage_core.records import NO_PRODUCER_ID, NO_TIMESTAMP, RecordBatch, RecordBatchHeader
+from storage_core.records.end_transaction_marker import end_txn_marker_of
 
 logger = logging.getLogger(__name__)
 

@@ -5,8 +5,9 @@ Modules, bottom up, in Kafka's terms: ``varint`` (``ByteUtils``' integer encodin
 and their decoder), ``batch`` (``DefaultRecordBatch``: the batch wire format and its in-place
 setters), ``record_batch_header`` (``FileChannelRecordBatch``: a batch header read from a
 file), ``memory_records_builder`` (``MemoryRecordsBuilder``: encoding a batch),
-``memory_records`` (``MemoryRecords``: batches back to back in a buffer) and ``file_records``
-(``FileRecords``: a segment's ``.log`` file).
+``memory_records`` (``MemoryRecords``: batches back to back in a buffer), ``file_records``
+(``FileRecords``: a segment's ``.log`` file) and ``end_transaction_marker``
+(``EndTransactionMarker``: what a control batch ending a transaction carries).
 """
 
 from storage_core.records.batch import (

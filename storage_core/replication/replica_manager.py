@@ -48,25 +48,43 @@ from storage_core.errors import (
 from storage_core.log.log import AppendWouldWaitError
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
-from storage_core.log.log_segment import FetchDataInfo, LogOffsetMetadata
 from storage_core.log.log_validator import (
-    LogAppendInfo,
     analyze_and_validate,
     validate_client_batches,
 )
 from storage_core.metrics import BrokerTopicStats, KafkaMetricsRegistry
 from storage_core.records.file_region import SENDFILE_SUPPORTED, FileRegion
+from storage_core.replication.delayed_fetch import (
+    DelayedFetchPurgatory,
+    FetchRequestPartition,
+    FetchResult,
+    FetchResults,
+    Waiter,
+    close_regions,
+    close_regions_of_read,
+    set_result,
+    until,
+)
+from storage_core.replication.delayed_operation import DelayedOperationPurgatory
+from storage_core.replication.delayed_produce import (
+    AppendedRecords,
+    DelayedProduce,
+    ProduceResult,
+    complete_replicated,
+)
+from storage_core.replication.delayed_remote_fetch import (
+    complete_remote_reads,
+    tiered_fetch_result,
+)
 from storage_core.replication.fetch_state import InitialFetchState
 from storage_core.replication.partition import (
     NO_EPOCH_CHECK,
     IsrUpdateSubmitter,
-    LogReadResult,
     Partition,
 )
 from storage_core.replication.replica_fetcher_thread import initial_fetch_offset
 from storage_core.scheduler import Scheduler
 from storage_core.tiered.remote_log_manager import (
-    OffsetMovedToTieredStorageError,
     RemoteLogManager,
 )
 
@@ -75,7 +93,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 IO_THREADS = 4
-MAX_WAITERS = 10_000  # bounded purgatory: beyond it, fetches answer at once
 # Zero-copy fetches copy record sets smaller than this: a sendfile round trip through an
 # I/O thread costs more than copying a few KiB.
 ZERO_COPY_MIN_BYTES = 64 * 1024
@@ -85,90 +102,6 @@ LOG_END_READ_MAX_PARTITIONS = 64
 # ... and at most this many bytes behind it in all (one replica.fetch.max.bytes by default):
 # bytes the last appends wrote, in the page cache.
 LOG_TAIL_READ_BYTES_MAX = 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProduceResult:
-    """One partition's produce outcome: the append info or the error that stopped it."""
-
-    info: LogAppendInfo | None = None
-    error: StorageError | None = None
-    log_start_offset: int = -1
-
-
-class AppendedRecords:
-    """A produce whose records are in the leaders' logs (or refused): ``results`` per
-    partition. With acks=-1 it may still wait for the ISR (Kafka's ``DelayedProduce``):
-    ``replication`` is then a future done once the wait has decided, having updated
-    ``results``; ``replicated`` waits for it. The produce's ``timeout_ms`` runs from the
-    append, as Kafka's."""
-
-    __slots__ = ("replication", "results")
-
-    def __init__(
-        self,
-        results: dict[TopicPartition, ProduceResult],
-        replication: asyncio.Future[None] | None = None,
-    ) -> None:
-        self.results = results
-        self.replication = replication
-
-    async def replicated(self) -> dict[TopicPartition, ProduceResult]:
-        if self.replication is not None:
-            await self.replication
-        return self.results
-
-
-class DelayedProduce:
-    """Kafka's ``DelayedProduce``: an acks=-1 produce whose appends are done, waiting until
-    the HW of each partition in ``required`` reaches the offset it requires there, or its
-    leadership or ISR decides otherwise (``ReplicaManager._complete_replicated``), or
-    ``timeout_ms`` passes (REQUEST_TIMED_OUT). A callback object, not a task: it is tried
-    where the HW moves and answers through ``future``, which the response waits for.
-
-    Thread-safety: loop thread only."""
-
-    __slots__ = ("_manager", "_timer", "future", "required", "results")
-
-    def __init__(
-        self,
-        manager: ReplicaManager,
-        results: dict[TopicPartition, ProduceResult],
-        required: dict[TopicPartition, int],
-        timeout_ms: int,
-    ) -> None:
-        loop = asyncio.get_running_loop()
-        self._manager = manager
-        self.results = results
-        self.required = required
-        self.future: asyncio.Future[None] = loop.create_future()
-        self._timer = loop.call_later(max(timeout_ms, 0) / 1000, self._expire, timeout_ms)
-
-    def try_complete(self) -> bool:
-        """Answer if every partition's wait is over; True once answered."""
-        self._manager._complete_replicated(self.results, self.required)
-        if self.required:
-            return False
-        self._answer()
-        return True
-
-    def _expire(self, timeout_ms: int) -> None:
-        if self.try_complete():
-            return
-        for tp in self.required:
-            self.results[tp] = ProduceResult(
-                error=_RequestTimedOutError(
-                    f"partition {tp}: not replicated to the ISR within {timeout_ms} ms"
-                )
-            )
-        self.required.clear()
-        self._answer()
-
-    def _answer(self) -> None:
-        self._timer.cancel()
-        self._manager._unwatch(self)
-        if not self.future.done():  # cancelled: whoever awaited it went away
-            self.future.set_result(None)
 
 
 class PartitionState(Protocol):
@@ -208,44 +141,6 @@ class LeadershipChanges:
     failed: list[TopicPartition] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FetchRequestPartition:
-    fetch_offset: int
-    max_bytes: int
-    current_leader_epoch: int = NO_EPOCH_CHECK
-    last_fetched_epoch: int = -1
-    log_start_offset: int = -1  # a follower's, reported in its fetch
-    topic_id: Uuid | None = None  # set when the request names topics by id (Fetch v13+)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FetchResult:
-    """One partition's fetch outcome: records (possibly empty) or an error.
-
-    ``records`` are bytes, or with ``zero_copy`` a ``FileRegion`` of the segment file that
-    the caller must send or close.
-
-    ``diverging_epoch`` is ``(epoch, end offset)`` when the fetcher's last fetched epoch
-    ends before its fetch offset on this leader (KIP-595 truncation detection); no records
-    are returned then.
-
-    ``remote_read`` is set while the records are still to be read from the remote tier
-    (``(fetch offset, max bytes, min one message)``); ``fetch_messages`` completes it.
-    """
-
-    read: LogReadResult | None = None
-    records: bytes | FileRegion = b""
-    error: StorageError | None = None
-    diverging_epoch: tuple[int, int] | None = None
-    remote_read: tuple[int, int, bool] | None = None
-
-
-FetchResults = dict[TopicPartition, FetchResult]
-# Woken with None (read again), or for a follower's fetch maybe with the read an append made
-# for it on its I/O thread (``_claim_follower_reads``).
-Waiter = asyncio.Future[FetchResults | None]
-
-
 class ReplicaManager:
     """Routes appends and fetches to ``Partition`` objects; owns the fetch purgatory."""
 
@@ -268,15 +163,9 @@ class ReplicaManager:
         self.is_broker_alive: Callable[[int], bool] | None = None
         # Set once this broker asked to leave (controlled shutdown): it follows no more.
         self._follower_fetching_stopped = False
-        # Follower fetches park here until the leader's log end offset moves (they read
-        # beyond the HW); consumer fetches and acks=all produces in ``_waiters`` (HW moves).
-        self._replica_waiters: dict[TopicPartition, set[Waiter]] = {}
-        # Follower fetches waiting in the purgatory and how each reads: an append reads for
-        # them on its own I/O thread once it is written (as Kafka's appending request thread
-        # completes the delayed fetches it unblocks), and hands the read over. Claimed:
-        # being read for by an append.
-        self._follower_reads: dict[Waiter, Callable[[], FetchResults]] = {}
-        self._claimed_reads: set[Waiter] = set()
+        # Parked fetches: followers' until the leader's log end offset moves (they read
+        # beyond the HW), consumers' until the HW moves.
+        self._delayed_fetch_purgatory = DelayedFetchPurgatory()
         self._scheduler = Scheduler("replica-manager-scheduler")
         self._lock = threading.RLock()
         self._partitions: dict[TopicPartition, Partition] = {}
@@ -284,10 +173,11 @@ class ReplicaManager:
         self._inconsistent_topic_ids: dict[TopicPartition, str] = {}
         self._io = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="io")
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiters: dict[TopicPartition, set[Waiter]] = {}
         # acks=-1 produces waiting for the HW, per partition they wait on (Kafka's produce
         # purgatory); tried when its HW moves, each against the offset it requires there.
-        self._delayed_produces: dict[TopicPartition, list[DelayedProduce]] = {}
+        self._produce_purgatory: DelayedOperationPurgatory[TopicPartition, DelayedProduce] = (
+            DelayedOperationPurgatory("Produce")
+        )
         self.topic_stats = topic_stats or BrokerTopicStats(KafkaMetricsRegistry())
         # Set by the broker when remote.log.storage.system.enable: serves tiered offsets.
         self.remote_log_manager: RemoteLogManager | None = None
@@ -528,30 +418,12 @@ class ReplicaManager:
         """Wake the fetches waiting on ``tp``'s HW, and answer the acks=-1 produces it has
         reached (the others stay: several wait at once on a connection whose produces are
         pipelined)."""
-        delayed = self._delayed_produces.get(tp)
+        delayed = self._produce_purgatory.watched(tp)
         if delayed:
             high_watermark = self._high_watermark(tp)
             for produce in [p for p in delayed if p.required.get(tp, 0) <= high_watermark]:
                 produce.try_complete()
-        waiters = self._waiters.pop(tp, None)
-        for waiter in waiters or ():
-            if not waiter.done():
-                waiter.set_result(None)
-
-    def _watch(self, produce: DelayedProduce) -> None:
-        """``produce`` enters the purgatory of each partition it waits on."""
-        for tp in produce.required:
-            self._delayed_produces.setdefault(tp, []).append(produce)
-
-    def _unwatch(self, produce: DelayedProduce) -> None:
-        """``produce`` is answered: it leaves the purgatory of every partition it waited on
-        (``required`` no longer names them all: each leaves it as its wait ends)."""
-        for tp in produce.results:
-            delayed = self._delayed_produces.get(tp)
-            if delayed is not None and produce in delayed:
-                delayed.remove(produce)
-                if not delayed:
-                    del self._delayed_produces[tp]
+        self._delayed_fetch_purgatory.wake_high_watermark_waiters(tp)
 
     def _on_leadership_lost(self, tp: TopicPartition) -> None:
         """This broker stopped leading ``tp``, or no longer hosts it (any thread): every
@@ -560,66 +432,13 @@ class ReplicaManager:
         self._on_loop(self._wake, tp)
 
     def _wake(self, tp: TopicPartition) -> None:
-        for produce in list(self._delayed_produces.get(tp, ())):
-            produce.try_complete()
-        for waiters in (self._waiters, self._replica_waiters):
-            for waiter in waiters.pop(tp, set()):
-                if not waiter.done():
-                    waiter.set_result(None)
+        self._produce_purgatory.check_and_complete(tp)
+        self._delayed_fetch_purgatory.wake(tp)
 
     def on_log_start_offset_incremented(self, tp: TopicPartition) -> None:
         """DeleteRecords moved a led partition's log start offset (loop thread): answer the
         waiting replica fetches now, so that followers learn it without a fetch wait."""
-        self._wake_replica_fetches(tp)
-
-    def _wake_replica_fetches(self, tp: TopicPartition) -> None:
-        """Wake the follower fetches parked on ``tp``, except those an append reads for."""
-        for waiter in self._replica_waiters.pop(tp, set()):
-            if not waiter.done() and waiter not in self._claimed_reads:
-                waiter.set_result(None)
-
-    def _claim_follower_reads(
-        self, tps: Iterable[TopicPartition]
-    ) -> dict[Waiter, Callable[[], FetchResults]]:
-        """The follower fetches parked on ``tps`` that an append is about to read for
-        (loop thread); each is handed its read, or woken, by ``_hand_over_reads``."""
-        claimed: dict[Waiter, Callable[[], FetchResults]] = {}
-        for tp in tps:
-            for waiter in self._replica_waiters.get(tp, ()):
-                read = self._follower_reads.get(waiter)
-                if read is not None and waiter not in self._claimed_reads:
-                    claimed[waiter] = read
-        self._claimed_reads.update(claimed)
-        return claimed
-
-    @staticmethod
-    def _read_for_followers(
-        claimed: Mapping[Waiter, Callable[[], FetchResults]],
-    ) -> dict[Waiter, FetchResults | None]:
-        """Run the claimed follower fetches' reads (I/O thread, after the append); None for
-        one whose read failed: that fetch reads again itself."""
-        reads: dict[Waiter, FetchResults | None] = {}
-        for waiter, read in claimed.items():
-            try:
-                reads[waiter] = read()
-            except Exception:
-                logger.exception("read for a parked follower fetch failed")
-                reads[waiter] = None
-        return reads
-
-    def _hand_over_reads(self, reads: Mapping[Waiter, FetchResults | None]) -> None:
-        """Give each claimed follower fetch still waiting the read made for it (loop
-        thread); the read of one that has gone (answered, expired, cancelled) is dropped."""
-        for waiter, results in reads.items():
-            self._claimed_reads.discard(waiter)
-            if waiter in self._follower_reads and not waiter.done():
-                waiter.set_result(results)
-            elif results is not None:
-                close_regions(results.values())
-
-    def _release_claims(self, claimed: Iterable[Waiter]) -> None:
-        """Nothing was appended: the claimed follower fetches keep waiting (loop thread)."""
-        self._claimed_reads.difference_update(claimed)
+        self._delayed_fetch_purgatory.wake_replica_fetches(tp)
 
     # ------------------------------------------------------------------ ISR
     def maybe_shrink_isr(self) -> int:
@@ -697,7 +516,7 @@ class ReplicaManager:
             return appended
 
         if waiting:
-            claimed = self._claim_follower_reads(waiting.keys())
+            claimed = self._delayed_fetch_purgatory.claim_follower_reads(waiting.keys())
             if claimed:
                 results.update(await self._append_then_read(append_all, claimed))
             else:
@@ -705,7 +524,7 @@ class ReplicaManager:
         for tp, result in results.items():
             self.topic_stats.mark_produce(tp.topic, result.info, result.error)
             if result.info is not None:
-                self._wake_replica_fetches(tp)
+                self._delayed_fetch_purgatory.wake_replica_fetches(tp)
         if required_acks != -1:
             return AppendedRecords(results)
         # Kafka's DelayedProduce tries to complete before it waits (``tryCompleteElseWatch``):
@@ -715,25 +534,12 @@ class ReplicaManager:
             for tp, result in results.items()
             if result.info is not None
         }
-        self._complete_replicated(results, required)
+        complete_replicated(self.get_partition, results, required)
         if not required:
             return AppendedRecords(results)
-        delayed = DelayedProduce(self, results, required, timeout_ms)
-        self._watch(delayed)
+        delayed = DelayedProduce(self.get_partition, results, required, timeout_ms)
+        self._produce_purgatory.watch(delayed, required)
         return AppendedRecords(results, delayed.future)
-
-    def _complete_replicated(
-        self, results: dict[TopicPartition, ProduceResult], required: dict[TopicPartition, int]
-    ) -> None:
-        """Answer, and drop from ``required``, each partition whose acks=-1 wait is over: its
-        HW reached the offset it requires, or its leadership or ISR decided otherwise
-        (Kafka's ``checkEnoughReplicasReachOffset``)."""
-        for tp, required_offset in list(required.items()):
-            done, error = self._replication_outcome(tp, required_offset)
-            if done:
-                del required[tp]
-                if error is not None:
-                    results[tp] = ProduceResult(error=error)
 
     async def _append_then_read(
         self,
@@ -753,7 +559,7 @@ class ReplicaManager:
                 _call_soon_threadsafe(loop, self._append_failed, appended, error, claimed)
                 return
             reads = (
-                self._read_for_followers(claimed)
+                self._delayed_fetch_purgatory.read_for_followers(claimed)
                 if any(r.info is not None for r in results.values())
                 else None
             )
@@ -773,10 +579,10 @@ class ReplicaManager:
         one wake-up of the loop per append. The followers' fetches are answered first: the
         acks=all produce waits for their next fetches anyway."""
         if reads is None:  # nothing was appended
-            self._release_claims(claimed)
+            self._delayed_fetch_purgatory.release_claims(claimed)
         else:
-            self._hand_over_reads(reads)
-        _set_result(appended, results)
+            self._delayed_fetch_purgatory.hand_over_reads(reads)
+        set_result(appended, results)
 
     def _append_failed(
         self,
@@ -784,7 +590,7 @@ class ReplicaManager:
         error: BaseException,
         claimed: Iterable[Waiter],
     ) -> None:
-        self._release_claims(claimed)
+        self._delayed_fetch_purgatory.release_claims(claimed)
         _set_exception(appended, error)
 
     def _append_one(
@@ -815,52 +621,11 @@ class ReplicaManager:
             logger.info("produce failed partition=%s error=%s", tp, error)
             return ProduceResult(error=error)
 
-    def _replication_outcome(
-        self, tp: TopicPartition, required_offset: int
-    ) -> tuple[bool, StorageError | None]:
-        try:
-            return self.get_partition(tp).check_enough_replicas_reach_offset(required_offset)
-        except StorageError as error:
-            return True, error
-
     def _high_watermark(self, tp: TopicPartition) -> int:
         try:
             return self.get_partition(tp).log.high_watermark
         except StorageError:
             return -1
-
-    async def _wait_for_any(
-        self, tps: Iterable[TopicPartition], timeout_s: float, *, replica: bool = False
-    ) -> None:
-        """Park until one of ``tps`` moves its HW (or, for ``replica`` fetches, its log end
-        offset), or ``timeout_s`` passes. Only for conditions checked on the event loop (a
-        wake-up runs there too, so none can slip in between the check and the parking)."""
-        waiter = self._park(tps, replica=replica)
-        if waiter is None:
-            return
-        try:
-            await _until(waiter, timeout_s)
-        finally:
-            self._unpark(waiter, tps, replica=replica)
-
-    def _park(self, tps: Iterable[TopicPartition], *, replica: bool) -> Waiter | None:
-        """A waiter woken when one of ``tps`` moves (None: the purgatory is full)."""
-        table = self._replica_waiters if replica else self._waiters
-        if sum(len(w) for w in table.values()) >= MAX_WAITERS:
-            return None
-        waiter: Waiter = asyncio.get_running_loop().create_future()
-        for tp in tps:
-            table.setdefault(tp, set()).add(waiter)
-        return waiter
-
-    def _unpark(self, waiter: Waiter, tps: Iterable[TopicPartition], *, replica: bool) -> None:
-        table = self._replica_waiters if replica else self._waiters
-        for tp in tps:
-            waiting = table.get(tp)
-            if waiting is not None:
-                waiting.discard(waiter)
-                if not waiting:
-                    del table[tp]
 
     # ------------------------------------------------------------------ fetch
     async def fetch_messages(
@@ -889,6 +654,7 @@ class ReplicaManager:
         deadline = loop.time() + max(max_wait_ms, 0) / 1000
         zero_copy = zero_copy and SENDFILE_SUPPORTED
         replica = replica_id >= 0
+        purgatory = self._delayed_fetch_purgatory
 
         def read_all() -> FetchResults:
             return self._read_all(
@@ -915,16 +681,18 @@ class ReplicaManager:
                     # Parked before reading: an append that lands while the read runs on
                     # an I/O thread wakes this waiter, instead of being missed until
                     # max_wait_ms.
-                    waiter = self._park(requests.keys(), replica=replica)
+                    waiter = purgatory.park(requests.keys(), replica=replica)
                     may_park = False
                     reading = asyncio.ensure_future(self.run_io(read_all))
                     try:
                         results = await asyncio.shield(reading)
                     except asyncio.CancelledError:
-                        reading.add_done_callback(_close_regions_of_read)
+                        reading.add_done_callback(close_regions_of_read)
                         raise
                 if any(r.remote_read is not None for r in results.values()):
-                    await self._complete_remote_reads(results)
+                    await complete_remote_reads(
+                        self.remote_log_manager, self.get_partition, results
+                    )
                     for tp, result in results.items():
                         self.topic_stats.mark_fetch(
                             tp.topic, len(result.records), result.error, follower=replica
@@ -938,7 +706,7 @@ class ReplicaManager:
                     and not any(r.error is not None for r in results.values())
                 )
                 if must_wait and may_park:
-                    waiter = self._park(requests.keys(), replica=replica)
+                    waiter = purgatory.park(requests.keys(), replica=replica)
                 # No waiter: handed an append's read, or the purgatory is full.
                 if not must_wait or waiter is None:
                     for tp, result in results.items():
@@ -948,14 +716,14 @@ class ReplicaManager:
                     return results
                 close_regions(results.values())
                 if replica:
-                    self._follower_reads[waiter] = read_all
-                await _until(waiter, remaining)
+                    purgatory.read_for(waiter, read_all)
+                await until(waiter, remaining)
                 if waiter.done():
                     handed = waiter.result()
             finally:
                 if waiter is not None:
-                    self._follower_reads.pop(waiter, None)
-                    self._unpark(waiter, requests.keys(), replica=replica)
+                    purgatory.forget_read(waiter)
+                    purgatory.unpark(waiter, requests.keys(), replica=replica)
 
     def _read_log_tail(
         self,
@@ -1083,7 +851,7 @@ class ReplicaManager:
                     rlm = self.remote_log_manager
                     if rlm is None or not rlm.needs_remote_read(partition, request.fetch_offset):
                         raise
-                    results[tp] = self._tiered_fetch_result(
+                    results[tp] = tiered_fetch_result(
                         partition,
                         request.fetch_offset,
                         replica_id,
@@ -1101,76 +869,6 @@ class ReplicaManager:
                 budget -= len(records)
                 results[tp] = FetchResult(read=read, records=records)
             except StorageError as error:
-                results[tp] = FetchResult(error=error)
-
-    @staticmethod
-    def _tiered_fetch_result(
-        partition: Partition,
-        fetch_offset: int,
-        replica_id: int,
-        *,
-        remote_read: tuple[int, int, bool] | None,
-    ) -> FetchResult:
-        """A fetch of a tiered offset: replicas are told to build their state from the remote
-        tier; for consumers the records are read by ``_complete_remote_reads`` (only the first
-        such partition of a request; the others answer no records this time, as Kafka)."""
-        log = partition.log
-        high_watermark = log.high_watermark
-        read = LogReadResult(
-            info=FetchDataInfo(LogOffsetMetadata(fetch_offset), None),
-            high_watermark=high_watermark,
-            last_stable_offset=high_watermark,
-            log_start_offset=log.log_start_offset,
-            log_end_offset=log.log_end_offset,
-        )
-        if replica_id >= 0:
-            # With the leader's offsets, as Kafka answers: the follower takes the log start
-            # offset from this response when it rebuilds its log.
-            return FetchResult(
-                read=read,
-                error=OffsetMovedToTieredStorageError(
-                    f"partition {partition.topic_partition}: offset {fetch_offset} is below the"
-                    f" local log start offset {log.local_log_start_offset}; it is in tiered"
-                    " storage"
-                ),
-            )
-        return FetchResult(read=read, remote_read=remote_read)
-
-    async def _complete_remote_reads(self, results: dict[TopicPartition, FetchResult]) -> None:
-        """Wait for the pending remote read up to ``remote.fetch.max.wait.ms`` (Kafka's
-        ``DelayedRemoteFetch``); a store failure or a read still running then is an error for
-        that partition only (KAFKA_STORAGE_ERROR, or UNKNOWN_SERVER_ERROR for lost objects)."""
-        rlm = self.remote_log_manager
-        for tp, result in list(results.items()):
-            if result.remote_read is None:
-                continue
-            fetch_offset, max_bytes, min_one_message = result.remote_read
-            try:
-                if rlm is None:
-                    raise OffsetOutOfRangeError(f"partition {tp}: tiered storage is not enabled")
-                pending = rlm.read_async(
-                    self.get_partition(tp),
-                    fetch_offset,
-                    max_bytes,
-                    min_one_message=min_one_message,
-                )
-                reading = asyncio.wrap_future(pending.future)
-                reading.add_done_callback(_retrieve_outcome)  # a late failure is not "lost"
-                try:
-                    data = await asyncio.wait_for(
-                        asyncio.shield(reading), rlm.remote_fetch_max_wait_ms / 1000
-                    )
-                except TimeoutError:
-                    raise rlm.read_timed_out(tp, fetch_offset, pending) from None
-                except StorageError:
-                    rlm.read_collected(tp, pending)
-                    raise
-                rlm.read_collected(tp, pending)
-                results[tp] = FetchResult(read=result.read, records=data.records)
-            except StorageError as error:
-                # Logged where it arises, at WARN and rate-limited: a retrying consumer
-                # fetches many times a second.
-                logger.debug("remote fetch failed partition=%s error=%s", tp, error)
                 results[tp] = FetchResult(error=error)
 
     @staticmethod
@@ -1212,27 +910,6 @@ def _validate_client_append(partition: Partition, records: bytes) -> None:
         raise
 
 
-def close_regions(results: Iterable[FetchResult]) -> None:
-    """Release the file regions of zero-copy fetch results that will not be sent."""
-    for result in results:
-        if isinstance(result.records, FileRegion):
-            result.records.close()
-
-
-def _close_regions_of_read(reading: asyncio.Future[dict[TopicPartition, FetchResult]]) -> None:
-    if not reading.cancelled() and reading.exception() is None:
-        close_regions(reading.result().values())
-
-
-def _retrieve_outcome(future: asyncio.Future[T]) -> None:
-    if not future.cancelled():
-        future.exception()
-
-
-class _RequestTimedOutError(StorageError):
-    error_code = "request_timed_out"
-
-
 def _check_topic_id(log_manager: LogManager, tp: TopicPartition, topic_id: Uuid | None) -> None:
     """Kafka's ``hasConsistentTopicId`` for a fetch that named the topic by id."""
     log = log_manager.get_log(tp) if topic_id is not None else None
@@ -1240,17 +917,6 @@ def _check_topic_id(log_manager: LogManager, tp: TopicPartition, topic_id: Uuid 
         raise InconsistentTopicIdError(
             "Topic ID in the fetch session did not match the topic ID in the log."
         )
-
-
-async def _until(waiter: Waiter, timeout_s: float) -> None:
-    """Wait for ``waiter`` at most ``timeout_s``: on time out it is woken with None ("look
-    again"), as any other wake-up. A timer, not ``asyncio.wait_for``, whose shield and inner
-    futures cost loop callbacks at each of the several parkings of an acks=all round."""
-    timer = asyncio.get_running_loop().call_later(timeout_s, _set_result, waiter, None)
-    try:
-        await waiter
-    finally:
-        timer.cancel()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -1268,11 +934,6 @@ def _call_soon_threadsafe(
     (the broker is stopping)."""
     with contextlib.suppress(RuntimeError):
         loop.call_soon_threadsafe(callback, *args)
-
-
-def _set_result(future: asyncio.Future[T], result: T) -> None:
-    if not future.done():
-        future.set_result(result)
 
 
 def _set_exception(future: asyncio.Future[T], error: BaseException) -> None:

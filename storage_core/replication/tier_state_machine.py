@@ -44,12 +44,8 @@ from storage_core.common import TopicIdPartition, TopicPartition
 from storage_core.errors import CorruptSnapshotError, StorageError
 from storage_core.log.leader_epoch_cache import EpochEntry, parse_leader_epoch_checkpoint
 from storage_core.log.log_file_utils import producer_snapshot_file
-from storage_core.log.producer_state import (
-    MAX_SNAPSHOT_BYTES,
-    ProducerStateEntry,
-    decode_snapshot,
-    write_snapshot,
-)
+from storage_core.log.producer_snapshot import MAX_SNAPSHOT_BYTES, decode_snapshot, write_snapshot
+from storage_core.log.producer_state_entry import ProducerStateEntry
 from storage_core.replication.fetch_state import PartitionFetchState, ReplicaState
 from storage_core.replication.leader_end_point import RemoteLeaderEndPoint
 from storage_core.replication.offset_truncation import EpochEndOffset

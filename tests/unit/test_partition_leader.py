@@ -15,8 +15,9 @@ from storage_core.common import TopicPartition, Uuid
 from storage_core.errors import NotEnoughReplicasAfterAppendError, NotLeaderOrFollowerError
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
+from storage_core.replication.delayed_fetch import FetchRequestPartition
 from storage_core.replication.partition import IsrUpdate, Partition
-from storage_core.replication.replica_manager import FetchRequestPartition, ReplicaManager
+from storage_core.replication.replica_manager import ReplicaManager
 from tests.conftest import make_batch
 
 TP = TopicPartition("events", 0)

@@ -21,14 +21,12 @@ from storage_core.log import log_file_utils as files
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_validator import LogAppendInfo
-from storage_core.log.producer_state import (
+from storage_core.log.producer_snapshot import decode_snapshot, encode_snapshot, read_snapshot
+from storage_core.log.producer_state_entry import (
     BatchMetadata,
     ProducerStateEntry,
-    decode_snapshot,
     decrement_sequence,
-    encode_snapshot,
     increment_sequence,
-    read_snapshot,
 )
 from storage_core.records import SimpleRecord, build_batch
 from tests.conftest import BASE_TIMESTAMP_MS, make_batch

@@ -18,8 +18,9 @@ from storage_core.errors import KafkaStorageError
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
 from storage_core.records import RecordBatch
+from storage_core.replication.delayed_fetch import FetchRequestPartition
 from storage_core.replication.partition import Partition
-from storage_core.replication.replica_manager import FetchRequestPartition, ReplicaManager
+from storage_core.replication.replica_manager import ReplicaManager
 from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadataUpdate
 from storage_core.tiered.metadata.states import (
     RemoteLogSegmentState,

@@ -25,8 +25,9 @@ from storage_core.log.log_manager import LogManager
 from storage_core.log.log_segment import RECENT_APPENDS_MAX
 from storage_core.records.file_region import FileRegion
 from storage_core.records.memory_records import iter_batches
+from storage_core.replication.delayed_fetch import FetchRequestPartition
 from storage_core.replication.partition import Partition
-from storage_core.replication.replica_manager import FetchRequestPartition, ReplicaManager
+from storage_core.replication.replica_manager import ReplicaManager
 from tests.conftest import make_batch
 
 TP = TopicPartition("events", 0)
@@ -653,5 +654,6 @@ def test_a_produce_waiting_for_the_isr_answers_when_its_partition_leaves_this_br
     error, waited_s = asyncio.run(run())
     assert isinstance(error, UnknownTopicOrPartitionError)
     assert waited_s < 5
-    assert replicas._delayed_produces == {}
+    assert replicas._produce_purgatory._watchers == {}
+    assert len(replicas._produce_purgatory) == 0
     replicas.shutdown()

@@ -15,7 +15,7 @@ from storage_core.errors import CorruptCheckpointError
 from storage_core.log.leader_epoch_cache import EpochEntry, parse_leader_epoch_checkpoint
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
-from storage_core.log.producer_state import read_snapshot
+from storage_core.log.producer_snapshot import read_snapshot
 from storage_core.replication.fetch_state import PartitionFetchState, ReplicaState
 from storage_core.replication.leader_end_point import RemoteLeaderEndPoint
 from storage_core.replication.offset_truncation import EpochEndOffset
