@@ -10,26 +10,25 @@ mapping to the same partition.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from storage_core.common import TopicPartition
 from storage_core.controller.topic_store import TopicInfo
-from storage_core.coordinator.group.group_coordinator import GroupCoordinator
-from storage_core.coordinator.group.group_coordinator_config import GroupCoordinatorConfig
+from storage_core.coordinator.group.group_coordinator import (
+    GroupCoordinator,
+    GroupCoordinatorConfig,
+)
 from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME
 from storage_core.errors import InvalidReplicationFactorError
 from storage_core.log.log import Log
-
-if TYPE_CHECKING:
-    from storage_core.server.kafka_broker import KafkaBroker
+from storage_core.server.broker_services import BrokerServices
 
 logger = logging.getLogger(__name__)
 
 
-def ensure_offsets_topic(broker: KafkaBroker) -> TopicInfo:
+def ensure_offsets_topic(services: BrokerServices) -> TopicInfo:
     """``__consumer_offsets`` as it is, or created now (blocking: call off the event loop)."""
-    config = broker.config
-    return broker.ensure_internal_topic(
+    config = services.config
+    return services.admin_manager.ensure_internal_topic(
         OFFSETS_TOPIC_NAME,
         config.get_int("offsets.topic.num.partitions"),
         {
@@ -39,11 +38,11 @@ def ensure_offsets_topic(broker: KafkaBroker) -> TopicInfo:
     )
 
 
-async def start_group_coordinator(broker: KafkaBroker) -> GroupCoordinator:
+async def start_group_coordinator(services: BrokerServices) -> GroupCoordinator:
     """Ensure ``__consumer_offsets`` exists, then replay it and start the coordinator."""
-    config = broker.config
+    config = services.config
     try:
-        partitions = len(ensure_offsets_topic(broker).partitions)
+        partitions = len(ensure_offsets_topic(services).partitions)
     except InvalidReplicationFactorError as error:
         # Kafka's rule: not before offsets.topic.replication.factor brokers are registered;
         # FindCoordinator tries again (clients retry on COORDINATOR_NOT_AVAILABLE meanwhile)
@@ -52,7 +51,7 @@ async def start_group_coordinator(broker: KafkaBroker) -> GroupCoordinator:
 
     def offsets_log(partition: int) -> Log:
         tp = TopicPartition(OFFSETS_TOPIC_NAME, partition)
-        return broker.replica_manager.leader_partition(tp).log
+        return services.replica_manager.leader_partition(tp).log
 
     coordinator = GroupCoordinator(
         GroupCoordinatorConfig(
@@ -63,12 +62,12 @@ async def start_group_coordinator(broker: KafkaBroker) -> GroupCoordinator:
             offset_commit_timeout_ms=config.get_int("offsets.commit.timeout.ms"),
         ),
         offsets_log,
-        broker.replica_manager,
-        broker.clock,
+        services.replica_manager,
+        services.clock,
     )
 
     def leads(partition: int) -> bool:
-        hosted = broker.replica_manager.partitions().get(
+        hosted = services.replica_manager.partitions().get(
             TopicPartition(OFFSETS_TOPIC_NAME, partition)
         )
         return hosted is not None and hosted.is_leader

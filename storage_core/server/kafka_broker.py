@@ -17,7 +17,6 @@ import logging
 import signal
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicIdPartition, TopicPartition
@@ -26,12 +25,7 @@ from storage_core.controller.topic_store import TopicInfo, TopicStore
 from storage_core.controller.zk_data import EndPoint
 from storage_core.coordinator.group.group_coordinator import GroupCoordinator
 from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME
-from storage_core.errors import (
-    InvalidConfigError,
-    PolicyViolationError,
-    StorageError,
-    TopicExistsError,
-)
+from storage_core.errors import InvalidConfigError, StorageError
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
 from storage_core.log.meta_properties import ensure_meta_properties
@@ -48,13 +42,12 @@ from storage_core.replication.partition import IsrUpdate
 from storage_core.replication.replica_fetcher_manager import ReplicaFetcherManager
 from storage_core.replication.replica_manager import ReplicaManager
 from storage_core.replication.replica_metrics import register_replica_manager_metrics
+from storage_core.server.admin_manager import AdminManager, dynamic_log_defaults
+from storage_core.server.broker_services import BrokerEndpoint, BrokerServices
 from storage_core.server.cluster_membership import ClusterMembership, ran_on_log_dirs
-from storage_core.server.dynamic_broker_config import (
-    BrokerConfigUpdateError,
-    DynamicBrokerConfigStore,
-)
+from storage_core.server.dynamic_broker_config import DynamicBrokerConfigStore
 from storage_core.server.group_coordinator_setup import start_group_coordinator
-from storage_core.server.handlers import ApiHandler, build_registry
+from storage_core.server.handlers import build_registry
 from storage_core.server.kafka_config import KafkaConfig
 from storage_core.server.socket_server import SocketServer
 from storage_core.server.socket_server_config import SocketServerConfig
@@ -67,19 +60,7 @@ from storage_core.tiered.topic_based_rlmm.manager import TopicBasedRemoteLogMeta
 
 logger = logging.getLogger(__name__)
 
-INTERNAL_TOPIC_PREFIX = "__"
-INTERNAL_TOPIC_REPLICATION_FACTORS = {
-    OFFSETS_TOPIC_NAME: "offsets.topic.replication.factor",
-    "__remote_log_metadata": "remote.log.metadata.topic.replication.factor",
-}
 DELETION_RETRY_S = 5.0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BrokerEndpoint:
-    node_id: int
-    host: str
-    port: int
 
 
 class KafkaBroker:
@@ -92,10 +73,10 @@ class KafkaBroker:
         log_dirs = config.log_dirs()
         log_dirs[0].mkdir(parents=True, exist_ok=True)
         self.dynamic_broker_config = DynamicBrokerConfigStore(log_dirs[0])
-        self.default_log_config = self._dynamic_log_defaults()
+        default_log_config = dynamic_log_defaults(config, self.dynamic_broker_config)
         self.log_manager = LogManager(
             log_dirs,
-            self.default_log_config,
+            default_log_config,
             topic_configs=self._topic_overrides,
             clock=clock,
             retention_check_interval_ms=config.get_int("log.retention.check.interval.ms"),
@@ -133,6 +114,15 @@ class KafkaBroker:
             cache=self.metadata_cache,
             remote_storage_system_enable=config.get_bool("remote.log.storage.system.enable"),
         )
+        self.admin_manager = AdminManager(
+            config,
+            dynamic_broker_config=self.dynamic_broker_config,
+            default_log_config=default_log_config,
+            log_manager=self.log_manager,
+            topic_store=self.topic_store,
+            topic_log_config=self.topic_log_config,
+            uses_zookeeper=self.membership.uses_zookeeper,
+        )
 
         self.metrics = KafkaMetricsRegistry(clock=clock)
         self.metrics_server: MetricsHttpServer | None = None
@@ -164,7 +154,7 @@ class KafkaBroker:
             self.replica_manager,
             offline_partitions=lambda: len(self.metadata_cache.image().offline()),
         )
-        self.api_registry: dict[int, ApiHandler] = build_registry()
+        api_registry = build_registry()
         self.group_coordinator: GroupCoordinator | None = None
         self.remote_log_metadata_manager: TopicBasedRemoteLogMetadataManager | None = None
         self._rlmm_startup = RemoteLogMetadataManagerStartup(self, self._use_rlmm)
@@ -190,49 +180,29 @@ class KafkaBroker:
                     " set remote.log.storage.manager.class.name and its rsm.config.* settings"
                 )
         self.replica_manager.remote_log_manager = self.remote_log_manager
-        self.socket_server = SocketServer(self, config=SocketServerConfig.from_kafka_config(config))
         self.endpoint = BrokerEndpoint(node_id=self.broker_id, host="127.0.0.1", port=-1)
-        self._topic_lock = threading.RLock()
+        self.services = BrokerServices(
+            broker_id=self.broker_id,
+            config=config,
+            clock=clock,
+            replica_manager=self.replica_manager,
+            log_manager=self.log_manager,
+            metadata_cache=self.metadata_cache,
+            topic_store=self.topic_store,
+            controller=self.controller,
+            producer_id_manager=self.producer_id_manager,
+            dynamic_broker_config=self.dynamic_broker_config,
+            admin_manager=self.admin_manager,
+            api_versions=api_registry,
+            current_endpoint=lambda: self.endpoint,
+            current_group_coordinator=lambda: self.group_coordinator,
+        )
+        self.socket_server = SocketServer(
+            self.services, api_registry, config=SocketServerConfig.from_kafka_config(config)
+        )
         self._hosting_lock = threading.RLock()
         self._startup_topic_configs: dict[str, dict[str, str]] = {}
         self._stopped = asyncio.Event()
-
-    # ------------------------------------------------------------------ dynamic configs
-    def _dynamic_log_defaults(
-        self, *, default: Mapping[str, str] | None = None, broker: Mapping[str, str] | None = None
-    ) -> LogConfig:
-        """Topic defaults from server.properties, the cluster's dynamic defaults and this
-        broker's dynamic configs, the last winning (Kafka's DynamicLogConfig); ``default`` and
-        ``broker`` replace the stored dynamic configs of their level."""
-        store = self.dynamic_broker_config
-        return LogConfig.from_broker_props(
-            {
-                **self.config.props,
-                **(store.configs(per_broker=False) if default is None else default),
-                **(store.configs(per_broker=True) if broker is None else broker),
-            }
-        )
-
-    def alter_dynamic_broker_configs(self, configs: Mapping[str, str], *, per_broker: bool) -> None:
-        """Persist a resource's new dynamic configs; topic defaults take effect at once on every
-        topic without its own override (a new ``log.retention.ms`` at the next retention pass).
-        Nothing changes when the resulting topic defaults are invalid (INVALID_REQUEST).
-        """
-        with self._topic_lock:
-            try:
-                defaults = self._dynamic_log_defaults(
-                    **({"broker": configs} if per_broker else {"default": configs})
-                )
-            except InvalidConfigError as error:
-                raise BrokerConfigUpdateError(str(error)) from None
-            self.dynamic_broker_config.replace(configs, per_broker=per_broker)
-            if defaults == self.default_log_config:
-                return
-            self.default_log_config = defaults
-            self.log_manager.default_config = defaults
-            for name in self.topic_store.topics():
-                self.log_manager.update_topic_config(name, self.topic_log_config(name))
-            logger.info("dynamic topic defaults applied per_broker=%s", per_broker)
 
     # ------------------------------------------------------------------ topics
     def _topic_overrides(self, topic: str) -> Mapping[str, str]:
@@ -242,7 +212,7 @@ class KafkaBroker:
         return info.configs
 
     def topic_log_config(self, topic: str) -> LogConfig:
-        return self.default_log_config.with_overrides(self._topic_overrides(topic))
+        return self.admin_manager.default_log_config.with_overrides(self._topic_overrides(topic))
 
     @property
     def cluster_id(self) -> str:
@@ -251,135 +221,19 @@ class KafkaBroker:
     def _unclean_leader_election_enable(self, topic: str) -> bool:
         return self.topic_log_config(topic).unclean_leader_election_enable
 
-    def create_topic(
-        self,
-        name: str,
-        num_partitions: int,
-        replication_factor: int,
-        configs: Mapping[str, str],
-        *,
-        validate_only: bool = False,
-        internal: bool = False,
-        replica_assignment: Sequence[Sequence[int]] | None = None,
-        from_any_broker: bool = False,
-    ) -> TopicInfo:
-        """Create a topic (or only validate, as CreateTopics can); it returns once this
-        broker's metadata shows the topic with its leaders.
-
-        ``replica_assignment`` (replicas by partition 0..n-1) replaces the count and factor.
-        """
-        if num_partitions == -1:
-            num_partitions = self.config.get_int("num.partitions")
-        if replication_factor == -1:
-            replication_factor = self.config.get_int("default.replication.factor")
-        if validate_only:
-            return self.topic_store.validate_new_topic(
-                name,
-                num_partitions,
-                replication_factor,
-                configs,
-                self.default_log_config,
-                replica_assignment=replica_assignment,
-            )
-        return self.topic_store.create_topic(
-            name,
-            num_partitions,
-            replication_factor,
-            configs,
-            self.default_log_config,
-            internal=internal,
-            replica_assignment=replica_assignment,
-            from_any_broker=from_any_broker,
-        )
-
-    def maybe_auto_create_topic(self, name: str) -> TopicInfo | None:
-        """Metadata for an unknown topic creates it when ``auto.create.topics.enable``."""
-        if not self.config.get_bool("auto.create.topics.enable"):
-            return None
-        if name.startswith(INTERNAL_TOPIC_PREFIX):
-            return None
-        existing = self.topic_store.get(name)
-        if existing is not None:
-            return existing
-        try:
-            return self.create_topic(
-                name,
-                self.config.get_int("num.partitions"),
-                self.config.get_int("default.replication.factor"),
-                {},
-                from_any_broker=True,
-            )
-        except TopicExistsError:  # created meanwhile by another client or broker
-            return self.topic_store.get(name)
-
     def ensure_internal_topic(
         self, name: str, num_partitions: int, configs: Mapping[str, str]
     ) -> TopicInfo:
-        """Create an internal topic (``__consumer_offsets``...) on first use, with its
-        configured replication factor (Kafka's rule: not before that many brokers are
-        registered; the single-node store has one broker, which is then enough)."""
-        existing = self.topic_store.get(name)
-        if existing is not None:
-            return existing
-        factor = self.config.get_int(
-            INTERNAL_TOPIC_REPLICATION_FACTORS.get(name, "default.replication.factor")
-        )
-        if not self.membership.uses_zookeeper:
-            factor = 1
-        try:
-            return self.create_topic(
-                name, num_partitions, factor, configs, internal=True, from_any_broker=True
-            )
-        except TopicExistsError:
-            # another broker created it first: its znode exists, this broker's metadata
-            # shows it a moment later
-            return self.topic_store.await_topic(name)
-
-    def delete_topic(self, name: str) -> TopicInfo:
-        """Mark the topic for deletion through the controller and wait until every replica's
-        broker has removed its logs and the topic is gone from this broker's metadata."""
-        if not self.config.get_bool("delete.topic.enable"):
-            raise PolicyViolationError("Topic deletion is disabled (delete.topic.enable=false).")
-        topic = self.topic_store.delete_topic(name)  # UNKNOWN_TOPIC_OR_PARTITION if unknown
-        self.topic_store.await_deleted(name, topic.topic_id)
-        return topic
-
-    def add_partitions(
-        self,
-        name: str,
-        new_total: int,
-        *,
-        validate_only: bool,
-        replica_assignment: Sequence[Sequence[int]] | None = None,
-    ) -> TopicInfo:
-        return self.topic_store.create_partitions(
-            name,
-            new_total,
-            validate_only=validate_only,
-            replica_assignment=replica_assignment,
-        )
-
-    def alter_topic_configs(
-        self,
-        name: str,
-        set_configs: Mapping[str, str],
-        delete_configs: tuple[str, ...],
-        *,
-        validate_only: bool,
-    ) -> TopicInfo:
-        """Write the topic's configs (every broker applies them from its metadata)."""
-        return self.topic_store.alter_configs(
-            name,
-            set_configs,
-            delete_configs,
-            self.default_log_config,
-            validate_only=validate_only,
-        )
+        """The internal topic as it is, or created now (``AdminManager.ensure_internal_topic``;
+        the broker-mode RLMM creates ``__remote_log_metadata`` through it)."""
+        return self.admin_manager.ensure_internal_topic(name, num_partitions, configs)
 
     # ------------------------------------------------------------------ controller decisions
     def _log_config_in(self, image: MetadataImage, topic: str) -> LogConfig:
         metadata = image.topic(topic)
-        return self.default_log_config.with_overrides(metadata.configs if metadata else {})
+        return self.admin_manager.default_log_config.with_overrides(
+            metadata.configs if metadata else {}
+        )
 
     def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
         """Where a follower reaches its leader: the leader's registered (advertised) address."""
@@ -582,7 +436,7 @@ class KafkaBroker:
                     " served partition=%s",
                     tp,
                 )
-        self.group_coordinator = await start_group_coordinator(self)
+        self.group_coordinator = await start_group_coordinator(self.services)
         await self._rlmm_startup.start()  # now, or once enough brokers are registered
         if self.remote_log_manager is not None:
             self.remote_log_manager.start()

@@ -1,15 +1,13 @@
-"""What a handler knows about the request it serves (Kafka's ``RequestContext``)."""
+"""What a handler knows about the request it serves (Kafka's ``RequestContext``), and the
+broker's managers it may use (``BrokerServices``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING
 
+from storage_core.server.broker_services import BrokerServices
 from storage_core.server.protocol import response_module
-
-if TYPE_CHECKING:
-    from storage_core.server.kafka_broker import KafkaBroker
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -19,7 +17,7 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     client_host: str
-    broker: KafkaBroker
+    services: BrokerServices
 
     @property
     def response_module(self) -> ModuleType:

@@ -38,31 +38,27 @@ import socket
 import struct
 import time
 from collections import Counter
+from collections.abc import Callable, Mapping
 from enum import Enum
-from typing import TYPE_CHECKING, Final
+from typing import Any, Final
 
-from kio.schema.errors import ErrorCode
+from kio.schema.index import api_key_map
 
 from storage_core.server.acceptor import Acceptor
-from storage_core.server.handlers import follower_fetch
-from storage_core.server.handlers.api_versions import api_versions_response
+from storage_core.server.broker_services import BrokerServices
+from storage_core.server.handlers import ApiHandler
 from storage_core.server.kafka_channel import ExpiryReason, KafkaChannel
 from storage_core.server.memory_pool import MemoryPool
 from storage_core.server.protocol import (
-    API_VERSIONS_KEY,
     MalformedRequestError,
     encode_response,
     parse_request,
     peek_key_version_correlation,
-    response_module,
 )
 from storage_core.server.request_context import RequestContext
 from storage_core.server.response_parts import ResponseParts, send_response_parts, write_all
 from storage_core.server.response_pipeline import DeferredResponse, Response, ResponsePipeline
 from storage_core.server.socket_server_config import STREAM_BUFFER_BYTES, SocketServerConfig
-
-if TYPE_CHECKING:
-    from storage_core.server.kafka_broker import KafkaBroker
 
 logger = logging.getLogger(__name__)
 
@@ -71,15 +67,23 @@ IDLE_CHECK_INTERVAL_MS_MAX = 1_000
 
 
 class SocketServer:
-    """Accepts connections on one listener and serves their requests through the broker.
+    """Accepts connections on one listener and serves their requests through the handler
+    registry (``api_registry``, API key -> handler), each with a context carrying ``services``.
 
     Connections, bytes of requests in memory and time are bounded as ``SocketServerConfig``
     describes; one task (``_expire_idle_connections``) closes idle connections and frames
     past their deadline. Thread-safety: one event loop.
     """
 
-    def __init__(self, broker: KafkaBroker, *, config: SocketServerConfig) -> None:
-        self._broker = broker
+    def __init__(
+        self,
+        services: BrokerServices,
+        api_registry: Mapping[int, ApiHandler],
+        *,
+        config: SocketServerConfig,
+    ) -> None:
+        self._services = services
+        self._api_registry = api_registry
         self._config = config
         self._memory_pool = MemoryPool(
             size_bytes=config.queued_max_request_bytes,
@@ -251,7 +255,7 @@ class SocketServer:
             await write_all(writer, response, channel.touch)
         elif isinstance(response, ResponseParts):
             await send_response_parts(
-                writer, response, self._broker.replica_manager.run_io, channel.touch
+                writer, response, self._services.replica_manager.run_io, channel.touch
             )
 
     @staticmethod
@@ -344,10 +348,18 @@ class SocketServer:
         except MalformedRequestError as error:
             logger.warning("closing connection client=%s reason=%s", client, error)
             return _CLOSE
-        handler = self._broker.api_registry.get(key)
+        handler = self._api_registry.get(key)
         if handler is None or not handler.supports(version):
-            if key == API_VERSIONS_KEY:
-                return self._unsupported_api_versions(correlation_id, client, host, version)
+            answer = handler.answer_unsupported_version if handler is not None else None
+            if answer is not None:
+                return self._answer_unsupported_version(
+                    answer,
+                    key,
+                    correlation_id=correlation_id,
+                    client=client,
+                    host=host,
+                    version=version,
+                )
             reason = (
                 f"unknown API key {key}"
                 if handler is None
@@ -357,9 +369,11 @@ class SocketServer:
             logger.warning("closing connection client=%s reason=%s", client, reason)
             return _CLOSE
         # A follower's fetch, the one request as frequent as produces under acks=all load,
-        # skips the generic codec (see follower_fetch); any other goes the general way.
-        follower = follower_fetch.decode(frame) if key == FETCH_KEY else None
-        if follower is None:
+        # skips the generic codec (its API's fast path, see follower_fetch); any other goes
+        # the general way.
+        fast_path = handler.fast_path
+        fast = fast_path.decode(frame) if fast_path is not None else None
+        if fast is None:
             try:
                 header, request = parse_request(frame)
             except MalformedRequestError as error:
@@ -371,11 +385,11 @@ class SocketServer:
                 correlation_id=correlation_id,
                 client_id=header.client_id,
                 client_host=host,
-                broker=self._broker,
+                services=self._services,
             )
         try:
-            if follower is not None:
-                return await follower_fetch.handle(self._broker, follower)
+            if fast_path is not None and fast is not None:
+                return await fast_path.handle(self._services, fast)
             body = await handler.handle(ctx, request)
             if body is None:  # acks=0 produce: no response at all
                 return None
@@ -394,27 +408,34 @@ class SocketServer:
             )
             return _CLOSE
 
-    def _unsupported_api_versions(
-        self, correlation_id: int, client: str, host: str, version: int
+    def _answer_unsupported_version(
+        self,
+        answer: Callable[[RequestContext], Any],
+        key: int,
+        *,
+        correlation_id: int,
+        client: str,
+        host: str,
+        version: int,
     ) -> bytes:
-        """KIP-511: answer an ApiVersions of an unknown version with v0 and error 35."""
+        """KIP-511: answer a request of a version this broker does not serve with v0 (the
+        handler's answer: ApiVersions' carries error 35)."""
         logger.info(
-            "ApiVersions v%d is newer than this broker serves; answering v0 client=%s",
+            "%s v%d is newer than this broker serves; answering v0 client=%s",
+            _api_name(key),
             version,
             client,
         )
         ctx = RequestContext(
-            api_key=API_VERSIONS_KEY,
+            api_key=key,
             api_version=0,
             correlation_id=correlation_id,
             client_id=None,
             client_host=host,
-            broker=self._broker,
+            services=self._services,
         )
-        body = api_versions_response(
-            ctx, response_module(API_VERSIONS_KEY, 0), ErrorCode.unsupported_version
-        )
-        return encode_response(API_VERSIONS_KEY, 0, correlation_id, body)
+        body = answer(ctx)
+        return encode_response(key, 0, correlation_id, body)
 
 
 class _Close(Enum):
@@ -425,9 +446,13 @@ class _Close(Enum):
 
 _CLOSE: Final = _Close.CONNECTION
 PRODUCE_KEY = 0
-FETCH_KEY = 1
 
 
 def _api_key(frame: bytes) -> int:
     """The API key of a frame (its first two bytes), before the frame is checked."""
     return int.from_bytes(frame[:2], "big", signed=True)
+
+
+def _api_name(key: int) -> str:
+    """The API's name as Kafka writes it (``ApiVersions``)."""
+    return "".join(part.capitalize() for part in api_key_map[key].split("_"))

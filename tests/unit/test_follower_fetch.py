@@ -19,9 +19,8 @@ from storage_core.client.replica_fetch_codec import PartitionFetch, encode_fetch
 from storage_core.common import TopicPartition, Uuid
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
-from storage_core.replication.delayed_fetch import FetchRequestPartition
 from storage_core.replication.partition import Partition
-from storage_core.replication.replica_manager import ReplicaManager
+from storage_core.replication.replica_manager import FetchRequestPartition, ReplicaManager
 from storage_core.server.handlers import fetch, follower_fetch
 from storage_core.server.kafka_config import KafkaConfig
 from storage_core.server.protocol import MalformedRequestError, parse_request
@@ -211,7 +210,7 @@ def test_its_answer_is_the_general_handlers_byte_for_byte(tmp_path: Path) -> Non
             correlation_id=header.correlation_id,
             client_id=header.client_id,
             client_host="127.0.0.1",
-            broker=broker,  # type: ignore[arg-type]
+            services=broker,  # type: ignore[arg-type]
         )
         general = await fetch.handle(ctx, request)
         answered = await follower_fetch.handle(broker, fast)  # type: ignore[arg-type]

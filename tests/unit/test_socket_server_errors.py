@@ -1,6 +1,6 @@
 """The listener's last line of defence: a handler that raises, or that returns a response the
 codec cannot encode, closes that one connection with one log record; the next connection is
-served. Runs the real ``SocketServer`` on a loopback port with a stub broker."""
+served. Runs the real ``SocketServer`` on a loopback port with stub handlers."""
 
 from __future__ import annotations
 
@@ -47,12 +47,14 @@ async def failing(ctx: RequestContext, request: Any) -> Any:
     raise RuntimeError("handler bug")
 
 
-class StubBroker:
-    def __init__(self) -> None:
-        self.api_registry = {
-            3: ApiHandler(api_key=3, min_version=10, max_version=10, handle=unencodable),
-            23: ApiHandler(api_key=23, min_version=4, max_version=4, handle=failing),
-        }
+API_REGISTRY = {
+    3: ApiHandler(api_key=3, min_version=10, max_version=10, handle=unencodable),
+    23: ApiHandler(api_key=23, min_version=4, max_version=4, handle=failing),
+}
+
+
+class StubServices:
+    """Nothing of the broker: the stub handlers use none of its managers."""
 
 
 def metadata_v10_request() -> bytes:
@@ -87,7 +89,7 @@ async def scenario(frame: bytes) -> tuple[bytes, bytes]:
         connections_max_idle_ms=600_000,
         queued_max_request_bytes=1 << 21,
     )
-    server = SocketServer(StubBroker(), config=config)  # type: ignore[arg-type]
+    server = SocketServer(StubServices(), API_REGISTRY, config=config)  # type: ignore[arg-type]
     port = await server.start("127.0.0.1", 0)
     try:
         first = await send_and_wait_for_close(port, frame)

@@ -62,8 +62,10 @@ def test_broker_creates_the_topic_and_serves_its_own_writes(tmp_path: Path) -> N
             assert info is not None and info.internal and len(info.partitions) == 4
             assert info.configs["retention.ms"] == "-1"
             assert info.configs["cleanup.policy"] == "delete"
-            topic = broker.create_topic("orders", 2, 1, {"remote.storage.enable": "true"})
-            plain = broker.create_topic("plain", 1, 1, {})
+            topic = broker.admin_manager.create_topic(
+                "orders", 2, 1, {"remote.storage.enable": "true"}
+            )
+            plain = broker.admin_manager.create_topic("plain", 1, 1, {})
             tip = TopicIdPartition(topic.topic_id, TopicPartition("orders", 1))
             rlmm = rlmm_of(broker)
 
@@ -101,7 +103,9 @@ def test_broker_restart_restores_caches_without_replaying(tmp_path: Path) -> Non
         broker = KafkaBroker(broker_config(tmp_path))
         await broker.start()
         try:
-            topic = broker.create_topic("orders", 1, 1, {"remote.storage.enable": "true"})
+            topic = broker.admin_manager.create_topic(
+                "orders", 1, 1, {"remote.storage.enable": "true"}
+            )
             tip = TopicIdPartition(topic.topic_id, TopicPartition("orders", 0))
             rlmm = rlmm_of(broker)
             for index in range(10):

@@ -43,21 +43,23 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 async def _alter(ctx: RequestContext, resource: Any, *, validate_only: bool) -> None:
-    broker = ctx.broker
+    services = ctx.services
     names = [c.name for c in resource.configs]
     check_unique_keys(names)
     nulls = [c.name for c in resource.configs if c.value is None]
     if nulls:
         raise InvalidRequestError("Null value not supported for : " + ", ".join(nulls))
     if resource.resource_type == ResourceType.BROKER:
-        check_broker_resource(resource.resource_name, broker.broker_id)
+        check_broker_resource(resource.resource_name, services.broker_id)
         per_broker = resource.resource_name != ""
         new_configs = {c.name: str(c.value) for c in resource.configs}
         validate_broker_configs(new_configs, per_broker=per_broker)
         if not validate_only:
-            await broker.replica_manager.run_io(
+            await services.replica_manager.run_io(
                 functools.partial(
-                    broker.alter_dynamic_broker_configs, new_configs, per_broker=per_broker
+                    services.admin_manager.alter_dynamic_broker_configs,
+                    new_configs,
+                    per_broker=per_broker,
                 )
             )
         return
@@ -65,12 +67,12 @@ async def _alter(ctx: RequestContext, resource: Any, *, validate_only: bool) -> 
         raise InvalidRequestError(
             f"Unsupported resource type {resource.resource_type} for AlterConfigs"
         )
-    info = topic_info_or_raise(broker, resource.resource_name)
+    info = topic_info_or_raise(services, resource.resource_name)
     set_configs = {c.name: str(c.value) for c in resource.configs}
     delete_configs = tuple(k for k in info.configs if k not in set_configs)
-    await broker.replica_manager.run_io(
+    await services.replica_manager.run_io(
         functools.partial(
-            broker.alter_topic_configs,
+            services.admin_manager.alter_topic_configs,
             resource.resource_name,
             set_configs,
             delete_configs,

@@ -34,7 +34,7 @@ NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     requested: dict[TopicPartition, tuple[int, ...] | None] = {}
     for topic in request.topics:
         for partition in topic.partitions:
@@ -51,11 +51,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             f" {MAX_PARTITIONS_PER_REQUEST} one request may name: split it into smaller requests",
             allow_change,
         )
-    if not broker.controller.is_active:
+    if not services.controller.is_active:
         return _top_level(ctx, ErrorCode.not_controller, NOT_CONTROLLER_MESSAGE, allow_change)
     try:
         outcomes: dict[TopicPartition, ReassignmentOutcome] = await asyncio.wrap_future(
-            broker.controller.alter_partition_reassignments(
+            services.controller.alter_partition_reassignments(
                 requested, allow_replication_factor_change=allow_change
             )
         )

@@ -19,7 +19,7 @@ MAX_VERSION = 4
 def api_versions_response(ctx: RequestContext, module: ModuleType, error: ErrorCode) -> Any:
     keys = tuple(
         module.ApiVersion(api_key=h.api_key, min_version=h.min_version, max_version=h.max_version)
-        for h in sorted(ctx.broker.api_registry.values(), key=lambda h: h.api_key)
+        for h in sorted(ctx.services.api_versions.values(), key=lambda h: h.api_key)
     )
     return build(
         module.ApiVersionsResponse,
@@ -31,3 +31,9 @@ def api_versions_response(ctx: RequestContext, module: ModuleType, error: ErrorC
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     return api_versions_response(ctx, ctx.response_module, ErrorCode.none)
+
+
+def answer_unsupported_version(ctx: RequestContext) -> Any:
+    """KIP-511: an ApiVersions of a version this broker does not serve is answered with v0
+    and UNSUPPORTED_VERSION (35), listing the versions it serves."""
+    return api_versions_response(ctx, ctx.response_module, ErrorCode.unsupported_version)

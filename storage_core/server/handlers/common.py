@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime
 import logging
 import uuid
-from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -13,6 +12,7 @@ from storage_core.common import ZERO_UUID, Uuid
 from storage_core.controller.zk_data import BrokerRegistration
 from storage_core.controller.zk_data import EndPoint as ZkEndPoint
 from storage_core.errors import StorageError
+from storage_core.server.broker_services import BrokerServices
 
 logger = logging.getLogger(__name__)
 
@@ -62,15 +62,15 @@ def to_kio_timestamp(timestamp_ms: int) -> datetime.datetime | None:
     )
 
 
-def live_brokers(broker: Any) -> list[BrokerRegistration]:
+def live_brokers(services: BrokerServices) -> list[BrokerRegistration]:
     """The registered brokers, this one always included (it is answering: a client must be able
     to reach it even in the moment before its own registration shows in its metadata)."""
-    image = broker.metadata_cache.image()
+    image = services.metadata_cache.image()
     brokers = dict(image.brokers)
-    if broker.broker_id not in brokers and broker.endpoint.port > 0:
-        endpoint = broker.endpoint
-        brokers[broker.broker_id] = BrokerRegistration(
-            broker_id=broker.broker_id,
+    if services.broker_id not in brokers and services.endpoint.port > 0:
+        endpoint = services.endpoint
+        brokers[services.broker_id] = BrokerRegistration(
+            broker_id=services.broker_id,
             endpoints=(ZkEndPoint(listener="PLAINTEXT", host=endpoint.host, port=endpoint.port),),
         )
     return [brokers[b] for b in sorted(brokers)]

@@ -35,7 +35,7 @@ from storage_core.server.kafka_config import BROKER_CONFIG_DEFS
 from storage_core.server.protocol import build
 
 if TYPE_CHECKING:
-    from storage_core.server.kafka_broker import KafkaBroker
+    from storage_core.server.broker_services import BrokerServices
 
 MAX_RESOURCES_PER_REQUEST = 1000
 MAX_CONFIGS_PER_RESOURCE = 1000
@@ -447,10 +447,10 @@ def incremental_changes(
     return set_configs, tuple(delete_configs)
 
 
-def topic_info_or_raise(broker: KafkaBroker, name: str) -> TopicInfo:
+def topic_info_or_raise(services: BrokerServices, name: str) -> TopicInfo:
     """The topic, or INVALID_TOPIC_EXCEPTION / UNKNOWN_TOPIC_OR_PARTITION."""
     validate_topic_name(name)
-    info = broker.topic_store.get(name)
+    info = services.topic_store.get(name)
     if info is None:
         raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
     return info

@@ -27,7 +27,7 @@ MAX_VERSION = 3
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = ctx.response_module
-    broker = ctx.broker
+    services = ctx.services
     counts = Counter(t.name for t in request.topics)
     results = []
     for topic in request.topics:
@@ -35,15 +35,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         try:
             if counts[topic.name] > 1:
                 raise InvalidRequestError("Duplicate topic in request.")
-            info = broker.topic_store.get(topic.name)
+            info = services.topic_store.get(topic.name)
             if info is None:
                 raise UnknownTopicOrPartitionError(f"The topic '{topic.name}' does not exist.")
             assignment = None
             if topic.assignments is not None:
                 assignment = tuple(tuple(int(b) for b in a.broker_ids) for a in topic.assignments)
-            await broker.replica_manager.run_io(
+            await services.replica_manager.run_io(
                 functools.partial(
-                    broker.add_partitions,
+                    services.admin_manager.add_partitions,
                     topic.name,
                     int(topic.count),
                     validate_only=bool(request.validate_only),

@@ -49,7 +49,7 @@ MAX_VERSION = 7
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = ctx.response_module
-    broker = ctx.broker
+    services = ctx.services
     counts = Counter(t.name for t in request.topics)
     results = []
     for topic in request.topics:
@@ -78,16 +78,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             continue
         configs = {c.name: c.value for c in topic.configs if c.value is not None}
         try:
-            info = await broker.replica_manager.run_io(
+            info = await services.replica_manager.run_io(
                 functools.partial(
-                    broker.create_topic,
+                    services.admin_manager.create_topic,
                     topic.name,
                     int(topic.num_partitions),
                     int(topic.replication_factor),
                     configs,
                     validate_only=bool(request.validate_only),
                     replica_assignment=_manual_assignment(
-                        topic, brokers=broker.topic_store.broker_ids()
+                        topic, brokers=services.topic_store.broker_ids()
                     ),
                 )
             )
@@ -147,13 +147,13 @@ def _effective_configs(module: Any, ctx: RequestContext, info: TopicInfo) -> tup
     config_class = getattr(module, "CreatableTopicConfigs", None)
     if config_class is None:
         return ()
-    broker = ctx.broker
+    services = ctx.services
     rows = describe_topic(
         info,
-        broker.default_log_config,
-        broker.config.props,
-        dynamic=broker.dynamic_broker_config.configs(per_broker=True),
-        dynamic_default=broker.dynamic_broker_config.configs(per_broker=False),
+        services.admin_manager.default_log_config,
+        services.config.props,
+        dynamic=services.dynamic_broker_config.configs(per_broker=True),
+        dynamic_default=services.dynamic_broker_config.configs(per_broker=False),
     )
     return tuple(
         config_class(

@@ -54,7 +54,7 @@ class _RequestTimedOutError(StorageError):
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = ctx.response_module
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replica_manager
     wanted = [
         (TopicPartition(topic.name, p.partition_index), int(p.offset))
         for topic in request.topics

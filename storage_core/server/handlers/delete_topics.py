@@ -24,7 +24,7 @@ MAX_VERSION = 6
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = ctx.response_module
-    broker = ctx.broker
+    services = ctx.services
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
@@ -34,15 +34,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         name = requested_name
         try:
             if name is None:
-                by_id = broker.topic_store.get_by_id(from_kio_uuid(topic_id))
+                by_id = services.topic_store.get_by_id(from_kio_uuid(topic_id))
                 if by_id is None:
                     raise _UnknownTopicIdError(f"No topic with id {topic_id}.")
                 name = by_id.name
-            existing = broker.topic_store.get(name)
+            existing = services.topic_store.get(name)
             if existing is not None and existing.internal:
                 raise _InvalidTopicDeletionError(f"Internal topic {name} cannot be deleted.")
-            deleted = await broker.replica_manager.run_io(
-                functools.partial(broker.delete_topic, name)
+            deleted = await services.replica_manager.run_io(
+                functools.partial(services.admin_manager.delete_topic, name)
             )
             results.append(
                 build(

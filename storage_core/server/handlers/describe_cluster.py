@@ -30,7 +30,7 @@ CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = ctx.response_module
-    broker = ctx.broker
+    services = ctx.services
     endpoint_type = int(getattr(request, "endpoint_type", BROKER_ENDPOINT))
     if endpoint_type not in (BROKER_ENDPOINT, CONTROLLER_ENDPOINT):
         return _error(
@@ -58,8 +58,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error_code=ErrorCode.none,
         error_message=None,
         endpoint_type=BROKER_ENDPOINT,
-        cluster_id=broker.cluster_id,
-        controller_id=broker.metadata_cache.image().controller_id,
+        cluster_id=services.cluster_id,
+        controller_id=services.metadata_cache.image().controller_id,
         brokers=tuple(
             build(
                 module.DescribeClusterBroker,
@@ -69,7 +69,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 rack=b.rack,
                 is_fenced=False,
             )
-            for b in live_brokers(broker)
+            for b in live_brokers(services)
         ),
         cluster_authorized_operations=operations,
     )

@@ -71,25 +71,25 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 def _describe(ctx: RequestContext, resource_type: int, name: str) -> list[DescribedConfig]:
-    broker = ctx.broker
+    services = ctx.services
     if resource_type == ResourceType.TOPIC:
-        info = topic_info_or_raise(broker, name)
-        store = broker.dynamic_broker_config
+        info = topic_info_or_raise(services, name)
+        store = services.dynamic_broker_config
         return describe_topic(
             info,
-            broker.default_log_config,
-            broker.config.props,
+            services.admin_manager.default_log_config,
+            services.config.props,
             dynamic=store.configs(per_broker=True),
             dynamic_default=store.configs(per_broker=False),
         )
     if resource_type == ResourceType.BROKER:
-        check_broker_resource(name, broker.broker_id)
-        store = broker.dynamic_broker_config
+        check_broker_resource(name, services.broker_id)
+        store = services.dynamic_broker_config
         if name == "":
             return describe_dynamic_default(store.configs(per_broker=False))
         return describe_broker(
-            broker.default_log_config,
-            broker.config.props,
+            services.admin_manager.default_log_config,
+            services.config.props,
             dynamic=store.configs(per_broker=True),
             dynamic_default=store.configs(per_broker=False),
         )

@@ -28,11 +28,11 @@ MAX_VERSION = 5
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = ctx.response_module
-    log_manager = ctx.broker.log_manager
+    log_manager = ctx.services.log_manager
     wanted: set[TopicPartition] | None = None
     if request.topics is not None:
         wanted = {TopicPartition(t.topic, int(p)) for t in request.topics for p in t.partitions}
-    results = await ctx.broker.replica_manager.run_io(
+    results = await ctx.services.replica_manager.run_io(
         lambda: [_describe_dir(module, log_manager, d, wanted) for d in log_manager.log_dirs]
     )
     return build(

@@ -73,7 +73,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 def _describe(ctx: RequestContext, request: Any) -> Any:
     module = ctx.response_module
-    image = ctx.broker.metadata_cache.image()
+    image = ctx.services.metadata_cache.image()
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""
     fetch_all = not request.topics

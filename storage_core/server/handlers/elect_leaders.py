@@ -28,6 +28,7 @@ from kio.schema.errors import ErrorCode
 from storage_core.common import TopicPartition
 from storage_core.controller.kafka_controller import ElectionOutcome
 from storage_core.controller.kafka_zk_client import ControllerMovedError
+from storage_core.server.broker_services import BrokerServices
 from storage_core.server.handlers.common import NO_THROTTLE, milliseconds
 from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
@@ -47,7 +48,7 @@ NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     requested = _requested(request)
     election_type = int(getattr(request, "election_type", PREFERRED))
     if election_type not in (PREFERRED, UNCLEAN):
@@ -62,17 +63,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             f"ElectLeaders asks for {len(requested)} partitions, more than the"
             f" {MAX_PARTITIONS_PER_REQUEST} one request may name: split it into smaller requests",
         )
-    if not broker.controller.is_active:
+    if not services.controller.is_active:
         return _error_response(ctx, requested, ErrorCode.not_controller, NOT_CONTROLLER_MESSAGE)
-    partitions = requested if requested is not None else _all_partitions(broker)
+    partitions = requested if requested is not None else _all_partitions(services)
     try:
         outcomes: dict[TopicPartition, ElectionOutcome] = await asyncio.wrap_future(
-            broker.controller.elect_leaders(partitions, unclean=election_type == UNCLEAN)
+            services.controller.elect_leaders(partitions, unclean=election_type == UNCLEAN)
         )
     except ControllerMovedError:
         return _error_response(ctx, requested, ErrorCode.not_controller, NOT_CONTROLLER_MESSAGE)
     timeout_ms = min(max(milliseconds(request.timeout), 0), MAX_WAIT_MS)
-    results = await _await_leaders(broker, outcomes, timeout_ms)
+    results = await _await_leaders(services, outcomes, timeout_ms)
     if requested is None:
         results = {tp: r for tp, r in results.items() if r[0] is not ErrorCode.election_not_needed}
     return _response(ctx, ErrorCode.none, results)
@@ -88,8 +89,8 @@ def _requested(request: Any) -> list[TopicPartition] | None:
     return list(wanted)
 
 
-def _all_partitions(broker: Any) -> list[TopicPartition]:
-    image = broker.metadata_cache.image()
+def _all_partitions(services: BrokerServices) -> list[TopicPartition]:
+    image = services.metadata_cache.image()
     return [
         TopicPartition(topic.name, p.partition)
         for topic in image.topics.values()
@@ -98,7 +99,7 @@ def _all_partitions(broker: Any) -> list[TopicPartition]:
 
 
 async def _await_leaders(
-    broker: Any, outcomes: dict[TopicPartition, ElectionOutcome], timeout_ms: int
+    services: BrokerServices, outcomes: dict[TopicPartition, ElectionOutcome], timeout_ms: int
 ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
     """Each partition's answer; an elected one once this broker's metadata shows its leader."""
     results: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
@@ -112,7 +113,7 @@ async def _await_leaders(
             results[tp] = (ErrorCode.none, None)
     deadline = time.monotonic() + timeout_ms / 1000
     while waiting:
-        image = broker.metadata_cache.image()
+        image = services.metadata_cache.image()
         for tp, leader in list(waiting.items()):
             shown = image.partition(tp)
             if shown is not None and shown.leader == leader:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
-from storage_core.replication.delayed_fetch import (
+from storage_core.replication.replica_manager import (
     FetchRequestPartition,
     FetchResult,
     close_regions,
@@ -34,7 +34,7 @@ from storage_core.server.request_context import RequestContext
 from storage_core.server.response_parts import ResponseParts
 
 if TYPE_CHECKING:
-    from storage_core.server.kafka_broker import KafkaBroker
+    from storage_core.server.broker_services import BrokerServices
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -44,14 +44,14 @@ MAX_WAIT_MS_MAX = 30_000  # a bound on how long one request may park in the purg
 
 
 async def handle(ctx: RequestContext, request: Any) -> ResponseParts:
-    broker = ctx.broker
+    services = ctx.services
     by_id = ctx.api_version >= 13
     wanted: dict[TopicPartition, FetchRequestPartition] = {}
     layout: list[tuple[Any, str | None, list[int]]] = []  # (topic key, name, partitions)
     topic_errors: dict[int, ErrorCode] = {}
     for index, topic in enumerate(request.topics):
         if by_id:
-            info = broker.topic_store.get_by_id(from_kio_uuid(topic.topic_id))
+            info = services.topic_store.get_by_id(from_kio_uuid(topic.topic_id))
             name = info.name if info is not None else None
             if info is None:
                 topic_errors[index] = ErrorCode.unknown_topic_id
@@ -70,7 +70,7 @@ async def handle(ctx: RequestContext, request: Any) -> ResponseParts:
                 topic_id=from_kio_uuid(topic.topic_id) if by_id else None,
             )
     results = await read_partitions(
-        broker,
+        services,
         wanted,
         max_wait_ms=milliseconds(request.max_wait),
         min_bytes=int(request.min_bytes),
@@ -102,7 +102,7 @@ async def handle(ctx: RequestContext, request: Any) -> ResponseParts:
 
 
 async def read_partitions(
-    broker: KafkaBroker,
+    services: BrokerServices,
     wanted: dict[TopicPartition, FetchRequestPartition],
     *,
     max_wait_ms: int,
@@ -112,13 +112,13 @@ async def read_partitions(
 ) -> dict[TopicPartition, FetchResult]:
     """The reads a Fetch asks for, within the broker's bounds; record sets of 64 KiB and
     more come back as file regions, which the caller must close."""
-    return await broker.replica_manager.fetch_messages(
+    return await services.replica_manager.fetch_messages(
         wanted,
         max_wait_ms=min(max_wait_ms, MAX_WAIT_MS_MAX),
         min_bytes=min_bytes,
         # As Kafka: a response never exceeds the broker's fetch.max.bytes, whatever the client
         # asks for (a 2 GiB max_bytes would otherwise build a response of the whole log).
-        max_bytes=min(max_bytes, broker.config.get_int("fetch.max.bytes")),
+        max_bytes=min(max_bytes, services.config.get_int("fetch.max.bytes")),
         zero_copy=True,
         replica_id=replica_id,
     )

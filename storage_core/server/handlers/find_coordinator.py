@@ -37,11 +37,11 @@ MAX_COORDINATOR_KEYS = 10_000
 async def _maybe_create_offsets_topic(ctx: RequestContext) -> None:
     """The first FindCoordinator creates ``__consumer_offsets`` when the broker could not at
     start (too few brokers for ``offsets.topic.replication.factor``), as Kafka does."""
-    broker = ctx.broker
-    if coordinator_of(ctx) is None or broker.metadata_cache.image().topic(OFFSETS_TOPIC_NAME):
+    services = ctx.services
+    if coordinator_of(ctx) is None or services.metadata_cache.image().topic(OFFSETS_TOPIC_NAME):
         return
     try:
-        await broker.replica_manager.run_io(functools.partial(ensure_offsets_topic, broker))
+        await services.replica_manager.run_io(functools.partial(ensure_offsets_topic, services))
     except StorageError as error:
         logger.info("%s not created yet: %s", OFFSETS_TOPIC_NAME, error)
 
@@ -55,11 +55,11 @@ def _answer(
     if coordinator is None or not coordinator.is_active:
         message = "the group coordinator is not available yet"
         return ErrorCode.coordinator_not_available, message, -1, "", -1
-    endpoint = ctx.broker.endpoint
+    endpoint = ctx.services.endpoint
     if key_type == TRANSACTION_KEY_TYPE:
         return ErrorCode.none, None, endpoint.node_id, endpoint.host, endpoint.port
     # the group's coordinator is the leader of its __consumer_offsets partition
-    image = ctx.broker.metadata_cache.image()
+    image = ctx.services.metadata_cache.image()
     if image.topic(OFFSETS_TOPIC_NAME) is None:
         message = f"{OFFSETS_TOPIC_NAME} does not exist yet"
         return ErrorCode.coordinator_not_available, message, -1, "", -1

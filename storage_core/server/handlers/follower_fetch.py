@@ -31,13 +31,13 @@ from storage_core.client.replica_fetch_codec import PartitionFetch
 from storage_core.common import TopicPartition
 from storage_core.errors import CorruptRecordError
 from storage_core.records.varint import decode_unsigned_varint
-from storage_core.replication.delayed_fetch import FetchRequestPartition, close_regions
+from storage_core.replication.replica_manager import FetchRequestPartition, close_regions
 from storage_core.server.fetch_response import FetchTopicResponse, encode_fetch_response
 from storage_core.server.handlers.fetch import partition_response, read_partitions
 from storage_core.server.response_parts import ResponseParts
 
 if TYPE_CHECKING:
-    from storage_core.server.kafka_broker import KafkaBroker
+    from storage_core.server.broker_services import BrokerServices
 
 API_KEY = 1
 VERSION = 12
@@ -133,12 +133,12 @@ def _is_utf8(frame: bytes, start: int, end: int) -> bool:
     return True
 
 
-async def handle(broker: KafkaBroker, fetch: FollowerFetch) -> ResponseParts:
+async def handle(services: BrokerServices, fetch: FollowerFetch) -> ResponseParts:
     """The FetchResponse v12 frame answering ``fetch``, as the general handler makes it."""
     wanted = fetch.partition
     tp = TopicPartition(wanted.topic, wanted.partition)
     results = await read_partitions(
-        broker,
+        services,
         {
             tp: FetchRequestPartition(
                 fetch_offset=wanted.fetch_offset,

@@ -18,7 +18,7 @@ NOT_RUNNING = CoordinatorNotAvailableError("the group coordinator is not running
 
 def coordinator_of(ctx: RequestContext) -> GroupCoordinator | None:
     """The broker's group coordinator, or None when it has none (yet)."""
-    coordinator = getattr(ctx.broker, "group_coordinator", None)
+    coordinator = getattr(ctx.services, "group_coordinator", None)
     return coordinator if isinstance(coordinator, GroupCoordinator) else None
 
 

@@ -54,23 +54,25 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 async def _alter(ctx: RequestContext, resource: Any, *, validate_only: bool) -> None:
-    broker = ctx.broker
+    services = ctx.services
     names = [c.name for c in resource.configs]
     check_unique_keys(names)
     ops = [(c.name, int(c.config_operation), c.value) for c in resource.configs]
     check_operations(ops)
     if resource.resource_type == ResourceType.BROKER:
-        check_broker_resource(resource.resource_name, broker.broker_id)
+        check_broker_resource(resource.resource_name, services.broker_id)
         per_broker = resource.resource_name != ""
-        store = broker.dynamic_broker_config
+        store = services.dynamic_broker_config
         new_configs = incremental_broker_changes(
-            ops, store.configs(per_broker=per_broker), broker.config.props
+            ops, store.configs(per_broker=per_broker), services.config.props
         )
         validate_broker_configs(new_configs, per_broker=per_broker)
         if not validate_only:
-            await broker.replica_manager.run_io(
+            await services.replica_manager.run_io(
                 functools.partial(
-                    broker.alter_dynamic_broker_configs, new_configs, per_broker=per_broker
+                    services.admin_manager.alter_dynamic_broker_configs,
+                    new_configs,
+                    per_broker=per_broker,
                 )
             )
         return
@@ -78,12 +80,12 @@ async def _alter(ctx: RequestContext, resource: Any, *, validate_only: bool) -> 
         raise InvalidRequestError(
             f"Unsupported resource type {resource.resource_type} for IncrementalAlterConfigs"
         )
-    info = topic_info_or_raise(broker, resource.resource_name)
-    current = broker.default_log_config.with_overrides(info.configs).to_props()
+    info = topic_info_or_raise(services, resource.resource_name)
+    current = services.admin_manager.default_log_config.with_overrides(info.configs).to_props()
     set_configs, delete_configs = incremental_changes(ops, current)
-    await broker.replica_manager.run_io(
+    await services.replica_manager.run_io(
         functools.partial(
-            broker.alter_topic_configs,
+            services.admin_manager.alter_topic_configs,
             resource.resource_name,
             set_configs,
             delete_configs,

@@ -38,8 +38,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             producer_id=-1,
             producer_epoch=-1,
         )
-    producer_id = await ctx.broker.replica_manager.run_io(
-        ctx.broker.producer_id_manager.generate_producer_id
+    producer_id = await ctx.services.replica_manager.run_io(
+        ctx.services.producer_id_manager.generate_producer_id
     )
     return build(
         module.InitProducerIdResponse,

@@ -34,7 +34,7 @@ EARLIEST = -2
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = ctx.response_module
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replica_manager
     topics = []
     for topic in request.topics:
         partitions = []

@@ -30,7 +30,7 @@ NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     requested: list[TopicPartition] | None = None
     if request.topics is not None:
         wanted: dict[TopicPartition, None] = {}  # a set, in the order asked
@@ -45,11 +45,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 f"ListPartitionReassignments names {len(requested)} partitions, more than the"
                 f" {MAX_PARTITIONS_PER_REQUEST} one request may name",
             )
-    if not broker.controller.is_active:
+    if not services.controller.is_active:
         return _top_level(ctx, ErrorCode.not_controller, NOT_CONTROLLER_MESSAGE)
     try:
         ongoing: dict[TopicPartition, ReplicaAssignment] = await asyncio.wrap_future(
-            broker.controller.list_partition_reassignments(requested)
+            services.controller.list_partition_reassignments(requested)
         )
     except ControllerMovedError:
         return _top_level(ctx, ErrorCode.not_controller, NOT_CONTROLLER_MESSAGE)

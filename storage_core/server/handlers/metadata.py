@@ -28,7 +28,7 @@ from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 
 if TYPE_CHECKING:
-    from storage_core.server.kafka_broker import KafkaBroker
+    from storage_core.server.broker_services import BrokerServices
 
 API_KEY = 3
 MIN_VERSION = 0
@@ -37,12 +37,12 @@ MAX_VERSION = 12
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = ctx.response_module
-    broker = ctx.broker
-    store = broker.topic_store
+    services = ctx.services
+    store = services.topic_store
     topics: list[Any] = []
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
         for known in sorted(store.topics().values(), key=lambda t: t.name):
-            topics.append(_topic(module, known, broker, ctx.api_version))
+            topics.append(_topic(module, known, services, ctx.api_version))
     else:
         allow_create = ctx.api_version < 4 or bool(request.allow_auto_topic_creation)
         for requested in request.topics:
@@ -59,7 +59,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         _error_topic(module, None, ErrorCode.unknown_topic_id, requested.topic_id)
                     )
                 else:
-                    topics.append(_topic(module, by_id, broker, ctx.api_version))
+                    topics.append(_topic(module, by_id, services, ctx.api_version))
                 continue
             info: TopicInfo | None = None
             try:
@@ -67,8 +67,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 info = store.get(name)
                 if info is None and allow_create:
                     # Creating logs fsyncs files: keep it off the event loop.
-                    info = await broker.replica_manager.run_io(
-                        functools.partial(broker.maybe_auto_create_topic, name)
+                    info = await services.replica_manager.run_io(
+                        functools.partial(services.admin_manager.maybe_auto_create_topic, name)
                     )
             except StorageError as error:
                 topics.append(_error_topic(module, name, error_code_of(error)))
@@ -76,8 +76,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if info is None:
                 topics.append(_error_topic(module, name, ErrorCode.unknown_topic_or_partition))
             else:
-                topics.append(_topic(module, info, broker, ctx.api_version))
-    image = broker.metadata_cache.image()
+                topics.append(_topic(module, info, services, ctx.api_version))
+    image = services.metadata_cache.image()
     return build(
         module.MetadataResponse,
         throttle_time=NO_THROTTLE,
@@ -89,26 +89,26 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 port=b.endpoints[0].port,
                 rack=b.rack,
             )
-            for b in live_brokers(broker)
+            for b in live_brokers(services)
         ),
-        cluster_id=broker.cluster_id,
+        cluster_id=services.cluster_id,
         controller_id=image.controller_id,
         topics=tuple(topics),
     )
 
 
-def _topic(module: Any, info: TopicInfo, broker: KafkaBroker, version: int) -> Any:
+def _topic(module: Any, info: TopicInfo, services: BrokerServices, version: int) -> Any:
     # A partition without a leader (none of its in-sync replicas is alive, or its log could not
     # be loaded on its leader, this broker) answers LEADER_NOT_AVAILABLE with leader -1, and
     # names its offline replicas, as Kafka reports them.
     local_offline = {
-        tp.partition for tp in broker.log_manager.offline_logs() if tp.topic == info.name
+        tp.partition for tp in services.log_manager.offline_logs() if tp.topic == info.name
     }
     partitions = []
     for p in info.partitions:
         offline = set(p.offline_replicas)
         if p.partition in local_offline:
-            offline.add(broker.broker_id)
+            offline.add(services.broker_id)
         leader = -1 if p.leader in offline else p.leader
         partitions.append(
             build(

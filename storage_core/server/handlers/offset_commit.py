@@ -23,11 +23,11 @@ MAX_VERSION = 8
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    now_ms = ctx.broker.clock.milliseconds()
+    now_ms = ctx.services.clock.milliseconds()
     results: dict[TopicPartition, StorageError | None] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
     for topic in request.topics:
-        info = ctx.broker.topic_store.get(topic.name)
+        info = ctx.services.topic_store.get(topic.name)
         for partition in topic.partitions:
             tp = TopicPartition(topic.name, partition.partition_index)
             if info is None or info.partition(partition.partition_index) is None:

@@ -27,7 +27,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results: dict[TopicPartition, StorageError | None] = {}
     known: list[TopicPartition] = []
     for topic in request.topics:
-        info = ctx.broker.topic_store.get(topic.name)
+        info = ctx.services.topic_store.get(topic.name)
         for partition in topic.partitions:
             tp = TopicPartition(topic.name, partition.partition_index)
             if info is None or info.partition(partition.partition_index) is None:

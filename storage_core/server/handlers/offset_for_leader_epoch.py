@@ -22,7 +22,7 @@ MAX_VERSION = 4
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = ctx.response_module
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replica_manager
     topics = []
     for topic in request.topics:
         partitions = []

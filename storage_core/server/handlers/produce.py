@@ -24,7 +24,7 @@ from storage_core.errors import (
     StorageError,
     UnknownTopicOrPartitionError,
 )
-from storage_core.replication.delayed_produce import ProduceResult
+from storage_core.replication.replica_manager import ProduceResult
 from storage_core.server.handlers.common import error_code_of, error_message, milliseconds
 from storage_core.server.produce_response import (
     ProducePartitionResponse,
@@ -42,7 +42,7 @@ PROTECTED_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_stat
 
 
 async def handle(ctx: RequestContext, request: Any) -> bytes | DeferredResponse | None:
-    broker = ctx.broker
+    services = ctx.services
     entries: dict[TopicPartition, bytes] = {}
     results: dict[TopicPartition, ProduceResult] = {}
     order: list[tuple[str, list[int]]] = []
@@ -55,7 +55,7 @@ async def handle(ctx: RequestContext, request: Any) -> bytes | DeferredResponse 
             validate_topic_name(name)
             if name in PROTECTED_INTERNAL_TOPICS:
                 raise InvalidTopicError(f"Producing to the internal topic {name} is not allowed.")
-            if not broker.topic_store.exists(name):
+            if not services.topic_store.exists(name):
                 raise UnknownTopicOrPartitionError(f"This server does not host topic '{name}'.")
         except StorageError as exc:
             error = exc
@@ -69,7 +69,7 @@ async def handle(ctx: RequestContext, request: Any) -> bytes | DeferredResponse 
                 entries[tp] = partition_data.records
     appended = None
     if entries:
-        appended = await broker.replica_manager.append_to_leaders(
+        appended = await services.replica_manager.append_to_leaders(
             entries,
             required_acks=int(request.acks),
             timeout_ms=milliseconds(request.timeout),

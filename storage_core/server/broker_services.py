@@ -1,0 +1,79 @@
+"""What the API handlers see of the broker: the managers Kafka's ``KafkaApis`` is built with
+(replica manager, metadata cache, group coordinator, admin manager, configs...), and nothing
+of the broker's lifecycle. Every ``RequestContext`` carries the one ``BrokerServices`` of its
+broker.
+
+The group coordinator and the broker's advertised endpoint exist only once the broker has
+started (the endpoint names the port bound then): they are read through the broker at each
+use, as the handlers read them before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from storage_core.clock import Clock
+from storage_core.controller.kafka_controller import KafkaController
+from storage_core.controller.producer_id_manager import ProducerIdManager
+from storage_core.controller.topic_store import TopicStore
+from storage_core.coordinator.group.group_coordinator import GroupCoordinator
+from storage_core.log.log_manager import LogManager
+from storage_core.replication.metadata_cache import MetadataCache
+from storage_core.replication.replica_manager import ReplicaManager
+from storage_core.server.admin_manager import AdminManager
+from storage_core.server.dynamic_broker_config import DynamicBrokerConfigStore
+from storage_core.server.kafka_config import KafkaConfig
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerEndpoint:
+    node_id: int
+    host: str
+    port: int
+
+
+class SupportedApi(Protocol):
+    """An API this broker serves and its version range (inclusive at both ends)."""
+
+    @property
+    def api_key(self) -> int: ...
+    @property
+    def min_version(self) -> int: ...
+    @property
+    def max_version(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerServices:
+    """The broker's managers, as the handlers use them (one instance per broker)."""
+
+    broker_id: int
+    config: KafkaConfig
+    clock: Clock
+    replica_manager: ReplicaManager
+    log_manager: LogManager
+    metadata_cache: MetadataCache
+    topic_store: TopicStore
+    controller: KafkaController
+    producer_id_manager: ProducerIdManager
+    dynamic_broker_config: DynamicBrokerConfigStore
+    admin_manager: AdminManager
+    api_versions: Mapping[int, SupportedApi]
+    current_endpoint: Callable[[], BrokerEndpoint]
+    current_group_coordinator: Callable[[], GroupCoordinator | None]
+
+    @property
+    def endpoint(self) -> BrokerEndpoint:
+        """This broker's advertised listener (port -1 until it listens)."""
+        return self.current_endpoint()
+
+    @property
+    def group_coordinator(self) -> GroupCoordinator | None:
+        """The group coordinator, None until the broker has started it."""
+        return self.current_group_coordinator()
+
+    @property
+    def cluster_id(self) -> str:
+        return self.topic_store.cluster_id
