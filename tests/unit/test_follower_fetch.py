@@ -19,8 +19,9 @@ from storage_core.client.replica_fetch_codec import PartitionFetch, encode_fetch
 from storage_core.common import TopicPartition, Uuid
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
+from storage_core.replication.delayed_fetch import FetchRequestPartition
 from storage_core.replication.partition import Partition
-from storage_core.replication.replica_manager import FetchRequestPartition, ReplicaManager
+from storage_core.replication.replica_manager import ReplicaManager
 from storage_core.server.handlers import fetch, follower_fetch
 from storage_core.server.kafka_config import KafkaConfig
 from storage_core.server.protocol import MalformedRequestError, parse_request

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
-from storage_core.replication.replica_manager import (
+from storage_core.replication.delayed_fetch import (
     FetchRequestPartition,
     FetchResult,
     close_regions,

@@ -31,7 +31,7 @@ from storage_core.client.replica_fetch_codec import PartitionFetch
 from storage_core.common import TopicPartition
 from storage_core.errors import CorruptRecordError
 from storage_core.records.varint import decode_unsigned_varint
-from storage_core.replication.replica_manager import FetchRequestPartition, close_regions
+from storage_core.replication.delayed_fetch import FetchRequestPartition, close_regions
 from storage_core.server.fetch_response import FetchTopicResponse, encode_fetch_response
 from storage_core.server.handlers.fetch import partition_response, read_partitions
 from storage_core.server.response_parts import ResponseParts

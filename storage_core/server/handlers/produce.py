@@ -24,7 +24,7 @@ from storage_core.errors import (
     StorageError,
     UnknownTopicOrPartitionError,
 )
-from storage_core.replication.replica_manager import ProduceResult
+from storage_core.replication.delayed_produce import ProduceResult
 from storage_core.server.handlers.common import error_code_of, error_message, milliseconds
 from storage_core.server.produce_response import (
     ProducePartitionResponse,
