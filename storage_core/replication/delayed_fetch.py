@@ -14,14 +14,17 @@ Thread-safety: loop thread only; wake-ups from other threads go through the loop
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import TypeVar
 
 from storage_core.common import TopicPartition, Uuid
 from storage_core.errors import StorageError
 from storage_core.records.file_region import FileRegion
+from storage_core.replication.delayed_produce import ProduceResult
 from storage_core.replication.partition import NO_EPOCH_CHECK, LogReadResult
 
 # The lines keep the logger they were always written with.
@@ -150,6 +153,59 @@ class DelayedFetchPurgatory:
         """Nothing was appended: the claimed follower fetches keep waiting (loop thread)."""
         self._claimed_reads.difference_update(claimed)
 
+    async def append_then_read(
+        self,
+        io: Executor,
+        append_all: Callable[[], dict[TopicPartition, ProduceResult]],
+        claimed: dict[Waiter, Callable[[], FetchResults]],
+    ) -> dict[TopicPartition, ProduceResult]:
+        """Append on an I/O thread, answer the produce, then on the same thread read for the
+        follower fetches parked on these partitions and hand the reads over: the followers
+        get the new batches without another round trip to an I/O thread."""
+        loop = asyncio.get_running_loop()
+        appended: asyncio.Future[dict[TopicPartition, ProduceResult]] = loop.create_future()
+
+        def append_then_read() -> None:
+            try:
+                results = append_all()
+            except BaseException as error:
+                call_soon_threadsafe(loop, self._append_failed, appended, error, claimed)
+                return
+            reads = (
+                self.read_for_followers(claimed)
+                if any(r.info is not None for r in results.values())
+                else None
+            )
+            call_soon_threadsafe(loop, self._appended, appended, results, claimed, reads)
+
+        io.submit(append_then_read)
+        return await appended
+
+    def _appended(
+        self,
+        appended: asyncio.Future[dict[TopicPartition, ProduceResult]],
+        results: dict[TopicPartition, ProduceResult],
+        claimed: Iterable[Waiter],
+        reads: Mapping[Waiter, FetchResults | None] | None,
+    ) -> None:
+        """The append and the reads made for the followers arrive together (loop thread):
+        one wake-up of the loop per append. The followers' fetches are answered first: the
+        acks=all produce waits for their next fetches anyway."""
+        if reads is None:  # nothing was appended
+            self.release_claims(claimed)
+        else:
+            self.hand_over_reads(reads)
+        set_result(appended, results)
+
+    def _append_failed(
+        self,
+        appended: asyncio.Future[dict[TopicPartition, ProduceResult]],
+        error: BaseException,
+        claimed: Iterable[Waiter],
+    ) -> None:
+        self.release_claims(claimed)
+        set_exception(appended, error)
+
     def read_for(self, waiter: Waiter, read: Callable[[], FetchResults]) -> None:
         """A parked follower fetch reads with ``read``: an append may run it for it."""
         self._follower_reads[waiter] = read
@@ -217,3 +273,17 @@ async def until(waiter: Waiter, timeout_s: float) -> None:
 def set_result(future: asyncio.Future[T], result: T) -> None:
     if not future.done():
         future.set_result(result)
+
+
+def set_exception(future: asyncio.Future[T], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)
+
+
+def call_soon_threadsafe(
+    loop: asyncio.AbstractEventLoop, callback: Callable[..., object], *args: object
+) -> None:
+    """Schedule ``callback`` on ``loop`` from an I/O thread; dropped once the loop is closed
+    (the broker is stopping)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(callback, *args)
