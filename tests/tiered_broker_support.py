@@ -2,8 +2,8 @@
 
 - ``raw_fetch``: one Fetch v11 over a raw socket, decoded with kio (the partition's error
   code and record bytes, nothing retried or hidden as a client library would);
-- ``list_offset``: ListOffsets v9 (``-2`` earliest, ``-4`` earliest local, ``-5`` latest
-  tiered, ``-1`` latest);
+- ``list_offset``: ListOffsets v9 to a partition's leader (``-2`` earliest, ``-4`` earliest
+  local, ``-5`` latest tiered, ``-1`` latest);
 - ``copy_eligible_segments``: copy what a tiering job would copy now, with the operations
   library, a client-mode RLMM and any ``RemoteStorageManager``;
 - ``batch_offsets``: the offsets of a record set, from its batch headers;
@@ -119,10 +119,12 @@ def batch_offsets(records: bytes) -> list[int]:
     return offsets
 
 
-def list_offset(bootstrap: str, topic: str, timestamp: int) -> tuple[int, int]:
-    """ListOffsets v9 for partition 0: ``(offset, leader epoch)``."""
+def list_offset(
+    bootstrap: str, topic: str, timestamp: int, *, partition: int = 0
+) -> tuple[int, int]:
+    """ListOffsets v9 to the partition's leader: ``(offset, leader epoch)``."""
     with KafkaCluster(bootstrap) as cluster:
-        session = cluster.leader_session(TopicPartition(topic, 0))
+        session = cluster.leader_session(TopicPartition(topic, partition))
         response = session.send(
             list_v9.ListOffsetsRequest(
                 replica_id=BrokerId(-1),
@@ -132,7 +134,7 @@ def list_offset(bootstrap: str, topic: str, timestamp: int) -> tuple[int, int]:
                         name=TopicName(topic),
                         partitions=(
                             list_v9.ListOffsetsPartition(
-                                partition_index=i32(0),
+                                partition_index=i32(partition),
                                 current_leader_epoch=i32(-1),
                                 timestamp=i64(timestamp),
                             ),
@@ -142,10 +144,10 @@ def list_offset(bootstrap: str, topic: str, timestamp: int) -> tuple[int, int]:
             ),
             ListOffsetsResponseV9,
         )
-    (partition,) = response.topics[0].partitions
-    if partition.error_code != ErrorCode.none:
-        raise AssertionError(f"ListOffsets {topic} {timestamp}: {partition.error_code}")
-    return int(partition.offset), int(partition.leader_epoch)
+    (answer,) = response.topics[0].partitions
+    if answer.error_code != ErrorCode.none:
+        raise AssertionError(f"ListOffsets {topic}-{partition} {timestamp}: {answer.error_code}")
+    return int(answer.offset), int(answer.leader_epoch)
 
 
 def client_rlmm(bootstrap: str) -> TopicBasedRemoteLogMetadataManager:

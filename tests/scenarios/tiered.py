@@ -38,9 +38,9 @@ from storage_core.tiered.remote_storage_manager import (
     load_remote_storage_manager,
 )
 from tests.broker_process import BrokerProcess
-from tests.scenarios.harness import clients, partitions, segment_picture
-from tests.scenarios.harness.partitions import LATEST
+from tests.scenarios.harness import clients, segment_picture
 from tests.scenarios.harness.waiting import settle
+from tests.tiered_broker_support import LATEST, list_offset
 
 RECORDS_PER_SEGMENT = 10
 PICTURE_WAIT_S = 15.0
@@ -142,7 +142,7 @@ class TieredStage:
     # ------------------------------------------------------------------ offsets
     def list_offset(self, topic: str, timestamp: int) -> int:
         """ListOffsets v9 for partition 0."""
-        return partitions.list_offset(self.bootstrap, topic, 0, timestamp)[0]
+        return list_offset(self.bootstrap, topic, timestamp)[0]
 
     # ------------------------------------------------------------------ the picture
     def local_segments(self, topic: str) -> list[int]:

@@ -29,7 +29,7 @@ from storage_core.tiered.topic_based_rlmm import (
     ConsumerTaskConfig,
     TopicBasedRemoteLogMetadataManager,
 )
-from tests.scenarios.harness.partitions import EARLIEST, EARLIEST_LOCAL, LATEST_TIERED
+from tests.tiered_broker_support import EARLIEST, EARLIEST_LOCAL, LATEST_TIERED
 
 _ACTIVE_LOG = re.compile(r"^\d{20}\.log$")
 

@@ -42,10 +42,10 @@ from storage_core.common import TopicIdPartition, TopicPartition, Uuid
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
 from tests import cluster_support
 from tests.prometheus_text import parse_exposition
-from tests.scenarios.harness import clients, partitions, segment_picture
+from tests.scenarios.harness import clients, segment_picture
 from tests.scenarios.harness.brokers import BrokerSet
-from tests.scenarios.harness.partitions import LATEST
 from tests.scenarios.harness.waiting import settle, until
+from tests.tiered_broker_support import LATEST, list_offset
 
 BROKER_IDS = (1, 2)
 PICTURE_WAIT_S = 20.0
@@ -292,7 +292,7 @@ class ClusterTieredStage(BrokerSet):
 
     def list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
         """ListOffsets v9 to the partition's leader: (offset, leader epoch)."""
-        return partitions.list_offset(self.bootstrap, topic, partition, timestamp)
+        return list_offset(self.bootstrap, topic, timestamp, partition=partition)
 
     # ------------------------------------------------------------------ the tier command
     def tier(self, broker_id: int, topic: str, *args: str) -> list[str]:

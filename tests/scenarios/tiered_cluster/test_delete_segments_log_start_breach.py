@@ -13,8 +13,8 @@ the partition's current leader (``storage-core tier --expire`` with its config).
 
 from __future__ import annotations
 
-from tests.scenarios.harness.partitions import LATEST_TIERED
 from tests.scenarios.tiered_cluster.stage import ClusterTieredStage, tiered_topic_configs
+from tests.tiered_broker_support import LATEST_TIERED
 
 TOPIC = "log-start-breach"
 

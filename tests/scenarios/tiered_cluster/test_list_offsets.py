@@ -14,14 +14,9 @@ from __future__ import annotations
 
 import time
 
-from tests.scenarios.harness.partitions import (
-    EARLIEST,
-    EARLIEST_LOCAL,
-    LATEST,
-    LATEST_TIERED,
-    NO_EPOCH,
-)
+from tests.scenarios.harness.partitions import NO_EPOCH
 from tests.scenarios.tiered_cluster.stage import ClusterTieredStage, tiered_topic_configs
+from tests.tiered_broker_support import EARLIEST, EARLIEST_LOCAL, LATEST, LATEST_TIERED
 
 TOPIC = "list-offsets"
 
