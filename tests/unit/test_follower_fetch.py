@@ -6,6 +6,7 @@ errors and a diverging epoch."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import struct
 from pathlib import Path
@@ -22,10 +23,12 @@ from storage_core.log.log_manager import LogManager
 from storage_core.replication.delayed_fetch import FetchRequestPartition
 from storage_core.replication.partition import Partition
 from storage_core.replication.replica_manager import ReplicaManager
-from storage_core.server.handlers import fetch, follower_fetch
+from storage_core.server.handlers import build_registry, fetch, follower_fetch
 from storage_core.server.kafka_config import KafkaConfig
 from storage_core.server.protocol import MalformedRequestError, parse_request
 from storage_core.server.request_context import RequestContext
+from storage_core.server.socket_server import SocketServer
+from storage_core.server.socket_server_config import SocketServerConfig
 from tests.conftest import make_batch
 
 int32s = st.integers(-(2**31), 2**31 - 1)
@@ -335,3 +338,62 @@ def test_frames_the_general_decoder_refuses_are_not_read_here() -> None:
     for what, bad in refused.items():
         assert general_decision(bad) is None, what
         assert follower_fetch.decode(bad) is None, what
+
+
+def test_the_socket_server_serves_it_through_the_fetch_handlers_fast_path(
+    tmp_path: Path,
+) -> None:
+    """The listener names no API: a follower's fetch goes the fast path the registry gives
+    Fetch, never the general handler (here one that fails, closing the connection, as a
+    consumer's fetch shows)."""
+    replicas = _leader(tmp_path)
+    services = SimpleNamespace(
+        replica_manager=replicas,
+        config=KafkaConfig.from_props({"log.dirs": str(tmp_path / "logs")}),
+    )
+
+    async def general_fails(ctx: RequestContext, request: Any) -> Any:
+        raise RuntimeError("the general Fetch handler was called")
+
+    registry = build_registry()
+    assert registry[1].fast_path is not None
+    registry[1] = dataclasses.replace(registry[1], handle=general_fails)
+    config = SocketServerConfig(
+        max_request_bytes=1 << 20,
+        max_connections=10,
+        max_connections_per_ip=10,
+        connections_max_idle_ms=600_000,
+        queued_max_request_bytes=1 << 21,
+    )
+
+    async def exchange(port: int, frame: bytes) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(struct.pack(">i", len(frame)) + frame)
+        await writer.drain()
+        try:
+            size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 5))[0]
+            return await asyncio.wait_for(reader.readexactly(size), 5)
+        except asyncio.IncompleteReadError:
+            return b""  # closed without an answer
+        finally:
+            writer.close()
+
+    async def run() -> tuple[bytes, bytes]:
+        replicas.bind_loop(asyncio.get_running_loop())
+        await replicas.append_records({TP: make_batch(3)}, required_acks=1, timeout_ms=1000)
+        server = SocketServer(services, registry, config=config)  # type: ignore[arg-type]
+        port = await server.start("127.0.0.1", 0)
+        try:
+            follower = await exchange(port, frame_of(partition_fetch(), max_wait_ms=0))
+            consumer = await exchange(
+                port, frame_of(partition_fetch(), replica_id=-1, max_wait_ms=0)
+            )
+        finally:
+            await server.stop()
+        return follower, consumer
+
+    follower, consumer = asyncio.run(run())
+    replicas.shutdown()
+    assert struct.unpack_from(">i", follower)[0] == 77  # the request's correlation id
+    assert len(follower) > 4 + 3 * 60  # with the three records
+    assert consumer == b""
