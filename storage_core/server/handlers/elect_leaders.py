@@ -26,8 +26,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
-from storage_core.controller.kafka_controller import ElectionOutcome
 from storage_core.controller.kafka_zk_client import ControllerMovedError
+from storage_core.controller.partition_state_machine import ElectionOutcome
 from storage_core.server.broker_services import BrokerServices
 from storage_core.server.handlers.common import NO_THROTTLE, milliseconds
 from storage_core.server.protocol import build
