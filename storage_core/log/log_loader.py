@@ -23,15 +23,21 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from storage_core.atomic_file import TEMP_FILE_SUFFIX
 from storage_core.clock import Clock
-from storage_core.errors import CorruptIndexError, CorruptRecordError
+from storage_core.common import TopicPartition
+from storage_core.errors import CorruptCheckpointError, CorruptIndexError, CorruptRecordError
 from storage_core.log import log_file_utils as files
 from storage_core.log.abstract_index import AbstractIndex
-from storage_core.log.leader_epoch_cache import LeaderEpochFileCache
+from storage_core.log.leader_epoch_cache import (
+    LEADER_EPOCH_CHECKPOINT_FILENAME,
+    LeaderEpochCheckpointFile,
+    LeaderEpochFileCache,
+)
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_segment import LogSegment, RecoveryResult
 
@@ -342,3 +348,49 @@ def _quarantine_segment(directory: Path, segment: LogSegment, partition: str) ->
         target.name,
         directory,
     )
+
+
+# The epoch cache's lines keep the logger name they had in log.py.
+_log_logger = logging.getLogger("storage_core.log.log")
+
+
+def open_leader_epoch_cache(
+    directory: Path, topic_partition: TopicPartition
+) -> tuple[LeaderEpochFileCache, bool]:
+    """The epoch cache; a corrupt checkpoint is set aside and rebuilt from the batches
+    (Kafka's ``UnifiedLog.initializeLeaderEpochCache``). True when it must be rebuilt.
+
+    Every batch header carries its partition leader epoch, so the cache can always be
+    recomputed; refusing to open the partition would be worse than rebuilding it.
+    """
+    path = directory / LEADER_EPOCH_CHECKPOINT_FILENAME
+    try:
+        return LeaderEpochFileCache(topic_partition, LeaderEpochCheckpointFile(path)), False
+    except CorruptCheckpointError as exc:
+        kept = path.with_name(path.name + files.QUARANTINED_FILE_SUFFIX)
+        os.replace(path, kept)
+        _log_logger.error(
+            "corrupt leader-epoch-checkpoint set aside, rebuilding from batches"
+            " partition=%s kept_as=%s error=%s",
+            topic_partition,
+            kept.name,
+            exc,
+        )
+        return (
+            LeaderEpochFileCache(topic_partition, LeaderEpochCheckpointFile(path)),
+            True,
+        )
+
+
+def rebuild_leader_epoch_cache(
+    cache: LeaderEpochFileCache, segments: Iterable[LogSegment], log_start_offset: int
+) -> None:
+    """Assign every epoch the segments' batch headers start, from scratch."""
+    cache.clear_and_flush()
+    for segment in segments:
+        for _position, header in segment.log.batches(0):
+            epoch = header.partition_leader_epoch
+            latest = cache.latest_epoch
+            if epoch >= 0 and (latest is None or epoch > latest):
+                cache.assign(epoch, header.base_offset)
+    cache.truncate_from_start(log_start_offset)

@@ -27,7 +27,7 @@ re-checksummed, as Kafka's ``setMaxTimestamp`` does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from storage_core.errors import (
     CorruptRecordError,
@@ -36,8 +36,10 @@ from storage_core.errors import (
     InvalidRecordTimestampError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
+    UnexpectedAppendOffsetError,
     UnsupportedCompressionError,
 )
+from storage_core.log.producer_state_entry import BatchMetadata
 from storage_core.log.timestamp_window import TimestampWindow
 from storage_core.records import (
     BATCH_HEADER_SIZE,
@@ -360,3 +362,37 @@ def validate_client_batches(buffer: bytes | bytearray | memoryview) -> None:
                 f"the record batch at byte {position} of the request is refused: {problem};"
                 " nothing of it was stored"
             )
+
+
+def validate_follower_offsets(info: LogAppendInfo, *, log_end_offset: int, partition: str) -> None:
+    """A follower's batches must start at the LEO and follow each other without a gap."""
+    if info.first_offset != log_end_offset:
+        raise UnexpectedAppendOffsetError(
+            f"partition {partition}: follower append starts at offset"
+            f" {info.first_offset} but the log end offset is {log_end_offset}"
+        )
+    expected = info.first_offset
+    for batch in info.batches:
+        if batch.base_offset != expected:
+            raise UnexpectedAppendOffsetError(
+                f"partition {partition}: batch at offset {batch.base_offset}"
+                f" does not follow offset {expected - 1} (offsets must be contiguous)"
+            )
+        expected = batch.last_offset + 1
+
+
+def duplicate_append_info(
+    info: LogAppendInfo, duplicate: BatchMetadata, *, uses_log_append_time: bool
+) -> LogAppendInfo:
+    """The answer to a retried batch: the offsets and timestamp the original one got."""
+    return replace(
+        info,
+        first_offset=duplicate.first_offset,
+        last_offset=duplicate.last_offset,
+        max_timestamp=duplicate.timestamp,
+        offset_of_max_timestamp=duplicate.last_offset,
+        batches=(),
+        # Kafka answers with the original batch's timestamp as its log append time.
+        log_append_time_ms=duplicate.timestamp if uses_log_append_time else NO_TIMESTAMP,
+        is_duplicate=True,
+    )

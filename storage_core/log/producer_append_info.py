@@ -28,7 +28,8 @@ from storage_core.log.producer_state_entry import (
 from storage_core.records import NO_PRODUCER_EPOCH, NO_SEQUENCE
 from storage_core.records.end_transaction_marker import ControlRecordType, EndTransactionMarker
 
-logger = logging.getLogger(__name__)
+# Its lines keep the logger name they had in producer_state.py.
+logger = logging.getLogger("storage_core.log.producer_state")
 
 
 class AppendOrigin(enum.Enum):

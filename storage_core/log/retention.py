@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from storage_core.log.log_config import LogConfig
+
 
 class RetentionReason(Enum):
     RETENTION_MS = "retention.ms breach"
@@ -44,6 +46,9 @@ class RetentionDecision:
 
 
 NO_DELETION = RetentionDecision(0, None)
+
+# A predicate that may forbid deleting a segment locally (tiered storage: "not yet copied").
+SegmentDeletionGuard = Callable[[SegmentSummary], bool]
 
 
 def is_breach_by_retention_ms(segment: SegmentSummary, *, now_ms: int, retention_ms: int) -> bool:
@@ -136,3 +141,43 @@ def _size_breach_count(
         excess_bytes -= segment.size_bytes
         count += 1
     return count
+
+
+def plan_local_retention(
+    segments: Sequence[SegmentSummary],
+    config: LogConfig,
+    *,
+    now_ms: int,
+    log_start_offset: int,
+    high_watermark: int,
+    deletion_guard: SegmentDeletionGuard | None,
+) -> RetentionDecision:
+    """One log's local retention: ``local.retention.*`` on a remote-enabled log, else
+    ``retention.*``; ``deletion_guard`` is the installed guard (``deletion_guard_for``)."""
+    return plan_retention(
+        segments,
+        now_ms=now_ms,
+        retention_ms=config.effective_local_retention_ms
+        if config.remote_storage_enable
+        else config.retention_ms,
+        retention_bytes=config.effective_local_retention_bytes
+        if config.remote_storage_enable
+        else config.retention_bytes,
+        log_start_offset=log_start_offset,
+        high_watermark=high_watermark,
+        delete_by_time_and_size=config.is_delete,
+        may_delete=deletion_guard_for(config, deletion_guard, log_start_offset),
+    )
+
+
+def deletion_guard_for(
+    config: LogConfig, guard: SegmentDeletionGuard | None, log_start_offset: int
+) -> SegmentDeletionGuard | None:
+    """The installed guard; on a remote-enabled log without one (tiered storage not
+    running yet), only segments below the log start offset may go: deleting any other
+    one locally could lose data that was never copied."""
+    if guard is not None or not config.remote_storage_enable:
+        return guard
+    return lambda segment: (
+        segment.next_base_offset is not None and segment.next_base_offset <= log_start_offset
+    )

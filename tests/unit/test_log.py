@@ -17,7 +17,8 @@ from storage_core.errors import (
 )
 from storage_core.log import log_file_utils as files
 from storage_core.log.leader_epoch_cache import EpochEntry
-from storage_core.log.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
+from storage_core.log.local_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
 from storage_core.records import RecordBatch, iter_batches
 from tests.conftest import BASE_TIMESTAMP_MS, make_batch

@@ -1,0 +1,133 @@
+"""How a log keeps its ``ProducerStateManager`` in step with its batches: Kafka's static
+``UnifiedLog.analyzeAndValidateProducerState`` (before an append is written) and
+``UnifiedLog.rebuildProducerState`` (on load and after truncation).
+
+Thread safety: none; ``Log`` calls both under its lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from storage_core.log.log_segment import LogSegment
+from storage_core.log.log_segments import LogSegments
+from storage_core.log.log_validator import LogAppendInfo
+from storage_core.log.producer_append_info import AppendOrigin, ProducerAppendInfo
+from storage_core.log.producer_state import ProducerStateManager
+from storage_core.log.producer_state_entry import BatchMetadata, CompletedTxn, ProducerBatch
+from storage_core.records import NO_PRODUCER_ID, RecordBatch, RecordBatchHeader
+from storage_core.records.end_transaction_marker import end_txn_marker_of
+
+
+def analyze_and_validate_producer_state(
+    manager: ProducerStateManager,
+    records: bytes | bytearray | memoryview,
+    info: LogAppendInfo,
+    origin: AppendOrigin,
+) -> tuple[list[ProducerAppendInfo], list[CompletedTxn], BatchMetadata | None]:
+    """Kafka's ``analyzeAndValidateProducerState`` over batches with their final offsets.
+
+    Returns the updates to apply once written, the transactions the batches end, and,
+    for a client append that repeats a batch already in the log, that batch.
+    """
+    updates: dict[int, ProducerAppendInfo] = {}
+    completed: list[CompletedTxn] = []
+    for batch in info.batches:
+        if batch.producer_id <= NO_PRODUCER_ID:
+            continue
+        marker = None
+        if batch.is_control:
+            marker = end_txn_marker_of(RecordBatch.from_buffer(records, batch.position))
+        producer_batch = ProducerBatch(
+            producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch,
+            base_sequence=batch.base_sequence,
+            base_offset=batch.base_offset,
+            last_offset_delta=batch.last_offset_delta,
+            max_timestamp=batch.max_timestamp,
+            is_transactional=batch.is_transactional,
+            is_control=batch.is_control,
+            end_txn_marker=marker,
+        )
+        if origin is AppendOrigin.CLIENT:
+            last = manager.last_entry(batch.producer_id)
+            duplicate = None if last is None else last.find_duplicate_batch(producer_batch)
+            if duplicate is not None:
+                return list(updates.values()), completed, duplicate
+        update = updates.get(batch.producer_id)
+        if update is None:
+            update = manager.prepare_update(batch.producer_id, origin)
+            updates[batch.producer_id] = update
+        done = update.append(producer_batch)
+        if done is not None:
+            completed.append(done)
+    return list(updates.values()), completed, None
+
+
+def rebuild_producer_state(
+    manager: ProducerStateManager,
+    segments: LogSegments,
+    *,
+    log_start_offset: int,
+    last_offset: int,
+    now_ms: int,
+) -> None:
+    """Kafka's ``rebuildProducerState``: reload the newest snapshot at or below
+    ``last_offset`` and replay the batches from there to ``last_offset`` (exclusive).
+
+    Without any snapshot the whole local log is replayed, even after a clean shutdown
+    (Kafka then skips the scan, assuming a log from before idempotence; here a log from
+    before snapshots existed would lose its producers that way). Snapshots are written on
+    the way at the base offsets of the last two segments and at ``last_offset``.
+    """
+    offsets_to_snapshot = {segments[-1].base_offset, last_offset}
+    if len(segments) > 1:
+        offsets_to_snapshot.add(segments[-2].base_offset)
+    was_empty = manager.is_empty and manager.map_end_offset >= last_offset
+    manager.truncate_and_reload(log_start_offset, last_offset, now_ms)
+    replay_from = manager.map_end_offset
+    if last_offset > replay_from and not was_empty:
+        for i, segment in enumerate(segments):
+            next_base = segments.next_base_offset(i)
+            if next_base is not None and next_base <= replay_from:
+                continue
+            if segment.base_offset >= last_offset:
+                break
+            start = max(segment.base_offset, manager.map_end_offset, log_start_offset)
+            manager.update_map_end_offset(start)
+            if segment.base_offset in offsets_to_snapshot:
+                manager.take_snapshot()
+            manager.load_producers_from_batches(_producer_batches(segment, start, last_offset))
+    manager.update_map_end_offset(last_offset)
+    manager.take_snapshot()
+
+
+def _producer_batches(
+    segment: LogSegment, start_offset: int, end_offset: int
+) -> Iterator[ProducerBatch]:
+    """Batches of ``segment`` with a producer id, from the one holding ``start_offset``
+    to the last one ending below ``end_offset`` (exclusive)."""
+    position = 0
+    if segment.base_offset < start_offset:
+        position = segment.offset_index.lookup(start_offset).position
+    for _position, header in segment.log.batches(position):
+        if header.last_offset >= end_offset:
+            return
+        if header.last_offset < start_offset or header.producer_id <= NO_PRODUCER_ID:
+            continue
+        yield _producer_batch(header, segment)
+
+
+def _producer_batch(header: RecordBatchHeader, segment: LogSegment) -> ProducerBatch:
+    marker = end_txn_marker_of(header.load(segment.log)) if header.is_control else None
+    return ProducerBatch(
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        base_offset=header.base_offset,
+        last_offset_delta=header.last_offset_delta,
+        max_timestamp=header.max_timestamp,
+        is_transactional=header.is_transactional,
+        is_control=header.is_control,
+        end_txn_marker=marker,
+    )
