@@ -174,7 +174,7 @@ class KafkaBroker:
                 raise  # a setting it would ignore (encryption...): refuse to start, naming it
             except InvalidConfigError:
                 # Local data stays safe without it: a remote-enabled log deletes no segment
-                # locally until a remote log manager guards it (Log._deletion_guard_for).
+                # locally until a remote log manager guards it (retention.deletion_guard_for).
                 logger.exception(
                     "tiered storage unavailable: the remote storage manager cannot be built;"
                     " set remote.log.storage.manager.class.name and its rsm.config.* settings"
