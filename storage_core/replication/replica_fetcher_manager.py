@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicPartition
 from storage_core.metrics.registry import KafkaMetricsRegistry, MetricName
+from storage_core.replication.abstract_fetcher_thread import FailedPartitions
 from storage_core.replication.fetch_state import InitialFetchState, PartitionFetchState
 from storage_core.replication.leader_end_point import EndpointOf, RemoteLeaderEndPoint
 from storage_core.replication.replica_fetcher_config import (
@@ -29,7 +30,6 @@ from storage_core.replication.replica_fetcher_config import (
     ReplicaFetcherConfig,
 )
 from storage_core.replication.replica_fetcher_thread import (
-    FailedPartitions,
     GetPartition,
     GetRemoteLogManager,
     ReplicaFetcherThread,

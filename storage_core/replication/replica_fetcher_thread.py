@@ -1,5 +1,6 @@
 """One follower fetcher thread: replicates the partitions this broker follows from one leader
-broker (Kafka's ``AbstractFetcherThread`` with ``ReplicaFetcherThread``).
+broker (Kafka's ``ReplicaFetcherThread``; the thread's lifecycle, partition states, back-off
+and failed partitions are ``AbstractFetcherThread``'s, in ``abstract_fetcher_thread``).
 
 Each round (``do_work``):
 
@@ -30,7 +31,6 @@ Kafka).
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterable, Mapping
 
 from kio.schema.errors import ErrorCode
@@ -45,6 +45,10 @@ from storage_core.errors import (
     StorageError,
 )
 from storage_core.log.log import Log
+from storage_core.replication.abstract_fetcher_thread import (
+    AbstractFetcherThread,
+    FailedPartitions,
+)
 from storage_core.replication.fetch_state import (
     InitialFetchState,
     PartitionFetchState,
@@ -74,7 +78,6 @@ from storage_core.tiered.remote_log_manager import RemoteLogManager
 
 logger = logging.getLogger(__name__)
 
-_IDLE_WAIT_MIN_MS = 10
 # Errors after which the metadata is expected to move the partition: retry after a back-off.
 _LEADERSHIP_ERRORS = frozenset(
     {
@@ -95,42 +98,13 @@ def _no_remote_log_manager() -> RemoteLogManager | None:
     return None
 
 
-class FailedPartitions:
-    """Partitions a fetcher gave up on (storage errors, unexpected failures) until they are
-    added again (Kafka's ``FailedPartitions``). Thread-safe."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._partitions: set[TopicPartition] = set()
-
-    def add(self, tp: TopicPartition) -> None:
-        with self._lock:
-            self._partitions.add(tp)
-
-    def remove_all(self, tps: Iterable[TopicPartition]) -> None:
-        with self._lock:
-            self._partitions.difference_update(tps)
-
-    def __contains__(self, tp: object) -> bool:
-        with self._lock:
-            return tp in self._partitions
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._partitions)
-
-    def partitions(self) -> set[TopicPartition]:
-        with self._lock:
-            return set(self._partitions)
-
-
 def initial_fetch_offset(log: Log) -> int:
     """Where a new follower starts (Kafka's ``initialFetchOffset``): its log end offset when
     the log has a leader epoch (truncation happens on fetch), else its high watermark."""
     return log.log_end_offset if log.latest_epoch is not None else log.high_watermark
 
 
-class ReplicaFetcherThread(threading.Thread):
+class ReplicaFetcherThread(AbstractFetcherThread):
     """Fetches the partitions this broker follows from one source broker."""
 
     def __init__(
@@ -147,11 +121,14 @@ class ReplicaFetcherThread(threading.Thread):
         on_bytes_appended: Callable[[int], None] = lambda size_bytes: None,
     ) -> None:
         """``on_bytes_appended`` learns the bytes of each append (ReplicationBytesInPerSec)."""
-        super().__init__(name=name, daemon=True)
-        self.leader = leader
-        self._config = config
+        super().__init__(
+            name=name,
+            leader=leader,
+            config=config,
+            failed_partitions=failed_partitions,
+            clock=clock,
+        )
         self._get_partition = get_partition
-        self._failed = failed_partitions
         # Fetch v12+ (KIP-320): divergence comes back in Fetch responses. Without it every
         # new follower truncates first through OffsetForLeaderEpoch (Kafka's older IBPs).
         self._truncation_on_fetch = truncation_on_fetch
@@ -160,46 +137,7 @@ class ReplicaFetcherThread(threading.Thread):
             get_partition=get_partition,
             remote_log_manager=remote_log_manager or _no_remote_log_manager,
         )
-        self._clock = clock
         self._on_bytes_appended = on_bytes_appended
-        self._lock = threading.Condition()
-        self._states: dict[TopicPartition, PartitionFetchState] = {}
-        self._lags: dict[TopicPartition, int] = {}
-        self._running = True
-        self.fetch_requests = 0  # Kafka's RequestsPerSec, as a count
-        self.bytes_fetched = 0  # Kafka's BytesPerSec, as a count
-
-    # ================================================================== lifecycle
-    def run(self) -> None:
-        logger.info(
-            "fetcher starting fetcher=%s leader=%d", self.name, self.leader.source_broker_id
-        )
-        while self._running:
-            try:
-                self.do_work()
-            except Exception:  # a bug must not stop replication of every partition
-                logger.exception("fetcher round failed fetcher=%s", self.name)
-                with self._lock:
-                    self._delay_partitions(self._states, self._config.fetch_backoff_ms)
-                    self._lock.wait(self._config.fetch_backoff_ms / 1000)
-        logger.info("fetcher stopped fetcher=%s", self.name)
-
-    def initiate_shutdown(self) -> None:
-        with self._lock:
-            self._running = False
-            self._lock.notify_all()
-        self.leader.initiate_close()
-
-    def shutdown(self) -> None:
-        """Stop the thread and close its connection; returns once the thread has ended."""
-        self.initiate_shutdown()
-        if self.is_alive():
-            self.join()
-        self.leader.close()
-
-    @property
-    def is_running(self) -> bool:
-        return self._running
 
     # ================================================================== partitions
     def add_partitions(self, initial_states: Mapping[TopicPartition, InitialFetchState]) -> None:
@@ -247,54 +185,11 @@ class ReplicaFetcherThread(threading.Thread):
             last_fetched_epoch=last_fetched,
         )
 
-    def remove_partitions(
-        self, tps: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, PartitionFetchState]:
-        """Stop fetching ``tps``; once this returns no append can happen for them."""
-        removed: dict[TopicPartition, PartitionFetchState] = {}
-        with self._lock:
-            for tp in tps:
-                state = self._states.pop(tp, None)
-                self._lags.pop(tp, None)
-                if state is not None:
-                    removed[tp] = state
-            self._lock.notify_all()
-        return removed
-
-    def remove_all_partitions(self) -> dict[TopicPartition, PartitionFetchState]:
-        with self._lock:
-            return self.remove_partitions(list(self._states))
-
-    @property
-    def partition_count(self) -> int:
-        with self._lock:
-            return len(self._states)
-
-    def partitions(self) -> set[TopicPartition]:
-        with self._lock:
-            return set(self._states)
-
-    def fetch_state(self, tp: TopicPartition) -> PartitionFetchState | None:
-        with self._lock:
-            return self._states.get(tp)
-
-    def lag(self, tp: TopicPartition) -> int | None:
-        """Leader HW minus the next fetch offset at the last response (Kafka's ConsumerLag)."""
-        with self._lock:
-            return self._lags.get(tp)
-
-    def max_lag(self) -> int:
-        with self._lock:
-            return max(self._lags.values(), default=0)
-
     # ================================================================== the loop
     def do_work(self) -> None:
         self._maybe_build_remote_log_aux_state()
         self._maybe_truncate()
         self._maybe_fetch()
-
-    def _now_ms(self) -> int:
-        return self._clock.nanoseconds() // 1_000_000
 
     # ------------------------------------------------------------------ truncation
     def _maybe_truncate(self) -> None:
@@ -436,14 +331,6 @@ class ReplicaFetcherThread(threading.Thread):
         finally:
             self.fetch_requests += 1
         self._process_fetch_response(requests, responses)
-
-    def _idle_wait_ms(self, now_ms: int) -> int:
-        waits = [
-            s.delay_until_ms - now_ms
-            for s in self._states.values()
-            if s.delay_until_ms is not None and s.delay_until_ms > now_ms
-        ]
-        return max(min([self._config.fetch_backoff_ms, *waits]), _IDLE_WAIT_MIN_MS)
 
     def _process_fetch_response(
         self,
@@ -689,35 +576,6 @@ class ReplicaFetcherThread(threading.Thread):
             last_fetched_epoch=log.latest_epoch,
         )
 
-    # ------------------------------------------------------------------ errors
-    def _on_request_failure(
-        self, api: str, error: ClientError, partitions: Iterable[TopicPartition]
-    ) -> None:
-        """A request failed as a whole (connection, timeout, framing): reconnect later."""
-        self.leader.disconnect()
-        if not self._running:
-            return
-        logger.warning(
-            "request to the leader failed, backing off fetcher=%s leader=%d api=%s"
-            " backoff_ms=%d error=%s",
-            self.name,
-            self.leader.source_broker_id,
-            api,
-            self._config.fetch_backoff_ms,
-            error,
-        )
-        with self._lock:
-            self._delay_partitions(partitions, self._config.fetch_backoff_ms)
-
-    def _delay_partitions(self, tps: Iterable[TopicPartition], backoff_ms: int) -> None:
-        """Back off (lock held)."""
-        now_ms = self._now_ms()
-        for tp in list(tps):
-            state = self._states.get(tp)
-            if state is not None:
-                self._states[tp] = state.delayed(now_ms, backoff_ms)
-        self._lock.notify_all()
-
     def _log_or_mark_failed(self, tp: TopicPartition) -> Log | None:
         try:
             return self._get_partition(tp).log
@@ -725,9 +583,3 @@ class ReplicaFetcherThread(threading.Thread):
             logger.error("partition is gone from this broker partition=%s error=%s", tp, error)
             self._mark_partition_failed(tp)
             return None
-
-    def _mark_partition_failed(self, tp: TopicPartition) -> None:
-        self._failed.add(tp)
-        self._states.pop(tp, None)
-        self._lags.pop(tp, None)
-        logger.warning("partition marked as failed partition=%s fetcher=%s", tp, self.name)
