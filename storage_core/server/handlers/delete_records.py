@@ -19,13 +19,14 @@ REQUEST_TIMED_OUT (the leader's log start offset has moved all the same).
 
 from __future__ import annotations
 
-import asyncio
-import time
-from dataclasses import dataclass
 from typing import Any
 
 from storage_core.common import TopicPartition
 from storage_core.errors import OffsetOutOfRangeError, PolicyViolationError, StorageError
+from storage_core.replication.delayed_delete_records import (
+    DeleteRecordsOutcome,
+    wait_for_low_watermarks,
+)
 from storage_core.replication.replica_manager import ReplicaManager
 from storage_core.server.handlers.common import NO_THROTTLE, error_code_of, milliseconds
 from storage_core.server.protocol import build
@@ -36,20 +37,6 @@ MIN_VERSION = 0
 MAX_VERSION = 2
 
 HIGH_WATERMARK = -1
-# How often a waiting DeleteRecords looks at the followers' log start offsets.
-LOW_WATERMARK_POLL_S = 0.01
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Outcome:
-    low_watermark: int = -1
-    error: StorageError | None = None
-    # the offset the low watermark must reach before the answer (-1: nothing to wait for)
-    required_offset: int = -1
-
-
-class _RequestTimedOutError(StorageError):
-    error_code = "request_timed_out"
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -61,7 +48,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for p in topic.partitions
     ]
     outcomes = await replica_manager.run_io(lambda: _delete_all(replica_manager, wanted))
-    await _wait_for_low_watermarks(
+    await wait_for_low_watermarks(
         replica_manager, outcomes, timeout_ms=milliseconds(request.timeout)
     )
     topics = []
@@ -85,16 +72,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 def _delete_all(
     replica_manager: ReplicaManager, wanted: list[tuple[TopicPartition, int]]
-) -> dict[TopicPartition, _Outcome]:
-    outcomes: dict[TopicPartition, _Outcome] = {}
+) -> dict[TopicPartition, DeleteRecordsOutcome]:
+    outcomes: dict[TopicPartition, DeleteRecordsOutcome] = {}
     moved = False
     for tp, offset in wanted:
         try:
             low_watermark, changed, target = _delete_one(replica_manager, tp, offset)
-            outcomes[tp] = _Outcome(low_watermark=low_watermark, required_offset=target)
+            outcomes[tp] = DeleteRecordsOutcome(low_watermark=low_watermark, required_offset=target)
             moved = moved or changed
         except StorageError as error:
-            outcomes[tp] = _Outcome(error=error)
+            outcomes[tp] = DeleteRecordsOutcome(error=error)
     if moved:
         replica_manager.log_manager.checkpoint_log_start_offsets()
     return outcomes
@@ -115,39 +102,3 @@ def _delete_one(
         raise OffsetOutOfRangeError(f"The offset {offset} for partition {tp} is not valid")
     changed = log.maybe_increment_log_start_offset(target, "DeleteRecords")
     return log.log_start_offset, changed, target
-
-
-async def _wait_for_low_watermarks(
-    replica_manager: ReplicaManager, outcomes: dict[TopicPartition, _Outcome], *, timeout_ms: int
-) -> None:
-    """Replace each successful outcome by the partition's low watermark once it reached the
-    requested offset, or by REQUEST_TIMED_OUT after ``timeout_ms``."""
-    pending = {tp: o for tp, o in outcomes.items() if o.error is None and o.required_offset >= 0}
-    for tp in pending:
-        replica_manager.on_log_start_offset_incremented(tp)
-    deadline = time.monotonic() + max(timeout_ms, 0) / 1000
-    while pending:
-        for tp, outcome in list(pending.items()):
-            try:
-                low_watermark = replica_manager.leader_partition(tp).low_watermark_if_leader()
-            except StorageError as error:
-                outcomes[tp] = _Outcome(error=error)
-                del pending[tp]
-                continue
-            if low_watermark >= outcome.required_offset:
-                outcomes[tp] = _Outcome(low_watermark=low_watermark)
-                del pending[tp]
-        if not pending:
-            return
-        if time.monotonic() >= deadline:
-            for tp, outcome in pending.items():
-                outcomes[tp] = _Outcome(
-                    low_watermark=outcome.low_watermark,
-                    error=_RequestTimedOutError(
-                        f"partition {tp}: the followers' log start offsets did not reach"
-                        f" {outcome.required_offset} within {timeout_ms} ms; the leader's is"
-                        f" {outcome.low_watermark} (retry, or check the followers)"
-                    ),
-                )
-            return
-        await asyncio.sleep(LOW_WATERMARK_POLL_S)
