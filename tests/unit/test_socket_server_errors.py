@@ -8,13 +8,14 @@ import asyncio
 import datetime
 import logging
 import struct
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v10 import response as metadata_v10
 
-from storage_core.server.handlers import ApiHandler
+from storage_core.server.handlers import ApiHandler, build_registry
 from storage_core.server.protocol import build, encode_request, request_schema
 from storage_core.server.request_context import RequestContext
 from storage_core.server.socket_server import SocketServer
@@ -119,3 +120,44 @@ def test_a_handler_bug_closes_that_connection_with_one_record(
         assert record.getMessage().endswith(f"reason=handler of {api} failed")
         assert record.exc_info is not None
     assert struct.unpack(">i", frame[:4])[0] == len(frame) - 4
+
+
+def test_an_api_versions_newer_than_served_is_answered_at_v0_by_its_handler(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """KIP-511 through the registry: the listener hands a version it does not serve to the
+    handler's answer for it (ApiVersions': v0, UNSUPPORTED_VERSION, the served ranges)."""
+    caplog.set_level(logging.INFO, logger="storage_core.server.socket_server")
+    registry = build_registry()
+    services = SimpleNamespace(api_versions=registry)
+    frame = struct.pack(">hhih", 18, 99, 7, 4) + b"test" + b"\x00"  # v99: unknown layout
+    config = SocketServerConfig(
+        max_request_bytes=1 << 20,
+        max_connections=10,
+        max_connections_per_ip=10,
+        connections_max_idle_ms=600_000,
+        queued_max_request_bytes=1 << 21,
+    )
+
+    async def run() -> bytes:
+        server = SocketServer(services, registry, config=config)  # type: ignore[arg-type]
+        port = await server.start("127.0.0.1", 0)
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(struct.pack(">i", len(frame)) + frame)
+            await writer.drain()
+            size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 5))[0]
+            answer = await asyncio.wait_for(reader.readexactly(size), 5)
+            writer.close()
+            return answer
+        finally:
+            await server.stop()
+
+    answer = asyncio.run(run())
+    correlation_id, error_code, count = struct.unpack_from(">ihi", answer)
+    assert (correlation_id, error_code) == (7, 35)
+    keys = [struct.unpack_from(">hhh", answer, 10 + 6 * i) for i in range(count)]
+    assert keys == sorted((h.api_key, h.min_version, h.max_version) for h in registry.values())
+    assert [r.getMessage().split(" client=")[0] for r in caplog.records] == [
+        "ApiVersions v99 is newer than this broker serves; answering v0"
+    ]
