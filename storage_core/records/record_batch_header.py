@@ -4,13 +4,15 @@ Kafka's counterpart is ``FileLogInputStream.FileChannelRecordBatch``: a scan of 
 reads only the 61-byte headers (``parse_batch_header``) and loads a whole batch
 (``RecordBatchHeader.load``) when it needs the records. The header layout is the one written
 out in ``records.batch``; the helpers that frame-check it are that module's and shared with
-this one inside ``storage_core.records``.
+this one inside ``storage_core.records``. ``load`` reads from a ``BatchSource`` (a
+``FileRecords``), so this module does not import the file it scans.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
 from storage_core.errors import CorruptRecordError
 from storage_core.records.batch import (
@@ -40,8 +42,14 @@ from storage_core.records.batch import (
 )
 from storage_core.records.compression import COMPRESSION_CODEC_MASK, CompressionType
 
-if TYPE_CHECKING:
-    from storage_core.records.file_records import FileRecords
+
+class BatchSource(Protocol):
+    """Where ``RecordBatchHeader.load`` reads a batch from: a segment's ``FileRecords``."""
+
+    @property
+    def path(self) -> Path: ...
+
+    def read(self, position: int, size: int) -> bytes: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,7 +129,7 @@ class RecordBatchHeader:
     def has_delete_horizon(self) -> bool:
         return bool(self.attributes & DELETE_HORIZON_MASK)
 
-    def load(self, file_records: FileRecords) -> RecordBatch:
+    def load(self, file_records: BatchSource) -> RecordBatch:
         """Read the whole batch from ``file_records``; its header must still be this one."""
         file = str(file_records.path)
         data = file_records.read(self.position, self.size_in_bytes)

@@ -22,17 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "storage_core"
 
-KNOWN_CYCLES: tuple[frozenset[str], ...] = (
-    # RecordBatch's header parsing and FileRecords refer to each other (TYPE_CHECKING);
-    # the records package is being split along Kafka's classes.
-    frozenset(
-        {
-            "storage_core.records.batch",
-            "storage_core.records.file_records",
-            "storage_core.records.record_batch_header",
-        }
-    ),
-)
+KNOWN_CYCLES: tuple[frozenset[str], ...] = ()
 
 
 def module_name(path: Path, root: Path) -> str:
