@@ -128,8 +128,36 @@ def test_layout_is_kafkas_header_and_records_plus_crc_and_epoch_state() -> None:
         + struct.pack(">iqi", 4, 10, 1)  # epoch 4, highest offset 10, one reference
         + struct.pack(">qqq", 0, 1, 1)  # offset 0 -> segment Uuid(1, 1)
     )
-    assert data == struct.pack(">hI", 1, crc32c.crc32c(body)) + body
+    assert data == struct.pack(">hI", 2, crc32c.crc32c(body)) + body
     assert entry[:3] == b"\x01\x03\x00"  # api key 3: RemoteLogSegmentMetadataSnapshotRecord
+
+
+def test_an_epoch_closed_where_it_opened_keeps_its_highest_offset_minus_one() -> None:
+    # epochs 0 and 1 both start at offset 0: epoch 0 ends at -1, which version 1 wrote as its
+    # "none" and so restored as no offset copied of epoch 0
+    cache = RemoteLogMetadataCache(TIP)
+    s = segment(0, 0, {0: 0, 1: 0}, 1)
+    cache.add_copy_in_progress_segment(s)
+    move(cache, s, S.COPY_SEGMENT_FINISHED)
+    assert cache.highest_offset_for_epoch(0) == -1
+    data = encode_snapshot(snapshot_of(cache, metadata_partition=0, metadata_partition_offset=9))
+    restored = RemoteLogMetadataCache.restore(TIP, decode_snapshot(data, TIP).state)
+    assert restored.highest_offset_for_epoch(0) == -1
+    assert observable(restored) == observable(cache)
+
+
+def test_a_version_1_snapshot_is_still_read_with_its_minus_one_as_none() -> None:
+    cache = RemoteLogMetadataCache(TIP)
+    cache.add_copy_in_progress_segment(segment(0, 10, {4: 0}, 1))  # epoch 4: nothing copied
+    data = encode_snapshot(snapshot_of(cache, metadata_partition=0, metadata_partition_offset=9))
+    body = data[struct.calcsize(">hI") :]
+    none_v2 = struct.pack(">iqi", 4, -(2**63), 0)
+    assert body.count(none_v2) == 1
+    body_v1 = body.replace(none_v2, struct.pack(">iqi", 4, -1, 0))
+    v1 = struct.pack(">hI", 1, crc32c.crc32c(body_v1)) + body_v1
+    restored = RemoteLogMetadataCache.restore(TIP, decode_snapshot(v1, TIP).state)
+    assert restored.highest_offset_for_epoch(4) is None
+    assert observable(restored) == observable(cache)
 
 
 def test_round_trip_restores_an_identical_cache(tmp_path: Path) -> None:

@@ -11,10 +11,10 @@ Kafka's ``RemoteLogMetadataSnapshotFile`` (version 0) is::
 
 It has no checksum, and it does not keep the per-epoch state of the cache (which uploads
 displaced which, each epoch's highest copied offset) nor the partition's deletion state, so a
-cache rebuilt from it may answer differently. This module writes version 1, which keeps
+cache rebuilt from it may answer differently. This module writes version 2, which keeps
 Kafka's layout and record encoding and adds what is missing (all integers big-endian)::
 
-    version                    int16   1
+    version                    int16   2
     crc                        uint32  CRC32C (Castagnoli) of every byte after this field
     topic_id                   16 bytes (most, least significant halves)
     partition                  int32   the user partition the snapshot belongs to
@@ -25,9 +25,14 @@ Kafka's layout and record encoding and adds what is missing (all integers big-en
                                (one per segment, by start offset) or api key 2 (at most one:
                                the partition's deletion state)
     epochs_count               int32
-    epoch * epochs_count       leader_epoch int32, highest_log_offset int64 (-1: none),
+    epoch * epochs_count       leader_epoch int32, highest_log_offset int64 (int64 min: none),
                                referenced_count int32,
                                referenced * (start_offset int64, segment id 16 bytes)
+
+Version 1 is the same but for ``highest_log_offset``, where -1 stood for none. -1 is also a
+real value: an epoch that a segment's epoch entries open and close at the same offset ends at
+``start_offset - 1``, and a cache restored from version 1 answered none for it. Version 1 is
+still read, with its -1 as none.
 
 Every length and count is checked against the bytes present, the CRC over the rest, and the
 decoded state against itself (``RemoteLogMetadataCache.restore``). Any failure, an unknown
@@ -67,7 +72,9 @@ from storage_core.tiered.metadata.metadata import (
 logger = logging.getLogger(__name__)
 
 REMOTE_LOG_SNAPSHOT_FILE_NAME = "remote_log_snapshot"
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
+# version -> what ``highest_log_offset`` holds for "no offset copied of this epoch yet"
+NO_HIGHEST_OFFSET_BY_VERSION = {1: -1, 2: -(2**63)}
 MAX_SNAPSHOT_BYTES = 1 << 30
 """Largest snapshot read or written, 1 GiB (inclusive): ~10 million segments."""
 
@@ -120,7 +127,11 @@ def encode_snapshot(snapshot: Snapshot) -> bytes:
         body += entry
     body += _INT32.pack(len(snapshot.state.epochs))
     for epoch in snapshot.state.epochs:
-        highest = -1 if epoch.highest_log_offset is None else epoch.highest_log_offset
+        highest = (
+            NO_HIGHEST_OFFSET_BY_VERSION[SNAPSHOT_VERSION]
+            if epoch.highest_log_offset is None
+            else epoch.highest_log_offset
+        )
         body += _EPOCH.pack(epoch.leader_epoch, highest, len(epoch.referenced))
         for start_offset, segment_id in epoch.referenced:
             body += _REFERENCE.pack(
@@ -177,10 +188,10 @@ def decode_snapshot(
     """
     cursor = _Cursor(data, file)
     (version,) = cursor.unpack(_VERSION, "version")
-    if version != SNAPSHOT_VERSION:
-        raise cursor.fail(
-            f"unsupported version {version} (only version {SNAPSHOT_VERSION} is read)"
-        )
+    no_highest_offset = NO_HIGHEST_OFFSET_BY_VERSION.get(version)
+    if no_highest_offset is None:
+        readable = " and ".join(str(v) for v in NO_HIGHEST_OFFSET_BY_VERSION)
+        raise cursor.fail(f"unsupported version {version} (versions {readable} are read)")
     (stored_crc,) = cursor.unpack(_CRC, "crc")
     computed_crc = crc32c.crc32c(memoryview(data)[_CRC_END:])
     if stored_crc != computed_crc:
@@ -219,7 +230,7 @@ def decode_snapshot(
         epochs.append(
             EpochSnapshotState(
                 leader_epoch=leader_epoch,
-                highest_log_offset=None if highest == -1 else highest,
+                highest_log_offset=None if highest == no_highest_offset else highest,
                 referenced=referenced,
             )
         )
