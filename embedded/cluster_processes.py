@@ -23,7 +23,7 @@ from embedded.processes import ProcessGroup
 from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core.client import KafkaCluster
 from storage_core.client.connection import ConnectionConfig
-from storage_core.controller.kafka_zk_client import KafkaZkClient
+from storage_core.zk.kafka_zk_client import KafkaZkClient
 
 CHROOT = "/storage-core"
 START_TIMEOUT_S = 60.0

@@ -8,11 +8,11 @@ from typing import TypeVar
 
 from storage_core.common import TopicPartition
 from storage_core.controller.kafka_controller import ControllerConfig, KafkaController
-from storage_core.controller.kafka_zk_client import KafkaZkClient
-from storage_core.controller.local_znode_tree import LocalZNodeTree
-from storage_core.controller.zk_data import BrokerRegistration, EndPoint
 from storage_core.replication.metadata_cache import MetadataCache, MetadataImage, PartitionMetadata
 from storage_core.replication.zk_metadata_listener import ZkMetadataListener
+from storage_core.zk.kafka_zk_client import KafkaZkClient
+from storage_core.zk.local_znode_tree import LocalZNodeTree
+from storage_core.zk.zk_data import BrokerRegistration, EndPoint
 from tests import cluster_support
 
 T = TypeVar("T")

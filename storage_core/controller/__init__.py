@@ -20,8 +20,9 @@ Kafka's ZooKeeper-mode controller, one class per module:
     producer_id_manager      ProducerIdManager: producer id blocks for InitProducerId
     legacy_topic_metadata    a single broker's topic-metadata.json, moved into the store once
     topic_store              the broker's door to topic metadata (Kafka's ZkAdminManager)
-    zk_data, kafka_zk_client, local_znode_tree   Kafka's ``kafka.zk``: the znode layout, the
-                             client, and the single-node store of a broker without ZooKeeper
+
+What the controller reads and writes in ZooKeeper goes through ``storage_core.zk`` (Kafka's
+``kafka.zk``).
 
 How decisions reach the brokers: through ZooKeeper itself. Kafka's ZooKeeper mode pushed them
 with LeaderAndIsr / UpdateMetadata / StopReplica requests, RPCs Kafka 4.0 removed and the

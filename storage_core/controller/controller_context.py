@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from storage_core.common import TopicPartition, Uuid
-from storage_core.controller.kafka_zk_client import ControllerEpoch
-from storage_core.controller.zk_data import (
+from storage_core.zk.kafka_zk_client import ControllerEpoch
+from storage_core.zk.zk_data import (
     NO_LEADER,
     BrokerRegistration,
     LeaderAndIsr,

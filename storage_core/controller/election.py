@@ -22,7 +22,7 @@ import enum
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from storage_core.controller.zk_data import NO_LEADER, LeaderAndIsr
+from storage_core.zk.zk_data import NO_LEADER, LeaderAndIsr
 
 
 class ElectionStrategy(enum.Enum):

@@ -3,7 +3,7 @@ ZooKeeper-mode controller, one code path for a cluster and for a single broker's
 
 Every broker runs one. The one whose ``/controller`` registration succeeds is active: it alone
 elects leaders (each election is the leader epoch + 1) and writes partition states, fenced by
-its controller epoch (see ``kafka_zk_client``). The others only watch ``/controller`` and try
+its controller epoch (see ``zk.kafka_zk_client``). The others only watch ``/controller`` and try
 again when it goes.
 
 Events (one thread; ZooKeeper watches and callers only enqueue):
@@ -47,18 +47,18 @@ from storage_core.controller import auto_leader_rebalance
 from storage_core.controller.controlled_shutdown import ControlledShutdownManager
 from storage_core.controller.controller_context import ControllerContext
 from storage_core.controller.event_manager import EventManager
-from storage_core.controller.kafka_zk_client import (
-    ControllerEpoch,
-    ControllerMovedError,
-    KafkaZkClient,
-)
 from storage_core.controller.partition_state_machine import ElectionOutcome, PartitionStateMachine
 from storage_core.controller.reassignment import ReassignmentOutcome
 from storage_core.controller.reassignment_manager import PartitionReassignmentManager
 from storage_core.controller.replica_state_machine import ReplicaStateMachine
 from storage_core.controller.topic_deletion_manager import TopicDeletionManager
-from storage_core.controller.zk_data import ReplicaAssignment, TopicAssignment
 from storage_core.errors import InvalidPartitionsError, UnknownTopicOrPartitionError
+from storage_core.zk.kafka_zk_client import (
+    ControllerEpoch,
+    ControllerMovedError,
+    KafkaZkClient,
+)
+from storage_core.zk.zk_data import ReplicaAssignment, TopicAssignment
 
 logger = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage_core.common import TopicPartition, Uuid
-from storage_core.controller.kafka_zk_client import KafkaZkClient
-from storage_core.controller.zk_data import LeaderAndIsr, ReplicaAssignment, TopicAssignment
 from storage_core.errors import CorruptCheckpointError
+from storage_core.zk.kafka_zk_client import KafkaZkClient
+from storage_core.zk.zk_data import LeaderAndIsr, ReplicaAssignment, TopicAssignment
 
 logger = logging.getLogger(__name__)
 

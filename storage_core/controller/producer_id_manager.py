@@ -12,8 +12,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from storage_core.controller.kafka_zk_client import KafkaZkClient
 from storage_core.errors import CorruptCheckpointError
+from storage_core.zk.kafka_zk_client import KafkaZkClient
 
 PRODUCER_ID_BLOCK_FILE = "producer-id-block"
 BLOCK_SIZE = 1000

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from storage_core.controller.zk_data import LeaderAndIsr, ReplicaAssignment
+from storage_core.zk.zk_data import LeaderAndIsr, ReplicaAssignment
 
 MAX_REPLICAS_PER_PARTITION = 1000  # a limit on everything; Kafka's own bound is Short.MAX_VALUE
 

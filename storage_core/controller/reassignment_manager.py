@@ -29,20 +29,20 @@ from typing import Any
 from storage_core.common import TopicPartition
 from storage_core.controller import election, reassignment
 from storage_core.controller.controller_context import ControllerContext
-from storage_core.controller.kafka_zk_client import (
-    ControllerEpoch,
-    ControllerMovedError,
-    KafkaZkClient,
-    Watch,
-)
 from storage_core.controller.partition_state_machine import (
     MAX_STATE_WRITE_ATTEMPTS,
     PartitionStateMachine,
 )
 from storage_core.controller.reassignment import ReassignmentOutcome
 from storage_core.controller.replica_state_machine import ReplicaStateMachine
-from storage_core.controller.zk_data import LeaderAndIsr, ReplicaAssignment, TopicAssignment
 from storage_core.errors import StorageError, UnknownTopicOrPartitionError
+from storage_core.zk.kafka_zk_client import (
+    ControllerEpoch,
+    ControllerMovedError,
+    KafkaZkClient,
+    Watch,
+)
+from storage_core.zk.zk_data import LeaderAndIsr, ReplicaAssignment, TopicAssignment
 
 # the controller's lines keep the logger they had before its state machines had modules
 logger = logging.getLogger("storage_core.controller.kafka_controller")

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 from storage_core.common import ZERO_UUID, Uuid, validate_topic_name
 from storage_core.controller.kafka_controller import KafkaController
-from storage_core.controller.kafka_zk_client import ControllerMovedError, KafkaZkClient
 from storage_core.controller.manual_assignment import (
     validate_added_partitions_assignment,
     validate_manual_partition_assignment,
@@ -29,7 +28,6 @@ from storage_core.controller.replica_assignment import (
     BrokerMetadata,
     assign_replicas_to_brokers,
 )
-from storage_core.controller.zk_data import ReplicaAssignment, TopicAssignment
 from storage_core.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
@@ -44,6 +42,8 @@ from storage_core.replication.metadata_cache import (
     MetadataImage,
     TopicMetadata,
 )
+from storage_core.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
+from storage_core.zk.zk_data import ReplicaAssignment, TopicAssignment
 
 logger = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from storage_core.common import TopicPartition
-from storage_core.controller.zk_data import LeaderAndIsr
 from storage_core.replication.partition import IsrUpdate, Partition
+from storage_core.zk.zk_data import LeaderAndIsr
 
 logger = logging.getLogger(__name__)
 

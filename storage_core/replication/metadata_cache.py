@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from storage_core.common import TopicPartition, Uuid
-from storage_core.controller.zk_data import NO_LEADER, BrokerRegistration
+from storage_core.zk.zk_data import NO_LEADER, BrokerRegistration
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__remote_log_metadata", "__transaction_state"})
 

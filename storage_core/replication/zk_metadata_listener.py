@@ -41,9 +41,7 @@ from dataclasses import replace
 from typing import Any
 
 from storage_core.common import TopicPartition
-from storage_core.controller import zk_data
 from storage_core.controller.event_manager import EventManager
-from storage_core.controller.kafka_zk_client import KafkaZkClient
 from storage_core.replication.metadata_cache import (
     MetadataCache,
     MetadataImage,
@@ -51,6 +49,8 @@ from storage_core.replication.metadata_cache import (
     TopicMetadata,
     with_offline_replicas,
 )
+from storage_core.zk import zk_data
+from storage_core.zk.kafka_zk_client import KafkaZkClient
 
 logger = logging.getLogger(__name__)
 

@@ -24,10 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from storage_core.controller.kafka_controller import ControllerConfig, KafkaController
-from storage_core.controller.kafka_zk_client import BrokerIdInUseError, KafkaZkClient
 from storage_core.controller.legacy_topic_metadata import migrate_legacy_topic_metadata
-from storage_core.controller.local_znode_tree import LocalZNodeTree
-from storage_core.controller.zk_data import BrokerRegistration, EndPoint
 from storage_core.log.meta_properties import (
     CorruptMetaPropertiesError,
     ZkMetaProperties,
@@ -40,6 +37,9 @@ from storage_core.replication.zk_metadata_listener import (
     ZkMetadataListener,
 )
 from storage_core.server.kafka_config import KafkaConfig, new_cluster_id
+from storage_core.zk.kafka_zk_client import BrokerIdInUseError, KafkaZkClient
+from storage_core.zk.local_znode_tree import LocalZNodeTree
+from storage_core.zk.zk_data import BrokerRegistration, EndPoint
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,6 @@ from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicIdPartition, TopicPartition
 from storage_core.controller.producer_id_manager import ProducerIdManager
 from storage_core.controller.topic_store import TopicInfo, TopicStore
-from storage_core.controller.zk_data import EndPoint
 from storage_core.coordinator.group.group_coordinator import GroupCoordinator
 from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME
 from storage_core.errors import InvalidConfigError, StorageError
@@ -57,6 +56,7 @@ from storage_core.tiered.topic_based_rlmm.broker_setup import (
     RemoteLogMetadataManagerStartup,
 )
 from storage_core.tiered.topic_based_rlmm.manager import TopicBasedRemoteLogMetadataManager
+from storage_core.zk.zk_data import EndPoint
 
 logger = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
 from embedded.zookeeper import ZooKeeperEnsemble
-from storage_core.controller.kafka_zk_client import KafkaZkClient
-from storage_core.controller.zk_data import (
+from storage_core.zk.kafka_zk_client import KafkaZkClient
+from storage_core.zk.zk_data import (
     ReplicaAssignment,
     encode_topic_assignment,
     topic_path,

@@ -14,11 +14,11 @@ import pytest
 
 from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core.common import TopicPartition, Uuid
-from storage_core.controller import zk_data
-from storage_core.controller.kafka_zk_client import ControllerMovedError, KafkaZkClient
-from storage_core.controller.local_znode_tree import LocalZNodeTree
 from storage_core.controller.replica_assignment import BrokerMetadata, assign_replicas_to_brokers
-from storage_core.controller.zk_data import (
+from storage_core.zk import zk_data
+from storage_core.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
+from storage_core.zk.local_znode_tree import LocalZNodeTree
+from storage_core.zk.zk_data import (
     NO_LEADER,
     LeaderAndIsr,
     ReplicaAssignment,

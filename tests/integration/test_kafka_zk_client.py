@@ -17,23 +17,23 @@ from embedded.zookeeper import (
     free_port,
 )
 from storage_core.common import TopicPartition, Uuid
-from storage_core.controller import zk_data
-from storage_core.controller.kafka_zk_client import (
+from storage_core.errors import CorruptCheckpointError
+from storage_core.zk import zk_data
+from storage_core.zk.kafka_zk_client import (
     BrokerIdInUseError,
     ControllerMovedError,
     KafkaZkClient,
     ZooKeeperConnectionError,
     split_chroot,
 )
-from storage_core.controller.local_znode_tree import LocalZNodeTree
-from storage_core.controller.zk_data import (
+from storage_core.zk.local_znode_tree import LocalZNodeTree
+from storage_core.zk.zk_data import (
     BrokerRegistration,
     EndPoint,
     LeaderAndIsr,
     ReplicaAssignment,
     TopicAssignment,
 )
-from storage_core.errors import CorruptCheckpointError
 from tests import cluster_support
 
 cluster_support.require_java()

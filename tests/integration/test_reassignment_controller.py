@@ -13,10 +13,10 @@ import pytest
 
 from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core.common import TopicPartition, Uuid
-from storage_core.controller import zk_data
-from storage_core.controller.local_znode_tree import LocalZNodeTree
 from storage_core.controller.reassignment import ACCEPTED, NO_REASSIGNMENT_IN_PROGRESS
-from storage_core.controller.zk_data import LeaderAndIsr, ReplicaAssignment, TopicAssignment
+from storage_core.zk import zk_data
+from storage_core.zk.local_znode_tree import LocalZNodeTree
+from storage_core.zk.zk_data import LeaderAndIsr, ReplicaAssignment, TopicAssignment
 from tests import cluster_support
 from tests.zk_cluster_support import Node, eventually
 

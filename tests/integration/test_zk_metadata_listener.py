@@ -12,8 +12,9 @@ import pytest
 
 from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core.common import TopicPartition, Uuid
-from storage_core.controller.kafka_zk_client import KafkaZkClient
-from storage_core.controller.zk_data import (
+from storage_core.replication.zk_metadata_listener import ZkMetadataListener
+from storage_core.zk.kafka_zk_client import KafkaZkClient
+from storage_core.zk.zk_data import (
     NO_LEADER,
     BrokerRegistration,
     EndPoint,
@@ -21,7 +22,6 @@ from storage_core.controller.zk_data import (
     ReplicaAssignment,
     TopicAssignment,
 )
-from storage_core.replication.zk_metadata_listener import ZkMetadataListener
 from tests import cluster_support
 from tests.zk_cluster_support import Node, eventually
 

@@ -11,7 +11,7 @@ from storage_core.controller.election import (
     initial_leader_and_isr,
     remove_replica_from_isr,
 )
-from storage_core.controller.zk_data import NO_LEADER, LeaderAndIsr
+from storage_core.zk.zk_data import NO_LEADER, LeaderAndIsr
 
 
 def _state(leader: int, epoch: int, isr: tuple[int, ...], version: int = 3) -> LeaderAndIsr:

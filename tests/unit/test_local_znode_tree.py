@@ -17,7 +17,7 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import WatchedEvent
 
-from storage_core.controller.local_znode_tree import LocalZNodeTree
+from storage_core.zk.local_znode_tree import LocalZNodeTree
 
 
 def test_versions_and_zxids() -> None:

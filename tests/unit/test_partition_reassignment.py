@@ -11,16 +11,6 @@ import pytest
 from storage_core.client.reassignments import PartitionReassignment
 from storage_core.common import TopicPartition, Uuid
 from storage_core.controller import reassignment
-from storage_core.controller.zk_data import (
-    LeaderAndIsr,
-    ReplicaAssignment,
-    TopicAssignment,
-    ZNodeDataError,
-    decode_partition_reassignment,
-    decode_topic_assignment,
-    encode_partition_reassignment,
-    encode_topic_assignment,
-)
 from storage_core.replication.metadata_cache import (
     MetadataImage,
     PartitionMetadata,
@@ -34,6 +24,16 @@ from storage_core.tools.reassign_partitions import (
     format_reassignment_json,
     format_reassignment_states,
     parse_reassignment_json,
+)
+from storage_core.zk.zk_data import (
+    LeaderAndIsr,
+    ReplicaAssignment,
+    TopicAssignment,
+    ZNodeDataError,
+    decode_partition_reassignment,
+    decode_topic_assignment,
+    encode_partition_reassignment,
+    encode_topic_assignment,
 )
 
 

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from storage_core.common import TopicPartition, Uuid
-from storage_core.controller import zk_data
-from storage_core.controller.zk_data import (
+from storage_core.zk import zk_data
+from storage_core.zk.zk_data import (
     BrokerRegistration,
     ControllerRegistration,
     EndPoint,

@@ -19,11 +19,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
-from storage_core.controller.kafka_zk_client import ControllerMovedError
 from storage_core.controller.reassignment import ReassignmentOutcome
 from storage_core.server.handlers.common import NO_THROTTLE
 from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
+from storage_core.zk.kafka_zk_client import ControllerMovedError
 
 API_KEY = 45
 MIN_VERSION = 0

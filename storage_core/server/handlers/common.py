@@ -9,10 +9,10 @@ import uuid
 from kio.schema.errors import ErrorCode
 
 from storage_core.common import ZERO_UUID, Uuid
-from storage_core.controller.zk_data import BrokerRegistration
-from storage_core.controller.zk_data import EndPoint as ZkEndPoint
 from storage_core.errors import StorageError
 from storage_core.server.broker_services import BrokerServices
+from storage_core.zk.zk_data import BrokerRegistration
+from storage_core.zk.zk_data import EndPoint as ZkEndPoint
 
 logger = logging.getLogger(__name__)
 

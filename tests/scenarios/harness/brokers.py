@@ -31,8 +31,8 @@ from typing import Self
 
 from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core.common import TopicPartition
-from storage_core.controller.kafka_zk_client import KafkaZkClient
-from storage_core.controller.zk_data import LeaderAndIsr
+from storage_core.zk.kafka_zk_client import KafkaZkClient
+from storage_core.zk.zk_data import LeaderAndIsr
 from tests.broker_process import BrokerProcess
 from tests.cluster_support import eventually
 

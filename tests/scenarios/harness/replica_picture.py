@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage_core.common import TopicPartition
-from storage_core.controller.zk_data import LeaderAndIsr
 from storage_core.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
+from storage_core.zk.zk_data import LeaderAndIsr
 from tests.chaos.replica_logs import BatchId, dump_replica
 
 MAX_LISTED_RUN = 8

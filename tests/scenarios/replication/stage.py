@@ -43,8 +43,8 @@ from confluent_kafka.admin import (
 from kafka import KafkaProducer
 
 from embedded.zookeeper import ZooKeeperEnsemble
-from storage_core.controller.zk_data import LeaderAndIsr
 from storage_core.records import SimpleRecord, build_batch
+from storage_core.zk.zk_data import LeaderAndIsr
 from tests.cluster_support import eventually
 from tests.integration import raw_wire
 from tests.scenarios.harness import clients, partitions

@@ -51,20 +51,21 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 
 from storage_core.common import TopicPartition
-from storage_core.controller import zk_data
-from storage_core.controller.local_znode_tree import LocalZNodeTree
-from storage_core.controller.zk_data import (
+from storage_core.errors import StorageError
+from storage_core.zk import zk_data
+from storage_core.zk.local_znode_tree import LocalZNodeTree
+from storage_core.zk.zk_data import (
     BrokerRegistration,
     ControllerRegistration,
     LeaderAndIsr,
     ProducerIdBlock,
     TopicAssignment,
 )
-from storage_core.errors import StorageError
 
 Watch = Callable[[Any], None]  # called once with the ZooKeeper event that fired it
 
-logger = logging.getLogger(__name__)
+# the logger keeps the name it had before kafka.zk became its own package
+logger = logging.getLogger("storage_core.controller.kafka_zk_client")
 
 # passes of a subtree deletion before a subtree that keeps growing is reported: brokers add
 # at most one acknowledgement each to a deletion marker
