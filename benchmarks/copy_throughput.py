@@ -89,8 +89,9 @@ from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.consumer import KafkaConsumer
 from storage_core.common import TopicIdPartition, TopicPartition
+from storage_core.protocol.messages import build
 from storage_core.records import SimpleRecord, build_batch
-from storage_core.server.protocol import build, encode_request
+from storage_core.server.protocol import encode_request
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
 from storage_core.tiered.operations.copy import build_log_segment_data, is_eligible_for_upload
 from storage_core.tiered.operations.log_view import LogView

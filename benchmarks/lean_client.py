@@ -38,7 +38,8 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 from kio.serial.readers import read_unsigned_varint
 
-from storage_core.server.protocol import build, encode_request
+from storage_core.protocol.messages import build
+from storage_core.server.protocol import encode_request
 
 PRODUCE_KEY = 0
 PRODUCE_VERSION = 9

@@ -81,8 +81,8 @@ from benchmarks.broker_throughput import (
 )
 from embedded.ports import free_port
 from embedded.zookeeper import ZooKeeperEnsemble
+from storage_core.protocol.messages import build
 from storage_core.records import SimpleRecord, build_batch
-from storage_core.server.protocol import build
 from tests.broker_process import BrokerProcess
 from tests.integration import raw_wire
 

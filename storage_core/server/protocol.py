@@ -16,20 +16,18 @@ message classes, generated from Kafka's own JSON schemas.
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import struct
 from dataclasses import dataclass
 from functools import cache
-from types import ModuleType
 from typing import Any
 
-from kio.index import load_payload_module, load_request_schema, load_response_schema
+from kio.index import load_request_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
-from kio.static.constants import EntityType
 
+from storage_core.protocol.messages import request_schema
 from storage_core.server.request_bounds import (
     Edit,
     check_collection_lengths,
@@ -66,21 +64,6 @@ def peek_key_version_correlation(frame: bytes | memoryview) -> tuple[int, int, i
 @cache
 def is_flexible(api_key: int, api_version: int) -> bool:
     return bool(load_request_schema(api_key, api_version).__flexible__)
-
-
-@cache
-def request_schema(api_key: int, api_version: int) -> Any:
-    return load_request_schema(api_key, api_version)
-
-
-@cache
-def response_schema(api_key: int, api_version: int) -> Any:
-    return load_response_schema(api_key, api_version)
-
-
-@cache
-def response_module(api_key: int, api_version: int) -> ModuleType:
-    return load_payload_module(api_key, api_version, EntityType.response)
 
 
 @cache
@@ -168,18 +151,3 @@ def encode_request(
     frame = buffer.getbuffer()
     _SIZE.pack_into(frame, 0, len(frame) - 4)
     return bytes(frame)
-
-
-@cache
-def _field_names(schema: Any) -> frozenset[str]:
-    return frozenset(f.name for f in dataclasses.fields(schema))
-
-
-def build(schema: Any, **values: Any) -> Any:
-    """Build a message of any version from the superset of its fields' values.
-
-    Fields that the version does not have are dropped, so one handler serves every version;
-    fields that it has but that are not given keep their schema defaults.
-    """
-    names = _field_names(schema)
-    return schema(**{k: v for k, v in values.items() if k in names})

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import ModuleType
 
+from storage_core.protocol.messages import response_module
 from storage_core.server.broker_services import BrokerServices
-from storage_core.server.protocol import response_module
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

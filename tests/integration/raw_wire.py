@@ -17,7 +17,8 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 from kio.serial.readers import read_unsigned_varint
 
-from storage_core.server.protocol import API_VERSIONS_KEY, build, encode_request
+from storage_core.protocol.messages import build
+from storage_core.server.protocol import API_VERSIONS_KEY, encode_request
 
 SOCKET_TIMEOUT_S = 10.0
 

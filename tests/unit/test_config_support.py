@@ -9,9 +9,8 @@ from storage_core.common import Uuid
 from storage_core.controller.topic_store import TopicInfo
 from storage_core.errors import InvalidConfigError
 from storage_core.log.log_config import LogConfig
+from storage_core.protocol.config_resource import AlterConfigOpType, ConfigSource
 from storage_core.server.handlers.config_support import (
-    AlterConfigOp,
-    ConfigSource,
     InvalidRequestError,
     check_broker_resource,
     check_operations,
@@ -20,7 +19,7 @@ from storage_core.server.handlers.config_support import (
     incremental_changes,
 )
 
-SET, DELETE, APPEND, SUBTRACT = (int(op) for op in AlterConfigOp)
+SET, DELETE, APPEND, SUBTRACT = (int(op) for op in AlterConfigOpType)
 
 
 def _topic(configs: dict[str, str]) -> TopicInfo:

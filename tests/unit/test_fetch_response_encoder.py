@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
+from storage_core.protocol.messages import build, response_module
 from storage_core.records import FileRecords
 from storage_core.records.file_region import FileRegion
 from storage_core.server.fetch_response import (
@@ -23,7 +24,7 @@ from storage_core.server.fetch_response import (
     FetchTopicResponse,
     encode_fetch_response,
 )
-from storage_core.server.protocol import build, encode_response, response_module
+from storage_core.server.protocol import encode_response
 
 VERSIONS = range(4, 17)
 TOPIC_ID = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")

@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
+from storage_core.protocol.messages import build, response_module
 from storage_core.server.handlers.common import to_kio_timestamp
 from storage_core.server.produce_response import (
     ProducePartitionResponse,
     ProduceTopicResponse,
     encode_produce_response,
 )
-from storage_core.server.protocol import build, encode_response, response_module
+from storage_core.server.protocol import encode_response
 
 VERSIONS = range(3, 13)
 

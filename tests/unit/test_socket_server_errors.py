@@ -15,8 +15,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v10 import response as metadata_v10
 
+from storage_core.protocol.messages import build, request_schema
 from storage_core.server.handlers import ApiHandler, build_registry
-from storage_core.server.protocol import build, encode_request, request_schema
+from storage_core.server.protocol import encode_request
 from storage_core.server.request_context import RequestContext
 from storage_core.server.socket_server import SocketServer
 from storage_core.server.socket_server_config import SocketServerConfig

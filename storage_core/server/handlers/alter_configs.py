@@ -13,17 +13,17 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from storage_core.protocol.config_resource import ConfigResourceType
+from storage_core.protocol.messages import build
 from storage_core.server.dynamic_broker_config import validate_broker_configs
 from storage_core.server.handlers.common import NO_THROTTLE
 from storage_core.server.handlers.config_support import (
     InvalidRequestError,
-    ResourceType,
     alter_each_resource,
     check_broker_resource,
     check_unique_keys,
     topic_info_or_raise,
 )
-from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 
 API_KEY = 33
@@ -49,7 +49,7 @@ async def _alter(ctx: RequestContext, resource: Any, *, validate_only: bool) -> 
     nulls = [c.name for c in resource.configs if c.value is None]
     if nulls:
         raise InvalidRequestError("Null value not supported for : " + ", ".join(nulls))
-    if resource.resource_type == ResourceType.BROKER:
+    if resource.resource_type == ConfigResourceType.BROKER:
         check_broker_resource(resource.resource_name, services.broker_id)
         per_broker = resource.resource_name != ""
         new_configs = {c.name: str(c.value) for c in resource.configs}
@@ -63,7 +63,7 @@ async def _alter(ctx: RequestContext, resource: Any, *, validate_only: bool) -> 
                 )
             )
         return
-    if resource.resource_type != ResourceType.TOPIC:
+    if resource.resource_type != ConfigResourceType.TOPIC:
         raise InvalidRequestError(
             f"Unsupported resource type {resource.resource_type} for AlterConfigs"
         )

@@ -20,8 +20,8 @@ from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
 from storage_core.controller.reassignment import ReassignmentOutcome
+from storage_core.protocol.messages import build
 from storage_core.server.handlers.common import NO_THROTTLE
-from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 from storage_core.zk.kafka_zk_client import ControllerMovedError
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from storage_core.server.protocol import build
+from storage_core.protocol.messages import build
 from storage_core.server.request_context import RequestContext
 
 API_KEY = 18

@@ -14,7 +14,6 @@ else the built-in default (5); configs Kafka cannot change while running are rea
 
 from __future__ import annotations
 
-import enum
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,47 +28,17 @@ from storage_core.log.log_config import (
     TOPIC_CONFIG_NAMES,
     LogConfig,
 )
+from storage_core.protocol.config_resource import AlterConfigOpType, ConfigSource, ConfigType
+from storage_core.protocol.messages import build
 from storage_core.server.dynamic_broker_config import ALL_DYNAMIC_CONFIGS, is_sensitive
 from storage_core.server.handlers.common import error_code_of
 from storage_core.server.kafka_config import BROKER_CONFIG_DEFS
-from storage_core.server.protocol import build
 
 if TYPE_CHECKING:
     from storage_core.server.broker_services import BrokerServices
 
 MAX_RESOURCES_PER_REQUEST = 1000
 MAX_CONFIGS_PER_RESOURCE = 1000
-
-
-class ResourceType(enum.IntEnum):
-    UNKNOWN = 0
-    TOPIC = 2
-    BROKER = 4
-    BROKER_LOGGER = 8
-
-
-class ConfigSource(enum.IntEnum):
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-
-
-class ConfigType(enum.IntEnum):
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    LONG = 5
-    DOUBLE = 6
-    LIST = 7
-
-
-class AlterConfigOp(enum.IntEnum):
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
 
 
 class InvalidRequestError(StorageError):
@@ -410,7 +379,7 @@ def check_unique_keys(names: Sequence[str]) -> None:
 def check_operations(ops: Sequence[tuple[str, int, str | None]]) -> None:
     """INVALID_REQUEST for an operation code that is not SET, DELETE, APPEND or SUBTRACT."""
     for _name, operation, _value in ops:
-        if operation not in AlterConfigOp.__members__.values():
+        if operation not in AlterConfigOpType.__members__.values():
             raise InvalidRequestError(f"Unknown operations type {operation}")
 
 
@@ -426,20 +395,20 @@ def incremental_changes(
     delete_configs: list[str] = []
     for name, operation, value in ops:
         try:
-            op = AlterConfigOp(operation)
+            op = AlterConfigOpType(operation)
         except ValueError:
             raise InvalidRequestError(f"Unknown operations type {operation}") from None
-        if op is AlterConfigOp.DELETE or (op is AlterConfigOp.SET and value is None):
+        if op is AlterConfigOpType.DELETE or (op is AlterConfigOpType.SET and value is None):
             delete_configs.append(name)
             continue
-        if op is AlterConfigOp.SET:
+        if op is AlterConfigOpType.SET:
             set_configs[name] = str(value)
             continue
         if name not in LIST_CONFIG_NAMES:
             raise InvalidConfigError(f"Can't {op.name} to key {name} because its type is not LIST.")
         items = [p for p in current.get(name, "").split(",") if p]
         changes = [p for p in (value or "").split(",")]
-        if op is AlterConfigOp.APPEND:
+        if op is AlterConfigOpType.APPEND:
             items.extend(p for p in changes if p not in items)
         else:
             items = [p for p in items if p not in changes]

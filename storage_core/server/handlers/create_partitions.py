@@ -15,9 +15,9 @@ from collections import Counter
 from typing import Any
 
 from storage_core.errors import StorageError, UnknownTopicOrPartitionError
+from storage_core.protocol.messages import build
 from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
 from storage_core.server.handlers.config_support import InvalidRequestError
-from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 
 API_KEY = 37

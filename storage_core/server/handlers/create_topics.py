@@ -19,13 +19,13 @@ from kio.schema.errors import ErrorCode
 from storage_core.controller.manual_assignment import validate_new_topic_assignment
 from storage_core.controller.topic_store import TopicInfo
 from storage_core.errors import StorageError
+from storage_core.protocol.messages import build
 from storage_core.server.handlers.common import (
     NO_THROTTLE,
     error_code_of,
     to_kio_uuid,
 )
 from storage_core.server.handlers.config_support import InvalidRequestError, describe_topic
-from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 
 logger = logging.getLogger(__name__)

@@ -23,13 +23,13 @@ from typing import Any
 
 from storage_core.common import TopicPartition
 from storage_core.errors import OffsetOutOfRangeError, PolicyViolationError, StorageError
+from storage_core.protocol.messages import build
 from storage_core.replication.delayed_delete_records import (
     DeleteRecordsOutcome,
     wait_for_low_watermarks,
 )
 from storage_core.replication.replica_manager import ReplicaManager
 from storage_core.server.handlers.common import NO_THROTTLE, error_code_of, milliseconds
-from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 
 API_KEY = 21

@@ -8,13 +8,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from storage_core.errors import StorageError, UnknownTopicOrPartitionError
+from storage_core.protocol.messages import build
 from storage_core.server.handlers.common import (
     NO_THROTTLE,
     error_code_of,
     from_kio_uuid,
     to_kio_uuid,
 )
-from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 
 API_KEY = 20

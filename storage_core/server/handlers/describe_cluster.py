@@ -12,8 +12,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from storage_core.protocol.messages import build
 from storage_core.server.handlers.common import NO_THROTTLE, live_brokers
-from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 
 API_KEY = 60

@@ -15,19 +15,19 @@ from __future__ import annotations
 from typing import Any
 
 from storage_core.errors import StorageError
+from storage_core.protocol.config_resource import ConfigResourceType
+from storage_core.protocol.messages import build
 from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
 from storage_core.server.handlers.config_support import (
     MAX_RESOURCES_PER_REQUEST,
     DescribedConfig,
     InvalidRequestError,
-    ResourceType,
     check_broker_resource,
     describe_broker,
     describe_dynamic_default,
     describe_topic,
     topic_info_or_raise,
 )
-from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 
 API_KEY = 32
@@ -72,7 +72,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 def _describe(ctx: RequestContext, resource_type: int, name: str) -> list[DescribedConfig]:
     services = ctx.services
-    if resource_type == ResourceType.TOPIC:
+    if resource_type == ConfigResourceType.TOPIC:
         info = topic_info_or_raise(services, name)
         store = services.dynamic_broker_config
         return describe_topic(
@@ -82,7 +82,7 @@ def _describe(ctx: RequestContext, resource_type: int, name: str) -> list[Descri
             dynamic=store.configs(per_broker=True),
             dynamic_default=store.configs(per_broker=False),
         )
-    if resource_type == ResourceType.BROKER:
+    if resource_type == ConfigResourceType.BROKER:
         check_broker_resource(name, services.broker_id)
         store = services.dynamic_broker_config
         if name == "":

@@ -17,8 +17,8 @@ from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
 from storage_core.log.log_manager import LogManager
+from storage_core.protocol.messages import build
 from storage_core.server.handlers.common import NO_THROTTLE
-from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 
 API_KEY = 35

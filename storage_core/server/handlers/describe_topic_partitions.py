@@ -23,9 +23,9 @@ from kio.schema.errors import ErrorCode
 
 from storage_core.common import validate_topic_name
 from storage_core.errors import InvalidTopicError, StorageError
+from storage_core.protocol.messages import build
 from storage_core.replication.metadata_cache import INTERNAL_TOPICS, TopicMetadata
 from storage_core.server.handlers.common import NO_THROTTLE, to_kio_uuid
-from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 from storage_core.zk.zk_data import NO_LEADER
 

@@ -27,9 +27,9 @@ from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
 from storage_core.controller.partition_state_machine import ElectionOutcome
+from storage_core.protocol.messages import build
 from storage_core.server.broker_services import BrokerServices
 from storage_core.server.handlers.common import NO_THROTTLE, milliseconds
-from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 from storage_core.zk.kafka_zk_client import ControllerMovedError
 

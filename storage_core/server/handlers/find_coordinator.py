@@ -17,10 +17,10 @@ from kio.schema.errors import ErrorCode
 from storage_core.common import TopicPartition
 from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME
 from storage_core.errors import StorageError
+from storage_core.protocol.messages import build
 from storage_core.server.group_coordinator_setup import ensure_offsets_topic
 from storage_core.server.handlers.common import NO_THROTTLE
 from storage_core.server.handlers.group_support import coordinator_of
-from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 
 logger = logging.getLogger(__name__)

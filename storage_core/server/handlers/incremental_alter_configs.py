@@ -15,6 +15,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from storage_core.protocol.config_resource import ConfigResourceType
+from storage_core.protocol.messages import build
 from storage_core.server.dynamic_broker_config import (
     incremental_broker_changes,
     validate_broker_configs,
@@ -22,7 +24,6 @@ from storage_core.server.dynamic_broker_config import (
 from storage_core.server.handlers.common import NO_THROTTLE
 from storage_core.server.handlers.config_support import (
     InvalidRequestError,
-    ResourceType,
     alter_each_resource,
     check_broker_resource,
     check_operations,
@@ -30,7 +31,6 @@ from storage_core.server.handlers.config_support import (
     incremental_changes,
     topic_info_or_raise,
 )
-from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 
 API_KEY = 44
@@ -59,7 +59,7 @@ async def _alter(ctx: RequestContext, resource: Any, *, validate_only: bool) -> 
     check_unique_keys(names)
     ops = [(c.name, int(c.config_operation), c.value) for c in resource.configs]
     check_operations(ops)
-    if resource.resource_type == ResourceType.BROKER:
+    if resource.resource_type == ConfigResourceType.BROKER:
         check_broker_resource(resource.resource_name, services.broker_id)
         per_broker = resource.resource_name != ""
         store = services.dynamic_broker_config
@@ -76,7 +76,7 @@ async def _alter(ctx: RequestContext, resource: Any, *, validate_only: bool) -> 
                 )
             )
         return
-    if resource.resource_type != ResourceType.TOPIC:
+    if resource.resource_type != ConfigResourceType.TOPIC:
         raise InvalidRequestError(
             f"Unsupported resource type {resource.resource_type} for IncrementalAlterConfigs"
         )

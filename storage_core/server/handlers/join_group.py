@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from storage_core.coordinator.group.member_metadata import JoinGroupResult
+from storage_core.protocol.messages import build
 from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
 from storage_core.server.handlers.group_support import (
     NOT_RUNNING,
@@ -18,7 +19,6 @@ from storage_core.server.handlers.group_support import (
     coordinator_of,
     to_ms,
 )
-from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 
 API_KEY = 11

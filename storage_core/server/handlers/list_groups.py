@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from storage_core.coordinator.group.group_coordinator import ListGroupsResult
+from storage_core.protocol.messages import build
 from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
 from storage_core.server.handlers.group_support import NOT_RUNNING, coordinator_of
-from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 
 API_KEY = 16

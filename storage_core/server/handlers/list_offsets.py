@@ -20,8 +20,8 @@ from typing import Any
 from storage_core.common import TopicPartition
 from storage_core.errors import StorageError
 from storage_core.log.log import Log, TimestampAndOffset
+from storage_core.protocol.messages import build
 from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
-from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 from storage_core.tiered.remote_log_manager import LATEST_TIERED_TIMESTAMP
 

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from storage_core.common import validate_topic_name
 from storage_core.controller.topic_store import TopicInfo
 from storage_core.errors import StorageError
+from storage_core.protocol.messages import build
 from storage_core.server.handlers.common import (
     NO_THROTTLE,
     error_code_of,
@@ -24,7 +25,6 @@ from storage_core.server.handlers.common import (
     live_brokers,
     to_kio_uuid,
 )
-from storage_core.server.protocol import build
 from storage_core.server.request_context import RequestContext
 
 if TYPE_CHECKING:
