@@ -62,8 +62,8 @@ from storage_core.client import (
     KafkaAdminClient,
     KafkaCluster,
 )
-from storage_core.client.admin import ConfigResourceType
 from storage_core.client.metadata import NO_LEADER
+from storage_core.protocol.config_resource import ConfigResourceType
 
 TOPIC = "events"
 PARTITIONS = 3

@@ -7,16 +7,12 @@ correlation ids, limits), ``negotiation`` (ApiVersions and the per-broker sessio
 """
 
 from storage_core.client.admin import (
-    AlterConfigOp,
-    AlterConfigOpType,
     ConfigEntry,
-    ConfigResourceType,
-    ConfigSource,
     CreatedTopic,
     KafkaAdminClient,
-    NewTopic,
     TopicDescription,
 )
+from storage_core.client.admin_requests import AlterConfigOp, NewTopic
 from storage_core.client.cluster import DEFAULT_BOOTSTRAP_SERVER, KafkaCluster
 from storage_core.client.connection import ConnectionConfig, KafkaConnection
 from storage_core.client.consumer import (
@@ -49,6 +45,11 @@ from storage_core.client.producer import (
     ACKS_NONE,
     KafkaProducer,
     ProduceResult,
+)
+from storage_core.protocol.config_resource import (
+    AlterConfigOpType,
+    ConfigResourceType,
+    ConfigSource,
 )
 
 __all__ = [

@@ -11,118 +11,36 @@ Not thread-safe (it uses a ``KafkaCluster``).
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from kio.schema.create_topics.v4 import request as create_v4
-from kio.schema.create_topics.v4.response import CreateTopicsResponse as CreateTopicsResponseV4
-from kio.schema.create_topics.v7 import request as create_v7
-from kio.schema.create_topics.v7.response import CreateTopicsResponse as CreateTopicsResponseV7
-from kio.schema.delete_topics.v1.request import DeleteTopicsRequest as DeleteTopicsRequestV1
-from kio.schema.delete_topics.v1.response import DeleteTopicsResponse as DeleteTopicsResponseV1
-from kio.schema.delete_topics.v6.request import DeleteTopicsRequest as DeleteTopicsRequestV6
-from kio.schema.delete_topics.v6.request import DeleteTopicState
-from kio.schema.delete_topics.v6.response import DeleteTopicsResponse as DeleteTopicsResponseV6
-from kio.schema.describe_configs.v1 import request as describe_v1
-from kio.schema.describe_configs.v1.response import (
-    DescribeConfigsResponse as DescribeConfigsResponseV1,
-)
-from kio.schema.describe_configs.v4 import request as describe_v4
-from kio.schema.describe_configs.v4.response import (
-    DescribeConfigsResponse as DescribeConfigsResponseV4,
-)
-from kio.schema.describe_log_dirs.v1 import request as log_dirs_v1
-from kio.schema.describe_log_dirs.v1.response import (
-    DescribeLogDirsResponse as DescribeLogDirsResponseV1,
-)
-from kio.schema.describe_log_dirs.v4 import request as log_dirs_v4
-from kio.schema.describe_log_dirs.v4.response import (
-    DescribeLogDirsResponse as DescribeLogDirsResponseV4,
-)
 from kio.schema.errors import ErrorCode
-from kio.schema.incremental_alter_configs.v0 import request as alter_v0
-from kio.schema.incremental_alter_configs.v0.response import (
-    IncrementalAlterConfigsResponse as AlterResponseV0,
-)
-from kio.schema.incremental_alter_configs.v1 import request as alter_v1
-from kio.schema.incremental_alter_configs.v1.response import (
-    IncrementalAlterConfigsResponse as AlterResponseV1,
-)
-from kio.schema.types import TopicName
-from kio.static.primitive import i8, i16, i32
 
+from storage_core.client.admin_requests import (
+    AlterConfigOp,
+    NewTopic,
+    create_topics_request,
+    delete_topics_request,
+    describe_configs_request,
+    describe_log_dirs_request,
+    incremental_alter_configs_request,
+)
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.errors import (
     BrokerResponseError,
     UnsupportedVersionError,
     raise_for_error,
 )
-from storage_core.client.framing import i32_timedelta
 from storage_core.client.metadata import TopicMetadata
 from storage_core.client.negotiation import ApiKey
 from storage_core.client.topic_partitions import describe_topic_partitions
 from storage_core.common import TopicPartition, Uuid
+from storage_core.protocol.config_resource import ConfigResourceType, ConfigSource
+from storage_core.protocol.messages import response_schema
 
 DEFAULT_ADMIN_TIMEOUT_MS = 30_000
 MAX_TOPICS_PER_REQUEST = 1000
-
-
-class ConfigResourceType(enum.IntEnum):
-    """Kafka's ``ConfigResource.Type`` (the ``resource_type`` of config requests)."""
-
-    TOPIC = 2
-    BROKER = 4
-
-
-class ConfigSource(enum.IntEnum):
-    """Where a config value comes from (DescribeConfigs ``config_source``)."""
-
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-    CLIENT_METRICS_CONFIG = 7
-    GROUP_CONFIG = 8
-
-    @staticmethod
-    def from_id(value: int) -> ConfigSource:
-        try:
-            return ConfigSource(value)
-        except ValueError:
-            return ConfigSource.UNKNOWN
-
-
-class AlterConfigOpType(enum.IntEnum):
-    """IncrementalAlterConfigs ``config_operation``."""
-
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NewTopic:
-    """A topic to create; ``replication_factor`` and ``num_partitions`` are positive, or -1
-    for the broker's defaults."""
-
-    name: str
-    num_partitions: int = -1
-    replication_factor: int = -1
-    configs: Mapping[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.num_partitions == 0 or self.num_partitions < -1:
-            raise ValueError(f"num_partitions must be positive or -1, got {self.num_partitions}")
-        if self.replication_factor == 0 or self.replication_factor < -1:
-            raise ValueError(
-                f"replication_factor must be positive or -1, got {self.replication_factor}"
-            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,13 +64,6 @@ class ConfigEntry:
     @property
     def is_default(self) -> bool:
         return self.source in (ConfigSource.DEFAULT_CONFIG, ConfigSource.STATIC_BROKER_CONFIG)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AlterConfigOp:
-    name: str
-    op: AlterConfigOpType
-    value: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -188,76 +99,19 @@ class KafkaAdminClient:
         _check_count(len(topics))
         session = self.cluster.controller_session()
         version = session.version(ApiKey.CREATE_TOPICS)
+        response = session.send(
+            create_topics_request(
+                version, topics, timeout_ms=self.timeout_ms, validate_only=validate_only
+            ),
+            response_schema(ApiKey.CREATE_TOPICS, version),
+        )
+        by_name = {t.name: t for t in topics}
         results: list[CreatedTopic] = []
-        if version >= 7:
-            response7 = session.send(
-                create_v7.CreateTopicsRequest(
-                    topics=tuple(
-                        create_v7.CreatableTopic(
-                            name=TopicName(t.name),
-                            num_partitions=i32(t.num_partitions),
-                            replication_factor=i16(t.replication_factor),
-                            assignments=(),
-                            configs=tuple(
-                                create_v7.CreatableTopicConfig(name=k, value=v)
-                                for k, v in t.configs.items()
-                            ),
-                        )
-                        for t in topics
-                    ),
-                    timeout=i32_timedelta(self.timeout_ms),
-                    validate_only=validate_only,
-                ),
-                CreateTopicsResponseV7,
+        for r in response.topics:
+            raise_for_error(
+                r.error_code, resource=f"topic {r.name!r}", broker_message=r.error_message
             )
-            for r7 in response7.topics:
-                raise_for_error(
-                    r7.error_code, resource=f"topic {r7.name!r}", broker_message=r7.error_message
-                )
-                topic_id = None if r7.topic_id is None else Uuid.from_bytes(r7.topic_id.bytes)
-                results.append(
-                    CreatedTopic(
-                        name=str(r7.name),
-                        topic_id=topic_id,
-                        num_partitions=int(r7.num_partitions),
-                        replication_factor=int(r7.replication_factor),
-                    )
-                )
-        else:
-            response4 = session.send(
-                create_v4.CreateTopicsRequest(
-                    topics=tuple(
-                        create_v4.CreatableTopic(
-                            name=TopicName(t.name),
-                            num_partitions=i32(t.num_partitions),
-                            replication_factor=i16(t.replication_factor),
-                            assignments=(),
-                            configs=tuple(
-                                create_v4.CreatableTopicConfig(name=k, value=v)
-                                for k, v in t.configs.items()
-                            ),
-                        )
-                        for t in topics
-                    ),
-                    timeout=i32_timedelta(self.timeout_ms),
-                    validate_only=validate_only,
-                ),
-                CreateTopicsResponseV4,
-            )
-            by_name = {t.name: t for t in topics}
-            for r4 in response4.topics:
-                raise_for_error(
-                    r4.error_code, resource=f"topic {r4.name!r}", broker_message=r4.error_message
-                )
-                asked = by_name.get(str(r4.name))
-                results.append(
-                    CreatedTopic(
-                        name=str(r4.name),
-                        topic_id=None,
-                        num_partitions=asked.num_partitions if asked else -1,
-                        replication_factor=asked.replication_factor if asked else -1,
-                    )
-                )
+            results.append(_created_topic(r, by_name.get(str(r.name))))
         self.cluster.invalidate_metadata()
         return results
 
@@ -282,30 +136,17 @@ class KafkaAdminClient:
         _check_count(len(names))
         session = self.cluster.controller_session()
         version = session.version(ApiKey.DELETE_TOPICS)
-        if version >= 6:
-            response6 = session.send(
-                DeleteTopicsRequestV6(
-                    topics=tuple(
-                        DeleteTopicState(name=TopicName(name), topic_id=None) for name in names
-                    ),
-                    timeout=i32_timedelta(self.timeout_ms),
-                ),
-                DeleteTopicsResponseV6,
+        response = session.send(
+            delete_topics_request(version, names, timeout_ms=self.timeout_ms),
+            response_schema(ApiKey.DELETE_TOPICS, version),
+        )
+        for r in response.responses:
+            # v1 answers carry no error message
+            raise_for_error(
+                r.error_code,
+                resource=f"topic {r.name!r}",
+                broker_message=getattr(r, "error_message", None),
             )
-            for r6 in response6.responses:
-                raise_for_error(
-                    r6.error_code, resource=f"topic {r6.name!r}", broker_message=r6.error_message
-                )
-        else:
-            response1 = session.send(
-                DeleteTopicsRequestV1(
-                    topic_names=tuple(TopicName(name) for name in names),
-                    timeout=i32_timedelta(self.timeout_ms),
-                ),
-                DeleteTopicsResponseV1,
-            )
-            for r1 in response1.responses:
-                raise_for_error(r1.error_code, resource=f"topic {r1.name!r}")
         self.cluster.invalidate_metadata()
 
     def list_topics(self, *, include_internal: bool = False) -> list[str]:
@@ -354,53 +195,14 @@ class KafkaAdminClient:
         """The configs of one resource (all of them, or only ``keys``)."""
         session = self.cluster.any_session()
         version = session.version(ApiKey.DESCRIBE_CONFIGS)
-        key_tuple = None if keys is None else tuple(keys)
         resource = f"{resource_type.name.lower()} {name!r}"
-        if version >= 4:
-            response4 = session.send(
-                describe_v4.DescribeConfigsRequest(
-                    resources=(
-                        describe_v4.DescribeConfigsResource(
-                            resource_type=i8(resource_type),
-                            resource_name=name,
-                            configuration_keys=key_tuple,
-                        ),
-                    ),
-                    include_synonyms=False,
-                    include_documentation=False,
-                ),
-                DescribeConfigsResponseV4,
-            )
-            entries: list[ConfigEntry] = []
-            for r4 in response4.results:
-                raise_for_error(r4.error_code, resource=resource, broker_message=r4.error_message)
-                entries += [
-                    ConfigEntry(
-                        name=c.name,
-                        value=c.value,
-                        read_only=c.read_only,
-                        source=ConfigSource.from_id(int(c.config_source)),
-                        is_sensitive=c.is_sensitive,
-                    )
-                    for c in r4.configs
-                ]
-            return tuple(entries)
-        response1 = session.send(
-            describe_v1.DescribeConfigsRequest(
-                resources=(
-                    describe_v1.DescribeConfigsResource(
-                        resource_type=i8(resource_type),
-                        resource_name=name,
-                        configuration_keys=key_tuple,
-                    ),
-                ),
-                include_synonyms=False,
-            ),
-            DescribeConfigsResponseV1,
+        response = session.send(
+            describe_configs_request(version, resource_type, name, keys),
+            response_schema(ApiKey.DESCRIBE_CONFIGS, version),
         )
-        entries = []
-        for r1 in response1.results:
-            raise_for_error(r1.error_code, resource=resource, broker_message=r1.error_message)
+        entries: list[ConfigEntry] = []
+        for r in response.results:
+            raise_for_error(r.error_code, resource=resource, broker_message=r.error_message)
             entries += [
                 ConfigEntry(
                     name=c.name,
@@ -409,7 +211,7 @@ class KafkaAdminClient:
                     source=ConfigSource.from_id(int(c.config_source)),
                     is_sensitive=c.is_sensitive,
                 )
-                for c in r1.configs
+                for c in r.configs
             ]
         return tuple(entries)
 
@@ -427,48 +229,14 @@ class KafkaAdminClient:
         session = self.cluster.controller_session()
         version = session.version(ApiKey.INCREMENTAL_ALTER_CONFIGS)
         resource = f"{resource_type.name.lower()} {name!r}"
-        if version >= 1:
-            response1 = session.send(
-                alter_v1.IncrementalAlterConfigsRequest(
-                    resources=(
-                        alter_v1.AlterConfigsResource(
-                            resource_type=i8(resource_type),
-                            resource_name=name,
-                            configs=tuple(
-                                alter_v1.AlterableConfig(
-                                    name=op.name, config_operation=i8(op.op), value=op.value
-                                )
-                                for op in ops
-                            ),
-                        ),
-                    ),
-                    validate_only=validate_only,
-                ),
-                AlterResponseV1,
-            )
-            for r1 in response1.responses:
-                raise_for_error(r1.error_code, resource=resource, broker_message=r1.error_message)
-            return
-        response0 = session.send(
-            alter_v0.IncrementalAlterConfigsRequest(
-                resources=(
-                    alter_v0.AlterConfigsResource(
-                        resource_type=i8(resource_type),
-                        resource_name=name,
-                        configs=tuple(
-                            alter_v0.AlterableConfig(
-                                name=op.name, config_operation=i8(op.op), value=op.value
-                            )
-                            for op in ops
-                        ),
-                    ),
-                ),
-                validate_only=validate_only,
+        response = session.send(
+            incremental_alter_configs_request(
+                version, resource_type, name, ops, validate_only=validate_only
             ),
-            AlterResponseV0,
+            response_schema(ApiKey.INCREMENTAL_ALTER_CONFIGS, version),
         )
-        for r0 in response0.responses:
-            raise_for_error(r0.error_code, resource=resource, broker_message=r0.error_message)
+        for r in response.responses:
+            raise_for_error(r.error_code, resource=resource, broker_message=r.error_message)
 
     # ------------------------------------------------------------------ log dirs
     def describe_log_dirs(
@@ -481,24 +249,11 @@ class KafkaAdminClient:
         session = self.cluster.session_for_node(broker_id)
         version = session.version(ApiKey.DESCRIBE_LOG_DIRS)
         broker = f"broker {broker_id}"
-        # v1 and v4 requests have the same fields; v4 answers carry a top-level error too
-        request: Any = log_dirs_v4 if version >= 4 else log_dirs_v1
-        response_type: Any = (
-            DescribeLogDirsResponseV4 if version >= 4 else DescribeLogDirsResponseV1
-        )
         response = session.send(
-            request.DescribeLogDirsRequest(
-                topics=None
-                if topics is None
-                else tuple(
-                    request.DescribableLogDirTopic(
-                        topic=TopicName(name), partitions=tuple(i32(p) for p in partitions)
-                    )
-                    for name, partitions in sorted(topics.items())
-                )
-            ),
-            response_type,
+            describe_log_dirs_request(version, topics),
+            response_schema(ApiKey.DESCRIBE_LOG_DIRS, version),
         )
+        # v4 answers carry a top-level error too
         if version >= 4:
             raise_for_error(response.error_code, resource=broker)
         results: tuple[Any, ...] = response.results
@@ -521,3 +276,22 @@ def _check_count(count: int) -> None:
         raise ValueError("no topic given")
     if count > MAX_TOPICS_PER_REQUEST:
         raise ValueError(f"{count} topics in one request; at most {MAX_TOPICS_PER_REQUEST}")
+
+
+def _created_topic(result: Any, asked: NewTopic | None) -> CreatedTopic:
+    """A created topic as the broker reports it (v5+: its id, partitions and replication
+    factor; before: only its name, the rest as asked)."""
+    if not hasattr(result, "num_partitions"):
+        return CreatedTopic(
+            name=str(result.name),
+            topic_id=None,
+            num_partitions=asked.num_partitions if asked else -1,
+            replication_factor=asked.replication_factor if asked else -1,
+        )
+    topic_id = None if result.topic_id is None else Uuid.from_bytes(result.topic_id.bytes)
+    return CreatedTopic(
+        name=str(result.name),
+        topic_id=topic_id,
+        num_partitions=int(result.num_partitions),
+        replication_factor=int(result.replication_factor),
+    )

@@ -14,20 +14,19 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import TextIO
 
-from storage_core.client.admin import (
-    AlterConfigOp,
-    AlterConfigOpType,
-    ConfigResourceType,
-    ConfigSource,
-    KafkaAdminClient,
-    TopicDescription,
-)
+from storage_core.client.admin import KafkaAdminClient, TopicDescription
+from storage_core.client.admin_requests import AlterConfigOp
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.errors import UnsupportedVersionError
 from storage_core.client.metadata import (
     NO_LEADER,
     PartitionMetadata,
     TopicMetadata,
+)
+from storage_core.protocol.config_resource import (
+    AlterConfigOpType,
+    ConfigResourceType,
+    ConfigSource,
 )
 from storage_core.tools.key_values import parse_key_values
 

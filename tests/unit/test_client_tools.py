@@ -9,7 +9,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from storage_core.cli import main
-from storage_core.client.admin import ConfigEntry, ConfigSource, TopicDescription
+from storage_core.client.admin import ConfigEntry, TopicDescription
 from storage_core.client.metadata import PartitionMetadata, TopicMetadata
 from storage_core.client.producer import (
     estimate_record_bytes,
@@ -17,6 +17,7 @@ from storage_core.client.producer import (
     split_into_batches,
 )
 from storage_core.common import Uuid
+from storage_core.protocol.config_resource import ConfigSource
 from storage_core.records.memory_records_builder import build_batch
 from storage_core.records.record import Header, Record, SimpleRecord
 from storage_core.tools.consume import format_record

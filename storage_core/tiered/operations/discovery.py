@@ -44,7 +44,7 @@ from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
-from storage_core.client.admin import ConfigResourceType, KafkaAdminClient
+from storage_core.client.admin import KafkaAdminClient
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.consumer import KafkaConsumer
 from storage_core.client.errors import (
@@ -59,6 +59,7 @@ from storage_core.common import TopicPartition, Uuid
 from storage_core.errors import InvalidConfigError, StorageError, UnknownTopicOrPartitionError
 from storage_core.log.log_config import TOPIC_CONFIG_NAMES, LogConfig
 from storage_core.log.meta_properties import ZkMetaProperties, read_meta_properties
+from storage_core.protocol.config_resource import ConfigResourceType
 from storage_core.tiered.operations.log_view import LogView
 from storage_core.tiered.topic_based_rlmm import (
     ConsumerTaskConfig,

@@ -31,7 +31,7 @@ import pytest
 from kafka import KafkaProducer
 
 from storage_core.client import AlterConfigOp, AlterConfigOpType, KafkaAdminClient, KafkaCluster
-from storage_core.client.admin import ConfigResourceType
+from storage_core.protocol.config_resource import ConfigResourceType
 from tests.broker_process import BrokerProcess
 from tests.tiered_broker_support import EARLIEST, LATEST_TIERED, list_offset, wait_until
 from tests.unit.airflow import airflow_env
