@@ -47,16 +47,11 @@ this class keeps no other mutable state).
 
 from __future__ import annotations
 
-import base64
 import functools
-import hashlib
 import io
 import logging
 import math
-import random
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
@@ -65,11 +60,9 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
-from storage_core.tiered.local_tiered_storage import strip_rsm_prefix
 from storage_core.tiered.remote_object_keys import (
     RemoteObjectSuffix,
     check_keys_to_delete,
-    normalize_prefix,
     segment_keys,
 )
 from storage_core.tiered.remote_storage_manager import (
@@ -81,210 +74,17 @@ from storage_core.tiered.remote_storage_manager import (
     RemoteSegmentRef,
     RemoteStorageError,
     check_positions,
-    refuse_unknown_rsm_config,
 )
+from storage_core.tiered.s3_integrity import CheckedBody, Digest, check_read, composite_digest
+from storage_core.tiered.s3_remote_storage_config import DEFAULT_REGION, S3RemoteStorageConfig
+from storage_core.tiered.s3_retries import call_with_retries, error_code
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-MIB = 1 << 20
 S3_MAX_PARTS = 10_000
 S3_DELETE_OBJECTS_KEYS_MAX = 1000
-S3_MAX_PART_SIZE_BYTES = 5 << 30
-DEFAULT_REGION = "us-east-1"
-CHECKSUM_ALGORITHMS = ("SHA256", "MD5")
-STREAM_CHUNK_BYTES = MIB
-
-# Error codes worth another attempt (besides any 5xx status and 429).
-_RETRIABLE_CODES = frozenset(
-    {
-        "RequestTimeout",
-        "RequestTimeTooSkewed",
-        "SlowDown",
-        "Throttling",
-        "ThrottlingException",
-        "InternalError",
-        "ServiceUnavailable",
-        "BadDigest",
-        "XAmzContentSHA256Mismatch",
-    }
-)
-_NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
-_RETRIABLE_EXCEPTIONS = (
-    botocore.exceptions.ConnectionError,  # refused, DNS, connect timeout, proxy
-    botocore.exceptions.HTTPClientError,  # read timeout, connection closed mid-response
-    botocore.exceptions.IncompleteReadError,
-    botocore.exceptions.ResponseStreamingError,
-    botocore.exceptions.FlexibleChecksumError,
-)
-
-
-# The settings of the module docstring (without the rsm.config. prefix).
-S3_CONFIG_KEYS = frozenset(
-    {
-        "s3.bucket.name",
-        "s3.key.prefix",
-        "s3.region",
-        "s3.endpoint.url",
-        "s3.path.style.access.enabled",
-        "s3.multipart.threshold.bytes",
-        "s3.multipart.part.size.bytes",
-        "s3.checksum.algorithm",
-        "s3.connect.timeout.ms",
-        "s3.read.timeout.ms",
-        "s3.retry.max.attempts",
-        "s3.retry.backoff.ms",
-        "s3.retry.backoff.max.ms",
-        "s3.retry.total.timeout.ms",
-    }
-)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class S3RemoteStorageConfig:
-    """The settings of the module docstring, validated."""
-
-    bucket: str
-    key_prefix: str = ""
-    region: str | None = None
-    endpoint_url: str | None = None
-    path_style_access: bool = False
-    multipart_threshold_bytes: int = 32 * MIB
-    multipart_part_size_bytes: int = 16 * MIB
-    checksum_algorithm: str = "SHA256"
-    connect_timeout_ms: int = 2_000
-    read_timeout_ms: int = 10_000
-    retry_max_attempts: int = 5
-    retry_backoff_ms: int = 100
-    retry_backoff_max_ms: int = 2_000
-    retry_total_timeout_ms: int = 20_000
-
-    def __post_init__(self) -> None:
-        if not self.bucket:
-            raise ValueError("rsm.config.s3.bucket.name is required")
-        object.__setattr__(self, "key_prefix", normalize_prefix(self.key_prefix))
-        if self.checksum_algorithm not in CHECKSUM_ALGORITHMS:
-            raise ValueError(
-                f"rsm.config.s3.checksum.algorithm must be one of {CHECKSUM_ALGORITHMS},"
-                f" got {self.checksum_algorithm!r}"
-            )
-        if not 1 <= self.multipart_part_size_bytes <= S3_MAX_PART_SIZE_BYTES:
-            raise ValueError(
-                "rsm.config.s3.multipart.part.size.bytes must be in"
-                f" [1, {S3_MAX_PART_SIZE_BYTES}], got {self.multipart_part_size_bytes}"
-            )
-        if not 0 <= self.multipart_threshold_bytes <= S3_MAX_PART_SIZE_BYTES:
-            raise ValueError(
-                "rsm.config.s3.multipart.threshold.bytes must be in"
-                f" [0, {S3_MAX_PART_SIZE_BYTES}], got {self.multipart_threshold_bytes}"
-            )
-        for name in ("connect_timeout_ms", "read_timeout_ms", "retry_total_timeout_ms"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        if not 1 <= self.retry_max_attempts <= 100:
-            raise ValueError(
-                f"rsm.config.s3.retry.max.attempts must be in [1, 100], got"
-                f" {self.retry_max_attempts}"
-            )
-        if not 0 <= self.retry_backoff_ms <= self.retry_backoff_max_ms:
-            raise ValueError(
-                "need 0 <= rsm.config.s3.retry.backoff.ms <= rsm.config.s3.retry.backoff.max.ms,"
-                f" got {self.retry_backoff_ms} and {self.retry_backoff_max_ms}"
-            )
-
-    @staticmethod
-    def from_config(config: Mapping[str, str]) -> S3RemoteStorageConfig:
-        """Refuses keys it does not read (``UnknownRemoteStorageConfigError``)."""
-        refuse_unknown_rsm_config("S3RemoteStorageManager", config, S3_CONFIG_KEYS)
-        plain = strip_rsm_prefix(config)
-
-        def integer(key: str, default: int) -> int:
-            text = plain.get(key)
-            if text is None:
-                return default
-            try:
-                return int(text.strip())
-            except ValueError:
-                raise ValueError(f"rsm.config.{key} must be an integer, got {text!r}") from None
-
-        style = plain.get("s3.path.style.access.enabled", "false").strip().lower()
-        if style not in ("true", "false"):
-            raise ValueError(
-                f"rsm.config.s3.path.style.access.enabled must be true or false: {style!r}"
-            )
-        return S3RemoteStorageConfig(
-            bucket=plain.get("s3.bucket.name", ""),
-            key_prefix=plain.get("s3.key.prefix", ""),
-            region=plain.get("s3.region") or None,
-            endpoint_url=plain.get("s3.endpoint.url") or None,
-            path_style_access=style == "true",
-            multipart_threshold_bytes=integer("s3.multipart.threshold.bytes", 32 * MIB),
-            multipart_part_size_bytes=integer("s3.multipart.part.size.bytes", 16 * MIB),
-            checksum_algorithm=plain.get("s3.checksum.algorithm", "SHA256").strip().upper(),
-            connect_timeout_ms=integer("s3.connect.timeout.ms", 2_000),
-            read_timeout_ms=integer("s3.read.timeout.ms", 10_000),
-            retry_max_attempts=integer("s3.retry.max.attempts", 5),
-            retry_backoff_ms=integer("s3.retry.backoff.ms", 100),
-            retry_backoff_max_ms=integer("s3.retry.backoff.max.ms", 2_000),
-            retry_total_timeout_ms=integer("s3.retry.total.timeout.ms", 20_000),
-        )
-
-
-class _Digest:
-    """The checksum of one body as S3 wants it sent and shows it back."""
-
-    def __init__(self, algorithm: str, data: bytes) -> None:
-        self.algorithm = algorithm
-        if algorithm == "SHA256":
-            self.raw = hashlib.sha256(data).digest()
-        else:  # S3's Content-MD5 integrity check, not a security use
-            self.raw = hashlib.md5(data, usedforsecurity=False).digest()
-        self.b64 = base64.b64encode(self.raw).decode("ascii")
-
-    def request_args(self) -> dict[str, str]:
-        if self.algorithm == "SHA256":
-            return {"ChecksumAlgorithm": "SHA256", "ChecksumSHA256": self.b64}
-        return {"ContentMD5": self.b64}
-
-
-def _composite(algorithm: str, digests: list[_Digest]) -> _Digest:
-    """S3's checksum of a multipart object: the digest of the parts' concatenated digests."""
-    return _Digest(algorithm, b"".join(d.raw for d in digests))
-
-
-class _CheckedBody(io.RawIOBase):
-    """A GetObject body that must deliver exactly ``length`` bytes; errors become
-    ``RemoteStorageError``."""
-
-    def __init__(self, body: Any, length: int, where: str) -> None:
-        self._body = body
-        self._remaining = length
-        self._where = where
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        if self._remaining <= 0:
-            return 0
-        want = min(len(buffer), self._remaining, STREAM_CHUNK_BYTES)
-        try:
-            chunk: bytes = self._body.read(want)
-        except (botocore.exceptions.BotoCoreError, OSError) as exc:
-            raise RemoteStorageError(f"reading {self._where} failed mid-stream: {exc}") from exc
-        if not chunk:
-            raise RemoteStorageError(
-                f"{self._where} ended {self._remaining} bytes before its announced length"
-            )
-        memoryview(buffer)[: len(chunk)] = chunk
-        self._remaining -= len(chunk)
-        return len(chunk)
-
-    def close(self) -> None:
-        if not self.closed:
-            self._body.close()
-        super().close()
 
 
 class S3RemoteStorageManager:
@@ -326,69 +126,8 @@ class S3RemoteStorageManager:
     # -- retries ------------------------------------------------------------------------------
 
     def _call(self, operation: str, key: str, call: Callable[[], T]) -> T:
-        """Run one S3 request with bounded retries (module docstring)."""
-        config = self.config
-        started = time.monotonic()
-        deadline = started + config.retry_total_timeout_ms / 1000
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                return call()
-            except Exception as exc:
-                retriable = _is_retriable(exc)
-                backoff_s = (
-                    random.uniform(
-                        0,
-                        min(
-                            config.retry_backoff_max_ms,
-                            config.retry_backoff_ms * 2 ** (attempt - 1),
-                        ),
-                    )
-                    / 1000
-                )
-                if (
-                    not retriable
-                    or attempt >= config.retry_max_attempts
-                    or time.monotonic() + backoff_s >= deadline
-                ):
-                    raise self._translate(operation, key, exc, attempt, started) from exc
-                logger.warning(
-                    "s3 request failed, retrying operation=%s bucket=%s key=%s endpoint=%s"
-                    " attempt=%d backoff_ms=%d error=%s",
-                    operation,
-                    config.bucket,
-                    key,
-                    self.endpoint_url,
-                    attempt,
-                    backoff_s * 1000,
-                    exc,
-                )
-                time.sleep(backoff_s)
-
-    def _translate(
-        self, operation: str, key: str, exc: Exception, attempts: int, started: float
-    ) -> RemoteStorageError:
-        where = f"s3://{self.config.bucket}/{key} at {self.endpoint_url}"
-        elapsed_s = time.monotonic() - started
-        if (
-            isinstance(exc, botocore.exceptions.ClientError)
-            and _error_code(exc) in _NOT_FOUND_CODES
-        ):
-            return RemoteResourceNotFoundError(f"{operation}: {where} does not exist")
-        hint = ""
-        if isinstance(exc, _RETRIABLE_EXCEPTIONS):
-            hint = " (is the object store reachable? check s3.endpoint.url and the network)"
-        elif isinstance(exc, botocore.exceptions.NoCredentialsError):
-            hint = " (set credentials through the standard AWS chain, e.g. AWS_ACCESS_KEY_ID)"
-        elif (
-            isinstance(exc, botocore.exceptions.ClientError) and _error_code(exc) == "NoSuchBucket"
-        ):
-            hint = " (create the bucket or fix s3.bucket.name)"
-        return RemoteStorageError(
-            f"{operation} of {where} failed after {attempts} attempt(s) in {elapsed_s:.1f}s:"
-            f" {exc}{hint}"
-        )
+        """Run one S3 request with bounded retries (``s3_retries``)."""
+        return call_with_retries(self.config, self.endpoint_url, operation, key, call)
 
     # -- copy ---------------------------------------------------------------------------------
 
@@ -432,7 +171,7 @@ class S3RemoteStorageManager:
                 file.seek(0)
                 if size <= self.config.multipart_threshold_bytes:
                     data = file.read(size + 1)
-                    _check_read(data, size, path)
+                    check_read(data, size, path)
                     self._put_verified(key, data)
                 else:
                     self._multipart_upload(key, file, size, path)
@@ -443,7 +182,7 @@ class S3RemoteStorageManager:
         return size
 
     def _put_verified(self, key: str, data: bytes) -> None:
-        digest = _Digest(self.config.checksum_algorithm, data)
+        digest = Digest(self.config.checksum_algorithm, data)
         self._call(
             "PutObject",
             key,
@@ -475,11 +214,11 @@ class S3RemoteStorageManager:
         upload_id: str = upload["UploadId"]
         try:
             parts: list[dict[str, Any]] = []
-            digests: list[_Digest] = []
+            digests: list[Digest] = []
             for number in range(1, part_count + 1):
                 data = file.read(min(part_size, size - (number - 1) * part_size))
-                _check_read(data, min(part_size, size - (number - 1) * part_size), path)
-                digest = _Digest(config.checksum_algorithm, data)
+                check_read(data, min(part_size, size - (number - 1) * part_size), path)
+                digest = Digest(config.checksum_algorithm, data)
                 answer = self._call(
                     f"UploadPart {number}/{part_count}",
                     key,
@@ -504,7 +243,7 @@ class S3RemoteStorageManager:
         except BaseException as exc:
             self._abort_quietly(key, upload_id, exc)
             raise
-        self._verify(key, size, _composite(config.checksum_algorithm, digests), part_count)
+        self._verify(key, size, composite_digest(config.checksum_algorithm, digests), part_count)
 
     def _complete(self, key: str, upload_id: str, parts: list[dict[str, Any]]) -> None:
         attempts = 0
@@ -521,7 +260,7 @@ class S3RemoteStorageManager:
                 )
             except botocore.exceptions.ClientError as exc:
                 # A retry after a completion whose answer was lost: the HEAD decides.
-                if attempts > 1 and _error_code(exc) == "NoSuchUpload":
+                if attempts > 1 and error_code(exc) == "NoSuchUpload":
                     return
                 raise
 
@@ -543,7 +282,7 @@ class S3RemoteStorageManager:
                 cause,
             )
 
-    def _verify(self, key: str, size: int, digest: _Digest, part_count: int | None) -> None:
+    def _verify(self, key: str, size: int, digest: Digest, part_count: int | None) -> None:
         """HEAD the object: its size and checksum must be what was uploaded."""
         head = self._call(
             "HeadObject",
@@ -614,7 +353,7 @@ class S3RemoteStorageManager:
             if (
                 byte_range is not None
                 and isinstance(cause, botocore.exceptions.ClientError)
-                and _error_code(cause) == "InvalidRange"
+                and error_code(cause) == "InvalidRange"
             ):
                 raise RemoteStorageError(
                     f"start position {byte_range[0]} is beyond the end of {where}"
@@ -628,7 +367,7 @@ class S3RemoteStorageManager:
                 raise RemoteStorageError(
                     f"{where} answered range {byte_range[1]!r} with {content_range!r}"
                 )
-        return io.BufferedReader(_CheckedBody(answer["Body"], length, where))
+        return io.BufferedReader(CheckedBody(answer["Body"], length, where))
 
     # -- delete -------------------------------------------------------------------------------
 
@@ -745,7 +484,7 @@ class S3RemoteStorageManager:
                     pass
                 except RemoteStorageError as exc:
                     if not isinstance(exc.__cause__, botocore.exceptions.ClientError) or (
-                        _error_code(exc.__cause__) != "NoSuchUpload"
+                        error_code(exc.__cause__) != "NoSuchUpload"
                     ):
                         raise
                 aborted.append(key)
@@ -766,24 +505,3 @@ class S3RemoteStorageManager:
 
     def close(self) -> None:
         self._client.close()
-
-
-def _error_code(exc: botocore.exceptions.ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
-
-
-def _is_retriable(exc: Exception) -> bool:
-    if isinstance(exc, _RETRIABLE_EXCEPTIONS):
-        return True
-    if isinstance(exc, botocore.exceptions.ClientError):
-        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
-        return status >= 500 or status == 429 or _error_code(exc) in _RETRIABLE_CODES
-    return False
-
-
-def _check_read(data: bytes, expected: int, path: Path) -> None:
-    if len(data) != expected:
-        raise RemoteStorageError(
-            f"read {len(data)} bytes of {path}, expected {expected} (the file changed during"
-            " the upload)"
-        )

@@ -17,10 +17,8 @@ import json
 import time
 from pathlib import Path
 
-from storage_core.tiered.s3_remote_storage_manager import (
-    S3RemoteStorageConfig,
-    S3RemoteStorageManager,
-)
+from storage_core.tiered.s3_remote_storage_config import S3RemoteStorageConfig
+from storage_core.tiered.s3_remote_storage_manager import S3RemoteStorageManager
 from tests.tiered_broker_support import client_rlmm, copy_eligible_segments
 
 HANG_S = 600.0

@@ -36,11 +36,9 @@ from storage_core.tiered.remote_storage_manager import (
     RemoteStorageManager,
     load_remote_storage_manager,
 )
-from storage_core.tiered.s3_remote_storage_manager import (
-    S3RemoteStorageConfig,
-    S3RemoteStorageManager,
-    _CheckedBody,
-)
+from storage_core.tiered.s3_integrity import CheckedBody
+from storage_core.tiered.s3_remote_storage_config import S3RemoteStorageConfig
+from storage_core.tiered.s3_remote_storage_manager import S3RemoteStorageManager
 from tests.s3_server import AWS_TEST_ENV, S3Server
 
 BUCKET = "tiered-storage"
@@ -413,7 +411,7 @@ def test_a_stream_that_ends_early_is_an_error() -> None:
         def close(self) -> None:
             pass
 
-    stream = io.BufferedReader(_CheckedBody(ShortBody(), 10, "s3://b/k"))
+    stream = io.BufferedReader(CheckedBody(ShortBody(), 10, "s3://b/k"))
     with pytest.raises(RemoteStorageError, match="7 bytes before"):
         stream.read()
 

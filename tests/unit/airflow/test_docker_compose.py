@@ -36,7 +36,7 @@ from packaging.requirements import Requirement
 from storage_core.cli import _build_parser
 from storage_core.server.kafka_config import KafkaConfig
 from storage_core.tiered.remote_storage_manager import RSM_CLASS_ALIASES
-from storage_core.tiered.s3_remote_storage_manager import S3RemoteStorageConfig
+from storage_core.tiered.s3_remote_storage_config import S3RemoteStorageConfig
 from tests.compose_file import (
     COMPOSE_FILE,
     broker_argv,
