@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from storage_core.common import TopicPartition, Uuid
-from storage_core.zk.kafka_zk_client import ControllerEpoch
+from storage_core.zk.controller_zk import ControllerEpoch
 from storage_core.zk.zk_data import (
     NO_LEADER,
     BrokerRegistration,

@@ -53,11 +53,8 @@ from storage_core.controller.reassignment_manager import PartitionReassignmentMa
 from storage_core.controller.replica_state_machine import ReplicaStateMachine
 from storage_core.controller.topic_deletion_manager import TopicDeletionManager
 from storage_core.errors import InvalidPartitionsError, UnknownTopicOrPartitionError
-from storage_core.zk.kafka_zk_client import (
-    ControllerEpoch,
-    ControllerMovedError,
-    KafkaZkClient,
-)
+from storage_core.zk.controller_zk import ControllerEpoch, ControllerMovedError
+from storage_core.zk.kafka_zk_client import KafkaZkClient
 from storage_core.zk.zk_data import ReplicaAssignment, TopicAssignment
 
 logger = logging.getLogger(__name__)

@@ -36,13 +36,10 @@ from storage_core.controller.partition_state_machine import (
 from storage_core.controller.reassignment import ReassignmentOutcome
 from storage_core.controller.replica_state_machine import ReplicaStateMachine
 from storage_core.errors import StorageError, UnknownTopicOrPartitionError
-from storage_core.zk.kafka_zk_client import (
-    ControllerEpoch,
-    ControllerMovedError,
-    KafkaZkClient,
-    Watch,
-)
+from storage_core.zk.controller_zk import ControllerEpoch, ControllerMovedError
+from storage_core.zk.kafka_zk_client import KafkaZkClient
 from storage_core.zk.zk_data import LeaderAndIsr, ReplicaAssignment, TopicAssignment
+from storage_core.zk.zookeeper_client import Watch
 
 # the controller's lines keep the logger they had before its state machines had modules
 logger = logging.getLogger("storage_core.controller.kafka_controller")

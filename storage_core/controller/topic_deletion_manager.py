@@ -19,7 +19,8 @@ from typing import Any
 from storage_core.common import TopicPartition
 from storage_core.controller.controller_context import ControllerContext
 from storage_core.controller.partition_state_machine import PartitionStateMachine, without_leader
-from storage_core.zk.kafka_zk_client import ControllerEpoch, KafkaZkClient
+from storage_core.zk.controller_zk import ControllerEpoch
+from storage_core.zk.kafka_zk_client import KafkaZkClient
 from storage_core.zk.zk_data import NO_LEADER, LeaderAndIsr
 
 # the controller's lines keep the logger they had before its state machines had modules

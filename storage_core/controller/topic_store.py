@@ -42,7 +42,8 @@ from storage_core.replication.metadata_cache import (
     MetadataImage,
     TopicMetadata,
 )
-from storage_core.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
+from storage_core.zk.controller_zk import ControllerMovedError
+from storage_core.zk.kafka_zk_client import KafkaZkClient
 from storage_core.zk.zk_data import ReplicaAssignment, TopicAssignment
 
 logger = logging.getLogger(__name__)

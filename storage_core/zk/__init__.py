@@ -2,8 +2,15 @@
 
     zk_data            ZkData: the znode paths and what each znode holds (broker and
                        controller registrations, topic assignments, partition states, ...)
-    kafka_zk_client    KafkaZkClient: the reads and writes the brokers and the controller make,
-                       conditional where Kafka's are (controller epoch fencing, znode versions)
+    zookeeper_client   ZooKeeperClient (Kafka's ``kafka.zookeeper``): the session, connecting
+                       within its timeout, the chroot, session state changes and watches
+    controller_zk      ControllerZkClient, KafkaZkClient's controller side: the controller
+                       election, the epoch check fencing every controller write, and the
+                       writes only the controller makes (partition states, assignments, the
+                       reassignment znode, a deleted topic's znodes)
+    kafka_zk_client    KafkaZkClient: on top, what every broker reads and writes (cluster id,
+                       producer id blocks, its registration, topics and their configs,
+                       partition states read, the leader's ISR change, deletion markers)
     local_znode_tree   the single-node store of a broker without ``zookeeper.connect``: a znode
                        tree in its log dir that KafkaZkClient uses through kazoo's API
 

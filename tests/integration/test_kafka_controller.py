@@ -16,7 +16,8 @@ from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core.common import TopicPartition, Uuid
 from storage_core.controller.replica_assignment import BrokerMetadata, assign_replicas_to_brokers
 from storage_core.zk import zk_data
-from storage_core.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
+from storage_core.zk.controller_zk import ControllerMovedError
+from storage_core.zk.kafka_zk_client import KafkaZkClient
 from storage_core.zk.local_znode_tree import LocalZNodeTree
 from storage_core.zk.zk_data import (
     NO_LEADER,

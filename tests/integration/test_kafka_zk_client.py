@@ -19,13 +19,8 @@ from embedded.zookeeper import (
 from storage_core.common import TopicPartition, Uuid
 from storage_core.errors import CorruptCheckpointError
 from storage_core.zk import zk_data
-from storage_core.zk.kafka_zk_client import (
-    BrokerIdInUseError,
-    ControllerMovedError,
-    KafkaZkClient,
-    ZooKeeperConnectionError,
-    split_chroot,
-)
+from storage_core.zk.controller_zk import ControllerMovedError
+from storage_core.zk.kafka_zk_client import BrokerIdInUseError, KafkaZkClient
 from storage_core.zk.local_znode_tree import LocalZNodeTree
 from storage_core.zk.zk_data import (
     BrokerRegistration,
@@ -34,6 +29,7 @@ from storage_core.zk.zk_data import (
     ReplicaAssignment,
     TopicAssignment,
 )
+from storage_core.zk.zookeeper_client import ZooKeeperConnectionError, split_chroot
 from tests import cluster_support
 
 cluster_support.require_java()

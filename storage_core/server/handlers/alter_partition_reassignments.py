@@ -23,7 +23,7 @@ from storage_core.controller.reassignment import ReassignmentOutcome
 from storage_core.protocol.messages import build
 from storage_core.server.handlers.common import NO_THROTTLE
 from storage_core.server.request_context import RequestContext
-from storage_core.zk.kafka_zk_client import ControllerMovedError
+from storage_core.zk.controller_zk import ControllerMovedError
 
 API_KEY = 45
 MIN_VERSION = 0

@@ -31,7 +31,7 @@ from storage_core.protocol.messages import build
 from storage_core.server.broker_services import BrokerServices
 from storage_core.server.handlers.common import NO_THROTTLE, milliseconds
 from storage_core.server.request_context import RequestContext
-from storage_core.zk.kafka_zk_client import ControllerMovedError
+from storage_core.zk.controller_zk import ControllerMovedError
 
 logger = logging.getLogger(__name__)
 

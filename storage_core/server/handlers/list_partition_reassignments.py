@@ -18,7 +18,7 @@ from storage_core.common import TopicPartition
 from storage_core.protocol.messages import build
 from storage_core.server.handlers.common import NO_THROTTLE
 from storage_core.server.request_context import RequestContext
-from storage_core.zk.kafka_zk_client import ControllerMovedError
+from storage_core.zk.controller_zk import ControllerMovedError
 from storage_core.zk.zk_data import ReplicaAssignment
 
 API_KEY = 46

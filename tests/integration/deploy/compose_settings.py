@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from storage_core.zk.kafka_zk_client import split_chroot
+from storage_core.zk.zookeeper_client import split_chroot
 from tests.compose_file import broker_props, environment, load_services, zookeeper_servers
 
 TIERED_CONNECTION = "AIRFLOW_CONN_TIERED_STORAGE_DEFAULT"

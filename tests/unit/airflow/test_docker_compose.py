@@ -380,7 +380,7 @@ def test_zookeeper_nodes_keep_their_data_on_their_own_volumes(
 def test_every_broker_names_every_zookeeper_node_under_one_chroot(
     services: dict[str, dict[str, Any]],
 ) -> None:
-    from storage_core.zk.kafka_zk_client import split_chroot
+    from storage_core.zk.zookeeper_client import split_chroot
 
     ensemble = zookeeper_servers(services[ZOOKEEPERS[0]])
     nodes = {f"{s.host}:{s.client_port}" for s in ensemble.values()}
