@@ -9,9 +9,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from storage_core.controller.kafka_controller import ControllerConfig, KafkaController
-from storage_core.controller.topic_store import TopicStore
 from storage_core.replication.metadata_cache import MetadataCache
 from storage_core.replication.zk_metadata_listener import ZkMetadataListener
+from storage_core.server.topic_store import TopicStore
 from storage_core.zk.kafka_zk_client import KafkaZkClient
 from storage_core.zk.local_znode_tree import LocalZNodeTree
 from storage_core.zk.zk_data import BrokerRegistration, EndPoint

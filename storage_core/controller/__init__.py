@@ -19,7 +19,6 @@ Kafka's ZooKeeper-mode controller, one class per module:
     manual_assignment        manual assignments of CreateTopics and CreatePartitions, checked
     producer_id_manager      ProducerIdManager: producer id blocks for InitProducerId
     legacy_topic_metadata    a single broker's topic-metadata.json, moved into the store once
-    topic_store              the broker's door to topic metadata (Kafka's ZkAdminManager)
 
 What the controller reads and writes in ZooKeeper goes through ``storage_core.zk`` (Kafka's
 ``kafka.zk``).

@@ -7,6 +7,8 @@
 - ``request_context`` and ``broker_services``: what a handler sees, the request and the
   broker's managers (``BrokerServices``), never the broker itself.
 - ``admin_manager``: the topic and config admin behind the admin APIs (``ZkAdminManager``).
+- ``topic_store``: ``TopicStore``, the broker's door to topic metadata (the ``ZkAdminManager`` /
+  ``AdminZkClient`` side): reads from the metadata cache, changes through the controller.
 - ``protocol``, ``request_bounds``, ``fetch_response``, ``produce_response``, ``wire_writer``:
   decoding requests and encoding responses.
 - ``kafka_config``, ``socket_server_config``, ``dynamic_broker_config``, ``security_config``:

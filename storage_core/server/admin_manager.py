@@ -15,7 +15,6 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
-from storage_core.controller.topic_store import TopicInfo, TopicStore
 from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME
 from storage_core.errors import InvalidConfigError, PolicyViolationError, TopicExistsError
 from storage_core.log.log_config import LogConfig
@@ -25,6 +24,7 @@ from storage_core.server.dynamic_broker_config import (
     DynamicBrokerConfigStore,
 )
 from storage_core.server.kafka_config import KafkaConfig
+from storage_core.server.topic_store import TopicInfo, TopicStore
 
 # Its lines were the broker's and keep the broker's logger name.
 logger = logging.getLogger("storage_core.server.kafka_broker")

@@ -17,7 +17,6 @@ from typing import Protocol
 from storage_core.clock import Clock
 from storage_core.controller.kafka_controller import KafkaController
 from storage_core.controller.producer_id_manager import ProducerIdManager
-from storage_core.controller.topic_store import TopicStore
 from storage_core.coordinator.group.group_coordinator import GroupCoordinator
 from storage_core.log.log_manager import LogManager
 from storage_core.replication.metadata_cache import MetadataCache
@@ -25,6 +24,7 @@ from storage_core.replication.replica_manager import ReplicaManager
 from storage_core.server.admin_manager import AdminManager
 from storage_core.server.dynamic_broker_config import DynamicBrokerConfigStore
 from storage_core.server.kafka_config import KafkaConfig
+from storage_core.server.topic_store import TopicStore
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

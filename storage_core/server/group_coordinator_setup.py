@@ -12,13 +12,13 @@ from __future__ import annotations
 import logging
 
 from storage_core.common import TopicPartition
-from storage_core.controller.topic_store import TopicInfo
 from storage_core.coordinator.group.group_coordinator import GroupCoordinator
 from storage_core.coordinator.group.group_coordinator_config import GroupCoordinatorConfig
 from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME
 from storage_core.errors import InvalidReplicationFactorError
 from storage_core.log.log import Log
 from storage_core.server.broker_services import BrokerServices
+from storage_core.server.topic_store import TopicInfo
 
 logger = logging.getLogger(__name__)
 

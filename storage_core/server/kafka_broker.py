@@ -21,7 +21,6 @@ from collections.abc import Mapping, Sequence
 from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicIdPartition, TopicPartition
 from storage_core.controller.producer_id_manager import ProducerIdManager
-from storage_core.controller.topic_store import TopicInfo, TopicStore
 from storage_core.coordinator.group.group_coordinator import GroupCoordinator
 from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME
 from storage_core.errors import InvalidConfigError, StorageError
@@ -50,6 +49,7 @@ from storage_core.server.handlers import build_registry
 from storage_core.server.kafka_config import KafkaConfig
 from storage_core.server.socket_server import SocketServer
 from storage_core.server.socket_server_config import SocketServerConfig
+from storage_core.server.topic_store import TopicInfo, TopicStore
 from storage_core.tiered.remote_log_manager import RemoteLogManager
 from storage_core.tiered.remote_storage_manager import UnknownRemoteStorageConfigError
 from storage_core.tiered.topic_based_rlmm.broker_setup import (

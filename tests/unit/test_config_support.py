@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from storage_core.common import Uuid
-from storage_core.controller.topic_store import TopicInfo
 from storage_core.errors import InvalidConfigError
 from storage_core.log.log_config import LogConfig
 from storage_core.protocol.config_resource import AlterConfigOpType, ConfigSource
@@ -18,6 +17,7 @@ from storage_core.server.handlers.config_support import (
     describe_topic,
     incremental_changes,
 )
+from storage_core.server.topic_store import TopicInfo
 
 SET, DELETE, APPEND, SUBTRACT = (int(op) for op in AlterConfigOpType)
 

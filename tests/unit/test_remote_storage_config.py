@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from storage_core.controller.topic_store import TopicStore
 from storage_core.errors import InvalidConfigError
 from storage_core.log.log_config import LogConfig, validate_remote_storage
+from storage_core.server.topic_store import TopicStore
 from tests.single_node_support import single_node_store
 
 DEFAULT = LogConfig()

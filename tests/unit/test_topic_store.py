@@ -15,7 +15,6 @@ from storage_core.controller.legacy_topic_metadata import (
     TOPIC_METADATA_FILE,
     migrate_legacy_topic_metadata,
 )
-from storage_core.controller.topic_store import TopicStore
 from storage_core.errors import (
     CorruptCheckpointError,
     InvalidConfigError,
@@ -26,6 +25,7 @@ from storage_core.errors import (
     UnknownTopicOrPartitionError,
 )
 from storage_core.log.log_config import LogConfig
+from storage_core.server.topic_store import TopicStore
 from storage_core.zk.kafka_zk_client import KafkaZkClient
 from storage_core.zk.local_znode_tree import LocalZNodeTree
 from tests.single_node_support import SingleNode

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from storage_core.common import validate_topic_name
-from storage_core.controller.topic_store import TopicInfo
 from storage_core.errors import InvalidConfigError, StorageError, UnknownTopicOrPartitionError
 from storage_core.log.log_config import (
     BROKER_SYNONYMS,
@@ -33,6 +32,7 @@ from storage_core.protocol.messages import build
 from storage_core.server.dynamic_broker_config import ALL_DYNAMIC_CONFIGS, is_sensitive
 from storage_core.server.handlers.common import error_code_of
 from storage_core.server.kafka_config import BROKER_CONFIG_DEFS
+from storage_core.server.topic_store import TopicInfo
 
 if TYPE_CHECKING:
     from storage_core.server.broker_services import BrokerServices

@@ -17,7 +17,6 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from storage_core.controller.manual_assignment import validate_new_topic_assignment
-from storage_core.controller.topic_store import TopicInfo
 from storage_core.errors import StorageError
 from storage_core.protocol.messages import build
 from storage_core.server.handlers.common import (
@@ -27,6 +26,7 @@ from storage_core.server.handlers.common import (
 )
 from storage_core.server.handlers.config_support import InvalidRequestError, describe_topic
 from storage_core.server.request_context import RequestContext
+from storage_core.server.topic_store import TopicInfo
 
 logger = logging.getLogger(__name__)
 

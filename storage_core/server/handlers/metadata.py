@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from storage_core.common import validate_topic_name
-from storage_core.controller.topic_store import TopicInfo
 from storage_core.errors import StorageError
 from storage_core.protocol.messages import build
 from storage_core.server.handlers.common import (
@@ -26,6 +25,7 @@ from storage_core.server.handlers.common import (
     to_kio_uuid,
 )
 from storage_core.server.request_context import RequestContext
+from storage_core.server.topic_store import TopicInfo
 
 if TYPE_CHECKING:
     from storage_core.server.broker_services import BrokerServices

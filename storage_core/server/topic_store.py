@@ -46,7 +46,8 @@ from storage_core.zk.controller_zk import ControllerMovedError
 from storage_core.zk.kafka_zk_client import KafkaZkClient
 from storage_core.zk.zk_data import ReplicaAssignment, TopicAssignment
 
-logger = logging.getLogger(__name__)
+# the logger keeps the name it had when the topic store lived in controller/
+logger = logging.getLogger("storage_core.controller.topic_store")
 
 MAX_PARTITIONS_PER_TOPIC = 10_000  # a limit on everything: one request cannot create millions
 PROPAGATION_TIMEOUT_S = 30.0
