@@ -3,7 +3,9 @@
 Layers, bottom up: ``framing`` (size prefix and headers), ``connection`` (one socket,
 correlation ids, limits), ``negotiation`` (ApiVersions and the per-broker session),
 ``metadata`` and ``cluster`` (brokers, leaders, routing), then ``admin``, ``producer`` and
-``consumer``. Errors are in ``errors``; all subclass ``storage_core.errors.StorageError``.
+``consumer`` (the admin's requests in ``admin_requests``). Requests of any version are built
+through ``storage_core.protocol``, the layer the broker answers through too. Errors are in
+``errors``; all subclass ``storage_core.errors.StorageError``.
 """
 
 from storage_core.client.admin import (

@@ -15,16 +15,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v4 import request as fetch_v4
-from kio.schema.fetch.v4.response import FetchResponse as FetchResponseV4
-from kio.schema.fetch.v12 import request as fetch_v12
-from kio.schema.fetch.v12.response import FetchResponse as FetchResponseV12
-from kio.schema.list_offsets.v1 import request as list_v1
-from kio.schema.list_offsets.v1.response import ListOffsetsResponse as ListOffsetsResponseV1
-from kio.schema.list_offsets.v7 import request as list_v7
-from kio.schema.list_offsets.v7.response import ListOffsetsResponse as ListOffsetsResponseV7
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i64
 
@@ -37,6 +30,7 @@ from storage_core.client.errors import (
 from storage_core.client.framing import i32_timedelta
 from storage_core.client.negotiation import ApiKey
 from storage_core.common import TopicPartition
+from storage_core.protocol.messages import build, request_module, response_schema
 from storage_core.records.batch import LOG_OVERHEAD, RecordBatch
 from storage_core.records.record import Record
 
@@ -145,59 +139,26 @@ class KafkaConsumer:
         session = self.cluster.leader_session(topic_partition)
         version = session.version(ApiKey.LIST_OFFSETS)
         resource = f"partition {topic_partition}"
-        if version >= 7:
-            response7 = session.send(
-                list_v7.ListOffsetsRequest(
-                    replica_id=BrokerId(self.replica_id),
-                    isolation_level=i8(self.isolation_level),
-                    topics=(
-                        list_v7.ListOffsetsTopic(
-                            name=TopicName(topic),
-                            partitions=(
-                                list_v7.ListOffsetsPartition(
-                                    partition_index=i32(partition),
-                                    current_leader_epoch=i32(_NO_EPOCH),
-                                    timestamp=i64(timestamp),
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-                ListOffsetsResponseV7,
-            )
-            for t7 in response7.topics:
-                for p7 in t7.partitions:
-                    if p7.partition_index == partition:
-                        raise_for_error(p7.error_code, resource=resource)
-                        return OffsetAndTimestamp(
-                            offset=int(p7.offset),
-                            timestamp=int(p7.timestamp),
-                            leader_epoch=int(p7.leader_epoch),
-                        )
-        else:
-            response1 = session.send(
-                list_v1.ListOffsetsRequest(
-                    replica_id=BrokerId(self.replica_id),
-                    topics=(
-                        list_v1.ListOffsetsTopic(
-                            name=TopicName(topic),
-                            partitions=(
-                                list_v1.ListOffsetsPartition(
-                                    partition_index=i32(partition), timestamp=i64(timestamp)
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-                ListOffsetsResponseV1,
-            )
-            for t1 in response1.topics:
-                for p1 in t1.partitions:
-                    if p1.partition_index == partition:
-                        raise_for_error(p1.error_code, resource=resource)
-                        return OffsetAndTimestamp(
-                            offset=int(p1.offset), timestamp=int(p1.timestamp)
-                        )
+        response = session.send(
+            list_offsets_request(
+                version,
+                topic_partition,
+                timestamp,
+                replica_id=self.replica_id,
+                isolation_level=self.isolation_level,
+            ),
+            response_schema(ApiKey.LIST_OFFSETS, version),
+        )
+        for t in response.topics:
+            for p in t.partitions:
+                if p.partition_index == partition:
+                    raise_for_error(p.error_code, resource=resource)
+                    # v4+ answers carry the leader epoch
+                    return OffsetAndTimestamp(
+                        offset=int(p.offset),
+                        timestamp=int(p.timestamp),
+                        leader_epoch=int(getattr(p, "leader_epoch", -1)),
+                    )
         raise ProtocolMismatchError(
             f"broker {session.address} answered ListOffsets without partition {topic_partition}"
         )
@@ -215,88 +176,36 @@ class KafkaConsumer:
         session = self.cluster.leader_session(topic_partition)
         version = session.version(ApiKey.FETCH)
         resource = f"partition {topic_partition}"
-        if version >= 12:
-            response12 = session.send(
-                fetch_v12.FetchRequest(
-                    replica_id=BrokerId(self.replica_id),
-                    max_wait=i32_timedelta(self.max_wait_ms),
-                    min_bytes=i32(self.min_bytes),
-                    max_bytes=i32(self.max_bytes),
-                    isolation_level=i8(self.isolation_level),
-                    session_id=i32(_SESSIONLESS_ID),
-                    session_epoch=i32(_FINAL_EPOCH),
-                    topics=(
-                        fetch_v12.FetchTopic(
-                            topic=TopicName(topic),
-                            partitions=(
-                                fetch_v12.FetchPartition(
-                                    partition=i32(partition),
-                                    current_leader_epoch=i32(_NO_EPOCH),
-                                    fetch_offset=i64(offset),
-                                    last_fetched_epoch=i32(_NO_EPOCH),
-                                    log_start_offset=i64(-1),
-                                    partition_max_bytes=i32(self.partition_max_bytes),
-                                ),
-                            ),
-                        ),
-                    ),
-                    forgotten_topics_data=(),
-                    rack_id="",
-                ),
-                FetchResponseV12,
-            )
-            raise_for_error(response12.error_code, resource=f"fetch from {session.address}")
-            for t12 in response12.responses:
-                for p12 in t12.partitions:
-                    if p12.partition_index == partition:
-                        raise_for_error(p12.error_code, resource=resource)
-                        records, next_offset = decode_records(
-                            p12.records or b"", fetch_offset=offset
-                        )
-                        return FetchedRecords(
-                            topic_partition=topic_partition,
-                            records=tuple(records),
-                            next_offset=next_offset,
-                            high_watermark=int(p12.high_watermark),
-                            log_start_offset=int(p12.log_start_offset),
-                        )
-        else:
-            response4 = session.send(
-                fetch_v4.FetchRequest(
-                    replica_id=BrokerId(self.replica_id),
-                    max_wait=i32_timedelta(self.max_wait_ms),
-                    min_bytes=i32(self.min_bytes),
-                    max_bytes=i32(self.max_bytes),
-                    isolation_level=i8(self.isolation_level),
-                    topics=(
-                        fetch_v4.FetchTopic(
-                            topic=TopicName(topic),
-                            partitions=(
-                                fetch_v4.FetchPartition(
-                                    partition=i32(partition),
-                                    fetch_offset=i64(offset),
-                                    partition_max_bytes=i32(self.partition_max_bytes),
-                                ),
-                            ),
-                        ),
-                    ),
-                ),
-                FetchResponseV4,
-            )
-            for t4 in response4.responses:
-                for p4 in t4.partitions:
-                    if p4.partition_index == partition:
-                        raise_for_error(p4.error_code, resource=resource)
-                        records, next_offset = decode_records(
-                            p4.records or b"", fetch_offset=offset
-                        )
-                        return FetchedRecords(
-                            topic_partition=topic_partition,
-                            records=tuple(records),
-                            next_offset=next_offset,
-                            high_watermark=int(p4.high_watermark),
-                            log_start_offset=-1,
-                        )
+        response = session.send(
+            fetch_request(
+                version,
+                topic_partition,
+                offset,
+                replica_id=self.replica_id,
+                max_wait_ms=self.max_wait_ms,
+                min_bytes=self.min_bytes,
+                max_bytes=self.max_bytes,
+                partition_max_bytes=self.partition_max_bytes,
+                isolation_level=self.isolation_level,
+            ),
+            response_schema(ApiKey.FETCH, version),
+        )
+        # v7+ answers carry a top-level error (of the fetch session)
+        if hasattr(response, "error_code"):
+            raise_for_error(response.error_code, resource=f"fetch from {session.address}")
+        for t in response.responses:
+            for p in t.partitions:
+                if p.partition_index == partition:
+                    raise_for_error(p.error_code, resource=resource)
+                    records, next_offset = decode_records(p.records or b"", fetch_offset=offset)
+                    # v5+ answers carry the log start offset
+                    return FetchedRecords(
+                        topic_partition=topic_partition,
+                        records=tuple(records),
+                        next_offset=next_offset,
+                        high_watermark=int(p.high_watermark),
+                        log_start_offset=int(getattr(p, "log_start_offset", -1)),
+                    )
         raise ProtocolMismatchError(
             f"broker {session.address} answered a fetch without partition {topic_partition}"
         )
@@ -345,3 +254,81 @@ class KafkaConsumer:
                 and (time.monotonic() - last_progress) * 1000 >= idle_timeout_ms
             ):
                 return
+
+
+def list_offsets_request(
+    version: int,
+    topic_partition: TopicPartition,
+    timestamp: int,
+    *,
+    replica_id: int,
+    isolation_level: int,
+) -> Any:
+    """A ListOffsets request of any version for one partition (Kafka's
+    ``ListOffsetsRequest.Builder``)."""
+    m = request_module(ApiKey.LIST_OFFSETS, version)
+    return build(
+        m.ListOffsetsRequest,
+        replica_id=BrokerId(replica_id),
+        isolation_level=i8(isolation_level),
+        topics=(
+            build(
+                m.ListOffsetsTopic,
+                name=TopicName(topic_partition.topic),
+                partitions=(
+                    build(
+                        m.ListOffsetsPartition,
+                        partition_index=i32(topic_partition.partition),
+                        current_leader_epoch=i32(_NO_EPOCH),
+                        timestamp=i64(timestamp),
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
+def fetch_request(
+    version: int,
+    topic_partition: TopicPartition,
+    offset: int,
+    *,
+    replica_id: int,
+    max_wait_ms: int,
+    min_bytes: int,
+    max_bytes: int,
+    partition_max_bytes: int,
+    isolation_level: int,
+) -> Any:
+    """A sessionless Fetch request of any version for one partition (Kafka's
+    ``FetchRequest.Builder``)."""
+    m = request_module(ApiKey.FETCH, version)
+    return build(
+        m.FetchRequest,
+        replica_id=BrokerId(replica_id),
+        max_wait=i32_timedelta(max_wait_ms),
+        min_bytes=i32(min_bytes),
+        max_bytes=i32(max_bytes),
+        isolation_level=i8(isolation_level),
+        session_id=i32(_SESSIONLESS_ID),
+        session_epoch=i32(_FINAL_EPOCH),
+        topics=(
+            build(
+                m.FetchTopic,
+                topic=TopicName(topic_partition.topic),
+                partitions=(
+                    build(
+                        m.FetchPartition,
+                        partition=i32(topic_partition.partition),
+                        current_leader_epoch=i32(_NO_EPOCH),
+                        fetch_offset=i64(offset),
+                        last_fetched_epoch=i32(_NO_EPOCH),
+                        log_start_offset=i64(-1),
+                        partition_max_bytes=i32(partition_max_bytes),
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
+    )

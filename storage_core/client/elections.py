@@ -16,13 +16,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import ModuleType
-from typing import Any
 
-from kio.schema.elect_leaders.v1 import request as request_v1
-from kio.schema.elect_leaders.v1 import response as response_v1
-from kio.schema.elect_leaders.v2 import request as request_v2
-from kio.schema.elect_leaders.v2 import response as response_v2
 from kio.schema.errors import ErrorCode
 from kio.schema.types import TopicName
 from kio.static.primitive import i8, i32
@@ -32,6 +26,7 @@ from storage_core.client.errors import BrokerResponseError, raise_for_error
 from storage_core.client.framing import i32_timedelta
 from storage_core.client.negotiation import ApiKey
 from storage_core.common import TopicPartition
+from storage_core.protocol.messages import build, request_module, response_schema
 
 DEFAULT_TIMEOUT_MS = 30_000
 ATTEMPTS_MAX = 3
@@ -51,12 +46,6 @@ class ElectionResult:
     message: str | None = None
 
 
-_VERSIONS: dict[int, tuple[ModuleType, Any]] = {
-    1: (request_v1, response_v1.ElectLeadersResponse),
-    2: (request_v2, response_v2.ElectLeadersResponse),
-}
-
-
 def elect_leaders(
     cluster: KafkaCluster,
     partitions: Sequence[TopicPartition] | None,
@@ -74,24 +63,27 @@ def elect_leaders(
     for attempt in range(1, ATTEMPTS_MAX + 1):
         session = cluster.controller_session()
         version = session.version(ApiKey.ELECT_LEADERS)
-        request_module, response_type = _VERSIONS[version]
+        m = request_module(ApiKey.ELECT_LEADERS, version)
         topic_partitions = (
             None
             if partitions is None
             else tuple(
-                request_module.TopicPartitions(
-                    topic=TopicName(topic), partitions=tuple(i32(p) for p in sorted(parts))
+                build(
+                    m.TopicPartitions,
+                    topic=TopicName(topic),
+                    partitions=tuple(i32(p) for p in sorted(parts)),
                 )
                 for topic, parts in sorted(by_topic.items())
             )
         )
         response = session.send(
-            request_module.ElectLeadersRequest(
+            build(
+                m.ElectLeadersRequest,
                 election_type=i8(int(election_type)),
                 topic_partitions=topic_partitions,
                 timeout=i32_timedelta(timeout_ms),
             ),
-            response_type,
+            response_schema(ApiKey.ELECT_LEADERS, version),
         )
         if response.error_code == ErrorCode.not_controller and attempt < ATTEMPTS_MAX:
             cluster.invalidate_metadata()

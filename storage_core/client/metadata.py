@@ -13,17 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.schema.metadata.v4.request import MetadataRequest as MetadataRequestV4
-from kio.schema.metadata.v4.request import MetadataRequestTopic as MetadataRequestTopicV4
 from kio.schema.metadata.v4.response import MetadataResponse as MetadataResponseV4
-from kio.schema.metadata.v12.request import MetadataRequest as MetadataRequestV12
-from kio.schema.metadata.v12.request import MetadataRequestTopic as MetadataRequestTopicV12
 from kio.schema.metadata.v12.response import MetadataResponse as MetadataResponseV12
 from kio.schema.types import TopicName
 
 from storage_core.client.errors import BrokerResponseError
 from storage_core.client.negotiation import ApiKey, BrokerSession
 from storage_core.common import ZERO_UUID, TopicPartition, Uuid
+from storage_core.protocol.messages import build, request_module, response_schema
 
 NO_LEADER = -1
 
@@ -120,32 +117,26 @@ class ClusterMetadata:
 def fetch_metadata(session: BrokerSession, topics: Sequence[str] | None) -> ClusterMetadata:
     """Ask ``session``'s broker for the metadata of ``topics`` (``None``: all topics)."""
     version = session.version(ApiKey.METADATA)
-    if version >= 12:
-        return _from_v12(
-            session.send(
-                MetadataRequestV12(
-                    topics=None
-                    if topics is None
-                    else tuple(
-                        MetadataRequestTopicV12(topic_id=None, name=TopicName(name))
-                        for name in topics
-                    ),
-                    allow_auto_topic_creation=False,
-                    include_topic_authorized_operations=False,
-                ),
-                MetadataResponseV12,
-            )
-        )
-    return _from_v4(
-        session.send(
-            MetadataRequestV4(
-                topics=None
-                if topics is None
-                else tuple(MetadataRequestTopicV4(name=TopicName(name)) for name in topics),
-                allow_auto_topic_creation=False,
-            ),
-            MetadataResponseV4,
-        )
+    response = session.send(
+        metadata_request(version, topics), response_schema(ApiKey.METADATA, version)
+    )
+    # v10+ answers carry topic ids, v7+ leader epochs, v5+ offline replicas
+    return _from_v12(response) if version >= 12 else _from_v4(response)
+
+
+def metadata_request(version: int, topics: Sequence[str] | None) -> Any:
+    """A Metadata request of any version (Kafka's ``MetadataRequest.Builder``); ``None``
+    asks for all topics. Topics are never created by asking."""
+    m = request_module(ApiKey.METADATA, version)
+    return build(
+        m.MetadataRequest,
+        topics=None
+        if topics is None
+        else tuple(
+            build(m.MetadataRequestTopic, topic_id=None, name=TopicName(name)) for name in topics
+        ),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
     )
 
 

@@ -21,12 +21,9 @@ import logging
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.schema.produce.v3 import request as produce_v3
-from kio.schema.produce.v3.response import ProduceResponse as ProduceResponseV3
-from kio.schema.produce.v9 import request as produce_v9
-from kio.schema.produce.v9.response import ProduceResponse as ProduceResponseV9
 from kio.schema.types import TopicName
 from kio.static.primitive import Records, i16, i32
 
@@ -41,6 +38,7 @@ from storage_core.client.errors import (
 from storage_core.client.framing import i32_timedelta
 from storage_core.client.negotiation import ApiKey, BrokerSession
 from storage_core.common import TopicPartition
+from storage_core.protocol.messages import build, request_module, response_schema
 from storage_core.records.compression import CompressionType
 from storage_core.records.memory_records_builder import build_batch
 from storage_core.records.record import SimpleRecord
@@ -211,74 +209,62 @@ class KafkaProducer:
         record_count: int,
     ) -> ProduceResult:
         version = session.version(ApiKey.PRODUCE)
-        name = TopicName(topic_partition.topic)
-        index = i32(topic_partition.partition)
         resource = f"partition {topic_partition}"
-        if version >= 9:
-            request9 = produce_v9.ProduceRequest(
-                transactional_id=None,
-                acks=i16(self.acks),
-                timeout=i32_timedelta(self.timeout_ms),
-                topic_data=(
-                    produce_v9.TopicProduceData(
-                        name=name,
-                        partition_data=(
-                            produce_v9.PartitionProduceData(index=index, records=Records(payload)),
-                        ),
-                    ),
-                ),
+        request = produce_request(
+            version, topic_partition, payload, acks=self.acks, timeout_ms=self.timeout_ms
+        )
+        if self.acks == ACKS_NONE:
+            session.send_no_response(request)
+            return ProduceResult(
+                topic_partition=topic_partition, base_offset=-1, record_count=record_count
             )
-            if self.acks == ACKS_NONE:
-                session.send_no_response(request9)
-                return ProduceResult(
-                    topic_partition=topic_partition, base_offset=-1, record_count=record_count
+        response = session.send(request, response_schema(ApiKey.PRODUCE, version))
+        for topic in response.responses:
+            for p in topic.partition_responses:
+                # v8+ answers carry an error message, v5+ the log start offset
+                raise_for_error(
+                    p.error_code,
+                    resource=resource,
+                    broker_message=getattr(p, "error_message", None),
                 )
-            response9 = session.send(request9, ProduceResponseV9)
-            for topic9 in response9.responses:
-                for p9 in topic9.partition_responses:
-                    raise_for_error(
-                        p9.error_code, resource=resource, broker_message=p9.error_message
-                    )
-                    return ProduceResult(
-                        topic_partition=topic_partition,
-                        base_offset=int(p9.base_offset),
-                        record_count=record_count,
-                        log_append_time_ms=_millis(p9.log_append_time),
-                        log_start_offset=int(p9.log_start_offset),
-                    )
-        else:
-            request3 = produce_v3.ProduceRequest(
-                transactional_id=None,
-                acks=i16(self.acks),
-                timeout=i32_timedelta(self.timeout_ms),
-                topic_data=(
-                    produce_v3.TopicProduceData(
-                        name=name,
-                        partition_data=(
-                            produce_v3.PartitionProduceData(index=index, records=Records(payload)),
-                        ),
-                    ),
-                ),
-            )
-            if self.acks == ACKS_NONE:
-                session.send_no_response(request3)
                 return ProduceResult(
-                    topic_partition=topic_partition, base_offset=-1, record_count=record_count
+                    topic_partition=topic_partition,
+                    base_offset=int(p.base_offset),
+                    record_count=record_count,
+                    log_append_time_ms=_millis(p.log_append_time),
+                    log_start_offset=int(getattr(p, "log_start_offset", -1)),
                 )
-            response3 = session.send(request3, ProduceResponseV3)
-            for topic3 in response3.responses:
-                for p3 in topic3.partition_responses:
-                    raise_for_error(p3.error_code, resource=resource)
-                    return ProduceResult(
-                        topic_partition=topic_partition,
-                        base_offset=int(p3.base_offset),
-                        record_count=record_count,
-                        log_append_time_ms=_millis(p3.log_append_time),
-                    )
         raise ProtocolMismatchError(
             f"broker {session.address} answered a produce to {topic_partition} without that"
             " partition"
         )
+
+
+def produce_request(
+    version: int, topic_partition: TopicPartition, payload: bytes, *, acks: int, timeout_ms: int
+) -> Any:
+    """One partition's batches in a Produce request of any version (Kafka's
+    ``ProduceRequest.Builder``)."""
+    m = request_module(ApiKey.PRODUCE, version)
+    return build(
+        m.ProduceRequest,
+        transactional_id=None,
+        acks=i16(acks),
+        timeout=i32_timedelta(timeout_ms),
+        topic_data=(
+            build(
+                m.TopicProduceData,
+                name=TopicName(topic_partition.topic),
+                partition_data=(
+                    build(
+                        m.PartitionProduceData,
+                        index=i32(topic_partition.partition),
+                        records=Records(payload),
+                    ),
+                ),
+            ),
+        ),
+    )
 
 
 def _millis(value: datetime.datetime | None) -> int:

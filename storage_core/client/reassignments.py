@@ -10,15 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from kio.schema.alter_partition_reassignments.v0 import request as alter_v0
-from kio.schema.alter_partition_reassignments.v0.response import (
-    AlterPartitionReassignmentsResponse as AlterResponseV0,
-)
-from kio.schema.alter_partition_reassignments.v1 import request as alter_v1
-from kio.schema.alter_partition_reassignments.v1.response import (
-    AlterPartitionReassignmentsResponse as AlterResponseV1,
-)
 from kio.schema.errors import ErrorCode
 from kio.schema.list_partition_reassignments.v0 import request as list_v0
 from kio.schema.list_partition_reassignments.v0.response import (
@@ -32,6 +25,7 @@ from storage_core.client.errors import UnsupportedVersionError, raise_for_error
 from storage_core.client.framing import i32_timedelta
 from storage_core.client.negotiation import ApiKey
 from storage_core.common import TopicPartition
+from storage_core.protocol.messages import build, request_module, response_schema
 
 DEFAULT_TIMEOUT_MS = 30_000
 
@@ -67,74 +61,64 @@ def alter_partition_reassignments(
         by_topic.setdefault(tp.topic, []).append((tp.partition, target))
     session = cluster.controller_session()
     version = session.version(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
-    if version >= 1:
-        response1 = session.send(
-            alter_v1.AlterPartitionReassignmentsRequest(
-                timeout=i32_timedelta(timeout_ms),
-                allow_replication_factor_change=allow_replication_factor_change,
-                topics=tuple(
-                    alter_v1.ReassignableTopic(
-                        name=TopicName(topic),
-                        partitions=tuple(
-                            alter_v1.ReassignablePartition(
-                                partition_index=i32(partition),
-                                replicas=_broker_ids(replicas),
-                            )
-                            for partition, replicas in parts
-                        ),
-                    )
-                    for topic, parts in by_topic.items()
-                ),
-            ),
-            AlterResponseV1,
-        )
-        raise_for_error(
-            response1.error_code,
-            resource="AlterPartitionReassignments",
-            broker_message=response1.error_message,
-        )
-        return {
-            TopicPartition(str(t.name), int(p.partition_index)): ReassignmentResult(
-                error=p.error_code, message=p.error_message
-            )
-            for t in response1.responses
-            for p in t.partitions
-        }
-    if not allow_replication_factor_change:
+    if version < 1 and not allow_replication_factor_change:
         raise UnsupportedVersionError(
             "the controller does not support refusing replication factor changes"
             " (AlterPartitionReassignments v1, Kafka 3.9+)"
         )
-    response0 = session.send(
-        alter_v0.AlterPartitionReassignmentsRequest(
-            timeout=i32_timedelta(timeout_ms),
-            topics=tuple(
-                alter_v0.ReassignableTopic(
-                    name=TopicName(topic),
-                    partitions=tuple(
-                        alter_v0.ReassignablePartition(
-                            partition_index=i32(partition), replicas=_broker_ids(replicas)
-                        )
-                        for partition, replicas in parts
-                    ),
-                )
-                for topic, parts in by_topic.items()
-            ),
+    response = session.send(
+        alter_partition_reassignments_request(
+            version,
+            by_topic,
+            allow_replication_factor_change=allow_replication_factor_change,
+            timeout_ms=timeout_ms,
         ),
-        AlterResponseV0,
+        response_schema(ApiKey.ALTER_PARTITION_REASSIGNMENTS, version),
     )
     raise_for_error(
-        response0.error_code,
+        response.error_code,
         resource="AlterPartitionReassignments",
-        broker_message=response0.error_message,
+        broker_message=response.error_message,
     )
     return {
         TopicPartition(str(t.name), int(p.partition_index)): ReassignmentResult(
             error=p.error_code, message=p.error_message
         )
-        for t in response0.responses
+        for t in response.responses
         for p in t.partitions
     }
+
+
+def alter_partition_reassignments_request(
+    version: int,
+    by_topic: Mapping[str, Sequence[tuple[int, tuple[int, ...] | None]]],
+    *,
+    allow_replication_factor_change: bool,
+    timeout_ms: int,
+) -> Any:
+    """An AlterPartitionReassignments request of any version: topic -> (partition, target
+    replicas or None to cancel)."""
+    m = request_module(ApiKey.ALTER_PARTITION_REASSIGNMENTS, version)
+    return build(
+        m.AlterPartitionReassignmentsRequest,
+        timeout=i32_timedelta(timeout_ms),
+        allow_replication_factor_change=allow_replication_factor_change,
+        topics=tuple(
+            build(
+                m.ReassignableTopic,
+                name=TopicName(topic),
+                partitions=tuple(
+                    build(
+                        m.ReassignablePartition,
+                        partition_index=i32(partition),
+                        replicas=_broker_ids(replicas),
+                    )
+                    for partition, replicas in parts
+                ),
+            )
+            for topic, parts in by_topic.items()
+        ),
+    )
 
 
 def list_partition_reassignments(

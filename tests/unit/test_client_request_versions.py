@@ -1,13 +1,15 @@
-"""The admin client builds its requests at every version it negotiates through the protocol
-layer's ``build``: the bytes on the wire are those of the per-version kio classes it used to
-construct one by one (written out here as they were), for every version in
-``CLIENT_API_VERSIONS``."""
+"""The client (admin, producer, consumer, metadata, reassignments) builds its requests at every
+version it negotiates through the protocol layer's ``build``: the bytes on the wire are those
+of the per-version kio classes it used to construct one by one (written out here as they
+were), for every version in ``CLIENT_API_VERSIONS``."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from kio.schema.alter_partition_reassignments.v0 import request as reassign_v0
+from kio.schema.alter_partition_reassignments.v1 import request as reassign_v1
 from kio.schema.create_topics.v4 import request as create_v4
 from kio.schema.create_topics.v7 import request as create_v7
 from kio.schema.delete_topics.v1.request import DeleteTopicsRequest as DeleteTopicsRequestV1
@@ -17,10 +19,20 @@ from kio.schema.describe_configs.v1 import request as describe_v1
 from kio.schema.describe_configs.v4 import request as describe_v4
 from kio.schema.describe_log_dirs.v1 import request as log_dirs_v1
 from kio.schema.describe_log_dirs.v4 import request as log_dirs_v4
+from kio.schema.fetch.v4 import request as fetch_v4
+from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.incremental_alter_configs.v0 import request as alter_v0
 from kio.schema.incremental_alter_configs.v1 import request as alter_v1
-from kio.schema.types import TopicName
-from kio.static.primitive import i8, i16, i32
+from kio.schema.list_offsets.v1 import request as list_v1
+from kio.schema.list_offsets.v7 import request as list_v7
+from kio.schema.metadata.v4.request import MetadataRequest as MetadataRequestV4
+from kio.schema.metadata.v4.request import MetadataRequestTopic as MetadataRequestTopicV4
+from kio.schema.metadata.v12.request import MetadataRequest as MetadataRequestV12
+from kio.schema.metadata.v12.request import MetadataRequestTopic as MetadataRequestTopicV12
+from kio.schema.produce.v3 import request as produce_v3
+from kio.schema.produce.v9 import request as produce_v9
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import Records, i8, i16, i32, i64
 
 from storage_core.client.admin_requests import (
     AlterConfigOp,
@@ -32,8 +44,13 @@ from storage_core.client.admin_requests import (
     incremental_alter_configs_request,
 )
 from storage_core.client.connection import encode_body
+from storage_core.client.consumer import fetch_request, list_offsets_request
 from storage_core.client.framing import i32_timedelta
+from storage_core.client.metadata import metadata_request
 from storage_core.client.negotiation import CLIENT_API_VERSIONS, ApiKey
+from storage_core.client.producer import produce_request
+from storage_core.client.reassignments import alter_partition_reassignments_request
+from storage_core.common import TopicPartition
 from storage_core.protocol.config_resource import AlterConfigOpType, ConfigResourceType
 
 TOPICS = (
@@ -180,3 +197,196 @@ def test_describe_log_dirs_bytes_at_every_version(
 ) -> None:
     new = describe_log_dirs_request(version, topics)
     _same_bytes(new, _old_describe_log_dirs(version, topics), version)
+
+
+TP = TopicPartition("events", 3)
+
+
+def _old_produce(version: int, payload: bytes, acks: int) -> Any:
+    m: Any = produce_v9 if version >= 9 else produce_v3
+    return m.ProduceRequest(
+        transactional_id=None,
+        acks=i16(acks),
+        timeout=i32_timedelta(30_000),
+        topic_data=(
+            m.TopicProduceData(
+                name=TopicName(TP.topic),
+                partition_data=(m.PartitionProduceData(index=i32(3), records=Records(payload)),),
+            ),
+        ),
+    )
+
+
+@pytest.mark.parametrize("version", CLIENT_API_VERSIONS[ApiKey.PRODUCE])
+@pytest.mark.parametrize("acks", [0, 1, -1])
+def test_produce_bytes_at_every_version(version: int, acks: int) -> None:
+    payload = bytes(range(256)) * 3
+    new = produce_request(version, TP, payload, acks=acks, timeout_ms=30_000)
+    _same_bytes(new, _old_produce(version, payload, acks), version)
+
+
+def _old_list_offsets(version: int, timestamp: int, isolation_level: int) -> Any:
+    if version >= 7:
+        return list_v7.ListOffsetsRequest(
+            replica_id=BrokerId(-1),
+            isolation_level=i8(isolation_level),
+            topics=(
+                list_v7.ListOffsetsTopic(
+                    name=TopicName(TP.topic),
+                    partitions=(
+                        list_v7.ListOffsetsPartition(
+                            partition_index=i32(3),
+                            current_leader_epoch=i32(-1),
+                            timestamp=i64(timestamp),
+                        ),
+                    ),
+                ),
+            ),
+        )
+    return list_v1.ListOffsetsRequest(
+        replica_id=BrokerId(-1),
+        topics=(
+            list_v1.ListOffsetsTopic(
+                name=TopicName(TP.topic),
+                partitions=(
+                    list_v1.ListOffsetsPartition(partition_index=i32(3), timestamp=i64(timestamp)),
+                ),
+            ),
+        ),
+    )
+
+
+@pytest.mark.parametrize("version", CLIENT_API_VERSIONS[ApiKey.LIST_OFFSETS])
+@pytest.mark.parametrize("timestamp", [-2, -1, 1_700_000_000_000])
+@pytest.mark.parametrize("isolation_level", [0, 1])
+def test_list_offsets_bytes_at_every_version(
+    version: int, timestamp: int, isolation_level: int
+) -> None:
+    new = list_offsets_request(
+        version, TP, timestamp, replica_id=-1, isolation_level=isolation_level
+    )
+    _same_bytes(new, _old_list_offsets(version, timestamp, isolation_level), version)
+
+
+def _old_fetch(version: int, offset: int) -> Any:
+    if version >= 12:
+        return fetch_v12.FetchRequest(
+            replica_id=BrokerId(-1),
+            max_wait=i32_timedelta(500),
+            min_bytes=i32(1),
+            max_bytes=i32(50 * 1024 * 1024),
+            isolation_level=i8(1),
+            session_id=i32(0),
+            session_epoch=i32(-1),
+            topics=(
+                fetch_v12.FetchTopic(
+                    topic=TopicName(TP.topic),
+                    partitions=(
+                        fetch_v12.FetchPartition(
+                            partition=i32(3),
+                            current_leader_epoch=i32(-1),
+                            fetch_offset=i64(offset),
+                            last_fetched_epoch=i32(-1),
+                            log_start_offset=i64(-1),
+                            partition_max_bytes=i32(1024 * 1024),
+                        ),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+    return fetch_v4.FetchRequest(
+        replica_id=BrokerId(-1),
+        max_wait=i32_timedelta(500),
+        min_bytes=i32(1),
+        max_bytes=i32(50 * 1024 * 1024),
+        isolation_level=i8(1),
+        topics=(
+            fetch_v4.FetchTopic(
+                topic=TopicName(TP.topic),
+                partitions=(
+                    fetch_v4.FetchPartition(
+                        partition=i32(3),
+                        fetch_offset=i64(offset),
+                        partition_max_bytes=i32(1024 * 1024),
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
+@pytest.mark.parametrize("version", CLIENT_API_VERSIONS[ApiKey.FETCH])
+def test_fetch_bytes_at_every_version(version: int) -> None:
+    new = fetch_request(
+        version,
+        TP,
+        12_345,
+        replica_id=-1,
+        max_wait_ms=500,
+        min_bytes=1,
+        max_bytes=50 * 1024 * 1024,
+        partition_max_bytes=1024 * 1024,
+        isolation_level=1,
+    )
+    _same_bytes(new, _old_fetch(version, 12_345), version)
+
+
+def _old_metadata(version: int, topics: list[str] | None) -> Any:
+    if version >= 12:
+        return MetadataRequestV12(
+            topics=None
+            if topics is None
+            else tuple(MetadataRequestTopicV12(topic_id=None, name=TopicName(n)) for n in topics),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+    return MetadataRequestV4(
+        topics=None
+        if topics is None
+        else tuple(MetadataRequestTopicV4(name=TopicName(n)) for n in topics),
+        allow_auto_topic_creation=False,
+    )
+
+
+@pytest.mark.parametrize("version", CLIENT_API_VERSIONS[ApiKey.METADATA])
+@pytest.mark.parametrize("topics", [None, [], ["a", "b"]])
+def test_metadata_bytes_at_every_version(version: int, topics: list[str] | None) -> None:
+    _same_bytes(metadata_request(version, topics), _old_metadata(version, topics), version)
+
+
+REASSIGNMENTS = {"a": [(0, (1, 2, 3)), (1, None)], "b": [(2, (3,))]}
+
+
+def _old_alter_partition_reassignments(version: int, allow: bool) -> Any:
+    m: Any = reassign_v1 if version >= 1 else reassign_v0
+    fields: dict[str, Any] = {"allow_replication_factor_change": allow} if version >= 1 else {}
+    return m.AlterPartitionReassignmentsRequest(
+        timeout=i32_timedelta(30_000),
+        topics=tuple(
+            m.ReassignableTopic(
+                name=TopicName(topic),
+                partitions=tuple(
+                    m.ReassignablePartition(
+                        partition_index=i32(partition),
+                        replicas=None if replicas is None else tuple(BrokerId(r) for r in replicas),
+                    )
+                    for partition, replicas in parts
+                ),
+            )
+            for topic, parts in REASSIGNMENTS.items()
+        ),
+        **fields,
+    )
+
+
+@pytest.mark.parametrize("version", CLIENT_API_VERSIONS[ApiKey.ALTER_PARTITION_REASSIGNMENTS])
+@pytest.mark.parametrize("allow", [True, False])
+def test_alter_partition_reassignments_bytes_at_every_version(version: int, allow: bool) -> None:
+    if version == 0 and not allow:
+        pytest.skip("v0 cannot refuse replication factor changes: the client raises first")
+    new = alter_partition_reassignments_request(
+        version, REASSIGNMENTS, allow_replication_factor_change=allow, timeout_ms=30_000
+    )
+    _same_bytes(new, _old_alter_partition_reassignments(version, allow), version)
