@@ -9,12 +9,9 @@ import pytest
 from storage_core.client.metadata import BrokerNode, ClusterMetadata
 from storage_core.errors import InvalidConfigError
 from storage_core.server.kafka_config import KafkaConfig
-from storage_core.tools.tier import (
-    TierProgress,
-    format_fields,
-    resolve_broker_id,
-    rsm_settings,
-)
+from storage_core.tiered.operations import resolve_broker_id
+from storage_core.tools.key_values import format_fields, rsm_settings
+from storage_core.tools.tier_context import TierProgress
 
 
 def broker_config(**props: str) -> KafkaConfig:
