@@ -17,7 +17,9 @@ no other. Items must pickle by reference to importable code (plain dataclasses d
 Spark takes the hosts as hints: a task waits up to ``spark.locality.wait`` (3 s by default)
 for a free slot on an executor of one of its hosts before it runs anywhere; hosts with no
 executor cost nothing when no host of the job has one. A host must be spelled as the
-executors register theirs (the same name or address). When no item has a host this is
+executors register theirs (the same name or address). In local mode the wait is 0
+(``spark.build_spark_session``): one JVM has no nearer host, and local mode never offers a
+held-back task a core again until another task ends. When no item has a host this is
 ``parallelize(items, len(items))``: nothing to place.
 """
 

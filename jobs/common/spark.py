@@ -63,6 +63,12 @@ def build_spark_session(app_name: str, master: str) -> SparkSession:
         # one task per work unit, never retried by Spark: the job's own rules decide
         .config("spark.task.maxFailures", "1")
     )
+    if master.startswith("local"):
+        # One JVM runs every task, so no host is nearer than another. And local mode offers
+        # its cores again only when a task ends, never on a timer: a task held back for a
+        # preferred host (spark.locality.wait) while a task of a host that has the executor
+        # ran and ended was never offered a core again, and the job hung.
+        builder = builder.config("spark.locality.wait", "0s")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

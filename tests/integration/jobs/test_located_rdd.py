@@ -1,11 +1,13 @@
 """``located_rdd`` on a real local Spark: each partition holds one item and the scheduler sees
 that item's hosts as the partition's preferred locations (the hosts are made up: a local
-Spark has one executor host, and a preference for a host without executors costs no wait).
+Spark has one executor host, and a preference for a host without executors costs no wait),
+and a job whose items prefer the executor's host and others finishes.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 from typing import Any
 
 import pytest
@@ -93,3 +95,23 @@ def test_bad_arguments_are_refused(spark: SparkSession) -> None:
         located_rdd(sc, [1, 2], [["h"]])
     with pytest.raises(ValueError, match="make fewer"):
         located_rdd(sc, [0] * (LOCATED_ITEMS_MAX + 1), [["h"]] * (LOCATED_ITEMS_MAX + 1))
+
+
+def test_items_preferring_the_executors_host_and_other_hosts_all_run(spark: SparkSession) -> None:
+    # Local mode offers its cores again only when a task ends: with a locality wait, the items
+    # of the other hosts, held back while the executor host's item ran, were never offered a
+    # core again and the job hung (the copy job of brokers at localhost and 127.0.0.1 did)
+    sc = spark.sparkContext
+    (executor_host,) = {e.host() for e in sc._jsc.sc().statusTracker().getExecutorInfos()}
+    hosts = [[executor_host], ["elsewhere.example"], ["elsewhere.example"]]
+    rdd = located_rdd(sc, [1, 2, 3], hosts)
+    assert scheduler_hosts(rdd) == hosts
+    results: list[int] = []
+    job = threading.Thread(target=lambda: results.extend(rdd.map(lambda x: x * 2).collect()))
+    job.start()
+    job.join(60)
+    if job.is_alive():
+        sc.cancelAllJobs()
+        job.join(30)
+        pytest.fail(f"the job did not finish within 60 s (items preferring {hosts})")
+    assert results == [2, 4, 6]
