@@ -72,7 +72,12 @@ def test_preferred_leaders_come_back_after_a_restart_only_when_the_imbalance_is_
         client.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=3)])[
             TOPIC
         ].result(30)
-        prefers = preferred(brokers)
+        # the broker that answered CreateTopics lists the topic; broker 2 may learn it a moment
+        # later, and lists it only with every partition's leader (clients retry until then)
+        prefers = eventually(
+            lambda: (p := preferred(brokers)) and len(p) == PARTITIONS and p,
+            what="broker 2 listing every partition of the new topic",
+        )
         owned = sorted(p for p, b in prefers.items() if b == RETURNING)
         assert len(owned) == PARTITIONS // len(BROKER_IDS), prefers
         eventually(
