@@ -187,6 +187,13 @@ class UnknownTopicOrPartitionError(StorageError):
     error_code: ClassVar[str] = "unknown_topic_or_partition"
 
 
+class RequestTimedOutError(StorageError):
+    """The request's timeout passed before what it waits for happened (followers reaching an
+    offset, a change reaching this broker's metadata); what was done stays done."""
+
+    error_code: ClassVar[str] = "request_timed_out"
+
+
 class TopicExistsError(StorageError):
     """A topic with this name already exists."""
 

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 from storage_core.common import TopicPartition
-from storage_core.errors import StorageError
+from storage_core.errors import RequestTimedOutError, StorageError
 from storage_core.replication.replica_manager import ReplicaManager
 
 # How often a waiting DeleteRecords looks at the followers' log start offsets.
@@ -33,10 +33,6 @@ class DeleteRecordsOutcome:
     error: StorageError | None = None
     # the offset the low watermark must reach before the answer (-1: nothing to wait for)
     required_offset: int = -1
-
-
-class _RequestTimedOutError(StorageError):
-    error_code = "request_timed_out"
 
 
 async def wait_for_low_watermarks(
@@ -68,7 +64,7 @@ async def wait_for_low_watermarks(
             for tp, outcome in pending.items():
                 outcomes[tp] = DeleteRecordsOutcome(
                     low_watermark=outcome.low_watermark,
-                    error=_RequestTimedOutError(
+                    error=RequestTimedOutError(
                         f"partition {tp}: the followers' log start offsets did not reach"
                         f" {outcome.required_offset} within {timeout_ms} ms; the leader's is"
                         f" {outcome.low_watermark} (retry, or check the followers)"

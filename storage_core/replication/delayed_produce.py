@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from storage_core.common import TopicPartition
-from storage_core.errors import StorageError
+from storage_core.errors import RequestTimedOutError, StorageError
 from storage_core.log.log_validator import LogAppendInfo
 from storage_core.replication.delayed_operation import DelayedOperation
 from storage_core.replication.partition import Partition
@@ -88,7 +88,7 @@ class DelayedProduce(DelayedOperation):
     def on_expiration(self) -> None:
         for tp in self.required:
             self.results[tp] = ProduceResult(
-                error=_RequestTimedOutError(
+                error=RequestTimedOutError(
                     f"partition {tp}: not replicated to the ISR within {self.delay_ms} ms"
                 )
             )
@@ -122,7 +122,3 @@ def _replication_outcome(
         return get_partition(tp).check_enough_replicas_reach_offset(required_offset)
     except StorageError as error:
         return True, error
-
-
-class _RequestTimedOutError(StorageError):
-    error_code = "request_timed_out"

@@ -32,7 +32,7 @@ from storage_core.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     InvalidTopicError,
-    StorageError,
+    RequestTimedOutError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -52,12 +52,6 @@ logger = logging.getLogger("storage_core.controller.topic_store")
 MAX_PARTITIONS_PER_TOPIC = 10_000  # a limit on everything: one request cannot create millions
 PROPAGATION_TIMEOUT_S = 30.0
 _POLL_S = 0.01
-
-
-class RequestTimedOutError(StorageError):
-    """A change was made but did not reach this broker's metadata in time."""
-
-    error_code = "request_timed_out"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
