@@ -10,7 +10,8 @@ Modules, bottom up:
 - ``consumer_task``: ``ConsumerTask``, the thread that applies events to the caches,
   snapshots them and waits for read-your-writes.
 - ``manager``: ``TopicBasedRemoteLogMetadataManager`` (broker mode and client mode).
-- ``broker_services``: what broker mode needs of the broker (protocols; no import of it).
+- ``host_broker``: what broker mode needs of the broker it runs in (``HostBroker`` and its
+  parts, protocols; no import of it).
 - ``broker_setup``: topic creation and start/stop inside ``KafkaBroker``.
 """
 

@@ -1,6 +1,6 @@
 """Create ``__remote_log_metadata`` and start the broker's RLMM (broker mode).
 
-Called by ``KafkaBroker.start`` (which provides ``BrokerServices``) after the local
+Called by ``KafkaBroker.start`` (which provides ``HostBroker``) after the local
 partitions are hosted, when ``remote.log.storage.system.enable=true``. The topic is internal,
 ``cleanup.policy=delete``, ``retention.ms`` = ``remote.log.metadata.topic.retention.ms``
 (default -1) with
@@ -26,12 +26,12 @@ from collections.abc import Callable
 
 from storage_core.common import TopicIdPartition
 from storage_core.errors import InvalidReplicationFactorError, TopicExistsError
-from storage_core.tiered.topic_based_rlmm.broker_services import BrokerServices
 from storage_core.tiered.topic_based_rlmm.config import (
     REMOTE_LOG_METADATA_TOPIC_NAME,
     ConsumerTaskConfig,
     metadata_topic_configs,
 )
+from storage_core.tiered.topic_based_rlmm.host_broker import HostBroker
 from storage_core.tiered.topic_based_rlmm.manager import TopicBasedRemoteLogMetadataManager
 
 logger = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ def _log_unavailable(error: InvalidReplicationFactorError | TopicExistsError) ->
 
 
 async def _create_topic_and_start(
-    broker: BrokerServices, consumer_config: ConsumerTaskConfig | None
+    broker: HostBroker, consumer_config: ConsumerTaskConfig | None
 ) -> TopicBasedRemoteLogMetadataManager:
     """Raises one of ``NOT_YET`` while the topic can not be created or seen yet."""
     config = broker.config
@@ -100,7 +100,7 @@ class RemoteLogMetadataManagerStartup:
 
     def __init__(
         self,
-        broker: BrokerServices,
+        broker: HostBroker,
         on_started: Callable[[TopicBasedRemoteLogMetadataManager], None],
         *,
         consumer_config: ConsumerTaskConfig | None = None,

@@ -57,7 +57,6 @@ from storage_core.tiered.metadata.metadata import (
 )
 from storage_core.tiered.metadata.partitioner import RemoteLogMetadataTopicPartitioner
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
-from storage_core.tiered.topic_based_rlmm.broker_services import BrokerServices
 from storage_core.tiered.topic_based_rlmm.config import (
     DEFAULT_CONSUME_WAIT_MS,
     REMOTE_LOG_METADATA_TOPIC_NAME,
@@ -68,6 +67,7 @@ from storage_core.tiered.topic_based_rlmm.errors import (
     RemoteLogMetadataManagerClosedError,
     RemoteLogMetadataNotReadyError,
 )
+from storage_core.tiered.topic_based_rlmm.host_broker import HostBroker
 from storage_core.tiered.topic_based_rlmm.publishers import (
     LeaderRoutingPublisher,
     MetadataPublisher,
@@ -122,7 +122,7 @@ class TopicBasedRemoteLogMetadataManager:
     @classmethod
     def for_broker(
         cls,
-        broker: BrokerServices,
+        broker: HostBroker,
         loop: asyncio.AbstractEventLoop,
         *,
         num_metadata_topic_partitions: int,

@@ -63,7 +63,9 @@ class Endpoint(Protocol):
     def port(self) -> int: ...
 
 
-class BrokerServices(Protocol):
+class HostBroker(Protocol):
+    """The broker the RLMM runs in (not the handlers' ``server.broker_services.BrokerServices``)."""
+
     @property
     def config(self) -> BrokerConfig: ...
     @property
