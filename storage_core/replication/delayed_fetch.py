@@ -213,20 +213,6 @@ class DelayedFetchPurgatory:
     def forget_read(self, waiter: Waiter) -> None:
         self._follower_reads.pop(waiter, None)
 
-    async def wait_for_any(
-        self, tps: Iterable[TopicPartition], timeout_s: float, *, replica: bool = False
-    ) -> None:
-        """Park until one of ``tps`` moves its HW (or, for ``replica`` fetches, its log end
-        offset), or ``timeout_s`` passes. Only for conditions checked on the event loop (a
-        wake-up runs there too, so none can slip in between the check and the parking)."""
-        waiter = self.park(tps, replica=replica)
-        if waiter is None:
-            return
-        try:
-            await until(waiter, timeout_s)
-        finally:
-            self.unpark(waiter, tps, replica=replica)
-
     def park(self, tps: Iterable[TopicPartition], *, replica: bool) -> Waiter | None:
         """A waiter woken when one of ``tps`` moves (None: the purgatory is full)."""
         table = self._replica_waiters if replica else self._waiters
