@@ -1,5 +1,6 @@
-"""What a handler knows about the request it serves (Kafka's ``RequestContext``), and the
-broker's managers it may use (``BrokerServices``)."""
+"""What a handler knows about the request it serves (Kafka's ``RequestContext``): who sent it
+(the connection's principal), through which listener, and the broker's managers it may use
+(``BrokerServices``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from storage_core.protocol.messages import response_module
+from storage_core.security.kafka_principal import ANONYMOUS, KafkaPrincipal, SecurityProtocol
 from storage_core.server.broker_services import BrokerServices
 
 
@@ -18,6 +20,10 @@ class RequestContext:
     client_id: str | None
     client_host: str
     services: BrokerServices
+    principal: KafkaPrincipal = ANONYMOUS
+    listener_name: str = "PLAINTEXT"
+    """The listener the request came through; Metadata answers with its endpoints."""
+    security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
 
     @property
     def response_module(self) -> ModuleType:
