@@ -10,7 +10,9 @@ of ZooKeeper's semantics is what the controller relies on:
 - ephemeral znodes owned by a session, removed when that session closes;
 - multi-operation transactions (create, set_data, delete, check) applied all or nothing, with
   the failing operation's error and ``RolledBackError`` for the others, as kazoo returns them;
-- one-shot data and children watches, fired after the change that triggers them.
+- one-shot data and children watches, fired after the change that triggers them;
+- sequential znodes (``create(sequence=True)``), numbered by the parent's cversion as
+  ZooKeeper numbers them (``config_change_0000000007``): the change notifications.
 
 Persistent znodes survive restarts in ``<dir>/metadata-store.json`` (rewritten atomically
 after every change: temp file, fsync, rename, fsync dir), together with the last zxid so that
@@ -251,7 +253,12 @@ class LocalZNodeTree:
         now_ms: int,
     ) -> Any:
         if name == "create":
-            path, data, ephemeral = args
+            path, data, ephemeral, *rest = args
+            if rest and rest[0]:  # sequential: the parent's cversion, as ZooKeeper numbers it
+                parent = self._get_staged(_parent(path), staged)
+                if parent is None:
+                    raise NoNodeError(_parent(path))
+                path = f"{path}{parent.cversion:010d}"
             self._check_create(path, data, staged)
             staged[path] = _ZNode(
                 data=data,
@@ -424,13 +431,11 @@ class LocalSession:
         makepath: bool = False,
         include_data: bool = False,
     ) -> Any:
-        if sequence:
-            raise BadArgumentsError("sequential znodes are not used by this store's clients")
         if makepath:
             self.ensure_path(_parent(path))
-        created = self._single("create", (path, value, ephemeral))
+        created = self._single("create", (path, value, ephemeral, sequence))
         if include_data:
-            return created, self.tree.read(path, None)[1]
+            return created, self.tree.read(created, None)[1]
         return created
 
     def ensure_path(self, path: str, acl: Any = None) -> bool:

@@ -106,3 +106,25 @@ def test_persistent_znodes_are_on_disk_after_each_change(tmp_path: Path) -> None
     reopened = LocalZNodeTree(tmp_path).session()
     assert reopened.get("/config/topics/t")[0] == b'{"version":1}'
     assert reopened.exists("/gone") is None
+
+
+def test_sequential_znodes_are_numbered_by_the_parent_cversion_and_survive_a_restart(
+    tmp_path: Path,
+) -> None:
+    zk = LocalZNodeTree(tmp_path).session()
+    zk.start()
+    zk.ensure_path("/config/changes")
+    first = zk.create("/config/changes/config_change_", b"a", sequence=True)
+    second = zk.create("/config/changes/config_change_", b"b", sequence=True)
+    assert (first, second) == (
+        "/config/changes/config_change_0000000000",
+        "/config/changes/config_change_0000000001",
+    )
+    zk.delete(first)
+    zk.delete(second)
+    # numbers never come back, not even after the children are gone or the store restarts
+    again = LocalZNodeTree(tmp_path).session()
+    again.start()
+    third = again.create("/config/changes/config_change_", b"c", sequence=True)
+    assert third == "/config/changes/config_change_0000000004"
+    assert again.get(third)[0] == b"c"
