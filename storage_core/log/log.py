@@ -18,8 +18,8 @@ by the replication layer; the log end offset (LEO) is the offset the next append
 As in Kafka, ``Log`` sits on a ``LocalLog`` (``local_log.py``: the segments, kept in
 ``LogSegments``, the LEO and the recovery point; rolling, reading, flushing, truncating
 segments) and owns what spans it: the log start offset, the high watermark, the leader epoch
-cache, the producer state, appends (validated by ``log_validator.py``) and retention (decided
-by ``retention.py``).
+cache, the producer state, appends (``log_appender.py``, validated by ``log_validator.py``)
+and the log start offset and retention (``log_retention.py``, decided by ``retention.py``).
 
 Idempotent producers: every batch with a producer id goes through the
 ``ProducerStateManager`` (``producer_state.py``) under the lock before it is written
@@ -45,10 +45,11 @@ from storage_core.common import TopicPartition, Uuid
 from storage_core.errors import (
     InvalidOffsetError,
     KafkaStorageError,
-    OffsetOutOfRangeError,
 )
 from storage_core.log.local_log import LocalLog, fsync_dir
 from storage_core.log.local_log import TimestampAndOffset as TimestampAndOffset  # noqa: PLC0414 (export)
+from storage_core.log.log_appender import AppendWouldWaitError as AppendWouldWaitError  # noqa: PLC0414 (export)
+from storage_core.log.log_appender import LogAppender
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_loader import (
     load_log,
@@ -56,39 +57,25 @@ from storage_core.log.log_loader import (
     rebuild_leader_epoch_cache,
 )
 from storage_core.log.log_producer_state import (
-    analyze_and_validate_producer_state,
     rebuild_producer_state,
 )
+from storage_core.log.log_retention import LogOffsets, LogRetention
 from storage_core.log.log_segment import FetchDataInfo, LogSegment
 from storage_core.log.log_segments import LogSegments
 from storage_core.log.log_validator import (
     LogAppendInfo,
-    analyze_and_validate,
-    assign_offsets,
-    duplicate_append_info,
-    validate_follower_offsets,
 )
 from storage_core.log.partition_metadata import PARTITION_METADATA_FILENAME, PartitionMetadataFile
-from storage_core.log.producer_append_info import AppendOrigin, ProducerAppendInfo
 from storage_core.log.producer_snapshot import SnapshotFile
 from storage_core.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
-from storage_core.log.producer_state_entry import BatchMetadata, CompletedTxn, ProducerStateEntry
+from storage_core.log.producer_state_entry import ProducerStateEntry
 from storage_core.log.retention import (
-    RetentionReason,
     SegmentDeletionGuard,
     SegmentSummary,
-    plan_local_retention,
 )
-from storage_core.log.timestamp_window import TimestampWindow
 from storage_core.records import RecordBatch
 
 logger = logging.getLogger(__name__)
-
-
-class AppendWouldWaitError(Exception):
-    """An append that may not wait for the disk (on the event loop) would have: it must roll
-    a segment, fsync (``flush.messages``) or write a new leader epoch's checkpoint. Nothing
-    was written: append again where waiting is allowed (an I/O thread)."""
 
 
 class Log:
@@ -131,7 +118,7 @@ class Log:
             leader_epoch_cache=self.leader_epoch_cache,
             clock=clock,
         )
-        self._log_start_offset = loaded.log_start_offset
+        self._offsets = LogOffsets(loaded.log_start_offset, loaded.log_start_offset)
         self._local_log = LocalLog(
             directory,
             config,
@@ -141,16 +128,14 @@ class Log:
             log_end_offset=loaded.log_end_offset,
             clock=clock,
             lock=self._lock,
-            log_start_offset=lambda: self._log_start_offset,
+            log_start_offset=lambda: self._offsets.log_start_offset,
         )
-        self._high_watermark = self._log_start_offset
-        self._deletion_guard: SegmentDeletionGuard | None = None
         self._closed = False
         self.recovered_segments = loaded.recovered_segments
         self.truncated_bytes_on_load = loaded.truncated_bytes
         if epochs_lost:
             rebuild_leader_epoch_cache(
-                self.leader_epoch_cache, self._local_log.segments, self._log_start_offset
+                self.leader_epoch_cache, self._local_log.segments, self._offsets.log_start_offset
             )
         self.producer_state_manager = ProducerStateManager(
             directory,
@@ -158,13 +143,30 @@ class Log:
             producer_id_expiration_ms=producer_id_expiration_ms,
         )
         self.producer_state_manager.remove_stray_snapshots(self._local_log.segments.base_offsets())
+        self._retention = LogRetention(
+            self._local_log,
+            self._offsets,
+            self.leader_epoch_cache,
+            self.producer_state_manager,
+            clock=clock,
+            lock=self._lock,
+            check_open=self._check_open,
+        )
+        self._appender = LogAppender(
+            self._local_log,
+            self.leader_epoch_cache,
+            self.producer_state_manager,
+            clock=clock,
+            lock=self._lock,
+            check_open=self._check_open,
+        )
         self._rebuild_producer_state(self._local_log.log_end_offset)
         logger.info(
             "loaded log partition=%s segments=%d log_start_offset=%d log_end_offset=%d"
             " recovered_segments=%d truncated_bytes=%d",
             self.topic_partition,
             len(self._local_log.segments),
-            self._log_start_offset,
+            self._offsets.log_start_offset,
             self._local_log.log_end_offset,
             loaded.recovered_segments,
             loaded.truncated_bytes,
@@ -192,13 +194,13 @@ class Log:
 
     @property
     def log_start_offset(self) -> int:
-        return self._log_start_offset
+        return self._offsets.log_start_offset
 
     @property
     def local_log_start_offset(self) -> int:
         """First offset held locally (inclusive); above ``log_start_offset`` once tiered."""
         with self._lock:
-            return max(self._log_start_offset, self._local_log.segments[0].base_offset)
+            return max(self._offsets.log_start_offset, self._local_log.segments[0].base_offset)
 
     @property
     def log_end_offset(self) -> int:
@@ -207,7 +209,7 @@ class Log:
 
     @property
     def high_watermark(self) -> int:
-        return self._high_watermark
+        return self._offsets.high_watermark
 
     def try_hold(self) -> bool:
         """Take this log's lock if no other thread holds it (never waits): True if it is now
@@ -246,14 +248,14 @@ class Log:
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, clamped to ``[log_start_offset, log_end_offset]``."""
         with self._lock:
-            self._high_watermark = min(
-                max(offset, self._log_start_offset), self._local_log.log_end_offset
+            self._offsets.high_watermark = min(
+                max(offset, self._offsets.log_start_offset), self._local_log.log_end_offset
             )
-            return self._high_watermark
+            return self._offsets.high_watermark
 
     def maybe_increment_high_watermark(self, offset: int) -> bool:
         with self._lock:
-            if offset <= self._high_watermark:
+            if offset <= self._offsets.high_watermark:
                 return False
             self.update_high_watermark(offset)
             return True
@@ -261,9 +263,9 @@ class Log:
     def set_segment_deletion_guard(self, guard: SegmentDeletionGuard | None) -> None:
         """Install the rule that must allow each local deletion (used by tiered storage)."""
         with self._lock:
-            self._deletion_guard = guard
+            self._retention.deletion_guard = guard
 
-    # ================================================================== appends
+    # ================================================================== appends (log_appender)
     def append_as_leader(
         self,
         records: bytes | bytearray | memoryview,
@@ -271,124 +273,19 @@ class Log:
         leader_epoch: int,
         disk_wait_allowed: bool = True,
     ) -> LogAppendInfo:
-        """Validate, assign offsets from the LEO and the leader epoch, and append.
-
-        Batches with a producer id are checked against the producer state first: a retry of
-        one of the producer's last five batches writes nothing and returns an info with
-        ``is_duplicate`` set and the original batch's offsets (Kafka's duplicate handling);
-        a stale epoch raises ``InvalidProducerEpochError`` and a sequence gap
-        ``OutOfOrderSequenceError``, with nothing written. Without ``disk_wait_allowed``, an
-        append that would roll, fsync or checkpoint a new epoch raises
-        ``AppendWouldWaitError`` instead, with nothing written: the others only copy bytes
-        into the page cache.
-        """
-        info = analyze_and_validate(
-            records,
-            max_message_bytes=self.config.max_message_bytes,
-            segment_bytes=self.config.segment_bytes,
-            timestamp_window=TimestampWindow.maybe_of(self.config, self._clock.milliseconds()),
-        )
-        with self._lock:
-            self._check_open()
-            append_time = self._clock.milliseconds() if self.config.uses_log_append_time else None
-            assigned, parts = assign_offsets(
-                records,
-                info,
-                next_offset=self._local_log.log_end_offset,
-                leader_epoch=leader_epoch,
-                log_append_time_ms=append_time,
-            )
-            updates, completed, duplicate = analyze_and_validate_producer_state(
-                self.producer_state_manager, records, assigned, AppendOrigin.CLIENT
-            )
-            if duplicate is not None:
-                return self._duplicate_append_info(assigned, duplicate)
-            now_ms = self._clock.milliseconds()
-            if not disk_wait_allowed and self._append_waits_for_disk(assigned, now_ms):
-                raise AppendWouldWaitError(
-                    f"partition {self.topic_partition}: the append at offset"
-                    f" {self._local_log.log_end_offset} must roll, fsync or checkpoint an epoch"
-                )
-            self._append(parts, assigned, updates, completed, now_ms=now_ms)
-            return assigned
-
-    def _append_waits_for_disk(self, info: LogAppendInfo, now_ms: int) -> bool:
-        """Whether appending ``info`` would do more than write to the page cache: write a new
-        leader epoch's checkpoint, roll the active segment, or fsync (``flush.messages``)."""
-        if any(self._is_new_epoch(b.partition_leader_epoch) for b in info.batches):
-            return True
-        local = self._local_log
-        appended_messages = info.last_offset + 1 - local.log_end_offset
-        if local.unflushed_messages + appended_messages >= self.config.flush_messages:
-            return True
-        return local.segments.active_segment.should_roll(
-            local.roll_params(info.valid_bytes, info, now_ms)
-        )
-
-    def _is_new_epoch(self, epoch: int) -> bool:
-        """Whether a batch of leader epoch ``epoch`` starts an epoch the cache does not have."""
-        latest = self.leader_epoch_cache.latest_epoch
-        return epoch >= 0 and (latest is None or epoch > latest)
-
-    def _duplicate_append_info(
-        self, info: LogAppendInfo, duplicate: BatchMetadata
-    ) -> LogAppendInfo:
-        logger.debug(
-            "duplicate produce partition=%s first_offset=%d last_offset=%d",
-            self.topic_partition,
-            duplicate.first_offset,
-            duplicate.last_offset,
-        )
-        return duplicate_append_info(
-            info, duplicate, uses_log_append_time=self.config.uses_log_append_time
+        """Validate, assign offsets from the LEO and ``leader_epoch``, and append
+        (``LogAppender.append_as_leader``: duplicates, producer errors, disk waits)."""
+        return self._appender.append_as_leader(
+            records, leader_epoch=leader_epoch, disk_wait_allowed=disk_wait_allowed
         )
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
-        """Append batches that already carry offsets and epochs; they must start at the LEO.
+        """Append batches that already carry offsets and epochs; they must start at the LEO."""
+        return self._appender.append_as_follower(records)
 
-        Producer state is updated from the batches without refusing any (the leader did).
-        """
-        info = analyze_and_validate(
-            records,
-            max_message_bytes=max(self.config.max_message_bytes, self.config.segment_bytes),
-            segment_bytes=self.config.segment_bytes,
-        )
-        with self._lock:
-            self._check_open()
-            validate_follower_offsets(
-                info,
-                log_end_offset=self._local_log.log_end_offset,
-                partition=str(self.topic_partition),
-            )
-            updates, completed, _ = analyze_and_validate_producer_state(
-                self.producer_state_manager, records, info, AppendOrigin.REPLICATION
-            )
-            self._append([records], info, updates, completed)
-            return info
-
-    def _append(
-        self,
-        parts: list[bytes | bytearray | memoryview],
-        info: LogAppendInfo,
-        producer_updates: list[ProducerAppendInfo],
-        completed_txns: list[CompletedTxn],
-        *,
-        now_ms: int | None = None,
-    ) -> None:
-        for batch in info.batches:
-            if self._is_new_epoch(batch.partition_leader_epoch):
-                self.leader_epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
-        now = self._clock.milliseconds() if now_ms is None else now_ms
-        local = self._local_log
-        local.append(self._maybe_roll(info.valid_bytes, info, now), parts, info)
-        manager = self.producer_state_manager
-        for update in producer_updates:
-            manager.update(update)
-        for completed in completed_txns:
-            manager.complete_txn(completed)
-        manager.update_map_end_offset(local.log_end_offset)
-        if local.unflushed_messages >= self.config.flush_messages:
-            self.flush()
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Close the active segment and start a new one at the LEO (Kafka's ``roll``)."""
+        return self._appender.roll(expected_next_offset)
 
     @property
     def unflushed_messages(self) -> int:
@@ -397,43 +294,6 @@ class Log:
     def _check_open(self) -> None:
         if self._closed:
             raise KafkaStorageError(f"partition {self.topic_partition}: the log is closed")
-
-    # ================================================================== rolling
-    def _maybe_roll(self, messages_size: int, info: LogAppendInfo, now_ms: int) -> LogSegment:
-        local = self._local_log
-        segment = local.segments.active_segment
-        if segment.should_roll(local.roll_params(messages_size, info, now_ms)):
-            logger.debug(
-                "rolling partition=%s segment=%d size=%d",
-                self.topic_partition,
-                segment.base_offset,
-                segment.size,
-            )
-            return self.roll(info.first_offset)
-        return segment
-
-    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
-        """Close the active segment and start a new one at the LEO (Kafka's ``roll``)."""
-        with self._lock:
-            self._check_open()
-            new_offset = max(expected_next_offset or 0, self._local_log.log_end_offset)
-            active = self._local_log.segments.active_segment
-            if active.base_offset == new_offset:
-                if active.size == 0:
-                    return active  # nothing to roll away from
-                raise InvalidOffsetError(
-                    f"partition {self.topic_partition}: cannot roll to offset {new_offset},"
-                    " the active segment already starts there"
-                )
-            segment = self._local_log.roll(new_offset)
-            # The rolled segment will not change again: make it durable now.
-            self.flush(new_offset)
-            # A snapshot at the new segment's base offset lets recovery start there, and is
-            # the one tiered storage uploads with the rolled segment. The LEO may be below
-            # the new base offset, so the state's end offset is moved there first (as Kafka).
-            self.producer_state_manager.update_map_end_offset(new_offset)
-            self.producer_state_manager.take_snapshot()
-            return segment
 
     # ================================================================== reads
     def recent_tail_bytes(self, offset: int) -> int | None:
@@ -501,9 +361,9 @@ class Log:
             local.truncate_to(target_offset)
             log_end_offset = local.log_end_offset
             self.leader_epoch_cache.truncate_from_end(log_end_offset)
-            self._log_start_offset = min(self._log_start_offset, log_end_offset)
+            self._offsets.log_start_offset = min(self._offsets.log_start_offset, log_end_offset)
             local.recovery_point = min(local.recovery_point, log_end_offset)
-            self._high_watermark = min(self._high_watermark, log_end_offset)
+            self._offsets.high_watermark = min(self._offsets.high_watermark, log_end_offset)
             self._rebuild_producer_state(log_end_offset)
             return True
 
@@ -520,9 +380,11 @@ class Log:
             self.leader_epoch_cache.clear_and_flush()
             self.producer_state_manager.truncate_fully_and_start_at(new_offset)
             local.log_end_offset = new_offset
-            self._log_start_offset = new_offset if log_start_offset is None else log_start_offset
+            self._offsets.log_start_offset = (
+                new_offset if log_start_offset is None else log_start_offset
+            )
             local.recovery_point = new_offset
-            self._high_watermark = new_offset
+            self._offsets.high_watermark = new_offset
             fsync_dir(local.dir)
             self._rebuild_producer_state(new_offset)
 
@@ -568,16 +430,11 @@ class Log:
                 self._local_log.log_end_offset if last_offset is None else last_offset
             )
 
-    def _on_log_start_offset_incremented(self) -> None:
-        manager = self.producer_state_manager
-        manager.delete_snapshots_before(self._log_start_offset, keep_newest_at_or_below=True)
-        manager.on_log_start_offset_incremented(self._log_start_offset)
-
     def _rebuild_producer_state(self, last_offset: int) -> None:
         rebuild_producer_state(
             self.producer_state_manager,
             self._local_log.segments,
-            log_start_offset=self._log_start_offset,
+            log_start_offset=self._offsets.log_start_offset,
             last_offset=last_offset,
             now_ms=self._clock.milliseconds(),
         )
@@ -585,72 +442,14 @@ class Log:
     # ================================================================== log start and retention
     def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str) -> bool:
         """Move the log start offset forward (DeleteRecords, retention); never past the HW."""
-        with self._lock:
-            if new_log_start_offset > self._high_watermark:
-                raise OffsetOutOfRangeError(
-                    f"partition {self.topic_partition}: cannot move the log start offset to"
-                    f" {new_log_start_offset}, above the high watermark {self._high_watermark}"
-                )
-            if new_log_start_offset <= self._log_start_offset:
-                return False
-            logger.info(
-                "log start offset moved partition=%s from=%d to=%d reason=%r",
-                self.topic_partition,
-                self._log_start_offset,
-                new_log_start_offset,
-                reason,
-            )
-            self._log_start_offset = new_log_start_offset
-            self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
-            local = self._local_log
-            local.recovery_point = max(local.recovery_point, new_log_start_offset)
-            self._on_log_start_offset_incremented()
-            return True
+        return self._retention.maybe_increment_log_start_offset(new_log_start_offset, reason)
 
     def segment_summaries(self) -> list[SegmentSummary]:
         return self._local_log.segment_summaries()
 
     def delete_old_segments(self) -> int:
         """Apply local retention once; returns how many segments were deleted."""
-        with self._lock:
-            self._check_open()
-            config = self.config
-            local = self._local_log
-            decision = plan_local_retention(
-                self.segment_summaries(),
-                config,
-                now_ms=self._clock.milliseconds(),
-                log_start_offset=self._log_start_offset,
-                high_watermark=self._high_watermark,
-                deletion_guard=self._deletion_guard,
-            )
-            if decision.segment_count == 0:
-                return 0
-            doomed = local.segments.remove_first(decision.segment_count)
-            new_local_start = local.segments[0].base_offset
-            logger.info(
-                "deleting segments partition=%s count=%d up_to_offset=%d reason=%r",
-                self.topic_partition,
-                len(doomed),
-                new_local_start,
-                decision.reason.value if decision.reason else None,
-            )
-            local.delete_segment_files(doomed)
-            if (
-                not config.remote_storage_enable
-                or decision.reason is RetentionReason.LOG_START_OFFSET
-            ):
-                # With tiered storage, the remote copy still serves these offsets.
-                self._log_start_offset = max(self._log_start_offset, new_local_start)
-                self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
-            local.recovery_point = max(local.recovery_point, new_local_start)
-            # The snapshots of the deleted segments go; the one at the new first segment's
-            # base offset (or the newest below it) stays.
-            self.producer_state_manager.delete_snapshots_before(
-                new_local_start, keep_newest_at_or_below=True
-            )
-            self._on_log_start_offset_incremented()
-            return len(doomed)
+        return self._retention.delete_old_segments()
 
     # ================================================================== lifecycle
     def close(self) -> None:
@@ -693,6 +492,6 @@ class Log:
 
     def __repr__(self) -> str:
         return (
-            f"Log({self.topic_partition}, start={self._log_start_offset},"
+            f"Log({self.topic_partition}, start={self._offsets.log_start_offset},"
             f" end={self._local_log.log_end_offset}, segments={len(self._local_log.segments)})"
         )
