@@ -263,21 +263,6 @@ class ReplicaManager(LeaderAndIsrMixin):
                     logger.exception("ISR check failed partition=%s", partition.topic_partition)
         return proposed
 
-    def under_replicated_count(self) -> int:
-        return sum(p.is_under_replicated for p in self.partitions().values())
-
-    def under_min_isr_count(self) -> int:
-        return sum(p.is_under_min_isr for p in self.partitions().values())
-
-    def at_min_isr_count(self) -> int:
-        return sum(p.is_at_min_isr for p in self.partitions().values())
-
-    def leader_count(self) -> int:
-        return sum(p.is_leader for p in self.partitions().values())
-
-    def partition_count(self) -> int:
-        return len(self.partitions())
-
     # ------------------------------------------------------------------ produce
     async def append_records(
         self,

@@ -4,9 +4,10 @@ time from the ReplicaManager and the MetadataCache."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from storage_core.common import TopicPartition
 from storage_core.metrics import KafkaMetricsRegistry
 from storage_core.metrics.registry import Meter, MetricName
 
@@ -14,12 +15,21 @@ GROUP = "kafka.server"
 TYPE = "ReplicaManager"
 
 
-class ReplicaCounts(Protocol):
-    def under_replicated_count(self) -> int: ...
-    def under_min_isr_count(self) -> int: ...
-    def at_min_isr_count(self) -> int: ...
-    def leader_count(self) -> int: ...
-    def partition_count(self) -> int: ...
+class HostedPartition(Protocol):
+    @property
+    def is_under_replicated(self) -> bool: ...
+    @property
+    def is_under_min_isr(self) -> bool: ...
+    @property
+    def is_at_min_isr(self) -> bool: ...
+    @property
+    def is_leader(self) -> bool: ...
+
+
+class HostedPartitions(Protocol):
+    """The ReplicaManager as the gauges sample it: a copy of its partition map."""
+
+    def partitions(self) -> Mapping[TopicPartition, HostedPartition]: ...
 
 
 def replica_manager_metric(name: str) -> MetricName:
@@ -42,16 +52,19 @@ class IsrChangeMeters:
 
 def register_replica_manager_metrics(
     registry: KafkaMetricsRegistry,
-    replicas: ReplicaCounts,
+    replicas: HostedPartitions,
     *,
     offline_partitions: Callable[[], int],
 ) -> IsrChangeMeters:
+    def counting(state: str) -> Callable[[], int]:
+        return lambda: sum(getattr(p, state) for p in replicas.partitions().values())
+
     gauges: dict[str, Callable[[], int]] = {
-        "UnderReplicatedPartitions": replicas.under_replicated_count,
-        "UnderMinIsrPartitionCount": replicas.under_min_isr_count,
-        "AtMinIsrPartitionCount": replicas.at_min_isr_count,
-        "LeaderCount": replicas.leader_count,
-        "PartitionCount": replicas.partition_count,
+        "UnderReplicatedPartitions": counting("is_under_replicated"),
+        "UnderMinIsrPartitionCount": counting("is_under_min_isr"),
+        "AtMinIsrPartitionCount": counting("is_at_min_isr"),
+        "LeaderCount": counting("is_leader"),
+        "PartitionCount": lambda: len(replicas.partitions()),
     }
     for name, sample in gauges.items():
         registry.gauge(replica_manager_metric(name), sample)
