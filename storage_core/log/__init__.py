@@ -4,7 +4,9 @@ Bottom up: ``abstract_index``, ``offset_index``, ``time_index`` (the ``.index`` 
 ``.timeindex`` files) -> ``log_segment`` (``LogSegment``) -> ``log_segments``
 (``LogSegments``, the ordered segment list) -> ``local_log`` (``LocalLog``: the segments, the
 LEO and the recovery point) -> ``log`` (``Log``, Kafka's ``UnifiedLog``: log start offset,
-high watermark, epochs, producers, appends, retention) -> ``log_manager`` (``LogManager``).
+high watermark, epochs, producers, truncation; its appends and rolls in ``log_appender``
+(``LogAppender``), its log start offset and local retention in ``log_retention``
+(``LogRetention``)) -> ``log_manager`` (``LogManager``).
 
 Beside them: ``log_loader`` (``LogLoader``: recovery at open), ``log_validator``
 (``LogValidator``: append validation and offset assignment), ``retention`` (local retention
