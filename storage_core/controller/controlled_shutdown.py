@@ -59,6 +59,9 @@ class ControlledShutdownManager:
         if not self._is_active():
             return
         requests = self.zk.get_controlled_shutdown_requests(watch=self._watch_shutdown_requests)
+        # A request znode is ephemeral: once it is gone its broker's session is, and that
+        # epoch never asks again. Remembering only the present ones keeps the set bounded.
+        self._shutdowns_served &= set(requests.items())
         for broker_id, broker_epoch in sorted(requests.items()):
             known = self.context.live_brokers.get(broker_id)
             if known is None or broker_epoch < known.broker_epoch:

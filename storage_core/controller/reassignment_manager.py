@@ -277,6 +277,11 @@ class PartitionReassignmentManager:
                     lambda: self._process_partition_reassignment_isr_change(tp),
                 )
 
+            # One watch function per reassigning partition (kazoo registers a function once per
+            # znode); those of partitions no longer reassigning go, so the map stays bounded.
+            reassigning = self.context.partitions_being_reassigned
+            for done in [t for t in self._isr_change_watches if t not in reassigning]:
+                del self._isr_change_watches[done]
             self._isr_change_watches[tp] = watch
         state = self.zk.get_partition_state(tp, watch)
         if state is not None:
