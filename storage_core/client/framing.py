@@ -30,9 +30,9 @@ from kio.static.primitive import i32Timedelta
 
 from storage_core.client.errors import ProtocolMismatchError, ResponseTooLargeError
 from storage_core.errors import CorruptRecordError
+from storage_core.protocol.messages import API_VERSIONS_KEY
 from storage_core.records.varint import decode_unsigned_varint, encode_unsigned_varint
 
-API_VERSIONS_KEY = 18
 MAX_CLIENT_ID_BYTES = 0x7FFF
 # Tagged fields of a header are few and small; refuse anything that looks like garbage.
 MAX_HEADER_TAGGED_FIELDS = 64

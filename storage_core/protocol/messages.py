@@ -14,6 +14,10 @@ from typing import Any
 from kio.index import load_payload_module, load_request_schema, load_response_schema
 from kio.static.constants import EntityType
 
+API_VERSIONS_KEY = 18
+"""ApiVersions: its response header stays v0 in every version, flexible ones included (KIP-511),
+so that a client that does not know the broker's versions can read the answer."""
+
 
 @cache
 def request_schema(api_key: int, api_version: int) -> Any:

@@ -27,6 +27,7 @@ from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 
+from storage_core.protocol.messages import API_VERSIONS_KEY as API_VERSIONS_KEY  # noqa: PLC0414 (export)
 from storage_core.protocol.messages import request_schema
 from storage_core.server.request_bounds import (
     Edit,
@@ -35,7 +36,6 @@ from storage_core.server.request_bounds import (
     without_tagged_fields,
 )
 
-API_VERSIONS_KEY = 18
 _SIZE = struct.Struct(">i")
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")
 
