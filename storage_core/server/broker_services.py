@@ -21,6 +21,7 @@ from storage_core.coordinator.group.group_coordinator import GroupCoordinator
 from storage_core.log.log_manager import LogManager
 from storage_core.replication.metadata_cache import MetadataCache
 from storage_core.replication.replica_manager import ReplicaManager
+from storage_core.security.authorizer.acl_authorizer import AclAuthorizer
 from storage_core.server.admin_manager import AdminManager
 from storage_core.server.dynamic_broker_config import DynamicBrokerConfigStore
 from storage_core.server.kafka_config import KafkaConfig
@@ -63,6 +64,9 @@ class BrokerServices:
     api_versions: Mapping[int, SupportedApi]
     current_endpoint: Callable[[], BrokerEndpoint]
     current_group_coordinator: Callable[[], GroupCoordinator | None]
+    authorizer: AclAuthorizer | None = None
+    """``authorizer.class.name=kafka.security.authorizer.AclAuthorizer``; None: every request
+    is allowed and the ACL APIs answer SECURITY_DISABLED."""
 
     @property
     def endpoint(self) -> BrokerEndpoint:

@@ -40,6 +40,7 @@ from storage_core.replication.partition import IsrUpdate
 from storage_core.replication.replica_fetcher_manager import ReplicaFetcherManager
 from storage_core.replication.replica_manager import ReplicaManager
 from storage_core.replication.replica_metrics import register_replica_manager_metrics
+from storage_core.security.authorizer.acl_authorizer import authorizer_from_config
 from storage_core.server.admin_manager import AdminManager, dynamic_log_defaults
 from storage_core.server.broker_services import BrokerEndpoint, BrokerServices
 from storage_core.server.cluster_membership import ClusterMembership, ran_on_log_dirs
@@ -181,6 +182,7 @@ class KafkaBroker:
                 )
         self.replica_manager.remote_log_manager = self.remote_log_manager
         self.endpoint = BrokerEndpoint(node_id=self.broker_id, host="127.0.0.1", port=-1)
+        self.authorizer = authorizer_from_config(config.props, self.membership.zk.zk)
         self.services = BrokerServices(
             broker_id=self.broker_id,
             config=config,
@@ -196,6 +198,7 @@ class KafkaBroker:
             api_versions=api_registry,
             current_endpoint=lambda: self.endpoint,
             current_group_coordinator=lambda: self.group_coordinator,
+            authorizer=self.authorizer,
         )
         self.socket_server = SocketServer(
             self.services, api_registry, config=SocketServerConfig.from_kafka_config(config)
@@ -377,6 +380,8 @@ class KafkaBroker:
         loop = asyncio.get_running_loop()
         self.replica_manager.bind_loop(loop)
         cluster_id = await loop.run_in_executor(None, self.membership.connect)
+        if self.authorizer is not None:  # its ACLs loaded before any request is served
+            await loop.run_in_executor(None, self.authorizer.start)
         # read before the files are written: only a broker that ran on these log dirs before
         # takes a registration at its endpoint for its own previous run's
         ran_here_before = await loop.run_in_executor(
@@ -468,6 +473,8 @@ class KafkaBroker:
         # followers stop first: no append may reach a log the log manager is closing
         await loop.run_in_executor(None, self.replica_fetcher_manager.shutdown)
         await loop.run_in_executor(None, self.alter_partition_manager.shutdown)
+        if self.authorizer is not None:
+            self.authorizer.close()
         await loop.run_in_executor(None, self.membership.close)
         await loop.run_in_executor(None, self.replica_manager.shutdown)
         await loop.run_in_executor(None, self.log_manager.shutdown)

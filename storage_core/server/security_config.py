@@ -8,8 +8,9 @@ client, so start-up stops with one line naming the first such setting:
   PLAINTEXT, by its name (``SASL_PLAINTEXT://``, ``SSL://``) or through
   ``listener.security.protocol.map`` (``INTERNAL:SASL_SSL``);
 - ``security.inter.broker.protocol`` other than PLAINTEXT;
-- authorization: ``authorizer.class.name``, ``super.users``, ``principal.builder.class``,
-  ``allow.everyone.if.no.acl.found``;
+- ``principal.builder.class``, and an ``authorizer.class.name`` other than
+  ``kafka.security.authorizer.AclAuthorizer`` (which, with ``super.users`` and
+  ``allow.everyone.if.no.acl.found``, is served);
 - any ``sasl.*``, ``ssl.*``, ``delegation.token.*`` setting and any per-listener security
   setting (``listener.name.<listener>.sasl...``, ``listener.name.<listener>.ssl...``).
 
@@ -23,14 +24,11 @@ from collections.abc import Mapping
 
 from storage_core.errors import InvalidConfigError
 
-_SECURITY_NAMES = frozenset(
-    {
-        "authorizer.class.name",
-        "super.users",
-        "principal.builder.class",
-        "allow.everyone.if.no.acl.found",
-    }
-)
+_SECURITY_NAMES = frozenset({"principal.builder.class"})
+ACL_AUTHORIZER_CLASS = "kafka.security.authorizer.AclAuthorizer"
+"""The one ``authorizer.class.name`` served (Kafka 3.9's ZooKeeper-mode authorizer; its
+``kafka.security.auth.SimpleAclAuthorizer`` is gone since 3.0, and KRaft's StandardAuthorizer
+needs KRaft): ``super.users`` and ``allow.everyone.if.no.acl.found`` configure it."""
 _SECURITY_PREFIXES = ("sasl.", "ssl.", "delegation.token.")
 _LISTENER_SECURITY_PARTS = (".sasl.", ".ssl.", ".plain.", ".scram-sha-256.", ".scram-sha-512.")
 _KNOWN_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
@@ -59,6 +57,13 @@ def refuse_unsupported_security(props: Mapping[str, str]) -> None:
                     f"{key}={listener} uses security protocol {protocol}{via}, but this broker"
                     " supports only PLAINTEXT (no TLS, no SASL yet): use a PLAINTEXT listener"
                 )
+    authorizer = props.get("authorizer.class.name", "").strip()
+    if authorizer and authorizer != ACL_AUTHORIZER_CLASS:
+        raise UnsupportedSecurityConfigError(
+            f"authorizer.class.name={authorizer} is not an authorizer this broker has: use"
+            f" {ACL_AUTHORIZER_CLASS} (ACLs in ZooKeeper, managed with storage-core acls) or"
+            " leave it empty for no authorization"
+        )
     inter_broker = props.get("security.inter.broker.protocol", "").strip().upper()
     if inter_broker not in ("", "PLAINTEXT"):
         _refuse("security.inter.broker.protocol", inter_broker)

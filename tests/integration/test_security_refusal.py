@@ -69,7 +69,10 @@ def _listening(port: int) -> bool:
             {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"},
             "authorizer.class.name",
         ),
-        ({"super.users": "User:admin"}, "super.users=User:admin"),
+        (
+            {"authorizer.class.name": "kafka.security.auth.SimpleAclAuthorizer"},
+            "authorizer.class.name=kafka.security.auth.SimpleAclAuthorizer",
+        ),
     ],
 )
 def test_security_settings_stop_the_broker_with_one_line(

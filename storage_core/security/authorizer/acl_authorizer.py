@@ -574,3 +574,18 @@ def _audit_line(
         f"from host = {host} on resource = {action.pattern} for request = {request_name} "
         f"with resourceRefCount = {action.resource_reference_count}"
     )
+
+
+def authorizer_from_config(props: Mapping[str, str], session: object) -> AclAuthorizer | None:
+    """The broker's authorizer: an ``AclAuthorizer`` over the broker's ZooKeeper session (or
+    its single-node store's) when ``authorizer.class.name`` names it, else None. Any other
+    class name is refused before (``server.security_config``)."""
+    name = props.get("authorizer.class.name", "").strip()
+    if not name:
+        return None
+    if name != ACL_AUTHORIZER_CLASS:
+        raise InvalidConfigError(
+            f"authorizer.class.name={name} is not an authorizer this broker has: use"
+            f" {ACL_AUTHORIZER_CLASS}"
+        )
+    return AclAuthorizer(AclZkStore(session), AuthorizerConfig.from_props(props))

@@ -57,6 +57,9 @@ HANDLER_MODULES: tuple[str, ...] = (
     "describe_groups",
     "delete_groups",
     "offset_delete",
+    "describe_acls",
+    "create_acls",
+    "delete_acls",
 )
 
 FAST_PATH_MODULES: tuple[str, ...] = ("follower_fetch",)
