@@ -18,9 +18,11 @@ each server's mode (standalone, leader, follower) are read over the client port.
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -99,14 +101,22 @@ class ZooKeeperServer:
     """One ZooKeeper server process; its data, ``zoo.cfg`` and log under ``directory``."""
 
     def __init__(
-        self, directory: Path, *, my_id: int, ports: PeerPorts, peers: dict[int, PeerPorts]
+        self,
+        directory: Path,
+        *,
+        my_id: int,
+        ports: PeerPorts,
+        peers: dict[int, PeerPorts],
+        sasl_users: Mapping[str, str] | None = None,
     ) -> None:
         self.directory = directory
+        self.sasl_users = dict(sasl_users or {})
         self.my_id = my_id
         self.ports = ports
         self.peers = peers  # empty for a standalone server
         self.data_dir = directory / "data"
         self.config_path = directory / "zoo.cfg"
+        self.jaas_path = directory / "zookeeper-jaas.conf"
         self.log_path = directory / "zookeeper.log"
         self.process: ProcessGroup | None = None
 
@@ -127,6 +137,15 @@ class ZooKeeperServer:
             "4lw.commands.whitelist=srvr,ruok,mntr",
             "maxClientCnxns=0",
         ]
+        if self.sasl_users:
+            # Clients must authenticate (SASL DIGEST-MD5 against the users of the JAAS file)
+            # before any other operation: ZooKeeper 3.7's enforce.auth.
+            lines += [
+                "authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+                "enforce.auth.enabled=true",
+                "enforce.auth.schemes=sasl",
+            ]
+            write_private_file(self.jaas_path, server_jaas_config(self.sasl_users))
         if self.peers:
             (self.data_dir / "myid").write_text(f"{self.my_id}\n")
             lines += [
@@ -143,6 +162,7 @@ class ZooKeeperServer:
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",
             "-Dzookeeper.admin.enableServer=false",
+            *([f"-Djava.security.auth.login.config={self.jaas_path}"] if self.sasl_users else []),
             "-cp",
             zookeeper_classpath(),
             ZOOKEEPER_MAIN,
@@ -173,10 +193,35 @@ class ZooKeeperServer:
         return f"zookeeper server {self.my_id} (client port {self.ports.client}); log:\n{tail}"
 
 
-class ZooKeeperEnsemble:
-    """``size`` ZooKeeper servers on loopback (1 = standalone), started and stopped together."""
+def server_jaas_config(users: Mapping[str, str]) -> str:
+    """The ``Server`` section of a ZooKeeper JAAS file: the users that may authenticate with
+    SASL DIGEST-MD5 (``user_<name>="<password>"``)."""
+    options = " ".join(f'user_{name}="{_jaas_quoted(pw)}"' for name, pw in users.items())
+    return (
+        "Server {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+        f"  {options};\n}};\n"
+    )
 
-    def __init__(self, directory: Path, *, size: int = 1) -> None:
+
+def _jaas_quoted(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def write_private_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by its owner only (it holds passwords)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+
+
+class ZooKeeperEnsemble:
+    """``size`` ZooKeeper servers on loopback (1 = standalone), started and stopped together.
+    With ``sasl_users`` every client must authenticate as one of them (SASL DIGEST-MD5)."""
+
+    def __init__(
+        self, directory: Path, *, size: int = 1, sasl_users: Mapping[str, str] | None = None
+    ) -> None:
         if size < 1:
             raise ValueError(f"a ZooKeeper ensemble needs at least one server, not {size}")
         self.directory = directory
@@ -186,7 +231,13 @@ class ZooKeeperEnsemble:
         }
         peers = ports if size > 1 else {}
         self.servers = [
-            ZooKeeperServer(directory / f"zookeeper-{my_id}", my_id=my_id, ports=p, peers=peers)
+            ZooKeeperServer(
+                directory / f"zookeeper-{my_id}",
+                my_id=my_id,
+                ports=p,
+                peers=peers,
+                sasl_users=sasl_users,
+            )
             for my_id, p in ports.items()
         ]
 

@@ -17,14 +17,16 @@ closes (the registration goes, and the controller moves this broker's leadership
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from storage_core.controller.kafka_controller import ControllerConfig, KafkaController
 from storage_core.controller.legacy_topic_metadata import migrate_legacy_topic_metadata
+from storage_core.errors import InvalidConfigError
 from storage_core.log.meta_properties import (
     CorruptMetaPropertiesError,
     ZkMetaProperties,
@@ -36,6 +38,7 @@ from storage_core.replication.zk_metadata_listener import (
     PartitionsCallback,
     ZkMetadataListener,
 )
+from storage_core.security.zookeeper_login import zookeeper_sasl_login
 from storage_core.server.kafka_config import KafkaConfig, new_cluster_id
 from storage_core.zk.kafka_zk_client import BrokerIdInUseError, KafkaZkClient
 from storage_core.zk.local_znode_tree import LocalZNodeTree
@@ -61,16 +64,35 @@ def ran_on_log_dirs(log_dirs: Sequence[Path], *, broker_id: int, cluster_id: str
         return False  # the start refuses it next, naming the file
 
 
-def metadata_store_client(config: KafkaConfig, log_dir: Path) -> KafkaZkClient:
+def metadata_store_client(
+    config: KafkaConfig, log_dir: Path, environ: Mapping[str, str] = os.environ
+) -> KafkaZkClient:
+    """The broker's session on ZooKeeper (logged in as ``KAFKA_OPTS``' JAAS file says, creating
+    znodes with secure ACLs when ``zookeeper.set.acl``), or on the single-node store."""
     connect = config.get_string("zookeeper.connect")
+    set_acl = config.get_bool("zookeeper.set.acl")
     if not connect:
+        if set_acl:
+            raise InvalidConfigError(
+                "zookeeper.set.acl=true needs zookeeper.connect: the single-node store has no"
+                " ZooKeeper ACLs (its file is protected by the log dir's permissions)"
+            )
         return KafkaZkClient.single_node(LocalZNodeTree(log_dir))
+    login = zookeeper_sasl_login(environ)
+    if set_acl and login is None:
+        raise InvalidConfigError(
+            "zookeeper.set.acl=true, but no ZooKeeper SASL login is configured: set KAFKA_OPTS"
+            " to -Djava.security.auth.login.config=<JAAS file> whose Client section holds"
+            " org.apache.zookeeper.server.auth.DigestLoginModule with username and password"
+        )
     session_ms = config.get_int("zookeeper.session.timeout.ms")
     connection_ms = config.get_int("zookeeper.connection.timeout.ms")
     return KafkaZkClient(
         connect,
         session_timeout_ms=session_ms,
         connection_timeout_ms=connection_ms if connection_ms > 0 else session_ms,
+        sasl_login=login,
+        set_acl=set_acl,
     )
 
 

@@ -97,6 +97,7 @@ BROKER_CONFIG_DEFS: dict[str, tuple[str, Any]] = {
     # empty zookeeper.connect runs the same controller over the single-node store
     "zookeeper.connect": ("string", ""),
     "zookeeper.session.timeout.ms": ("int", 18_000),
+    "zookeeper.set.acl": ("bool", False),
     "zookeeper.connection.timeout.ms": ("int", -1),  # -1: zookeeper.session.timeout.ms
     "controlled.shutdown.enable": ("bool", True),
     "controlled.shutdown.max.retries": ("int", 3),

@@ -14,10 +14,12 @@ from collections.abc import Callable
 from typing import Any, Self
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from storage_core.errors import StorageError
 from storage_core.zk.local_znode_tree import LocalZNodeTree
+from storage_core.zk.zk_acls import SecureAclKazooClient, ZkSaslLogin
 
 Watch = Callable[[Any], None]  # called once with the ZooKeeper event that fired it
 
@@ -46,10 +48,15 @@ class ZooKeeperClient:
         session_timeout_ms: int = 18_000,
         connection_timeout_ms: int = 18_000,
         session: Any = None,
+        sasl_login: ZkSaslLogin | None = None,
+        set_acl: bool = False,
     ) -> None:
         """``session``: a client with kazoo's API other than a ZooKeeper connection (the
-        single-node store's, see ``single_node``); by default a kazoo session to ``connect``."""
+        single-node store's, see ``single_node``); by default a kazoo session to ``connect``,
+        authenticated with ``sasl_login`` if given, creating znodes with Kafka's secure ACLs
+        when ``set_acl`` (``zookeeper.set.acl``, see zk_acls)."""
         self.connect = connect
+        self._sasl_options = sasl_login.sasl_options() if sasl_login is not None else None
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms
         if session is not None:
@@ -57,12 +64,15 @@ class ZooKeeperClient:
             self.zk: Any = session
             return
         self.hosts, self.chroot = split_chroot(connect)
-        self.zk = KazooClient(
+        client_class = SecureAclKazooClient if set_acl else KazooClient
+        self.zk = client_class(
             hosts=connect,
             timeout=session_timeout_ms / 1000,
             connection_retry={"max_tries": -1, "max_delay": 1.0},
             command_retry={"max_tries": 3, "max_delay": 1.0},
+            sasl_options=self._sasl_options,
         )
+        self._client_class = client_class
 
     @classmethod
     def single_node(cls, tree: LocalZNodeTree) -> Self:
@@ -87,9 +97,31 @@ class ZooKeeperClient:
                 f"could not connect to ZooKeeper at zookeeper.connect={self.connect} within "
                 f"zookeeper.connection.timeout.ms={self.connection_timeout_ms}"
             ) from None
+        if self._sasl_options is not None:
+            self._check_sasl_login(client, self._sasl_options["username"])
+
+    def _check_sasl_login(self, client: Any, username: str) -> None:
+        """kazoo reports a session connected before its SASL login is done; a refused login
+        closes it right after. One read tells which, so that a wrong password stops the start
+        with its cause instead of a lost connection later."""
+        try:
+            client.exists("/")
+        except KazooException as error:
+            client.stop()
+            client.close()
+            raise ZooKeeperConnectionError(
+                f"ZooKeeper at zookeeper.connect={self.connect} closed the session of the SASL"
+                f" login of user {username!r} ({type(error).__name__}):"
+                " check the username and password of the JAAS file's Client section and the"
+                " users of ZooKeeper's Server section"
+            ) from None
 
     def _ensure_chroot(self) -> None:
-        root = KazooClient(hosts=self.hosts, timeout=self.session_timeout_ms / 1000)
+        root = self._client_class(
+            hosts=self.hosts,
+            timeout=self.session_timeout_ms / 1000,
+            sasl_options=self._sasl_options,
+        )
         self._start(root)
         try:
             root.ensure_path(self.chroot)
