@@ -44,6 +44,12 @@ from storage_core.client.framing import (
     request_header_version,
     response_header_version,
 )
+from storage_core.security.client_transport import (
+    PLAINTEXT_CLIENT,
+    ClientSecurityConfig,
+    TlsHandshakeError,
+    open_socket,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +77,8 @@ class ConnectionConfig:
     request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     allowed_api_versions: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    security: ClientSecurityConfig = PLAINTEXT_CLIENT
+    """``security.protocol`` and its ``ssl.*`` settings (``security.client_transport``)."""
 
     def __post_init__(self) -> None:
         for name in ("connect_timeout_ms", "request_timeout_ms", "max_response_bytes"):
@@ -109,10 +117,15 @@ class KafkaConnection:
 
     @staticmethod
     def connect(host: str, port: int, config: ConnectionConfig | None = None) -> KafkaConnection:
-        """Open the TCP connection; ``BrokerUnreachableError`` if that fails or times out."""
+        """Open the connection (TCP, then TLS when ``config.security`` asks for it);
+        ``BrokerUnreachableError`` if that fails or times out."""
         config = config or ConnectionConfig()
         try:
-            sock = socket.create_connection((host, port), timeout=config.connect_timeout_ms / 1000)
+            sock = open_socket(
+                host, port, config.security, timeout_s=config.connect_timeout_ms / 1000
+            )
+        except TlsHandshakeError as exc:
+            raise BrokerUnreachableError(str(exc)) from None
         except TimeoutError:
             raise BrokerUnreachableError(
                 f"cannot connect to broker {host}:{port}: no answer within"
@@ -124,7 +137,6 @@ class KafkaConnection:
                 f"cannot connect to broker {host}:{port}: {reason}; check the address"
                 " (--bootstrap-server) and that the broker runs"
             ) from None
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return KafkaConnection(sock, host=host, port=port, config=config)
 
     @property

@@ -69,6 +69,20 @@ class FileRegion:
             done += len(data)
         return b"".join(parts)
 
+    def read_range(self, start: int, size: int) -> bytes:
+        """``size`` bytes of the region from its byte ``start`` (a TLS connection copies the
+        region through its encryption in chunks, as it cannot send a file)."""
+        size = min(size, self.size - start)
+        parts = []
+        done = 0
+        while done < size:
+            data = os.pread(self._fd, size - done, self.position + start + done)
+            if not data:
+                raise self._short(start + done)
+            parts.append(data)
+            done += len(data)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
     def transfer_to(self, socket_fd: int, start: int) -> int:
         """Send the region from its byte ``start`` to a non-blocking socket until it is all
         sent or the socket is full; returns the bytes sent (0 if the socket was full)."""

@@ -3,8 +3,10 @@
 carrying this broker's id as the replica id, on one blocking connection. ListOffsets asks for
 the leader's end (-1), start (-2) or local start (-4, KIP-405) offset.
 
-The leader broker's address is looked up (``endpoint_of``) each time a connection is opened,
-so a leader restarted elsewhere is found again. Any network or framing failure closes the
+The leader broker's address is looked up (``endpoint_of``: its endpoint of the inter-broker
+listener) each time a connection is opened, so a leader restarted elsewhere is found again;
+the connection speaks that listener's protocol (``security``: TLS with this broker's key
+store as its client certificate when the listener is SSL). Any network or framing failure closes the
 connection and raises a ``ClientError``; the next request reconnects.
 
 Thread-safety: one fetcher thread sends; ``initiate_close`` may be called from another thread
@@ -39,6 +41,12 @@ from storage_core.client.errors import (
 from storage_core.common import TopicPartition
 from storage_core.replication.offset_truncation import EpochEndOffset
 from storage_core.replication.replica_fetcher_config import ReplicaFetcherConfig
+from storage_core.security.client_transport import (
+    PLAINTEXT_CLIENT,
+    ClientSecurityConfig,
+    TlsHandshakeError,
+    open_socket,
+)
 from storage_core.tiered.operations.lineage import OffsetAndEpoch
 
 LATEST_TIMESTAMP = -1
@@ -96,6 +104,7 @@ class RemoteLeaderEndPoint:
         endpoint_of: EndpointOf,
         config: ReplicaFetcherConfig,
         client_id: str,
+        security: ClientSecurityConfig = PLAINTEXT_CLIENT,
     ) -> None:
         self.source_broker_id = source_broker_id
         self.local_broker_id = local_broker_id
@@ -106,6 +115,7 @@ class RemoteLeaderEndPoint:
             connect_timeout_ms=min(_CONNECT_TIMEOUT_MS, config.socket_timeout_ms),
             request_timeout_ms=config.socket_timeout_ms,
             max_response_bytes=config.fetch_response_max_bytes + _RESPONSE_SLACK_BYTES,
+            security=security,
         )
         self._lock = threading.Lock()  # guards the socket between the sender and closers
         self._connection: KafkaConnection | None = None
@@ -129,15 +139,21 @@ class RemoteLeaderEndPoint:
             )
         host, port = address
         try:
-            sock = socket.create_connection(
-                (host, port), timeout=self._connection_config.connect_timeout_ms / 1000
+            sock = open_socket(
+                host,
+                port,
+                self._connection_config.security,
+                timeout_s=self._connection_config.connect_timeout_ms / 1000,
             )
+        except TlsHandshakeError as exc:
+            raise BrokerUnreachableError(
+                f"cannot connect to broker {self.source_broker_id}: {exc}"
+            ) from None
         except OSError as exc:
             raise BrokerUnreachableError(
                 f"cannot connect to broker {self.source_broker_id} at {host}:{port}:"
                 f" {exc.strerror or exc}"
             ) from None
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         connection = KafkaConnection(sock, host=host, port=port, config=self._connection_config)
         with self._lock:
             if self._closing:

@@ -34,6 +34,7 @@ from storage_core.replication.replica_fetcher_thread import (
     GetRemoteLogManager,
     ReplicaFetcherThread,
 )
+from storage_core.security.client_transport import PLAINTEXT_CLIENT, ClientSecurityConfig
 
 logger = logging.getLogger(__name__)
 
@@ -85,9 +86,12 @@ class ReplicaFetcherManager:
         remote_log_manager: GetRemoteLogManager | None = None,
         clock: Clock = SYSTEM_CLOCK,
         on_bytes_appended: Callable[[int], None] = lambda size_bytes: None,
+        security: ClientSecurityConfig = PLAINTEXT_CLIENT,
     ) -> None:
-        """``on_bytes_appended``: the bytes of each follower append (ReplicationBytesInPerSec)."""
+        """``on_bytes_appended``: the bytes of each follower append (ReplicationBytesInPerSec);
+        ``security``: how the fetchers connect to leaders (the inter-broker listener's)."""
         self.broker_id = broker_id
+        self._security = security
         self._on_bytes_appended = on_bytes_appended
         # The broker's RemoteLogManager (built after this manager, hence asked each time):
         # followers build their remote log auxiliary state through it.
@@ -143,6 +147,7 @@ class ReplicaFetcherManager:
             endpoint_of=self._endpoint_of,
             config=self.config,
             client_id=f"broker-{self.broker_id}-fetcher-{key.fetcher_id}",
+            security=self._security,
         )
         return ReplicaFetcherThread(
             name=name,

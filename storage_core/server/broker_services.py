@@ -64,6 +64,8 @@ class BrokerServices:
     api_versions: Mapping[int, SupportedApi]
     current_endpoint: Callable[[], BrokerEndpoint]
     current_group_coordinator: Callable[[], GroupCoordinator | None]
+    current_endpoints: Callable[[], Mapping[str, BrokerEndpoint]] = lambda: {}
+    """Every advertised endpoint of this broker by listener name (empty until it listens)."""
     authorizer: AclAuthorizer | None = None
     """``authorizer.class.name=kafka.security.authorizer.AclAuthorizer``; None: every request
     is allowed and the ACL APIs answer SECURITY_DISABLED."""
@@ -72,6 +74,11 @@ class BrokerServices:
     def endpoint(self) -> BrokerEndpoint:
         """This broker's advertised listener (port -1 until it listens)."""
         return self.current_endpoint()
+
+    def endpoint_for(self, listener_name: str) -> BrokerEndpoint | None:
+        """This broker's advertised endpoint of ``listener_name`` (None if it has none, or
+        before it listens)."""
+        return self.current_endpoints().get(listener_name)
 
     @property
     def group_coordinator(self) -> GroupCoordinator | None:

@@ -154,17 +154,22 @@ class ClusterMembership:
         """Every topic's configs, read once before the logs load."""
         return {topic: self.zk.get_topic_config(topic) for topic in self.zk.get_all_topics()}
 
-    def register_and_start(self, endpoint: EndPoint, *, ran_here_before: bool = False) -> int:
-        """Register with ``endpoint``, host the partitions (synchronously: they are hosted when
-        this returns), start the controller; returns the broker epoch. ``ran_here_before``:
-        the log dirs were this broker's before this start (``ran_on_log_dirs``), so a
-        registration at ``endpoint`` is taken for this broker's previous run, killed before it
-        could close its session, and waited for (``zookeeper.session.timeout.ms`` plus
-        ``PREVIOUS_SESSION_EXPIRY_MARGIN_MS`` at most) instead of refused."""
+    def register_and_start(
+        self, endpoints: EndPoint | tuple[EndPoint, ...], *, ran_here_before: bool = False
+    ) -> int:
+        """Register with ``endpoints`` (every advertised listener), host the partitions
+        (synchronously: they are hosted when this returns), start the controller; returns the
+        broker epoch. ``ran_here_before``: the log dirs were this broker's before this start
+        (``ran_on_log_dirs``), so a registration at these endpoints is taken for this
+        broker's previous run, killed before it could close its session, and waited for
+        (``zookeeper.session.timeout.ms`` plus ``PREVIOUS_SESSION_EXPIRY_MARGIN_MS`` at most)
+        instead of refused."""
         rack = self.config.get_string("broker.rack") or None
+        if isinstance(endpoints, EndPoint):
+            endpoints = (endpoints,)
         self._registration = BrokerRegistration(
             broker_id=self.broker_id,
-            endpoints=(endpoint,),
+            endpoints=endpoints,
             rack=rack,
             timestamp_ms=int(time.time() * 1000),
         )
@@ -174,7 +179,7 @@ class ClusterMembership:
         try:
             epoch = self.zk.register_broker(self._registration, previous_run_wait_ms=wait_ms)
         except BrokerIdInUseError as error:
-            if wait_ms or set(error.holder.endpoints) != {endpoint}:
+            if wait_ms or set(error.holder.endpoints) != set(endpoints):
                 raise
             raise BrokerIdInUseError(
                 f"{error}. It is registered at this broker's endpoint, but the log dirs were not"

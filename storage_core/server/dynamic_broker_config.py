@@ -233,6 +233,10 @@ LIST_CONFIGS = frozenset(
         "follower.replication.throttled.replicas",
     }
 )
+# Read once when the listeners start (listeners.py): refused dynamically rather than ignored
+_STATIC_LISTENER_CONFIGS = frozenset(
+    {"listeners", "advertised.listeners", "listener.security.protocol.map"}
+)
 _SENSITIVE_SUFFIXES = ("password", "jaas.config", "ssl.keystore.key")
 _LISTENER_PREFIX = "listener.name."
 
@@ -279,6 +283,14 @@ def validate_broker_configs(props: Mapping[str, str], *, per_broker: bool) -> No
         raise BrokerConfigUpdateError(
             "These security configs can be dynamically updated only per-listener using the"
             f" listener prefix: {_kafka_set(unprefixed_security)}"
+        )
+    not_reconfigurable = {
+        n for n in names if _base_name(n).startswith("ssl.") or n in _STATIC_LISTENER_CONFIGS
+    }
+    if not_reconfigurable:  # the listeners read them once at start: never ignore a change
+        raise BrokerConfigUpdateError(
+            "This broker cannot change TLS or listener settings while it runs:"
+            f" {_kafka_set(not_reconfigurable)}; set them in server.properties and restart it"
         )
     for name, value in props.items():
         if len(value) > MAX_VALUE_CHARS:

@@ -18,6 +18,7 @@ import signal
 import threading
 from collections.abc import Mapping, Sequence
 
+from storage_core.client.connection import ConnectionConfig
 from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicIdPartition, TopicPartition
 from storage_core.controller.producer_id_manager import ProducerIdManager
@@ -48,6 +49,7 @@ from storage_core.server.dynamic_broker_config import DynamicBrokerConfigStore
 from storage_core.server.group_coordinator_setup import start_group_coordinator
 from storage_core.server.handlers import build_registry
 from storage_core.server.kafka_config import KafkaConfig
+from storage_core.server.listeners import ListenerSecurity, inter_broker_client_security
 from storage_core.server.socket_server import SocketServer
 from storage_core.server.socket_server_config import SocketServerConfig
 from storage_core.server.topic_store import TopicInfo, TopicStore
@@ -71,6 +73,18 @@ class KafkaBroker:
         self.config = config
         self.broker_id = config.broker_id
         self.clock = clock
+        # Each listener's security first (TLS keys, certificates, principal rules): a broker
+        # that cannot serve one of them refuses to start before it touches anything.
+        self.listener_securities = [
+            ListenerSecurity.for_endpoint(config.props, e) for e in config.listeners()
+        ]
+        self.inter_broker_listener_name, _ = config.inter_broker_listener()
+        self.inter_broker_security = inter_broker_client_security(config.props)
+        self.inter_broker_connection_config = ConnectionConfig(
+            client_id=f"broker-{self.broker_id}", security=self.inter_broker_security
+        )
+        """How this broker's own clients (the RLMM's producer and consumer) reach the cluster:
+        the inter-broker listener, with its protocol."""
         log_dirs = config.log_dirs()
         log_dirs[0].mkdir(parents=True, exist_ok=True)
         self.dynamic_broker_config = DynamicBrokerConfigStore(log_dirs[0])
@@ -147,6 +161,7 @@ class KafkaBroker:
             remote_log_manager=lambda: self.remote_log_manager,
             clock=clock,
             on_bytes_appended=self.replica_manager.topic_stats.mark_replication_bytes_in,
+            security=self.inter_broker_security,
         )
         self.replica_fetcher_manager.register_metrics(self.metrics)
         self.replica_manager.replica_fetcher_manager = self.replica_fetcher_manager
@@ -182,6 +197,9 @@ class KafkaBroker:
                 )
         self.replica_manager.remote_log_manager = self.remote_log_manager
         self.endpoint = BrokerEndpoint(node_id=self.broker_id, host="127.0.0.1", port=-1)
+        """The advertised endpoint of the inter-broker listener (port -1 until it listens)."""
+        self.endpoints: dict[str, BrokerEndpoint] = {}
+        """Every advertised endpoint, by listener name (empty until the broker listens)."""
         self.authorizer = authorizer_from_config(config.props, self.membership.zk.zk)
         self.services = BrokerServices(
             broker_id=self.broker_id,
@@ -197,12 +215,26 @@ class KafkaBroker:
             admin_manager=self.admin_manager,
             api_versions=api_registry,
             current_endpoint=lambda: self.endpoint,
+            current_endpoints=lambda: self.endpoints,
             current_group_coordinator=lambda: self.group_coordinator,
             authorizer=self.authorizer,
         )
-        self.socket_server = SocketServer(
-            self.services, api_registry, config=SocketServerConfig.from_kafka_config(config)
-        )
+        # One socket server per listener; they share one memory pool (queued.max.request.bytes)
+        socket_server_config = SocketServerConfig.from_kafka_config(config)
+        self.socket_servers: dict[str, SocketServer] = {}
+        memory_pool = None
+        for listener_security in self.listener_securities:
+            server = SocketServer(
+                self.services,
+                api_registry,
+                config=socket_server_config,
+                listener=listener_security,
+                memory_pool=memory_pool,
+            )
+            memory_pool = server.memory_pool
+            self.socket_servers[listener_security.listener_name] = server
+        self.socket_server = next(iter(self.socket_servers.values()))
+        """The first listener's server."""
         self._hosting_lock = threading.RLock()
         self._startup_topic_configs: dict[str, dict[str, str]] = {}
         self._stopped = asyncio.Event()
@@ -241,9 +273,17 @@ class KafkaBroker:
     def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
         """Where a follower reaches its leader: the leader's registered (advertised) address."""
         registration = self.metadata_cache.image().brokers.get(broker_id)
-        if registration is None or not registration.endpoints:
+        if registration is None:
             return None
-        endpoint = registration.endpoint("PLAINTEXT") or registration.endpoints[0]
+        endpoint = registration.endpoint(self.inter_broker_listener_name)
+        if endpoint is None:
+            logger.warning(
+                "broker %d registers no endpoint of the inter-broker listener %s; cannot fetch"
+                " from it until it does",
+                broker_id,
+                self.inter_broker_listener_name,
+            )
+            return None
         return endpoint.host, endpoint.port
 
     def _on_isr_committed(self, update: IsrUpdate, previous: tuple[int, ...]) -> None:
@@ -416,20 +456,34 @@ class KafkaBroker:
             host=self.config.get_string("metrics.host"),
             port=self.config.get_int("metrics.port"),
         )
-        # Listen now (clients wait in the backlog) so that the registration names the port.
-        listener = self.config.listeners()[0]
-        port = await self.socket_server.bind(listener.host, listener.port)
-        advertised = self.config.advertised_listeners()
-        host = advertised[0].host if advertised else (listener.host or "127.0.0.1")
-        if host in ("0.0.0.0", "::"):  # noqa: S104 (a wildcard bind is advertised as loopback)
-            host = "127.0.0.1"
-        advertised_port = advertised[0].port if advertised and advertised[0].port else port
-        self.endpoint = BrokerEndpoint(node_id=self.broker_id, host=host, port=advertised_port)
+        # Listen now (clients wait in the backlog) so that the registration names the ports.
+        listeners = {e.listener_name: e for e in self.config.listeners()}
+        bound_ports = {
+            name: await self.socket_servers[name].bind(e.host, e.port)
+            for name, e in listeners.items()
+        }
+        registered = []
+        for advertised in self.config.effective_advertised_listeners():
+            name = advertised.listener_name
+            host = advertised.host or listeners[name].host or "127.0.0.1"
+            if host in ("0.0.0.0", "::"):  # noqa: S104 (a wildcard bind is advertised as loopback)
+                host = "127.0.0.1"
+            port = advertised.port or bound_ports[name]
+            self.endpoints[name] = BrokerEndpoint(node_id=self.broker_id, host=host, port=port)
+            registered.append(
+                EndPoint(
+                    listener=name,
+                    host=host,
+                    port=port,
+                    security_protocol=advertised.security_protocol.name,
+                )
+            )
+        self.endpoint = self.endpoints[self.inter_broker_listener_name]
         await loop.run_in_executor(
             None,
             functools.partial(
                 self.membership.register_and_start,
-                EndPoint(listener="PLAINTEXT", host=host, port=advertised_port),
+                tuple(registered),
                 ran_here_before=ran_here_before,
             ),
         )
@@ -445,12 +499,14 @@ class KafkaBroker:
         await self._rlmm_startup.start()  # now, or once enough brokers are registered
         if self.remote_log_manager is not None:
             self.remote_log_manager.start()
-        self.socket_server.start_processing()
+        for server in self.socket_servers.values():
+            server.start_processing()
         logger.info(
-            "broker started broker_id=%d listener=%s:%d cluster_id=%s partitions=%d",
+            "broker started broker_id=%d listeners=%s cluster_id=%s partitions=%d",
             self.broker_id,
-            listener.host,
-            port,
+            ",".join(
+                f"{name}://{listeners[name].host}:{port}" for name, port in bound_ports.items()
+            ),
             self.cluster_id,
             len(hosted),
         )
@@ -463,7 +519,8 @@ class KafkaBroker:
         await asyncio.get_running_loop().run_in_executor(None, self.membership.controlled_shutdown)
         if self.metrics_server is not None:
             await self.metrics_server.stop()
-        await self.socket_server.stop()
+        for server in self.socket_servers.values():
+            await server.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()
         loop = asyncio.get_running_loop()
@@ -496,9 +553,10 @@ async def run_until_signalled(config: KafkaConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    first = next(iter(broker.endpoints.values()), broker.endpoint)
     print(
-        f"storage-core broker {broker.broker_id} listening on"
-        f" {broker.endpoint.host}:{broker.endpoint.port}",
+        f"storage-core broker {broker.broker_id} listening on {first.host}:{first.port}"
+        + "".join(f" {name}://{e.host}:{e.port}" for name, e in broker.endpoints.items()),
         flush=True,
     )
     await stop.wait()

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from enum import Enum
 
+from storage_core.security.kafka_principal import ANONYMOUS, KafkaPrincipal
+
 
 class ExpiryReason(Enum):
     IDLE = "idle"
@@ -33,6 +35,9 @@ class KafkaChannel:
     client: str
     """``host:port`` of the peer, as log lines name it."""
     host: str
+    principal: KafkaPrincipal = ANONYMOUS
+    """Who the connection authenticated as (a TLS client certificate's mapped DN, later SASL's
+    authorization id); ANONYMOUS until then."""
     last_active_ns: int = field(default_factory=time.monotonic_ns)
     frame_started_ns: int = 0
     """When the first byte of the frame being read arrived; 0 between frames."""

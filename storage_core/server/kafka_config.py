@@ -18,11 +18,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from storage_core.errors import InvalidConfigError
 from storage_core.java_properties import parse_properties
 from storage_core.log.log_config import BROKER_SYNONYMS, TOPIC_CONFIG_NAMES, LogConfig
+from storage_core.security.kafka_principal import SecurityProtocol
+from storage_core.server.listeners import (
+    EndPoint,
+    inter_broker_listener,
+    listener_security_protocol_map,
+    parse_endpoints,
+)
 from storage_core.server.security_config import refuse_unsupported_security
 
 logger = logging.getLogger(__name__)
@@ -36,6 +42,9 @@ BROKER_CONFIG_DEFS: dict[str, tuple[str, Any]] = {
     "cluster.id": ("string", ""),
     "listeners": ("list", "PLAINTEXT://127.0.0.1:9092"),
     "advertised.listeners": ("list", ""),
+    "listener.security.protocol.map": ("string", ""),  # "": Kafka's identity map
+    "inter.broker.listener.name": ("string", ""),
+    "security.inter.broker.protocol": ("string", ""),  # "": PLAINTEXT
     "log.dirs": ("list", ""),
     "log.dir": ("string", "/tmp/kafka-logs"),  # noqa: S108 (Kafka's documented default)
     "num.partitions": ("int", 1),
@@ -113,36 +122,6 @@ BROKER_CONFIG_DEFS: dict[str, tuple[str, Any]] = {
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class EndPoint:
-    """One listener: ``PLAINTEXT://host:port`` (an empty host means all interfaces)."""
-
-    listener_name: str
-    host: str
-    port: int
-
-    @staticmethod
-    def parse(text: str) -> EndPoint:
-        parts = urlsplit(text.strip())
-        if not parts.scheme or (parts.port is None and not text.rstrip().endswith(":0")):
-            raise InvalidConfigError(
-                f"Invalid listener {text!r}: expected NAME://host:port, e.g."
-                " PLAINTEXT://127.0.0.1:9092"
-            )
-        name = parts.scheme.upper()
-        if name not in ("PLAINTEXT",):
-            raise InvalidConfigError(
-                f"Invalid listener {text!r}: only PLAINTEXT listeners are supported"
-            )
-        port = parts.port or 0
-        if not 0 <= port <= 65535:
-            raise InvalidConfigError(f"Invalid listener {text!r}: port out of range")
-        return EndPoint(listener_name=name, host=parts.hostname or "", port=port)
-
-    def __str__(self) -> str:
-        return f"{self.listener_name}://{self.host}:{self.port}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class KafkaConfig:
     """Typed, validated broker properties. Build one with ``KafkaConfig.from_props``."""
 
@@ -159,8 +138,7 @@ class KafkaConfig:
             elif name not in _KNOWN_TOPIC_DEFAULT_NAMES and not name.startswith(_PASS_THROUGH):
                 logger.warning("The configuration %r was supplied but isn't a known config", name)
         config.log_config()  # validates every log.* default
-        config.listeners()
-        config.advertised_listeners()
+        _validate_listeners(config)
         if not config.log_dirs():
             raise InvalidConfigError("log.dirs (or log.dir) must name at least one directory")
         _validate_replica_fetcher_configs(config)
@@ -229,14 +207,27 @@ class KafkaConfig:
 
     def listeners(self) -> list[EndPoint]:
         raw = self.get_string("listeners")
-        endpoints = [EndPoint.parse(p) for p in raw.split(",") if p.strip()]
+        endpoints = parse_endpoints(
+            raw, listener_security_protocol_map(self.props), require_distinct_ports=True
+        )
         if not endpoints:
-            raise InvalidConfigError("listeners must name at least one PLAINTEXT://host:port")
+            raise InvalidConfigError("listeners must name at least one NAME://host:port")
         return endpoints
 
     def advertised_listeners(self) -> list[EndPoint]:
+        """``advertised.listeners`` as set (Kafka: ``listeners`` when it is not)."""
         raw = self.get_string("advertised.listeners")
-        return [EndPoint.parse(p) for p in raw.split(",") if p.strip()]
+        return parse_endpoints(
+            raw, listener_security_protocol_map(self.props), require_distinct_ports=False
+        )
+
+    def effective_advertised_listeners(self) -> list[EndPoint]:
+        """``advertised.listeners``, or ``listeners`` when it is not set."""
+        return self.advertised_listeners() or self.listeners()
+
+    def inter_broker_listener(self) -> tuple[str, SecurityProtocol]:
+        """The listener brokers use between themselves, and its security protocol."""
+        return inter_broker_listener(self.props, listener_security_protocol_map(self.props))
 
     def log_config(self) -> LogConfig:
         """The broker's default topic config (``log.*`` keys and their synonyms)."""
@@ -247,7 +238,15 @@ class KafkaConfig:
 
 
 # Topic defaults live in LogConfig; these prefixes belong to later components.
-_PASS_THROUGH = ("remote.log.", "rsm.config.", "rlmm.config.", "log.local.", "controller.")
+_PASS_THROUGH = (
+    "remote.log.",
+    "rsm.config.",
+    "rlmm.config.",
+    "log.local.",
+    "controller.",
+    "ssl.",  # read per listener (listeners.py, ssl_factory.py)
+    "listener.name.",
+)
 _KNOWN_TOPIC_DEFAULT_NAMES = frozenset(
     {
         "log.segment.bytes",
@@ -275,6 +274,25 @@ _KNOWN_TOPIC_DEFAULT_NAMES = frozenset(
         *(synonym for synonyms in BROKER_SYNONYMS.values() for synonym in synonyms),
     }
 )
+
+
+def _validate_listeners(config: KafkaConfig) -> None:
+    """Kafka's checks of listeners, advertised listeners and the inter-broker listener."""
+    names = [e.listener_name for e in config.listeners()]
+    advertised = [e.listener_name for e in config.effective_advertised_listeners()]
+    inter_broker, _protocol = config.inter_broker_listener()
+    if inter_broker not in advertised:
+        raise InvalidConfigError(
+            "inter.broker.listener.name must be a listener name defined in"
+            " advertised.listeners. The valid options based on currently configured listeners"
+            f" are {','.join(advertised)}"
+        )
+    if not set(advertised) <= set(names):
+        raise InvalidConfigError(
+            "advertised.listeners listener names must be equal to or a subset of the ones"
+            f" defined in listeners. Found {','.join(advertised)}. The valid options based on"
+            f" the current configuration are {','.join(names)}"
+        )
 
 
 def _validate_replica_fetcher_configs(config: KafkaConfig) -> None:

@@ -44,10 +44,13 @@ from typing import Any, Final
 
 from kio.schema.index import api_key_map
 
+from storage_core.security.kafka_principal import USER_TYPE, KafkaPrincipal
+from storage_core.security.ssl_principal_mapper import NoMatchingRuleError, distinguished_name
 from storage_core.server.acceptor import Acceptor
 from storage_core.server.broker_services import BrokerServices
 from storage_core.server.handlers import ApiHandler
 from storage_core.server.kafka_channel import ExpiryReason, KafkaChannel
+from storage_core.server.listeners import ListenerSecurity
 from storage_core.server.memory_pool import MemoryPool
 from storage_core.server.protocol import (
     MalformedRequestError,
@@ -64,6 +67,8 @@ logger = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 IDLE_CHECK_INTERVAL_MS_MAX = 1_000
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
+"""A TLS client must finish its handshake within this; then it is closed (logged)."""
 
 
 class SocketServer:
@@ -81,11 +86,15 @@ class SocketServer:
         api_registry: Mapping[int, ApiHandler],
         *,
         config: SocketServerConfig,
+        listener: ListenerSecurity | None = None,
+        memory_pool: MemoryPool | None = None,
     ) -> None:
         self._services = services
         self._api_registry = api_registry
         self._config = config
-        self._memory_pool = MemoryPool(
+        self.listener = listener or ListenerSecurity.plaintext()
+        """The listener served: its name, protocol and TLS context (one server per listener)."""
+        self._memory_pool = memory_pool or MemoryPool(
             size_bytes=config.queued_max_request_bytes,
             max_single_allocation_bytes=config.max_request_bytes,
         )
@@ -136,11 +145,45 @@ class SocketServer:
         task.add_done_callback(self._connections.discard)
 
     async def _open(self, conn: socket.socket) -> None:
+        if self.listener.ssl_context is not None:
+            await self._open_tls(conn)
+            return
         try:
             reader, writer = await asyncio.open_connection(sock=conn, limit=STREAM_BUFFER_BYTES)
         except OSError:
             conn.close()
             return
+        await self._on_connection(reader, writer)
+
+    async def _open_tls(self, conn: socket.socket) -> None:
+        """The TLS handshake (bounded by TLS_HANDSHAKE_TIMEOUT_S), then the connection."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=STREAM_BUFFER_BYTES, loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        try:
+            peer = conn.getpeername()
+        except OSError:
+            conn.close()
+            return
+        try:
+            transport, _ = await loop.connect_accepted_socket(
+                lambda: protocol,
+                sock=conn,
+                ssl=self.listener.ssl_context,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S,
+            )
+        except (OSError, TimeoutError) as error:
+            # Kafka's line for a failed handshake ("Failed authentication with /host")
+            reason = getattr(error, "reason", None) or type(error).__name__
+            logger.info(
+                "Failed authentication with client=%s listener=%s (SSL handshake failed) reason=%s",
+                f"{peer[0]}:{peer[1]}",
+                self.listener.listener_name,
+                reason,
+            )
+            conn.close()
+            return
+        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
         await self._on_connection(reader, writer)
 
     async def _on_connection(
@@ -165,6 +208,9 @@ class SocketServer:
             return
         task = asyncio.current_task()
         channel = KafkaChannel(client=client, host=host)
+        if self.listener.ssl_context is not None and not self._authenticate_tls(writer, channel):
+            writer.transport.abort()
+            return
         if task is not None:
             self._channels[task] = channel
         self._connections_per_host[host] += 1
@@ -183,6 +229,38 @@ class SocketServer:
             if not self._connections_per_host[host]:
                 del self._connections_per_host[host]
             writer.close()
+
+    def _authenticate_tls(self, writer: asyncio.StreamWriter, channel: KafkaChannel) -> bool:
+        """The principal of a TLS connection (Kafka's ``DefaultKafkaPrincipalBuilder``): its
+        verified client certificate's DN after ``ssl.principal.mapping.rules``, or ANONYMOUS
+        without one. On SASL_SSL it stays ANONYMOUS here: SASL authenticates it next. False
+        (logged) when no rule maps the DN: the connection is closed."""
+        ssl_object = writer.get_extra_info("ssl_object")
+        certificate = ssl_object.getpeercert(binary_form=True) if ssl_object else None
+        if certificate is None or self.listener.security_protocol.uses_sasl:
+            return True
+        mapper = self.listener.principal_mapper
+        dn = distinguished_name(certificate)
+        try:
+            name = mapper.get_name(dn) if mapper is not None else dn
+        except NoMatchingRuleError as error:
+            logger.info(
+                "Failed authentication with client=%s listener=%s (Failed to map name for"
+                " '%s' based on SSL principal mapping rules: %s)",
+                channel.client,
+                self.listener.listener_name,
+                dn,
+                error,
+            )
+            return False
+        channel.principal = KafkaPrincipal(USER_TYPE, name)
+        logger.debug(
+            "authenticated client=%s listener=%s principal=%s",
+            channel.client,
+            self.listener.listener_name,
+            channel.principal,
+        )
+        return True
 
     async def _serve(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, channel: KafkaChannel
@@ -233,7 +311,7 @@ class SocketServer:
                     return
                 channel.serving = True
                 try:
-                    response = await self._serve_frame(frame, client, channel.host)
+                    response = await self._serve_frame(frame, channel)
                 finally:
                     channel.serving = False
                     channel.touch()
@@ -255,7 +333,11 @@ class SocketServer:
             await write_all(writer, response, channel.touch)
         elif isinstance(response, ResponseParts):
             await send_response_parts(
-                writer, response, self._services.replica_manager.run_io, channel.touch
+                writer,
+                response,
+                self._services.replica_manager.run_io,
+                channel.touch,
+                zero_copy=self.listener.ssl_context is None,
             )
 
     @staticmethod
@@ -341,8 +423,9 @@ class SocketServer:
         )
 
     async def _serve_frame(
-        self, frame: bytes, client: str, host: str
+        self, frame: bytes, channel: KafkaChannel
     ) -> Response | DeferredResponse | _Close:
+        client, host = channel.client, channel.host
         try:
             key, version, correlation_id = peek_key_version_correlation(frame)
         except MalformedRequestError as error:
@@ -386,6 +469,9 @@ class SocketServer:
                 client_id=header.client_id,
                 client_host=host,
                 services=self._services,
+                principal=channel.principal,
+                listener_name=self.listener.listener_name,
+                security_protocol=self.listener.security_protocol,
             )
         try:
             if fast_path is not None and fast is not None:
@@ -433,6 +519,8 @@ class SocketServer:
             client_id=None,
             client_host=host,
             services=self._services,
+            listener_name=self.listener.listener_name,
+            security_protocol=self.listener.security_protocol,
         )
         body = answer(ctx)
         return encode_response(key, 0, correlation_id, body)

@@ -1,4 +1,5 @@
-"""A broker asked for TLS, SASL or an authorizer refuses to start rather than run open.
+"""A broker asked for what it cannot honour (SASL, an authorizer, Java's TLS plumbing, a JKS
+store) refuses to start rather than run open.
 
 The real ``storage-core broker`` command is started with one security setting each time: it
 must exit non-zero before listening, with one ``error:`` line naming the setting.
@@ -55,7 +56,15 @@ def _listening(port: int) -> bool:
     ("settings", "named"),
     [
         ({"listeners": "SASL_PLAINTEXT://127.0.0.1:{port}"}, "SASL_PLAINTEXT"),
-        ({"listeners": "SSL://127.0.0.1:{port}"}, "uses security protocol SSL"),
+        (
+            {
+                "listeners": "PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:0",
+                "ssl.keystore.location": "/etc/kafka/broker.jks",
+                "ssl.keystore.password": "s3cret-keystore-pw",
+            },
+            "ssl.keystore.type=JKS (Kafka's default) is not supported",
+        ),
+        ({"ssl.engine.factory.class": "com.example.Engines"}, "ssl.engine.factory.class"),
         ({"listener.security.protocol.map": "PLAINTEXT:SASL_SSL"}, "listener.security.protocol"),
         ({"sasl.enabled.mechanisms": "PLAIN"}, "sasl.enabled.mechanisms=PLAIN"),
         ({"sasl.jaas.config": "PlainLoginModule required;"}, "sasl.jaas.config=<hidden>"),
@@ -64,7 +73,6 @@ def _listening(port: int) -> bool:
             "listener.name.plaintext.plain.sasl.jaas.config",
         ),
         ({"security.inter.broker.protocol": "SASL_PLAINTEXT"}, "security.inter.broker.protocol"),
-        ({"ssl.keystore.location": "/etc/kafka/broker.jks"}, "ssl.keystore.location"),
         (
             {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"},
             "authorizer.class.name",
@@ -84,6 +92,7 @@ def test_security_settings_stop_the_broker_with_one_line(
     assert len(errors) == 1, errors
     assert named in errors[0]
     assert "PlainLoginModule" not in errors[0]  # a JAAS config may hold a password
+    assert "s3cret" not in errors[0]
     assert not _listening(port)
 
 

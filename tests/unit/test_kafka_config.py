@@ -73,7 +73,7 @@ def test_file_then_overrides(tmp_path: Path) -> None:
         ({"auto.create.topics.enable": "yes"}, "auto.create.topics.enable"),
         ({"log.segment.bytes": "10"}, "segment.bytes"),
         ({"listeners": "127.0.0.1:9092"}, "listener"),
-        ({"listeners": "SSL://127.0.0.1:9093"}, "PLAINTEXT"),
+        ({"listeners": "SSL://127.0.0.1:9093"}, "inter.broker.listener.name must be a listener"),
         ({"message.max.bytes": str(2**40)}, "message.max.bytes"),
         ({"num.replica.fetchers": "0"}, "num.replica.fetchers"),
         ({"replica.fetch.backoff.ms": "-1"}, "replica.fetch.backoff.ms"),

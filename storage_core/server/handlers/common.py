@@ -68,9 +68,25 @@ def live_brokers(services: BrokerServices) -> list[BrokerRegistration]:
     image = services.metadata_cache.image()
     brokers = dict(image.brokers)
     if services.broker_id not in brokers and services.endpoint.port > 0:
-        endpoint = services.endpoint
+        own = services.current_endpoints() or {"PLAINTEXT": services.endpoint}
         brokers[services.broker_id] = BrokerRegistration(
             broker_id=services.broker_id,
-            endpoints=(ZkEndPoint(listener="PLAINTEXT", host=endpoint.host, port=endpoint.port),),
+            endpoints=tuple(
+                ZkEndPoint(listener=name, host=e.host, port=e.port) for name, e in own.items()
+            ),
         )
     return [brokers[b] for b in sorted(brokers)]
+
+
+def brokers_on_listener(
+    services: BrokerServices, listener_name: str
+) -> list[tuple[BrokerRegistration, ZkEndPoint]]:
+    """The live brokers that have an endpoint of ``listener_name``, with it: a client is told
+    the addresses of the listener it connected through, and a broker without that listener is
+    left out (Kafka's ``MetadataCache.getAliveBrokerNodes(listenerName)``)."""
+    found = []
+    for broker in live_brokers(services):
+        endpoint = broker.endpoint(listener_name)
+        if endpoint is not None:
+            found.append((broker, endpoint))
+    return found

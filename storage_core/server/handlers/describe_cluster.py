@@ -13,7 +13,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from storage_core.protocol.messages import build
-from storage_core.server.handlers.common import NO_THROTTLE, live_brokers
+from storage_core.server.handlers.common import NO_THROTTLE, brokers_on_listener
 from storage_core.server.request_context import RequestContext
 
 API_KEY = 60
@@ -64,12 +64,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             build(
                 module.DescribeClusterBroker,
                 broker_id=b.broker_id,
-                host=b.endpoints[0].host,
-                port=b.endpoints[0].port,
+                host=endpoint.host,
+                port=endpoint.port,
                 rack=b.rack,
                 is_fenced=False,
             )
-            for b in live_brokers(services)
+            for b, endpoint in brokers_on_listener(services, ctx.listener_name)
         ),
         cluster_authorized_operations=operations,
     )

@@ -55,7 +55,9 @@ def _answer(
     if coordinator is None or not coordinator.is_active:
         message = "the group coordinator is not available yet"
         return ErrorCode.coordinator_not_available, message, -1, "", -1
-    endpoint = ctx.services.endpoint
+    # this broker's endpoint of the listener the client came through (Kafka's
+    # getAliveBrokerNode(id, listenerName)); a broker always has every listener of its own
+    endpoint = ctx.services.endpoint_for(ctx.listener_name) or ctx.services.endpoint
     if key_type == TRANSACTION_KEY_TYPE:
         return ErrorCode.none, None, endpoint.node_id, endpoint.host, endpoint.port
     # the group's coordinator is the leader of its __consumer_offsets partition
@@ -70,7 +72,13 @@ def _answer(
         return ErrorCode.coordinator_not_available, message, -1, "", -1
     if leader.broker_id == endpoint.node_id:
         return ErrorCode.none, None, endpoint.node_id, endpoint.host, endpoint.port
-    listener = leader.endpoints[0]
+    listener = leader.endpoint(ctx.listener_name)
+    if listener is None:  # Kafka: the coordinator is not available through this listener
+        message = (
+            f"the group's coordinator (broker {leader.broker_id}) has no listener"
+            f" {ctx.listener_name}"
+        )
+        return ErrorCode.coordinator_not_available, message, -1, "", -1
     return ErrorCode.none, None, leader.broker_id, listener.host, listener.port
 
 

@@ -5,11 +5,17 @@ created when the request allows it (v4+ flag; always before v4) and the broker's
 ``auto.create.topics.enable`` is true; otherwise it is UNKNOWN_TOPIC_OR_PARTITION. An
 illegal name is INVALID_TOPIC_EXCEPTION. A partition whose log this broker could not load is
 listed without a leader (LEADER_NOT_AVAILABLE) and with this broker as an offline replica.
+
+Brokers are listed with their endpoints of the listener the client came through; a broker
+without that listener is left out, and a partition whose live leader lacks it has no leader
+(-1) and LISTENER_NOT_FOUND (v6+) or LEADER_NOT_AVAILABLE (older), as Kafka's
+``ZkMetadataCache.getPartitionMetadata`` answers.
 """
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -19,6 +25,7 @@ from storage_core.errors import StorageError
 from storage_core.protocol.messages import build
 from storage_core.server.handlers.common import (
     NO_THROTTLE,
+    brokers_on_listener,
     error_code_of,
     from_kio_uuid,
     live_brokers,
@@ -39,10 +46,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     module = ctx.response_module
     services = ctx.services
     store = services.topic_store
+    reachable = brokers_on_listener(services, ctx.listener_name)
+    listener = _ListenerView(
+        name=ctx.listener_name,
+        alive=frozenset(b.broker_id for b in live_brokers(services)),
+        reachable=frozenset(b.broker_id for b, _endpoint in reachable),
+    )
     topics: list[Any] = []
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
         for known in sorted(store.topics().values(), key=lambda t: t.name):
-            topics.append(_topic(module, known, services, ctx.api_version))
+            topics.append(_topic(module, known, services, ctx.api_version, listener))
     else:
         allow_create = ctx.api_version < 4 or bool(request.allow_auto_topic_creation)
         for requested in request.topics:
@@ -59,7 +72,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         _error_topic(module, None, ErrorCode.unknown_topic_id, requested.topic_id)
                     )
                 else:
-                    topics.append(_topic(module, by_id, services, ctx.api_version))
+                    topics.append(_topic(module, by_id, services, ctx.api_version, listener))
                 continue
             info: TopicInfo | None = None
             try:
@@ -76,7 +89,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if info is None:
                 topics.append(_error_topic(module, name, ErrorCode.unknown_topic_or_partition))
             else:
-                topics.append(_topic(module, info, services, ctx.api_version))
+                topics.append(_topic(module, info, services, ctx.api_version, listener))
     image = services.metadata_cache.image()
     return build(
         module.MetadataResponse,
@@ -85,11 +98,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             build(
                 module.MetadataResponseBroker,
                 node_id=b.broker_id,
-                host=b.endpoints[0].host,
-                port=b.endpoints[0].port,
+                host=endpoint.host,
+                port=endpoint.port,
                 rack=b.rack,
             )
-            for b in live_brokers(services)
+            for b, endpoint in reachable
         ),
         cluster_id=services.cluster_id,
         controller_id=image.controller_id,
@@ -97,7 +110,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def _topic(module: Any, info: TopicInfo, services: BrokerServices, version: int) -> Any:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _ListenerView:
+    """The client's listener, the live brokers, and those of them that have that listener."""
+
+    name: str
+    alive: frozenset[int]
+    reachable: frozenset[int]
+
+
+def _topic(
+    module: Any, info: TopicInfo, services: BrokerServices, version: int, listener: _ListenerView
+) -> Any:
     # A partition without a leader (none of its in-sync replicas is alive, or its log could not
     # be loaded on its leader, this broker) answers LEADER_NOT_AVAILABLE with leader -1, and
     # names its offline replicas, as Kafka reports them.
@@ -110,10 +134,15 @@ def _topic(module: Any, info: TopicInfo, services: BrokerServices, version: int)
         if p.partition in local_offline:
             offline.add(services.broker_id)
         leader = -1 if p.leader in offline else p.leader
+        error = ErrorCode.leader_not_available if leader == -1 else ErrorCode.none
+        if leader >= 0 and leader in listener.alive and leader not in listener.reachable:
+            # alive, but not through the client's listener
+            leader = -1
+            error = ErrorCode.listener_not_found if version >= 6 else ErrorCode.leader_not_available
         partitions.append(
             build(
                 module.MetadataResponsePartition,
-                error_code=ErrorCode.leader_not_available if leader == -1 else ErrorCode.none,
+                error_code=error,
                 partition_index=p.partition,
                 leader_id=leader,
                 leader_epoch=p.leader_epoch,

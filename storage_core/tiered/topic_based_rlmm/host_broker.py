@@ -4,7 +4,8 @@
 and replication packages (which depend on ``tiered``): the config values it reads, the clock,
 the internal topic it creates, the partitions this broker hosts (with their logs, topic ids
 and roles), appends through the replica manager (``publishers.RecordAppender``), the log
-of a partition by name and its own listener's address (to reach the other brokers' leaders).
+of a partition by name and its inter-broker listener's address and connection settings (to
+reach the other brokers' leaders over that listener's protocol).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from storage_core.client.connection import ConnectionConfig
 from storage_core.clock import Clock
 from storage_core.common import TopicPartition, Uuid
 from storage_core.log.log import Log
@@ -55,7 +57,7 @@ class InternalTopic(Protocol):
 
 
 class Endpoint(Protocol):
-    """Where this broker's listener is reached (its registered endpoint)."""
+    """Where this broker's inter-broker listener is reached (its registered endpoint)."""
 
     @property
     def host(self) -> str: ...
@@ -70,6 +72,11 @@ class HostBroker(Protocol):
     def config(self) -> BrokerConfig: ...
     @property
     def endpoint(self) -> Endpoint: ...
+    @property
+    def inter_broker_connection_config(self) -> ConnectionConfig:
+        """How this broker's own clients connect (the inter-broker listener's protocol)."""
+        ...
+
     @property
     def clock(self) -> Clock: ...
     @property

@@ -150,7 +150,10 @@ class TopicBasedRemoteLogMetadataManager:
             return hosted
 
         def own_listener() -> KafkaCluster:
-            return KafkaCluster(f"{broker.endpoint.host}:{broker.endpoint.port}")
+            return KafkaCluster(
+                f"{broker.endpoint.host}:{broker.endpoint.port}",
+                config=broker.inter_broker_connection_config,
+            )
 
         def forwarder() -> ProducerPublisher:
             return ProducerPublisher(own_listener(), clock=broker.clock)
