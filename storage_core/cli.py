@@ -184,6 +184,7 @@ _CLIENT_COMMANDS = (
     "remote-log-metadata",
     "tier",
     "reassign-partitions",
+    "user-scram",
 )
 _DEFAULT_BOOTSTRAP_SERVER = "127.0.0.1:9092"
 
@@ -250,6 +251,35 @@ def _add_client_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPa
     output = consume.add_mutually_exclusive_group()
     output.add_argument("--print-offsets", action="store_true", help="prefix OFFSET<TAB>")
     output.add_argument("--json", action="store_true", help="one JSON object per record")
+
+    user_scram = commands.add_parser(
+        "user-scram",
+        parents=[common],
+        help="add, delete, describe users' SCRAM credentials (kafka-configs.sh --entity-type"
+        " users)",
+        allow_abbrev=False,  # "--password x" must not pass for --password-file
+    )
+    user_scram.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="client.properties",
+        help="client settings: security.protocol, sasl.mechanism, sasl.jaas.config",
+    )
+    scram_action = user_scram.add_mutually_exclusive_group(required=True)
+    scram_action.add_argument("--add", metavar="USER", help="add or replace USER's credential")
+    scram_action.add_argument("--delete", metavar="USER", help="delete USER's credential")
+    scram_action.add_argument(
+        "--describe", nargs="*", metavar="USER", help="describe USERs (none: every user)"
+    )
+    user_scram.add_argument("--mechanism", help="SCRAM-SHA-256 or SCRAM-SHA-512")
+    user_scram.add_argument(
+        "--iterations", type=int, default=4096, help="--add: 4096 to 16384 (default 4096)"
+    )
+    user_scram.add_argument(
+        "--password-file",
+        type=Path,
+        help="--add: read the password from this file's first line (default: a prompt)",
+    )
 
     reassign = commands.add_parser(
         "reassign-partitions",
@@ -413,6 +443,20 @@ def _client_command(args: argparse.Namespace) -> int:
                 print(f"error: {exc}", file=sys.stderr, flush=True)
                 sys.stdout.flush()
                 os._exit(1)
+        if args.command == "user-scram":
+            from storage_core.tools.user_scram import run_user_scram  # noqa: PLC0415
+
+            return run_user_scram(
+                bootstrap_server=args.bootstrap_server,
+                command_config=args.command_config,
+                add=args.add,
+                delete=args.delete,
+                describe=args.describe,
+                mechanism=args.mechanism,
+                iterations=args.iterations,
+                password_file=args.password_file,
+                out=sys.stdout,
+            )
         if args.command == "reassign-partitions":
             from storage_core.tools.reassign_partitions import (  # noqa: PLC0415
                 run_reassign_partitions,

@@ -78,6 +78,12 @@ class CredentialProvider:
         self._store = ConfigEntityZkStore(session)
         self._listener = ConfigChangeListener(session, self._on_change)
 
+    @property
+    def store(self) -> ConfigEntityZkStore:
+        """The users' config entities (what DescribeUserScramCredentials and
+        AlterUserScramCredentials read and write)."""
+        return self._store
+
     def start(self) -> None:
         self._store.create_paths()
         self._listener.start()  # notifications from now on are seen; earlier ones: loaded here

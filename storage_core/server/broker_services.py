@@ -26,6 +26,7 @@ from storage_core.server.admin_manager import AdminManager
 from storage_core.server.dynamic_broker_config import DynamicBrokerConfigStore
 from storage_core.server.kafka_config import KafkaConfig
 from storage_core.server.topic_store import TopicStore
+from storage_core.zk.config_entity import ConfigEntityZkStore
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +70,9 @@ class BrokerServices:
     authorizer: AclAuthorizer | None = None
     """``authorizer.class.name=kafka.security.authorizer.AclAuthorizer``; None: every request
     is allowed and the ACL APIs answer SECURITY_DISABLED."""
+    config_entities: ConfigEntityZkStore | None = None
+    """The users' config entities (their SCRAM credentials) in ZooKeeper or the single-node
+    store, for Describe/AlterUserScramCredentials."""
 
     @property
     def endpoint(self) -> BrokerEndpoint:

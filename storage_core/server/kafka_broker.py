@@ -42,6 +42,7 @@ from storage_core.replication.replica_fetcher_manager import ReplicaFetcherManag
 from storage_core.replication.replica_manager import ReplicaManager
 from storage_core.replication.replica_metrics import register_replica_manager_metrics
 from storage_core.security.authorizer.acl_authorizer import authorizer_from_config
+from storage_core.security.credential_cache import CredentialProvider
 from storage_core.server.admin_manager import AdminManager, dynamic_log_defaults
 from storage_core.server.broker_services import BrokerEndpoint, BrokerServices
 from storage_core.server.cluster_membership import ClusterMembership, ran_on_log_dirs
@@ -201,6 +202,8 @@ class KafkaBroker:
         self.endpoints: dict[str, BrokerEndpoint] = {}
         """Every advertised endpoint, by listener name (empty until the broker listens)."""
         self.authorizer = authorizer_from_config(config.props, self.membership.zk.zk)
+        # users' SCRAM credentials, loaded before any request is served, then kept in step
+        self.credential_provider = CredentialProvider(self.membership.zk.zk)
         self.services = BrokerServices(
             broker_id=self.broker_id,
             config=config,
@@ -218,6 +221,7 @@ class KafkaBroker:
             current_endpoints=lambda: self.endpoints,
             current_group_coordinator=lambda: self.group_coordinator,
             authorizer=self.authorizer,
+            config_entities=self.credential_provider.store,
         )
         # One socket server per listener; they share one memory pool (queued.max.request.bytes)
         socket_server_config = SocketServerConfig.from_kafka_config(config)
@@ -422,6 +426,7 @@ class KafkaBroker:
         cluster_id = await loop.run_in_executor(None, self.membership.connect)
         if self.authorizer is not None:  # its ACLs loaded before any request is served
             await loop.run_in_executor(None, self.authorizer.start)
+        await loop.run_in_executor(None, self.credential_provider.start)
         # read before the files are written: only a broker that ran on these log dirs before
         # takes a registration at its endpoint for its own previous run's
         ran_here_before = await loop.run_in_executor(
@@ -532,6 +537,7 @@ class KafkaBroker:
         await loop.run_in_executor(None, self.alter_partition_manager.shutdown)
         if self.authorizer is not None:
             self.authorizer.close()
+        self.credential_provider.close()
         await loop.run_in_executor(None, self.membership.close)
         await loop.run_in_executor(None, self.replica_manager.shutdown)
         await loop.run_in_executor(None, self.log_manager.shutdown)

@@ -60,6 +60,10 @@ HANDLER_MODULES: tuple[str, ...] = (
     "describe_acls",
     "create_acls",
     "delete_acls",
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
 )
 
 FAST_PATH_MODULES: tuple[str, ...] = ("follower_fetch",)
