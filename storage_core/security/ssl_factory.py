@@ -258,13 +258,13 @@ def _load_keystore(context: ssl.SSLContext, config: SslEngineConfig, *, required
             )
         return
     _refuse_jks(config, "ssl.keystore.type", store_type)
-    data = _read_store(config, "ssl.keystore.location", location)
     if store_type == PEM_TYPE:
         if password is not None:
             raise config.error(
                 "SSL key store password (ssl.keystore.password) cannot be specified with PEM"
                 " format, only key password (ssl.key.password) may be specified"
             )
+        data = _read_store(config, "ssl.keystore.location", location)
         _load_pem_key_and_chain(context, config, data, data, key_password)
         return
     if store_type != PKCS12_TYPE:
@@ -274,6 +274,7 @@ def _load_keystore(context: ssl.SSLContext, config: SslEngineConfig, *, required
             "SSL key store is specified (ssl.keystore.location), but key store password"
             " (ssl.keystore.password) is not specified."
         )
+    data = _read_store(config, "ssl.keystore.location", location)
     try:
         private_key, certificate, extra = pkcs12.load_key_and_certificates(data, password.encode())
     except (ValueError, TypeError):
@@ -392,17 +393,17 @@ def _load_truststore(context: ssl.SSLContext, config: SslEngineConfig) -> None:
         )
         return
     _refuse_jks(config, "ssl.truststore.type", store_type)
-    data = _read_store(config, "ssl.truststore.location", location)
     if store_type == PEM_TYPE:
         if password is not None:
             raise config.error(
                 "SSL trust store password cannot be specified for PEM format"
                 " (ssl.truststore.password)."
             )
-        _load_ca_pem(context, config, data)
+        _load_ca_pem(context, config, _read_store(config, "ssl.truststore.location", location))
         return
     if store_type != PKCS12_TYPE:
         raise config.error(f"ssl.truststore.type={store_type} is not supported: use PEM or PKCS12")
+    data = _read_store(config, "ssl.truststore.location", location)
     try:
         store = pkcs12.load_pkcs12(data, password.encode() if password else None)
     except (ValueError, TypeError):
