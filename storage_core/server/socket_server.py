@@ -455,7 +455,13 @@ class SocketServer:
         # skips the generic codec (its API's fast path, see follower_fetch); any other goes
         # the general way.
         fast_path = handler.fast_path
-        fast = fast_path.decode(frame) if fast_path is not None else None
+        # With an authorizer every fetch goes the general way, which checks the follower's
+        # CLUSTER_ACTION against the connection's principal.
+        fast = (
+            fast_path.decode(frame)
+            if fast_path is not None and self._services.authorizer is None
+            else None
+        )
         if fast is None:
             try:
                 header, request = parse_request(frame)

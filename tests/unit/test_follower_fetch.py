@@ -193,6 +193,7 @@ def test_its_answer_is_the_general_handlers_byte_for_byte(tmp_path: Path) -> Non
     broker = SimpleNamespace(
         replica_manager=replicas,
         config=KafkaConfig.from_props({"log.dirs": str(tmp_path / "logs")}),
+        authorizer=None,
     )
     cases = {
         "records inline": partition_fetch(fetch_offset=0),
@@ -350,6 +351,7 @@ def test_the_socket_server_serves_it_through_the_fetch_handlers_fast_path(
     services = SimpleNamespace(
         replica_manager=replicas,
         config=KafkaConfig.from_props({"log.dirs": str(tmp_path / "logs")}),
+        authorizer=None,
     )
 
     async def general_fails(ctx: RequestContext, request: Any) -> Any:

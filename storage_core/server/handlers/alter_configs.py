@@ -13,9 +13,11 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from storage_core.protocol.acl import AclOperation
 from storage_core.protocol.config_resource import ConfigResourceType
 from storage_core.protocol.messages import build
 from storage_core.server.dynamic_broker_config import validate_broker_configs
+from storage_core.server.handlers.auth_helper import check_config_resource
 from storage_core.server.handlers.common import NO_THROTTLE
 from storage_core.server.handlers.config_support import (
     InvalidRequestError,
@@ -44,6 +46,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 async def _alter(ctx: RequestContext, resource: Any, *, validate_only: bool) -> None:
     services = ctx.services
+    check_config_resource(
+        ctx, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name
+    )
     names = [c.name for c in resource.configs]
     check_unique_keys(names)
     nulls = [c.name for c in resource.configs if c.value is None]

@@ -20,7 +20,9 @@ from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
 from storage_core.controller.reassignment import ReassignmentOutcome
+from storage_core.protocol.acl import AclOperation
 from storage_core.protocol.messages import build
+from storage_core.server.handlers.auth_helper import authorize_cluster
 from storage_core.server.handlers.common import NO_THROTTLE
 from storage_core.server.request_context import RequestContext
 from storage_core.zk.controller_zk import ControllerMovedError
@@ -43,6 +45,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 None if replicas is None else tuple(int(r) for r in replicas)
             )
     allow_change = bool(getattr(request, "allow_replication_factor_change", True))
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return _top_level(
+            ctx,
+            ErrorCode.cluster_authorization_failed,
+            "Cluster authorization failed.",
+            allow_change,
+        )
     if len(requested) > MAX_PARTITIONS_PER_REQUEST:
         return _top_level(
             ctx,

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from typing import ClassVar
 
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
 
+from storage_core.errors import StorageError
 from storage_core.protocol.acl import (
     CLUSTER_NAME,
     AclOperation,
@@ -24,6 +26,7 @@ from storage_core.protocol.acl import (
     authorized_operations_bits,
     supported_operations,
 )
+from storage_core.protocol.config_resource import ConfigResourceType
 from storage_core.security.authorizer.acl_authorizer import Action
 from storage_core.server.request_context import RequestContext
 
@@ -34,6 +37,23 @@ AUTHORIZATION_ERRORS = {
     ResourceType.TRANSACTIONAL_ID: ErrorCode.transactional_id_authorization_failed,
 }
 """``AclEntry.authorizationError``: the error a denied request gets, per resource type."""
+
+
+class TopicAuthorizationFailedError(StorageError):
+    """The principal may not do this on the topic (Kafka's TOPIC_AUTHORIZATION_FAILED)."""
+
+    error_code: ClassVar[str] = "topic_authorization_failed"
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(f"Not authorized to access topics: [{topic}]")
+
+
+class GroupAuthorizationFailedError(StorageError):
+    error_code: ClassVar[str] = "group_authorization_failed"
+
+
+class ClusterAuthorizationFailedError(StorageError):
+    error_code: ClassVar[str] = "cluster_authorization_failed"
 
 
 def request_name(api_key: int) -> str:
@@ -147,3 +167,18 @@ def authorize_by_resource_type(
     return authorizer.authorize_by_resource_type(
         ctx.principal, ctx.client_host, operation, resource_type
     )
+
+
+def check_config_resource(
+    ctx: RequestContext, operation: AclOperation, resource_type: int, name: str
+) -> None:
+    """DESCRIBE_CONFIGS or ALTER_CONFIGS on a config resource (Kafka's ``ConfigHelper`` and
+    ``handleAlterConfigsRequest``): a broker's configs are the cluster's, a topic's its own.
+    Raises CLUSTER_ or TOPIC_AUTHORIZATION_FAILED."""
+    if resource_type == ConfigResourceType.TOPIC:
+        if not authorize(ctx, operation, ResourceType.TOPIC, name):
+            raise TopicAuthorizationFailedError(name)
+        return
+    brokers = (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER)
+    if resource_type in brokers and not authorize_cluster(ctx, operation):
+        raise ClusterAuthorizationFailedError("Cluster authorization failed.")

@@ -15,7 +15,9 @@ from collections import Counter
 from typing import Any
 
 from storage_core.errors import StorageError, UnknownTopicOrPartitionError
+from storage_core.protocol.acl import AclOperation, ResourceType
 from storage_core.protocol.messages import build
+from storage_core.server.handlers.auth_helper import TopicAuthorizationFailedError, authorize
 from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
 from storage_core.server.handlers.config_support import InvalidRequestError
 from storage_core.server.request_context import RequestContext
@@ -35,6 +37,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         try:
             if counts[topic.name] > 1:
                 raise InvalidRequestError("Duplicate topic in request.")
+            if not authorize(ctx, AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+                raise TopicAuthorizationFailedError(topic.name)
             info = services.topic_store.get(topic.name)
             if info is None:
                 raise UnknownTopicOrPartitionError(f"The topic '{topic.name}' does not exist.")

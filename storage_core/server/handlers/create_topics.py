@@ -5,6 +5,9 @@ INVALID_TOPIC_EXCEPTION (an illegal name, or one colliding with an existing topi
 INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG,
 INVALID_REQUEST (a topic listed twice, an internal topic, an assignment with a count),
 POLICY_VIOLATION. Every topic of a request gets its result. ``validate_only`` changes nothing.
+With an authorizer: CREATE on the cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED,
+nothing created); the new topic's configs only with DESCRIBE_CONFIGS on it (else
+``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED and no configs).
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from kio.schema.errors import ErrorCode
 
 from storage_core.controller.manual_assignment import validate_new_topic_assignment
 from storage_core.errors import StorageError
+from storage_core.protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from storage_core.protocol.messages import build
+from storage_core.server.handlers.auth_helper import authorize, filter_by_authorized
 from storage_core.server.handlers.common import (
     NO_THROTTLE,
     error_code_of,
@@ -51,6 +56,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     module = ctx.response_module
     services = ctx.services
     counts = Counter(t.name for t in request.topics)
+    creatable = (
+        set(counts)
+        if authorize(
+            ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False
+        )
+        else filter_by_authorized(ctx, AclOperation.CREATE, ResourceType.TOPIC, counts)
+    )
+    config_visible = filter_by_authorized(
+        ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, counts, log_if_denied=False
+    )
     results = []
     for topic in request.topics:
         if counts[topic.name] > 1:
@@ -62,6 +77,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     error=ErrorCode.invalid_request,
                     message=f"Create topics request from client `{ctx.client_id}` contains"
                     f" multiple entries for the following topics: {topic.name}",
+                )
+            )
+            continue
+        if topic.name not in creatable:
+            results.append(
+                _result(
+                    module,
+                    topic.name,
+                    info=None,
+                    error=ErrorCode.topic_authorization_failed,
+                    message="Authorization failed.",
                 )
             )
             continue
@@ -102,12 +128,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             continue
         partitions = len(info.partitions)
         factor = len(info.partitions[0].replicas)
+        shown = topic.name in config_visible
         results.append(
             _result(
                 module,
                 topic.name,
                 info=info,
-                configs=_effective_configs(module, ctx, info),
+                configs=_effective_configs(module, ctx, info) if shown else None,
+                config_error=ErrorCode.none if shown else ErrorCode.topic_authorization_failed,
                 error=ErrorCode.none,
                 message=None,
                 num_partitions=partitions,
@@ -174,7 +202,8 @@ def _result(
     info: TopicInfo | None,
     error: ErrorCode,
     message: str | None,
-    configs: tuple[Any, ...] = (),
+    configs: tuple[Any, ...] | None = (),
+    config_error: ErrorCode = ErrorCode.none,
     num_partitions: int = -1,
     replication_factor: int = -1,
 ) -> Any:
@@ -184,7 +213,7 @@ def _result(
         topic_id=to_kio_uuid(info.topic_id if info is not None else None),
         error_code=error,
         error_message=message,
-        topic_config_error_code=ErrorCode.none,
+        topic_config_error_code=config_error,
         num_partitions=num_partitions,
         replication_factor=replication_factor,
         configs=configs if info is not None else None,

@@ -23,12 +23,17 @@ from typing import Any
 
 from storage_core.common import TopicPartition
 from storage_core.errors import OffsetOutOfRangeError, PolicyViolationError, StorageError
+from storage_core.protocol.acl import AclOperation, ResourceType
 from storage_core.protocol.messages import build
 from storage_core.replication.delayed_delete_records import (
     DeleteRecordsOutcome,
     wait_for_low_watermarks,
 )
 from storage_core.replication.replica_manager import ReplicaManager
+from storage_core.server.handlers.auth_helper import (
+    TopicAuthorizationFailedError,
+    filter_by_authorized,
+)
 from storage_core.server.handlers.common import NO_THROTTLE, error_code_of, milliseconds
 from storage_core.server.request_context import RequestContext
 
@@ -42,12 +47,25 @@ HIGH_WATERMARK = -1
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = ctx.response_module
     replica_manager = ctx.services.replica_manager
+    deletable = filter_by_authorized(
+        ctx,
+        AclOperation.DELETE,
+        ResourceType.TOPIC,
+        (t.name for t in request.topics for _p in t.partitions),
+    )
     wanted = [
         (TopicPartition(topic.name, p.partition_index), int(p.offset))
         for topic in request.topics
         for p in topic.partitions
+        if topic.name in deletable
     ]
     outcomes = await replica_manager.run_io(lambda: _delete_all(replica_manager, wanted))
+    for topic in request.topics:
+        if topic.name not in deletable:
+            for p in topic.partitions:
+                outcomes[TopicPartition(topic.name, p.partition_index)] = DeleteRecordsOutcome(
+                    error=TopicAuthorizationFailedError(topic.name)
+                )
     await wait_for_low_watermarks(
         replica_manager, outcomes, timeout_ms=milliseconds(request.timeout)
     )

@@ -8,7 +8,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from storage_core.errors import StorageError, UnknownTopicOrPartitionError
+from storage_core.protocol.acl import AclOperation, ResourceType
 from storage_core.protocol.messages import build
+from storage_core.server.handlers.auth_helper import TopicAuthorizationFailedError, authorize
 from storage_core.server.handlers.common import (
     NO_THROTTLE,
     error_code_of,
@@ -38,6 +40,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if by_id is None:
                     raise _UnknownTopicIdError(f"No topic with id {topic_id}.")
                 name = by_id.name
+                if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                    name = None  # not disclosed
+                    raise TopicAuthorizationFailedError(f"topic id {topic_id}")
+            if not authorize(ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
+                raise TopicAuthorizationFailedError(name)
             existing = services.topic_store.get(name)
             if existing is not None and existing.internal:
                 raise _InvalidTopicDeletionError(f"Internal topic {name} cannot be deleted.")

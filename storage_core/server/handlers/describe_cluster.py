@@ -3,7 +3,8 @@
 Every registered broker, and the controller as this broker's metadata shows it.
 ``endpoint_type`` (v1+) must be 1 (brokers): 2 (controllers) is MISMATCHED_ENDPOINT_TYPE,
 anything else UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST at v0). Without an authorizer every cluster
-operation is allowed, so ``cluster_authorized_operations`` lists all of them when asked.
+operation is allowed, so ``cluster_authorized_operations`` lists all of them when asked; with
+one, those the principal may do if it may DESCRIBE the cluster, else none (0).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from storage_core.protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from storage_core.protocol.messages import build
+from storage_core.server.handlers.auth_helper import authorize_cluster, authorized_operations
 from storage_core.server.handlers.common import NO_THROTTLE, brokers_on_listener
 from storage_core.server.request_context import RequestContext
 
@@ -23,9 +26,6 @@ MAX_VERSION = 2
 BROKER_ENDPOINT = 1
 CONTROLLER_ENDPOINT = 2
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-# AclOperation codes Kafka supports on the CLUSTER resource: CREATE, ALTER, DESCRIBE,
-# CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.
-CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -51,7 +51,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     operations = AUTHORIZED_OPERATIONS_OMITTED
     if request.include_cluster_authorized_operations:
-        operations = sum(1 << code for code in CLUSTER_OPERATIONS)
+        operations = (
+            authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+            if authorize_cluster(ctx, AclOperation.DESCRIBE)
+            else 0
+        )
     return build(
         module.DescribeClusterResponse,
         throttle_time=NO_THROTTLE,

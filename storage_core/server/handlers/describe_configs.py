@@ -15,8 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from storage_core.errors import StorageError
+from storage_core.protocol.acl import AclOperation
 from storage_core.protocol.config_resource import ConfigResourceType
 from storage_core.protocol.messages import build
+from storage_core.server.handlers.auth_helper import check_config_resource
 from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
 from storage_core.server.handlers.config_support import (
     MAX_RESOURCES_PER_REQUEST,
@@ -72,6 +74,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 def _describe(ctx: RequestContext, resource_type: int, name: str) -> list[DescribedConfig]:
     services = ctx.services
+    check_config_resource(ctx, AclOperation.DESCRIBE_CONFIGS, resource_type, name)
     if resource_type == ConfigResourceType.TOPIC:
         info = topic_info_or_raise(services, name)
         store = services.dynamic_broker_config

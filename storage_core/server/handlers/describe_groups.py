@@ -10,7 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from storage_core.coordinator.group.group_coordinator import DescribeGroupResult
+from storage_core.protocol.acl import AclOperation, ResourceType
 from storage_core.protocol.messages import build
+from storage_core.server.handlers.auth_helper import (
+    GroupAuthorizationFailedError,
+    authorize,
+    authorized_operations,
+)
 from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
 from storage_core.server.handlers.group_support import NOT_RUNNING, coordinator_of
 from storage_core.server.request_context import RequestContext
@@ -25,11 +31,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     coordinator = coordinator_of(ctx)
     described = []
     for group_id in request.groups:
-        result = (
-            DescribeGroupResult(error=NOT_RUNNING)
-            if coordinator is None
-            else coordinator.describe_group(group_id)
-        )
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            result = DescribeGroupResult(
+                error=GroupAuthorizationFailedError(f"Not authorized to access group: {group_id}")
+            )
+        elif coordinator is None:
+            result = DescribeGroupResult(error=NOT_RUNNING)
+        else:
+            result = coordinator.describe_group(group_id)
         summary = result.summary
         members = () if summary is None else summary.members
         described.append(
@@ -51,6 +60,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         member_assignment=m.assignment,
                     )
                     for m in members
+                ),
+                authorized_operations=(
+                    authorized_operations(ctx, ResourceType.GROUP, group_id)
+                    if result.error is None
+                    and getattr(request, "include_authorized_operations", False)
+                    else -(2**31)
                 ),
             )
         )

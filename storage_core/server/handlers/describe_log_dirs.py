@@ -17,7 +17,9 @@ from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
 from storage_core.log.log_manager import LogManager
+from storage_core.protocol.acl import AclOperation
 from storage_core.protocol.messages import build
+from storage_core.server.handlers.auth_helper import authorize_cluster
 from storage_core.server.handlers.common import NO_THROTTLE
 from storage_core.server.request_context import RequestContext
 
@@ -28,6 +30,13 @@ MAX_VERSION = 5
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = ctx.response_module
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return build(
+            module.DescribeLogDirsResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.cluster_authorization_failed,
+            results=(),
+        )
     log_manager = ctx.services.log_manager
     wanted: set[TopicPartition] | None = None
     if request.topics is not None:

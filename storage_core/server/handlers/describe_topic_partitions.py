@@ -23,8 +23,10 @@ from kio.schema.errors import ErrorCode
 
 from storage_core.common import validate_topic_name
 from storage_core.errors import InvalidTopicError, StorageError
+from storage_core.protocol.acl import AclOperation, ResourceType
 from storage_core.protocol.messages import build
 from storage_core.replication.metadata_cache import INTERNAL_TOPICS, TopicMetadata
+from storage_core.server.handlers.auth_helper import authorized_operations, filter_by_authorized
 from storage_core.server.handlers.common import NO_THROTTLE, to_kio_uuid
 from storage_core.server.request_context import RequestContext
 from storage_core.zk.zk_data import NO_LEADER
@@ -37,9 +39,6 @@ MAX_VERSION = 0
 
 MAX_PARTITIONS_PER_RESPONSE = 2000  # Kafka's max.request.partition.size.limit default
 MAX_TOPICS_PER_REQUEST = 10_000
-# AclOperation codes Kafka supports on a TOPIC: READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE,
-# DESCRIBE_CONFIGS, ALTER_CONFIGS. Without an authorizer every one is allowed.
-TOPIC_OPERATIONS = (3, 4, 5, 6, 7, 8, 10, 11)
 
 
 class _InvalidRequestError(StorageError):
@@ -96,6 +95,9 @@ def _describe(ctx: RequestContext, request: Any) -> Any:
             "DescribeTopicPartitionsRequest cursor partition must be valid: "
             f"{cursor.topic_name}-{cursor.partition_index}"
         )
+    describable = filter_by_authorized(
+        ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names, log_if_denied=not fetch_all
+    )
     remaining = max(min(MAX_PARTITIONS_PER_RESPONSE, int(request.response_partition_limit)), 1)
     topics: list[Any] = []
     next_cursor = None
@@ -103,6 +105,10 @@ def _describe(ctx: RequestContext, request: Any) -> Any:
         if remaining <= 0:
             next_cursor = build(module.Cursor, topic_name=name, partition_index=0)
             break
+        if name not in describable:  # not disclosed, whether it exists or not
+            if not fetch_all:
+                topics.append(_unauthorized_topic(module, name))
+            continue
         topic = image.topic(name)
         if topic is None or topic.marked_for_deletion:
             if not fetch_all:
@@ -110,7 +116,15 @@ def _describe(ctx: RequestContext, request: Any) -> Any:
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
         upper = min(len(topic.partitions), start + remaining)
-        topics.append(_topic(module, topic, start, upper))
+        topics.append(
+            _topic(
+                module,
+                topic,
+                start,
+                upper,
+                authorized_operations(ctx, ResourceType.TOPIC, name),
+            )
+        )
         if upper < len(topic.partitions):
             next_cursor = build(module.Cursor, topic_name=name, partition_index=upper)
             break
@@ -123,7 +137,7 @@ def _describe(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def _topic(module: Any, topic: TopicMetadata, start: int, upper: int) -> Any:
+def _topic(module: Any, topic: TopicMetadata, start: int, upper: int, operations: int) -> Any:
     """Partitions ``start`` (inclusive) to ``upper`` (exclusive) of the topic."""
     partitions = []
     for index in range(start, upper):
@@ -151,7 +165,7 @@ def _topic(module: Any, topic: TopicMetadata, start: int, upper: int) -> Any:
         topic_id=to_kio_uuid(topic.topic_id),
         is_internal=topic.internal,
         partitions=tuple(partitions),
-        topic_authorized_operations=sum(1 << code for code in TOPIC_OPERATIONS),
+        topic_authorized_operations=operations,
     )
 
 
@@ -167,5 +181,16 @@ def _unknown_topic(module: Any, name: str) -> Any:
         name=name,
         topic_id=to_kio_uuid(None),
         is_internal=name in INTERNAL_TOPICS,
+        partitions=(),
+    )
+
+
+def _unauthorized_topic(module: Any, name: str) -> Any:
+    return build(
+        module.DescribeTopicPartitionsResponseTopic,
+        error_code=ErrorCode.topic_authorization_failed,
+        name=name,
+        topic_id=to_kio_uuid(None),
+        is_internal=False,
         partitions=(),
     )

@@ -27,8 +27,10 @@ from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
 from storage_core.controller.partition_state_machine import ElectionOutcome
+from storage_core.protocol.acl import AclOperation
 from storage_core.protocol.messages import build
 from storage_core.server.broker_services import BrokerServices
+from storage_core.server.handlers.auth_helper import authorize_cluster
 from storage_core.server.handlers.common import NO_THROTTLE, milliseconds
 from storage_core.server.request_context import RequestContext
 from storage_core.zk.controller_zk import ControllerMovedError
@@ -62,6 +64,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             ErrorCode.invalid_request,
             f"ElectLeaders asks for {len(requested)} partitions, more than the"
             f" {MAX_PARTITIONS_PER_REQUEST} one request may name: split it into smaller requests",
+        )
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return _error_response(
+            ctx, requested, ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
         )
     if not services.controller.is_active:
         return _error_response(ctx, requested, ErrorCode.not_controller, NOT_CONTROLLER_MESSAGE)

@@ -8,6 +8,9 @@ or identified by topic id (v13+).
 The response is encoded by ``fetch_response`` (not the codec): record sets of 64 KiB or more
 stay in their segment files and are sent with sendfile (see ``response_parts``).
 
+With an authorizer, a consumer needs READ on each topic and a follower (replica id >= 0)
+CLUSTER_ACTION on the cluster; a denied partition is TOPIC_AUTHORIZATION_FAILED and not read.
+
 A follower's one-partition fetch never reaches this handler: ``follower_fetch`` decodes it by
 hand and answers it through the same ``read_partitions`` and ``partition_response``.
 """
@@ -19,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
+from storage_core.protocol.acl import AclOperation, ResourceType
 from storage_core.replication.delayed_fetch import (
     FetchRequestPartition,
     FetchResult,
@@ -29,6 +33,7 @@ from storage_core.server.fetch_response import (
     FetchTopicResponse,
     encode_fetch_response,
 )
+from storage_core.server.handlers.auth_helper import authorize_cluster, filter_by_authorized
 from storage_core.server.handlers.common import error_code_of, from_kio_uuid, milliseconds
 from storage_core.server.request_context import RequestContext
 from storage_core.server.response_parts import ResponseParts
@@ -49,6 +54,7 @@ async def handle(ctx: RequestContext, request: Any) -> ResponseParts:
     wanted: dict[TopicPartition, FetchRequestPartition] = {}
     layout: list[tuple[Any, str | None, list[int]]] = []  # (topic key, name, partitions)
     topic_errors: dict[int, ErrorCode] = {}
+    allowed = _authorized_topics(ctx, request, by_id)
     for index, topic in enumerate(request.topics):
         if by_id:
             info = services.topic_store.get_by_id(from_kio_uuid(topic.topic_id))
@@ -57,8 +63,10 @@ async def handle(ctx: RequestContext, request: Any) -> ResponseParts:
                 topic_errors[index] = ErrorCode.unknown_topic_id
         else:
             name = topic.topic
+        if name is not None and allowed is not None and name not in allowed:
+            topic_errors[index] = ErrorCode.topic_authorization_failed
         layout.append((topic, name, [p.partition for p in topic.partitions]))
-        if name is None:
+        if index in topic_errors or name is None:
             continue
         for p in topic.partitions:
             wanted[TopicPartition(name, p.partition)] = FetchRequestPartition(
@@ -84,7 +92,7 @@ async def handle(ctx: RequestContext, request: Any) -> ResponseParts:
                 topic_id=topic.topic_id.bytes if by_id and topic.topic_id else bytes(16),
                 partitions=tuple(
                     partition_response(partition_index, None, topic_errors[index])
-                    if name is None
+                    if index in topic_errors or name is None
                     else partition_response(
                         partition_index, results[TopicPartition(name, partition_index)], None
                     )
@@ -122,6 +130,26 @@ async def read_partitions(
         zero_copy=True,
         replica_id=replica_id,
     )
+
+
+def _authorized_topics(ctx: RequestContext, request: Any, by_id: bool) -> set[str] | None:
+    """The topics this fetch may read (None: all): a follower needs CLUSTER_ACTION on the
+    cluster (else every partition is TOPIC_AUTHORIZATION_FAILED), a consumer READ on each."""
+    if ctx.services.authorizer is None:
+        return None
+    if _replica_id(ctx.api_version, request) >= 0:
+        return None if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION) else set()
+    names: list[str] = []
+    for topic in request.topics:
+        if by_id:
+            info = ctx.services.topic_store.get_by_id(from_kio_uuid(topic.topic_id))
+            if info is None:
+                continue
+            name = info.name
+        else:
+            name = topic.topic
+        names.extend(name for _p in topic.partitions)
+    return filter_by_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, names)
 
 
 def _replica_id(api_version: int, request: Any) -> int:

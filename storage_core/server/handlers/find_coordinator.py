@@ -17,8 +17,10 @@ from kio.schema.errors import ErrorCode
 from storage_core.common import TopicPartition
 from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME
 from storage_core.errors import StorageError
+from storage_core.protocol.acl import AclOperation, ResourceType
 from storage_core.protocol.messages import build
 from storage_core.server.group_coordinator_setup import ensure_offsets_topic
+from storage_core.server.handlers.auth_helper import authorize
 from storage_core.server.handlers.common import NO_THROTTLE
 from storage_core.server.handlers.group_support import coordinator_of
 from storage_core.server.request_context import RequestContext
@@ -51,6 +53,15 @@ def _answer(
 ) -> tuple[ErrorCode, str | None, int, str, int]:
     if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
         return ErrorCode.invalid_request, f"unknown coordinator key type {key_type}", -1, "", -1
+    if key_type == GROUP_KEY_TYPE and not authorize(
+        ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key
+    ):
+        return ErrorCode.group_authorization_failed, "Group authorization failed.", -1, "", -1
+    if key_type == TRANSACTION_KEY_TYPE and not authorize(
+        ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+    ):
+        message = "Transactional Id authorization failed."
+        return ErrorCode.transactional_id_authorization_failed, message, -1, "", -1
     coordinator = coordinator_of(ctx)
     if coordinator is None or not coordinator.is_active:
         message = "the group coordinator is not available yet"

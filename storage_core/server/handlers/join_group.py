@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from storage_core.coordinator.group.member_metadata import JoinGroupResult
+from storage_core.protocol.acl import AclOperation, ResourceType
 from storage_core.protocol.messages import build
+from storage_core.server.handlers.auth_helper import GroupAuthorizationFailedError, authorize
 from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
 from storage_core.server.handlers.group_support import (
     NOT_RUNNING,
@@ -28,7 +30,10 @@ MAX_VERSION = 9
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     coordinator = coordinator_of(ctx)
-    if coordinator is None:
+    denied = _denied(ctx, request.group_id)
+    if denied is not None:
+        result = JoinGroupResult.failed(request.member_id, denied)
+    elif coordinator is None:
         result = JoinGroupResult.failed(request.member_id, NOT_RUNNING)
     else:
         session_timeout_ms = to_ms(request.session_timeout)
@@ -70,3 +75,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         member_id=result.member_id,
         members=members,
     )
+
+
+def _denied(ctx: RequestContext, group_id: str) -> GroupAuthorizationFailedError | None:
+    """READ on the group is needed (Kafka's GROUP_AUTHORIZATION_FAILED otherwise)."""
+    if authorize(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
+        return None
+    return GroupAuthorizationFailedError(f"Not authorized to access group: {group_id}")

@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from storage_core.coordinator.group.heartbeat import LeaveGroupResult, MemberIdentity
+from storage_core.protocol.acl import AclOperation, ResourceType
 from storage_core.protocol.messages import build
+from storage_core.server.handlers.auth_helper import GroupAuthorizationFailedError, authorize
 from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
 from storage_core.server.handlers.group_support import NOT_RUNNING, coordinator_of
 from storage_core.server.request_context import RequestContext
@@ -28,11 +30,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             for m in request.members
         ]
     coordinator = coordinator_of(ctx)
-    result = (
-        LeaveGroupResult(error=NOT_RUNNING)
-        if coordinator is None
-        else coordinator.leave_group(group_id=request.group_id, members=identities)
-    )
+    denied = _denied(ctx, request.group_id)
+    if denied is not None:
+        result = LeaveGroupResult(error=denied)
+    elif coordinator is None:
+        result = LeaveGroupResult(error=NOT_RUNNING)
+    else:
+        result = coordinator.leave_group(group_id=request.group_id, members=identities)
     module = ctx.response_module
     if ctx.api_version < 3:
         error = result.error
@@ -54,3 +58,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             for identity, error in result.members
         ),
     )
+
+
+def _denied(ctx: RequestContext, group_id: str) -> GroupAuthorizationFailedError | None:
+    """READ on the group is needed (Kafka's GROUP_AUTHORIZATION_FAILED otherwise)."""
+    if authorize(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
+        return None
+    return GroupAuthorizationFailedError(f"Not authorized to access group: {group_id}")

@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from storage_core.coordinator.group.group_coordinator import ListGroupsResult
+from storage_core.protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from storage_core.protocol.messages import build
+from storage_core.server.handlers.auth_helper import authorize, filter_by_authorized
 from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
 from storage_core.server.handlers.group_support import NOT_RUNNING, coordinator_of
 from storage_core.server.request_context import RequestContext
@@ -28,6 +30,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         result = ListGroupsResult()
     else:
         result = coordinator.list_groups(states=states)
+    groups = result.groups
+    if ctx.services.authorizer is not None and not authorize(
+        ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False
+    ):  # without DESCRIBE on the cluster, only the groups it may describe
+        visible = filter_by_authorized(
+            ctx,
+            AclOperation.DESCRIBE,
+            ResourceType.GROUP,
+            (g.group_id for g in groups),
+            log_if_denied=False,
+        )
+        groups = tuple(g for g in groups if g.group_id in visible)
     module = ctx.response_module
     return build(
         module.ListGroupsResponse,
@@ -41,6 +55,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 group_state=group.state.value,
                 group_type=GROUP_TYPE,
             )
-            for group in sorted(result.groups, key=lambda g: g.group_id)
+            for group in sorted(groups, key=lambda g: g.group_id)
         ),
     )

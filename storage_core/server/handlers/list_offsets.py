@@ -20,7 +20,12 @@ from typing import Any
 from storage_core.common import TopicPartition
 from storage_core.errors import StorageError
 from storage_core.log.log import Log, TimestampAndOffset
+from storage_core.protocol.acl import AclOperation, ResourceType
 from storage_core.protocol.messages import build
+from storage_core.server.handlers.auth_helper import (
+    TopicAuthorizationFailedError,
+    filter_by_authorized,
+)
 from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
 from storage_core.server.request_context import RequestContext
 from storage_core.tiered.remote_log_manager import LATEST_TIERED_TIMESTAMP
@@ -36,12 +41,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     module = ctx.response_module
     replica_manager = ctx.services.replica_manager
     topics = []
+    describable = filter_by_authorized(
+        ctx,
+        AclOperation.DESCRIBE,
+        ResourceType.TOPIC,
+        (t.name for t in request.topics for _p in t.partitions),
+    )
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
             timestamp, offset, epoch, error = -1, -1, -1, None
             try:
+                if topic.name not in describable:
+                    raise TopicAuthorizationFailedError(topic.name)
                 partition = replica_manager.get_partition(tp)
                 found = await replica_manager.run_io(
                     functools.partial(

@@ -15,7 +15,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
+from storage_core.protocol.acl import AclOperation
 from storage_core.protocol.messages import build
+from storage_core.server.handlers.auth_helper import authorize_cluster
 from storage_core.server.handlers.common import NO_THROTTLE
 from storage_core.server.request_context import RequestContext
 from storage_core.zk.controller_zk import ControllerMovedError
@@ -31,6 +33,10 @@ NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return _top_level(
+            ctx, ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
+        )
     requested: list[TopicPartition] | None = None
     if request.topics is not None:
         wanted: dict[TopicPartition, None] = {}  # a set, in the order asked

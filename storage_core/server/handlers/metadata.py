@@ -6,6 +6,12 @@ created when the request allows it (v4+ flag; always before v4) and the broker's
 illegal name is INVALID_TOPIC_EXCEPTION. A partition whose log this broker could not load is
 listed without a leader (LEADER_NOT_AVAILABLE) and with this broker as an offline replica.
 
+With an authorizer (Kafka's ``handleTopicMetadataRequest``): a topic the principal may not
+DESCRIBE is left out of an all-topics answer, and a named one answers
+TOPIC_AUTHORIZATION_FAILED whether it exists or not; creating a missing topic needs CREATE on
+the cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED, nothing created). The authorized
+operations on each topic (v8+) and on the cluster (v8-v10) are answered when asked.
+
 Brokers are listed with their endpoints of the listener the client came through; a broker
 without that listener is left out, and a partition whose live leader lacks it has no leader
 (-1) and LISTENER_NOT_FOUND (v6+) or LEADER_NOT_AVAILABLE (older), as Kafka's
@@ -14,6 +20,7 @@ without that listener is left out, and a partition whose live leader lacks it ha
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,7 +29,14 @@ from kio.schema.errors import ErrorCode
 
 from storage_core.common import validate_topic_name
 from storage_core.errors import StorageError
+from storage_core.protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from storage_core.protocol.messages import build
+from storage_core.server.handlers.auth_helper import (
+    authorize,
+    authorize_cluster,
+    authorized_operations,
+    filter_by_authorized,
+)
 from storage_core.server.handlers.common import (
     NO_THROTTLE,
     brokers_on_listener,
@@ -54,10 +68,21 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
     topics: list[Any] = []
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
+        describable = filter_by_authorized(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, store.topics(), log_if_denied=False
+        )
         for known in sorted(store.topics().values(), key=lambda t: t.name):
+            if known.name not in describable:
+                continue  # a topic it may not describe is not disclosed
             topics.append(_topic(module, known, services, ctx.api_version, listener))
     else:
         allow_create = ctx.api_version < 4 or bool(request.allow_auto_topic_creation)
+        describable = filter_by_authorized(
+            ctx,
+            AclOperation.DESCRIBE,
+            ResourceType.TOPIC,
+            (r.name for r in request.topics if r.name is not None),
+        )
         for requested in request.topics:
             name = requested.name
             if name is None and ctx.api_version < 12:
@@ -67,6 +92,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 continue
             if name is None:  # v12+: by topic id
                 by_id = store.get_by_id(from_kio_uuid(requested.topic_id))
+                if by_id is not None and not authorize(
+                    ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, by_id.name
+                ):
+                    topics.append(
+                        _error_topic(
+                            module, None, ErrorCode.topic_authorization_failed, requested.topic_id
+                        )
+                    )
+                    continue
                 if by_id is None:
                     topics.append(
                         _error_topic(module, None, ErrorCode.unknown_topic_id, requested.topic_id)
@@ -74,10 +108,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 else:
                     topics.append(_topic(module, by_id, services, ctx.api_version, listener))
                 continue
+            if name not in describable:  # whether it exists or not
+                topics.append(_error_topic(module, name, ErrorCode.topic_authorization_failed))
+                continue
             info: TopicInfo | None = None
             try:
                 validate_topic_name(name)
                 info = store.get(name)
+                if info is None and allow_create and not _may_create(ctx, services, name):
+                    topics.append(_error_topic(module, name, ErrorCode.topic_authorization_failed))
+                    continue
                 if info is None and allow_create:
                     # Creating logs fsyncs files: keep it off the event loop.
                     info = await services.replica_manager.run_io(
@@ -90,6 +130,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 topics.append(_error_topic(module, name, ErrorCode.unknown_topic_or_partition))
             else:
                 topics.append(_topic(module, info, services, ctx.api_version, listener))
+    if getattr(request, "include_topic_authorized_operations", False):
+        topics = [_with_authorized_operations(ctx, t) for t in topics]
     image = services.metadata_cache.image()
     return build(
         module.MetadataResponse,
@@ -107,6 +149,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         cluster_id=services.cluster_id,
         controller_id=image.controller_id,
         topics=tuple(topics),
+        cluster_authorized_operations=_cluster_authorized_operations(ctx, request),
     )
 
 
@@ -174,3 +217,30 @@ def _error_topic(module: Any, name: str | None, error: ErrorCode, topic_id: Any 
         partitions=(),
         topic_authorized_operations=-2147483648,
     )
+
+
+def _may_create(ctx: RequestContext, services: BrokerServices, name: str) -> bool:
+    """CREATE on the cluster, else on the topic (asked only where the topic would be
+    created)."""
+    if not services.config.get_bool("auto.create.topics.enable"):
+        return True
+    return authorize(
+        ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False
+    ) or authorize(ctx, AclOperation.CREATE, ResourceType.TOPIC, name)
+
+
+def _with_authorized_operations(ctx: RequestContext, topic: Any) -> Any:
+    if topic.error_code != ErrorCode.none or topic.name is None:
+        return topic
+    return dataclasses.replace(
+        topic,
+        topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, topic.name),
+    )
+
+
+def _cluster_authorized_operations(ctx: RequestContext, request: Any) -> int:
+    if not getattr(request, "include_cluster_authorized_operations", False):
+        return -(2**31)
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return 0
+    return authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)

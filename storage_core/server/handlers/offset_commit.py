@@ -2,7 +2,9 @@
 
 Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION (Kafka checks its metadata cache);
 the others go to the coordinator, which answers per partition. The v2-v4 retention time is
-ignored: offsets are kept until overwritten or deleted (no offset expiration).
+ignored: offsets are kept until overwritten or deleted (no offset expiration). With an
+authorizer: READ on the group (else GROUP_AUTHORIZATION_FAILED on every partition) and on each
+topic (else TOPIC_AUTHORIZATION_FAILED on its partitions); a denied offset is not stored.
 """
 
 from __future__ import annotations
@@ -12,7 +14,14 @@ from typing import Any
 from storage_core.common import TopicPartition
 from storage_core.coordinator.group.group_metadata import OffsetAndMetadata
 from storage_core.errors import StorageError, UnknownTopicOrPartitionError
+from storage_core.protocol.acl import AclOperation, ResourceType
 from storage_core.protocol.messages import build
+from storage_core.server.handlers.auth_helper import (
+    GroupAuthorizationFailedError,
+    TopicAuthorizationFailedError,
+    authorize,
+    filter_by_authorized,
+)
 from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
 from storage_core.server.handlers.group_support import NOT_RUNNING, coordinator_of
 from storage_core.server.request_context import RequestContext
@@ -26,10 +35,29 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     now_ms = ctx.services.clock.milliseconds()
     results: dict[TopicPartition, StorageError | None] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    group_allowed = authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id)
+    readable = (
+        filter_by_authorized(
+            ctx,
+            AclOperation.READ,
+            ResourceType.TOPIC,
+            (t.name for t in request.topics for _p in t.partitions),
+        )
+        if group_allowed
+        else set()
+    )
     for topic in request.topics:
         info = ctx.services.topic_store.get(topic.name)
         for partition in topic.partitions:
             tp = TopicPartition(topic.name, partition.partition_index)
+            if not group_allowed:
+                results[tp] = GroupAuthorizationFailedError(
+                    f"Not authorized to access group: {request.group_id}"
+                )
+                continue
+            if topic.name not in readable:
+                results[tp] = TopicAuthorizationFailedError(topic.name)
+                continue
             if info is None or info.partition(partition.partition_index) is None:
                 results[tp] = UnknownTopicOrPartitionError(
                     f"{tp} does not exist: offsets are committed for existing partitions only"

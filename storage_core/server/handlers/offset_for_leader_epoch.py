@@ -3,6 +3,8 @@
 Consumers use it after a leader change to detect log truncation; followers use it to find
 where to truncate. The answer comes from the leader-epoch cache: the start offset of the
 next higher epoch, or the log end offset for the latest epoch; -1/-1 for an unknown epoch.
+With an authorizer a follower needs CLUSTER_ACTION, a client DESCRIBE on the topic (else
+TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -11,7 +13,13 @@ from typing import Any
 
 from storage_core.common import TopicPartition
 from storage_core.errors import StorageError
+from storage_core.protocol.acl import CLUSTER_NAME, AclOperation, ResourceType
 from storage_core.protocol.messages import build
+from storage_core.server.handlers.auth_helper import (
+    TopicAuthorizationFailedError,
+    authorize,
+    filter_by_authorized,
+)
 from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
 from storage_core.server.request_context import RequestContext
 
@@ -24,11 +32,26 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     module = ctx.response_module
     replica_manager = ctx.services.replica_manager
     topics = []
+    names = [t.topic for t in request.topics for _p in t.partitions]
+    # a follower with CLUSTER_ACTION reads every partition; a client needs DESCRIBE on each topic
+    allowed = (
+        set(names)
+        if authorize(
+            ctx,
+            AclOperation.CLUSTER_ACTION,
+            ResourceType.CLUSTER,
+            CLUSTER_NAME,
+            log_if_denied=False,
+        )
+        else filter_by_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    )
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
             epoch, end_offset, error = -1, -1, None
             try:
+                if topic.topic not in allowed:
+                    raise TopicAuthorizationFailedError(topic.topic)
                 partition = replica_manager.get_partition(TopicPartition(topic.topic, p.partition))
                 epoch, end_offset = partition.last_offset_for_leader_epoch(
                     p.leader_epoch, current_leader_epoch=p.current_leader_epoch

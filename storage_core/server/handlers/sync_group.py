@@ -8,7 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from storage_core.coordinator.group.member_metadata import SyncGroupResult
+from storage_core.protocol.acl import AclOperation, ResourceType
 from storage_core.protocol.messages import build
+from storage_core.server.handlers.auth_helper import GroupAuthorizationFailedError, authorize
 from storage_core.server.handlers.common import NO_THROTTLE, error_code_of
 from storage_core.server.handlers.group_support import NOT_RUNNING, coordinator_of
 from storage_core.server.request_context import RequestContext
@@ -20,7 +22,10 @@ MAX_VERSION = 5
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     coordinator = coordinator_of(ctx)
-    if coordinator is None:
+    denied = _denied(ctx, request.group_id)
+    if denied is not None:
+        result = SyncGroupResult(error=denied)
+    elif coordinator is None:
         result = SyncGroupResult(error=NOT_RUNNING)
     else:
         result = await coordinator.sync_group(
@@ -40,3 +45,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         protocol_name=result.protocol_name,
         assignment=result.assignment,
     )
+
+
+def _denied(ctx: RequestContext, group_id: str) -> GroupAuthorizationFailedError | None:
+    """READ on the group is needed (Kafka's GROUP_AUTHORIZATION_FAILED otherwise)."""
+    if authorize(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
+        return None
+    return GroupAuthorizationFailedError(f"Not authorized to access group: {group_id}")
