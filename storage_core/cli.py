@@ -185,6 +185,7 @@ _CLIENT_COMMANDS = (
     "tier",
     "reassign-partitions",
     "user-scram",
+    "acls",
 )
 _DEFAULT_BOOTSTRAP_SERVER = "127.0.0.1:9092"
 
@@ -280,6 +281,50 @@ def _add_client_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPa
         type=Path,
         help="--add: read the password from this file's first line (default: a prompt)",
     )
+
+    acls = commands.add_parser(
+        "acls",
+        parents=[common],
+        help="add, remove, list ACLs (kafka-acls.sh)",
+        allow_abbrev=False,
+    )
+    acls.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="client.properties",
+        help="client settings: security.protocol, sasl.mechanism, sasl.jaas.config",
+    )
+    acls_action = acls.add_mutually_exclusive_group(required=True)
+    acls_action.add_argument("--add", action="store_true", help="add the ACLs described")
+    acls_action.add_argument("--remove", action="store_true", help="remove the ACLs described")
+    acls_action.add_argument("--list", action="store_true", help="list ACLs")
+    for flag, text in (
+        ("--allow-principal", "principal to allow, e.g. User:alice (repeatable)"),
+        ("--deny-principal", "principal to deny (repeatable)"),
+        ("--allow-host", "host the allow ACLs apply from (default *)"),
+        ("--deny-host", "host the deny ACLs apply from (default *)"),
+        (
+            "--operation",
+            "Read, Write, Create, Delete, Alter, Describe, ClusterAction,"
+            " DescribeConfigs, AlterConfigs, IdempotentWrite, All (default All)",
+        ),
+        ("--topic", "topic (repeatable; * for every topic)"),
+        ("--group", "consumer group (repeatable; * for every group)"),
+        ("--transactional-id", "transactional id (repeatable)"),
+        ("--principal", "--list: only this principal's ACLs (repeatable)"),
+    ):
+        acls.add_argument(flag, action="append", default=[], help=text)
+    acls.add_argument("--cluster", action="store_true", help="the cluster resource")
+    acls.add_argument(
+        "--resource-pattern-type",
+        help="LITERAL (default for --add/--remove), PREFIXED, or ANY, MATCH (--list, --remove)",
+    )
+    acls.add_argument("--producer", action="store_true", help="--add: a producer's ACLs")
+    acls.add_argument("--consumer", action="store_true", help="--add: a consumer's ACLs")
+    acls.add_argument(
+        "--idempotent", action="store_true", help="--producer: IDEMPOTENT_WRITE on the cluster"
+    )
+    acls.add_argument("--force", action="store_true", help="--remove: do not ask to confirm")
 
     reassign = commands.add_parser(
         "reassign-partitions",
@@ -456,6 +501,35 @@ def _client_command(args: argparse.Namespace) -> int:
                 iterations=args.iterations,
                 password_file=args.password_file,
                 out=sys.stdout,
+            )
+        if args.command == "acls":
+            from storage_core.tools.acls import AclOptions, main_confirm, run_acls  # noqa: PLC0415
+
+            return run_acls(
+                bootstrap_server=args.bootstrap_server,
+                command_config=args.command_config,
+                options=AclOptions(
+                    add=args.add,
+                    remove=args.remove,
+                    list=args.list,
+                    allow_principals=args.allow_principal,
+                    deny_principals=args.deny_principal,
+                    allow_hosts=args.allow_host,
+                    deny_hosts=args.deny_host,
+                    operations=args.operation,
+                    topics=args.topic,
+                    groups=args.group,
+                    cluster=args.cluster,
+                    transactional_ids=args.transactional_id,
+                    resource_pattern_type=args.resource_pattern_type,
+                    producer=args.producer,
+                    consumer=args.consumer,
+                    idempotent=args.idempotent,
+                    principal=args.principal,
+                    force=args.force,
+                ),
+                out=sys.stdout,
+                confirm=main_confirm,
             )
         if args.command == "reassign-partitions":
             from storage_core.tools.reassign_partitions import (  # noqa: PLC0415
