@@ -76,6 +76,8 @@ RETRY_BACKOFF_JITTER_MS = 50
 AUDIT_INTERVAL_S = 60.0
 MAX_AUDIT_KEYS = 10_000
 
+_LITERAL = int(PatternType.LITERAL)
+_PREFIXED = int(PatternType.PREFIXED)
 _IMPLIED: Mapping[AclOperation, frozenset[AclOperation]] = {
     AclOperation.DESCRIBE: frozenset(
         {
@@ -185,6 +187,10 @@ class AclAuthorizer:
         self._store = store
         self.config = config
         self._cache: dict[ResourcePattern, VersionedAcls] = {}
+        # the decisions' view of the cache: (resource type, pattern type, name) -> ACLs, plain
+        # tuples (cheap to hash), and the resource types that have prefixed ACLs at all
+        self._index: dict[tuple[int, int, str], frozenset[AccessControlEntry]] = {}
+        self._prefixed_types: frozenset[int] = frozenset()
         self._lock = threading.RLock()
         self._audit = _AuditLimiter(audit_interval_s)
         self._listener = AclChangeListener(
@@ -247,29 +253,19 @@ class AclAuthorizer:
         return authorized
 
     def _matching_acls(self, pattern: ResourcePattern) -> list[AccessControlEntry]:
-        cache = self._cache  # one snapshot
+        """The ACLs of the literal name, the type's wildcard and every prefix of the name."""
+        index = self._index  # one snapshot
+        resource_type, name = int(pattern.resource_type), pattern.name
         acls: list[AccessControlEntry] = []
-        for key in (
-            pattern,
-            ResourcePattern(
-                resource_type=pattern.resource_type,
-                name=WILDCARD_RESOURCE,
-                pattern_type=PatternType.LITERAL,
-            ),
-        ):
-            found = cache.get(key)
+        for key in ((resource_type, _LITERAL, name), (resource_type, _LITERAL, WILDCARD_RESOURCE)):
+            found = index.get(key)
             if found is not None:
-                acls.extend(found.acls)
-        for end in range(1, len(pattern.name) + 1):
-            found = cache.get(
-                ResourcePattern(
-                    resource_type=pattern.resource_type,
-                    name=pattern.name[:end],
-                    pattern_type=PatternType.PREFIXED,
-                )
-            )
-            if found is not None:
-                acls.extend(found.acls)
+                acls.extend(found)
+        if resource_type in self._prefixed_types:
+            for end in range(1, len(name) + 1):
+                found = index.get((resource_type, _PREFIXED, name[:end]))
+                if found is not None:
+                    acls.extend(found)
         return acls
 
     def _acls_allow(
@@ -502,10 +498,16 @@ class AclAuthorizer:
 
     def _update_cache(self, pattern: ResourcePattern, versioned: VersionedAcls) -> None:
         cache = dict(self._cache)
+        index = dict(self._index)
+        key = (int(pattern.resource_type), int(pattern.pattern_type), pattern.name)
         if versioned.acls:
             cache[pattern] = versioned
+            index[key] = versioned.acls
         else:
             cache.pop(pattern, None)
+            index.pop(key, None)
+        self._prefixed_types = frozenset(t for t, p, _n in index if p == _PREFIXED)
+        self._index = index
         self._cache = cache
 
 
