@@ -174,7 +174,8 @@ class SocketServer:
             )
         except (OSError, TimeoutError) as error:
             # Kafka's line for a failed handshake ("Failed authentication with /host")
-            reason = getattr(error, "reason", None) or type(error).__name__
+            reason = getattr(error, "verify_message", None) or getattr(error, "reason", None)
+            reason = reason or type(error).__name__
             logger.info(
                 "Failed authentication with client=%s listener=%s (SSL handshake failed) reason=%s",
                 f"{peer[0]}:{peer[1]}",
