@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
+    NewTopic,
     ResourcePatternType,
     ResourceType,
 )
@@ -162,3 +164,28 @@ def test_an_acl_made_through_one_broker_takes_effect_on_the_others(
             lambda b=b: _topic_error_from(b.port, DENIED_HOST) == 0,
             f"broker {b_id} allows {DENIED_HOST} again",
         )
+
+
+def test_followers_replicate_through_the_authorizing_fetch_path(cluster: Cluster) -> None:
+    """With an authorizer follower fetches leave the fast path and are checked for
+    CLUSTER_ACTION (allowed here: no ACL on the cluster): an acks=all produce to a topic with
+    three replicas completes only once both followers fetched it."""
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+    [created] = admin.create_topics([NewTopic("replicated", 1, 3)]).values()
+    created.result(timeout=15)
+    delivered: list[Any] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.brokers[2].bootstrap,
+            "acks": "all",
+            "message.timeout.ms": 15_000,
+        }
+    )
+    for i in range(5):
+        producer.produce(
+            "replicated", f"r{i}".encode(), on_delivery=lambda e, m: delivered.append(e)
+        )
+    producer.flush(20)
+    assert delivered == [None] * 5
+    isr = cluster_support.partition_states(cluster.brokers[1].bootstrap, "replicated")[0][2]
+    assert sorted(isr) == [1, 2, 3]

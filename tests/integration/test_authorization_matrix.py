@@ -829,3 +829,24 @@ def test_authorized_operations_are_the_principals(broker: Broker) -> None:
     groups = broker.admin(15, 5, groups=(GROUP,), include_authorized_operations=True).groups
     group_ops = {3, 6, 8}  # READ, DELETE, DESCRIBE
     assert groups[0].authorized_operations == sum(1 << op for op in group_ops)
+
+
+def test_denials_are_audited_once_a_minute_in_kafkas_words(tmp_path: Path) -> None:
+    """A fresh broker without ACLs: the same denied Produce three times is one audit line, in
+    the broker's log, as Kafka's authorizer logger writes it."""
+    process = BrokerProcess(
+        tmp_path, overrides={"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
+    )
+    with process:
+        b = Broker(process.port)
+        for _ in range(3):
+            codes = error_codes(_produce(b, DENIED_HOST, b"x"))
+            assert codes == [TOPIC_AUTH]
+        output = process.output()
+    line = (
+        "Principal = User:ANONYMOUS is Denied Operation = Write from host = 127.0.0.2 on"
+        " resource = Topic:LITERAL:t for request = Produce with resourceRefCount = 1"
+    )
+    assert output.count(line) == 1, output[-3000:]
+    [logged] = [row for row in output.splitlines() if line in row]
+    assert "kafka.authorizer.logger" in logged

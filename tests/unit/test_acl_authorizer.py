@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from storage_core.errors import InvalidConfigError
 from storage_core.protocol.acl import (
     CLUSTER_NAME,
     WILDCARD_HOST,
@@ -33,6 +34,7 @@ from storage_core.security.authorizer.acl_authorizer import (
     AclAuthorizer,
     Action,
     AuthorizerConfig,
+    authorizer_from_config,
 )
 from storage_core.security.kafka_principal import KafkaPrincipal
 from storage_core.zk.acl_znodes import AclZkStore
@@ -542,3 +544,13 @@ def test_denials_are_audited_once_per_interval(
 
 def test_authorized_operations_bits() -> None:
     assert authorized_operations_bits({READ, WRITE, DESCRIBE}) == (1 << 3) | (1 << 4) | (1 << 8)
+
+
+def test_a_separate_acl_zookeeper_is_refused_naming_it(tree: LocalZNodeTree) -> None:
+    props = {
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "authorizer.zookeeper.url": "zk2:2181",
+    }
+    with pytest.raises(InvalidConfigError, match=r"^authorizer\.zookeeper\.url asks for ACLs"):
+        authorizer_from_config(props, tree.session())
+    assert authorizer_from_config({}, tree.session()) is None

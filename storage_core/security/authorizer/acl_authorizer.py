@@ -590,4 +590,10 @@ def authorizer_from_config(props: Mapping[str, str], session: object) -> AclAuth
             f"authorizer.class.name={name} is not an authorizer this broker has: use"
             f" {ACL_AUTHORIZER_CLASS}"
         )
+    separate = sorted(k for k, v in props.items() if k.startswith("authorizer.zookeeper.") and v)
+    if separate:
+        raise InvalidConfigError(
+            f"{separate[0]} asks for ACLs in a ZooKeeper of their own, which this broker does not"
+            " support: remove it (ACLs are kept in the cluster's zookeeper.connect)"
+        )
     return AclAuthorizer(AclZkStore(session), AuthorizerConfig.from_props(props))

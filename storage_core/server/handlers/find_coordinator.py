@@ -48,6 +48,18 @@ async def _maybe_create_offsets_topic(ctx: RequestContext) -> None:
         logger.info("%s not created yet: %s", OFFSETS_TOPIC_NAME, error)
 
 
+def _may_describe_a_group(ctx: RequestContext, key_type: int, request: Any) -> bool:
+    if ctx.services.authorizer is None:
+        return True
+    if key_type != GROUP_KEY_TYPE:
+        return False
+    keys = [str(request.key)] if ctx.api_version < 4 else list(request.coordinator_keys)
+    return any(
+        authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key, log_if_denied=False)
+        for key in keys[:MAX_COORDINATOR_KEYS]
+    )
+
+
 def _answer(
     ctx: RequestContext, key_type: int, key: str
 ) -> tuple[ErrorCode, str | None, int, str, int]:
@@ -95,8 +107,9 @@ def _answer(
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = ctx.response_module
-    await _maybe_create_offsets_topic(ctx)
     key_type = int(getattr(request, "key_type", GROUP_KEY_TYPE))
+    if _may_describe_a_group(ctx, key_type, request):  # a denied request creates nothing
+        await _maybe_create_offsets_topic(ctx)
     if ctx.api_version < 4:
         error, message, node_id, host, port = _answer(ctx, key_type, str(request.key))
         return build(
