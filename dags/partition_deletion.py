@@ -125,7 +125,7 @@ def partition_deletion() -> None:
         hook = TieredStorageHook()
         settings = hook.settings()
         try:
-            result = mark_for_deletion(settings.bootstrap_server, parsed)
+            result = mark_for_deletion(settings.bootstrap_server, parsed, settings.security)
         except DeletionRequestError as exc:
             log.error("refused: %s", exc)
             raise AirflowFailException(f"refused: {exc}") from None

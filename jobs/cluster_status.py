@@ -39,15 +39,16 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from jobs.common import JobArgs, RunSummary, job_parser, log_partition, parse_job_args, run_job
+from jobs.common.clients import kafka_cluster, remote_log_metadata_client
 from jobs.common.discovery import broker_log_dirs
 from jobs.planning.cluster_view import cluster_view, partition_replication
-from storage_core.client import KafkaAdminClient, KafkaCluster
+from storage_core.client import KafkaAdminClient
 from storage_core.client.consumer import KafkaConsumer
 from storage_core.client.metadata import TopicMetadata
 from storage_core.common import TopicPartition
 from storage_core.errors import StorageError
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
-from storage_core.tiered.operations import metadata_client, topic_log_config
+from storage_core.tiered.operations import topic_log_config
 from storage_core.tiered.operations.discovery import found_partition_dirs
 from storage_core.tiered.operations.log_view import LogView
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
@@ -112,7 +113,7 @@ def snapshot(args: JobArgs, summary: RunSummary) -> None:
         value = args.options.get(name)
         if value:
             summary.details[name] = str(value)
-    with KafkaCluster(args.bootstrap_server) as cluster:
+    with kafka_cluster(args) as cluster:
         metadata = cluster.refresh_metadata([args.topic] if args.topic else None)
         view = cluster_view(metadata, topic=args.topic)
         summary.details["cluster"] = view
@@ -135,7 +136,7 @@ def snapshot(args: JobArgs, summary: RunSummary) -> None:
         if not targets:
             return
         consumer = KafkaConsumer(cluster)
-        with metadata_client(args.bootstrap_server) as rlmm:
+        with remote_log_metadata_client(args) as rlmm:
             for tp, described in targets:
                 replication = partition_replication(str(tp), described)
                 del replication["partition"]

@@ -80,10 +80,10 @@ from jobs.common import (
     run_job,
     spark_session,
 )
+from jobs.common.clients import kafka_cluster, remote_log_metadata_client
 from jobs.common.discovery import lock_log_dirs, plan_led_partitions
 from jobs.common.located_rdd import located_rdd
 from jobs.planning.work_units import PlannedSegment, WorkUnit, plan_work_units, throttle_delay_s
-from storage_core.client.cluster import KafkaCluster
 from storage_core.client.metadata import NO_LEADER
 from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicPartition
@@ -97,7 +97,6 @@ from storage_core.tiered.operations import (
     copy_segment,
     current_leader_epoch,
     highest_remote_offset,
-    metadata_client,
 )
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
 from storage_core.tiered.remote_storage_manager import (
@@ -290,8 +289,8 @@ def copy_work_units(units: Iterable[WorkUnit], settings: CopySettings) -> Iterat
     """A Spark task: copy the segments of its work unit(s) with its own clients."""
     for unit in units:
         rsm = settings.remote_storage_manager()
-        cluster = KafkaCluster(settings.bootstrap_server)
-        rlmm = metadata_client(settings.bootstrap_server)
+        cluster = kafka_cluster(settings)
+        rlmm = remote_log_metadata_client(settings)
         started = time.monotonic()
         done_bytes = 0
 

@@ -58,8 +58,8 @@ from jobs.common import (
     run_job,
     spark_session,
 )
+from jobs.common.clients import kafka_cluster, remote_log_metadata_client
 from jobs.common.remote_deletion import NO_RUN_BROKER_ID, DeletionItem, run_on_executors
-from storage_core.client.cluster import KafkaCluster
 from storage_core.clock import SYSTEM_CLOCK
 from storage_core.common import TopicIdPartition, Uuid
 from storage_core.tiered.metadata.metadata import (
@@ -70,7 +70,6 @@ from storage_core.tiered.metadata.states import RemotePartitionDeleteState
 from storage_core.tiered.operations import (
     PartitionDeletionStep,
     marked_partitions_by_broker,
-    metadata_client,
     next_partition_deletion_step,
 )
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
@@ -162,13 +161,13 @@ def delete_marked_partitions(args: JobArgs, summary: RunSummary) -> None:
 
 
 def _delete_marked_partitions(args: JobArgs, summary: RunSummary) -> None:
-    with KafkaCluster(args.bootstrap_server) as cluster:
+    with kafka_cluster(args) as cluster:
         marked_by = dict(marked_partitions_by_broker(cluster, args.topic))
     tips = list(marked_by)
     summary.count("partitions", len(tips))
     if not tips:
         return
-    with metadata_client(args.bootstrap_server) as rlmm:
+    with remote_log_metadata_client(args) as rlmm:
         plans = plan_partition_deletions(
             {
                 tip: (
@@ -215,7 +214,7 @@ def _delete_marked_partitions(args: JobArgs, summary: RunSummary) -> None:
             progress.advance(1, outcome.size_bytes)
     progress.finish()
     # A fresh RLMM reads the executors' events from the topic.
-    with metadata_client(args.bootstrap_server) as rlmm:
+    with remote_log_metadata_client(args) as rlmm:
         for report in reports.values():
             tip = report.plan.topic_id_partition
             finish_partition(rlmm, report, marked_by[tip], summary, started)

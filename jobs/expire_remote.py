@@ -52,9 +52,9 @@ from jobs.common import (
     run_job,
     spark_session,
 )
+from jobs.common.clients import kafka_cluster, remote_log_metadata_client
 from jobs.common.discovery import lock_log_dirs, plan_led_partitions
 from jobs.planning.expiry_plan import PartitionExpiry, describe_expiry, plan_expiry_units
-from storage_core.client.cluster import KafkaCluster
 from storage_core.client.metadata import NO_LEADER
 from storage_core.clock import SYSTEM_CLOCK
 from storage_core.common import TopicPartition
@@ -65,7 +65,6 @@ from storage_core.tiered.operations import (
     StaleLeaderEpochError,
     current_leader_epoch,
     delete_expired_segments,
-    metadata_client,
     plan_expiry,
 )
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
@@ -136,8 +135,8 @@ def expire_work_units(
     """A Spark task: run its partitions' deletions with its own clients."""
     for unit in units:
         rsm = settings.remote_storage_manager()
-        cluster = KafkaCluster(settings.bootstrap_server)
-        rlmm = metadata_client(settings.bootstrap_server)
+        cluster = kafka_cluster(settings)
+        rlmm = remote_log_metadata_client(settings)
         try:
             for item in unit:
                 tp = TopicPartition(item.topic, item.partition_index)

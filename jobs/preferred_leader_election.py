@@ -38,7 +38,7 @@ from jobs.common import (
     parse_job_args,
     run_job,
 )
-from storage_core.client import KafkaCluster
+from jobs.common.clients import kafka_cluster
 from storage_core.client.elections import ElectionType, elect_leaders
 from storage_core.client.metadata import NO_LEADER, TopicMetadata
 from storage_core.common import TopicPartition
@@ -87,7 +87,7 @@ def requested_partitions(
 
 
 def elect(args: JobArgs, summary: RunSummary) -> None:
-    with KafkaCluster(args.bootstrap_server) as cluster:
+    with kafka_cluster(args) as cluster:
         topic_name = args.topic or ""
         metadata = cluster.refresh_metadata([topic_name] if args.topic else [])
         topic, partitions = requested_partitions(args, metadata.topic(topic_name))

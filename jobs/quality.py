@@ -40,6 +40,7 @@ from jobs.common import (
     spark_session,
 )
 from jobs.common.broker_log_dirs import BrokerLogDirs
+from jobs.common.clients import kafka_cluster
 from jobs.common.discovery import broker_log_dirs
 from jobs.common.replica_states import read_replica_states
 from jobs.common.summary import write_json_atomically
@@ -206,7 +207,7 @@ def gather(args: JobArgs) -> dict[str, list[Row]]:
     finally:
         rsm.close()
     now_ms = int(time.time() * 1000)
-    with KafkaCluster(args.bootstrap_server) as cluster:
+    with kafka_cluster(args) as cluster:
         records = read_metadata_records(cluster)
         partitions, replica_states = read_partitions(cluster, args)
     segments = build_remote_segments(
@@ -225,14 +226,14 @@ def gather(args: JobArgs) -> dict[str, list[Row]]:
     }
 
 
-def cluster_label(bootstrap_server: str) -> str:
+def cluster_label(args: JobArgs) -> str:
     """``cluster <id> (<bootstrap server>)``, how the Data Docs name the validated data."""
     try:
-        with KafkaCluster(bootstrap_server) as cluster:
+        with kafka_cluster(args) as cluster:
             cluster_id = cluster.metadata().cluster_id
     except StorageError:
         cluster_id = None
-    return f"cluster {cluster_id or '?'} ({bootstrap_server})"
+    return f"cluster {cluster_id or '?'} ({args.bootstrap_server})"
 
 
 def run(args: JobArgs, summary: RunSummary) -> None:
@@ -252,7 +253,7 @@ def run(args: JobArgs, summary: RunSummary) -> None:
             delete_pending_max_ms=int(str(args.options["delete_pending_max_ms"])),
         )
         run_name = str(args.options.get("run_name") or "") or None
-        source = cluster_label(args.bootstrap_server)
+        source = cluster_label(args)
         frames = {
             table: spark.createDataFrame(row_tuples(table, rows), spark_ddl(table))
             for table, rows in tables.items()

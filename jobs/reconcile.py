@@ -75,6 +75,7 @@ from jobs.common import (
     run_job,
     spark_session,
 )
+from jobs.common.clients import kafka_cluster
 from jobs.common.remote_deletion import (
     NO_RUN_BROKER_ID,
     DeletionItem,
@@ -228,7 +229,7 @@ def _reconcile(args: JobArgs, summary: RunSummary) -> None:
     try:
         listed_at_ms = SYSTEM_CLOCK.milliseconds()
         objects, key_prefix = list_store_objects(rsm)  # before the metadata: see above
-        with KafkaCluster(args.bootstrap_server) as cluster:
+        with kafka_cluster(args) as cluster:
             caches = read_remote_log_metadata(cluster)
         plan = plan_reconcile(
             listing_of(caches),

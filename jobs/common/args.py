@@ -2,6 +2,9 @@
 
     --bootstrap-server HOST:PORT   the cluster (env STORAGE_CORE_BOOTSTRAP_SERVER,
                                    default localhost:9092)
+    --command-config PATH          the client's security settings, Kafka's client.properties
+                                   (env STORAGE_CORE_CLIENT_CONFIG; a file that holds a
+                                   password must be readable by its owner only)
     --broker-config PATH           the broker's server.properties (env
                                    STORAGE_CORE_BROKER_CONFIG): default log dirs, broker id,
                                    remote storage manager and its rsm.config.* settings
@@ -44,6 +47,7 @@ from storage_core.server.kafka_config import KafkaConfig
 from storage_core.tools.key_values import rsm_settings
 
 BOOTSTRAP_SERVER_ENV = "STORAGE_CORE_BOOTSTRAP_SERVER"
+CLIENT_CONFIG_ENV = "STORAGE_CORE_CLIENT_CONFIG"
 BROKER_CONFIG_ENV = "STORAGE_CORE_BROKER_CONFIG"
 LOG_DIRS_ENV = "STORAGE_CORE_LOG_DIRS"
 BROKER_LOG_DIRS_ENV = "STORAGE_CORE_BROKER_LOG_DIRS"
@@ -76,6 +80,8 @@ class JobArgs:
     lock_dir: Path | None
     lock_wait_s: float
     broker_log_dirs: BrokerLogDirs = field(default_factory=dict)
+    client_config: Path | None = None
+    """The client's security settings (``--command-config``); PLAINTEXT when None."""
     options: Mapping[str, object] = field(default_factory=dict)
 
     def log_dirs_by_broker(self, broker_id: int | None) -> BrokerLogDirs:
@@ -129,6 +135,14 @@ def job_parser(job: str, doc: str | None) -> argparse.ArgumentParser:
         default=None,
         metavar="HOST:PORT",
         help=f"the cluster (default ${BOOTSTRAP_SERVER_ENV}, else {DEFAULT_BOOTSTRAP_SERVER})",
+    )
+    common.add_argument(
+        "--command-config",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="the client's security settings as Kafka's client.properties names them"
+        f" (security.protocol, sasl.*, ssl.*; default ${CLIENT_CONFIG_ENV})",
     )
     common.add_argument(
         "--broker-config",
@@ -226,6 +240,7 @@ def resolve_job_args(ns: argparse.Namespace, *, job: str, environ: Mapping[str, 
     """``JobArgs`` from parsed options (see the module docstring for the order)."""
     shared = {
         "bootstrap_server",
+        "command_config",
         "broker_config",
         "log_dir",
         "broker_id",
@@ -266,6 +281,9 @@ def resolve_job_args(ns: argparse.Namespace, *, job: str, environ: Mapping[str, 
     if not 0 <= ns.lock_wait_s <= LOCK_WAIT_S_MAX:
         raise JobArgumentError(f"--lock-wait-s must be within [0, {LOCK_WAIT_S_MAX:g}]")
     bootstrap = ns.bootstrap_server or environ.get(BOOTSTRAP_SERVER_ENV) or DEFAULT_BOOTSTRAP_SERVER
+    client_config = ns.command_config
+    if client_config is None and environ.get(CLIENT_CONFIG_ENV):
+        client_config = Path(environ[CLIENT_CONFIG_ENV])
     return JobArgs(
         job=job,
         bootstrap_server=bootstrap,
@@ -273,6 +291,7 @@ def resolve_job_args(ns: argparse.Namespace, *, job: str, environ: Mapping[str, 
         broker_config_path=config_path,
         broker_id=ns.broker_id,
         broker_log_dirs=broker_log_dirs,
+        client_config=client_config,
         topic=ns.topic,
         rsm_class_name=rsm_class_name,
         rsm_config=rsm_config,

@@ -22,6 +22,7 @@ from typing import TypeVar
 
 from jobs.common.args import JobArgs
 from jobs.common.broker_log_dirs import BrokerLogDirs
+from jobs.common.clients import kafka_cluster, remote_log_metadata_client
 from jobs.common.output import log_partition
 from jobs.common.summary import RunSummary
 from storage_core.client.cluster import KafkaCluster
@@ -36,7 +37,6 @@ from storage_core.tiered.operations import (
     discover_targets,
     is_leader_unreachable,
     leader_unavailable,
-    metadata_client,
     read_log_dir_owners,
     read_view,
     resolve_broker_id,
@@ -121,14 +121,14 @@ def plan_led_partitions(
     """Driver side: ``plan`` applied to each remote-enabled partition a broker of the map
     leads (its target, a read-only view of its directory in its leader's log dirs, and a
     metadata client)."""
-    with KafkaCluster(args.bootstrap_server) as cluster:
+    with kafka_cluster(args) as cluster:
         found = discover_targets(cluster, mapped_log_dirs(args, cluster), topic=args.topic)
         record_skipped(found, job=job, summary=summary)
         if not found.targets:
             return []
         consumer = KafkaConsumer(cluster)
         planned: list[T] = []
-        with metadata_client(args.bootstrap_server) as rlmm:
+        with remote_log_metadata_client(args) as rlmm:
             for target, view in readable_targets(
                 found.targets,
                 lambda target: read_view(consumer, target),

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from jobs.common.clients import remote_log_metadata_client
 from jobs.common.settings import StoreSettings
 from storage_core.clock import SYSTEM_CLOCK
 from storage_core.common import TopicIdPartition, Uuid
@@ -31,7 +32,7 @@ from storage_core.tiered.metadata import serde
 from storage_core.tiered.metadata.errors import RemoteResourceNotFoundError
 from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
-from storage_core.tiered.operations import delete_segment, metadata_client
+from storage_core.tiered.operations import delete_segment
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
 from storage_core.tiered.remote_object_keys import InvalidRemoteObjectKeyError, parse_object_key
 from storage_core.tiered.remote_storage_manager import RemoteStorageManager, remote_object_store
@@ -107,7 +108,7 @@ def delete_on_executor(
         return
     rsm = settings.remote_storage_manager()
     try:
-        with metadata_client(settings.bootstrap_server) as rlmm:
+        with remote_log_metadata_client(settings) as rlmm:
             yield from delete_items(batch, rsm=rsm, rlmm=rlmm, broker_id=settings.broker_id)
     finally:
         rsm.close()

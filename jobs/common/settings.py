@@ -4,6 +4,7 @@ plain (picklable) data built on the driver; tasks build their own clients from i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Self
 
 from jobs.common.args import JobArgs
@@ -22,12 +23,16 @@ class StoreSettings:
     rsm_class_name: str
     rsm_config: dict[str, str]
     broker_id: int
+    client_config: Path | None = None
+    """Where the client's security settings are (the path, never the secrets, goes to the
+    executors: each task reads the file)."""
 
     @classmethod
     def of(cls, args: JobArgs, broker_id: int, **extra: Any) -> Self:
         """From the job's arguments; ``extra`` fills a subclass's own fields."""
         return cls(
             bootstrap_server=args.bootstrap_server,
+            client_config=args.client_config,
             rsm_class_name=args.rsm_class_name,
             rsm_config=dict(args.rsm_config),
             broker_id=broker_id,

@@ -24,6 +24,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tiered_storage_plugin.client_security import (
+    ClientSecurity,
+    client_config_environment,
+    connection_config,
+)
+
 log = logging.getLogger("airflow.task")
 
 TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
@@ -102,15 +108,19 @@ def without_test_libraries() -> None:
     sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type] # None: import fails
 
 
-def mark_for_deletion(bootstrap_server: str, request: DeletionRequest) -> dict[str, Any]:
+def mark_for_deletion(
+    bootstrap_server: str, request: DeletionRequest, security: ClientSecurity | None = None
+) -> dict[str, Any]:
     """Delete ``request.topic`` through the broker (which marks its remote partitions), after
-    checking that the request covers every partition of it. Returns what was done."""
+    checking that the request covers every partition of it, connecting as ``security`` says.
+    Returns what was done."""
     without_test_libraries()
     from kio.schema.errors import ErrorCode
 
     from storage_core.client import BrokerResponseError, KafkaAdminClient, KafkaCluster
 
-    with KafkaCluster(bootstrap_server) as cluster:
+    config = connection_config(security or ClientSecurity())
+    with KafkaCluster(bootstrap_server, config=config) as cluster:
         admin = KafkaAdminClient(cluster)
         try:
             (description,) = admin.describe_topics([request.topic])
@@ -257,9 +267,13 @@ def write_plan(
     target = run_dir / "mark_partitions" / PLAN_FILE
     target.parent.mkdir(parents=True, exist_ok=True)
     # not summary.json: the status page reads those, and this one covers one topic only
-    entries = topic_snapshot(
-        settings, topic, target.with_name(SNAPSHOT_FILE), job_environment(env or {})
-    )
+    with client_config_environment(settings.security) as client_env:
+        entries = topic_snapshot(
+            settings,
+            topic,
+            target.with_name(SNAPSHOT_FILE),
+            job_environment({**(env or {}), **client_env}),
+        )
     rows = deletion_plan(topic, result["partitions"], entries)
     table = plan_table(rows)
     temporary = target.with_name(f".{PLAN_FILE}.tmp")

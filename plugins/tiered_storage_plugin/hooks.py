@@ -15,6 +15,8 @@ Connection (conn id ``tiered_storage_default`` unless told; conn type ``generic`
     extra.broker_config   path to server.properties (optional)
     extra.aws_conn_id     an ``aws`` connection whose credentials, region and endpoint reach
                           the job as the standard AWS environment variables (optional)
+    login, password, extra.security_protocol, extra.sasl_mechanism, extra.ssl_ca_location
+                          how the jobs authenticate to a secured cluster (client_security)
 
 As an environment variable, e.g.::
 
@@ -43,6 +45,8 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
+from tiered_storage_plugin.client_security import ClientSecurity, ClientSecurityError
+
 DEFAULT_CONN_ID = "tiered_storage_default"
 BOOTSTRAP_SERVERS_MAX = 64
 BROKERS_MAX = 1000
@@ -68,6 +72,7 @@ class ClusterSettings:
     rsm_config: Mapping[str, str] = field(default_factory=dict)
     broker_config: str | None = None
     aws_conn_id: str | None = None
+    security: ClientSecurity = field(default_factory=ClientSecurity)
 
     def __post_init__(self) -> None:
         servers = self.bootstrap_server.split(",")
@@ -117,8 +122,18 @@ class ClusterSettings:
 
     @classmethod
     def from_connection(
-        cls, *, host: str | None, port: int | None, extra: Mapping[str, Any]
+        cls,
+        *,
+        host: str | None,
+        port: int | None,
+        extra: Mapping[str, Any],
+        login: str | None = None,
+        password: str | None = None,
     ) -> ClusterSettings:
+        try:
+            security = ClientSecurity.from_connection(login=login, password=password, extra=extra)
+        except ClientSecurityError as error:
+            raise TieredStorageConnectionError(str(error)) from None
         return cls(
             bootstrap_server=_bootstrap_servers(host, port, extra.get("bootstrap_servers")),
             log_dirs=_string_list(extra.get("log_dirs"), "log_dirs"),
@@ -127,6 +142,7 @@ class ClusterSettings:
             rsm_config=_string_map(extra.get("rsm_config"), "rsm_config"),
             broker_config=_optional_str(extra.get("broker_config")),
             aws_conn_id=_optional_str(extra.get("aws_conn_id")),
+            security=security,
         )
 
 
@@ -150,7 +166,11 @@ class TieredStorageHook(BaseHook):
         if self._settings is None:
             conn = self.get_connection(self.tiered_storage_conn_id)
             self._settings = ClusterSettings.from_connection(
-                host=conn.host, port=conn.port, extra=conn.extra_dejson
+                host=conn.host,
+                port=conn.port,
+                extra=conn.extra_dejson,
+                login=conn.login,
+                password=conn.password,
             )
         return self._settings
 

@@ -40,6 +40,7 @@ from airflow.sdk import Asset, BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from tiered_storage_plugin import paths
+from tiered_storage_plugin.client_security import client_config_environment
 from tiered_storage_plugin.hooks import DEFAULT_CONN_ID, TieredStorageHook
 
 JOBS = (
@@ -171,9 +172,10 @@ class TieringJobOperator(BaseOperator):
         cmd = self.command(hook, task_dir, run_name=dag_run_name(context))
         if self.job in PROVENANCE_JOBS:
             cmd += provenance_arguments(context, self.task_id)
-        env = job_environment(hook.job_environment())
         self.log.info("job=%s command=%s", self.job, " ".join(cmd))
-        code, error_lines = self._run(cmd, env)
+        with client_config_environment(hook.settings().security) as client_env:
+            env = job_environment({**hook.job_environment(), **client_env})
+            code, error_lines = self._run(cmd, env)
         summary = _read_summary(summary_path)
         report = task_dir / "report" / paths.DATA_DOCS_INDEX
         if report.is_file():

@@ -46,6 +46,7 @@ from kio.schema.errors import ErrorCode
 
 from storage_core.client.admin import KafkaAdminClient
 from storage_core.client.cluster import KafkaCluster
+from storage_core.client.connection import ConnectionConfig
 from storage_core.client.consumer import KafkaConsumer
 from storage_core.client.errors import (
     BrokerResponseError,
@@ -158,11 +159,16 @@ def topic_log_config(admin: KafkaAdminClient, topic: str) -> LogConfig:
     )
 
 
-def metadata_client(bootstrap_server: str) -> TopicBasedRemoteLogMetadataManager:
+def metadata_client(
+    bootstrap_server: str, *, connection_config: ConnectionConfig | None = None
+) -> TopicBasedRemoteLogMetadataManager:
     """A client-mode metadata manager that polls ``__remote_log_metadata`` briskly (tools and
-    jobs run briefly, so waiting out the default idle poll would dominate them)."""
+    jobs run briefly, so waiting out the default idle poll would dominate them), connecting
+    as ``connection_config`` says (its security settings)."""
     return TopicBasedRemoteLogMetadataManager.for_client(
-        bootstrap_server, consumer_config=ConsumerTaskConfig(idle_poll_ms=RLMM_IDLE_POLL_MS)
+        bootstrap_server,
+        connection_config=connection_config,
+        consumer_config=ConsumerTaskConfig(idle_poll_ms=RLMM_IDLE_POLL_MS),
     )
 
 
