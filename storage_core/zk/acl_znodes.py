@@ -312,7 +312,12 @@ class AclChangeListener:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Process what is there now (on the caller's thread), then listen."""
+        """Process what is there now (on the caller's thread), then listen. A session that
+        reconnects (a new session after an expiry has lost every watch) wakes the listener, as
+        Kafka's listener re-reads on a new session."""
+        add_listener = getattr(self._store.zk, "add_listener", None)
+        if add_listener is not None:
+            add_listener(self._on_session_state)
         self.process_notifications()
         self._thread = threading.Thread(
             target=self._run, name="acl-change-notification-listener", daemon=True
@@ -320,6 +325,9 @@ class AclChangeListener:
         self._thread.start()
 
     def close(self) -> None:
+        remove_listener = getattr(self._store.zk, "remove_listener", None)
+        if remove_listener is not None:
+            remove_listener(self._on_session_state)
         self._closed.set()
         self._wake.set()
         if self._thread is not None and self._thread is not threading.current_thread():
@@ -338,6 +346,10 @@ class AclChangeListener:
 
     def _watch(self, _event: Any) -> None:
         self._wake.set()
+
+    def _on_session_state(self, state: Any) -> None:
+        if str(state) == "CONNECTED":
+            self._wake.set()
 
     def process_notifications(self) -> None:
         for path in (LITERAL_ACL_CHANGES_PATH, EXTENDED_ACL_CHANGES_PATH):
