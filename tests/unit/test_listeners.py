@@ -10,6 +10,10 @@ import pytest
 
 from storage_core.errors import InvalidConfigError
 from storage_core.security.kafka_principal import SecurityProtocol
+from storage_core.server.dynamic_broker_config import (
+    BrokerConfigUpdateError,
+    validate_broker_configs,
+)
 from storage_core.server.kafka_config import KafkaConfig
 from storage_core.server.listeners import (
     inter_broker_client_security,
@@ -148,3 +152,27 @@ def test_the_broker_connects_to_peers_with_its_inter_broker_listeners_settings(
     assert security.settings["ssl.truststore.type"] == "PEM"
     assert security.settings["ssl.keystore.location"] == str(broker.pem_keystore)
     assert security.ssl_context().check_hostname  # https by default
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "listener.name.ssl.ssl.keystore.location",
+        "listener.name.ssl.ssl.client.auth",
+        "listener.name.client.ssl.principal.mapping.rules",
+        "listeners",
+        "advertised.listeners",
+    ],
+)
+def test_tls_and_listener_settings_are_not_changed_while_the_broker_runs(name: str) -> None:
+    """Read once when the listeners start: AlterConfigs refuses them rather than keeping a
+    value the broker would ignore."""
+    with pytest.raises(BrokerConfigUpdateError, match="cannot change TLS or listener settings"):
+        validate_broker_configs({name: "x"}, per_broker=True)
+
+
+def test_an_unprefixed_key_store_setting_keeps_kafkas_message() -> None:
+    with pytest.raises(
+        BrokerConfigUpdateError, match="only per-listener using the listener prefix"
+    ):
+        validate_broker_configs({"ssl.keystore.location": "/x"}, per_broker=True)

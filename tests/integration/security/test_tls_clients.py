@@ -27,6 +27,11 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from embedded.ports import free_port
+from storage_core.client.cluster import KafkaCluster
+from storage_core.client.connection import ConnectionConfig
+from storage_core.client.errors import ClientError
+from storage_core.security.client_transport import ClientSecurityConfig
+from storage_core.security.kafka_principal import SecurityProtocol
 from tests.broker_process import BrokerProcess
 from tests.security_support import Issued, TestPki, ssl_listener_props
 
@@ -296,3 +301,36 @@ def test_a_pkcs12_keystore_with_a_wrong_password_stops_the_start(tmp_path: Path)
     assert str(store) in output
     assert "Wrong-Pw-5678" not in output
     assert "Right-Pw-1234" not in output
+
+
+def test_the_brokers_own_client_connects_with_its_certificate(broker: TlsBroker) -> None:
+    """storage_core's client (under the RLMM's producer and consumer, and the tools) through
+    ``client_transport``: TLS with a client certificate to the MTLS listener, and refused
+    there without one, naming the broker."""
+    settings = {
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(broker.pki.ca_pem),
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(broker.alice.pem_keystore),
+    }
+    security = ClientSecurityConfig(security_protocol=SecurityProtocol.SSL, settings=settings)
+    with KafkaCluster(
+        f"127.0.0.1:{broker.mtls_port}", config=ConnectionConfig(security=security)
+    ) as cluster:
+        metadata = cluster.refresh_metadata()
+    assert [(b.host, b.port) for b in metadata.brokers] == [("127.0.0.1", broker.mtls_port)]
+
+    no_certificate = ClientSecurityConfig(
+        security_protocol=SecurityProtocol.SSL,
+        settings={k: v for k, v in settings.items() if "keystore" not in k},
+    )
+    with (
+        pytest.raises(ClientError, match=f"127.0.0.1:{broker.mtls_port}") as refused,
+        KafkaCluster(
+            f"127.0.0.1:{broker.mtls_port}",
+            config=ConnectionConfig(security=no_certificate, connect_timeout_ms=5000),
+        ) as cluster,
+    ):
+        cluster.refresh_metadata()
+    # TLS 1.3: the broker refuses the missing certificate after the client's handshake
+    assert "closed the connection" in str(refused.value)
