@@ -246,6 +246,9 @@ _PASS_THROUGH = (
     "controller.",
     "ssl.",  # read per listener (listeners.py, ssl_factory.py)
     "listener.name.",
+    "authorizer.",  # the ACL authorizer's (security.authorizer.acl_authorizer)
+    "super.users",
+    "allow.everyone.if.no.acl.found",
 )
 _KNOWN_TOPIC_DEFAULT_NAMES = frozenset(
     {
