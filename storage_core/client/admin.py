@@ -109,7 +109,10 @@ class KafkaAdminClient:
         results: list[CreatedTopic] = []
         for r in response.topics:
             raise_for_error(
-                r.error_code, resource=f"topic {r.name!r}", broker_message=r.error_message
+                r.error_code,
+                resource=f"topic {r.name!r}",
+                broker_message=r.error_message,
+                operation="Create",
             )
             results.append(_created_topic(r, by_name.get(str(r.name))))
         self.cluster.invalidate_metadata()
@@ -146,6 +149,7 @@ class KafkaAdminClient:
                 r.error_code,
                 resource=f"topic {r.name!r}",
                 broker_message=getattr(r, "error_message", None),
+                operation="Delete",
             )
         self.cluster.invalidate_metadata()
 
@@ -202,7 +206,12 @@ class KafkaAdminClient:
         )
         entries: list[ConfigEntry] = []
         for r in response.results:
-            raise_for_error(r.error_code, resource=resource, broker_message=r.error_message)
+            raise_for_error(
+                r.error_code,
+                resource=resource,
+                broker_message=r.error_message,
+                operation="DescribeConfigs",
+            )
             entries += [
                 ConfigEntry(
                     name=c.name,
@@ -236,7 +245,12 @@ class KafkaAdminClient:
             response_schema(ApiKey.INCREMENTAL_ALTER_CONFIGS, version),
         )
         for r in response.responses:
-            raise_for_error(r.error_code, resource=resource, broker_message=r.error_message)
+            raise_for_error(
+                r.error_code,
+                resource=resource,
+                broker_message=r.error_message,
+                operation="AlterConfigs",
+            )
 
     # ------------------------------------------------------------------ log dirs
     def describe_log_dirs(
@@ -255,7 +269,7 @@ class KafkaAdminClient:
         )
         # v4 answers carry a top-level error too
         if version >= 4:
-            raise_for_error(response.error_code, resource=broker)
+            raise_for_error(response.error_code, resource=broker, operation="Describe")
         results: tuple[Any, ...] = response.results
         return tuple(
             LogDirDescription(

@@ -152,7 +152,7 @@ class KafkaConsumer:
         for t in response.topics:
             for p in t.partitions:
                 if p.partition_index == partition:
-                    raise_for_error(p.error_code, resource=resource)
+                    raise_for_error(p.error_code, resource=resource, operation="Describe")
                     # v4+ answers carry the leader epoch
                     return OffsetAndTimestamp(
                         offset=int(p.offset),
@@ -196,7 +196,7 @@ class KafkaConsumer:
         for t in response.responses:
             for p in t.partitions:
                 if p.partition_index == partition:
-                    raise_for_error(p.error_code, resource=resource)
+                    raise_for_error(p.error_code, resource=resource, operation="Read")
                     records, next_offset = decode_records(p.records or b"", fetch_offset=offset)
                     # v5+ answers carry the log start offset
                     return FetchedRecords(

@@ -63,17 +63,28 @@ class BrokerResponseError(ClientError):
     ``topic-0``); ``broker_message`` is the broker's own explanation when it sent one.
     """
 
-    def __init__(self, error: ErrorCode, *, resource: str, broker_message: str | None = None):
+    def __init__(
+        self,
+        error: ErrorCode,
+        *,
+        resource: str,
+        broker_message: str | None = None,
+        operation: str | None = None,
+    ):
+        """``operation``: the ACL operation the request needed (``Write`` for a produce...),
+        named in the message when the broker denied it."""
         text = f"{resource}: {error.name.upper()}"
         if broker_message:
             text += f" ({broker_message})"
-        hint = _HINTS.get(error)
-        if hint and not broker_message:
+        denied = _acl_hint(error, resource, operation)
+        hint = denied or _HINTS.get(error)
+        if hint and (denied or not broker_message):
             text += f"; {hint}"
         super().__init__(text)
         self.error = error
         self.resource = resource
         self.broker_message = broker_message
+        self.operation = operation
 
     @property
     def retriable(self) -> bool:
@@ -92,7 +103,46 @@ _HINTS: dict[ErrorCode, str] = {
 }
 
 
-def raise_for_error(error: ErrorCode, *, resource: str, broker_message: str | None = None) -> None:
-    """Raise ``BrokerResponseError`` unless ``error`` is ``ErrorCode.none``."""
+# Kafka's authorization errors, with the resource type and the acls tool's option for it.
+_DENIED: dict[ErrorCode, tuple[str, str]] = {
+    ErrorCode.topic_authorization_failed: ("topic", "--topic <name>"),
+    ErrorCode.group_authorization_failed: ("group", "--group <name>"),
+    ErrorCode.cluster_authorization_failed: ("cluster", "--cluster"),
+    ErrorCode.transactional_id_authorization_failed: (
+        "transactional id",
+        "--transactional-id <id>",
+    ),
+}
+
+
+def _acl_hint(error: ErrorCode, resource: str, operation: str | None) -> str | None:
+    """What a denied request needs: the ACL, in the form the acls tool takes it."""
+    denied = _DENIED.get(error)
+    if denied is None:
+        return None
+    kind, option = denied
+    if operation is None:
+        return (
+            f"the principal this client authenticates as has no ACL allowing this request on"
+            f" the {kind}: list them with storage-core acls --list"
+        )
+    return (
+        f"the principal this client authenticates as needs an ACL allowing {operation} on the"
+        f" {kind} ({resource}): storage-core acls --add --allow-principal User:<principal>"
+        f" --operation {operation} {option}"
+    )
+
+
+def raise_for_error(
+    error: ErrorCode,
+    *,
+    resource: str,
+    broker_message: str | None = None,
+    operation: str | None = None,
+) -> None:
+    """Raise ``BrokerResponseError`` unless ``error`` is ``ErrorCode.none``; ``operation``
+    is the ACL operation the request needed (named if the broker denied it)."""
     if error != ErrorCode.none:
-        raise BrokerResponseError(error, resource=resource, broker_message=broker_message)
+        raise BrokerResponseError(
+            error, resource=resource, broker_message=broker_message, operation=operation
+        )

@@ -68,7 +68,9 @@ class TopicMetadata:
 
     def raise_for_error(self) -> None:
         if self.error != ErrorCode.none:
-            raise BrokerResponseError(self.error, resource=f"topic {self.name!r}")
+            raise BrokerResponseError(
+                self.error, resource=f"topic {self.name!r}", operation="Describe"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -226,6 +226,7 @@ class KafkaProducer:
                     p.error_code,
                     resource=resource,
                     broker_message=getattr(p, "error_message", None),
+                    operation="Write",
                 )
                 return ProduceResult(
                     topic_partition=topic_partition,
