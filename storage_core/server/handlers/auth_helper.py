@@ -109,7 +109,9 @@ def filter_by_authorized(
 ) -> set[str]:
     """The names among ``names`` the principal may do ``operation`` on; each distinct name
     is asked once, with the number of times it appears as its reference count."""
-    counts = Counter(names)
+    counts: Counter[str] = Counter()
+    for name in names:  # a mapping counts its keys once each (Counter(mapping) would not)
+        counts[name] += 1
     authorizer = ctx.services.authorizer
     if authorizer is None:
         return set(counts)

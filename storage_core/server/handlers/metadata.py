@@ -69,7 +69,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topics: list[Any] = []
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
         describable = filter_by_authorized(
-            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, store.topics(), log_if_denied=False
+            ctx,
+            AclOperation.DESCRIBE,
+            ResourceType.TOPIC,
+            list(store.topics()),
+            log_if_denied=False,
         )
         for known in sorted(store.topics().values(), key=lambda t: t.name):
             if known.name not in describable:
