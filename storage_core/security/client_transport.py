@@ -12,8 +12,11 @@ and the command-line tools), so that what a protocol needs is done in one place:
     SASL_PLAINTEXT   TCP, then the SASL exchange (``authenticate_sasl``)
     SASL_SSL         TLS as SSL, then the SASL exchange
 
-``authenticate_sasl`` is where the SASL client (SaslHandshake, SaslAuthenticate) runs; until
-it exists a SASL protocol is refused when the config is built, naming it.
+``authenticate_sasl`` runs the SASL client (SaslHandshake v1, then SaslAuthenticate until the
+mechanism completes: ``sasl_client_authenticator``) with the settings' ``sasl.mechanism`` (PLAIN,
+SCRAM-SHA-256, SCRAM-SHA-512) and credentials: ``sasl.jaas.config``'s username and password
+(a PlainLoginModule or ScramLoginModule), or ``sasl.username`` / ``sasl.password``. A SASL
+protocol without them is refused when the config is built, naming what is missing.
 
 Thread-safety: a ``ClientSecurityConfig`` (and its TLS context) is immutable and shared; a
 socket belongs to its caller.
@@ -27,8 +30,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from storage_core.errors import InvalidConfigError
+from storage_core.security import sasl_client_authenticator
+from storage_core.security.jaas_config import parse_jaas_config
 from storage_core.security.kafka_principal import SecurityProtocol
 from storage_core.security.ssl_factory import SslEngineConfig, SslMode, create_ssl_context
+
+SASL_CLIENT_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 class TlsHandshakeError(ConnectionError):
@@ -41,17 +48,17 @@ class ClientSecurityConfig:
     """A client's ``security.protocol`` and its ``ssl.*`` (and later ``sasl.*``) settings."""
 
     security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
-    settings: Mapping[str, str] = field(default_factory=dict)
-    """The client settings as Kafka names them (``ssl.truststore.location``...)."""
+    settings: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """The client settings as Kafka names them (``ssl.truststore.location``...); they hold
+    passwords, so they stay out of the repr."""
     where: str = "client"
     _context: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
+    _sasl: tuple[str, str, str] | None = field(default=None, compare=False, repr=False)
+    """(mechanism, username, password) of a SASL protocol."""
 
     def __post_init__(self) -> None:
         if self.security_protocol.uses_sasl:
-            raise InvalidConfigError(
-                f"{self.where}: security.protocol={self.security_protocol.name} needs a SASL"
-                " client, which this build does not have yet; use PLAINTEXT or SSL"
-            )
+            object.__setattr__(self, "_sasl", _sasl_settings(self.settings, self.where))
         if self.security_protocol.uses_tls:  # a bad setting is refused now, not at connect
             context = create_ssl_context(
                 SslEngineConfig(values=dict(self.settings), where=self.where), SslMode.CLIENT
@@ -126,9 +133,43 @@ def _wrap_tls(
 
 
 def authenticate_sasl(sock: socket.socket, security: ClientSecurityConfig) -> None:
-    """The SASL exchange on a connected socket (SaslHandshake, SaslAuthenticate): the seam
-    for the SASL client; ``ClientSecurityConfig`` refuses SASL protocols until it exists."""
+    """The SASL exchange on a connected socket (SaslHandshake, SaslAuthenticate);
+    ``SaslAuthenticationFailedError`` (a ``ConnectionError``) with the broker's reason."""
+    if security._sasl is None:
+        raise InvalidConfigError(
+            f"{security.where}: security.protocol={security.security_protocol.name} uses no SASL"
+        )
+    mechanism, username, password = security._sasl
+    peer = sock.getpeername()
+    sasl_client_authenticator.authenticate_sasl(
+        sock,
+        mechanism=mechanism,
+        username=username,
+        password=password,
+        client_id=security.settings.get("client.id"),
+        where=f"broker {peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "broker",
+    )
+
+
+def _sasl_settings(settings: Mapping[str, str], where: str) -> tuple[str, str, str]:
+    """(mechanism, username, password) from ``sasl.mechanism`` and ``sasl.jaas.config`` (or
+    ``sasl.username`` / ``sasl.password``); InvalidConfigError naming what is missing."""
+    mechanism = (settings.get("sasl.mechanism") or "GSSAPI").strip().upper()
+    if mechanism not in SASL_CLIENT_MECHANISMS:
+        raise InvalidConfigError(
+            f"{where}: sasl.mechanism={mechanism} is not supported; use one of"
+            f" {', '.join(SASL_CLIENT_MECHANISMS)}"
+        )
+    jaas = (settings.get("sasl.jaas.config") or "").strip()
+    if jaas:
+        entry = parse_jaas_config(jaas, setting=f"{where}: sasl.jaas.config")
+        if entry.username and entry.password:
+            return mechanism, entry.username, entry.password
+    username, password = settings.get("sasl.username"), settings.get("sasl.password")
+    if username and password:
+        return mechanism, username, password
     raise InvalidConfigError(
-        f"{security.where}: security.protocol={security.security_protocol.name} needs a SASL"
-        " client, which this build does not have yet"
+        f"{where}: SASL {mechanism} needs a username and a password: set sasl.jaas.config"
+        f' (a login module with username="..." password="...") or sasl.username and'
+        " sasl.password"
     )

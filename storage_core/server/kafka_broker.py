@@ -234,6 +234,7 @@ class KafkaBroker:
                 config=socket_server_config,
                 listener=listener_security,
                 memory_pool=memory_pool,
+                credentials=self.credential_provider.cache,
             )
             memory_pool = server.memory_pool
             self.socket_servers[listener_security.listener_name] = server

@@ -31,6 +31,7 @@ from storage_core.security.client_transport import ClientSecurityConfig
 from storage_core.security.kafka_principal import SecurityProtocol
 from storage_core.security.ssl_factory import SslEngineConfig, SslMode, create_ssl_context
 from storage_core.security.ssl_principal_mapper import SslPrincipalMapper
+from storage_core.server.sasl_config import SaslListenerConfig, inter_broker_credentials
 
 DEFAULT_LISTENER_SECURITY_PROTOCOL_MAP = {p.name: p for p in SecurityProtocol}
 _LISTENER = re.compile(r"^\s*([A-Za-z0-9_.\-]+)://(\[[^\]]*\]|[^:\[\]]*):(-?\d+)\s*$")
@@ -169,6 +170,8 @@ class ListenerSecurity:
     security_protocol: SecurityProtocol
     ssl_context: ssl.SSLContext | None = None
     principal_mapper: SslPrincipalMapper | None = None
+    sasl: SaslListenerConfig | None = None
+    """A SASL listener's mechanisms and settings (``sasl_config``); None without SASL."""
 
     @staticmethod
     def plaintext(listener_name: str = "PLAINTEXT") -> ListenerSecurity:
@@ -180,9 +183,14 @@ class ListenerSecurity:
     def for_endpoint(props: Mapping[str, str], endpoint: EndPoint) -> ListenerSecurity:
         """Build (and check: keys, certificates, rules) the security of ``endpoint``."""
         protocol = endpoint.security_protocol
+        sasl = (
+            SaslListenerConfig.from_props(props, endpoint.listener_name)
+            if protocol.uses_sasl
+            else None
+        )
         if not protocol.uses_tls:
             return ListenerSecurity(
-                listener_name=endpoint.listener_name, security_protocol=protocol
+                listener_name=endpoint.listener_name, security_protocol=protocol, sasl=sasl
             )
         values = values_with_prefix_override(props, listener_prefix(endpoint.listener_name))
         where = f"listener {endpoint.listener_name} ({protocol.name})"
@@ -196,6 +204,7 @@ class ListenerSecurity:
             security_protocol=protocol,
             ssl_context=context,
             principal_mapper=mapper,
+            sasl=sasl,
         )
 
 
@@ -205,8 +214,14 @@ def inter_broker_client_security(props: Mapping[str, str]) -> ClientSecurityConf
     checks the peer), as Kafka's inter-broker channel builder does."""
     name, protocol = inter_broker_listener(props, listener_security_protocol_map(props))
     values = values_with_prefix_override(props, listener_prefix(name))
+    settings = {k: v for k, v in values.items() if k.startswith("ssl.")}
+    if protocol.uses_sasl:  # Kafka's brokers log in with the mechanism's JAAS username/password
+        mechanism, username, password = inter_broker_credentials(props, name)
+        settings.update(
+            {"sasl.mechanism": mechanism, "sasl.username": username, "sasl.password": password}
+        )
     return ClientSecurityConfig(
         security_protocol=protocol,
-        settings={k: v for k, v in values.items() if k.startswith("ssl.")},
+        settings=settings,
         where=f"inter-broker listener {name} ({protocol.name})",
     )

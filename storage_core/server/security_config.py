@@ -1,24 +1,33 @@
-"""Refusal of security settings the broker cannot honour yet.
+"""Refusal of security settings the broker cannot honour.
 
-The broker serves PLAINTEXT and SSL listeners (TLS, client certificates as principals:
-``listeners.py``, ``security.ssl_factory``); it has no SASL authentication and no authorizer
-yet. A ``server.properties`` that asks for them would otherwise start a broker open to every
-client, so start-up stops with one line naming the first such setting:
+The broker serves PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL listeners (TLS and client
+certificates: ``listeners.py``, ``security.ssl_factory``; SASL PLAIN, SCRAM-SHA-256 and
+SCRAM-SHA-512: ``sasl_config``, ``sasl_server_authenticator``) and Kafka's ACL authorizer. A
+``server.properties`` that asks for anything else would otherwise start a broker that ignores
+it, so start-up stops with one line naming the first such setting:
 
-- a listener in use (``listeners``, ``advertised.listeners``) whose security protocol uses
-  SASL, by its name (``SASL_PLAINTEXT://``) or through ``listener.security.protocol.map``
-  (``INTERNAL:SASL_SSL``), and ``security.inter.broker.protocol`` naming one;
+- a SASL listener in use (``listeners``, ``advertised.listeners``; by its name or through
+  ``listener.security.protocol.map``) whose mechanisms are not all served: Kafka's default
+  ``sasl.enabled.mechanisms=GSSAPI``, OAUTHBEARER, or PLAIN without its users'
+  ``listener.name.<l>.plain.sasl.jaas.config``; and a ``sasl.enabled.mechanisms`` naming
+  GSSAPI or OAUTHBEARER anywhere;
 - ``principal.builder.class``, and an ``authorizer.class.name`` other than
   ``kafka.security.authorizer.AclAuthorizer`` (which, with ``super.users`` and
   ``allow.everyone.if.no.acl.found``, is served);
-- any ``sasl.*`` or ``delegation.token.*`` setting and any per-listener SASL setting
-  (``listener.name.<listener>.sasl...``, ``.plain.``, ``.scram-sha-256.``...);
+- any ``sasl.*`` setting but ``sasl.enabled.mechanisms``,
+  ``sasl.mechanism.inter.broker.protocol`` and ``sasl.server.max.receive.size`` (Kerberos,
+  OAUTHBEARER, login and callback classes, a broker-wide ``sasl.jaas.config``), any
+  ``delegation.token.*`` setting, and any per-listener SASL setting but the served ones
+  (``listener.name.<l>.sasl.enabled.mechanisms``, ``listener.name.<l>.<mechanism>.sasl.jaas.
+  config`` and ``listener.name.<l>[.<mechanism>].connections.max.reauth.ms`` for PLAIN and
+  SCRAM);
 - ``ssl.engine.factory.class`` and ``ssl.provider`` (Java's TLS plumbing: Python's ``ssl``
   is used), plain or per listener. A JKS key or trust store is refused when the TLS listener
   is built, naming the setting (``ssl_factory``).
 
 Settings left empty (``authorizer.class.name=``) are Kafka's defaults and pass. Mappings of
-listeners that are not in use (Kafka's sample ``SSL:SSL`` entries) pass too.
+listeners that are not in use (Kafka's sample ``SSL:SSL`` entries) pass too. A JAAS value is
+never echoed: it holds passwords.
 """
 
 from __future__ import annotations
@@ -26,6 +35,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from storage_core.errors import InvalidConfigError
+from storage_core.server.sasl_config import (
+    SERVED_LISTENER_SASL_SUFFIXES,
+    SERVED_SASL_NAMES,
+    UNSUPPORTED_MECHANISMS,
+    SaslListenerConfig,
+)
 
 _SECURITY_NAMES = frozenset({"principal.builder.class"})
 ACL_AUTHORIZER_CLASS = "kafka.security.authorizer.AclAuthorizer"
@@ -38,11 +53,13 @@ _LISTENER_SECURITY_PARTS = (
     ".plain.",
     ".scram-sha-256.",
     ".scram-sha-512.",
+    ".gssapi.",
+    ".oauthbearer.",
     ".ssl.engine.factory.class",
     ".ssl.provider",
 )
 _KNOWN_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
-_SERVED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL"})
+_SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 _SECRET_SUFFIXES = ("jaas.config", "password", ".key", ".certificate.chain", ".certificates")
 """Settings whose values are never echoed into a message or a log line."""
 MAX_SETTINGS_CHECKED = 10_000
@@ -63,12 +80,14 @@ def refuse_unsupported_security(props: Mapping[str, str]) -> None:
         for listener in (p.strip() for p in props.get(key, "").split(",") if p.strip()):
             name = listener.split("://", 1)[0].strip().upper()
             protocol = protocol_map.get(name, name if name in _KNOWN_PROTOCOLS else "PLAINTEXT")
-            if protocol not in _SERVED_PROTOCOLS:
-                via = "" if protocol == name else " (listener.security.protocol.map maps it)"
-                raise UnsupportedSecurityConfigError(
-                    f"{key}={listener} uses security protocol {protocol}{via}, but this broker"
-                    " supports only PLAINTEXT and SSL (no SASL yet): use one of them"
-                )
+            if protocol in _SASL_PROTOCOLS:
+                try:
+                    SaslListenerConfig.from_props(props, name)
+                except InvalidConfigError as error:
+                    via = "" if protocol == name else " (listener.security.protocol.map maps it)"
+                    raise UnsupportedSecurityConfigError(
+                        f"{key}={listener} uses security protocol {protocol}{via}: {error}"
+                    ) from None
     authorizer = props.get("authorizer.class.name", "").strip()
     if authorizer and authorizer != ACL_AUTHORIZER_CLASS:
         raise UnsupportedSecurityConfigError(
@@ -76,12 +95,21 @@ def refuse_unsupported_security(props: Mapping[str, str]) -> None:
             f" {ACL_AUTHORIZER_CLASS} (ACLs in ZooKeeper, managed with storage-core acls) or"
             " leave it empty for no authorization"
         )
-    inter_broker = props.get("security.inter.broker.protocol", "").strip().upper()
-    if inter_broker not in ("", *_SERVED_PROTOCOLS):
-        _refuse("security.inter.broker.protocol", inter_broker)
     for name in sorted(props):
         value = props[name].strip()
         if not value:
+            continue
+        if name.endswith("sasl.enabled.mechanisms"):
+            named = [m for m in value.upper().replace(" ", "").split(",") if m]
+            refused = [m for m in named if m in UNSUPPORTED_MECHANISMS]
+            if refused:
+                raise UnsupportedSecurityConfigError(
+                    f"{name}={value} names {', '.join(refused)}, which this broker does not"
+                    " support: enable only PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512"
+                )
+        if name in SERVED_SASL_NAMES or (
+            name.startswith("listener.name.") and name.endswith(SERVED_LISTENER_SASL_SUFFIXES)
+        ):
             continue
         if (
             name in _SECURITY_NAMES
@@ -97,9 +125,9 @@ def refuse_unsupported_security(props: Mapping[str, str]) -> None:
 def _refuse(name: str, value: str) -> None:
     shown = "<hidden>" if name.endswith(_SECRET_SUFFIXES) else value
     raise UnsupportedSecurityConfigError(
-        f"{name}={shown} asks for authentication, encryption or authorization, which this"
-        " broker does not support yet; remove it (the broker would otherwise serve every"
-        " client unauthenticated)"
+        f"{name}={shown} asks for authentication, encryption or authorization that this"
+        " broker does not support (GSSAPI, OAUTHBEARER, delegation tokens, custom classes);"
+        " remove it (the broker would otherwise ignore it)"
     )
 
 

@@ -44,6 +44,7 @@ from typing import Any, Final
 
 from kio.schema.index import api_key_map
 
+from storage_core.security.credential_cache import CredentialCache
 from storage_core.security.kafka_principal import USER_TYPE, KafkaPrincipal
 from storage_core.security.ssl_principal_mapper import NoMatchingRuleError, distinguished_name
 from storage_core.server.acceptor import Acceptor
@@ -61,6 +62,7 @@ from storage_core.server.protocol import (
 from storage_core.server.request_context import RequestContext
 from storage_core.server.response_parts import ResponseParts, send_response_parts, write_all
 from storage_core.server.response_pipeline import DeferredResponse, Response, ResponsePipeline
+from storage_core.server.sasl_server_authenticator import SaslServerAuthenticator
 from storage_core.server.socket_server_config import STREAM_BUFFER_BYTES, SocketServerConfig
 
 logger = logging.getLogger(__name__)
@@ -88,8 +90,11 @@ class SocketServer:
         config: SocketServerConfig,
         listener: ListenerSecurity | None = None,
         memory_pool: MemoryPool | None = None,
+        credentials: CredentialCache | None = None,
     ) -> None:
         self._services = services
+        self._credentials = credentials if credentials is not None else CredentialCache()
+        """The SCRAM credentials a SASL listener authenticates against (the broker's)."""
         self._api_registry = api_registry
         self._config = config
         self.listener = listener or ListenerSecurity.plaintext()
@@ -285,19 +290,24 @@ class SocketServer:
         pipeline: ResponsePipeline,
     ) -> None:
         client = channel.client
+        authenticator = self._new_authenticator(channel)
         while True:
             await pipeline.wait_for_room()
             size = await self._read_size(reader, channel)
             if size is None:
                 await pipeline.drain()  # a client that only shut its sending side still reads
                 return
-            if size <= 0 or size > self._config.max_request_bytes:
+            limit_bytes, limit_name = self._config.max_request_bytes, "socket.request.max.bytes"
+            sasl_limit_bytes = authenticator.max_receive_size if authenticator else None
+            if sasl_limit_bytes is not None:  # before and during the first authentication
+                limit_bytes, limit_name = sasl_limit_bytes, "sasl.server.max.receive.size"
+            if size <= 0 or size > limit_bytes:
                 logger.warning(
-                    "closing connection client=%s reason=frame of %d bytes is outside"
-                    " (0, socket.request.max.bytes=%d]",
+                    "closing connection client=%s reason=frame of %d bytes is outside (0, %s=%d]",
                     client,
                     size,
-                    self._config.max_request_bytes,
+                    limit_name,
+                    limit_bytes,
                 )
                 await pipeline.drain()  # the earlier requests still get their answers
                 return
@@ -307,6 +317,14 @@ class SocketServer:
                 frame = await self._read_body(reader, size, channel)
                 if frame is None:
                     return
+                if authenticator is not None:
+                    outcome = await self._authenticate(
+                        authenticator, frame, writer, channel, pipeline
+                    )
+                    if outcome is _AuthOutcome.CLOSE:
+                        return
+                    if outcome is _AuthOutcome.TAKEN:
+                        continue
                 # Only a produce goes past a pending response (see response_pipeline).
                 if pipeline.busy and _api_key(frame) != PRODUCE_KEY and not await pipeline.drain():
                     return
@@ -326,6 +344,62 @@ class SocketServer:
                 pipeline.add(response)
             else:
                 await self._send(writer, response, channel)
+
+    def _new_authenticator(self, channel: KafkaChannel) -> SaslServerAuthenticator | None:
+        """The SASL state machine of a connection of a SASL listener; None otherwise."""
+        sasl = self.listener.sasl
+        if sasl is None:
+            return None
+
+        async def answer_api_versions(frame: bytes) -> bytes | None:
+            response = await self._serve_frame(frame, channel)
+            return response if isinstance(response, bytes) else None
+
+        return SaslServerAuthenticator(
+            sasl,
+            self._credentials,
+            client=channel.client,
+            answer_api_versions=answer_api_versions,
+        )
+
+    async def _authenticate(
+        self,
+        authenticator: SaslServerAuthenticator,
+        frame: bytes,
+        writer: asyncio.StreamWriter,
+        channel: KafkaChannel,
+        pipeline: ResponsePipeline,
+    ) -> _AuthOutcome:
+        """A frame of a SASL listener's connection: the authenticator takes it until the
+        connection is authenticated, and a SaslHandshake that re-authenticates it (KIP-368);
+        after the session expired any other request closes the connection (Kafka's
+        ``expired-connections-killed-count``). Otherwise the frame goes to the API layer."""
+        if authenticator.complete and not authenticator.maybe_begin_reauthentication(frame):
+            if authenticator.session_expired():
+                logger.info(
+                    "closing connection client=%s listener=%s reason=the authenticated session"
+                    " of %s expired (connections.max.reauth.ms=%d) and the client did not"
+                    " re-authenticate",
+                    channel.client,
+                    self.listener.listener_name,
+                    authenticator.principal,
+                    authenticator.session_lifetime_ms,
+                )
+                await pipeline.drain()
+                return _AuthOutcome.CLOSE
+            return _AuthOutcome.SERVE
+        if pipeline.busy and not await pipeline.drain():  # answers stay in request order
+            return _AuthOutcome.CLOSE
+        step = await authenticator.authenticate(frame)
+        if step.delay_ms > 0:  # connection.failed.authentication.delay.ms
+            await asyncio.sleep(step.delay_ms / 1000)
+        if step.response is not None:
+            await write_all(writer, step.response, channel.touch)
+        if step.close:
+            return _AuthOutcome.CLOSE
+        if authenticator.complete and authenticator.principal is not None:
+            channel.principal = authenticator.principal
+        return _AuthOutcome.TAKEN
 
     async def _send(
         self, writer: asyncio.StreamWriter, response: Response, channel: KafkaChannel
@@ -531,6 +605,14 @@ class SocketServer:
         )
         body = answer(ctx)
         return encode_response(key, 0, correlation_id, body)
+
+
+class _AuthOutcome(Enum):
+    """What became of a frame of a SASL listener's connection (``_authenticate``)."""
+
+    TAKEN = "the SASL exchange took it"
+    SERVE = "the API layer serves it"
+    CLOSE = "close the connection"
 
 
 class _Close(Enum):

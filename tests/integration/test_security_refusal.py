@@ -1,5 +1,6 @@
-"""A broker asked for what it cannot honour (SASL, an authorizer, Java's TLS plumbing, a JKS
-store) refuses to start rather than run open.
+"""A broker asked for what it cannot honour (GSSAPI or OAUTHBEARER, Kerberos settings, a
+broker-wide JAAS config, an authorizer other than Kafka's AclAuthorizer, Java's TLS plumbing, a
+JKS store) refuses to start rather than ignore it.
 
 The real ``storage-core broker`` command is started with one security setting each time: it
 must exit non-zero before listening, with one ``error:`` line naming the setting.
@@ -55,7 +56,19 @@ def _listening(port: int) -> bool:
 @pytest.mark.parametrize(
     ("settings", "named"),
     [
-        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:{port}"}, "SASL_PLAINTEXT"),
+        (
+            {"listeners": "SASL_PLAINTEXT://127.0.0.1:{port}"},
+            "sasl.enabled.mechanisms (Kafka's default)=GSSAPI asks for GSSAPI",
+        ),
+        (
+            {
+                "listeners": "SASL_PLAINTEXT://127.0.0.1:{port}",
+                "sasl.enabled.mechanisms": "PLAIN",
+            },
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config is not set",
+        ),
+        ({"sasl.enabled.mechanisms": "SCRAM-SHA-512,OAUTHBEARER"}, "names OAUTHBEARER"),
+        ({"sasl.kerberos.service.name": "kafka"}, "sasl.kerberos.service.name=kafka"),
         (
             {
                 "listeners": "PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:0",
@@ -66,13 +79,15 @@ def _listening(port: int) -> bool:
         ),
         ({"ssl.engine.factory.class": "com.example.Engines"}, "ssl.engine.factory.class"),
         ({"listener.security.protocol.map": "PLAINTEXT:SASL_SSL"}, "listener.security.protocol"),
-        ({"sasl.enabled.mechanisms": "PLAIN"}, "sasl.enabled.mechanisms=PLAIN"),
         ({"sasl.jaas.config": "PlainLoginModule required;"}, "sasl.jaas.config=<hidden>"),
         (
-            {"listener.name.plaintext.plain.sasl.jaas.config": "PlainLoginModule required;"},
-            "listener.name.plaintext.plain.sasl.jaas.config",
+            {"listener.name.plaintext.oauthbearer.sasl.jaas.config": "PlainLoginModule required;"},
+            "listener.name.plaintext.oauthbearer.sasl.jaas.config=<hidden>",
         ),
-        ({"security.inter.broker.protocol": "SASL_PLAINTEXT"}, "security.inter.broker.protocol"),
+        (  # Kafka's message: the SASL_PLAINTEXT listener it names does not exist
+            {"security.inter.broker.protocol": "SASL_PLAINTEXT"},
+            "inter.broker.listener.name must be a listener name defined in advertised.listeners",
+        ),
         (
             {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"},
             "authorizer.class.name",

@@ -17,10 +17,12 @@ from typing import Any
 
 import pytest
 
+from storage_core.protocol.messages import build, request_schema
 from storage_core.records.file_region import FileRegion
 from storage_core.security.kafka_principal import ANONYMOUS, KafkaPrincipal, SecurityProtocol
 from storage_core.server.handlers import ApiHandler
 from storage_core.server.listeners import EndPoint, ListenerSecurity
+from storage_core.server.protocol import encode_request
 from storage_core.server.request_context import RequestContext
 from storage_core.server.response_parts import ResponseParts
 from storage_core.server.socket_server import SocketServer
@@ -149,16 +151,63 @@ def test_a_dn_no_rule_maps_closes_the_connection_with_kafkas_line(
     assert "Failed to map name for 'CN=bob,OU=sales,O=acme'" in caplog.text
 
 
-def test_sasl_ssl_leaves_the_principal_to_sasl(pki: TestPki) -> None:
+def test_sasl_ssl_serves_nothing_before_sasl_then_the_sasl_principal(pki: TestPki) -> None:
+    """On SASL_SSL the client certificate makes no principal: a request before SASL is closed
+    without an answer; after PLAIN over the TLS connection, requests carry User:<sasl user>."""
     broker = pki.issue("broker", "CN=localhost,OU=brokers,O=test")
     alice = pki.issue("alice", "CN=alice,OU=eng,O=acme,C=US")
     seen: list[RequestContext] = []
-    security = listener(pki, broker, SecurityProtocol.SASL_SSL)
+    security = listener(
+        pki,
+        broker,
+        SecurityProtocol.SASL_SSL,
+        **{
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.client.plain.sasl.jaas.config": (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required"
+                ' user_carol="carol-pw";'
+            ),
+        },
+    )
 
-    asyncio.run(exchange(security, recording(seen), client_context(pki, alice)))
+    answer, _ = asyncio.run(exchange(security, recording(seen), client_context(pki, alice)))
+    assert (answer, seen) == (b"", [])
 
-    assert [c.principal for c in seen] == [ANONYMOUS]
+    async def sasl_then_metadata() -> bytes:
+        registry = {
+            3: ApiHandler(api_key=3, min_version=10, max_version=10, handle=recording(seen))
+        }
+        server = SocketServer(services(), registry, config=CONFIG, listener=security)
+        port = await server.start("127.0.0.1", 0)
+        try:
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", port, ssl=client_context(pki, alice), server_hostname="localhost"
+            )
+
+            async def roundtrip(frame: bytes) -> bytes:
+                writer.write(frame)
+                await writer.drain()
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                return await reader.readexactly(size)
+
+            handshake = await roundtrip(request(17, 1, 1, mechanism="PLAIN"))
+            assert struct.unpack_from(">h", handshake, 4)[0] == 0
+            auth = await roundtrip(request(36, 1, 2, auth_bytes=b"\0carol\0carol-pw"))
+            assert struct.unpack_from(">h", auth, 4)[0] == 0
+            answer = await roundtrip(metadata_v10_request())
+            writer.close()
+            return answer
+        finally:
+            await server.stop()
+
+    assert asyncio.run(sasl_then_metadata()) != b""
+    assert [c.principal for c in seen] == [KafkaPrincipal("User", "carol")]
     assert seen[0].security_protocol is SecurityProtocol.SASL_SSL
+
+
+def request(api_key: int, version: int, correlation_id: int, **fields: Any) -> bytes:
+    body = build(request_schema(api_key, version), **fields)
+    return encode_request(api_key, version, correlation_id, "tls-test", body)
 
 
 def test_requested_client_auth_without_a_certificate_is_anonymous(pki: TestPki) -> None:
