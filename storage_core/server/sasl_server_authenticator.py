@@ -210,11 +210,10 @@ class SaslServerAuthenticator:
         except _ExchangeFailedError as failure:
             self.state = SaslState.FAILED
             logger.info(
-                "Failed %s with %s (%s) client=%s",
+                "Failed %s with %s (%s)",  # Kafka's line; the reason never holds a secret
                 self._text(),
                 self._client,
                 failure.reason,
-                self._client,
             )
             return AuthenticationStep(
                 response=failure.response,

@@ -10,8 +10,9 @@ Kafka protocol (AlterUserScramCredentials / DescribeUserScramCredentials), what
 The password comes from ``--password-file`` (its first line) or a prompt without echo, never
 from the command line; the tool salts it (PBKDF2 with a random 32-byte salt) and sends only the
 salted password. ``--command-config`` holds the client settings with Kafka's names:
-``security.protocol`` (PLAINTEXT, SASL_PLAINTEXT), ``sasl.mechanism`` and ``sasl.jaas.config``
-(a PlainLoginModule or ScramLoginModule with username and password). Output follows
+``security.protocol`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), ``ssl.truststore.*``,
+``sasl.mechanism`` and ``sasl.jaas.config`` (a PlainLoginModule or ScramLoginModule with
+username and password). Output follows
 kafka-configs.sh: ``SCRAM credential configs for user-principal 'alice' are
 SCRAM-SHA-256=iterations=8192``.
 """
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import getpass
 import os
-import socket
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
@@ -32,12 +32,8 @@ from kio.schema.describe_user_scram_credentials.v0 import response as describe_r
 
 from storage_core.client.connection import ConnectionConfig, KafkaConnection, parse_host_port
 from storage_core.java_properties import parse_properties
-from storage_core.security.jaas_config import parse_jaas_config
-from storage_core.security.kafka_principal import SecurityProtocol
-from storage_core.security.sasl_client_authenticator import (
-    SaslAuthenticationFailedError,
-    authenticate_sasl,
-)
+from storage_core.security.client_transport import ClientSecurityConfig, open_socket
+from storage_core.security.sasl_client_authenticator import SaslAuthenticationFailedError
 from storage_core.security.scram.scram_credential import SALT_BYTES
 from storage_core.security.scram.scram_formatter import ScramFormatter
 from storage_core.security.scram.scram_mechanism import (
@@ -65,56 +61,21 @@ def client_settings(path: Path | None) -> dict[str, str]:
 
 
 def open_connection(bootstrap_server: str, settings: Mapping[str, str]) -> KafkaConnection:
-    """A connection to the first bootstrap server, authenticated as the settings say."""
+    """A connection to the first bootstrap server, with the settings' security protocol (TLS
+    and SASL as ``client_transport`` does them)."""
     host, port = parse_host_port(bootstrap_server.split(",", maxsplit=1)[0])
-    protocol = SecurityProtocol.for_name(settings.get("security.protocol", "PLAINTEXT"))
-    if protocol.uses_tls:
-        raise UserScramError(
-            f"security.protocol={protocol.name} is not supported by user-scram yet; use a"
-            " PLAINTEXT or SASL_PLAINTEXT listener"
-        )
+    security = ClientSecurityConfig.from_properties(settings, where="--command-config")
     try:
-        sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
+        sock = open_socket(host, port, security, timeout_s=CONNECT_TIMEOUT_S)
+    except SaslAuthenticationFailedError as error:
+        raise UserScramError(str(error)) from None
     except OSError as error:
         raise UserScramError(
             f"cannot connect to {host}:{port}: {error.strerror or error}; check"
             " --bootstrap-server and that the broker runs"
         ) from None
-    if protocol.uses_sasl:
-        mechanism = settings.get("sasl.mechanism", "GSSAPI").strip().upper()
-        username, password = _sasl_credentials(settings)
-        try:
-            authenticate_sasl(
-                sock,
-                mechanism=mechanism,
-                username=username,
-                password=password,
-                client_id="storage-core-user-scram",
-                where=f"{host}:{port}",
-            )
-        except SaslAuthenticationFailedError as error:
-            sock.close()
-            raise UserScramError(str(error)) from None
-        except BaseException:
-            sock.close()
-            raise
     return KafkaConnection(
         sock, host=host, port=port, config=ConnectionConfig(client_id="storage-core-user-scram")
-    )
-
-
-def _sasl_credentials(settings: Mapping[str, str]) -> tuple[str, str]:
-    jaas = settings.get("sasl.jaas.config", "").strip()
-    if jaas:
-        entry = parse_jaas_config(jaas)
-        if entry.username and entry.password:
-            return entry.username, entry.password
-    username, password = settings.get("sasl.username"), settings.get("sasl.password")
-    if username and password:
-        return username, password
-    raise UserScramError(
-        '--command-config: a SASL protocol needs sasl.jaas.config with username="..." and'
-        ' password="..." (or sasl.username and sasl.password)'
     )
 
 

@@ -15,6 +15,7 @@ import struct
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -35,6 +36,7 @@ from kafka.errors import KafkaError as KpKafkaError
 from kio.schema.errors import ErrorCode
 
 from embedded.ports import free_port
+from storage_core.cli import main
 from storage_core.protocol.messages import build, request_schema
 from storage_core.server.protocol import encode_request
 from tests.broker_process import BrokerProcess
@@ -416,3 +418,39 @@ def test_a_frame_over_sasl_server_max_receive_size_is_closed(broker: BrokerProce
         _handshake(sock, "PLAIN")
         sock.sendall(struct.pack(">i", 524289) + b"\0" * 1024)
         assert _closed(sock)
+
+
+def test_user_scram_cli_over_sasl_adds_a_user_who_then_authenticates(
+    broker: BrokerProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client_properties = tmp_path / "client.properties"
+    client_properties.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required"
+        f' username="{ADMIN[0]}" password="{ADMIN[1]}";\n'
+    )
+    password_file = tmp_path / "frank.pw"
+    password_file.write_text("frank-pw\n")
+    command = [
+        "user-scram",
+        "--bootstrap-server",
+        broker.bootstrap,
+        "--command-config",
+        str(client_properties),
+    ]
+    add = ["--add", "frank", "--mechanism", "SCRAM-SHA-256", "--iterations", "8192"]
+    assert main([*command, *add, "--password-file", str(password_file)]) == 0
+    assert "Completed updating config for user frank." in capsys.readouterr().out
+    metadata = AdminClient(confluent(broker, "SCRAM-SHA-256", "frank", "frank-pw")).list_topics(
+        timeout=TIMEOUT_S
+    )
+    assert metadata.brokers
+
+    client_properties.write_text(
+        client_properties.read_text().replace(ADMIN[1], "wrong-admin-password")
+    )
+    assert main([*command, "--describe", "frank"]) == 1
+    err = capsys.readouterr().err
+    assert "refused SASL PLAIN authentication of user 'admin'" in err
+    assert "Invalid username or password" in err
+    assert "wrong-admin-password" not in err
