@@ -179,8 +179,10 @@ class SocketServer:
             )
         except (OSError, TimeoutError) as error:
             # Kafka's line for a failed handshake ("Failed authentication with /host")
+            # the verification's words (certificate has expired), OpenSSL's reason, or
+            # asyncio's (a handshake not done within TLS_HANDSHAKE_TIMEOUT_S)
             reason = getattr(error, "verify_message", None) or getattr(error, "reason", None)
-            reason = reason or type(error).__name__
+            reason = reason or str(error) or type(error).__name__
             logger.info(
                 "Failed authentication with client=%s listener=%s (SSL handshake failed) reason=%s",
                 f"{peer[0]}:{peer[1]}",

@@ -20,6 +20,7 @@ import pytest
 from storage_core.protocol.messages import build, request_schema
 from storage_core.records.file_region import FileRegion
 from storage_core.security.kafka_principal import ANONYMOUS, KafkaPrincipal, SecurityProtocol
+from storage_core.server import socket_server as socket_server_module
 from storage_core.server.handlers import ApiHandler
 from storage_core.server.listeners import EndPoint, ListenerSecurity
 from storage_core.server.protocol import encode_request
@@ -261,4 +262,31 @@ def test_file_regions_go_through_tls_whole_and_in_order(pki: TestPki, tmp_path: 
 
     assert (
         answer == struct.pack(">i", 1) + content[500 : 500 + REGION_BYTES] + b"tail" + content[:100]
+    )
+
+
+def test_a_client_that_never_finishes_its_handshake_is_closed(
+    pki: TestPki, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The handshake is bounded (TLS_HANDSHAKE_TIMEOUT_S): a client that connects and says
+    nothing is closed, with Kafka's line and the reason."""
+    monkeypatch.setattr(socket_server_module, "TLS_HANDSHAKE_TIMEOUT_S", 0.5)
+    broker = pki.issue("broker", "CN=localhost,OU=brokers,O=test")
+    security = listener(pki, broker, SecurityProtocol.SSL)
+
+    async def scenario() -> bytes:
+        server = SocketServer(services(), {}, config=CONFIG, listener=security)
+        port = await server.start("127.0.0.1", 0)
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            data = await asyncio.wait_for(reader.read(), 5)  # b"" once the broker closes
+            writer.close()
+            return data
+        finally:
+            await server.stop()
+
+    with caplog.at_level(logging.INFO, logger="storage_core.server.socket_server"):
+        assert asyncio.run(scenario()) == b""
+    assert "(SSL handshake failed) reason=SSL handshake is taking longer than 0.5 seconds" in (
+        caplog.text
     )

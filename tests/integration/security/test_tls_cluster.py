@@ -139,6 +139,16 @@ def test_each_client_is_told_its_own_listeners_ports(
             "ssl.ca.location": str(pki.ca_pem),
         }
     ) == {1: ssl_ports[1], 2: ssl_ports[2]}
+    # DescribeCluster answers the same way
+    ssl_admin = AdminClient(
+        {
+            "bootstrap.servers": f"127.0.0.1:{ssl_ports[1]}",
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(pki.ca_pem),
+        }
+    )
+    described = ssl_admin.describe_cluster(request_timeout=15).result(20)
+    assert {n.id: n.port for n in described.nodes} == {1: ssl_ports[1], 2: ssl_ports[2]}
 
 
 def test_a_partition_led_by_a_broker_without_the_clients_listener_has_no_leader_for_it(
