@@ -16,6 +16,8 @@ from storage_core.server.dynamic_broker_config import (
 )
 from storage_core.server.kafka_config import KafkaConfig
 from storage_core.server.listeners import (
+    EndPoint,
+    ListenerSecurity,
     inter_broker_client_security,
     listener_prefix,
     values_with_prefix_override,
@@ -176,3 +178,20 @@ def test_an_unprefixed_key_store_setting_keeps_kafkas_message() -> None:
         BrokerConfigUpdateError, match="only per-listener using the listener prefix"
     ):
         validate_broker_configs({"ssl.keystore.location": "/x"}, per_broker=True)
+
+
+def test_a_listener_with_a_rule_that_does_not_parse_is_refused_naming_it(tmp_path: Path) -> None:
+    pki = TestPki(tmp_path)
+    broker = pki.issue("broker", "CN=localhost,O=test")
+    props = {
+        **ssl_listener_props(pki, broker),
+        "listener.name.client.ssl.principal.mapping.rules": "RULE:^CN=(.*?)$/$1/LU",
+    }
+    endpoint = EndPoint(
+        listener_name="CLIENT", host="", port=0, security_protocol=SecurityProtocol.SSL
+    )
+    with pytest.raises(InvalidConfigError) as refused:
+        ListenerSecurity.for_endpoint(props, endpoint)
+    message = str(refused.value)
+    assert message.startswith("listener CLIENT (SSL): ssl.principal.mapping.rules:")
+    assert "Invalid rule: `RULE:^CN=(.*?)$/$1/LU`, unmatched substring: `U`" in message
