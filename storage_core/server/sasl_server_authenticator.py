@@ -296,7 +296,7 @@ class SaslServerAuthenticator:
 
         if mechanism not in enabled:
             raise _ExchangeFailedError(
-                UnsupportedSaslMechanismError(f"Unsupported SASL mechanism {mechanism}"),
+                UnsupportedSaslMechanismError(f"Unsupported SASL mechanism {mechanism!r}"),
                 response=answer(ErrorCode.unsupported_sasl_mechanism),
             )
         self._kafka_headers = version >= 1
@@ -318,7 +318,7 @@ class SaslServerAuthenticator:
         scram = ScramMechanism.for_mechanism_name(mechanism)
         if scram is None:  # enabled mechanisms are checked at start; kept as a guard
             raise _ExchangeFailedError(
-                UnsupportedSaslMechanismError(f"Unsupported SASL mechanism {mechanism}")
+                UnsupportedSaslMechanismError(f"Unsupported SASL mechanism {mechanism!r}")
             )
         return ScramSaslServer(scram, self._credentials.get)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import socket
 import struct
 import time
@@ -454,3 +455,42 @@ def test_user_scram_cli_over_sasl_adds_a_user_who_then_authenticates(
     assert "refused SASL PLAIN authentication of user 'admin'" in err
     assert "Invalid username or password" in err
     assert "wrong-admin-password" not in err
+
+
+def test_fuzzed_connections_leave_the_broker_serving(broker: BrokerProcess) -> None:
+    """Random bytes, frames cut short, absurd size prefixes, valid SASL frames out of order and
+    abandoned exchanges, on many connections: each is answered or closed, and afterwards a
+    client still authenticates and produces."""
+    rng = random.Random(29)
+    valid = [
+        _request(18, 0, 1),
+        _request(17, 1, 2, mechanism="PLAIN"),
+        _request(17, 0, 2, mechanism="SCRAM-SHA-256"),
+        _request(36, 1, 3, auth_bytes=b"n,,n=carol,r=" + b"x" * 40),
+        _request(36, 2, 3, auth_bytes=b"\0carol\0carol-secret"),
+        _request(3, 1, 4, topics=None),
+    ]
+    for _ in range(150):
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=5) as sock:
+            sock.settimeout(0.2)
+            for _ in range(rng.randint(1, 4)):
+                kind = rng.randrange(5)
+                if kind == 0:
+                    data = rng.randbytes(rng.randint(1, 200))
+                elif kind == 1:
+                    frame = rng.choice(valid)
+                    data = frame[: rng.randint(1, len(frame))]
+                elif kind == 2:
+                    data = struct.pack(">i", rng.choice([-1, 0, 524289, 2**31 - 1])) + b"\0" * 8
+                else:
+                    data = rng.choice(valid)
+                try:
+                    sock.sendall(data)
+                    if kind >= 3:
+                        sock.recv(4096)
+                except OSError:
+                    break
+    assert "Traceback" not in broker.output()
+    producer = Producer(confluent(broker, "PLAIN", "carol", "carol-secret"))
+    producer.produce("after-fuzz", b"still serving")
+    assert producer.flush(TIMEOUT_S) == 0
