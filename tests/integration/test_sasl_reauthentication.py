@@ -7,6 +7,7 @@ connection, and a re-authentication may change neither the mechanism nor the pri
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import struct
 import time
@@ -21,6 +22,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialDeletion,
 )
+from kafka import KafkaProducer
 from kio.schema.errors import ErrorCode
 
 from embedded.ports import free_port
@@ -32,6 +34,7 @@ from tests.integration.test_sasl_authentication import (
     add_scram_user,
     confluent,
     confluent_admin,
+    kafka_python,
     sasl_overrides,
 )
 
@@ -148,3 +151,30 @@ def test_confluent_reauthenticates_while_producing_then_a_deleted_credential_is_
         " mechanism SCRAM-SHA-256" in e
         for e in errors
     ), errors
+
+
+def test_kafka_python_reauthenticates_while_producing(
+    broker: BrokerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    """kafka-python 3 re-authenticates on its connection (SaslReauthenticator): a producer
+    that keeps sending for three session lifetimes is never closed for an expired session."""
+    user = f"ivy-{uuid.uuid4().hex[:6]}"
+    add_scram_user(broker, user, "ivy-pw")
+    topic = f"reauth-kp-{uuid.uuid4().hex[:6]}"
+    before = broker.output().count("expired (connections.max.reauth.ms")
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap, **kafka_python("SCRAM-SHA-512", user, "ivy-pw")
+    )
+    deadline = time.monotonic() + 3 * REAUTH_MS / 1000
+    sent = 0
+    with caplog.at_level(logging.DEBUG, logger="kafka.net.connection"):
+        while time.monotonic() < deadline:
+            producer.send(topic, b"x").get(timeout=TIMEOUT_S)
+            sent += 1
+            time.sleep(0.05)
+        producer.close()
+    messages = [r.getMessage() for r in caplog.records]
+    assert sent > 10
+    assert sum("Beginning SASL re-authentication" in m for m in messages) >= 2
+    assert not [m for m in messages if "re-authentication failed" in m]
+    assert broker.output().count("expired (connections.max.reauth.ms") == before
