@@ -494,3 +494,41 @@ def test_fuzzed_connections_leave_the_broker_serving(broker: BrokerProcess) -> N
     producer = Producer(confluent(broker, "PLAIN", "carol", "carol-secret"))
     producer.produce("after-fuzz", b"still serving")
     assert producer.flush(TIMEOUT_S) == 0
+
+
+def test_scram_apis_need_cluster_acls_once_an_authorizer_is_configured(tmp_path: Path) -> None:
+    """With Kafka's AclAuthorizer the SASL principal decides: the super user alters and
+    describes credentials; carol, without ACLs, gets CLUSTER_AUTHORIZATION_FAILED (per user
+    when she names users: librdkafka 2.16 aborts on that response's top-level error)."""
+    port = free_port()
+    overrides = sasl_overrides(
+        port,
+        **{
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": f"User:{ADMIN[0]}",
+        },
+    )
+    with BrokerProcess(tmp_path, port=port, overrides=overrides) as secured:
+        add_scram_user(secured, "judy", "judy-pw")  # as User:admin, a super user
+        carol = AdminClient(confluent(secured, "PLAIN", "carol", "carol-secret"))
+        with pytest.raises(KafkaException) as described:
+            carol.describe_user_scram_credentials(["judy"])["judy"].result(timeout=TIMEOUT_S)
+        assert described.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+        with pytest.raises(KafkaException) as every:
+            carol.describe_user_scram_credentials().result(timeout=TIMEOUT_S)
+        assert every.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+        kp_carol = KafkaAdminClient(
+            bootstrap_servers=secured.bootstrap, **kafka_python("PLAIN", "carol", "carol-secret")
+        )
+        try:
+            assert kp_carol.describe_user_scram_credentials(["judy"]) == {
+                "judy": {"error": "Cluster authorization failed.", "credential_infos": []}
+            }
+        finally:
+            kp_carol.close()
+        upsertion = UserScramCredentialUpsertion(
+            "judy", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"pw", b"salt"
+        )
+        with pytest.raises(KafkaException) as altered:
+            carol.alter_user_scram_credentials([upsertion])["judy"].result(timeout=TIMEOUT_S)
+        assert altered.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED

@@ -39,9 +39,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if store is None:  # every broker has one; services built without it serve no SCRAM API
         raise RuntimeError("this broker's services keep no user config entities")
     if not authorize_cluster(ctx, AclOperation.ALTER):
-        users = dict.fromkeys([u.name for u in upsertions] + [d.name for d in deletions])
+        # Kafka's getErrorResponse: each user once, sorted, with the error's default message
+        users = sorted({u.name for u in upsertions} | {d.name for d in deletions})
         results = [
-            UserResult(user=user, error_code=ErrorCode.cluster_authorization_failed)
+            UserResult(
+                user=user,
+                error_code=ErrorCode.cluster_authorization_failed,
+                error_message="Cluster authorization failed.",
+            )
             for user in users
         ]
     else:

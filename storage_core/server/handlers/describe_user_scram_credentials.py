@@ -16,6 +16,7 @@ from storage_core.server import user_scram_credentials
 from storage_core.server.handlers.auth_helper import authorize_cluster
 from storage_core.server.request_context import RequestContext
 
+CLUSTER_AUTHORIZATION_FAILED_MESSAGE = "Cluster authorization failed."  # Errors' default
 API_KEY = 50
 MIN_VERSION = 0
 MAX_VERSION = 0
@@ -24,12 +25,26 @@ MAX_VERSION = 0
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = ctx.response_module
     if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        # Kafka puts the error at the top and once per user asked for (unnamed). librdkafka
+        # (2.16) frees memory it does not own when it reads a top-level error in this response
+        # and aborts or corrupts its process; so the error goes in the results only: once per
+        # user asked for, named, or once without a name when every user was asked for (the
+        # Java client and kafka-python read per-user errors too)
+        asked = [user.name for user in request.users or ()] or [""]
         return build(
             module.DescribeUserScramCredentialsResponse,
             throttle_time=datetime.timedelta(0),
-            error_code=ErrorCode.cluster_authorization_failed,
+            error_code=ErrorCode.none,
             error_message=None,
-            results=(),
+            results=tuple(
+                module.DescribeUserScramCredentialsResult(
+                    user=user,
+                    error_code=ErrorCode.cluster_authorization_failed,
+                    error_message=CLUSTER_AUTHORIZATION_FAILED_MESSAGE,
+                    credential_infos=(),
+                )
+                for user in asked
+            ),
         )
     users = None if request.users is None else [u.name for u in request.users]
     store = ctx.services.config_entities
