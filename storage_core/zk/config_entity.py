@@ -204,8 +204,17 @@ class ConfigChangeListener:
         self._zk.ensure_path(CONFIG_CHANGES_PATH)
         existing = [_sequence_number(c) for c in self._zk.get_children(CONFIG_CHANGES_PATH)]
         self._last_executed_change = max(existing, default=-1)
+        # A new session has no watches: read the changes again once connected (Kafka's
+        # ZkStateChangeHandler.afterInitializingSession); what was processed is not again.
+        add_listener = getattr(self._zk, "add_listener", None)
+        if add_listener is not None:
+            add_listener(self._on_session_state)
         self._wakeup.set()
         self._thread.start()
+
+    def _on_session_state(self, state: Any) -> None:
+        if str(state) == "CONNECTED":
+            self._wakeup.set()
 
     def close(self) -> None:
         self._closed.set()
