@@ -51,7 +51,7 @@ from storage_core.server.group_coordinator_setup import start_group_coordinator
 from storage_core.server.handlers import build_registry
 from storage_core.server.kafka_config import KafkaConfig
 from storage_core.server.listeners import ListenerSecurity, inter_broker_client_security
-from storage_core.server.socket_server import SocketServer
+from storage_core.server.socket_server import ConnectionQuotas, SocketServer
 from storage_core.server.socket_server_config import SocketServerConfig
 from storage_core.server.topic_store import TopicInfo, TopicStore
 from storage_core.tiered.remote_log_manager import RemoteLogManager
@@ -224,9 +224,11 @@ class KafkaBroker:
             config_entities=self.credential_provider.store,
         )
         # One socket server per listener; they share one memory pool (queued.max.request.bytes)
+        # and the connection limits (max.connections, max.connections.per.ip), as in Kafka
         socket_server_config = SocketServerConfig.from_kafka_config(config)
         self.socket_servers: dict[str, SocketServer] = {}
         memory_pool = None
+        quotas = ConnectionQuotas()
         for listener_security in self.listener_securities:
             server = SocketServer(
                 self.services,
@@ -235,6 +237,7 @@ class KafkaBroker:
                 listener=listener_security,
                 memory_pool=memory_pool,
                 credentials=self.credential_provider.cache,
+                quotas=quotas,
             )
             memory_pool = server.memory_pool
             self.socket_servers[listener_security.listener_name] = server

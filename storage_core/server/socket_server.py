@@ -73,6 +73,21 @@ TLS_HANDSHAKE_TIMEOUT_S = 10.0
 """A TLS client must finish its handshake within this; then it is closed (logged)."""
 
 
+class ConnectionQuotas:
+    """The connections of every listener of one broker (Kafka's ``ConnectionQuotas``):
+    ``max.connections`` and ``max.connections.per.ip`` count them all, whichever listener
+    they came through. Thread-safety: one event loop."""
+
+    def __init__(self) -> None:
+        self.open = 0
+        """Connections accepted and not yet closed (in a TLS handshake included)."""
+        self.per_host: Counter[str] = Counter()
+        """Connections being served, by client address."""
+
+    def on_closed(self, _task: object) -> None:
+        self.open -= 1
+
+
 class SocketServer:
     """Accepts connections on one listener and serves their requests through the handler
     registry (``api_registry``, API key -> handler), each with a context carrying ``services``.
@@ -90,6 +105,7 @@ class SocketServer:
         config: SocketServerConfig,
         listener: ListenerSecurity | None = None,
         memory_pool: MemoryPool | None = None,
+        quotas: ConnectionQuotas | None = None,
         credentials: CredentialCache | None = None,
     ) -> None:
         self._services = services
@@ -106,7 +122,9 @@ class SocketServer:
         self._acceptor = Acceptor(self._on_accepted)
         self._connections: set[asyncio.Task[None]] = set()
         self._channels: dict[asyncio.Task[None], KafkaChannel] = {}
-        self._connections_per_host: Counter[str] = Counter()
+        self._quotas = quotas or ConnectionQuotas()
+        """Shared by the broker's listeners (its own when the server is alone)."""
+        self._connections_per_host = self._quotas.per_host
         self._expiry_task: asyncio.Task[None] | None = None
         self.bound_port = -1
 
@@ -147,7 +165,9 @@ class SocketServer:
     def _on_accepted(self, conn: socket.socket) -> None:
         task = asyncio.create_task(self._open(conn))
         self._connections.add(task)
+        self._quotas.open += 1
         task.add_done_callback(self._connections.discard)
+        task.add_done_callback(self._quotas.on_closed)
 
     async def _open(self, conn: socket.socket) -> None:
         if self.listener.ssl_context is not None:
@@ -200,7 +220,7 @@ class SocketServer:
         peer = writer.get_extra_info("peername")
         client = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         host = peer[0] if isinstance(peer, tuple) else str(peer)
-        if len(self._connections) > self._config.max_connections:
+        if self._quotas.open > self._config.max_connections:
             logger.warning("refusing connection client=%s reason=max.connections reached", client)
             writer.close()
             return
