@@ -1,8 +1,9 @@
 """Three broker processes on a real ZooKeeper, every listener SASL_PLAINTEXT and the brokers'
-own connections authenticating with PLAIN (sasl.mechanism.inter.broker.protocol and the
-listener's JAAS username/password, as Kafka brokers log in): followers fetch and stay in the
-ISR; a SCRAM credential added through one broker authenticates on another within seconds (the
-/config/changes notification), and a deleted one stops doing so."""
+own connections authenticating with SCRAM-SHA-512 (sasl.mechanism.inter.broker.protocol and the
+listener's JAAS username/password, as Kafka brokers log in; the brokers' credential written to
+ZooKeeper before they start): followers fetch and stay in the ISR; a SCRAM credential added
+through one broker authenticates on another within seconds (the /config/changes notification),
+and a deleted one stops doing so."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ from storage_core.security.sasl_client_authenticator import (
     SaslAuthenticationFailedError,
     authenticate_sasl,
 )
+from storage_core.security.scram.scram_credential import ScramCredential, credential_to_string
+from storage_core.security.scram.scram_mechanism import ScramMechanism as ScramMechanism512
+from storage_core.zk.config_entity import ConfigEntityZkStore
+from storage_core.zk.zookeeper_client import ZooKeeperClient
 from tests import cluster_support
 from tests.broker_process import BrokerProcess
 from tests.integration.test_sasl_authentication import (
@@ -39,6 +44,8 @@ cluster_support.require_java()
 pytestmark = pytest.mark.timeout(240)
 
 BROKERS = (1, 2, 3)
+BROKER_LOGIN = ("broker", "broker-secret")
+SCRAM_SHA_512 = ScramMechanism512.SCRAM_SHA_512
 PROPAGATION_S_MAX = 5.0
 REPLICA_LAG_MS = 3000
 
@@ -48,6 +55,17 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Brok
     directory = tmp_path_factory.mktemp("sasl-cluster")
     with cluster_support.zookeeper_ensemble(directory / "zk") as zk:
         connect = f"{zk.connect_string}/sasl-{uuid.uuid4().hex[:8]}"
+        # the brokers' own SCRAM credential, in ZooKeeper before any broker starts (what
+        # kafka-configs.sh --zookeeper does, and Kafka's SaslScramSslEndToEndAuthorizationTest)
+        session = ZooKeeperClient(connect).start()
+        try:
+            credential = ScramCredential.generate(SCRAM_SHA_512, BROKER_LOGIN[1], 4096)
+            ConfigEntityZkStore(session.zk).change_user_config(
+                BROKER_LOGIN[0],
+                lambda config: {**config, "SCRAM-SHA-512": credential_to_string(credential)},
+            )
+        finally:
+            session.close()
         started: dict[int, BrokerProcess] = {}
         try:
             for broker_id in BROKERS:
@@ -57,6 +75,11 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Brok
                     port=port,
                     overrides={
                         **sasl_overrides(port),
+                        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+                        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": (
+                            "org.apache.kafka.common.security.scram.ScramLoginModule required"
+                            f' username="{BROKER_LOGIN[0]}" password="{BROKER_LOGIN[1]}";'
+                        ),
                         "broker.id": str(broker_id),
                         "zookeeper.connect": connect,
                         "zookeeper.session.timeout.ms": "6000",
