@@ -101,10 +101,11 @@ class ScramSaslServer:
             name = username(client_first.sasl_name)
         except ValueError as error:
             raise SaslError("Authentication failed: Invalid user name") from error
+        fake = self._fake_credential(name)  # made for every user: the same work either way
         credential = self._credentials(name, self.mechanism)
         self._user_known = credential is not None
         if credential is None:
-            credential = self._fake_credential(name)
+            credential = fake
         if client_first.authorization_id and client_first.authorization_id != name:
             raise SaslAuthenticationError(
                 "Authentication failed: Client requested an authorization id that is different"
