@@ -22,8 +22,11 @@ it, so start-up stops with one line naming the first such setting:
   config`` and ``listener.name.<l>[.<mechanism>].connections.max.reauth.ms`` for PLAIN and
   SCRAM);
 - ``ssl.engine.factory.class`` and ``ssl.provider`` (Java's TLS plumbing: Python's ``ssl``
-  is used), plain or per listener. A JKS key or trust store is refused when the TLS listener
-  is built, naming the setting (``ssl_factory``).
+  is used), plain or per listener; ``ssl.keymanager.algorithm``,
+  ``ssl.trustmanager.algorithm`` and ``ssl.secure.random.implementation`` other than Java's
+  defaults, whose behaviour OpenSSL has (X.509 keys, PKIX path validation, the system's
+  random source). A JKS key or trust store is refused when the TLS listener is built, naming
+  the setting (``ssl_factory``).
 
 Settings left empty (``authorizer.class.name=``) are Kafka's defaults and pass. Mappings of
 listeners that are not in use (Kafka's sample ``SSL:SSL`` entries) pass too. A JAAS value is
@@ -58,6 +61,12 @@ _LISTENER_SECURITY_PARTS = (
     ".ssl.engine.factory.class",
     ".ssl.provider",
 )
+# Java's TLS algorithm settings: the values that name what OpenSSL does anyway.
+_JAVA_TLS_DEFAULTS = {
+    "ssl.keymanager.algorithm": frozenset({"SUNX509", "NEWSUNX509", "PKIX"}),
+    "ssl.trustmanager.algorithm": frozenset({"PKIX", "SUNX509"}),
+    "ssl.secure.random.implementation": frozenset(),
+}
 _KNOWN_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 _SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 _SECRET_SUFFIXES = ("jaas.config", "password", ".key", ".certificate.chain", ".certificates")
@@ -107,6 +116,13 @@ def refuse_unsupported_security(props: Mapping[str, str]) -> None:
                     f"{name}={value} names {', '.join(refused)}, which this broker does not"
                     " support: enable only PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512"
                 )
+        java_setting = next((j for j in _JAVA_TLS_DEFAULTS if name.endswith(j)), None)
+        if java_setting is not None and value.upper() not in _JAVA_TLS_DEFAULTS[java_setting]:
+            raise UnsupportedSecurityConfigError(
+                f"{name}={value} selects a Java TLS implementation; this broker's TLS is"
+                " OpenSSL's (X.509 key manager, PKIX trust, the system's random source):"
+                " remove it, or give Java's default"
+            )
         if name in SERVED_SASL_NAMES or (
             name.startswith("listener.name.") and name.endswith(SERVED_LISTENER_SASL_SUFFIXES)
         ):

@@ -78,6 +78,11 @@ def _listening(port: int) -> bool:
             "ssl.keystore.type=JKS (Kafka's default) is not supported",
         ),
         ({"ssl.engine.factory.class": "com.example.Engines"}, "ssl.engine.factory.class"),
+        ({"ssl.trustmanager.algorithm": "SunPKIX2"}, "ssl.trustmanager.algorithm=SunPKIX2"),
+        (
+            {"listener.name.ssl.ssl.secure.random.implementation": "SHA1PRNG"},
+            "listener.name.ssl.ssl.secure.random.implementation=SHA1PRNG",
+        ),
         ({"listener.security.protocol.map": "PLAINTEXT:SASL_SSL"}, "listener.security.protocol"),
         ({"sasl.jaas.config": "PlainLoginModule required;"}, "sasl.jaas.config=<hidden>"),
         (
@@ -120,6 +125,7 @@ def test_kafkas_sample_protocol_map_and_empty_defaults_still_start(tmp_path: Pat
         "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,"
         "SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL\n"
         "authorizer.class.name=\nsecurity.inter.broker.protocol=PLAINTEXT\n"
+        "ssl.keymanager.algorithm=SunX509\nssl.trustmanager.algorithm=PKIX\n"
     )
     process = subprocess.Popen(
         [sys.executable, "-m", "storage_core.cli", "broker", "--config", str(config)],
