@@ -13,6 +13,9 @@
                        partition states read, the leader's ISR change, deletion markers)
     local_znode_tree   the single-node store of a broker without ``zookeeper.connect``: a znode
                        tree in its log dir that KafkaZkClient uses through kazoo's API
+    config_entity      users' config entities (/config/users/<user>: SCRAM credentials) and
+                       their change notifications (/config/changes/config_change_N), with the
+                       listener every broker refreshes its credentials from
 
 Nothing here imports the controller, replication or the broker: they sit on this package.
 """
