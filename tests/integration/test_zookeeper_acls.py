@@ -31,9 +31,7 @@ def sasl_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperEnsemble]:
 
 
 def _client(zk: ZooKeeperEnsemble, user: str | None) -> KazooClient:
-    sasl = (
-        {"mechanism": "DIGEST-MD5", "username": user, "password": USERS[user]} if user else None
-    )
+    sasl = {"mechanism": "DIGEST-MD5", "username": user, "password": USERS[user]} if user else None
     client = KazooClient(hosts=zk.connect_string + CHROOT, sasl_options=sasl)
     client.start(timeout=10)
     return client

@@ -52,7 +52,7 @@ def test_a_named_section_and_the_switch_off_are_honoured(tmp_path: Path) -> None
 
 def test_kerberos_and_unreadable_files_are_refused_naming_them(tmp_path: Path) -> None:
     kerberos = "Client { com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true; };"
-    with pytest.raises(InvalidConfigError, match="Krb5LoginModule.*DigestLoginModule"):
+    with pytest.raises(InvalidConfigError, match=r"Krb5LoginModule.*DigestLoginModule"):
         login_from_jaas_file(kerberos, section="Client", where="f.jaas")
     missing = tmp_path / "missing.jaas"
     with pytest.raises(InvalidConfigError, match=f"cannot read the JAAS file {missing}"):
@@ -72,15 +72,17 @@ def test_secure_acls_are_kafkas_default_acls() -> None:
 
 
 def _config(tmp_path: Path, **props: str) -> KafkaConfig:
-    return KafkaConfig.from_props(
-        {"broker.id": "1", "log.dirs": str(tmp_path / "logs"), **props}
-    )
+    return KafkaConfig.from_props({"broker.id": "1", "log.dirs": str(tmp_path / "logs"), **props})
 
 
 def test_zookeeper_set_acl_without_a_login_refuses_to_start(tmp_path: Path) -> None:
     config = _config(tmp_path, **{"zookeeper.connect": "127.0.0.1:1", "zookeeper.set.acl": "true"})
-    with pytest.raises(InvalidConfigError, match="zookeeper.set.acl=true, but no ZooKeeper SASL"):
+    with pytest.raises(
+        InvalidConfigError, match=r"zookeeper\.set\.acl=true, but no ZooKeeper SASL"
+    ):
         metadata_store_client(config, tmp_path, environ={})
     single_node = _config(tmp_path, **{"zookeeper.set.acl": "true"})
-    with pytest.raises(InvalidConfigError, match="zookeeper.set.acl=true needs zookeeper.connect"):
+    with pytest.raises(
+        InvalidConfigError, match=r"zookeeper\.set\.acl=true needs zookeeper\.connect"
+    ):
         metadata_store_client(single_node, tmp_path, environ={})
