@@ -11,43 +11,26 @@ it, and the files Kafka's settings point at (PEM key + chain, PEM trust store, P
     ssl_listener_props(pki, broker)   # the broker's ssl.* settings for a PEM key store
 
 Subjects are written most specific first, as Java prints them; names are built in certificate
-order (C first). Everything lands in the given directory; nothing is shared between tests.
+order (C first). The certificates are built by the product's own generator
+(embedded/certificates.py, which makes the demo's and the Compose file's); only the files
+around them (PKCS12, encrypted keys, expired certificates) are the tests' own. Everything
+lands in the given directory; nothing is shared between tests.
 """
 
 from __future__ import annotations
 
 import datetime
-import ipaddress
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-_ATTRIBUTES = {
-    "CN": NameOID.COMMON_NAME,
-    "OU": NameOID.ORGANIZATIONAL_UNIT_NAME,
-    "O": NameOID.ORGANIZATION_NAME,
-    "L": NameOID.LOCALITY_NAME,
-    "ST": NameOID.STATE_OR_PROVINCE_NAME,
-    "C": NameOID.COUNTRY_NAME,
-}
+from embedded.certificates import build_ca_certificate, build_certificate, name_of
 
-
-def name_of(dn: str) -> x509.Name:
-    """``CN=alice,OU=eng,O=acme,C=US`` (most specific first; ``\\,`` and ``\\+`` escaped) as
-    an X.509 name."""
-    parts = [p.split("=", 1) for p in re.split(r"(?<!\\),", dn)]
-    return x509.Name(
-        [
-            x509.NameAttribute(_ATTRIBUTES[k.strip()], re.sub(r"\\(.)", r"\1", v))
-            for k, v in reversed(parts)
-        ]
-    )
+__all__ = ["Issued", "TestPki", "name_of", "ssl_listener_props"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,32 +107,7 @@ class TestPki:
         self.directory = directory / "pki"
         self.directory.mkdir(parents=True, exist_ok=True)
         self.ca_key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.UTC)
-        self.ca_certificate = (
-            x509.CertificateBuilder()
-            .subject_name(name_of(ca_dn))
-            .issuer_name(name_of(ca_dn))
-            .public_key(self.ca_key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=30))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .sign(self.ca_key, hashes.SHA256())
-        )
+        self.ca_certificate = build_ca_certificate(self.ca_key, ca_dn, valid_days=30)
 
     @property
     def ca_pem(self) -> Path:
@@ -189,31 +147,15 @@ class TestPki:
             if expired
             else (now - datetime.timedelta(days=1), now + datetime.timedelta(days=10))
         )
-        sans: list[x509.GeneralName] = []
-        for host in hosts:
-            try:
-                sans.append(x509.IPAddress(ipaddress.ip_address(host)))
-            except ValueError:
-                sans.append(x509.DNSName(host))
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(name_of(dn))
-            .issuer_name(self.ca_certificate.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(start)
-            .not_valid_after(end)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.ExtendedKeyUsage(
-                    [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
-                ),
-                critical=False,
-            )
+        certificate = build_certificate(
+            ca_key=self.ca_key,
+            ca_certificate=self.ca_certificate,
+            key=key,
+            dn=dn,
+            hosts=hosts,
+            not_before=start,
+            not_after=end,
         )
-        if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        certificate = builder.sign(self.ca_key, hashes.SHA256())
         return Issued(name, self.directory, key, certificate, self.ca_certificate)
 
 
