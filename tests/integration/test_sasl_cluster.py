@@ -20,6 +20,9 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialDeletion,
 )
+from kafka import KafkaAdminClient
+from kafka.admin import ScramMechanism as KpScramMechanism
+from kafka.admin import UserScramCredentialUpsertion as KpUpsertion
 
 from embedded.ports import free_port
 from storage_core.security.sasl_client_authenticator import (
@@ -37,6 +40,7 @@ from tests.integration.test_sasl_authentication import (
     TIMEOUT_S,
     add_scram_user,
     confluent,
+    kafka_python,
     sasl_overrides,
 )
 
@@ -151,3 +155,24 @@ def test_a_credential_added_on_one_broker_authenticates_on_another(
     while _scram_login(brokers[1], user, "hana-pw"):
         assert time.monotonic() - deleted_at < PROPAGATION_S_MAX, "deletion not propagated"
         time.sleep(0.05)
+
+
+def test_kafka_python_alter_on_any_broker(brokers: dict[int, BrokerProcess]) -> None:
+    """kafka-python sends AlterUserScramCredentials to whichever broker it likes, the
+    controller or not: every broker serves it."""
+    user = f"kim-{uuid.uuid4().hex[:6]}"
+    for broker_id in BROKERS:
+        admin = KafkaAdminClient(
+            bootstrap_servers=brokers[broker_id].bootstrap, **kafka_python("PLAIN", *ADMIN)
+        )
+        try:
+            upsertion = KpUpsertion(user, KpScramMechanism.SCRAM_SHA_512, f"pw-{broker_id}")
+            assert admin.alter_user_scram_credentials([upsertion]) == {user: None}
+        finally:
+            admin.close()
+        deadline = time.monotonic() + PROPAGATION_S_MAX
+        while not all(_scram_login(b, user, f"pw-{broker_id}") for b in brokers.values()):
+            assert time.monotonic() < deadline, (
+                f"the change through broker {broker_id} did not reach all"
+            )
+            time.sleep(0.05)
