@@ -90,6 +90,25 @@ class SaslState(Enum):
     REAUTH_BAD_MECHANISM = "REAUTH_BAD_MECHANISM"
 
 
+_S = SaslState
+_VALID_TRANSITIONS: dict[SaslState, frozenset[SaslState]] = {
+    _S.INITIAL_REQUEST: frozenset({_S.HANDSHAKE_OR_VERSIONS_REQUEST}),
+    _S.HANDSHAKE_OR_VERSIONS_REQUEST: frozenset({_S.HANDSHAKE_REQUEST, _S.AUTHENTICATE}),
+    _S.HANDSHAKE_REQUEST: frozenset({_S.AUTHENTICATE}),
+    _S.AUTHENTICATE: frozenset({_S.COMPLETE}),
+    _S.COMPLETE: frozenset({_S.REAUTH_PROCESS_HANDSHAKE}),
+    _S.REAUTH_PROCESS_HANDSHAKE: frozenset({_S.AUTHENTICATE, _S.REAUTH_BAD_MECHANISM}),
+    _S.REAUTH_BAD_MECHANISM: frozenset(),
+    _S.FAILED: frozenset(),
+}
+"""The arrows of the module docstring; any state but FAILED may also go to FAILED."""
+
+
+def is_valid_transition(current: SaslState, target: SaslState) -> bool:
+    """Repeating the current state is idempotent; FAILED is reachable from every state."""
+    return target is current or target is SaslState.FAILED or target in _VALID_TRANSITIONS[current]
+
+
 @dataclass(frozen=True, slots=True)
 class AuthenticationStep:
     """What the socket server does with a frame the authenticator took: send ``response`` (a
@@ -179,8 +198,16 @@ class SaslServerAuthenticator:
         self._previous_mechanism = self._mechanism
         self._previous_principal = self.principal
         self._server = None
-        self.state = SaslState.REAUTH_PROCESS_HANDSHAKE
+        self._transition(SaslState.REAUTH_PROCESS_HANDSHAKE)
         return True
+
+    def _transition(self, target: SaslState) -> None:
+        if not is_valid_transition(self.state, target):
+            raise _ExchangeFailedError(
+                IllegalSaslStateError(f"SASL state {self.state.value} cannot go to {target.value}"),
+                delay=False,
+            )
+        self.state = target
 
     @property
     def _reauthenticating(self) -> bool:
@@ -208,7 +235,7 @@ class SaslServerAuthenticator:
                 IllegalSaslStateError(f"Unexpected frame in SASL state {self.state}")
             )
         except _ExchangeFailedError as failure:
-            self.state = SaslState.FAILED
+            self._transition(SaslState.FAILED)
             logger.info(
                 "Failed %s with %s (%s)",  # Kafka's line; the reason never holds a secret
                 self._text(),
@@ -243,7 +270,7 @@ class SaslServerAuthenticator:
                 )
             )
         if self.state is SaslState.INITIAL_REQUEST:
-            self.state = SaslState.HANDSHAKE_OR_VERSIONS_REQUEST
+            self._transition(SaslState.HANDSHAKE_OR_VERSIONS_REQUEST)
         if key not in (API_VERSIONS_KEY, SASL_HANDSHAKE_KEY):
             raise _ExchangeFailedError(
                 IllegalSaslStateError(
@@ -267,7 +294,7 @@ class SaslServerAuthenticator:
             # A version this broker does not serve is answered with UNSUPPORTED_VERSION (KIP-511)
             # and the client may ask again; only a served ApiVersions moves on, as in Kafka.
             if _api_versions_error(answer) == 0:
-                self.state = SaslState.HANDSHAKE_REQUEST
+                self._transition(SaslState.HANDSHAKE_REQUEST)
             return AuthenticationStep(response=answer)
         return self._handle_handshake(frame, version, correlation_id)
 
@@ -305,11 +332,11 @@ class SaslServerAuthenticator:
                 f"SASL mechanism '{mechanism}' requested by client is not supported for"
                 f" re-authentication of mechanism '{self._previous_mechanism}'"
             )
-            self.state = SaslState.REAUTH_BAD_MECHANISM
+            self._transition(SaslState.REAUTH_BAD_MECHANISM)
             return AuthenticationStep(response=answer(ErrorCode.none))
         self._mechanism = mechanism
         self._server = self._create_sasl_server(mechanism)
-        self.state = SaslState.AUTHENTICATE
+        self._transition(SaslState.AUTHENTICATE)
         return AuthenticationStep(response=answer(ErrorCode.none))
 
     def _create_sasl_server(self, mechanism: str) -> Any:
@@ -408,7 +435,7 @@ class SaslServerAuthenticator:
             self._clock_ns() + lifetime_ms * 1_000_000 if lifetime_ms > 0 else None
         )
         self.session_lifetime_ms = lifetime_ms
-        self.state = SaslState.COMPLETE
+        self._transition(SaslState.COMPLETE)
         self._server = None
         logger.debug(
             "%s complete principal=%s mechanism=%s session_lifetime_ms=%d client=%s",

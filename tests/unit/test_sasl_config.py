@@ -13,6 +13,7 @@ from storage_core.security.client_transport import ClientSecurityConfig
 from storage_core.security.kafka_principal import SecurityProtocol
 from storage_core.server.listeners import inter_broker_client_security
 from storage_core.server.sasl_config import SaslListenerConfig, inter_broker_credentials
+from storage_core.server.sasl_server_authenticator import SaslState, is_valid_transition
 
 PLAIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required"
@@ -125,3 +126,16 @@ def test_client_sasl_settings() -> None:
         InvalidConfigError, match=re.escape("sasl.mechanism=GSSAPI is not supported")
     ):
         ClientSecurityConfig.from_properties({"security.protocol": "SASL_SSL"})
+
+
+def test_sasl_state_transitions_are_kafkas() -> None:
+    s = SaslState
+    assert is_valid_transition(s.INITIAL_REQUEST, s.HANDSHAKE_OR_VERSIONS_REQUEST)
+    assert is_valid_transition(s.HANDSHAKE_OR_VERSIONS_REQUEST, s.AUTHENTICATE)
+    assert is_valid_transition(s.COMPLETE, s.REAUTH_PROCESS_HANDSHAKE)
+    assert is_valid_transition(s.AUTHENTICATE, s.AUTHENTICATE)  # idempotent
+    assert all(is_valid_transition(state, s.FAILED) for state in s)
+    assert not is_valid_transition(s.INITIAL_REQUEST, s.COMPLETE)  # no shortcut to success
+    assert not is_valid_transition(s.HANDSHAKE_REQUEST, s.HANDSHAKE_OR_VERSIONS_REQUEST)
+    assert not is_valid_transition(s.FAILED, s.AUTHENTICATE)
+    assert not is_valid_transition(s.REAUTH_BAD_MECHANISM, s.AUTHENTICATE)
