@@ -227,6 +227,26 @@ def test_a_tampered_proof_or_nonce_fails() -> None:
             server.evaluate_response(final.to_bytes())
 
 
+def test_librdkafka_2_0_final_nonce_with_the_client_nonce_twice_authenticates() -> None:
+    """librdkafka before 2.2 (Debian's 2.0.2) answers r=<cnonce><cnonce><snonce>; Kafka's
+    ScramSaslServer checks that the nonce ends with the server's, so it authenticates, and so
+    must this one (the old equality check refused every such client: 'Invalid client nonce')."""
+    store = {("alice", SHA256): ScramCredential.generate(SHA256, "pw", 4096)}
+    server = ScramSaslServer(SHA256, _credentials(store))
+    client_first = ClientFirstMessage.build("alice", "-./0123456789:;<=>?@ABCDEFGHIJKLMN")
+    server_first = ServerFirstMessage.parse(server.evaluate_response(client_first.to_bytes()))
+    nonce = client_first.nonce + server_first.nonce
+    without_proof = f"c=biws,r={nonce}"
+    formatter = ScramFormatter(SHA256)
+    salted = formatter.salted_password("pw", server_first.salt, server_first.iterations)
+    proof = formatter.client_proof(
+        salted, auth_message(client_first.bare, server_first.to_message(), without_proof)
+    )
+    final = ClientFinalMessage(channel_binding=b"n,,", nonce=nonce, proof=proof)
+    assert server.evaluate_response(final.to_bytes()).startswith(b"v=")
+    assert server.is_complete and server.authorization_id == "alice"
+
+
 def test_iterations_bounds() -> None:
     store = {("alice", SHA256): ScramCredential.generate(SHA256, "pw", 4095)}
     server = ScramSaslServer(SHA256, _credentials(store))

@@ -136,7 +136,9 @@ class ScramSaslServer:
         if client_first is None or server_first is None or credential is None:
             raise SaslError("the SCRAM exchange lost its state")
         client_final = ClientFinalMessage.parse(response)
-        if client_final.nonce != server_first.nonce:
+        # Kafka checks endsWith, not equality: librdkafka before 2.2 sends its own nonce again
+        # in front of the server's (r=<cnonce><cnonce><snonce>) and Kafka accepts it
+        if not client_final.nonce.endswith(server_first.nonce):
             raise SaslError("Invalid client nonce in the final client message.")
         message = auth_message(
             client_first.bare, server_first.to_message(), client_final.without_proof()
