@@ -12,6 +12,7 @@ import asyncio
 import logging
 import random
 import socket
+import ssl
 import struct
 import time
 import uuid
@@ -41,6 +42,7 @@ from storage_core.cli import main
 from storage_core.protocol.messages import build, request_schema
 from storage_core.server.protocol import encode_request
 from tests.broker_process import BrokerProcess
+from tests.security_support import TestPki, ssl_listener_props
 
 TIMEOUT_S = 20
 LISTENER = "SASL_PLAINTEXT"
@@ -532,3 +534,75 @@ def test_scram_apis_need_cluster_acls_once_an_authorizer_is_configured(tmp_path:
         with pytest.raises(KafkaException) as altered:
             carol.alter_user_scram_credentials([upsertion])["judy"].result(timeout=TIMEOUT_S)
         assert altered.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_sasl_ssl_with_scram_for_confluent_kafka_python_and_aiokafka(tmp_path: Path) -> None:
+    """SASL_SSL is the TLS listener plus SASL: clients verify the broker's certificate, then
+    log in with SCRAM-SHA-512, produce and consume."""
+    pki = TestPki(tmp_path / "pki")
+    port = free_port()
+    overrides = {
+        **sasl_overrides(port),
+        "listeners": f"SASL_SSL://127.0.0.1:{port}",
+        "security.inter.broker.protocol": "SASL_SSL",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
+        **ssl_listener_props(pki, pki.issue("broker", "CN=localhost,O=test")),
+    }
+    del overrides["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
+    with BrokerProcess(tmp_path / "broker", port=port, overrides=overrides) as secured:
+        tls = {"security.protocol": "SASL_SSL", "ssl.ca.location": str(pki.ca_pem)}
+        admin_config = {**confluent(secured, "PLAIN", *ADMIN), **tls}
+        admin = AdminClient(admin_config)
+        futures = admin.alter_user_scram_credentials(
+            [
+                UserScramCredentialUpsertion(
+                    "kai", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"kai-pw"
+                )
+            ]
+        )
+        assert futures["kai"].result(timeout=TIMEOUT_S) is None
+        topic = f"tls-{uuid.uuid4().hex[:6]}"
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=TIMEOUT_S)
+
+        producer = Producer({**confluent(secured, "SCRAM-SHA-512", "kai", "kai-pw"), **tls})
+        producer.produce(topic, b"over TLS")
+        assert producer.flush(TIMEOUT_S) == 0
+        consumer = KafkaConsumer(
+            topic,
+            bootstrap_servers=secured.bootstrap,
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=10_000,
+            ssl_cafile=str(pki.ca_pem),
+            **{**kafka_python("SCRAM-SHA-512", "kai", "kai-pw"), "security_protocol": "SASL_SSL"},
+        )
+        assert [r.value for r in consumer] == [b"over TLS"]
+        consumer.close()
+
+        async def aiokafka_produce() -> None:
+            producer = AIOKafkaProducer(
+                bootstrap_servers=secured.bootstrap,
+                ssl_context=ssl.create_default_context(cafile=str(pki.ca_pem)),
+                **{
+                    **kafka_python("SCRAM-SHA-512", "kai", "kai-pw"),
+                    "security_protocol": "SASL_SSL",
+                },
+            )
+            await producer.start()
+            try:
+                await producer.send_and_wait(topic, b"aiokafka over TLS")
+            finally:
+                await producer.stop()
+
+        asyncio.run(aiokafka_produce())
+        errors: list[str] = []
+        wrong = Producer(
+            {
+                **confluent(secured, "SCRAM-SHA-512", "kai", "wrong"),
+                **tls,
+                "error_cb": lambda error: errors.append(error.str()),
+            }
+        )
+        deadline = time.monotonic() + TIMEOUT_S
+        while not errors and time.monotonic() < deadline:
+            wrong.poll(0.2)
+        assert any("SCRAM-SHA-512" in e and "Authentication failed" in e for e in errors)
