@@ -66,5 +66,12 @@ jepsen: $(STAMP)
 	$(BIN)/python -m tests.chaos.jepsen --rounds $${ROUNDS:-20} --seed $${SEED:-1} \
 		$${JEPSEN_DIR:+--dir $$JEPSEN_DIR}
 
+## librdkafka's own security tests (0097, 0133, 0135, 0115, 0119 and produce/consume tests on
+## SASL_SSL) against a broker with SASL_SSL, SSL and ACLs; Debian's librdkafka sources are
+## fetched and built into test-artifacts/librdkafka/ on the first run (TESTS=0097,0135 for some).
+.PHONY: librdkafka-security
+librdkafka-security: $(STAMP)
+	$(BIN)/python -m tests.librdkafka.security_suite $${TESTS:+--tests $$TESTS}
+
 clean:
 	rm -rf $(VENV) demo-data test-artifacts .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""librdkafka's own test suite against the broker (see security_suite.py)."""
