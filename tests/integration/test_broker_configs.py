@@ -90,7 +90,7 @@ def test_per_broker_dynamic_configs_are_kept_and_described(broker: BrokerProcess
             (RELOGIN, "58000", AlterConfigOpType.SET),
             ("log.cleaner.threads", "2", AlterConfigOpType.SET),
             ("my.custom.setting", "x", AlterConfigOpType.SET),  # Kafka keeps unknown names
-            ("sasl.enabled.mechanisms", "PLAIN", AlterConfigOpType.APPEND),
+            ("metric.reporters", "com.example.Reporter", AlterConfigOpType.APPEND),
         ),
     ).result(timeout=TIMEOUT_S)  # type: ignore[attr-defined]
 
@@ -99,7 +99,7 @@ def test_per_broker_dynamic_configs_are_kept_and_described(broker: BrokerProcess
         (RELOGIN, "58000"),
         ("log.cleaner.threads", "2"),
         ("my.custom.setting", "x"),
-        ("sasl.enabled.mechanisms", "PLAIN"),
+        ("metric.reporters", "com.example.Reporter"),
     ]:
         assert (described[name].value, described[name].source) == (
             value,

@@ -164,12 +164,18 @@ def test_the_broker_connects_to_peers_with_its_inter_broker_listeners_settings(
         "listener.name.client.ssl.principal.mapping.rules",
         "listeners",
         "advertised.listeners",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config",
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms",
+        "listener.name.sasl_ssl.scram-sha-512.connections.max.reauth.ms",
+        "connections.max.reauth.ms",
     ],
 )
 def test_tls_and_listener_settings_are_not_changed_while_the_broker_runs(name: str) -> None:
     """Read once when the listeners start: AlterConfigs refuses them rather than keeping a
     value the broker would ignore."""
-    with pytest.raises(BrokerConfigUpdateError, match="cannot change TLS or listener settings"):
+    with pytest.raises(
+        BrokerConfigUpdateError, match="cannot change TLS, SASL or listener settings"
+    ):
         validate_broker_configs({name: "x"}, per_broker=True)
 
 
