@@ -15,12 +15,16 @@ The cluster is one broker (``BrokerProcess``) with three listeners and Kafka's A
 
 The test certificates come from ``tests/security_support.py``. The SCRAM user ``rdkafka`` is
 created through AlterUserScramCredentials and every principal the tests use gets its ACLs
-through CreateAcls, both sent by confluent-kafka's AdminClient as User:admin over SASL_SSL.
+through CreateAcls (after 0081's ACL subtests), both sent by confluent-kafka's AdminClient as
+User:admin over SASL_SSL.
 
 Each test runs in its own ``test-runner`` with a ``test.conf`` of its own
 (``RDKAFKA_TEST_CONF``), and gets a verdict from the runner's summary; anything but PASSED
 fails the run (a test that skips itself proved nothing):
 
+- 0081's CreateAcls, DescribeAcls and DeleteAcls subtests (``SUBTESTS=Acls``) as User:admin on
+  SASL_SSL, first, while the cluster holds no ACL: they count the bindings a MATCH filter
+  finds for their topic, which the wildcard grants below would add to.
 - 0001, 0002, 0004, 0011, 0012 (produce and consume) and 0135 (sasl_credentials: a wrong
   username and password, then the right ones set on the live client) on SASL_SSL with
   SCRAM-SHA-256; 0135 again with SCRAM-SHA-512 and PLAIN.
@@ -217,6 +221,7 @@ class ClientFiles:
     ``SSL_*`` variables of test 0097 and the KAFKA_PATH of the kafka-acls.sh replacement."""
 
     sasl_ssl: dict[str, Path]  # mechanism -> test.conf
+    admin: Path  # SASL_SSL PLAIN as User:admin
     ssl: Path
     plaintext: Path
     ssl_env: dict[str, str]
@@ -269,10 +274,12 @@ class SecuredCluster:
             "ssl.ca.location": str(self.pki.ca_pem),
         }
 
-    def start(self) -> None:
+    def start(self, *, grant: bool = True) -> None:
+        """Starts the broker and creates the SCRAM user; ``grant``: the clients' ACLs too."""
         self.process.start()
         self._create_scram_user()
-        self._grant_clients()
+        if grant:
+            self.grant_clients()
 
     def stop(self) -> None:
         try:
@@ -294,7 +301,7 @@ class SecuredCluster:
         for future in futures.values():
             future.result(timeout=TIMEOUT_S)
 
-    def _grant_clients(self) -> None:
+    def grant_clients(self) -> None:
         """ALL on every topic, group and transactional id and on the cluster for each
         principal the tests connect as."""
         principals = (
@@ -352,6 +359,17 @@ class SecuredCluster:
                 ("PLAIN", PLAIN_USER),
             )
         }
+        admin = _properties(
+            clients / "sasl_ssl-admin.conf",
+            {
+                "bootstrap.servers": self.sasl_ssl_bootstrap,
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": ADMIN[0],
+                "sasl.password": ADMIN[1],
+                **common,
+            },
+        )
         key_pem = clients / "rdkafka.key.pem"
         key_pem.write_bytes(self.client.encrypted_key_pem(KEY_PASSWORD))
         key_der = clients / "rdkafka.key.der"
@@ -393,6 +411,7 @@ class SecuredCluster:
         }
         return ClientFiles(
             sasl_ssl=sasl_ssl,
+            admin=admin,
             ssl=ssl,
             plaintext=plaintext,
             ssl_env=ssl_env,
@@ -430,9 +449,9 @@ class SecuredCluster:
 
 
 @contextmanager
-def secured_cluster(directory: Path) -> Iterator[SecuredCluster]:
+def secured_cluster(directory: Path, *, grant: bool = True) -> Iterator[SecuredCluster]:
     cluster = SecuredCluster(directory)
-    cluster.start()
+    cluster.start(grant=grant)
     try:
         yield cluster
     finally:
@@ -451,6 +470,8 @@ class Case:
 
     test: str  # e.g. "0097"
     setup: str  # e.g. "SASL_SSL SCRAM-SHA-256"
+    subtests: str | None = None  # SUBTESTS: a substring of the subtests' names
+    before_grants: bool = False  # runs while the cluster holds no ACL yet
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -468,6 +489,12 @@ class Verdict:
 def cases(files: ClientFiles, tests: Sequence[str] | None = None) -> list[tuple[Case, Path]]:
     """Every case of the suite (``tests``: only those tests) with its test.conf."""
     scram = files.sasl_ssl["SCRAM-SHA-256"]
+    acl_apis = Case(
+        test="0081",
+        setup="SASL_SSL PLAIN admin, Create/Describe/DeleteAcls subtests",
+        subtests="Acls",
+        before_grants=True,
+    )
     chosen = [
         *((t, "SASL_SSL SCRAM-SHA-256", scram) for t in ("0001", "0002", "0004", "0011", "0012")),
         ("0135", "SASL_SSL SCRAM-SHA-256", scram),
@@ -479,9 +506,12 @@ def cases(files: ClientFiles, tests: Sequence[str] | None = None) -> list[tuple[
         ("0119", "PLAINTEXT, ACLs by kafka-acls.sh -> storage-core acls", files.plaintext),
     ]
     return [
-        (Case(test=t, setup=setup), conf)
-        for t, setup, conf in chosen
-        if tests is None or t in tests
+        (case, conf)
+        for case, conf in [
+            (acl_apis, files.admin),
+            *((Case(test=t, setup=setup), conf) for t, setup, conf in chosen),
+        ]
+        if tests is None or case.test in tests
     ]
 
 
@@ -496,6 +526,7 @@ def run_case(
         **os.environ,
         **files.ssl_env,
         "TESTS": case.test,
+        **({"SUBTESTS": case.subtests} if case.subtests else {}),
         "RDKAFKA_TEST_CONF": str(conf),
         "TEST_KAFKA_VERSION": "3.1.0",
         "KAFKA_PATH": str(files.kafka_path),
@@ -544,12 +575,16 @@ def run_case(
 def run_suite(
     tree: Path, directory: Path, tests: Sequence[str] | None = None, *, timeout_s: float
 ) -> list[Verdict]:
-    with secured_cluster(directory) as cluster:
+    with secured_cluster(directory, grant=False) as cluster:
         files = cluster.client_files()
         logs = directory / "logs"
         logs.mkdir(exist_ok=True)
         verdicts = []
-        for case, conf in cases(files, tests):
+        granted = False
+        for case, conf in sorted(cases(files, tests), key=lambda c: not c[0].before_grants):
+            if not case.before_grants and not granted:
+                cluster.grant_clients()
+                granted = True
             verdict = run_case(tree, case, conf, files, logs, timeout_s)
             print(
                 f"{case.test}  {case.setup:<55} {verdict.status:<8} {verdict.seconds:6.1f} s"
