@@ -592,7 +592,27 @@ def run_suite(
                 flush=True,
             )
             verdicts.append(verdict)
-        return verdicts
+    leaks = secrets_in(logs, cluster.process.output_path)
+    for path in leaks:
+        print(f"a password of the suite appears in {path}", flush=True)
+    return verdicts if not leaks else [*verdicts, _leak_verdict(logs)]
+
+
+SECRETS = (ADMIN[1], BROKER[1], SCRAM_USER[1], PLAIN_USER[1], KEY_PASSWORD)
+
+
+def secrets_in(logs: Path, broker_log: Path) -> list[Path]:
+    """The test outputs and the broker's log that hold one of the suite's passwords."""
+    return [
+        path
+        for path in [*sorted(logs.glob("*.log")), broker_log]
+        if any(secret.encode() in path.read_bytes() for secret in SECRETS)
+    ]
+
+
+def _leak_verdict(logs: Path) -> Verdict:
+    case = Case(test="----", setup="no password in the outputs and the broker's log")
+    return Verdict(case=case, status="FAILED", seconds=0.0, output=logs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
