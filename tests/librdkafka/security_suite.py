@@ -28,10 +28,11 @@ fails the run (a test that skips itself proved nothing):
 - 0001, 0002, 0004, 0011, 0012 (produce and consume) and 0135 (sasl_credentials: a wrong
   username and password, then the right ones set on the live client) on SASL_SSL with
   SCRAM-SHA-256; 0135 again with SCRAM-SHA-512 and PLAIN.
-- 0097 (ssl_verify: the certificate verification callback accepting and refusing the broker,
-  keys and certificates as files, PEM strings, DER and PKCS#12 through the setters) and 0133
-  (ssl_keys, local) on SSL with a client certificate; 0097 reads the ``SSL_*`` variables
-  trivup would set, written here from the same certificates.
+- 0012 as the client certificate's principal, 0097 (ssl_verify: the certificate verification
+  callback accepting and refusing the broker, keys and certificates as files, PEM strings, DER
+  and PKCS#12 through the setters) and 0133 (ssl_keys, local) on SSL with a client
+  certificate; 0097 reads the ``SSL_*`` variables trivup would set, written here from the same
+  certificates.
 - 0115 (producer_auth) and 0119 (consumer_auth) skip themselves on any protocol but PLAINTEXT
   ("We can't bother passing Java security config to kafka-acls.sh"), so they run on the
   PLAINTEXT listener, where User:ANONYMOUS holds ALL on every topic, group and the cluster, and
@@ -500,6 +501,7 @@ def cases(files: ClientFiles, tests: Sequence[str] | None = None) -> list[tuple[
         ("0135", "SASL_SSL SCRAM-SHA-256", scram),
         ("0135", "SASL_SSL SCRAM-SHA-512", files.sasl_ssl["SCRAM-SHA-512"]),
         ("0135", "SASL_SSL PLAIN", files.sasl_ssl["PLAIN"]),
+        ("0012", "SSL client certificate", files.ssl),
         ("0097", "SSL client certificate", files.ssl),
         ("0133", "SSL client certificate", files.ssl),
         ("0115", "PLAINTEXT, ACLs by kafka-acls.sh -> storage-core acls", files.plaintext),
