@@ -2,7 +2,8 @@
 
     python -m embedded.airflow_ui [--dir demo-data] [--port 8080]
 
-Starts the embedded cluster (ZooKeeper and three brokers, ``EmbeddedCluster``) on the working
+Starts the embedded cluster (ZooKeeper and three brokers, ``EmbeddedCluster``, secured as
+the demo's: SASL_SSL for clients, the pipeline as User:pipeline) on the working
 directory (its topics and records are kept from an earlier run, e.g. the demo's; a new
 directory gets the demo topic, replicated three times, with some records so the DAGs have
 work), then ``airflow standalone`` (api-server on 127.0.0.1, scheduler, dag-processor,
@@ -26,6 +27,7 @@ from types import FrameType
 
 from embedded import airflow_env
 from embedded.cluster import REPLICATION_FACTOR, EmbeddedCluster, prepare_directory
+from embedded.cluster_security import DEMO_CLIENT, PIPELINE
 from embedded.processes import ProcessGroup
 from embedded.workload import produce
 from storage_core.client import KafkaAdminClient, KafkaCluster
@@ -69,9 +71,14 @@ def serve(directory: Path, *, port: int) -> None:
     directory = directory.resolve()
     _check_port_free(port)
     prepare_directory(directory, fresh=False)
-    with EmbeddedCluster(directory) as cluster:
+    with EmbeddedCluster(directory, topic=DEMO_TOPIC) as cluster:
         print(
             f"brokers on {cluster.bootstrap_server}; remote tier {cluster.remote_dir}", flush=True
+        )
+        print(
+            f"SASL_SSL (SCRAM-SHA-512); the pipeline's client settings:"
+            f" {cluster.client_config_path(PIPELINE)}",
+            flush=True,
         )
         _ensure_demo_topic(cluster)
         env = airflow_env.airflow_environment(directory, cluster, api_port=port)
@@ -111,7 +118,7 @@ def _check_port_free(port: int) -> None:
 
 
 def _ensure_demo_topic(cluster: EmbeddedCluster) -> None:
-    with KafkaCluster(cluster.bootstrap_server) as kafka:
+    with KafkaCluster(cluster.bootstrap_server, config=cluster.admin_config()) as kafka:
         admin = KafkaAdminClient(kafka)
         if DEMO_TOPIC in admin.list_topics():
             return
@@ -126,6 +133,7 @@ def _ensure_demo_topic(cluster: EmbeddedCluster) -> None:
         DEMO_TOPIC,
         partitions=3,
         records_per_partition=SAMPLE_RECORDS_PER_PARTITION,
+        security=cluster.security.kafka_python(DEMO_CLIENT),
     )
     print(f"created topic {DEMO_TOPIC} with {count} records", flush=True)
 

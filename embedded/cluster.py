@@ -9,6 +9,12 @@ write with acks=all needs two in-sync replicas, so one broker may go down withou
 acknowledged record. Restarting on an existing directory keeps every topic and record (log
 dirs, ZooKeeper's data, the remote tier); only the ports are chosen afresh.
 
+The cluster is secured as embedded/cluster_security.py says: ZooKeeper requires SASL, clients
+authenticate with SCRAM-SHA-512 over TLS (``bootstrap_server`` is the SASL_SSL listener), the
+brokers talk TLS with certificates, and ACLs decide. Once the brokers serve, the users' SCRAM
+credentials and the pipeline's and the demo's ACLs are created through the brokers (output in
+``<dir>/logs/security-setup.log``); the Airflow connection carries the pipeline's login.
+
 ``python -m embedded.cluster`` runs ``ClusterProcesses`` with any number of brokers until
 Ctrl-C (embedded/cluster_command.py).
 """
@@ -23,6 +29,8 @@ from types import TracebackType
 from typing import Any
 
 from embedded.cluster_processes import BrokerNode, ClusterProcesses, ClusterStartError
+from embedded.cluster_security import PIPELINE, ClusterSecurity, run_tools
+from storage_core.client.connection import ConnectionConfig
 
 __all__ = ["ClusterStartError", "EmbeddedCluster"]
 
@@ -54,9 +62,11 @@ class EmbeddedCluster:
     """ZooKeeper, brokers 1-3 and the remote tier of the embedded default, under
     ``directory``."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, topic: str = "events") -> None:
         self.directory = directory.resolve()
         self.remote_dir = self.directory / "remote-tier"
+        self.topic = topic
+        self.security = ClusterSecurity(self.directory)
         self.processes = ClusterProcesses(
             self.directory,
             brokers=BROKERS,
@@ -64,6 +74,7 @@ class EmbeddedCluster:
                 **BROKER_SETTINGS,
                 **{f"rsm.config.{k}": v for k, v in self.rsm_config().items()},
             },
+            security=self.security,
         )
 
     @property
@@ -78,6 +89,14 @@ class EmbeddedCluster:
     @property
     def zookeeper_connect(self) -> str:
         return self.processes.zookeeper_connect
+
+    def admin_config(self, **base: Any) -> ConnectionConfig:
+        """``storage_core`` client settings as the admin (a super user)."""
+        return self.security.connection_config(**base)
+
+    def client_config_path(self, user: str) -> Path:
+        """``user``'s client.properties (``--command-config``, 0600)."""
+        return self.security.client_config_path(user)
 
     def broker(self, broker_id: int) -> BrokerNode:
         for node in self.brokers:
@@ -96,7 +115,21 @@ class EmbeddedCluster:
         self.remote_dir.mkdir(parents=True, exist_ok=True)
         (self.directory / MARKER).touch()
         self.processes.start()
+        try:
+            self.create_users_and_acls()
+        except BaseException:
+            self.processes.stop()
+            raise
         return self
+
+    def create_users_and_acls(self) -> None:
+        """The users' SCRAM credentials, then the pipeline's and the demo's ACLs (adding an
+        ACL that exists changes nothing, so a restarted cluster does this again)."""
+        log_path = self.directory / "logs" / "security-setup.log"
+        self.security.create_users(self.processes.brokers[0].internal_bootstrap, log_path)
+        commands = self.security.acl_commands(self.bootstrap_server, topic=self.topic)
+        run_tools(commands, log_path)
+        self.security.client_config_path(PIPELINE)  # for running a job by hand
 
     def kill_broker(self, broker_id: int) -> None:
         """SIGKILL one broker, as a crash: no clean shutdown, its ZooKeeper session left to
@@ -130,14 +163,19 @@ class EmbeddedCluster:
 
     def connection(self) -> dict[str, Any]:
         """The ``tiered_storage_default`` Airflow connection (JSON form) for this cluster:
-        every broker as a bootstrap server and every broker's log dirs."""
+        every broker as a bootstrap server, every broker's log dirs, and the pipeline's login
+        (SASL_SSL, SCRAM-SHA-512, the CA)."""
+        security = self.security.connection_fields()
         return {
             "conn_type": "generic",
             "host": self.bootstrap_server,
+            "login": security["login"],
+            "password": security["password"],
             "extra": {
                 "broker_log_dirs": {str(b): dirs for b, dirs in self.broker_log_dirs().items()},
                 "remote_storage_manager": "LocalTieredStorage",
                 "rsm_config": self.rsm_config(),
+                **security["extra"],
             },
         }
 

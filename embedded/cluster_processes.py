@@ -9,15 +9,22 @@ Every broker reads Kafka's property names (``broker.id`` 1..N, ``listeners``, ``
 every broker answers Metadata naming all N brokers and a controller; it stops brokers first
 (SIGTERM: each resigns and closes its session), then ZooKeeper. On a reused directory the
 registrations of brokers that were killed last time are waited out before the brokers start.
+
+With a ``ClusterSecurity`` (embedded/cluster_security.py) ZooKeeper requires SASL, the brokers
+log in to it and set znode ACLs, each broker serves a SASL_SSL client listener (``port``) and
+an SSL inter-broker listener (``internal_port``), and authorizes with ACLs; the cluster counts
+as started once every broker answers the admin's certificate on the inter-broker listener.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
 from types import TracebackType
 
+from embedded.cluster_security import ClusterSecurity
 from embedded.ports import free_port
 from embedded.processes import ProcessGroup
 from embedded.zookeeper import ZooKeeperEnsemble
@@ -52,10 +59,14 @@ BROKER_SETTINGS = {
 class BrokerNode:
     """One broker of the cluster: its directory, port and process."""
 
-    def __init__(self, directory: Path, *, broker_id: int) -> None:
+    def __init__(
+        self, directory: Path, *, broker_id: int, security: ClusterSecurity | None = None
+    ) -> None:
         self.broker_id = broker_id
         self.directory = directory
+        self.security = security
         self.port = free_port()
+        self.internal_port = free_port() if security is not None else None
         self.config_path = directory / "server.properties"
         self.log_dir = directory / "kafka-logs"
         self.output_path = directory / "broker.log"
@@ -65,6 +76,12 @@ class BrokerNode:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def internal_bootstrap(self) -> str:
+        """The inter-broker listener (a secured cluster's), else the one listener."""
+        port = self.internal_port if self.internal_port is not None else self.port
+        return f"127.0.0.1:{port}"
+
     def write_config(self, settings: dict[str, str]) -> None:
         props = {
             "broker.id": str(self.broker_id),
@@ -72,6 +89,12 @@ class BrokerNode:
             "log.dirs": str(self.log_dir),
             **settings,
         }
+        if self.security is not None and self.internal_port is not None:
+            props.update(
+                self.security.broker_settings(
+                    self.broker_id, client_port=self.port, internal_port=self.internal_port
+                )
+            )
         self.directory.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
@@ -81,16 +104,29 @@ class BrokerNode:
             f"broker-{self.broker_id}",
             [*command, "--config", str(self.config_path)],
             log_path=self.output_path,
+            env=self._environment(),
             cwd=self.directory,
         ).start()
+
+    def _environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.security is not None:
+            env.update(self.security.broker_environment())
+        return env
 
     def exit_code(self) -> int | None:
         return None if self.process is None else self.process.exit_code()
 
     def answers(self, broker_count: int) -> bool:
         """Whether the broker answers Metadata with every broker and a controller."""
+        config = _PROBE
+        if self.security is not None:
+            config = self.security.admin_certificate_config(
+                connect_timeout_ms=_PROBE.connect_timeout_ms,
+                request_timeout_ms=_PROBE.request_timeout_ms,
+            )
         try:
-            with KafkaCluster(self.bootstrap, config=_PROBE) as cluster:
+            with KafkaCluster(self.internal_bootstrap, config=config) as cluster:
                 metadata = cluster.refresh_metadata([])
         except Exception:  # not listening or not serving yet
             return False
@@ -116,6 +152,7 @@ class ClusterProcesses:
         brokers: int = 3,
         zookeeper_nodes: int = 1,
         overrides: dict[str, str] | None = None,
+        security: ClusterSecurity | None = None,
     ) -> None:
         if not 1 <= brokers <= MAX_BROKERS:
             raise ValueError(f"--brokers must be between 1 and {MAX_BROKERS}, not {brokers}")
@@ -125,9 +162,16 @@ class ClusterProcesses:
                 f" not {zookeeper_nodes}"
             )
         self.directory = directory.resolve()
-        self.zookeeper = ZooKeeperEnsemble(self.directory / "zookeeper", size=zookeeper_nodes)
+        self.security = security
+        self.zookeeper = ZooKeeperEnsemble(
+            self.directory / "zookeeper",
+            size=zookeeper_nodes,
+            sasl_users=security.zookeeper_users() if security is not None else None,
+        )
         self.brokers = [
-            BrokerNode(self.directory / f"broker-{broker_id}", broker_id=broker_id)
+            BrokerNode(
+                self.directory / f"broker-{broker_id}", broker_id=broker_id, security=security
+            )
             for broker_id in range(1, brokers + 1)
         ]
         replication = str(min(3, brokers))
@@ -137,10 +181,16 @@ class ClusterProcesses:
             "offsets.topic.replication.factor": replication,
             **(overrides or {}),
         }
+        if security is not None:
+            self.settings["super.users"] = security.super_users([b.broker_id for b in self.brokers])
 
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers)
+
+    @property
+    def internal_bootstrap_servers(self) -> str:
+        return ",".join(b.internal_bootstrap for b in self.brokers)
 
     @property
     def zookeeper_connect(self) -> str:
@@ -169,6 +219,8 @@ class ClusterProcesses:
             self.zookeeper_connect,
             session_timeout_ms=session_ms,
             connection_timeout_ms=int(self.settings["zookeeper.connection.timeout.ms"]),
+            sasl_login=self.security.zookeeper_login() if self.security is not None else None,
+            set_acl=self.security is not None,
         ).start()
         try:
             deadline = time.monotonic() + 2 * session_ms / 1000

@@ -1,10 +1,17 @@
 """The main job on the embedded default, a replicated cluster, end to end:
 
     1. start the cluster        ZooKeeper and brokers 1-3 on 127.0.0.1 (replication factor 3,
-                                min.insync.replicas 2), the remote tier in <dir>/remote-tier
-    2. produce                  kafka-python writes records to a remote-enabled topic whose
-                                partitions the three brokers lead and whose local retention
-                                keeps one segment; Airflow's database is migrated meanwhile
+                                min.insync.replicas 2), the remote tier in <dir>/remote-tier;
+                                secured (embedded/cluster_security.py): ZooKeeper requires
+                                SASL, clients SCRAM-SHA-512 over TLS, brokers TLS with
+                                certificates, ACLs (certificates and passwords made into
+                                <dir>/security on first use, users and ACLs created through
+                                the brokers)
+    2. produce                  kafka-python, as User:demo, writes records to a remote-enabled
+                                topic whose partitions the three brokers lead and whose local
+                                retention keeps one segment; Airflow's database is migrated
+                                meanwhile. A client without credentials is refused and
+                                User:stranger (authenticated, no ACL) is denied
     3. tiering DAG              ``airflow dags test tiering``: copy_segments -> quality, each
                                 partition read from its leader's log dir; the leaders then
                                 delete the local copies of tiered segments
@@ -27,6 +34,9 @@
    10. reports                  where the Data Docs, the JSON summaries and the demo's own
                                 summary (reports/demo-summary.json: the failover) are
 
+The pipeline runs as User:pipeline with its least ACLs (the Airflow connection's Login and
+Password); no password reaches a log, summary or report.
+
 Every step is checked: a failed DAG run, a leader that does not move, a gap in the remote
 chain, a record that does not read back as written, or an offset that does not move exits
 non-zero with the reason. ZooKeeper, the brokers and every command the demo started are
@@ -48,8 +58,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kafka import KafkaProducer
+from kafka.errors import KafkaError
+
 from embedded import airflow_env
 from embedded.cluster import REPLICATION_FACTOR, EmbeddedCluster, prepare_directory
+from embedded.cluster_security import DEMO_CLIENT, PIPELINE, SASL_MECHANISM, STRANGER, USERS
 from embedded.leadership import TopicLeadership, topic_leadership
 from embedded.local_replica import read_local_replica, remove_local_replica
 from embedded.partition_view import PartitionView, partition_views
@@ -63,6 +77,7 @@ from storage_core.client import (
     KafkaCluster,
 )
 from storage_core.client.metadata import NO_LEADER
+from storage_core.common import Uuid
 from storage_core.protocol.config_resource import ConfigResourceType
 
 TOPIC = "events"
@@ -75,6 +90,8 @@ DAG_TIMEOUT_S = 20 * 60.0
 PRODUCE_TIMEOUT_S = 120.0
 MIGRATE_TIMEOUT_S = 5 * 60.0
 BROKER_EFFECT_TIMEOUT_S = 60.0
+REFUSAL_TIMEOUT_MS = 3000
+KAFKA_PYTHON_API_VERSION = (2, 8, 0)
 
 
 T = TypeVar("T")
@@ -138,6 +155,7 @@ def run_demo(directory: Path, *, records_per_partition: int, records_after_kill:
             f"ZooKeeper and brokers {[b.broker_id for b in cluster.brokers]} on"
             f" {cluster.bootstrap_server}; remote tier {cluster.remote_dir}",
         )
+        _print_security(cluster)
         env = airflow_env.airflow_environment(directory, cluster)
         migrate = ProcessGroup(
             "airflow db migrate",
@@ -159,12 +177,14 @@ def run_demo(directory: Path, *, records_per_partition: int, records_after_kill:
                 TOPIC,
                 partitions=PARTITIONS,
                 records_per_partition=records_per_partition,
+                security=cluster.security.kafka_python(DEMO_CLIENT),
             )
             say(
                 2,
                 f"produced {count} records to {TOPIC} ({PARTITIONS} partitions, replication"
-                f" factor {REPLICATION_FACTOR}) with acks=all",
+                f" factor {REPLICATION_FACTOR}) with acks=all as User:{DEMO_CLIENT}",
             )
+            _show_refusals(cluster)
             code = migrate.wait(MIGRATE_TIMEOUT_S)
         finally:
             migrate.stop()
@@ -246,7 +266,7 @@ def _kill_leader(
 ) -> dict[str, Any]:
     """SIGKILL the leader of partition ``FAILOVER_PARTITION`` while a producer goes on; wait
     until another replica leads at a higher epoch and every record is acknowledged."""
-    before = topic_leadership(cluster.bootstrap_server, TOPIC)
+    before = _leadership(cluster)
     _print_leadership("before the kill", before)
     old = before.partition(FAILOVER_PARTITION)
     producer = BackgroundProducer(
@@ -255,6 +275,7 @@ def _kill_leader(
         partitions=PARTITIONS,
         first_index=first_index,
         records_per_partition=records,
+        security=cluster.security.kafka_python(DEMO_CLIENT),
     ).start()
     try:
         _wait_until(lambda: producer.acknowledged > 0 or producer.done(), "the producer to start")
@@ -312,16 +333,16 @@ def _kill_leader(
 def _tiered_end(cluster: EmbeddedCluster, leadership: TopicLeadership) -> int:
     if leadership.topic_id is None:
         raise DemoFailedError(f"Metadata gave {TOPIC} no topic id")
-    chain = remote_chain(cluster.bootstrap_server, TOPIC, leadership.topic_id, FAILOVER_PARTITION)
+    chain = _remote_chain(cluster, leadership.topic_id)
     return chain.end_offset()
 
 
 def _check_chain_after_failover(cluster: EmbeddedCluster, failover: dict[str, Any]) -> RemoteChain:
     """The second tiering run copied from the new leader and the chain goes on without a gap."""
-    leadership = topic_leadership(cluster.bootstrap_server, TOPIC)
+    leadership = _leadership(cluster)
     if leadership.topic_id is None:
         raise DemoFailedError(f"Metadata gave {TOPIC} no topic id")
-    chain = remote_chain(cluster.bootstrap_server, TOPIC, leadership.topic_id, FAILOVER_PARTITION)
+    chain = _remote_chain(cluster, leadership.topic_id)
     where = f"{TOPIC}-{FAILOVER_PARTITION}'s remote segments"
     if chain.gaps():
         raise DemoFailedError(f"{where} have gaps {chain.gaps()}: {chain.line()}")
@@ -386,13 +407,96 @@ def _restart_killed(cluster: EmbeddedCluster, broker_id: int) -> dict[str, Any]:
     }
 
 
+def _leadership(cluster: EmbeddedCluster, bootstrap: str | None = None) -> TopicLeadership:
+    """The topic's leadership from ``bootstrap`` (every broker by default), as the admin."""
+    return topic_leadership(
+        bootstrap or cluster.bootstrap_server, TOPIC, security=cluster.security.client_security()
+    )
+
+
+def _remote_chain(cluster: EmbeddedCluster, topic_id: Uuid) -> RemoteChain:
+    return remote_chain(
+        cluster.bootstrap_server,
+        TOPIC,
+        topic_id,
+        FAILOVER_PARTITION,
+        connection_config=cluster.admin_config(),
+    )
+
+
+def _print_security(cluster: EmbeddedCluster) -> None:
+    security = cluster.security
+    lines = [
+        "ZooKeeper requires SASL; the brokers log in to it and set its znode ACLs",
+        f"clients: SASL_SSL with {SASL_MECHANISM} (CA {security.ca_pem});"
+        " between brokers: TLS with certificates",
+        f"users {', '.join(USERS)}; ACLs: storage-core acls as admin"
+        f" ({cluster.directory / 'logs' / 'security-setup.log'})",
+        f"the pipeline runs as User:{PIPELINE}; client settings in {security.directory}",
+    ]
+    for line in lines:
+        print(f"    {line}", flush=True)
+
+
+def _show_refusals(cluster: EmbeddedCluster) -> None:
+    """What a client without credentials and an authenticated one without ACLs get."""
+    tls_only = {"security_protocol": "SSL", "ssl_cafile": str(cluster.security.ca_pem)}
+    refused = _produce_error(cluster, tls_only)
+    denied = _produce_error(cluster, cluster.security.kafka_python(STRANGER))
+    if refused is None:
+        raise DemoFailedError("a client without credentials produced to the SASL_SSL listener")
+    if denied is None or "TopicAuthorizationFailed" not in denied:
+        raise DemoFailedError(
+            f"User:{STRANGER}, without ACLs, was not denied TOPIC_AUTHORIZATION_FAILED: {denied}"
+        )
+    print(f"    a client without credentials is refused: {refused}", flush=True)
+    reason = _last_failed_authentication(cluster)
+    if reason:
+        print(f"      the broker: {reason}", flush=True)
+    print(f"    User:{STRANGER} (authenticated, no ACL) is denied: {denied}", flush=True)
+
+
+def _last_failed_authentication(cluster: EmbeddedCluster) -> str | None:
+    """The latest 'Failed authentication' line of the brokers' output, without its time."""
+    lines = []
+    for node in cluster.brokers:
+        text = node.output_path.read_text(errors="replace")
+        lines += [line for line in text.splitlines() if "Failed authentication with" in line]
+    if not lines:
+        return None
+    latest = max(lines)  # each starts with its time stamp
+    return latest[latest.index("Failed authentication") :]
+
+
+def _produce_error(cluster: EmbeddedCluster, security: dict[str, Any]) -> str | None:
+    """The error kafka-python shows when producing one record with ``security``; None when
+    the record was written."""
+    # api_version given: the producer does not connect until it sends, so a refusal is the
+    # send's error and close() stops its connection attempts
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap_server,
+        max_block_ms=REFUSAL_TIMEOUT_MS,
+        request_timeout_ms=REFUSAL_TIMEOUT_MS,
+        api_version=KAFKA_PYTHON_API_VERSION,
+        **security,
+    )
+    try:
+        producer.send(TOPIC, b"refused", partition=0).get(REFUSAL_TIMEOUT_MS / 1000)
+    except KafkaError as error:
+        text = str(error)
+        return text if text.startswith(type(error).__name__) else f"{type(error).__name__}: {text}"
+    finally:
+        producer.close(timeout=2)
+    return None
+
+
 def _led_on_every_broker(cluster: EmbeddedCluster) -> TopicLeadership | None:
     """The topic's leadership once every broker's Metadata has a leader for each partition
     (a new topic reaches each broker's metadata cache in its own time)."""
     answers = []
     for node in cluster.brokers:
         try:
-            answers.append(topic_leadership(node.bootstrap, TOPIC))
+            answers.append(_leadership(cluster, node.bootstrap))
         except (OSError, RuntimeError):
             return None
     led = all(
@@ -405,7 +509,7 @@ def _led_on_every_broker(cluster: EmbeddedCluster) -> TopicLeadership | None:
 def _leadership_or_none(cluster: EmbeddedCluster) -> TopicLeadership | None:
     """None while no broker answers (a controller may be moving)."""
     try:
-        return topic_leadership(cluster.bootstrap_server, TOPIC)
+        return _leadership(cluster)
     except (OSError, RuntimeError):
         return None
 
@@ -451,7 +555,7 @@ def _step_printer(started: float) -> Callable[[int, str], None]:
 
 
 def _create_topic(cluster: EmbeddedCluster) -> None:
-    with KafkaCluster(cluster.bootstrap_server) as kafka:
+    with KafkaCluster(cluster.bootstrap_server, config=cluster.admin_config()) as kafka:
         KafkaAdminClient(kafka).create_topic(
             TOPIC,
             num_partitions=PARTITIONS,
@@ -465,7 +569,7 @@ def _create_topic(cluster: EmbeddedCluster) -> None:
 
 
 def _set_topic_config(cluster: EmbeddedCluster, name: str, value: str) -> None:
-    with KafkaCluster(cluster.bootstrap_server) as kafka:
+    with KafkaCluster(cluster.bootstrap_server, config=cluster.admin_config()) as kafka:
         KafkaAdminClient(kafka).incremental_alter_configs(
             ConfigResourceType.TOPIC,
             TOPIC,
@@ -516,7 +620,11 @@ def _check_read_back(
     read = {}
     for view in views:
         got = read_back(
-            cluster.bootstrap_server, TOPIC, view.partition, end_offset=view.high_watermark
+            cluster.bootstrap_server,
+            TOPIC,
+            view.partition,
+            end_offset=view.high_watermark,
+            security=cluster.security.kafka_python(DEMO_CLIENT),
         )
         expected = view.high_watermark - view.log_start_offset
         if view.high_watermark != records_per_partition:

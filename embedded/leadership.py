@@ -3,12 +3,14 @@ replicas and the in-sync replicas, printed as a short table."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from storage_core.client import KafkaCluster
 from storage_core.client.connection import ConnectionConfig
 from storage_core.client.metadata import NO_LEADER
 from storage_core.common import Uuid
+from storage_core.security.client_transport import ClientSecurityConfig
 
 # A killed broker may still be among the bootstrap servers: give up on it quickly.
 _CONFIG = ConnectionConfig(connect_timeout_ms=1000, request_timeout_ms=10_000)
@@ -50,9 +52,13 @@ class LeadershipError(RuntimeError):
     """The topic is not in the cluster's metadata (or not one of its partitions)."""
 
 
-def topic_leadership(bootstrap_servers: str, topic: str) -> TopicLeadership:
-    """One Metadata answer for ``topic``, from the first bootstrap server that answers."""
-    with KafkaCluster(bootstrap_servers, config=_CONFIG) as cluster:
+def topic_leadership(
+    bootstrap_servers: str, topic: str, *, security: ClientSecurityConfig | None = None
+) -> TopicLeadership:
+    """One Metadata answer for ``topic``, from the first bootstrap server that answers
+    (connecting with ``security``, PLAINTEXT when None)."""
+    config = _CONFIG if security is None else dataclasses.replace(_CONFIG, security=security)
+    with KafkaCluster(bootstrap_servers, config=config) as cluster:
         metadata = cluster.refresh_metadata([topic]).topic(topic)
     if metadata is None or not metadata.partitions:
         raise LeadershipError(f"topic {topic!r} is not in the cluster's metadata")

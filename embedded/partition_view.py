@@ -35,7 +35,7 @@ class PartitionView:
 
 def partition_views(cluster: EmbeddedCluster, topic: str, partitions: int) -> list[PartitionView]:
     views = []
-    with KafkaCluster(cluster.bootstrap_server) as kafka:
+    with KafkaCluster(cluster.bootstrap_server, config=cluster.admin_config()) as kafka:
         consumer = KafkaConsumer(kafka)
         for partition in range(partitions):
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from storage_core.client.connection import ConnectionConfig
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
 from storage_core.tiered.operations.discovery import metadata_client
@@ -60,9 +61,16 @@ class RemoteChain:
         )
 
 
-def remote_chain(bootstrap_servers: str, topic: str, topic_id: Uuid, partition: int) -> RemoteChain:
+def remote_chain(
+    bootstrap_servers: str,
+    topic: str,
+    topic_id: Uuid,
+    partition: int,
+    *,
+    connection_config: ConnectionConfig | None = None,
+) -> RemoteChain:
     tip = TopicIdPartition(topic_id, TopicPartition(topic, partition))
-    with metadata_client(bootstrap_servers) as rlmm:
+    with metadata_client(bootstrap_servers, connection_config=connection_config) as rlmm:
         finished = [
             s
             for s in rlmm.list_remote_log_segments(tip)

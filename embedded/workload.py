@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
@@ -35,17 +36,20 @@ def produce(
     records_per_partition: int,
     first_index: int = 0,
     progress: Callable[[int], None] | None = None,
+    security: Mapping[str, Any] | None = None,
 ) -> int:
     """Write ``records_per_partition`` records to each partition (acks=all), indexes from
     ``first_index`` on; returns the number acknowledged. The partition's offsets are the
     record indexes: one producer, idempotent, in order, on partitions holding exactly
-    ``first_index`` records."""
+    ``first_index`` records. ``security``: kafka-python's security settings (the
+    cluster's ``kafka_python(user)``)."""
     producer = KafkaProducer(
         bootstrap_servers=bootstrap_server,
         acks="all",
         linger_ms=20,
         batch_size=64 * 1024,
         compression_type=None,
+        **(security or {}),
     )
     try:
         futures = []
@@ -79,8 +83,10 @@ class BackgroundProducer:
         records_per_partition: int,
         round_records: int = 50,
         pause_s: float = 0.05,
+        security: Mapping[str, Any] | None = None,
     ) -> None:
         self.bootstrap_server = bootstrap_server
+        self.security = dict(security or {})
         self.topic = topic
         self.partitions = partitions
         self.first_index = first_index
@@ -103,6 +109,7 @@ class BackgroundProducer:
             linger_ms=5,
             compression_type=None,
             reconnect_backoff_max_ms=1000,
+            **self.security,
         )
         try:
             while self.acknowledged < self.records_per_partition and not self._stop.is_set():
@@ -169,7 +176,14 @@ class ReadBack:
     mismatches: int
 
 
-def read_back(bootstrap_server: str, topic: str, partition: int, *, end_offset: int) -> ReadBack:
+def read_back(
+    bootstrap_server: str,
+    topic: str,
+    partition: int,
+    *,
+    end_offset: int,
+    security: Mapping[str, Any] | None = None,
+) -> ReadBack:
     """Consume one partition from its earliest offset up to ``end_offset`` (exclusive) and
     check every record against what the producer wrote at that offset."""
     consumer = KafkaConsumer(
@@ -178,6 +192,7 @@ def read_back(bootstrap_server: str, topic: str, partition: int, *, end_offset: 
         enable_auto_commit=False,
         auto_offset_reset="earliest",
         fetch_max_wait_ms=500,
+        **(security or {}),
     )
     tp = TopicPartition(topic, partition)
     consumer.assign([tp])

@@ -359,6 +359,9 @@ def write_status_snapshot(ui: Ui) -> None:
             "jobs.cluster_status",
             "--bootstrap-server",
             ui.bootstrap_server(),
+            # the embedded cluster is secured: the job logs in as the pipeline, as the task does
+            "--command-config",
+            str(ui.work / "security" / "pipeline.properties"),
             *log_dirs,
             "--summary-path",
             str(summary),

@@ -3,13 +3,16 @@
 of a partition is SIGKILLed while a producer goes on, another replica leads at a higher
 epoch, the next tiering run copies from it without a gap, the killed broker rejoins the ISR,
 every acknowledged record reads back, the quality runs are green, the reports are where it
-says, and every process it started is stopped."""
+says, and every process it started is stopped. The cluster is secured (SASL_SSL, SCRAM, ACLs,
+ZooKeeper SASL): a client without credentials is refused, one without ACLs denied, and no
+password is in any file the demo wrote but the private ones that hold them."""
 
 from __future__ import annotations
 
 import json
 import re
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -135,10 +138,52 @@ def test_demo_tiers_consumes_expires_and_reports(tmp_path: Path) -> None:
     for path in quality:
         assert json.loads(path.read_text())["status"] == "ok", path
 
+    # secured: the refusals it shows, and no password outside the files that hold them
+    assert re.search(r"a client without credentials is refused: \w+", output), output
+    assert re.search(
+        r"User:stranger \(authenticated, no ACL\) is denied: TopicAuthorizationFailedError", output
+    ), output
+    assert "as User:demo" in output
+    assert_no_password_leaked(work)
+
     # it started ZooKeeper, three brokers, Airflow commands and jobs, and stopped all of them
     assert len(seen) >= 5
     assert alive(sorted(seen)) == []
     assert mentioning(str(work)) == []
+
+
+# The files that hold a secret by design, each readable by its owner only.
+SECRET_FILES = (
+    "security/passwords.json",
+    "security/broker-zookeeper.jaas",
+    "security/admin.properties",
+    "security/pipeline.properties",
+    "zookeeper/zookeeper-1/zookeeper-jaas.conf",
+)
+
+
+def assert_no_password_leaked(work: Path) -> None:
+    """No password of the cluster (ZooKeeper's, every SCRAM user's) in any file under
+    ``work`` (logs, summaries, Data Docs, reports, Airflow's logs and database, the brokers'
+    and ZooKeeper's output and data) but the private files that hold them."""
+    passwords = json.loads((work / "security" / "passwords.json").read_text())
+    assert set(passwords) == {"kafka", "admin", "pipeline", "demo", "stranger"}
+    holders = {work / p for p in SECRET_FILES}
+    for path in holders:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    secrets = {user: pw.encode() for user, pw in passwords.items()}
+    checked = []
+    for path in sorted(work.rglob("*")):
+        if not path.is_file() or path in holders or path.parent == work / "security":
+            continue
+        data = path.read_bytes()
+        checked.append(path)
+        for user, secret in secrets.items():
+            assert secret not in data, f"{user}'s password is in {path}"
+    # the logs, summaries and Data Docs were among them
+    names = {p.name for p in checked}
+    assert {"airflow-dags-test-tiering.log", "summary.json", "index.html", "broker.log"} <= names
+    assert work / "airflow" / "airflow.db" in checked  # task instances' rendered fields
 
 
 def test_demo_refuses_a_directory_it_did_not_create(tmp_path: Path) -> None:
