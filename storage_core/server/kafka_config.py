@@ -245,6 +245,7 @@ _PASS_THROUGH = (
     "log.local.",
     "controller.",
     "ssl.",  # read per listener (listeners.py, ssl_factory.py)
+    "sasl.",  # read per listener and mechanism (sasl_config.py)
     "listener.name.",
     "authorizer.",  # the ACL authorizer's (security.authorizer.acl_authorizer)
     "super.users",
