@@ -7,11 +7,14 @@ ports) and the brokers' chroot, the environment of the brokers, of the Spark wor
 Airflow scheduler (which runs the jobs), with the two connections in it.
 
 Moved, and only these: a ``host:port`` of a Compose service becomes the matching local process's
-``127.0.0.1:port`` (brokers, ZooKeeper nodes, MinIO -> the S3 server, the Spark master), a
-listener on ``0.0.0.0`` is bound to 127.0.0.1, ``metrics.port`` takes a free port (three brokers
-share one host), and a container path ``/x/y`` becomes ``<root>/x/y`` (the broker's log dirs
-and the connection's ``broker_log_dirs`` through the same rule, so the connection is right here
-only if it is right in the file). Anything else is used as the file says. A value still naming a
+``127.0.0.1:port`` (each listener of each broker, ZooKeeper nodes, MinIO -> the S3 server, the
+Spark master), a listener on ``0.0.0.0`` is bound to 127.0.0.1, ``metrics.port`` takes a free
+port (three brokers share one host), and a container path ``/x/y`` becomes ``<root>/x/y`` (the
+broker's log dirs, its key and trust stores, the JAAS file of its ``KAFKA_OPTS``, and the
+connection's ``broker_log_dirs`` and ``ssl_ca_location`` through the same rule, so the
+connection is right here only if it is right in the file). The one-shot ``security-init`` and
+``security-users`` services are read for what they make: the certificates command, the
+passwords' variables, the users. Anything else is used as the file says. A value still naming a
 Compose service as ``host:port`` after the move fails, naming the setting: a new host-bearing
 setting in the file must be moved here too.
 """
@@ -54,6 +57,9 @@ class ComposeSettings:
     scheduler_env: Mapping[str, str]
     worker_env: Mapping[str, str]
     worker_command: tuple[str, ...]
+    certificates_argv: tuple[str, ...]  # security-init's ``python -m embedded.certificates``
+    zookeeper_password: str  # the brokers' ZooKeeper login (user ``kafka``)
+    scram_passwords: Mapping[str, str]  # security-users' users and their passwords
 
     @property
     def tiered_connection(self) -> dict[str, Any]:
@@ -84,6 +90,12 @@ def read_compose() -> ComposeSettings:
     ensemble = zookeeper_servers(nodes[0])
     chroots = {split_chroot(p["zookeeper.connect"])[1] for p in props.values()}
     assert len(chroots) == 1, f"the brokers use different chroots: {chroots}"
+    init_script = services["security-init"]["entrypoint"][-1]
+    (certificates,) = re.findall(
+        r"python -m embedded\.certificates (.*?)(?: &&|$)", init_script, re.S
+    )
+    users_script = services["security-users"]["entrypoint"][-1]
+    users_env = environment(services["security-users"])
     return ComposeSettings(
         services=services,
         broker_props=props,
@@ -95,6 +107,12 @@ def read_compose() -> ComposeSettings:
         scheduler_env=environment(services[SCHEDULER]),
         worker_env=environment(services[SPARK_WORKER]),
         worker_command=tuple(services[SPARK_WORKER]["command"]),
+        certificates_argv=tuple(certificates.split()),
+        zookeeper_password=environment(services["security-init"])["ZOOKEEPER_KAFKA_PASSWORD"],
+        scram_passwords={
+            user: users_env[f"KAFKA_{user.upper()}_PASSWORD"]
+            for user in re.findall(r"for user in ([\w ]+?); do", users_script)[0].split()
+        },
     )
 
 
@@ -103,7 +121,8 @@ class LoopbackPlaces:
     """Where each Compose service lives here: ports on 127.0.0.1 and a root for paths."""
 
     root: Path
-    broker_ports: Mapping[int, int]  # broker id -> listener port
+    broker_ports: Mapping[int, int]  # broker id -> its first listener's port (clients')
+    listener_ports: Mapping[int, Mapping[str, int]]  # broker id -> listener name -> port
     metrics_ports: Mapping[int, int]
     zookeeper_ports: Mapping[int, int]  # server id -> client port
     s3_endpoint: str  # http://127.0.0.1:port
@@ -119,8 +138,9 @@ def host_map(settings: ComposeSettings, places: LoopbackPlaces) -> dict[str, str
     """Every Compose ``service:port`` the settings use -> its ``127.0.0.1:port`` here."""
     found = {}
     for broker_id, props in settings.broker_props.items():
-        (advertised,) = props["advertised.listeners"].split(",")
-        found[advertised.split("//", 1)[1]] = f"127.0.0.1:{places.broker_ports[broker_id]}"
+        for advertised in props["advertised.listeners"].split(","):
+            name, hostport = advertised.split("://", 1)
+            found[hostport] = f"127.0.0.1:{places.listener_ports[broker_id][name]}"
     for host, server_id in settings.zookeeper_hosts.items():
         found[host] = f"127.0.0.1:{places.zookeeper_ports[server_id]}"
     s3 = next(iter(settings.broker_props.values()))["rsm.config.s3.endpoint.url"]
@@ -153,11 +173,12 @@ def local_broker_props(
     props = {}
     for key, raw in settings.broker_props[broker_id].items():
         if key == "listeners":
-            value = re.sub(
-                r":\d+$",
-                f":{places.broker_ports[broker_id]}",
-                raw.replace("//0.0.0.0:", "//127.0.0.1:"),
+            value = ",".join(
+                f"{name}://127.0.0.1:{places.listener_ports[broker_id][name]}"
+                for name in (entry.split("://", 1)[0] for entry in raw.split(","))
             )
+        elif key.endswith(".location"):  # ssl.keystore.location, ssl.truststore.location
+            value = str(places.local_path(raw))
         elif key == "log.dirs":
             value = ",".join(str(places.local_path(p)) for p in raw.split(","))
         elif key == "metrics.host":
@@ -195,6 +216,8 @@ def local_tiered_connection(settings: ComposeSettings, places: LoopbackPlaces) -
             for broker, listed in dirs.items()
         }
     extra["rsm_config"] = {k: move_hosts(v, hosts) for k, v in extra["rsm_config"].items()}
+    if extra.get("ssl_ca_location"):
+        extra["ssl_ca_location"] = str(places.local_path(extra["ssl_ca_location"]))
     conn["extra"] = extra
     check_moved(TIERED_CONNECTION, json.dumps(conn), settings.services)
     return conn
@@ -214,6 +237,26 @@ def local_environment(
         else:
             moved[key] = move_hosts(raw, hosts)
     return moved
+
+
+def local_broker_environment(settings: ComposeSettings, places: LoopbackPlaces) -> dict[str, str]:
+    """The brokers' environment, the JAAS file of ``KAFKA_OPTS`` moved under the root."""
+    env = dict(settings.broker_env)
+    if "KAFKA_OPTS" in env:
+        env["KAFKA_OPTS"] = re.sub(
+            r"(-Djava\.security\.auth\.login\.config=)(\S+)",
+            lambda m: m.group(1) + str(places.local_path(m.group(2))),
+            env["KAFKA_OPTS"],
+        )
+    return env
+
+
+def local_certificates_argv(settings: ComposeSettings, places: LoopbackPlaces) -> list[str]:
+    """security-init's certificates command, its ``--dir`` moved under the root."""
+    argv = list(settings.certificates_argv)
+    at = argv.index("--dir") + 1
+    argv[at] = str(places.local_path(argv[at]))
+    return argv
 
 
 def _dir_list(listed: Any) -> list[str]:

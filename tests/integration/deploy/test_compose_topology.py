@@ -3,9 +3,15 @@
 
 Story::
 
-    ZooKeeper ensemble (ZOO_SERVERS' size)   3 nodes from the pyspark jars, one leader; each
-                                             answers the file's health probe (srvr: a Mode)
-    3 brokers (the file's --override values) one cluster under the file's chroot
+    security-init                            the file's certificates, the brokers' ZooKeeper
+                                             login
+    ZooKeeper ensemble (ZOO_SERVERS' size)   3 nodes from the pyspark jars, one leader, SASL
+                                             required; each answers the file's health probe
+                                             (srvr: a Mode)
+    3 brokers (the file's --override values) one cluster under the file's chroot, SASL_SSL
+                                             for clients, TLS between brokers, ACLs
+    security-users                           the pipeline's SCRAM user and least ACLs; the
+                                             test's own clients are the admin's certificate
     orders: 3 partitions, no replication     every partition on the 3 brokers, 3 in the ISR
       factor given (the file's default)      (min.insync.replicas as the file says), leaders
                                              spread over the brokers; records with acks=all
@@ -36,7 +42,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from embedded.zookeeper import java_executable, zookeeper_classpath
 from tests import cluster_support
-from tests.cluster_support import controller_id, eventually, partition_states
+from tests.cluster_support import eventually
 from tests.integration.deploy.compose_settings import ComposeSettings, read_compose
 from tests.integration.deploy.topology import ComposeTopology, fetch_json
 
@@ -68,7 +74,7 @@ def topology(
         failures: list[str] = []
         producer = Producer(
             {
-                "bootstrap.servers": running.bootstrap_servers,
+                **running.admin_confluent_config(),
                 "acks": "all",
                 # small batches: several segments of segment.bytes per partition
                 "linger.ms": 0,
@@ -76,7 +82,7 @@ def topology(
             }
         )
         eventually(
-            lambda: all(len(s[2]) == 3 for s in partition_states(_any(running), TOPIC).values()),
+            lambda: all(len(s[2]) == 3 for s in _partition_states(running).values()),
             timeout_s=60,
             what=f"every partition of {TOPIC} fully in sync",
         )
@@ -96,7 +102,7 @@ def topology(
 
 def _create_topic(topology: ComposeTopology) -> bool:
     """No replication factor: the brokers' default.replication.factor applies."""
-    admin = AdminClient({"bootstrap.servers": topology.bootstrap_servers})
+    admin = AdminClient(topology.admin_confluent_config())
     topic = NewTopic(
         TOPIC,
         num_partitions=PARTITIONS,
@@ -110,8 +116,19 @@ def _create_topic(topology: ComposeTopology) -> bool:
     return True
 
 
-def _any(topology: ComposeTopology) -> str:
-    return topology.bootstrap_servers.split(",")[0]
+def _partition_states(topology: ComposeTopology) -> dict[int, tuple[int, int, tuple[int, ...]]]:
+    """partition -> (leader, -1, ISR) as the cluster's Metadata answers the admin."""
+    admin = AdminClient(topology.admin_confluent_config())
+    topic = admin.list_topics(TOPIC, timeout=30).topics[TOPIC]
+    return {p.id: (p.leader, -1, tuple(p.isrs)) for p in topic.partitions.values()}
+
+
+def _controller_id(topology: ComposeTopology, server: str) -> int:
+    """The controller as one broker (its INTERNAL listener) answers."""
+    config = {**topology.admin_confluent_config(), "bootstrap.servers": server}
+    admin = AdminClient(config)  # kept until the answer: a dropped client cancels it
+    controller = admin.describe_cluster().result(30).controller
+    return -1 if controller is None else int(controller.id)
 
 
 def test_the_brokers_are_one_cluster_on_the_ensemble(
@@ -137,25 +154,27 @@ def test_the_brokers_are_one_cluster_on_the_ensemble(
             check=False,
         )
         assert re.search(r"^Mode: (leader|follower)$", probe.stdout, re.MULTILINE), probe
-    admin = AdminClient({"bootstrap.servers": _any(topology)})
+    admin = AdminClient(topology.admin_confluent_config())
     cluster = admin.describe_cluster().result(30)
     assert sorted(node.id for node in cluster.nodes) == sorted(settings.broker_props)
     assert cluster.controller is not None and cluster.controller.id in settings.broker_props
-    for server in topology.bootstrap_servers.split(","):
-        assert controller_id(server) == cluster.controller.id, f"{server} knows the controller"
+    for server in topology.internal_bootstrap_servers.split(","):
+        assert _controller_id(topology, server) == cluster.controller.id, (
+            f"{server} knows the controller"
+        )
 
 
 def test_a_topic_takes_the_files_replication(
     topology: ComposeTopology, settings: ComposeSettings
 ) -> None:
-    states = partition_states(_any(topology), TOPIC)
+    states = _partition_states(topology)
     factor = int(next(iter(settings.broker_props.values()))["default.replication.factor"])
     assert factor == 3
     for partition, (leader, _epoch, isr) in states.items():
         assert sorted(isr) == sorted(settings.broker_props), f"{TOPIC}-{partition}: ISR {isr}"
         assert leader in isr
     assert len({leader for leader, _, _ in states.values()}) > 1, "leaders on several brokers"
-    admin = AdminClient({"bootstrap.servers": topology.bootstrap_servers})
+    admin = AdminClient(topology.admin_confluent_config())
     resource = ConfigResource(ConfigResource.Type.TOPIC, TOPIC)
     configs = admin.describe_configs([resource])[resource].result(30)
     expected = next(iter(settings.broker_props.values()))["min.insync.replicas"]
@@ -192,7 +211,7 @@ def test_tiering_runs_its_jobs_on_the_standalone_worker_across_every_leader(
     keys = [o["Key"] for page in pages for o in page.get("Contents", [])]
     # <prefix>/<topic>-<topic id>/<partition>/<base offset>-<segment id>.log
     tiered = {int(key.split("/")[-2]) for key in keys if key.endswith(".log")}
-    leaders = {p: leader for p, (leader, _, _) in partition_states(_any(topology), TOPIC).items()}
+    leaders = {p: leader for p, (leader, _, _) in _partition_states(topology).items()}
     assert tiered == set(leaders), f"tiered partitions {tiered}, leaders {leaders}"
     assert len({leaders[p] for p in tiered}) > 1, f"copied from one leader only: {leaders}"
 

@@ -1,12 +1,18 @@
 """The Compose deployment's topology as local processes on loopback, without Docker.
 
     compose service           here
+    security-init             the file's ``python -m embedded.certificates`` command (its
+                              --dir under the root), the admin's client settings and the
+                              brokers' ZooKeeper JAAS file where KAFKA_OPTS names it
     zookeeper-1..N            ``ZooKeeperEnsemble(size=N)`` from the pyspark jars (N and the
-                              ids from ZOO_SERVERS)
+                              ids from ZOO_SERVERS), requiring SASL of the brokers' user
     minio, minio-init         moto's S3 server; the brokers' bucket created
     broker-1..3               ``storage-core broker`` with the file's --override values
                               (``compose_settings`` moves hosts, ports and paths), the file's
                               broker environment
+    security-users            ``storage-core user-scram`` for its users and ``storage-core acls``
+                              for the pipeline's least ACLs (the demo's, which the structural
+                              test finds in the file's script), as the admin's certificate
     spark-master              ``spark-class org.apache.spark.deploy.master.Master``
     spark-worker              ``spark-class ...worker.Worker`` with the file's --cores, a small
                               --memory, the file's worker environment, this checkout on its
@@ -20,6 +26,7 @@ worker's children, a job's Spark driver the task's), so ``stop`` leaves nothing 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -30,15 +37,22 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from embedded import certificates
+from embedded.cluster_security import run_tools
 from embedded.ports import free_port
 from embedded.processes import ProcessGroup, group_alive, process_table, run_to_completion
-from embedded.zookeeper import ZooKeeperEnsemble
+from embedded.zookeeper import ZooKeeperEnsemble, write_private_file
+from jobs.common.pipeline_acls import LEADER_ELECTION_ACLS, PIPELINE_ACLS
 from storage_core.client import KafkaCluster
+from storage_core.client.client_properties import write_client_properties
 from storage_core.client.connection import ConnectionConfig
+from storage_core.security.client_transport import ClientSecurityConfig
 from tests.integration.deploy.compose_settings import (
     ComposeSettings,
     LoopbackPlaces,
+    local_broker_environment,
     local_broker_props,
+    local_certificates_argv,
     local_environment,
 )
 from tests.s3_server import S3Server
@@ -52,6 +66,7 @@ SPARK_DAEMON_MEMORY = "256m"
 SPARK_WORKER_MEMORY = "1g"  # an executor's default heap: the least a worker must offer
 _PROBE = ConnectionConfig(connect_timeout_ms=1000, request_timeout_ms=5000)
 _POLL_S = 0.5
+ZOOKEEPER_USER = "kafka"  # the user of the brokers' ZooKeeper login in the file
 # What the scheduler's environment gives the jobs, besides the Airflow settings of its own
 # deployment (Postgres, the api-server's URL), which do not apply to ``airflow dags test``.
 SCHEDULER_KEYS = (
@@ -86,16 +101,26 @@ class ComposeTopology:
         self.root = root.resolve()
         self.settings = settings
         self.zookeeper = ZooKeeperEnsemble(
-            self.root / "zookeeper", size=len(settings.zookeeper_ids)
+            self.root / "zookeeper",
+            size=len(settings.zookeeper_ids),
+            sasl_users={ZOOKEEPER_USER: settings.zookeeper_password},
         )
         self.s3 = S3Server(self.root / "s3")
         self.spark_master_port = free_port()
         self.spark_webui_port = free_port()
         self.spark_worker_webui_port = free_port()
         broker_ids = sorted(settings.broker_props)
+        listener_ports = {
+            b: {
+                entry.split("://", 1)[0]: free_port()
+                for entry in settings.broker_props[b]["listeners"].split(",")
+            }
+            for b in broker_ids
+        }
         self.places = LoopbackPlaces(
             root=self.root / "volumes",
-            broker_ports={b: free_port() for b in broker_ids},
+            broker_ports={b: next(iter(ports.values())) for b, ports in listener_ports.items()},
+            listener_ports=listener_ports,
             metrics_ports={b: free_port() for b in broker_ids},
             zookeeper_ports=dict(
                 zip(
@@ -119,6 +144,36 @@ class ComposeTopology:
         return ",".join(f"127.0.0.1:{p}" for p in self.places.broker_ports.values())
 
     @property
+    def internal_bootstrap_servers(self) -> str:
+        """Every broker's inter-broker listener, where the admin's certificate logs in."""
+        return ",".join(f"127.0.0.1:{p}" for p in self._internal_ports().values())
+
+    def _internal_ports(self) -> dict[int, int]:
+        return {
+            b: self.places.listener_ports[b][props["inter.broker.listener.name"]]
+            for b, props in self.settings.broker_props.items()
+        }
+
+    @property
+    def certificates_dir(self) -> Path:
+        argv = local_certificates_argv(self.settings, self.places)
+        return Path(argv[argv.index("--dir") + 1])
+
+    @property
+    def admin_client_config(self) -> Path:
+        return self.certificates_dir / "admin-certificate.properties"
+
+    def admin_confluent_config(self) -> dict[str, str]:
+        """confluent-kafka's settings as the admin's certificate on the INTERNAL listener."""
+        return {
+            "bootstrap.servers": self.internal_bootstrap_servers,
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(self.certificates_dir / "ca.pem"),
+            "ssl.certificate.location": str(self.certificates_dir / "admin.cert.pem"),
+            "ssl.key.location": str(self.certificates_dir / "admin.key.pem"),
+        }
+
+    @property
     def spark_webui(self) -> str:
         return f"http://127.0.0.1:{self.spark_webui_port}"
 
@@ -135,6 +190,7 @@ class ComposeTopology:
             self.migrate = self._group(
                 "airflow-db-migrate", [self._airflow(), "db", "migrate"], self.airflow_env()
             )
+            self._security_init()
             self.zookeeper.start()
             self.s3.start()
             bucket = next(iter(self.settings.broker_props.values()))["rsm.config.s3.bucket.name"]
@@ -143,6 +199,7 @@ class ComposeTopology:
                 self._start_broker(broker_id)
             self._start_spark()
             self._wait_for_brokers()
+            self._security_users()
             self._wait_for_spark()
             code = self.migrate.wait(MIGRATE_TIMEOUT_S)
             if code != 0:
@@ -152,6 +209,62 @@ class ComposeTopology:
             self.stop()
             raise
         return self
+
+    def _security_init(self) -> None:
+        """What the security-init service makes: certificates, the admin's client settings,
+        the brokers' ZooKeeper login."""
+        argv = local_certificates_argv(self.settings, self.places)
+        if certificates.main(argv) != 0:
+            raise TopologyStartError(f"python -m embedded.certificates {argv} failed")
+        write_client_properties(
+            self.admin_client_config,
+            {
+                "security.protocol": "SSL",
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": str(self.certificates_dir / "admin.keystore.pem"),
+                "ssl.truststore.type": "PEM",
+                "ssl.truststore.location": str(self.certificates_dir / "ca.pem"),
+            },
+        )
+        opts = local_broker_environment(self.settings, self.places)["KAFKA_OPTS"]
+        jaas = Path(opts.split("-Djava.security.auth.login.config=", 1)[1].split()[0])
+        password = self.settings.zookeeper_password
+        write_private_file(
+            jaas,
+            "Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+            f'  username="{ZOOKEEPER_USER}" password="{password}";\n}};\n',
+        )
+
+    def _security_users(self) -> None:
+        """What the security-users service does: SCRAM users and the pipeline's ACLs."""
+        log_path = self.root / "logs" / "security-users.log"
+        internal = self.internal_bootstrap_servers
+        config = str(self.admin_client_config)
+        commands = []
+        for user, password in self.settings.scram_passwords.items():
+            password_file = self.root / "secrets" / user
+            write_private_file(password_file, password + "\n")
+            commands.append(
+                [
+                    "user-scram",
+                    "--bootstrap-server",
+                    internal,
+                    "--command-config",
+                    config,
+                    "--add",
+                    user,
+                    "--mechanism",
+                    "SCRAM-SHA-512",
+                    "--password-file",
+                    str(password_file),
+                ]
+            )
+        acls = ["acls", "--bootstrap-server", internal, "--command-config", config, "--add"]
+        commands += [
+            [*acls, "--allow-principal", "User:pipeline", *acl.acls_arguments()]
+            for acl in (*PIPELINE_ACLS, *LEADER_ELECTION_ACLS)
+        ]
+        run_tools(commands, log_path)
 
     def _group(self, name: str, command: list[str], env: dict[str, str]) -> ProcessGroup:
         group = ProcessGroup(
@@ -165,7 +278,11 @@ class ComposeTopology:
         directory.mkdir(parents=True, exist_ok=True)
         config = directory / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self.broker_props(broker_id).items()))
-        env = {**os.environ, **self.settings.broker_env, "PYTHONPATH": self._pythonpath()}
+        env = {
+            **os.environ,
+            **local_broker_environment(self.settings, self.places),
+            "PYTHONPATH": self._pythonpath(),
+        }
         command = [sys.executable, "-m", "storage_core.cli", "broker", "--config", str(config)]
         self.brokers[broker_id] = self._group(f"broker-{broker_id}", command, env)
 
@@ -216,8 +333,8 @@ class ComposeTopology:
     def _wait_for_brokers(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
         count = len(self.brokers)
-        for broker_id, port in self.places.broker_ports.items():
-            while not self._answers(port, count):
+        for broker_id, port in self._internal_ports().items():
+            while not self._answers(port, count, self._admin_probe()):
                 group = self.brokers[broker_id]
                 if group.exit_code() is not None or time.monotonic() > deadline:
                     raise TopologyStartError(
@@ -226,10 +343,22 @@ class ComposeTopology:
                     )
                 time.sleep(_POLL_S)
 
+    def _admin_probe(self) -> ConnectionConfig:
+        security = ClientSecurityConfig.from_properties(
+            {
+                "security.protocol": "SSL",
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": str(self.certificates_dir / "admin.keystore.pem"),
+                "ssl.truststore.type": "PEM",
+                "ssl.truststore.location": str(self.certificates_dir / "ca.pem"),
+            }
+        )
+        return dataclasses.replace(_PROBE, security=security)
+
     @staticmethod
-    def _answers(port: int, broker_count: int) -> bool:
+    def _answers(port: int, broker_count: int, config: ConnectionConfig) -> bool:
         try:
-            with KafkaCluster(f"127.0.0.1:{port}", config=_PROBE) as cluster:
+            with KafkaCluster(f"127.0.0.1:{port}", config=config) as cluster:
                 metadata = cluster.refresh_metadata([])
         except Exception:  # not serving yet
             return False

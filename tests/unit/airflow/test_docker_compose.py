@@ -33,7 +33,11 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
+from embedded.certificates import main as certificates_main
+from jobs.common.pipeline_acls import LEADER_ELECTION_ACLS, PIPELINE_ACLS
 from storage_core.cli import _build_parser
+from storage_core.security.kafka_principal import SecurityProtocol
+from storage_core.security.ssl_principal_mapper import SslPrincipalMapper
 from storage_core.server.kafka_config import KafkaConfig
 from storage_core.tiered.remote_storage_manager import RSM_CLASS_ALIASES
 from storage_core.tiered.s3_remote_storage_config import S3RemoteStorageConfig
@@ -62,7 +66,7 @@ AIRFLOW_SERVICES = {
     "airflow-dag-processor": "dag-processor",
     "airflow-triggerer": "triggerer",
 }
-ONE_SHOT = ("minio-init", "airflow-init")
+ONE_SHOT = ("minio-init", "airflow-init", "security-init", "security-users")
 SERVICES = {
     "postgres",
     "minio",
@@ -78,7 +82,7 @@ AIRFLOW_WORKER = "airflow-scheduler"
 SPARK_WORKER = "spark-worker"
 TIERED_CONNECTION = "AIRFLOW_CONN_TIERED_STORAGE_DEFAULT"
 # Settings that differ between the brokers; everything else must be the same on all three.
-PER_BROKER_KEYS = {"broker.id", "advertised.listeners", "log.dirs"}
+PER_BROKER_KEYS = {"broker.id", "advertised.listeners", "log.dirs", "ssl.keystore.location"}
 # The cluster's replication: every partition on all three brokers, acks=all needing two.
 REPLICATION = {
     "default.replication.factor": 3,
@@ -109,6 +113,9 @@ HEALTHCHECK_KEYS |= {"start_interval"}
 BUILD_KEYS = {"context", "dockerfile", "args", "target", "labels", "tags", "platforms"}
 OUR_VARIABLE = re.compile(r"(STORAGE_CORE_|TIERED_STORAGE_|AIRFLOW_CONN_)[A-Z0-9_]+|SPARK_MASTER")
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|FERNET|ACCESS_KEY|_KEY$|SQL_ALCHEMY_CONN")
+CLIENT_LISTENER = "CLIENT"
+CERTIFICATES_DIR = "/etc/storage-core/certs"
+ADMIN_CERTIFICATE_PROPERTIES = f"{CERTIFICATES_DIR}/admin-certificate.properties"
 
 
 # ---------------------------------------------------------------------------- the file
@@ -259,12 +266,19 @@ def test_health_checks_ask_each_service_itself(services: dict[str, dict[str, Any
         assert services[node]["healthcheck"]["test"] == ["CMD", "zkServer.sh", "status"]
         assert "srvr" in environment(services[node])["ZOO_4LW_COMMANDS_WHITELIST"].split(",")
     for broker in BROKERS:
+        # a DescribeAcls round trip as the admin's certificate on the INTERNAL listener
         test = services[broker]["healthcheck"]["test"][1:]
         assert test[0] == "storage-core"
         args = _build_parser().parse_args(test[1:])
-        assert (args.command, args.action) == ("topics", "list")
-        listener = KafkaConfig.from_props(broker_props(services[broker])).listeners()[0]
-        assert args.bootstrap_server == f"127.0.0.1:{listener.port}"
+        assert args.command == "acls" and args.list
+        props = broker_props(services[broker])
+        (internal,) = [
+            listener
+            for listener in KafkaConfig.from_props(props).listeners()
+            if listener.listener_name == props["inter.broker.listener.name"]
+        ]
+        assert args.bootstrap_server == f"127.0.0.1:{internal.port}"
+        assert str(args.command_config) == ADMIN_CERTIFICATE_PROPERTIES
 
 
 def test_start_order_waits_for_health_or_completion(services: dict[str, dict[str, Any]]) -> None:
@@ -307,6 +321,7 @@ def test_images_are_pinned(services: dict[str, dict[str, Any]]) -> None:
         assert re.fullmatch(r"\d+\.\d+\.\d+", tag), f"{node}: pin a release, not {tag!r}"
     assert len({services[node]["image"] for node in ZOOKEEPERS}) == 1, "one ZooKeeper release"
     project = {*BROKERS, SPARK_WORKER, *AIRFLOW_SERVICES, "airflow-init"}
+    project |= {"security-init", "security-users"}
     assert {name for name, s in services.items() if "build" in s} == project
 
 
@@ -323,9 +338,11 @@ def test_broker_settings_are_known_to_kafka_config(
             config = KafkaConfig.from_props(props)
         assert not caplog.records, f"{broker}: {[r.getMessage() for r in caplog.records]}"
         ids.add(config.broker_id)
-        (advertised,) = config.advertised_listeners()
-        assert advertised.host == broker, "clients reach the broker by its service name"
-        assert advertised.port == config.listeners()[0].port
+        for advertised, listener in zip(
+            config.advertised_listeners(), config.listeners(), strict=True
+        ):
+            assert advertised.host == broker, "clients reach the broker by its service name"
+            assert advertised.port == listener.port
         assert config.get_bool("remote.log.storage.system.enable")
         rsm_class = config.get_string("remote.log.storage.manager.class.name")
         assert rsm_class == "S3RemoteStorageManager" and rsm_class in RSM_CLASS_ALIASES
@@ -460,7 +477,11 @@ def test_the_connections_log_dirs_are_where_the_readers_mount_them(
 
     conn = json.loads(environment(services[AIRFLOW_WORKER])[TIERED_CONNECTION])
     settings = ClusterSettings.from_connection(
-        host=conn.get("host"), port=conn.get("port"), extra=conn.get("extra", {})
+        host=conn.get("host"),
+        port=conn.get("port"),
+        extra=conn.get("extra", {}),
+        login=conn.get("login"),
+        password=conn.get("password"),
     )
     volume_of = {}
     for broker in BROKERS:
@@ -491,11 +512,21 @@ def test_tiered_storage_connection_is_accepted_by_the_plugin(
     env = environment(services[AIRFLOW_WORKER])
     conn = json.loads(env[TIERED_CONNECTION])
     settings = ClusterSettings.from_connection(
-        host=conn.get("host"), port=conn.get("port"), extra=conn.get("extra", {})
+        host=conn.get("host"),
+        port=conn.get("port"),
+        extra=conn.get("extra", {}),
+        login=conn.get("login"),
+        password=conn.get("password"),
     )
     advertised = []
     for broker in BROKERS:
-        (listener,) = KafkaConfig.from_props(broker_props(services[broker])).advertised_listeners()
+        (listener,) = [
+            listener
+            for listener in KafkaConfig.from_props(
+                broker_props(services[broker])
+            ).advertised_listeners()
+            if listener.listener_name == CLIENT_LISTENER
+        ]
         advertised.append(f"{listener.host}:{listener.port}")
     assert settings.bootstrap_servers == tuple(advertised), "every broker bootstraps the jobs"
     assert env["STORAGE_CORE_BOOTSTRAP_SERVER"] == settings.bootstrap_server
@@ -645,3 +676,139 @@ def test_docker_compose_config_accepts_the_file() -> None:
         cwd=REPO,
     )
     assert result.returncode == 0, result.stderr
+
+
+# ---------------------------------------------------------------------------- security
+def _script(service: Mapping[str, Any]) -> str:
+    """The shell script of a one-shot ``/bin/sh -ec`` service."""
+    entrypoint = service["entrypoint"]
+    assert entrypoint[:2] == ["/bin/sh", "-ec"], entrypoint
+    return str(entrypoint[2])
+
+
+def _mount_of(service: Mapping[str, Any], path: str) -> str | None:
+    """The volume mounted at ``path`` or a parent of it in ``service``, or None."""
+    for mount in mounts(service):
+        if path == mount.target or path.startswith(mount.target.rstrip("/") + "/"):
+            return mount.source
+    return None
+
+
+def test_brokers_serve_sasl_ssl_to_clients_and_tls_between_them(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    for broker in BROKERS:
+        props = broker_props(services[broker])
+        config = KafkaConfig.from_props(props)
+        protocols = {e.listener_name: e.security_protocol for e in config.listeners()}
+        assert protocols == {
+            CLIENT_LISTENER: SecurityProtocol.SASL_SSL,
+            "INTERNAL": SecurityProtocol.SSL,
+        }, broker
+        assert props["inter.broker.listener.name"] == "INTERNAL"
+        assert props["listener.name.internal.ssl.client.auth"] == "required"
+        assert props["sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+        assert props["authorizer.class.name"] == "kafka.security.authorizer.AclAuthorizer"
+        assert props["allow.everyone.if.no.acl.found"] == "false"
+        assert props["zookeeper.set.acl"] == "true"
+        # the key store is this broker's, on the certificates volume security-init fills
+        keystore = props["ssl.keystore.location"]
+        assert keystore == f"{CERTIFICATES_DIR}/{broker}.keystore.pem"
+        assert _mount_of(services[broker], keystore) == "certificates"
+        assert _mount_of(services[broker], props["ssl.truststore.location"]) == "certificates"
+        # its certificate's subject is a super user once mapped; the admin's too
+        mapper = SslPrincipalMapper(props["ssl.principal.mapping.rules"])
+        super_users = props["super.users"].split(";")
+        for name, unit in ((broker, "brokers"), ("admin", "clients")):
+            principal = mapper.get_name(f"CN={name},OU={unit},O=storage-core")
+            assert f"User:{principal}" in super_users, (broker, principal)
+        # the ZooKeeper login: KAFKA_OPTS names a file that security-init writes
+        opts = environment(services[broker])["KAFKA_OPTS"]
+        (jaas,) = re.findall(r"-Djava\.security\.auth\.login\.config=(\S+)", opts)
+        assert _mount_of(services[broker], jaas) == "zookeeper-client-jaas"
+        assert jaas in _script(services["security-init"])
+        assert "security-init" in services[broker]["depends_on"]
+
+
+def test_zookeeper_requires_sasl_from_every_client(services: dict[str, dict[str, Any]]) -> None:
+    init = _script(services["security-init"])
+    for node in ZOOKEEPERS:
+        env = environment(services[node])
+        extra = env["ZOO_CFG_EXTRA"].split()
+        assert "enforce.auth.enabled=true" in extra and "enforce.auth.schemes=sasl" in extra
+        assert (
+            "authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider" in extra
+        )
+        (jaas,) = re.findall(r"-Djava\.security\.auth\.login\.config=(\S+)", env["JVMFLAGS"])
+        assert _mount_of(services[node], jaas) == "zookeeper-server-jaas"
+        assert "security-init" in services[node]["depends_on"]
+        assert f"> {jaas}" in init
+    # the server knows the user the brokers log in as, with the same password variable
+    assert 'user_kafka="%s"' in init and 'username="kafka"' in init
+    assert init.count('"$ZOOKEEPER_KAFKA_PASSWORD"') == 2
+    assert "umask 077" in init, "the JAAS files are written private"
+
+
+def test_security_init_makes_every_brokers_certificate(
+    services: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    """The init's own ``python -m embedded.certificates`` command, run here into a temporary
+    directory: a key store for every broker that the brokers' settings name, with the
+    broker's service name among its SANs, and the admin's."""
+    init = _script(services["security-init"])
+    (command,) = re.findall(r"python -m embedded\.certificates (.*?)(?: &&|$)", init, re.S)
+    argv = command.split()
+    argv[argv.index("--dir") + 1] = str(tmp_path)
+    assert certificates_main(argv) == 0
+    from cryptography import x509
+
+    for broker in BROKERS:
+        keystore = Path(broker_props(services[broker])["ssl.keystore.location"])
+        assert keystore.parent == Path(CERTIFICATES_DIR)
+        certificate = x509.load_pem_x509_certificate((tmp_path / keystore.name).read_bytes())
+        sans = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+        assert broker in sans.value.get_values_for_type(x509.DNSName)
+    assert (tmp_path / "admin.keystore.pem").is_file()
+    assert "admin.keystore.pem" in init and ADMIN_CERTIFICATE_PROPERTIES in init
+
+
+def test_the_pipelines_connection_and_least_acls(services: dict[str, dict[str, Any]]) -> None:
+    from tiered_storage_plugin.client_security import ClientSecurity
+
+    users = services["security-users"]
+    script = _script(users)
+    env = environment(services[AIRFLOW_WORKER])
+    conn = json.loads(env[TIERED_CONNECTION])
+    security = ClientSecurity.from_connection(
+        login=conn.get("login"), password=conn.get("password"), extra=conn["extra"]
+    )
+    assert (security.security_protocol, security.sasl_mechanism) == ("SASL_SSL", "SCRAM-SHA-512")
+    assert security.username == "pipeline"
+    # the password the connection sends is the one security-users gives the pipeline's user
+    assert security.password == environment(users)["KAFKA_PIPELINE_PASSWORD"]
+    assert "${" in environment(raw_services()["security-users"])["KAFKA_PIPELINE_PASSWORD"]
+    assert "for user in admin pipeline" in script and "--password-file" in script
+    for service in (AIRFLOW_WORKER, "airflow-api-server", SPARK_WORKER):
+        assert _mount_of(services[service], str(security.ssl_ca_location)) == "certificates"
+    # the pipeline's least ACLs (jobs/common/pipeline_acls.py), as the demo grants them; no
+    # Delete on every topic
+    granted = re.findall(r"\$acls (.*?)(?: &&|$)", script, re.S)
+    expected = [
+        " ".join("'*'" if arg == "*" else arg for arg in acl.acls_arguments())
+        for acl in (*PIPELINE_ACLS, *LEADER_ELECTION_ACLS)
+    ]
+    assert [" ".join(g.split()) for g in granted] == expected
+    assert "User:pipeline" in script
+    # the jobs' client settings file: made under TMPDIR, which the worker mounts there too
+    tmpdir = env["TMPDIR"]
+    assert _mount_of(services[AIRFLOW_WORKER], tmpdir) == "job-client-config"
+    (worker_mount,) = [m for m in mounts(services[SPARK_WORKER]) if m.source == "job-client-config"]
+    assert worker_mount.target == tmpdir and worker_mount.read_only
+    assert "security-users" in services[AIRFLOW_WORKER]["depends_on"]
+    for broker in BROKERS:
+        assert broker in users["depends_on"], "the users are made once every broker serves"
+
+
+def raw_services() -> dict[str, Any]:
+    services: dict[str, Any] = yaml.safe_load(COMPOSE_FILE.read_text())["services"]
+    return services
