@@ -115,6 +115,11 @@ def snapshot(args: JobArgs, summary: RunSummary) -> None:
             summary.details[name] = str(value)
     with kafka_cluster(args) as cluster:
         metadata = cluster.refresh_metadata([args.topic] if args.topic else None)
+        named = metadata.topic(args.topic) if args.topic else None
+        if named is not None:
+            # a topic named but not described (no Describe ACL, unknown): say so, never an
+            # empty snapshot
+            named.raise_for_error()
         view = cluster_view(metadata, topic=args.topic)
         summary.details["cluster"] = view
         summary.count("brokers", len(view["brokers"]))

@@ -31,8 +31,10 @@ class BrokerProcess:
         *,
         overrides: dict[str, str] | None = None,
         port: int | None = None,
+        log_level: str = "INFO",
     ) -> None:
         self.directory = directory
+        self.log_level = log_level
         self.port = port or free_port()
         self.log_dir = directory / "kafka-logs"
         self.config_path = directory / "server.properties"
@@ -66,7 +68,7 @@ class BrokerProcess:
                 "-m",
                 "storage_core.cli",
                 "--log-level",
-                "INFO",
+                self.log_level,
                 "broker",
                 "--config",
                 str(self.config_path),

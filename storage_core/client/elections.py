@@ -88,7 +88,8 @@ def elect_leaders(
         if response.error_code == ErrorCode.not_controller and attempt < ATTEMPTS_MAX:
             cluster.invalidate_metadata()
             continue
-        raise_for_error(response.error_code, resource="ElectLeaders")
+        # Kafka checks ALTER on the cluster for ElectLeaders
+        raise_for_error(response.error_code, resource="ElectLeaders", operation="Alter")
         cluster.invalidate_metadata()  # leaders moved
         return {
             TopicPartition(str(r.topic), int(p.partition_id)): ElectionResult(

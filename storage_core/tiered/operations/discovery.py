@@ -238,7 +238,8 @@ def read_reported_log_dirs(
     topics: Mapping[str, Sequence[int]],
 ) -> dict[int, dict[TopicPartition, str]]:
     """Where each live broker of the map holds the partitions of ``topics`` (DescribeLogDirs);
-    brokers not registered, or that do not answer, are left out."""
+    brokers not registered, or that do not answer, are left out. A denial (the principal has
+    no Describe on the cluster) raises, naming that ACL."""
     reported: dict[int, dict[TopicPartition, str]] = {}
     if not topics:
         return reported
@@ -247,6 +248,10 @@ def read_reported_log_dirs(
             continue
         try:
             described = admin.describe_log_dirs(broker_id, topics)
+        except BrokerResponseError as exc:
+            if exc.error == ErrorCode.cluster_authorization_failed:
+                raise  # names the ACL: the map's check is never skipped silently
+            continue
         except ClientError:
             continue  # dead or unreachable: planned from the map alone
         held = reported.setdefault(broker_id, {})
