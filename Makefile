@@ -48,8 +48,8 @@ chaos-controller: $(STAMP)
 	CHAOS_CONTROLLER_KILLS=$${KILLS:-10} $(BIN)/python -m pytest -q -s -p no:cacheprovider \
 		tests/integration/test_controller_chaos.py
 
-## Log, broker, remote-read, copy-job, cluster-metadata and replication benchmarks, each against a
-## baseline measured in the same run.
+## Log, broker, remote-read, copy-job, cluster-metadata, replication and security benchmarks, each
+## against a baseline measured in the same run.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/log_append.py
 	$(BIN)/python benchmarks/broker_throughput.py
@@ -57,6 +57,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/copy_throughput.py
 	$(BIN)/python benchmarks/cluster_metadata.py
 	$(BIN)/python benchmarks/replication.py
+	$(BIN)/python benchmarks/security_throughput.py
 
 ## The replication proof at length (tests/chaos): ROUNDS rounds (default 20) of a seeded nemesis
 ## (SEED, default 1) on three brokers while idempotent acks=all producers write; checks after each
