@@ -19,6 +19,7 @@ command line, in a log line or a summary.
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -124,6 +125,10 @@ def client_config_environment(security: ClientSecurity) -> Iterator[dict[str, st
     if security.is_plaintext:
         yield {}
         return
+    # a task process: keep hypothesis (imported by kio's phantom types where it is installed)
+    # out of it before storage_core loads, or trio's HypothesisWarning lands in the task log,
+    # as deletion.without_test_libraries does; a process that has imported it keeps it
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type] # None: import fails
     from storage_core.client.client_properties import write_client_properties
 
     directory = Path(tempfile.mkdtemp(prefix="storage-core-client-"))  # 0700
