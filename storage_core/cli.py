@@ -198,6 +198,13 @@ def _add_client_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPa
         metavar="HOST:PORT",
         help=f"broker(s) to connect to, comma separated (default {_DEFAULT_BOOTSTRAP_SERVER})",
     )
+    common.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="client.properties",
+        help="the client's security settings with Kafka's names (security.protocol, sasl.*,"
+        " ssl.*); a file holding a password must be readable by its owner only",
+    )
 
     topics = commands.add_parser(
         "topics", parents=[common], help="create, list, describe, delete topics; alter configs"
@@ -260,12 +267,6 @@ def _add_client_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPa
         " users)",
         allow_abbrev=False,  # "--password x" must not pass for --password-file
     )
-    user_scram.add_argument(
-        "--command-config",
-        type=Path,
-        metavar="client.properties",
-        help="client settings: security.protocol, sasl.mechanism, sasl.jaas.config",
-    )
     scram_action = user_scram.add_mutually_exclusive_group(required=True)
     scram_action.add_argument("--add", metavar="USER", help="add or replace USER's credential")
     scram_action.add_argument("--delete", metavar="USER", help="delete USER's credential")
@@ -287,12 +288,6 @@ def _add_client_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPa
         parents=[common],
         help="add, remove, list ACLs (kafka-acls.sh)",
         allow_abbrev=False,
-    )
-    acls.add_argument(
-        "--command-config",
-        type=Path,
-        metavar="client.properties",
-        help="client settings: security.protocol, sasl.mechanism, sasl.jaas.config",
     )
     acls_action = acls.add_mutually_exclusive_group(required=True)
     acls_action.add_argument("--add", action="store_true", help="add the ACLs described")
@@ -428,6 +423,8 @@ def _add_tier_parser(
 
 def _client_command(args: argparse.Namespace) -> int:
     """Run a client subcommand; its errors are one line on stderr and exit code 1."""
+    from storage_core.client.client_properties import connection_config_from_file  # noqa: PLC0415
+
     try:
         if args.command == "topics":
             from storage_core.tools.topics import run_topics  # noqa: PLC0415
@@ -435,6 +432,7 @@ def _client_command(args: argparse.Namespace) -> int:
             return run_topics(
                 args.action,
                 bootstrap_server=args.bootstrap_server,
+                connection_config=connection_config_from_file(args.command_config),
                 topic=args.topic,
                 partitions=args.partitions,
                 replication_factor=args.replication_factor,
@@ -451,6 +449,7 @@ def _client_command(args: argparse.Namespace) -> int:
 
             return run_produce(
                 bootstrap_server=args.bootstrap_server,
+                connection_config=connection_config_from_file(args.command_config),
                 topic=args.topic,
                 partition=args.partition,
                 acks=args.acks,
@@ -468,6 +467,7 @@ def _client_command(args: argparse.Namespace) -> int:
             try:
                 return run_tier(
                     bootstrap_server=args.bootstrap_server,
+                    connection_config=connection_config_from_file(args.command_config),
                     log_dir=args.log_dir,
                     topic=args.topic,
                     dry_run=args.dry_run,
@@ -544,6 +544,7 @@ def _client_command(args: argparse.Namespace) -> int:
             return run_reassign_partitions(
                 args.reassign_action,
                 bootstrap_server=args.bootstrap_server,
+                connection_config=connection_config_from_file(args.command_config),
                 reassignment_json=text,
                 out=sys.stdout,
                 additional=args.additional,
@@ -555,6 +556,7 @@ def _client_command(args: argparse.Namespace) -> int:
 
             return rlm.run_remote_log_metadata_dump(
                 bootstrap_server=args.bootstrap_server,
+                connection_config=connection_config_from_file(args.command_config),
                 partitions=args.partition,
                 from_beginning=args.from_beginning,
                 properties=parse_key_values(args.property, option="--property"),
@@ -567,6 +569,7 @@ def _client_command(args: argparse.Namespace) -> int:
 
         return run_consume(
             bootstrap_server=args.bootstrap_server,
+            connection_config=connection_config_from_file(args.command_config),
             topic=args.topic,
             partition=args.partition,
             offset=args.offset,

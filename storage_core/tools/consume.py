@@ -13,6 +13,7 @@ import json
 from typing import TextIO
 
 from storage_core.client.cluster import KafkaCluster
+from storage_core.client.connection import ConnectionConfig
 from storage_core.client.consumer import KafkaConsumer
 from storage_core.records.record import Record
 
@@ -56,6 +57,7 @@ def format_record(
 def run_consume(
     *,
     bootstrap_server: str,
+    connection_config: ConnectionConfig | None = None,
     topic: str,
     partition: int,
     offset: str,
@@ -73,7 +75,7 @@ def run_consume(
     if timeout_ms is not None and timeout_ms < 0:
         raise ValueError(f"--timeout-ms must not be negative, got {timeout_ms}")
     processed = 0
-    with KafkaCluster(bootstrap_server) as cluster:
+    with KafkaCluster(bootstrap_server, config=connection_config) as cluster:
         consumer = KafkaConsumer(cluster)
         start = resolve_offset(consumer, topic, partition, offset)
         try:

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from typing import BinaryIO, TextIO
 
 from storage_core.client.cluster import KafkaCluster
+from storage_core.client.connection import ConnectionConfig
 from storage_core.client.producer import KafkaProducer, ProduceResult, parse_acks
 from storage_core.records.compression import CompressionType
 from storage_core.records.record import SimpleRecord
@@ -110,6 +111,7 @@ class ProgressLine:
 def run_produce(
     *,
     bootstrap_server: str,
+    connection_config: ConnectionConfig | None = None,
     topic: str,
     partition: int,
     acks: str,
@@ -141,7 +143,7 @@ def run_produce(
     bar = ProgressLine(err, total=count, enabled=show)
     results: list[ProduceResult] = []
     produced = 0
-    with KafkaCluster(bootstrap_server) as cluster:
+    with KafkaCluster(bootstrap_server, config=connection_config) as cluster:
         producer = KafkaProducer(cluster, acks=acks_value, compression=codec)
         for chunk in _chunks(records):
             results += producer.send(topic, partition, chunk)

@@ -27,6 +27,7 @@ from kio.schema.errors import ErrorCode
 
 from storage_core.client.admin import KafkaAdminClient
 from storage_core.client.cluster import KafkaCluster
+from storage_core.client.connection import ConnectionConfig
 from storage_core.client.reassignments import (
     PartitionReassignment,
     ReassignmentResult,
@@ -284,6 +285,7 @@ def run_reassign_partitions(
     action: str,
     *,
     bootstrap_server: str,
+    connection_config: ConnectionConfig | None = None,
     reassignment_json: str | None,
     out: TextIO,
     additional: bool = False,
@@ -297,7 +299,7 @@ def run_reassign_partitions(
         if reassignment_json is None:
             raise ValueError(f"--{action} needs --reassignment-json-file")
         targets = parse_reassignment_json(reassignment_json)
-    with KafkaCluster(bootstrap_server) as cluster:
+    with KafkaCluster(bootstrap_server, config=connection_config) as cluster:
         if action == "list":
             print(format_current_reassignments(list_partition_reassignments(cluster)), file=out)
         elif action == "execute":

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from storage_core.client.cluster import KafkaCluster
+from storage_core.client.connection import ConnectionConfig
 from storage_core.client.consumer import KafkaConsumer
 from storage_core.common import TopicIdPartition
 from storage_core.errors import UnknownTopicOrPartitionError
@@ -234,6 +235,7 @@ def _hex(data: bytes | None) -> str:
 def run_remote_log_metadata_dump(
     *,
     bootstrap_server: str,
+    connection_config: ConnectionConfig | None = None,
     partitions: Sequence[int] | None,
     from_beginning: bool,
     properties: Mapping[str, str],
@@ -253,7 +255,7 @@ def run_remote_log_metadata_dump(
         raise ValueError(f"--max-messages must not be negative, got {max_messages}")
     topic = REMOTE_LOG_METADATA_TOPIC_NAME
     processed = 0
-    with KafkaCluster(bootstrap_server) as cluster:
+    with KafkaCluster(bootstrap_server, config=connection_config) as cluster:
         described = cluster.refresh_metadata([topic]).topic(topic)
         if described is None or not described.partitions:
             raise UnknownTopicOrPartitionError(

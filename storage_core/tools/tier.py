@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import TextIO
 
 from storage_core.client.cluster import KafkaCluster
+from storage_core.client.connection import ConnectionConfig
 from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.errors import StorageError
 from storage_core.server.kafka_config import KafkaConfig
@@ -81,6 +82,7 @@ class TierRunTimeoutError(StorageError):
 def run_tier(
     *,
     bootstrap_server: str,
+    connection_config: ConnectionConfig | None = None,
     log_dir: Path | None,
     topic: str | None,
     dry_run: bool,
@@ -111,6 +113,7 @@ def run_tier(
             outcome.append(
                 _run_tier(
                     bootstrap_server=bootstrap_server,
+                    connection_config=connection_config,
                     log_dir=log_dir,
                     topic=topic,
                     dry_run=dry_run,
@@ -154,6 +157,7 @@ def run_tier(
 def _run_tier(
     *,
     bootstrap_server: str,
+    connection_config: ConnectionConfig | None = None,
     log_dir: Path | None,
     topic: str | None,
     dry_run: bool,
@@ -173,7 +177,7 @@ def _run_tier(
         broker_config, remote_storage_manager, rsm_config
     )
     copy = not expire and not delete_partitions_marked
-    with KafkaCluster(bootstrap_server) as cluster:
+    with KafkaCluster(bootstrap_server, config=connection_config) as cluster:
         ctx = TierContext(
             cluster=cluster,
             bootstrap_server=bootstrap_server,

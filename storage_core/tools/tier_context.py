@@ -158,7 +158,9 @@ class TierContext:
     @property
     def rlmm(self) -> RemoteLogMetadataManager:
         if self._rlmm is None:
-            self._rlmm = metadata_client(self.bootstrap_server)
+            self._rlmm = metadata_client(
+                self.bootstrap_server, connection_config=self.cluster.config
+            )
         return self._rlmm
 
     def close(self) -> None:

@@ -17,6 +17,7 @@ from typing import TextIO
 from storage_core.client.admin import KafkaAdminClient, TopicDescription
 from storage_core.client.admin_requests import AlterConfigOp
 from storage_core.client.cluster import KafkaCluster
+from storage_core.client.connection import ConnectionConfig
 from storage_core.client.errors import UnsupportedVersionError
 from storage_core.client.metadata import (
     NO_LEADER,
@@ -165,6 +166,7 @@ def run_topics(
     action: str,
     *,
     bootstrap_server: str,
+    connection_config: ConnectionConfig | None = None,
     topic: str | None,
     partitions: int,
     replication_factor: int,
@@ -179,7 +181,7 @@ def run_topics(
     """Run one action; client errors propagate to the caller (the CLI prints them)."""
     if action not in ACTIONS:
         raise ValueError(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}")
-    with KafkaCluster(bootstrap_server) as cluster:
+    with KafkaCluster(bootstrap_server, config=connection_config) as cluster:
         admin = KafkaAdminClient(cluster)
         if action == "list":
             list_topics(admin, out)

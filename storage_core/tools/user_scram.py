@@ -30,8 +30,9 @@ from kio.schema.alter_user_scram_credentials.v0 import response as alter_respons
 from kio.schema.describe_user_scram_credentials.v0 import request as describe_request
 from kio.schema.describe_user_scram_credentials.v0 import response as describe_response
 
+from storage_core.client.client_properties import load_client_properties
 from storage_core.client.connection import ConnectionConfig, KafkaConnection, parse_host_port
-from storage_core.java_properties import parse_properties
+from storage_core.errors import InvalidConfigError
 from storage_core.security.client_transport import ClientSecurityConfig, open_socket
 from storage_core.security.sasl_client_authenticator import SaslAuthenticationFailedError
 from storage_core.security.scram.scram_credential import SALT_BYTES
@@ -52,12 +53,14 @@ class UserScramError(ValueError):
 
 
 def client_settings(path: Path | None) -> dict[str, str]:
+    """The settings of ``--command-config`` (``load_client_properties``: refused when it holds
+    a secret that other users may read)."""
     if path is None:
         return {}
     try:
-        return parse_properties(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise UserScramError(f"cannot read --command-config {path}: {error.strerror}") from None
+        return load_client_properties(path)
+    except InvalidConfigError as error:
+        raise UserScramError(f"--command-config: {error}") from None
 
 
 def open_connection(bootstrap_server: str, settings: Mapping[str, str]) -> KafkaConnection:

@@ -432,6 +432,7 @@ def test_user_scram_cli_over_sasl_adds_a_user_who_then_authenticates(
         "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required"
         f' username="{ADMIN[0]}" password="{ADMIN[1]}";\n'
     )
+    client_properties.chmod(0o600)  # it holds a password: others may not read it
     password_file = tmp_path / "frank.pw"
     password_file.write_text("frank-pw\n")
     command = [
