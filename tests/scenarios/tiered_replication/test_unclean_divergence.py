@@ -35,7 +35,9 @@ TOPIC = "divergence"
 # One record of a 10-byte value per batch: 78 bytes; five fill a segment of 400 bytes. B's
 # records after the election carry 230 bytes (a batch of 298): one per segment.
 SEGMENT_BYTES = "400"
-LOCAL_RETENTION_MS = "6000"
+# Above the time from m1 to r2 (B's session timeout of 4 s and the election, longer on a busy
+# machine): were m0 m1's segment that old when r2 arrives, the leader would roll it alone.
+LOCAL_RETENTION_MS = "10000"
 BIG = "n" * 229
 
 
