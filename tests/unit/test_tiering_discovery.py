@@ -123,7 +123,10 @@ def test_topics_unknown_or_not_tiered() -> None:
     # a leftover directory of a deleted topic is reported; a topic without remote storage
     # is not, unless the run names it
     assert found.targets == ()
-    assert reasons(found) == {"gone-0": "topic unknown to the cluster"}
+    assert reasons(found) == {
+        "gone-0": "topic unknown to the cluster (deleted, or no Describe ACL on it for this"
+        " principal)"
+    }
     named = plan_targets(
         metadata, {"orders": None}, {1: dirs(1, 0)}, broker_ids=[1], topic="orders"
     )

@@ -105,7 +105,10 @@ class PartitionTarget:
 class SkipReason(Enum):
     """Why a partition is left out (in the order ``plan_targets`` decides)."""
 
-    TOPIC_UNKNOWN = "topic unknown to the cluster"
+    # Metadata leaves out the topics the principal may not describe: say so
+    TOPIC_UNKNOWN = (
+        "topic unknown to the cluster (deleted, or no Describe ACL on it for this principal)"
+    )
     NOT_REMOTE_ENABLED = "remote storage is not enabled for the topic"
     PARTITION_UNKNOWN = "partition unknown to the cluster"
     NO_LEADER = "no leader (offline)"

@@ -21,6 +21,8 @@ Story::
     preferred_leader_election    ElectLeaders (ALTER on the cluster): already preferred
     each ACL revoked in turn     the job (or the DAG's task function) that needs it fails
                                  naming that ACL as storage-core acls takes it
+    no Describe on topics        copy_segments sees none: it skips the partitions of the log
+                                 dirs, the reason naming the Describe ACL
     every log, summary, report, Data Docs page and the Airflow database grepped for the
     password: not one holds it
 """
@@ -364,6 +366,31 @@ def test_a_principal_lacking_one_acl_fails_naming_it(
     assert _expected_hint(acl) in error, error
     if acl.resource_type == "topic" and acl.name != "*":
         assert acl.name in error, error
+
+
+def test_without_describe_the_jobs_skip_the_topics_saying_which_acl(
+    secured: SecuredBroker,
+) -> None:
+    """Metadata of every topic leaves out those the principal may not describe (as Kafka's
+    does), so nothing can fail: the partitions in the log dirs are skipped, naming the ACL."""
+    revoked = (DESCRIBE_TOPICS, IMPLIED_BY[DESCRIBE_TOPICS])
+    for each in revoked:
+        secured.revoke(PRINCIPAL, each)
+    try:
+        code, _message = run_job(secured, "copy_segments")
+    finally:
+        secured.grant(PRINCIPAL, revoked)
+    assert code == 0
+    (output,) = sorted(
+        (secured.directory / "outputs").glob("copy_segments-*.txt"),
+        key=lambda p: p.stat().st_mtime,
+    )[-1:]
+    skipped = [
+        line
+        for line in output.read_text().splitlines()
+        if line.startswith(f"partition={ORDERS}-0 event=skipped")
+    ]
+    assert skipped and "no Describe ACL on it for this principal" in skipped[0], skipped
 
 
 def test_no_log_summary_report_or_page_holds_the_password(
