@@ -187,10 +187,12 @@ class AclAuthorizer:
         self._store = store
         self.config = config
         self._cache: dict[ResourcePattern, VersionedAcls] = {}
-        # the decisions' view of the cache: (resource type, pattern type, name) -> ACLs, plain
-        # tuples (cheap to hash), and the resource types that have prefixed ACLs at all
-        self._index: dict[tuple[int, int, str], frozenset[AccessControlEntry]] = {}
-        self._prefixed_types: frozenset[int] = frozenset()
+        # the decisions' view of the cache: (resource type, pattern type, name) -> the ACLs
+        # by principal (a decision reads its principal's and the wildcard principal's only),
+        # and per resource type the lengths of its prefixed names (a decision looks up only
+        # those prefixes of the resource name)
+        self._index: dict[tuple[int, int, str], dict[str, tuple[AccessControlEntry, ...]]] = {}
+        self._prefix_lengths: dict[int, tuple[int, ...]] = {}
         self._lock = threading.RLock()
         self._audit = _AuditLimiter(audit_interval_s)
         self._listener = AclChangeListener(
@@ -246,37 +248,39 @@ class AclAuthorizer:
         if pattern.pattern_type != PatternType.LITERAL:
             raise ValueError(f"only literal resources are authorized, got {pattern}")
         name = str(principal)
-        authorized = self.is_super_user(principal) or self._acls_allow(
-            name, host, action.operation, self._matching_acls(pattern)
-        )
+        authorized = self.is_super_user(principal)
+        if not authorized:
+            any_acls, acls = self._matching_acls(pattern, name)
+            if any_acls:
+                authorized = _acls_allow(acls, host, action.operation)
+            else:
+                authorized = self.config.allow_everyone_if_no_acl_found
         self._log_audit(principal, host, request_name, action, authorized)
         return authorized
 
-    def _matching_acls(self, pattern: ResourcePattern) -> list[AccessControlEntry]:
-        """The ACLs of the literal name, the type's wildcard and every prefix of the name."""
+    def _matching_acls(
+        self, pattern: ResourcePattern, principal: str
+    ) -> tuple[bool, list[AccessControlEntry]]:
+        """Whether any ACL matches the resource (its literal name, the type's wildcard, a
+        prefix of the name), and those of them for ``principal`` or the wildcard principal."""
         index = self._index  # one snapshot
         resource_type, name = int(pattern.resource_type), pattern.name
+        keys = [(resource_type, _LITERAL, name), (resource_type, _LITERAL, WILDCARD_RESOURCE)]
+        keys += [
+            (resource_type, _PREFIXED, name[:length])
+            for length in self._prefix_lengths.get(resource_type, ())
+            if length <= len(name)
+        ]
+        any_acls = False
         acls: list[AccessControlEntry] = []
-        for key in ((resource_type, _LITERAL, name), (resource_type, _LITERAL, WILDCARD_RESOURCE)):
-            found = index.get(key)
-            if found is not None:
-                acls.extend(found)
-        if resource_type in self._prefixed_types:
-            for end in range(1, len(name) + 1):
-                found = index.get((resource_type, _PREFIXED, name[:end]))
-                if found is not None:
-                    acls.extend(found)
-        return acls
-
-    def _acls_allow(
-        self, principal: str, host: str, operation: AclOperation, acls: list[AccessControlEntry]
-    ) -> bool:
-        if not acls:
-            return self.config.allow_everyone_if_no_acl_found
-        if _matching_acl_exists(acls, principal, host, {operation}, AclPermissionType.DENY):
-            return False
-        allowed_by = _IMPLIED.get(operation, frozenset({operation}))
-        return _matching_acl_exists(acls, principal, host, allowed_by, AclPermissionType.ALLOW)
+        for key in keys:
+            by_principal = index.get(key)
+            if by_principal is None:
+                continue
+            any_acls = True
+            acls.extend(by_principal.get(principal, ()))
+            acls.extend(by_principal.get(WILDCARD_PRINCIPAL, ()))
+        return any_acls, acls
 
     def authorize_by_resource_type(
         self,
@@ -502,11 +506,18 @@ class AclAuthorizer:
         key = (int(pattern.resource_type), int(pattern.pattern_type), pattern.name)
         if versioned.acls:
             cache[pattern] = versioned
-            index[key] = versioned.acls
+            by_principal: dict[str, list[AccessControlEntry]] = {}
+            for acl in versioned.acls:
+                by_principal.setdefault(acl.principal, []).append(acl)
+            index[key] = {principal: tuple(acls) for principal, acls in by_principal.items()}
         else:
             cache.pop(pattern, None)
             index.pop(key, None)
-        self._prefixed_types = frozenset(t for t, p, _n in index if p == _PREFIXED)
+        lengths: dict[int, set[int]] = {}
+        for resource_type, pattern_type, name in index:
+            if pattern_type == _PREFIXED:
+                lengths.setdefault(resource_type, set()).add(len(name))
+        self._prefix_lengths = {t: tuple(sorted(ls)) for t, ls in lengths.items()}
         self._index = index
         self._cache = cache
 
@@ -521,18 +532,22 @@ def _entry_matches(
     )
 
 
-def _matching_acl_exists(
-    acls: list[AccessControlEntry],
-    principal: str,
-    host: str,
-    operations: Iterable[AclOperation],
-    permission_type: AclPermissionType,
-) -> bool:
-    ops = frozenset(operations)
-    return any(
-        acl.permission_type == permission_type and _entry_matches(acl, principal, host, ops)
-        for acl in acls
-    )
+def _acls_allow(acls: list[AccessControlEntry], host: str, operation: AclOperation) -> bool:
+    """Kafka's decision over the resource's ACLs of the principal (and the wildcard one): a
+    matching DENY refuses, else a matching ALLOW (of the operation or one implying it)
+    allows."""
+    denied_by = frozenset({operation, AclOperation.ALL})
+    allowed_by = _IMPLIED.get(operation, frozenset({operation})) | {AclOperation.ALL}
+    allowed = False
+    for acl in acls:
+        if acl.host not in (host, WILDCARD_HOST):
+            continue
+        if acl.permission_type == AclPermissionType.DENY:
+            if acl.operation in denied_by:
+                return False
+        elif acl.permission_type == AclPermissionType.ALLOW and acl.operation in allowed_by:
+            allowed = True
+    return allowed
 
 
 def _validation_problem(binding: AclBinding) -> str | None:

@@ -9,6 +9,7 @@ prefixed ACLs that apply. ``log_if_denied=False`` is for answers that only filte
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterable
 from typing import ClassVar
@@ -56,6 +57,7 @@ class ClusterAuthorizationFailedError(StorageError):
     error_code: ClassVar[str] = "cluster_authorization_failed"
 
 
+@functools.cache
 def request_name(api_key: int) -> str:
     """Kafka's ``ApiKeys`` name of the request (``Produce``, ``OffsetCommit``)."""
     snake = api_key_map.get(api_key)
@@ -64,6 +66,7 @@ def request_name(api_key: int) -> str:
     return "".join(part.capitalize() for part in snake.split("_"))
 
 
+@functools.lru_cache(maxsize=4096)  # every produce and fetch asks for its topics' patterns
 def _literal(resource_type: ResourceType, name: str) -> ResourcePattern:
     return ResourcePattern(resource_type=resource_type, name=name, pattern_type=PatternType.LITERAL)
 
