@@ -25,7 +25,8 @@ then a notification tells the others.
 Audit: each decision is logged to ``kafka.authorizer.logger`` in Kafka's line shape; a denial of
 an explicitly requested resource at INFO, at most once per (principal, operation, resource)
 every ``audit_interval_s`` (the following ones are counted and the count is in the next line),
-allowed decisions at DEBUG.
+allowed decisions at DEBUG (``audit_log``). What a request asks for is an ``Action``
+(``action.py``).
 
 Thread-safety: decisions read the cache snapshot; writes hold ``_lock``.
 """
@@ -54,6 +55,8 @@ from storage_core.protocol.acl import (
     ResourcePatternFilter,
     ResourceType,
 )
+from storage_core.security.authorizer.action import Action as Action  # noqa: PLC0414 (export)
+from storage_core.security.authorizer.audit_log import AUDIT_INTERVAL_S, AuditLog
 from storage_core.security.kafka_principal import KafkaPrincipal
 from storage_core.zk.acl_znodes import (
     NO_ACLS,
@@ -65,7 +68,6 @@ from storage_core.zk.acl_znodes import (
 )
 
 logger = logging.getLogger(__name__)
-authorizer_logger = logging.getLogger("kafka.authorizer.logger")
 
 ACL_AUTHORIZER_CLASS = "kafka.security.authorizer.AclAuthorizer"
 SUPER_USERS_CONFIG = "super.users"
@@ -73,8 +75,6 @@ ALLOW_EVERYONE_IF_NO_ACL_FOUND_CONFIG = "allow.everyone.if.no.acl.found"
 MAX_UPDATE_RETRIES = 10
 RETRY_BACKOFF_MS = 100
 RETRY_BACKOFF_JITTER_MS = 50
-AUDIT_INTERVAL_S = 60.0
-MAX_AUDIT_KEYS = 10_000
 
 _LITERAL = int(PatternType.LITERAL)
 _PREFIXED = int(PatternType.PREFIXED)
@@ -100,19 +100,6 @@ class AclUpdateError(Exception):
     def __init__(self, error_code: str, message: str) -> None:
         super().__init__(message)
         self.error_code = error_code
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Action:
-    """An operation on a LITERAL resource a request asks for (Kafka's ``Action``).
-    ``log_if_allowed``/``log_if_denied`` False: the answer only filters or reports (audited at
-    trace level, i.e. not at all here)."""
-
-    operation: AclOperation
-    pattern: ResourcePattern
-    resource_reference_count: int = 1
-    log_if_allowed: bool = True
-    log_if_denied: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,28 +138,6 @@ class AuthorizerConfig:
         )
 
 
-class _AuditLimiter:
-    """At most one INFO line per key per interval; the lines held back are counted."""
-
-    def __init__(self, interval_s: float) -> None:
-        self._interval_s = interval_s
-        self._last: dict[tuple[str, str, str], tuple[float, int]] = {}
-        self._lock = threading.Lock()
-
-    def admit(self, key: tuple[str, str, str]) -> int | None:
-        """The number of lines suppressed since the last one, or None to suppress this one."""
-        now = time.monotonic()
-        with self._lock:
-            last = self._last.get(key)
-            if last is not None and now - last[0] < self._interval_s:
-                self._last[key] = (last[0], last[1] + 1)
-                return None
-            if len(self._last) >= MAX_AUDIT_KEYS:
-                self._last.clear()
-            self._last[key] = (now, 0)
-            return last[1] if last is not None else 0
-
-
 class AclAuthorizer:
     """Kafka's ``AclAuthorizer`` over an ``AclZkStore`` (see the module docstring)."""
 
@@ -194,7 +159,7 @@ class AclAuthorizer:
         self._index: dict[tuple[int, int, str], dict[str, tuple[AccessControlEntry, ...]]] = {}
         self._prefix_lengths: dict[int, tuple[int, ...]] = {}
         self._lock = threading.RLock()
-        self._audit = _AuditLimiter(audit_interval_s)
+        self._audit = AuditLog(audit_interval_s)
         self._listener = AclChangeListener(
             store, self.process_acl_change_notification, poll_interval_s=change_poll_interval_s
         )
@@ -255,7 +220,7 @@ class AclAuthorizer:
                 authorized = _acls_allow(acls, host, action.operation)
             else:
                 authorized = self.config.allow_everyone_if_no_acl_found
-        self._log_audit(principal, host, request_name, action, authorized)
+        self._audit.record(principal, host, request_name, action, authorized)
         return authorized
 
     def _matching_acls(
@@ -329,28 +294,6 @@ class AclAuthorizer:
             or (literal not in deny_literals and not dominant_prefix_deny(literal))
             for literal in allow_literals
         )
-
-    def _log_audit(
-        self,
-        principal: KafkaPrincipal,
-        host: str,
-        request_name: str,
-        action: Action,
-        authorized: bool,
-    ) -> None:
-        if authorized:
-            if action.log_if_allowed and authorizer_logger.isEnabledFor(logging.DEBUG):
-                authorizer_logger.debug(_audit_line(principal, host, request_name, action, True))
-            return
-        if not action.log_if_denied or not authorizer_logger.isEnabledFor(logging.INFO):
-            return
-        suppressed = self._audit.admit((str(principal), action.operation.name, str(action.pattern)))
-        if suppressed is None:
-            return
-        line = _audit_line(principal, host, request_name, action, False)
-        if suppressed:
-            line += f" ({suppressed} more denials like it since the last line)"
-        authorizer_logger.info(line)
 
     # --- ACLs: read and change ---------------------------------------------------------------
 
@@ -580,17 +523,6 @@ def _pattern_order(pattern: ResourcePattern) -> tuple[int, int, str]:
 
 def _acl_order(acl: AccessControlEntry) -> tuple[str, str, int, int]:
     return (acl.principal, acl.host, int(acl.operation), int(acl.permission_type))
-
-
-def _audit_line(
-    principal: KafkaPrincipal, host: str, request_name: str, action: Action, authorized: bool
-) -> str:
-    result = "Allowed" if authorized else "Denied"
-    return (
-        f"Principal = {principal} is {result} Operation = {action.operation.pascal_name} "
-        f"from host = {host} on resource = {action.pattern} for request = {request_name} "
-        f"with resourceRefCount = {action.resource_reference_count}"
-    )
 
 
 def authorizer_from_config(props: Mapping[str, str], session: object) -> AclAuthorizer | None:
