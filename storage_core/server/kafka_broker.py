@@ -46,12 +46,13 @@ from storage_core.security.credential_cache import CredentialProvider
 from storage_core.server.admin_manager import AdminManager, dynamic_log_defaults
 from storage_core.server.broker_services import BrokerEndpoint, BrokerServices
 from storage_core.server.cluster_membership import ClusterMembership, ran_on_log_dirs
+from storage_core.server.connection_quotas import ConnectionQuotas
 from storage_core.server.dynamic_broker_config import DynamicBrokerConfigStore
 from storage_core.server.group_coordinator_setup import start_group_coordinator
 from storage_core.server.handlers import build_registry
 from storage_core.server.kafka_config import KafkaConfig
 from storage_core.server.listeners import ListenerSecurity, inter_broker_client_security
-from storage_core.server.socket_server import ConnectionQuotas, SocketServer
+from storage_core.server.socket_server import SocketServer
 from storage_core.server.socket_server_config import SocketServerConfig
 from storage_core.server.topic_store import TopicInfo, TopicStore
 from storage_core.tiered.remote_log_manager import RemoteLogManager

@@ -37,7 +37,6 @@ import logging
 import socket
 import struct
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any, Final
@@ -45,10 +44,9 @@ from typing import Any, Final
 from kio.schema.index import api_key_map
 
 from storage_core.security.credential_cache import CredentialCache
-from storage_core.security.kafka_principal import USER_TYPE, KafkaPrincipal
-from storage_core.security.ssl_principal_mapper import NoMatchingRuleError, distinguished_name
 from storage_core.server.acceptor import Acceptor
 from storage_core.server.broker_services import BrokerServices
+from storage_core.server.connection_quotas import ConnectionQuotas
 from storage_core.server.handlers import ApiHandler
 from storage_core.server.kafka_channel import ExpiryReason, KafkaChannel
 from storage_core.server.listeners import ListenerSecurity
@@ -64,28 +62,12 @@ from storage_core.server.response_parts import ResponseParts, send_response_part
 from storage_core.server.response_pipeline import DeferredResponse, Response, ResponsePipeline
 from storage_core.server.sasl_server_authenticator import SaslServerAuthenticator
 from storage_core.server.socket_server_config import STREAM_BUFFER_BYTES, SocketServerConfig
+from storage_core.server.ssl_channel import open_tls_streams, tls_principal
 
 logger = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 IDLE_CHECK_INTERVAL_MS_MAX = 1_000
-TLS_HANDSHAKE_TIMEOUT_S = 10.0
-"""A TLS client must finish its handshake within this; then it is closed (logged)."""
-
-
-class ConnectionQuotas:
-    """The connections of every listener of one broker (Kafka's ``ConnectionQuotas``):
-    ``max.connections`` and ``max.connections.per.ip`` count them all, whichever listener
-    they came through. Thread-safety: one event loop."""
-
-    def __init__(self) -> None:
-        self.open = 0
-        """Connections accepted and not yet closed (in a TLS handshake included)."""
-        self.per_host: Counter[str] = Counter()
-        """Connections being served, by client address."""
-
-    def on_closed(self, _task: object) -> None:
-        self.open -= 1
 
 
 class SocketServer:
@@ -181,38 +163,10 @@ class SocketServer:
         await self._on_connection(reader, writer)
 
     async def _open_tls(self, conn: socket.socket) -> None:
-        """The TLS handshake (bounded by TLS_HANDSHAKE_TIMEOUT_S), then the connection."""
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=STREAM_BUFFER_BYTES, loop=loop)
-        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
-        try:
-            peer = conn.getpeername()
-        except OSError:
-            conn.close()
-            return
-        try:
-            transport, _ = await loop.connect_accepted_socket(
-                lambda: protocol,
-                sock=conn,
-                ssl=self.listener.ssl_context,
-                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S,
-            )
-        except (OSError, TimeoutError) as error:
-            # Kafka's line for a failed handshake ("Failed authentication with /host")
-            # the verification's words (certificate has expired), OpenSSL's reason, or
-            # asyncio's (a handshake not done within TLS_HANDSHAKE_TIMEOUT_S)
-            reason = getattr(error, "verify_message", None) or getattr(error, "reason", None)
-            reason = reason or str(error) or type(error).__name__
-            logger.info(
-                "Failed authentication with client=%s listener=%s (SSL handshake failed) reason=%s",
-                f"{peer[0]}:{peer[1]}",
-                self.listener.listener_name,
-                reason,
-            )
-            conn.close()
-            return
-        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
-        await self._on_connection(reader, writer)
+        """The TLS handshake (``ssl_channel``), then the connection."""
+        streams = await open_tls_streams(conn, self.listener)
+        if streams is not None:
+            await self._on_connection(*streams)
 
     async def _on_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -259,35 +213,12 @@ class SocketServer:
             writer.close()
 
     def _authenticate_tls(self, writer: asyncio.StreamWriter, channel: KafkaChannel) -> bool:
-        """The principal of a TLS connection (Kafka's ``DefaultKafkaPrincipalBuilder``): its
-        verified client certificate's DN after ``ssl.principal.mapping.rules``, or ANONYMOUS
-        without one. On SASL_SSL it stays ANONYMOUS here: SASL authenticates it next. False
-        (logged) when no rule maps the DN: the connection is closed."""
-        ssl_object = writer.get_extra_info("ssl_object")
-        certificate = ssl_object.getpeercert(binary_form=True) if ssl_object else None
-        if certificate is None or self.listener.security_protocol.uses_sasl:
-            return True
-        mapper = self.listener.principal_mapper
-        dn = distinguished_name(certificate)
-        try:
-            name = mapper.get_name(dn) if mapper is not None else dn
-        except NoMatchingRuleError as error:
-            logger.info(
-                "Failed authentication with client=%s listener=%s (Failed to map name for"
-                " '%s' based on SSL principal mapping rules: %s)",
-                channel.client,
-                self.listener.listener_name,
-                dn,
-                error,
-            )
+        """The connection's principal from its client certificate (``ssl_channel``); False
+        when no mapping rule names it: the connection is closed."""
+        principal = tls_principal(writer, self.listener, channel.client)
+        if principal is None:
             return False
-        channel.principal = KafkaPrincipal(USER_TYPE, name)
-        logger.debug(
-            "authenticated client=%s listener=%s principal=%s",
-            channel.client,
-            self.listener.listener_name,
-            channel.principal,
-        )
+        channel.principal = principal
         return True
 
     async def _serve(

@@ -9,8 +9,9 @@ import logging
 
 import pytest
 
+from storage_core.server.connection_quotas import ConnectionQuotas
 from storage_core.server.listeners import ListenerSecurity
-from storage_core.server.socket_server import ConnectionQuotas, SocketServer
+from storage_core.server.socket_server import SocketServer
 from storage_core.server.socket_server_config import SocketServerConfig
 
 

@@ -20,7 +20,7 @@ import pytest
 from storage_core.protocol.messages import build, request_schema
 from storage_core.records.file_region import FileRegion
 from storage_core.security.kafka_principal import ANONYMOUS, KafkaPrincipal, SecurityProtocol
-from storage_core.server import socket_server as socket_server_module
+from storage_core.server import ssl_channel
 from storage_core.server.handlers import ApiHandler
 from storage_core.server.listeners import EndPoint, ListenerSecurity
 from storage_core.server.protocol import encode_request
@@ -270,7 +270,7 @@ def test_a_client_that_never_finishes_its_handshake_is_closed(
 ) -> None:
     """The handshake is bounded (TLS_HANDSHAKE_TIMEOUT_S): a client that connects and says
     nothing is closed, with Kafka's line and the reason."""
-    monkeypatch.setattr(socket_server_module, "TLS_HANDSHAKE_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(ssl_channel, "TLS_HANDSHAKE_TIMEOUT_S", 0.5)
     broker = pki.issue("broker", "CN=localhost,OU=brokers,O=test")
     security = listener(pki, broker, SecurityProtocol.SSL)
 
