@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -28,33 +27,6 @@ from tests.librdkafka.security_suite import (
 pytestmark = pytest.mark.timeout(300)
 
 SCRIPT = Path(__file__).with_name("kafkajs_client.js")
-NPM_TIMEOUT_S = 180
-
-
-@pytest.fixture(scope="module")
-def kafkajs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The node_modules directory holding kafkajs."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("KafkaJS needs node and npm, and this machine lacks them")
-    directory = tmp_path_factory.mktemp("kafkajs")
-    try:
-        install = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--silent", "kafkajs@2"],
-            cwd=directory,
-            capture_output=True,
-            text=True,
-            timeout=NPM_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.skip(
-            f"npm install kafkajs did not finish in {NPM_TIMEOUT_S} s (registry unreachable?)"
-        )
-    if install.returncode != 0:
-        reason = install.stderr[-500:]
-        pytest.skip(f"npm install kafkajs failed (registry unreachable?): {reason}")
-    return directory / "node_modules"
 
 
 @pytest.fixture(scope="module")

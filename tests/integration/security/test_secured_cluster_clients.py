@@ -9,10 +9,14 @@ it authenticated as and only the ACLs granted to it."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import ssl
+import subprocess
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -44,6 +48,7 @@ from storage_core.client.connection import ConnectionConfig
 from storage_core.security.client_transport import ClientSecurityConfig
 from tests.broker_process import BrokerProcess
 from tests.cluster_support import BROKER_IDS, eventually, require_java, three_brokers
+from tests.integration.security.test_kafkajs import SCRIPT as KAFKAJS_SCRIPT
 from tests.security_support import Issued, TestPki, ssl_listener_props
 
 require_java()
@@ -383,3 +388,70 @@ def test_client_certificates_are_principals_on_the_ssl_listener(cluster: Cluster
             "mallory", "CN=mallory"
         )
         AdminClient(_mtls(cluster, stranger)).list_topics(timeout=5)
+
+
+def test_kafkajs_produces_consumes_and_manages_acls_on_the_three_brokers(
+    cluster: Cluster, kafkajs: Path
+) -> None:
+    """KafkaJS (its own SASL and TLS code) on the cluster: SCRAM-SHA-256 and PLAIN users with
+    prefixed ACLs on their topics and groups, and its admin's ACL calls."""
+    admin = _admin(cluster)
+    _wait(
+        admin.alter_user_scram_credentials(
+            [
+                UserScramCredentialUpsertion(
+                    ALICE[0],
+                    ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192),
+                    ALICE[1].encode(),
+                )
+            ]
+        )
+    )
+    for user in (ALICE[0], CAROL[0]):
+        _wait(
+            admin.create_acls(
+                [
+                    AclBinding(
+                        resource,
+                        name,
+                        ResourcePatternType.PREFIXED,
+                        f"User:{user}",
+                        "*",
+                        operation,
+                        AclPermissionType.ALLOW,
+                    )
+                    for resource, name, operation in (
+                        (ResourceType.TOPIC, "kafkajs-", AclOperation.WRITE),
+                        (ResourceType.TOPIC, "kafkajs-", AclOperation.READ),
+                        (ResourceType.GROUP, "g-kafkajs-", AclOperation.READ),
+                    )
+                ]
+            )
+        )
+    suffix = uuid.uuid4().hex[:8]
+    settings = {
+        "bootstrap": f"127.0.0.1:{cluster.client_ports[1]}",
+        "ca": str(cluster.pki.ca_pem),
+        "admin": {"mechanism": "plain", "username": ADMIN[0], "password": ADMIN[1]},
+        "logins": [
+            {"mechanism": "scram-sha-256", "username": ALICE[0], "password": ALICE[1]},
+            {"mechanism": "plain", "username": CAROL[0], "password": CAROL[1]},
+        ],
+        "suffix": suffix,
+    }
+    run = subprocess.run(
+        ["node", str(KAFKAJS_SCRIPT), json.dumps(settings)],
+        env={**os.environ, "NODE_PATH": str(kafkajs)},
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert run.returncode == 0, f"KafkaJS failed:\n{run.stderr[-3000:]}"
+    result = json.loads(run.stdout)
+    assert result["roundTrips"] == {
+        "scram-sha-256": ["from scram-sha-256"],
+        "plain": ["from plain"],
+    }
+    assert result["acls"]["created"] is True
+    assert result["acls"]["after"] == []
