@@ -42,6 +42,7 @@ from storage_core.cli import main
 from storage_core.protocol.messages import build, request_schema
 from storage_core.server.protocol import encode_request
 from tests.broker_process import BrokerProcess
+from tests.integration.test_fuzz_frames import rss_bytes
 from tests.security_support import TestPki, ssl_listener_props
 
 TIMEOUT_S = 20
@@ -53,6 +54,9 @@ PLAIN_JAAS = (
     f' user_{ADMIN[0]}="{ADMIN[1]}" user_carol="carol-secret";'
 )
 MECHANISMS = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+FUZZ_RSS_GROWTH_MAX = 64 * 1024 * 1024
+"""What the fuzzed exchanges may leave the broker's memory grown by, once their connections
+are closed (a broker holding what abandoned exchanges sent would grow by their sum)."""
 GENERIC_SCRAM_FAILURE = (
     "Authentication failed during authentication due to invalid credentials with SASL"
     " mechanism SCRAM-SHA-256"
@@ -464,6 +468,8 @@ def test_fuzzed_connections_leave_the_broker_serving(broker: BrokerProcess) -> N
     """Random bytes, frames cut short, absurd size prefixes, valid SASL frames out of order and
     abandoned exchanges, on many connections: each is answered or closed, and afterwards a
     client still authenticates and produces."""
+    assert broker.process is not None
+    rss_before = rss_bytes(broker.process.pid)
     rng = random.Random(29)
     valid = [
         _request(18, 0, 1),
@@ -493,7 +499,15 @@ def test_fuzzed_connections_leave_the_broker_serving(broker: BrokerProcess) -> N
                         sock.recv(4096)
                 except OSError:
                     break
+    # tokens up to sasl.server.max.receive.size, half sent, on connections then dropped: 75 MiB
+    # in all, more than the bound below, so a broker that kept them would fail it
+    for _ in range(300):
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=5) as sock:
+            sock.sendall(_request(17, 1, 1, mechanism="PLAIN"))
+            sock.sendall(struct.pack(">i", 524_288) + b"\0" * 262_144)
     assert "Traceback" not in broker.output()
+    grown = rss_bytes(broker.process.pid) - rss_before
+    assert grown < FUZZ_RSS_GROWTH_MAX, f"the broker grew by {grown >> 20} MiB"
     producer = Producer(confluent(broker, "PLAIN", "carol", "carol-secret"))
     producer.produce("after-fuzz", b"still serving")
     assert producer.flush(TIMEOUT_S) == 0
