@@ -307,31 +307,22 @@ def _remove(
         if not options.force and confirm(question).strip().lower() != "y":
             out.write("Nothing removed.\n")
             return 0
-        if entries:
-            filters += [
-                delete_request.DeleteAclsFilter(
-                    resource_type_filter=int(resource_type),  # type: ignore[arg-type]
-                    resource_name_filter=name,
-                    pattern_type_filter=int(pattern_type),  # type: ignore[arg-type]
-                    principal_filter=e.principal,
-                    host_filter=e.host,
-                    operation=int(e.operation),  # type: ignore[arg-type]
-                    permission_type=int(e.permission_type),  # type: ignore[arg-type]
-                )
-                for e in entries
-            ]
-        else:
-            filters.append(
-                delete_request.DeleteAclsFilter(
-                    resource_type_filter=int(resource_type),  # type: ignore[arg-type]
-                    resource_name_filter=name,
-                    pattern_type_filter=int(pattern_type),  # type: ignore[arg-type]
-                    principal_filter=None,
-                    host_filter=None,
-                    operation=int(AclOperation.ANY),  # type: ignore[arg-type]
-                    permission_type=int(AclPermissionType.ANY),  # type: ignore[arg-type]
-                )
+        # the entries given, or without them every ACL of the resource
+        matchers: list[tuple[str | None, str | None, AclOperation, AclPermissionType]] = [
+            (e.principal, e.host, e.operation, e.permission_type) for e in entries
+        ] or [(None, None, AclOperation.ANY, AclPermissionType.ANY)]
+        filters += [
+            delete_request.DeleteAclsFilter(
+                resource_type_filter=int(resource_type),  # type: ignore[arg-type]
+                resource_name_filter=name,
+                pattern_type_filter=int(pattern_type),  # type: ignore[arg-type]
+                principal_filter=principal,
+                host_filter=host,
+                operation=int(operation),  # type: ignore[arg-type]
+                permission_type=int(permission),  # type: ignore[arg-type]
             )
+            for principal, host, operation, permission in matchers
+        ]
     with _connect(bootstrap_server, settings) as connection:
         response = connection.send(
             delete_request.DeleteAclsRequest(filters=tuple(filters)),
