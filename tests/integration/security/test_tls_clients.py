@@ -253,7 +253,13 @@ def test_plaintext_bytes_to_the_tls_port(broker: TlsBroker) -> None:
 def test_tls_to_the_plaintext_port(broker: TlsBroker) -> None:
     offset = broker.log_size()
     shown = errors_of(broker.confluent(broker.plain_port))
-    assert any("SSL handshake failed" in line for line in shown), shown
+    # librdkafka says either, depending on whether the broker's close or its own failed
+    # parse of the (absent) ServerHello comes first: both are a failed TLS handshake
+    assert any(
+        "SSL handshake failed" in line
+        or ("SSL connection closed by peer" in line and "SSL_HANDSHAKE" in line)
+        for line in shown
+    ), shown
     # the ClientHello read as a frame size
     broker.wait_for_log(offset, "is outside (0, socket.request.max.bytes")
 
@@ -274,8 +280,12 @@ def test_an_expired_client_certificate_is_refused(broker: TlsBroker) -> None:
     expired = broker.pki.issue("old", "CN=old,O=acme", expired=True)
     offset = broker.log_size()
     shown = errors_of(broker.confluent(broker.mtls_port, expired))
-    # TLS 1.3: the client finishes first, then the broker refuses its certificate and closes
-    assert any("SSL connection closed by peer" in line for line in shown), shown
+    # TLS 1.3: the client finishes first, then the broker refuses its certificate and closes;
+    # librdkafka sees the close, or a reset if it had already sent its first request
+    assert any(
+        "SSL connection closed by peer" in line or "connection reset by peer" in line
+        for line in shown
+    ), shown
     broker.wait_for_log(
         offset, "listener=MTLS (SSL handshake failed) reason=certificate has expired"
     )
