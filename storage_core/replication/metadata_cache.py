@@ -102,20 +102,37 @@ class MetadataCache:
         return self._image
 
     def set_image(self, image: MetadataImage) -> None:
-        self._image = with_offline_replicas(image)
+        """Show ``image`` from now on; its offline replicas must be worked out already
+        (``with_offline_replicas``)."""
+        self._image = image
 
 
-def with_offline_replicas(image: MetadataImage) -> MetadataImage:
+def with_offline_replicas(
+    image: MetadataImage, names: Iterable[str] | None = None
+) -> MetadataImage:
     """The image with each partition's offline replicas (assigned replicas whose broker is not
-    registered) worked out against its live brokers."""
-    topics = {}
-    for name, topic in image.topics.items():
-        partitions = tuple(
-            replace(p, offline_replicas=tuple(r for r in p.replicas if r not in image.brokers))
-            for p in topic.partitions
-        )
-        topics[name] = replace(topic, partitions=partitions)
+    registered) worked out against its live brokers: for the topics ``names`` only (the others
+    are taken as they are), or for every topic when ``names`` is None."""
+    if names is None:
+        names = image.topics.keys()
+    topics = dict(image.topics)
+    for name in names:
+        topic = topics.get(name)
+        if topic is None:
+            continue
+        partitions = tuple(_with_offline(p, image.brokers) for p in topic.partitions)
+        if any(a is not b for a, b in zip(partitions, topic.partitions, strict=True)):
+            topics[name] = replace(topic, partitions=partitions)
     return replace(image, topics=topics)
+
+
+def _with_offline(
+    partition: PartitionMetadata, brokers: Mapping[int, BrokerRegistration]
+) -> PartitionMetadata:
+    offline = tuple(r for r in partition.replicas if r not in brokers)
+    if offline == partition.offline_replicas:
+        return partition
+    return replace(partition, offline_replicas=offline)
 
 
 def removed_by_reassignment(

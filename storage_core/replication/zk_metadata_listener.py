@@ -26,7 +26,15 @@ partition none of whose replicas was alive at its creation gets no state until o
 list the other partitions and a client would see fewer partitions than were created.
 
 All reads and the callbacks run on the listener's event thread, in the order ZooKeeper
-reported the changes. After the session is re-established (a new session loses its watches)
+reported the changes. Partition state changes are applied as deltas and in batches (Kafka's
+LeaderAndIsr carries many partitions, and a broker applies a metadata delta, not a whole
+image): a state watch only records its partition as pending, and one event reads every
+pending partition's state (pipelined where the client allows it), updates those partitions
+in the image, and publishes once. A burst of changes (a topic of 1,000 partitions created, a
+broker's leaderships moved) thus reaches the broker as a few batches, and each publish costs
+what changed, not the cluster's size: only the topics touched are re-listed and compared, and
+offline replicas are worked out again for them alone (for every topic only when the live
+brokers change). After the session is re-established (a new session loses its watches)
 everything is read again. ``on_partitions`` receives the partitions whose state, replicas or
 topic configs changed (the role of Kafka's LeaderAndIsr request: the broker becomes leader or
 follower, or stops hosting); ``on_deletion_marked`` the topics to remove locally (the role of
@@ -36,7 +44,8 @@ StopReplica with delete), after which the broker acknowledges in ZooKeeper.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -49,6 +58,7 @@ from storage_core.replication.metadata_cache import (
     TopicMetadata,
     with_offline_replicas,
 )
+from storage_core.replication.partition_state_reader import read_partition_states
 from storage_core.zk import zk_data
 from storage_core.zk.kafka_zk_client import KafkaZkClient
 
@@ -107,6 +117,10 @@ class ZkMetadataListener:
         self._watchers: dict[tuple[str, object], Callable[[Any], None]] = {}
         # every topic as ZooKeeper holds it, partitions without a state yet included
         self._read: dict[str, TopicMetadata] = {}
+        # partitions whose state watch fired and that no event has read yet; guarded by
+        # ``_pending_lock`` (watches add on ZooKeeper's thread, the event thread takes them)
+        self._pending_states: set[TopicPartition] = set()
+        self._pending_lock = threading.Lock()
 
     def start(self) -> None:
         """Read everything once (synchronously, so the cache is full when this returns), then
@@ -142,6 +156,22 @@ class ZkMetadataListener:
             self._watchers[(name, key)] = watch
         return watch
 
+    def _state_watch(self, tp: TopicPartition) -> Callable[[Any], None]:
+        """The watch of one partition's state znode: it records the partition as pending and
+        schedules one read for all pending partitions (none if one is scheduled already)."""
+        watch = self._watchers.get(("PartitionState", tp))
+        if watch is None:
+
+            def watch(_event: Any) -> None:
+                with self._pending_lock:
+                    first = not self._pending_states
+                    self._pending_states.add(tp)
+                if first:
+                    self._events.put("PartitionStates", self._read_pending_states)
+
+            self._watchers[("PartitionState", tp)] = watch
+        return watch
+
     # --- reads (on the event thread) ---------------------------------------------------------
 
     def _refresh(self) -> None:
@@ -162,7 +192,8 @@ class ZkMetadataListener:
             brokers=brokers,
             topics=old.topics,
         )
-        self._publish(old, self._relisted(image, set(self._read) | set(old.topics)))
+        every_topic = set(self._read) | set(old.topics)
+        self._publish(old, self._relisted(image, every_topic), every_topic)
         self._notify_deletions(marked)
 
     def _read_topic_metadata(self, name: str) -> TopicMetadata | None:
@@ -177,10 +208,10 @@ class ZkMetadataListener:
             zk_data.topic_config_path(name),
             watch=self._watch("TopicConfig", lambda: self._read_topic(name), name),
         )
+        states = self._read_states(TopicPartition(name, p) for p in assignment.partitions)
         partitions = []
         for partition, replicas in sorted(assignment.partitions.items()):
-            tp = TopicPartition(name, partition)
-            state = self._read_state(tp)
+            state = states.get(TopicPartition(name, partition))
             partitions.append(
                 PartitionMetadata(
                     partition=partition,
@@ -196,22 +227,23 @@ class ZkMetadataListener:
             name=name, topic_id=assignment.topic_id, partitions=tuple(partitions), configs=configs
         )
 
-    def _read_state(self, tp: TopicPartition) -> zk_data.LeaderAndIsr | None:
-        path = zk_data.partition_state_path(tp)
-        watch = self._watch("PartitionState", lambda: self._read_partition(tp), tp)
-        if self.zk.zk.exists(path, watch=watch) is None:
-            return None  # not yet created: the exists-watch fires when it is
-        return self.zk.get_partition_states([tp]).get(tp)
+    def _read_states(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, zk_data.LeaderAndIsr]:
+        """The states of ``partitions`` that exist, each with its watch set again (a missing
+        one is watched for its creation)."""
+        return read_partition_states(self.zk.zk, partitions, self._state_watch)
 
     def _read_controller(self) -> None:
         controller = self.zk.get_controller(watch=self._watch("Controller", self._read_controller))
         old = self.cache.image()
-        self._publish(old, replace(old, controller_id=controller.broker_id if controller else -1))
+        new = replace(old, controller_id=controller.broker_id if controller else -1)
+        self._publish(old, new, ())
 
     def _read_brokers(self) -> None:
         brokers = self.zk.get_all_brokers(watch=self._watch("Brokers", self._read_brokers))
         old = self.cache.image()
-        self._publish(old, replace(old, brokers=brokers))
+        self._publish(old, replace(old, brokers=brokers), ())
 
     def _read_topics(self) -> None:
         names = set(self.zk.get_all_topics(watch=self._watch("Topics", self._read_topics)))
@@ -224,7 +256,8 @@ class ZkMetadataListener:
             if topic is not None:
                 self._read[name] = replace(topic, marked_for_deletion=name in self._known_marked)
         old = self.cache.image()
-        self._publish(old, self._relisted(old, gone | set(added) | (set(old.topics) - names)))
+        relisted = gone | set(added) | (set(old.topics) - names)
+        self._publish(old, self._relisted(old, relisted), relisted)
 
     def _read_topic(self, name: str) -> None:
         known = self._read.get(name)
@@ -236,34 +269,35 @@ class ZkMetadataListener:
         else:
             self._read[name] = replace(topic, marked_for_deletion=known.marked_for_deletion)
         old = self.cache.image()
-        self._publish(old, self._relisted(old, {name}))
+        self._publish(old, self._relisted(old, {name}), {name})
 
-    def _read_partition(self, tp: TopicPartition) -> None:
-        topic = self._read.get(tp.topic)
-        current = topic.partition(tp.partition) if topic is not None else None
-        if topic is None or current is None:
-            return
-        state = self._read_state(tp)
-        if state is None:
-            return  # not created yet, or deleted with its topic: what was read stays
-        updated = replace(
-            current,
-            leader=state.leader,
-            leader_epoch=state.leader_epoch,
-            isr=state.isr,
-            partition_epoch=state.zk_version,
-            controller_epoch=state.controller_epoch,
-        )
-        partitions = tuple(updated if p.partition == tp.partition else p for p in topic.partitions)
-        self._read[tp.topic] = replace(topic, partitions=partitions)
-        old = self.cache.image()
-        self._publish(old, self._relisted(old, {tp.topic}))
+    def _read_pending_states(self) -> None:
+        """Every partition whose state changed since the last read, applied in one batch."""
+        with self._pending_lock:
+            pending, self._pending_states = self._pending_states, set()
+        known = sorted(tp for tp in pending if tp.topic in self._read)
+        states = self._read_states(known)  # missing: not created yet, or gone with its topic
+        by_topic: dict[str, dict[int, zk_data.LeaderAndIsr]] = {}
+        for tp, state in states.items():
+            by_topic.setdefault(tp.topic, {})[tp.partition] = state
+        for name, updates in by_topic.items():
+            topic = self._read[name]
+            partitions = tuple(
+                p if p.partition not in updates else _with_state(p, updates[p.partition])
+                for p in topic.partitions
+            )
+            self._read[name] = replace(topic, partitions=partitions)
+        if by_topic:
+            old = self.cache.image()
+            self._publish(old, self._relisted(old, set(by_topic)), by_topic.keys())
 
     def _read_deletions(self) -> None:
         marked = self.zk.get_deletion_markers(watch=self._watch("Deletions", self._read_deletions))
-        self._read = {n: replace(t, marked_for_deletion=n in marked) for n, t in self._read.items()}
+        flipped = {n for n, t in self._read.items() if t.marked_for_deletion != (n in marked)}
+        for name in flipped:
+            self._read[name] = replace(self._read[name], marked_for_deletion=name in marked)
         old = self.cache.image()
-        self._publish(old, self._relisted(old, set(self._read) | set(old.topics)))
+        self._publish(old, self._relisted(old, flipped), flipped)
         self._notify_deletions(marked)
 
     def _relisted(self, image: MetadataImage, names: set[str]) -> MetadataImage:
@@ -280,13 +314,15 @@ class ZkMetadataListener:
 
     # --- publishing --------------------------------------------------------------------------
 
-    def _publish(self, old: MetadataImage, new: MetadataImage) -> None:
+    def _publish(self, old: MetadataImage, new: MetadataImage, names: Collection[str]) -> None:
         """Tell the broker first, then show the new picture to request handlers: a handler
         that sees a partition led here finds it hosted (as a broker applies LeaderAndIsr
-        before it answers Metadata with the new leader)."""
-        image = with_offline_replicas(new)
+        before it answers Metadata with the new leader). ``names``: the topics that may differ
+        between ``old`` and ``new``; the others are carried over as they are."""
+        brokers_changed = old.brokers.keys() != new.brokers.keys()
+        image = with_offline_replicas(new, None if brokers_changed else names)
         if self._on_partitions is not None:
-            changes = _partition_changes(old, image)
+            changes = _partition_changes(old, image, names)
             if changes:
                 self._on_partitions(image, changes)
         self.cache.set_image(image)
@@ -301,15 +337,28 @@ class ZkMetadataListener:
             self._on_deletion_marked(self.cache.image(), fresh)
 
 
+def _with_state(partition: PartitionMetadata, state: zk_data.LeaderAndIsr) -> PartitionMetadata:
+    return replace(
+        partition,
+        leader=state.leader,
+        leader_epoch=state.leader_epoch,
+        isr=state.isr,
+        partition_epoch=state.zk_version,
+        controller_epoch=state.controller_epoch,
+    )
+
+
 def _partition_changes(
-    old: MetadataImage, new: MetadataImage
+    old: MetadataImage, new: MetadataImage, names: Iterable[str]
 ) -> dict[TopicPartition, PartitionMetadata | None]:
-    """Partitions whose replicas, leader, epoch or ISR changed, or whose topic's configs did;
-    None for those that no longer exist."""
+    """Of the topics ``names``, the partitions whose replicas, leader, epoch or ISR changed,
+    or whose topic's configs did; None for those that no longer exist."""
     changes: dict[TopicPartition, PartitionMetadata | None] = {}
-    for name in set(old.topics) | set(new.topics):
+    for name in names:
         before = old.topics.get(name)
         after = new.topics.get(name)
+        if before is after:
+            continue
         configs_changed = (
             before is not None and after is not None and before.configs != after.configs
         )
