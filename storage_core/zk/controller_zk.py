@@ -15,12 +15,17 @@ Fencing, the rule that keeps two controllers from acting together:
   fails that check and gets ``ControllerMovedError``; it never half-writes.
 - Partition states are set at the znode version last read: a writer with a stale view gets
   the partition back in ``retry`` (Kafka's BADVERSION path) and rereads.
+
+Writes of many partitions (a topic's first states, the elections of a broker's failure or
+controlled shutdown, ISR shrinks) are sent pipelined (``pipelined_requests``), as Kafka's
+``KafkaZkClient`` sends its ``Seq`` of requests: each partition's write is still its own
+transaction with the epoch check, so one partition's BADVERSION leaves the others written.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -35,8 +40,11 @@ from kazoo.exceptions import (
 from storage_core.common import TopicPartition
 from storage_core.errors import StorageError
 from storage_core.zk import zk_data
+from storage_core.zk.pipelined_requests import send_pipelined
 from storage_core.zk.zk_data import ControllerRegistration, LeaderAndIsr, TopicAssignment
 from storage_core.zk.zookeeper_client import Watch, ZooKeeperClient
+
+Op = tuple[str, tuple[Any, ...]]  # a transaction's operation: its name and arguments
 
 # passes of a subtree deletion before a subtree that keeps growing is reported: brokers add
 # at most one acknowledgement each to a deletion marker
@@ -144,22 +152,39 @@ class ControllerZkClient(ZooKeeperClient):
         with contextlib.suppress(NoNodeError, BadVersionError):
             self.zk.delete(zk_data.CONTROLLER_PATH, version=controller.zk_version)
 
-    def _fenced(
-        self, epoch: ControllerEpoch, ops: Iterable[tuple[str, tuple[Any, ...]]]
-    ) -> list[Any]:
+    def _fenced(self, epoch: ControllerEpoch, ops: Iterable[Op]) -> list[Any]:
         """Run ``ops`` in one transaction after checking ``/controller_epoch`` is still at the
         version this controller wrote. Returns each op's result (an exception where it failed)."""
-        transaction = self.zk.transaction()
-        transaction.check(zk_data.CONTROLLER_EPOCH_PATH, epoch.zk_version)
-        for name, args in ops:
-            getattr(transaction, name)(*args)
-        results = transaction.commit()
-        if isinstance(results[0], BadVersionError | NoNodeError):
+        return self._fenced_pipelined(epoch, [list(ops)])[0]
+
+    def _fenced_pipelined(
+        self, epoch: ControllerEpoch | None, transactions: list[list[Op]]
+    ) -> list[list[Any]]:
+        """Each of ``transactions`` as its own transaction, all sent pipelined; each one checks
+        ``/controller_epoch`` first (``epoch`` None: unchecked, only where no controller runs).
+        Returns each transaction's results (an exception where an op failed); raises
+        ``ControllerMovedError`` if any check failed, once every answer is in."""
+
+        def start(ops: list[Op]) -> Callable[[], Any]:
+            def send() -> Any:
+                transaction = self.zk.transaction()
+                if epoch is not None:
+                    transaction.check(zk_data.CONTROLLER_EPOCH_PATH, epoch.zk_version)
+                for name, args in ops:
+                    getattr(transaction, name)(*args)
+                return transaction.commit_async()
+
+            return send
+
+        answers = send_pipelined(self.zk, [start(ops) for ops in transactions])
+        if epoch is None:
+            return [list(results) for results in answers]
+        if any(isinstance(results[0], BadVersionError | NoNodeError) for results in answers):
             raise ControllerMovedError(
                 f"controller epoch {epoch.epoch} was superseded (/controller_epoch is no longer "
                 f"at version {epoch.zk_version}): another broker is controller"
             )
-        return list(results[1:])
+        return [list(results[1:]) for results in answers]
 
     # --- the controller's writes ---------------------------------------------------------
 
@@ -191,33 +216,57 @@ class ControllerZkClient(ZooKeeperClient):
     ) -> dict[TopicPartition, LeaderAndIsr]:
         """Create new partitions' state znodes (with their parents), fenced (``None``: only
         when no controller runs, as when a broker moves its old metadata in before starting
-        one); returns the ones created (version 0). An existing state is left as it is."""
-        created = {}
-        for tp, state in states.items():
-            self.zk.ensure_path(zk_data.partition_state_path(tp).rsplit("/", 1)[0])
-            op = (zk_data.partition_state_path(tp), zk_data.encode_leader_and_isr(state))
-            if epoch is None:
-                transaction = self.zk.transaction()
-                transaction.create(*op)
-                results = list(transaction.commit())
+        one); returns the ones created (version 0). An existing state is left as it is.
+
+        Kafka's ``createTopicPartitionStatesRaw``: ``/brokers/topics/<t>/partitions`` once per
+        topic, then each partition's znode and its state in one transaction, all pipelined;
+        a partition whose znode exists already (a controller that died midway) gets its
+        state in a second pipelined pass."""
+        for topic in sorted({tp.topic for tp in states}):
+            self.zk.ensure_path(zk_data.partitions_path(topic))
+        pending = list(states)
+        created: dict[TopicPartition, LeaderAndIsr] = {}
+        with_parent = self._fenced_pipelined(
+            epoch,
+            [
+                [
+                    ("create", (zk_data.partition_state_path(tp).rsplit("/", 1)[0], b"")),
+                    _create_state(tp, states[tp]),
+                ]
+                for tp in pending
+            ],
+        )
+        parent_exists = []
+        for tp, (parent, state) in zip(pending, with_parent, strict=True):
+            if isinstance(parent, NodeExistsError):
+                parent_exists.append(tp)
+            elif isinstance(parent, Exception):
+                raise parent
+            elif isinstance(state, Exception):
+                raise state
             else:
-                results = self._fenced(epoch, [("create", op)])
-            if isinstance(results[0], NodeExistsError):
+                created[tp] = _with_version(states[tp], 0)
+        alone = self._fenced_pipelined(
+            epoch, [[_create_state(tp, states[tp])] for tp in parent_exists]
+        )
+        for tp, (result,) in zip(parent_exists, alone, strict=True):
+            if isinstance(result, NodeExistsError):
                 continue
-            if isinstance(results[0], Exception):
-                raise results[0]
-            created[tp] = _with_version(state, 0)
+            if isinstance(result, Exception):
+                raise result
+            created[tp] = _with_version(states[tp], 0)
         return created
 
     def update_leader_and_isr(
         self, epoch: ControllerEpoch, states: Mapping[TopicPartition, LeaderAndIsr]
     ) -> UpdateLeaderAndIsrResult:
-        """Set each state at the znode version it carries, fenced by the controller epoch."""
+        """Set each state at the znode version it carries, fenced by the controller epoch
+        (Kafka's ``updateLeaderAndIsr``: one conditional set per partition, all pipelined)."""
         finished = {}
         retry = []
-        for tp, state in states.items():
-            results = self._fenced(
-                epoch,
+        written = self._fenced_pipelined(
+            epoch,
+            [
                 [
                     (
                         "set_data",
@@ -227,9 +276,11 @@ class ControllerZkClient(ZooKeeperClient):
                             state.zk_version,
                         ),
                     )
-                ],
-            )
-            outcome = results[0]
+                ]
+                for tp, state in states.items()
+            ],
+        )
+        for (tp, state), (outcome,) in zip(states.items(), written, strict=True):
             if isinstance(outcome, BadVersionError | NoNodeError):
                 retry.append(tp)
             elif isinstance(outcome, Exception):
@@ -292,6 +343,10 @@ class ControllerZkClient(ZooKeeperClient):
             paths.extend(self._subtree(f"{path}/{child}"))
         paths.append(path)
         return paths
+
+
+def _create_state(tp: TopicPartition, state: LeaderAndIsr) -> Op:
+    return ("create", (zk_data.partition_state_path(tp), zk_data.encode_leader_and_isr(state)))
 
 
 def _with_version(state: LeaderAndIsr, zk_version: int) -> LeaderAndIsr:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import logging
 import threading
 import time
@@ -38,6 +39,7 @@ from storage_core.common import TopicPartition
 from storage_core.errors import StorageError
 from storage_core.zk import zk_data
 from storage_core.zk.controller_zk import ControllerEpoch, ControllerZkClient
+from storage_core.zk.pipelined_requests import send_pipelined
 from storage_core.zk.zk_data import (
     BrokerRegistration,
     LeaderAndIsr,
@@ -296,13 +298,22 @@ class KafkaZkClient(ControllerZkClient):
     def get_partition_states(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, LeaderAndIsr]:
-        """State (with znode version) of each partition that has one."""
+        """State (with znode version) of each partition that has one (Kafka's
+        ``getTopicPartitionStatesRaw``: the reads sent pipelined)."""
+        wanted = list(partitions)
+        answers = send_pipelined(
+            self.zk,
+            [
+                functools.partial(self.zk.get_async, zk_data.partition_state_path(tp))
+                for tp in wanted
+            ],
+            expected_errors=(NoNodeError,),
+        )
         states = {}
-        for tp in partitions:
-            try:
-                data, stat = self.zk.get(zk_data.partition_state_path(tp))
-            except NoNodeError:
+        for tp, answer in zip(wanted, answers, strict=True):
+            if isinstance(answer, NoNodeError):
                 continue
+            data, stat = answer
             states[tp] = zk_data.decode_leader_and_isr(tp, data, zk_version=stat.version)
         return states
 

@@ -22,18 +22,24 @@ czxids keep growing across restarts:
         "version": 0, "czxid": 7, "mzxid": 7}, ...}}
 
 Errors are kazoo's (``NoNodeError``, ``NodeExistsError``, ``BadVersionError``, ...), so code
-written against a kazoo client runs unchanged. Thread-safety: one lock around every operation;
-watches run on the caller's thread after the lock is released.
+written against a kazoo client runs unchanged; the ``*_async`` calls answer at once. Thread-safety:
+one lock around every operation; watches run on the caller's thread after the lock is released.
+
+A session's ``batch()`` (what ``pipelined_requests`` sends a batch under) defers the file's
+rewrite to the end of the batch: the changes the calling thread makes inside are written in
+one rewrite when it ends, and only then do their watches fire, so nothing learns of a change
+before it is on disk. Other threads' changes meanwhile are written (and fire) as always.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +56,7 @@ from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
 from storage_core.errors import CorruptCheckpointError
 from storage_core.log.checkpoints import write_atomically
+from storage_core.zk.pipelined_requests import Answered
 
 STORE_FILE = "metadata-store.json"
 FORMAT_VERSION = 1
@@ -68,6 +75,14 @@ class _ZNode:
     ctime_ms: int
     ephemeral_owner: int = 0
     cversion: int = 0
+
+
+@dataclass(slots=True)
+class _DeferredBatch:
+    """One thread's batch: whether it changed anything, and the watches its changes fired."""
+
+    dirty: bool = False
+    fired: list[tuple[Watch, WatchedEvent]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -104,6 +119,7 @@ class LocalZNodeTree:
         self._zxid = 0
         self._watches = _Watches()
         self._session_ids = itertools.count(1)
+        self._batches: dict[int, _DeferredBatch] = {}  # thread ident -> its open batch
         if self._file is not None and self._file.exists():
             self._load(self._file)
 
@@ -233,7 +249,13 @@ class LocalZNodeTree:
                 self._zxid = zxid
                 for path, node in staged.items():
                     fired.extend(self._commit(path, node))
-                self._persist()
+                batch = self._batches.get(threading.get_ident())
+                if batch is None:
+                    self._persist()
+                else:  # written and fired when the batch ends
+                    batch.dirty = True
+                    batch.fired.extend(fired)
+                    fired = []
                 results = [
                     self._stat(r[1]) if isinstance(r, tuple) and r[0] == "stat" else r
                     for r in results
@@ -358,6 +380,25 @@ class LocalZNodeTree:
                 _add_watch(self._watches.children, path, watch)
             return self._children(path)
 
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """The calling thread's changes inside are written to the file once, at the end, and
+        their watches fire after that write (nested batches join the outer one)."""
+        ident = threading.get_ident()
+        if ident in self._batches:
+            yield
+            return
+        batch = self._batches[ident] = _DeferredBatch()
+        try:
+            yield
+        finally:
+            with self._lock:
+                del self._batches[ident]
+                if batch.dirty:
+                    self._persist()
+            for watch, event in batch.fired:
+                watch(event)
+
     def close_session(self, session_id: int) -> None:
         with self._lock:
             owned = [p for p, n in self._nodes.items() if n.ephemeral_owner == session_id]
@@ -388,6 +429,9 @@ class LocalTransaction:
 
     def commit(self) -> list[Any]:
         return self._session.tree.apply(self._session.session_id, self._ops)
+
+    def commit_async(self) -> Answered:
+        return Answered.of(self.commit)
 
 
 class LocalSession:
@@ -450,6 +494,13 @@ class LocalSession:
 
     def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, ZnodeStat]:
         return self.tree.read(path, watch)
+
+    def get_async(self, path: str, watch: Watch | None = None) -> Answered:
+        return Answered.of(lambda: self.tree.read(path, watch))
+
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        """Requests sent together: the store's file is written once for all of them."""
+        return self.tree.batch()
 
     def exists(self, path: str, watch: Watch | None = None) -> ZnodeStat | None:
         return self.tree.exists(path, watch)

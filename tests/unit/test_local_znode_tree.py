@@ -128,3 +128,32 @@ def test_sequential_znodes_are_numbered_by_the_parent_cversion_and_survive_a_res
     third = again.create("/config/changes/config_change_", b"c", sequence=True)
     assert third == "/config/changes/config_change_0000000004"
     assert again.get(third)[0] == b"c"
+
+
+def test_a_batch_writes_the_file_once_and_fires_its_watches_after_that(tmp_path: Path) -> None:
+    tree = LocalZNodeTree(tmp_path)
+    writer, watcher = tree.session(), tree.session()
+    writer.ensure_path("/states")
+    for name in ("a", "b"):
+        writer.create(f"/states/{name}", b"0")
+    seen_on_disk: list[tuple[str, str | None]] = []
+
+    def on_change(event: WatchedEvent) -> None:  # what a fresh store on the file would hold
+        fresh = LocalZNodeTree(tmp_path).session()
+        seen_on_disk.append((event.path, fresh.get(event.path)[0].decode()))
+
+    for name in ("a", "b"):
+        watcher.get(f"/states/{name}", watch=on_change)
+    with writer.batch():
+        writer.transaction().commit_async()  # an empty transaction changes nothing
+        for name in ("a", "b"):
+            tx = writer.transaction()
+            tx.set_data(f"/states/{name}", b"1", 0)
+            assert tx.commit_async().get()[0].version == 1
+        assert seen_on_disk == []  # not before the batch is on disk
+        assert LocalZNodeTree(tmp_path).session().get("/states/a")[0] == b"0"
+        # another session's read sees the batch's changes at once
+        assert watcher.get("/states/b")[0] == b"1"
+    assert seen_on_disk == [("/states/a", "1"), ("/states/b", "1")]
+    with pytest.raises(NoNodeError):
+        writer.get_async("/states/missing").get()
