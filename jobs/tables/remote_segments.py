@@ -21,6 +21,7 @@ from jobs.tables.inputs import (
 )
 from jobs.tables.schemas import Row
 from jobs.tables.states import SEGMENT_STARTED_STATES, replay_segment_states
+from storage_core.tiered.metadata.cache import is_same_segment
 from storage_core.tiered.metadata.metadata import (
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
@@ -85,16 +86,23 @@ def segment_base_rows(
     """Fact columns of every segment named by a segment event or an object key.
 
     Records are taken in log order (metadata partition, then offset); every segment event
-    goes into ``state_history`` with its record's timestamp. Keys that are not remote
+    goes into ``state_history`` with its record's timestamp, but for a segment's metadata
+    announced again unchanged (re-appended by the metadata topic's compaction, as the RLMM
+    cache takes it: a repeat). Keys that are not remote
     segment objects under ``key_prefix`` are ignored.
     """
     rows: dict[_SegmentKey, Row] = {}
+    added: dict[_SegmentKey, RemoteLogSegmentMetadata] = {}
     for record in sorted(records, key=lambda r: (r.partition, r.offset)):
         event = record.event
         if not isinstance(event, RemoteLogSegmentMetadata | RemoteLogSegmentMetadataUpdate):
             continue
         segment_id = event.remote_log_segment_id
         key = _segment_key(segment_id)
+        if isinstance(event, RemoteLogSegmentMetadata):
+            first = added.setdefault(key, event)
+            if first is not event and is_same_segment(first, event):
+                continue  # announced again unchanged (the topic's compaction): a repeat
         row = rows.get(key)
         if row is None:
             tp = segment_id.topic_id_partition.topic_partition

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid
@@ -211,8 +213,15 @@ def test_adding_a_segment_in_a_later_state_is_refused() -> None:
         cache.add_copy_in_progress_segment(finished)
     cache.add_copy_in_progress_segment(segment)
     cache.update_remote_log_segment_metadata(update(segment, S.COPY_SEGMENT_FINISHED))
+    # another segment under the same id is refused
+    other = dataclasses.replace(segment, end_offset=8)
     with pytest.raises(IllegalRemoteLogStateTransitionError, match="COPY_SEGMENT_FINISHED to"):
-        cache.add_copy_in_progress_segment(segment)
+        cache.add_copy_in_progress_segment(other)
+    # the same one announced again (the metadata topic's compaction re-appends it) is a repeat
+    cache.add_copy_in_progress_segment(segment)
+    [listed] = cache.list_all_remote_log_segments()
+    assert listed.state is S.COPY_SEGMENT_FINISHED
+    assert cache.remote_log_segment_metadata(0, 5) == listed
 
 
 def test_updates_of_unknown_segments() -> None:

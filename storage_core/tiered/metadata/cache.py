@@ -13,6 +13,10 @@ What each method sees, by segment state (Kafka's table)::
 
 Events are applied with Kafka's rules, with these deliberate differences:
 
+- The COPY_SEGMENT_STARTED metadata of a segment the cache holds in a later state, announced
+  again unchanged (``is_same_segment``), is a repeat and changes nothing: the metadata topic's
+  compaction (``compaction``) re-appends live segments' events so that older ones can go.
+  Kafka's cache logs and drops it, with the same outcome.
 - An event the state machine forbids raises ``IllegalRemoteLogStateTransitionError`` (Kafka
   logs it and drops it); the cache is unchanged. An update naming an unknown segment raises
   ``RemoteResourceNotFoundError`` once the cache is initialized, and is dropped before (the
@@ -48,6 +52,21 @@ from storage_core.tiered.metadata.metadata import (
     RemotePartitionDeleteMetadata,
 )
 from storage_core.tiered.metadata.states import RemoteLogSegmentState, RemotePartitionDeleteState
+
+
+def is_same_segment(a: RemoteLogSegmentMetadata, b: RemoteLogSegmentMetadata) -> bool:
+    """Whether ``a`` and ``b`` describe the same copy of a segment: equal id, offsets,
+    epochs, size, max timestamp and transaction index flag (state, broker, event time and
+    custom metadata may differ: updates change them)."""
+    return (
+        a.remote_log_segment_id == b.remote_log_segment_id
+        and a.start_offset == b.start_offset
+        and a.end_offset == b.end_offset
+        and dict(a.segment_leader_epochs) == dict(b.segment_leader_epochs)
+        and a.segment_size_in_bytes == b.segment_size_in_bytes
+        and a.max_timestamp_ms == b.max_timestamp_ms
+        and a.txn_idx_empty == b.txn_idx_empty
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -264,6 +283,12 @@ class RemoteLogMetadataCache:
         with self._lock:
             segment_id = metadata.remote_log_segment_id
             existing = self._id_to_segment_metadata.get(segment_id)
+            if (
+                existing is not None
+                and existing.state is not RemoteLogSegmentState.COPY_SEGMENT_STARTED
+                and is_same_segment(existing, metadata)
+            ):
+                return  # announced again (a restatement of the metadata topic): a repeat
             self._check_transition(existing, metadata.state, segment_id)
             for epoch in metadata.segment_leader_epochs:
                 self._epoch_state(epoch).handle_segment_with_copy_segment_started_state(segment_id)
