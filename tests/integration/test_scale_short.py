@@ -1,0 +1,76 @@
+"""The scale benchmark's short variant (``benchmarks/scale.py --short``): three brokers with 60
+and then 180 partitions (replication factor 3, real ZooKeeper), and a tiered broker whose
+partition holds 300 and then 3,000 remote segments. It fails when a per-unit cost (per
+partition: creation, restart until back in every ISR, SIGTERM until exit, descriptors; per
+remote segment: a copy, the copy job's RLMM catch-up, the quality job's pure part, metadata
+bytes, a restart until a tiered offset is served) grows more than 2x between the two sizes;
+the failure shows the benchmark's table.
+
+The per-unit costs chosen are medians (copies), counts (descriptors, bytes) or whole
+operations over every partition or segment, so that one slow moment of a loaded machine
+does not move them 2x. Idle CPU is printed, not checked: a few seconds of an idle broker are
+a handful of clock ticks.
+
+``make bench-scale`` runs the full sizes (300 / 1,000 / 3,000 partitions, 10^3 / 10^4 / 10^5
+remote segments).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks import scale
+from tests import cluster_support
+
+cluster_support.require_java()
+
+
+def test_per_unit_costs_grow_at_most_2x_between_sizes(tmp_path: Path) -> None:
+    args = scale.parse_args(["--short"])
+    result = scale.run(args, tmp_path)
+    table = scale.format_table(result)
+    (tmp_path / "scale-short.json").write_text(json.dumps(result, indent=2))
+    for part, rows in (("partitions", scale.PARTITION_ROWS), ("segments", scale.SEGMENT_ROWS)):
+        sizes = scale.SHORT[part].split(",")
+        assert sorted(result[part], key=int) == sizes, table
+        for key, label, _per_unit, checked in rows:
+            if checked:
+                missing = [s for s in sizes if result[part][s].get(key) is None]
+                assert not missing, f"{part}: {label.strip()} not measured at {missing}\n{table}"
+    assert not result["growth_failures"], (
+        "per-unit costs grew more than 2x between two sizes:\n  "
+        + "\n  ".join(result["growth_failures"])
+        + f"\n\n{table}"
+    )
+
+
+def _result(per_partition_ms: dict[str, float]) -> dict[str, Any]:
+    return {
+        "partitions": {
+            size: {"create_ms_per_partition": ms, "descriptors_per_partition": 3.0}
+            for size, ms in per_partition_ms.items()
+        },
+        "segments": {},
+    }
+
+
+@pytest.mark.parametrize(
+    ("per_partition_ms", "fails"),
+    [
+        ({"60": 10.0, "180": 20.0}, False),  # 2x: at the limit
+        ({"60": 10.0, "180": 20.5}, True),
+        ({"60": 10.0, "180": 4.0}, False),  # cheaper per unit as fixed costs spread
+        ({"300": 5.0, "1000": 9.0, "3000": 11.0}, True),  # 300 -> 3,000: 2.2x
+    ],
+)
+def test_growth_beyond_2x_between_any_two_sizes_is_a_failure(
+    per_partition_ms: dict[str, float], fails: bool
+) -> None:
+    failures = scale.growth_failures(_result(per_partition_ms))
+    assert bool(failures) is fails, failures
+    if fails:
+        assert "create_ms_per_partition" in failures[0]
