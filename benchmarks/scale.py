@@ -51,6 +51,7 @@ PARTITION_ROWS = (
     ("create_ms_per_partition", "  per partition (ms)", True, True),
     ("zookeeper_writes_s", "  the same ZooKeeper writes by kazoo (s)", False, False),
     ("create_vs_zookeeper_writes", "  create / ZooKeeper writes", False, False),
+    ("create_request_timed_out", "  CreateTopics answered REQUEST_TIMED_OUT", False, False),
     ("restart_isr_s", "one broker restarted: start until back in every ISR (s)", False, False),
     ("restart_ms_per_partition", "  per partition (ms)", True, True),
     ("shutdown_s", "SIGTERM until the broker exits (s)", False, False),
@@ -116,26 +117,41 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
+    """Every size of both parts; a size that fails is recorded in ``errors`` (with what it
+    measured before failing) and the run goes on with the next."""
     result: dict[str, Any] = {"machine": machine(), "partitions": {}, "segments": {}}
+    errors: list[str] = []
     if args.partition_sizes:
         with ZooKeeperEnsemble(base / "zk", size=1) as zookeeper:
             for size in args.partition_sizes:
-                row = scale_partitions.measure_size(
-                    zookeeper, base, size, only=args.steps, idle_window_s=args.idle_window_s
-                )
+                try:
+                    row = scale_partitions.measure_size(
+                        zookeeper, base, size, only=args.steps, idle_window_s=args.idle_window_s
+                    )
+                except Exception as error:  # report it, measure the other sizes
+                    errors.append(f"partitions {size}: {type(error).__name__}: {error}")
+                    continue
                 result["partitions"][str(size)] = row
                 print(f"partitions {size}: {json.dumps(row)}", file=sys.stderr, flush=True)
     segment_steps = args.steps & set(scale_segments.STEPS)
     if args.segment_sizes and segment_steps:
-        segments = scale_segments.measure(
-            base,
-            args.segment_sizes,
-            only=segment_steps,
-            copies=args.copies,
-            local_segments=args.local_sizes,
-        )
-        result["segments"] = segments.pop("sizes")
-        result["segment_notes"] = segments
+        result["segment_notes"] = {"built_by": scale_segments.BUILT_BY_EVENTS}
+        for index, size in enumerate(args.segment_sizes):
+            try:
+                row, notes = scale_segments.measure_size(
+                    base / f"segments-{size}",
+                    size,
+                    only=segment_steps,
+                    copies=args.copies,
+                    local_segments=args.local_sizes if index == 0 else (),
+                )
+            except Exception as error:  # report it, measure the other sizes
+                errors.append(f"segments {size}: {type(error).__name__}: {error}")
+                continue
+            result["segments"][str(size)] = row
+            result["segment_notes"].update(notes)
+            print(f"segments {size}: {json.dumps(row)}", file=sys.stderr, flush=True)
+    result["errors"] = errors
     result["growth"] = growth_table(result)
     result["growth_failures"] = growth_failures(result)
     result["aims"] = aims(result)
@@ -252,11 +268,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_table(result))
     print()
     print_aims(result["aims"])
+    if result["errors"]:
+        print("\nsizes that failed (their figures are missing above):")
+        for error in result["errors"]:
+            print(f"  {error}")
     if result["growth_failures"]:
         print("\nper-unit costs that grew more than 2x between two sizes:")
         for failure in result["growth_failures"]:
             print(f"  {failure}")
     if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     return 0
 

@@ -31,6 +31,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
@@ -84,9 +85,19 @@ def create(
     baseline_s = zookeeper_create_baseline(zookeeper.connect_string, partitions)
     admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in brokers.values())})
     started = time.monotonic()
-    admin.create_topics([NewTopic(TOPIC, partitions, REPLICATION_FACTOR)])[TOPIC].result(
-        timeout_for(partitions)
-    )
+    request_timed_out = False
+    try:
+        admin.create_topics(
+            [NewTopic(TOPIC, partitions, REPLICATION_FACTOR)],
+            operation_timeout=timeout_for(partitions),
+            request_timeout=timeout_for(partitions),
+        )[TOPIC].result(timeout_for(partitions))
+    except KafkaException as error:
+        # As in Kafka, REQUEST_TIMED_OUT says the broker stopped waiting, not that the
+        # creation stopped: the leaders are waited for below either way
+        if error.args[0].code() != KafkaError.REQUEST_TIMED_OUT:
+            raise
+        request_timed_out = True
     wait_for(
         lambda: leaders_seen_by_all(brokers, partitions),
         f"{partitions} leaders seen by every broker",
@@ -98,6 +109,7 @@ def create(
         "create_ms_per_partition": round(create_s * 1000 / partitions, 3),
         "zookeeper_writes_s": round(baseline_s, 3),
         "create_vs_zookeeper_writes": round(create_s / baseline_s, 1),
+        "create_request_timed_out": request_timed_out,
     }
 
 

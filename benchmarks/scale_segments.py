@@ -331,27 +331,3 @@ def measure_size(
         if "fds" in only and local_segments:
             notes.update(local_descriptors(broker, local_segments))
     return row, notes
-
-
-def measure(
-    base: Path,
-    sizes: Sequence[int],
-    *,
-    only: set[str],
-    copies: int,
-    local_segments: Sequence[int],
-) -> dict[str, Any]:
-    """Every step of ``only`` at each of ``sizes`` (remote segments), a broker each; the
-    descriptors on the first."""
-    results: dict[str, Any] = {"built_by": BUILT_BY_EVENTS, "sizes": {}}
-    for index, size in enumerate(sorted(sizes)):
-        row, notes = measure_size(
-            base / f"segments-{size}",
-            size,
-            only=only,
-            copies=copies,
-            local_segments=local_segments if index == 0 else (),
-        )
-        results["sizes"][str(size)] = row
-        results.update(notes)
-    return results

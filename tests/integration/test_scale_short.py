@@ -34,6 +34,7 @@ def test_per_unit_costs_grow_at_most_2x_between_sizes(tmp_path: Path) -> None:
     result = scale.run(args, tmp_path)
     table = scale.format_table(result)
     (tmp_path / "scale-short.json").write_text(json.dumps(result, indent=2))
+    assert not result["errors"], "\n".join(result["errors"]) + f"\n\n{table}"
     for part, rows in (("partitions", scale.PARTITION_ROWS), ("segments", scale.SEGMENT_ROWS)):
         sizes = scale.SHORT[part].split(",")
         assert sorted(result[part], key=int) == sizes, table
