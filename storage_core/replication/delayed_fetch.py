@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import TypeVar
@@ -76,7 +76,13 @@ Waiter = asyncio.Future[FetchResults | None]
 class DelayedFetchPurgatory:
     """The parked fetches, per partition they wait on."""
 
-    __slots__ = ("_claimed_reads", "_follower_reads", "_replica_waiters", "_waiters")
+    __slots__ = (
+        "_claimed_reads",
+        "_follower_reads",
+        "_replica_waiters",
+        "_session_waiters",
+        "_waiters",
+    )
 
     def __init__(self) -> None:
         # Follower fetches park here until the leader's log end offset moves (they read
@@ -89,6 +95,10 @@ class DelayedFetchPurgatory:
         self._follower_reads: dict[Waiter, Callable[[], FetchResults]] = {}
         self._claimed_reads: set[Waiter] = set()
         self._waiters: dict[TopicPartition, set[Waiter]] = {}
+        # Incremental fetch sessions parked on all their partitions at once (a follower's
+        # session may hold thousands): one entry each, checked at every wake-up of a
+        # follower fetch; there are as many as fetcher threads follow this broker.
+        self._session_waiters: dict[Waiter, Container[TopicPartition]] = {}
 
     def wake_high_watermark_waiters(self, tp: TopicPartition) -> None:
         """Wake the fetches waiting on ``tp``'s HW."""
@@ -103,12 +113,33 @@ class DelayedFetchPurgatory:
             for waiter in waiters.pop(tp, set()):
                 if not waiter.done():
                     waiter.set_result(None)
+        self._wake_sessions(tp)
 
     def wake_replica_fetches(self, tp: TopicPartition) -> None:
         """Wake the follower fetches parked on ``tp``, except those an append reads for."""
         for waiter in self._replica_waiters.pop(tp, set()):
             if not waiter.done() and waiter not in self._claimed_reads:
                 waiter.set_result(None)
+        self._wake_sessions(tp)
+
+    def _wake_sessions(self, tp: TopicPartition) -> None:
+        if self._session_waiters:
+            for waiter, partitions in list(self._session_waiters.items()):
+                if tp in partitions and not waiter.done():
+                    waiter.set_result(None)
+
+    def park_session(self, partitions: Container[TopicPartition]) -> Waiter | None:
+        """A waiter woken when one of ``partitions`` (an incremental fetch session's, read
+        at each wake-up, so it may change while parked) moves (None: the purgatory is
+        full). Woken as ``wake_replica_fetches`` and ``wake`` wake follower fetches."""
+        if len(self._session_waiters) >= MAX_WAITERS:
+            return None
+        waiter: Waiter = asyncio.get_running_loop().create_future()
+        self._session_waiters[waiter] = partitions
+        return waiter
+
+    def unpark_session(self, waiter: Waiter) -> None:
+        self._session_waiters.pop(waiter, None)
 
     def claim_follower_reads(
         self, tps: Iterable[TopicPartition]

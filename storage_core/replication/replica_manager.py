@@ -198,6 +198,15 @@ class ReplicaManager(LeaderAndIsrMixin):
         with self._lock:
             return self._partitions.get(tp)
 
+    def hosted_partition(self, tp: TopicPartition) -> Partition | None:
+        """The partition if hosted here, else None (no error raised: the cheap look-up of an
+        incremental fetch session's idle partitions)."""
+        return self._partitions.get(tp)  # one dict read: atomic, no lock needed
+
+    @property
+    def delayed_fetch_purgatory(self) -> DelayedFetchPurgatory:
+        return self._delayed_fetch_purgatory
+
     def partitions(self) -> dict[TopicPartition, Partition]:
         with self._lock:
             return dict(self._partitions)

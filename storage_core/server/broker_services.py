@@ -24,6 +24,7 @@ from storage_core.replication.replica_manager import ReplicaManager
 from storage_core.security.authorizer.acl_authorizer import AclAuthorizer
 from storage_core.server.admin_manager import AdminManager
 from storage_core.server.dynamic_broker_config import DynamicBrokerConfigStore
+from storage_core.server.fetch_session import FetchManager
 from storage_core.server.kafka_config import KafkaConfig
 from storage_core.server.topic_store import TopicStore
 from storage_core.zk.config_entity import ConfigEntityZkStore
@@ -73,6 +74,9 @@ class BrokerServices:
     config_entities: ConfigEntityZkStore | None = None
     """The users' config entities (their SCRAM credentials) in ZooKeeper or the single-node
     store, for Describe/AlterUserScramCredentials."""
+    fetch_manager: FetchManager | None = None
+    """Incremental fetch sessions (KIP-227) of followers; None: every fetch is answered
+    sessionless."""
 
     @property
     def endpoint(self) -> BrokerEndpoint:

@@ -69,6 +69,7 @@ BROKER_CONFIG_DEFS: dict[str, tuple[str, Any]] = {
     "replica.fetch.response.max.bytes": ("int", 10 * 1024 * 1024),
     "replica.socket.timeout.ms": ("int", 30_000),
     "replica.lag.time.max.ms": ("long", 30_000),
+    "max.incremental.fetch.session.cache.slots": ("int", 1000),
     "replica.high.watermark.checkpoint.interval.ms": ("long", 5_000),
     "fetch.max.bytes": ("int", 55 * 1024 * 1024),
     "log.retention.check.interval.ms": ("long", 300_000),

@@ -94,6 +94,8 @@ def partition_fetch(**fields: Any) -> PartitionFetch:
     min_bytes=int32s,
     max_bytes=int32s,
     client_id=st.none() | st.binary(max_size=40).map(lambda b: b.hex().encode()),
+    session_id=int32s,
+    session_epoch=int32s,
 )
 def test_it_decodes_what_kio_decodes(
     partition: PartitionFetch,
@@ -102,9 +104,13 @@ def test_it_decodes_what_kio_decodes(
     min_bytes: int,
     max_bytes: int,
     client_id: bytes | None,
+    session_id: int,
+    session_epoch: int,
 ) -> None:
     frame = frame_of(
         partition,
+        session_id=session_id,
+        session_epoch=session_epoch,
         replica_id=replica_id,
         max_wait_ms=max_wait_ms,
         min_bytes=min_bytes,
@@ -131,19 +137,32 @@ def test_it_decodes_what_kio_decodes(
             log_start_offset=int(p.log_start_offset),
             partition_max_bytes=int(p.partition_max_bytes),
         ),
+        session_id=int(request.session_id),
+        session_epoch=int(request.session_epoch),
     )
     assert decoded.partition == partition  # what the follower encoded
+
+
+def test_an_incremental_fetch_without_partitions_is_decoded_as_kio_does() -> None:
+    frame = frame_of(session_id=123, session_epoch=7)
+    decoded = follower_fetch.decode(frame)
+    _header, request = parse_request(frame)
+    assert request.topics == () and request.session_epoch == 7
+    assert decoded is not None
+    assert (decoded.partition, decoded.session_id, decoded.session_epoch) == (None, 123, 7)
 
 
 def test_every_other_fetch_goes_to_the_general_handler() -> None:
     one = partition_fetch()
     assert follower_fetch.decode(frame_of(one)) is not None
+    assert follower_fetch.decode(frame_of(one, session_id=9, session_epoch=1)) is not None
+    assert follower_fetch.decode(frame_of()) is not None
     others = {
         "a consumer": frame_of(one, replica_id=-1),
         "two partitions": frame_of(one, partition_fetch(partition=1)),
         "two topics": frame_of(one, partition_fetch(topic="other")),
-        "no partition": frame_of(),
-        "a fetch session": frame_of(one, session_id=9, session_epoch=1),
+        # forgotten_topics_data of one topic "t" and its partition 0
+        "forgotten topics": frame_of(one)[:-3] + b"\x02\x02t\x02\x00\x00\x00\x00\x00\x01\x00",
         "another version": frame_of(one, version=11),
         "header tags": frame_of(one, header_tags=b"\x01\x00\x00"),
         "a trailing byte": frame_of(one) + b"\x00",
@@ -255,15 +274,11 @@ def general_decision(frame: bytes) -> follower_fetch.FollowerFetch | None:
         header, request = parse_request(frame)
     except MalformedRequestError:
         return None
-    (topic,) = request.topics
-    (p,) = topic.partitions
-    return follower_fetch.FollowerFetch(
-        correlation_id=header.correlation_id,
-        replica_id=int(request.replica_id),
-        max_wait_ms=request.max_wait // datetime.timedelta(milliseconds=1),
-        min_bytes=int(request.min_bytes),
-        max_bytes=int(request.max_bytes),
-        partition=PartitionFetch(
+    partition = None
+    if request.topics:
+        (topic,) = request.topics
+        (p,) = topic.partitions
+        partition = PartitionFetch(
             topic=topic.topic,
             partition=int(p.partition),
             current_leader_epoch=int(p.current_leader_epoch),
@@ -271,7 +286,16 @@ def general_decision(frame: bytes) -> follower_fetch.FollowerFetch | None:
             last_fetched_epoch=int(p.last_fetched_epoch),
             log_start_offset=int(p.log_start_offset),
             partition_max_bytes=int(p.partition_max_bytes),
-        ),
+        )
+    return follower_fetch.FollowerFetch(
+        correlation_id=header.correlation_id,
+        replica_id=int(request.replica_id),
+        max_wait_ms=request.max_wait // datetime.timedelta(milliseconds=1),
+        min_bytes=int(request.min_bytes),
+        max_bytes=int(request.max_bytes),
+        partition=partition,
+        session_id=int(request.session_id),
+        session_epoch=int(request.session_epoch),
     )
 
 

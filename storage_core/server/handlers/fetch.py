@@ -1,9 +1,11 @@
 """Fetch (key 1): records from partition leaders up to the high watermark, with long polling.
 
-No fetch sessions: every request is a full fetch and the response carries session id 0, which
-tells clients to keep sending full requests (KIP-227 allows a broker to decline sessions). The
-response lists exactly the requested partitions, in request order. Topics are named (v4-v12)
-or identified by topic id (v13+).
+Fetch sessions (KIP-227, ``fetch_sessions``): a follower's full fetch (session epoch 0)
+creates a session, and its incremental fetches name only the partitions that changed and are
+answered with only those that have something new. A consumer's fetch is answered sessionless
+(session id 0), which tells it to keep sending full requests (KIP-227 allows a broker to
+decline sessions). A full response lists exactly the requested partitions, in request order.
+Topics are named (v4-v12) or identified by topic id (v13+).
 
 The response is encoded by ``fetch_response`` (not the codec): record sets of 64 KiB or more
 stay in their segment files and are sent with sendfile (see ``response_parts``).
@@ -11,41 +13,44 @@ stay in their segment files and are sent with sendfile (see ``response_parts``).
 With an authorizer, a consumer needs READ on each topic and a follower (replica id >= 0)
 CLUSTER_ACTION on the cluster; a denied partition is TOPIC_AUTHORIZATION_FAILED and not read.
 
-A follower's one-partition fetch never reaches this handler: ``follower_fetch`` decodes it by
-hand and answers it through the same ``read_partitions`` and ``partition_response``.
+A follower's fetch of at most one partition never reaches this handler: ``follower_fetch``
+decodes it by hand and answers it through the same ``read_partitions``, ``partition_response``
+and ``fetch_sessions``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
 from storage_core.protocol.acl import AclOperation, ResourceType
-from storage_core.replication.delayed_fetch import (
-    FetchRequestPartition,
-    FetchResult,
-    close_regions,
+from storage_core.replication.delayed_fetch import FetchRequestPartition, close_regions
+from storage_core.server.fetch_response import FetchTopicResponse, encode_fetch_response
+from storage_core.server.fetch_session import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    FullFetchContext,
+    IncrementalFetchContext,
+    SessionErrorContext,
 )
-from storage_core.server.fetch_response import (
-    FetchPartitionResponse,
-    FetchTopicResponse,
-    encode_fetch_response,
-)
+from storage_core.server.handlers import fetch_sessions
 from storage_core.server.handlers.auth_helper import authorize_cluster, filter_by_authorized
-from storage_core.server.handlers.common import error_code_of, from_kio_uuid, milliseconds
+from storage_core.server.handlers.common import from_kio_uuid, milliseconds
+from storage_core.server.handlers.fetch_reads import (
+    MAX_WAIT_MS_MAX,
+    partition_response,
+    read_partitions,
+)
 from storage_core.server.request_context import RequestContext
 from storage_core.server.response_parts import ResponseParts
 
-if TYPE_CHECKING:
-    from storage_core.server.broker_services import BrokerServices
+__all__ = ["MAX_WAIT_MS_MAX", "handle", "partition_response", "read_partitions"]
 
 API_KEY = 1
 MIN_VERSION = 4
 MAX_VERSION = 16
-
-MAX_WAIT_MS_MAX = 30_000  # a bound on how long one request may park in the purgatory
 
 
 async def handle(ctx: RequestContext, request: Any) -> ResponseParts:
@@ -77,13 +82,41 @@ async def handle(ctx: RequestContext, request: Any) -> ResponseParts:
                 log_start_offset=getattr(p, "log_start_offset", -1),  # v5+
                 topic_id=from_kio_uuid(topic.topic_id) if by_id else None,
             )
+    replica_id = _replica_id(ctx.api_version, request)
+    session_id, session_epoch = _session(ctx.api_version, request)
+    context = fetch_sessions.new_context(
+        services,
+        version=ctx.api_version,
+        session_id=session_id,
+        session_epoch=session_epoch,
+        replica_id=replica_id,
+        fetch_data=wanted,
+        to_forget=_forgotten(ctx, request, by_id),
+    )
+    if isinstance(context, SessionErrorContext):
+        return fetch_sessions.error_response(
+            ctx.api_version, ctx.correlation_id, context.error_code
+        )
+    if isinstance(context, IncrementalFetchContext):
+        return await fetch_sessions.answer_incremental(
+            services,
+            context,
+            version=ctx.api_version,
+            correlation_id=ctx.correlation_id,
+            max_wait_ms=milliseconds(request.max_wait),
+            min_bytes=int(request.min_bytes),
+            max_bytes=int(request.max_bytes),
+            replica_id=replica_id,
+            authorized=allowed is None,
+            sent=wanted,
+        )
     results = await read_partitions(
         services,
         wanted,
         max_wait_ms=milliseconds(request.max_wait),
         min_bytes=int(request.min_bytes),
         max_bytes=int(request.max_bytes),
-        replica_id=_replica_id(ctx.api_version, request),
+        replica_id=replica_id,
     )
     try:
         topics = [
@@ -101,35 +134,48 @@ async def handle(ctx: RequestContext, request: Any) -> ResponseParts:
             )
             for index, (topic, name, partitions) in enumerate(layout)
         ]
+        new_session_id = INVALID_SESSION_ID
+        if isinstance(context, FullFetchContext):
+            new_session_id = context.update_and_generate_response_data(
+                {
+                    TopicPartition(topic.topic, p.partition_index): p
+                    for topic in topics
+                    for p in topic.partitions
+                }
+            ).session_id
         return encode_fetch_response(
-            version=ctx.api_version, correlation_id=ctx.correlation_id, topics=topics
+            version=ctx.api_version,
+            correlation_id=ctx.correlation_id,
+            topics=topics,
+            session_id=new_session_id,
         )
     except BaseException:
         close_regions(results.values())
         raise
 
 
-async def read_partitions(
-    services: BrokerServices,
-    wanted: dict[TopicPartition, FetchRequestPartition],
-    *,
-    max_wait_ms: int,
-    min_bytes: int,
-    max_bytes: int,
-    replica_id: int,
-) -> dict[TopicPartition, FetchResult]:
-    """The reads a Fetch asks for, within the broker's bounds; record sets of 64 KiB and
-    more come back as file regions, which the caller must close."""
-    return await services.replica_manager.fetch_messages(
-        wanted,
-        max_wait_ms=min(max_wait_ms, MAX_WAIT_MS_MAX),
-        min_bytes=min_bytes,
-        # As Kafka: a response never exceeds the broker's fetch.max.bytes, whatever the client
-        # asks for (a 2 GiB max_bytes would otherwise build a response of the whole log).
-        max_bytes=min(max_bytes, services.config.get_int("fetch.max.bytes")),
-        zero_copy=True,
-        replica_id=replica_id,
-    )
+def _session(api_version: int, request: Any) -> tuple[int, int]:
+    """The request's session id and epoch; before v7 there are none (sessionless)."""
+    if api_version < 7:
+        return INVALID_SESSION_ID, FINAL_EPOCH
+    return int(request.session_id), int(request.session_epoch)
+
+
+def _forgotten(ctx: RequestContext, request: Any, by_id: bool) -> list[TopicPartition]:
+    """The partitions an incremental fetch removes from its session (v7+)."""
+    if ctx.api_version < 7:
+        return []
+    forgotten: list[TopicPartition] = []
+    for topic in request.forgotten_topics_data:
+        if by_id:
+            info = ctx.services.topic_store.get_by_id(from_kio_uuid(topic.topic_id))
+            if info is None:
+                continue
+            name = info.name
+        else:
+            name = topic.topic
+        forgotten.extend(TopicPartition(name, int(p)) for p in topic.partitions)
+    return forgotten
 
 
 def _authorized_topics(ctx: RequestContext, request: Any, by_id: bool) -> set[str] | None:
@@ -157,22 +203,3 @@ def _replica_id(api_version: int, request: Any) -> int:
     if api_version >= 15:
         return int(request.replica_state.replica_id)
     return int(request.replica_id)
-
-
-def partition_response(
-    partition_index: int, result: FetchResult | None, error: ErrorCode | None
-) -> FetchPartitionResponse:
-    read = result.read if result is not None else None
-    if error is None and result is not None:
-        error = error_code_of(result.error)
-    return FetchPartitionResponse(
-        partition_index=partition_index,
-        error_code=int(error if error is not None else ErrorCode.none),
-        high_watermark=read.high_watermark if read is not None else -1,
-        last_stable_offset=read.last_stable_offset if read is not None else -1,
-        log_start_offset=read.log_start_offset if read is not None else -1,
-        diverging_epoch=result.diverging_epoch if result is not None else None,
-        aborted_transactions=None if read is None else (),
-        # Empty, not null, with an error: as Kafka; librdkafka cannot parse a null record set.
-        records=result.records if result is not None and read is not None else b"",
-    )

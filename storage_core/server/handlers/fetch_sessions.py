@@ -1,0 +1,279 @@
+"""Fetch requests in incremental fetch sessions (KIP-227): each request's context from the
+broker's ``FetchManager`` (``server/fetch_session.py``), and the answer to an incremental one.
+
+An incremental fetch considers every partition of its session, as Kafka's does, but an idle
+partition costs a few attribute reads, not a read of its log: a partition the request does not
+name is *quiet* while this broker leads it at the epoch the fetcher knows, the fetcher is at
+its log end, and neither the high watermark nor the log start offset moved since the last
+answer; then nothing would be read and nothing is answered. Its follower's fetch state is
+still recorded (Kafka records every fetch), but only every ``replica.lag.time.max.ms`` / 4:
+a follower at the log end counts as caught up anyway, and the record keeps its caught-up time
+recent enough that an append does not make it look stale before its next fetch.
+
+With nothing to answer, the fetch parks once for the whole session (``park_session``) until
+one of its partitions moves or ``max_wait_ms`` passes, then looks again. The session waiter
+is parked before the partitions are read, so an append during the read wakes it.
+
+Thread-safety: loop thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from storage_core.common import TopicPartition
+from storage_core.errors import StorageError
+from storage_core.replication.delayed_fetch import FetchRequestPartition, until
+from storage_core.server.fetch_response import (
+    FetchPartitionResponse,
+    FetchTopicResponse,
+    encode_fetch_response,
+)
+from storage_core.server.fetch_session import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    FetchContext,
+    FetchContextResponse,
+    FetchManager,
+    FetchMetadata,
+    FetchSession,
+    IncrementalFetchContext,
+    SessionlessFetchContext,
+)
+from storage_core.server.handlers.fetch_reads import (
+    MAX_WAIT_MS_MAX,
+    partition_response,
+    read_partitions,
+)
+from storage_core.server.response_parts import ResponseParts
+
+if TYPE_CHECKING:
+    from storage_core.records.file_region import FileRegion
+    from storage_core.server.broker_services import BrokerServices
+
+# How often an idle partition's follower fetch state is recorded, as a share of
+# replica.lag.time.max.ms.
+RECORD_FRACTION_OF_LAG_TIME = 4
+
+
+def new_context(
+    services: BrokerServices,
+    *,
+    version: int,
+    session_id: int,
+    session_epoch: int,
+    replica_id: int,
+    fetch_data: dict[TopicPartition, FetchRequestPartition],
+    to_forget: Iterable[TopicPartition],
+) -> FetchContext:
+    """The request's context; sessionless when the broker keeps no sessions."""
+    # Services built without one (tests of the handlers alone) answer sessionless.
+    manager: FetchManager | None = getattr(services, "fetch_manager", None)
+    if manager is None or version < 7:
+        return SessionlessFetchContext(fetch_data)
+    return manager.new_context(
+        version=version,
+        metadata=FetchMetadata(session_id, session_epoch),
+        is_follower=replica_id >= 0,
+        fetch_data=fetch_data,
+        to_forget=to_forget,
+    )
+
+
+def is_sessionless(session_id: int, session_epoch: int) -> bool:
+    return session_id == INVALID_SESSION_ID and session_epoch == FINAL_EPOCH
+
+
+def error_response(version: int, correlation_id: int, error_code: int) -> ResponseParts:
+    """A session error: no partitions, session id 0."""
+    return encode_fetch_response(
+        version=version, correlation_id=correlation_id, topics=(), error_code=error_code
+    )
+
+
+def encode_answer(
+    version: int, correlation_id: int, answer: FetchContextResponse, session: FetchSession
+) -> ResponseParts:
+    """The answer's partitions, consecutive partitions of a topic under one topic entry (by
+    its id from v13, as the session knows it)."""
+    topics: list[FetchTopicResponse] = []
+    current: TopicPartition | None = None
+    partitions: list[FetchPartitionResponse] = []
+    topic_ids: dict[str, bytes] = {}
+    for tp, response in answer.partitions:
+        cached = session.partitions.get(tp)
+        if cached is not None and cached.topic_id is not None:
+            topic_ids[tp.topic] = cached.topic_id.to_bytes()
+        if current is not None and tp.topic != current.topic:
+            topics.append(_topic(current.topic, topic_ids, partitions))
+            partitions = []
+        current = tp
+        partitions.append(response)
+    if current is not None:
+        topics.append(_topic(current.topic, topic_ids, partitions))
+    return encode_fetch_response(
+        version=version,
+        correlation_id=correlation_id,
+        topics=topics,
+        error_code=answer.error_code,
+        session_id=answer.session_id,
+    )
+
+
+def _topic(
+    name: str, topic_ids: dict[str, bytes], partitions: list[FetchPartitionResponse]
+) -> FetchTopicResponse:
+    return FetchTopicResponse(
+        topic=name, topic_id=topic_ids.get(name, bytes(16)), partitions=tuple(partitions)
+    )
+
+
+async def answer_incremental(
+    services: BrokerServices,
+    context: IncrementalFetchContext,
+    *,
+    version: int,
+    correlation_id: int,
+    max_wait_ms: int,
+    min_bytes: int,
+    max_bytes: int,
+    replica_id: int,
+    authorized: bool,
+    sent: Iterable[TopicPartition],
+) -> ResponseParts:
+    """The answer to an incremental fetch: the session's partitions with something new,
+    after waiting up to ``max_wait_ms`` for ``min_bytes`` (or an error) as any fetch does."""
+    purgatory = services.replica_manager.delayed_fetch_purgatory
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + min(max(max_wait_ms, 0), MAX_WAIT_MS_MAX) / 1000
+    session = context.session
+    forced = set(sent)  # named by the request: read once whatever their state
+    while True:
+        waiter = purgatory.park_session(session.partitions)
+        try:
+            responses = await _read_session(
+                services,
+                context,
+                forced,
+                max_bytes=max_bytes,
+                replica_id=replica_id,
+                authorized=authorized,
+            )
+            forced = set()
+            remaining = deadline - loop.time()
+            if (
+                waiter is None
+                or remaining <= 0
+                or sum(len(r.records or b"") for r in responses.values()) >= min_bytes
+                or any(_must_answer_now(r) for r in responses.values())
+            ):
+                answer = context.update_and_generate_response_data(responses)
+                listed = {tp for tp, _ in answer.partitions}
+                close_regions_of(r for tp, r in responses.items() if tp not in listed)
+                try:
+                    return encode_answer(version, correlation_id, answer, session)
+                except BaseException:
+                    close_regions_of(r for _, r in answer.partitions)
+                    raise
+            close_regions_of(responses.values())
+            await until(waiter, remaining)
+        finally:
+            if waiter is not None:
+                purgatory.unpark_session(waiter)
+
+
+def _must_answer_now(response: FetchPartitionResponse) -> bool:
+    return response.error_code != ErrorCode.none or (
+        response.diverging_epoch is not None and response.diverging_epoch != (-1, -1)
+    )
+
+
+async def _read_session(
+    services: BrokerServices,
+    context: IncrementalFetchContext,
+    forced: set[TopicPartition],
+    *,
+    max_bytes: int,
+    replica_id: int,
+    authorized: bool,
+) -> dict[TopicPartition, FetchPartitionResponse]:
+    """Each partition of the session that is not quiet, read now (no waiting here)."""
+    session = context.session
+    if not authorized:
+        return {
+            tp: partition_response(tp.partition, None, ErrorCode.topic_authorization_failed)
+            for tp in session.partitions
+        }
+    wanted = active_partitions(services, context, forced, replica_id=replica_id)
+    if not wanted:
+        return {}
+    results = await read_partitions(
+        services, wanted, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes, replica_id=replica_id
+    )
+    now_ms = services.clock.milliseconds()
+    responses: dict[TopicPartition, FetchPartitionResponse] = {}
+    for tp, result in results.items():
+        responses[tp] = partition_response(tp.partition, result, None)
+        cached = session.partitions.get(tp)
+        if cached is not None and result.error is None:
+            cached.recorded_ms = now_ms
+    return responses
+
+
+def active_partitions(
+    services: BrokerServices,
+    context: IncrementalFetchContext,
+    forced: set[TopicPartition],
+    *,
+    replica_id: int,
+) -> dict[TopicPartition, FetchRequestPartition]:
+    """The session's partitions that must be read: those ``forced`` and those not quiet (see
+    the module docstring), in session order; quiet ones get their fetch state recorded when
+    the last record is older than ``replica.lag.time.max.ms`` / 4."""
+    manager = services.replica_manager
+    hosted = manager.hosted_partition
+    now_ms = services.clock.milliseconds()
+    record_every_ms = max(manager.replica_lag_time_max_ms // RECORD_FRACTION_OF_LAG_TIME, 1)
+    wanted: dict[TopicPartition, FetchRequestPartition] = {}
+    for tp, cached in context.session.partitions.items():
+        if tp not in forced:
+            partition = hosted(tp)
+            if (
+                partition is not None
+                and partition.leader_id == partition.local_broker_id
+                and partition.leader_epoch == cached.leader_epoch
+            ):
+                log = partition.log
+                if (
+                    log.log_end_offset == cached.fetch_offset
+                    and log.high_watermark == cached.high_watermark
+                    and log.log_start_offset == cached.local_log_start_offset
+                ):
+                    if now_ms - cached.recorded_ms < record_every_ms:
+                        continue
+                    try:
+                        partition.update_follower_fetch_state(
+                            replica_id,
+                            fetch_offset=cached.fetch_offset,
+                            follower_log_start_offset=cached.fetcher_log_start_offset,
+                            leader_end_offset=cached.fetch_offset,
+                            fetch_time_ms=now_ms,
+                        )
+                        cached.recorded_ms = now_ms
+                        continue
+                    except StorageError:
+                        pass  # read: the read answers the error
+        wanted[tp] = cached.request_data()
+    return wanted
+
+
+def close_regions_of(responses: Iterable[FetchPartitionResponse]) -> None:
+    """Release the file regions of partition answers that will not be sent."""
+    for response in responses:
+        records: bytes | FileRegion | None = response.records
+        if records is not None and not isinstance(records, bytes | bytearray | memoryview):
+            records.close()
