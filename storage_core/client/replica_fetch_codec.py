@@ -93,9 +93,11 @@ def encode_fetch_request(
     session_id: int,
     session_epoch: int,
     partitions: Iterable[PartitionFetch],
+    forgotten: Iterable[tuple[str, int]] = (),
 ) -> bytes:
     """The request body (after the request header); partitions of a topic are grouped in
-    the order the topic first appears."""
+    the order the topic first appears, and so are the ``(topic, partition)``s ``forgotten``
+    (removed from the fetch session)."""
     by_topic: dict[str, list[PartitionFetch]] = {}
     for p in partitions:
         by_topic.setdefault(p.topic, []).append(p)
@@ -125,7 +127,16 @@ def encode_fetch_request(
             )
             out += _NO_TAGS
         out += _NO_TAGS
-    out += _EMPTY_ARRAY  # forgotten_topics_data: no fetch session
+    forgotten_by_topic: dict[str, list[int]] = {}
+    for topic, partition in forgotten:
+        forgotten_by_topic.setdefault(topic, []).append(partition)
+    out += encode_unsigned_varint(len(forgotten_by_topic) + 1)
+    for topic, numbers in forgotten_by_topic.items():
+        _append_compact_string(out, topic)
+        out += encode_unsigned_varint(len(numbers) + 1)
+        for number in numbers:
+            out += _I32.pack(number)
+        out += _NO_TAGS
     out += _EMPTY_STRING  # rack_id
     out += _NO_TAGS
     return bytes(out)
@@ -134,6 +145,13 @@ def encode_fetch_request(
 def decode_fetch_response(body: Body) -> tuple[int, list[FetchedPartition]]:
     """``(top-level error code, partitions in response order)`` of a response body (after
     the response header); ``ProtocolMismatchError`` when it does not fill the body exactly."""
+    error_code, _session_id, partitions = decode_fetch_session_response(body)
+    return error_code, partitions
+
+
+def decode_fetch_session_response(body: Body) -> tuple[int, int, list[FetchedPartition]]:
+    """``(top-level error code, session id, partitions in response order)``, as
+    ``decode_fetch_response``."""
     try:
         return _Reader(body).response()
     except (struct.error, CorruptRecordError, UnicodeDecodeError) as error:
@@ -155,8 +173,8 @@ class _Reader:
         self.buffer = buffer
         self.position = 0
 
-    def response(self) -> tuple[int, list[FetchedPartition]]:
-        _throttle_time_ms, error_code, _session_id = self._unpack(_RESPONSE_TOP)
+    def response(self) -> tuple[int, int, list[FetchedPartition]]:
+        _throttle_time_ms, error_code, session_id = self._unpack(_RESPONSE_TOP)
         partitions: list[FetchedPartition] = []
         for _ in range(self._array_length("responses")):
             topic = self._string("topic")
@@ -168,7 +186,7 @@ class _Reader:
             raise ProtocolMismatchError(
                 f"Fetch v12 response has {len(self.buffer) - self.position} trailing bytes"
             )
-        return error_code, partitions
+        return error_code, session_id, partitions
 
     def _partition(self, topic: str) -> FetchedPartition:
         index, error_code, high_watermark, _lso, log_start_offset = self._unpack(_PARTITION_HEAD)

@@ -7,7 +7,9 @@ The leader broker's address is looked up (``endpoint_of``: its endpoint of the i
 listener) each time a connection is opened, so a leader restarted elsewhere is found again;
 the connection speaks that listener's protocol (``security``: TLS with this broker's key
 store as its client certificate when the listener is SSL). Any network or framing failure closes the
-connection and raises a ``ClientError``; the next request reconnects.
+connection and raises a ``ClientError``; the next request reconnects. Fetches run in an
+incremental fetch session (KIP-227) that survives reconnections; a failed request makes the
+next Fetch a full one in a new session.
 
 Thread-safety: one fetcher thread sends; ``initiate_close`` may be called from another thread
 to unblock a request in flight (shutdown), as Kafka's ``initiateClose``.
@@ -39,6 +41,7 @@ from storage_core.client.errors import (
     ProtocolMismatchError,
 )
 from storage_core.common import TopicPartition
+from storage_core.replication.fetch_session_handler import FetchSessionHandler
 from storage_core.replication.offset_truncation import EpochEndOffset
 from storage_core.replication.replica_fetcher_config import ReplicaFetcherConfig
 from storage_core.security.client_transport import (
@@ -53,9 +56,11 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405: the leader's local log start offset
 _READ_UNCOMMITTED = 0
-_SESSIONLESS_ID = 0
-_FINAL_EPOCH = -1  # a full fetch without a fetch session
 _NO_EPOCH = -1
+# Refusals of the fetch session itself: answered by a full fetch at once, not a back-off.
+_SESSION_ERRORS = frozenset(
+    {ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch}
+)
 # Room above replica.fetch.response.max.bytes: the leader may return one whole batch beyond
 # it (the first non-empty partition), up to max.message.bytes-sized batches.
 _RESPONSE_SLACK_BYTES = 64 * 1024 * 1024
@@ -117,6 +122,13 @@ class RemoteLeaderEndPoint:
             max_response_bytes=config.fetch_response_max_bytes + _RESPONSE_SLACK_BYTES,
             security=security,
         )
+        self._session: FetchSessionHandler[FetchPartitionRequest] = FetchSessionHandler(
+            source_broker_id
+        )
+        # Kafka's FetcherStats, as counts: requests by kind and partitions sent in them.
+        self.full_fetch_requests = 0
+        self.incremental_fetch_requests = 0
+        self.fetch_request_partitions = 0
         self._lock = threading.Lock()  # guards the socket between the sender and closers
         self._connection: KafkaConnection | None = None
         self._socket: socket.socket | None = None
@@ -193,16 +205,22 @@ class RemoteLeaderEndPoint:
     def fetch(
         self, partitions: Mapping[TopicPartition, FetchPartitionRequest]
     ) -> dict[TopicPartition, FetchPartitionData]:
-        """One replica Fetch (v12, no session); the answer per requested partition. Encoded
-        by ``replica_fetch_codec``: this exchange runs once per replication round."""
+        """One replica Fetch (v12) in this fetcher's fetch session (KIP-227, the
+        ``FetchSessionHandler``): the partitions that changed since the last request, or all
+        of them when there is no session; the answer per partition that has something new
+        (an idle partition has none). Empty when the leader refused the session (it is gone,
+        or the epoch is not the one expected): the next request is a full one. Encoded by
+        ``replica_fetch_codec``: this exchange runs once per replication round."""
+        data = self._session.build(partitions)
+        metadata = data.metadata
         body = replica_fetch_codec.encode_fetch_request(
             replica_id=self.local_broker_id,
             max_wait_ms=self._config.fetch_wait_max_ms,
             min_bytes=self._config.fetch_min_bytes,
             max_bytes=self._config.fetch_response_max_bytes,
             isolation_level=_READ_UNCOMMITTED,
-            session_id=_SESSIONLESS_ID,
-            session_epoch=_FINAL_EPOCH,
+            session_id=metadata.session_id,
+            session_epoch=metadata.epoch,
             partitions=[
                 replica_fetch_codec.PartitionFetch(
                     topic=tp.topic,
@@ -215,43 +233,65 @@ class RemoteLeaderEndPoint:
                     log_start_offset=p.log_start_offset,
                     partition_max_bytes=self._config.fetch_max_bytes,
                 )
-                for tp, p in partitions.items()
+                for tp, p in data.to_send.items()
             ],
+            forgotten=[(tp.topic, tp.partition) for tp in data.to_forget],
         )
-        error_code, fetched = self._decode(
-            self._send_raw(replica_fetch_codec.API_KEY, replica_fetch_codec.VERSION, body)
-        )
-        if error_code != ErrorCode.none:
+        self.fetch_request_partitions += len(data.to_send)
+        if metadata.is_full:
+            self.full_fetch_requests += 1
+        else:
+            self.incremental_fetch_requests += 1
+        try:
+            error_code, session_id, fetched = self._decode(
+                self._send_raw(replica_fetch_codec.API_KEY, replica_fetch_codec.VERSION, body)
+            )
+        except BaseException:
+            self._session.handle_error()
+            raise
+        if not self._session.handle_response(
+            error_code, session_id, [TopicPartition(d.topic, d.partition) for d in fetched]
+        ):
+            if error_code in _SESSION_ERRORS or error_code == ErrorCode.none:
+                return {}  # nothing to apply: the next request is a full one
             raise BrokerResponseError(
                 error_code, resource=f"fetch from broker {self.source_broker_id}"
             )
+        session_partitions = data.session_partitions
         results: dict[TopicPartition, FetchPartitionData] = {}
-        for data in fetched:
-            tp = TopicPartition(data.topic, data.partition)
-            if tp not in partitions:
+        for answer in fetched:
+            tp = TopicPartition(answer.topic, answer.partition)
+            if tp not in session_partitions:
                 continue  # not asked: never applied
             diverging = None
-            if data.diverging_epoch is not None and data.diverging_epoch != (-1, -1):
-                epoch, end_offset = data.diverging_epoch
+            if answer.diverging_epoch is not None and answer.diverging_epoch != (-1, -1):
+                epoch, end_offset = answer.diverging_epoch
                 diverging = EpochEndOffset(epoch=epoch, end_offset=end_offset)
             results[tp] = FetchPartitionData(
-                error=self._error_code(data.error_code),
-                high_watermark=data.high_watermark,
-                log_start_offset=data.log_start_offset,
-                records=data.records or b"",
+                error=self._error_code(answer.error_code),
+                high_watermark=answer.high_watermark,
+                log_start_offset=answer.log_start_offset,
+                records=answer.records or b"",
                 diverging_epoch=diverging,
             )
         return results
 
+    @property
+    def fetch_session_id(self) -> int:
+        """The session the next Fetch continues (0: the next one is full, asking for one)."""
+        return self._session.session_id
+
     def _decode(
         self, body: memoryview
-    ) -> tuple[ErrorCode, list[replica_fetch_codec.FetchedPartition]]:
+    ) -> tuple[ErrorCode, int, list[replica_fetch_codec.FetchedPartition]]:
         try:
-            error_code, fetched = replica_fetch_codec.decode_fetch_response(body)
+            error_code, session_id, fetched = replica_fetch_codec.decode_fetch_session_response(
+                body
+            )
         except ProtocolMismatchError:
             self.disconnect()
             raise
-        return self._error_code(error_code), fetched
+        return self._error_code(error_code), session_id, fetched
 
     def _error_code(self, value: int) -> ErrorCode:
         try:

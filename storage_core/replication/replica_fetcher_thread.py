@@ -10,13 +10,14 @@ Each round (``do_work``):
 1. truncate the partitions in ``Truncating``: those whose log has a leader epoch ask the
    leader where that epoch ends (OffsetForLeaderEpoch) and truncate as
    ``offset_truncation`` plans; those without one truncate to their high watermark;
-2. send one Fetch for the partitions in ``Fetching`` (not backing off) and apply each
-   partition's answer: append the leader's batches as they are (offsets and epochs from the
-   leader), follower HW = min(leader HW, own LEO), the leader's log start offset; a
-   DivergingEpoch truncates (KIP-320); OFFSET_OUT_OF_RANGE asks the leader for its end and
-   start offsets (``fetch_offset_and_truncate``); OFFSET_MOVED_TO_TIERED_STORAGE moves the
-   partition to ``BuildingRemoteLogAuxState`` and builds it at once; leadership errors back
-   off until the
+2. send one Fetch for the partitions in ``Fetching`` (not backing off), in the fetch session
+   with the leader (KIP-227: only the partitions whose fetch changed are named, and only those
+   with something new are answered), and apply each partition's answer: append the leader's
+   batches as they are (offsets and epochs from the leader), follower HW = min(leader HW,
+   own LEO), the leader's log start offset; a DivergingEpoch truncates (KIP-320);
+   OFFSET_OUT_OF_RANGE asks the leader for its end and start offsets
+   (``fetch_offset_and_truncate``); OFFSET_MOVED_TO_TIERED_STORAGE moves the partition to
+   ``BuildingRemoteLogAuxState`` and builds it at once; leadership errors back off until the
    metadata moves the partition; a failed request backs off every partition and reconnects.
 
 Locking (Kafka's ``partitionMapLock``): ``_lock`` guards the fetch states; every change to a
@@ -138,6 +139,10 @@ class ReplicaFetcherThread(AbstractFetcherThread):
             remote_log_manager=remote_log_manager or _no_remote_log_manager,
         )
         self._on_bytes_appended = on_bytes_appended
+        # The last request built per partition, with the fetch state it was built from.
+        self._built_requests: dict[
+            TopicPartition, tuple[PartitionFetchState, FetchPartitionRequest]
+        ] = {}
 
     # ================================================================== partitions
     def add_partitions(self, initial_states: Mapping[TopicPartition, InitialFetchState]) -> None:
@@ -306,20 +311,36 @@ class ReplicaFetcherThread(AbstractFetcherThread):
         with self._lock:
             now_ms = self._now_ms()
             requests: dict[TopicPartition, FetchPartitionRequest] = {}
+            built = self._built_requests
+            if len(built) > 2 * len(self._states) + 64:  # forget removed partitions
+                self._built_requests = built = {tp: built[tp] for tp in self._states if tp in built}
             for tp, state in list(self._states.items()):
                 if not state.is_ready_for_fetch(now_ms):
                     continue
                 log = self._log_or_mark_failed(tp)
                 if log is None:
                     continue
-                requests[tp] = FetchPartitionRequest(
+                # The request object of an unchanged partition is the one sent before: the
+                # fetch session (leader_end_point) then sees it unchanged at a glance.
+                log_start_offset = log.log_start_offset
+                previous = built.get(tp)
+                if (
+                    previous is not None
+                    and previous[0] is state
+                    and previous[1].log_start_offset == log_start_offset
+                ):
+                    requests[tp] = previous[1]
+                    continue
+                request = FetchPartitionRequest(
                     fetch_offset=state.fetch_offset,
-                    log_start_offset=log.log_start_offset,
+                    log_start_offset=log_start_offset,
                     current_leader_epoch=state.current_leader_epoch,
                     last_fetched_epoch=state.last_fetched_epoch
                     if self._truncation_on_fetch
                     else None,
                 )
+                built[tp] = (state, request)
+                requests[tp] = request
             if not requests:
                 self._lock.wait(self._idle_wait_ms(now_ms) / 1000)
                 return
