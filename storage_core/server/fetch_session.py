@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
+from storage_core.metrics.registry import KafkaMetricsRegistry, MetricName
 from storage_core.replication.delayed_fetch import FetchRequestPartition
 from storage_core.server.fetch_response import FetchPartitionResponse
 
@@ -217,6 +218,7 @@ class FetchSessionCache:
         max_entries: int,
         eviction_ms: int = MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS,
         random_int: Callable[[int, int], int] | None = None,
+        on_evicted: Callable[[], None] = lambda: None,
     ) -> None:
         if max_entries < 0:
             raise ValueError(
@@ -228,6 +230,7 @@ class FetchSessionCache:
         self._sessions: dict[int, FetchSession] = {}
         self.total_partitions = 0
         self.evictions = 0
+        self._on_evicted = on_evicted
 
     def get(self, session_id: int) -> FetchSession | None:
         return self._sessions.get(session_id)
@@ -302,6 +305,7 @@ class FetchSessionCache:
     def _evict(self, session: FetchSession) -> None:
         self.remove(session.id)
         self.evictions += 1
+        self._on_evicted()
 
     def remove(self, session_id: int) -> FetchSession | None:
         session = self._sessions.pop(session_id, None)
@@ -459,6 +463,21 @@ class FetchManager:
         self.cache = cache
         self._now_ms = now_ms
 
+    @staticmethod
+    def for_broker(
+        *, max_entries: int, now_ms: Callable[[], int], registry: KafkaMetricsRegistry
+    ) -> FetchManager:
+        """The broker's manager, with Kafka's gauges ``kafka.server:type=FetchSessionCache,
+        name=NumIncrementalFetchSessions|NumIncrementalFetchPartitionsCached`` and meter
+        ``IncrementalFetchSessionEvictionsPerSec``."""
+        evictions = registry.meter(_cache_metric("IncrementalFetchSessionEvictionsPerSec"))
+        cache = FetchSessionCache(max_entries=max_entries, on_evicted=evictions.mark)
+        registry.gauge(_cache_metric("NumIncrementalFetchSessions"), lambda: len(cache))
+        registry.gauge(
+            _cache_metric("NumIncrementalFetchPartitionsCached"), lambda: cache.total_partitions
+        )
+        return FetchManager(cache, now_ms)
+
     def new_context(
         self,
         *,
@@ -507,3 +526,7 @@ class FetchManager:
         self.cache.touch(session, self._now_ms())
         session.epoch = next_epoch(session.epoch)
         return IncrementalFetchContext(metadata, session)
+
+
+def _cache_metric(name: str) -> MetricName:
+    return MetricName(group="kafka.server", type="FetchSessionCache", name=name)

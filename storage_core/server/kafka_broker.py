@@ -48,7 +48,7 @@ from storage_core.server.broker_services import BrokerEndpoint, BrokerServices
 from storage_core.server.cluster_membership import ClusterMembership, ran_on_log_dirs
 from storage_core.server.connection_quotas import ConnectionQuotas
 from storage_core.server.dynamic_broker_config import DynamicBrokerConfigStore
-from storage_core.server.fetch_session import FetchManager, FetchSessionCache
+from storage_core.server.fetch_session import FetchManager
 from storage_core.server.group_coordinator_setup import start_group_coordinator
 from storage_core.server.handlers import build_registry
 from storage_core.server.kafka_config import KafkaConfig
@@ -224,11 +224,10 @@ class KafkaBroker:
             current_group_coordinator=lambda: self.group_coordinator,
             authorizer=self.authorizer,
             config_entities=self.credential_provider.store,
-            fetch_manager=FetchManager(
-                FetchSessionCache(
-                    max_entries=config.get_int("max.incremental.fetch.session.cache.slots")
-                ),
-                clock.milliseconds,
+            fetch_manager=FetchManager.for_broker(
+                max_entries=config.get_int("max.incremental.fetch.session.cache.slots"),
+                now_ms=clock.milliseconds,
+                registry=self.metrics,
             ),
         )
         # One socket server per listener; they share one memory pool (queued.max.request.bytes)

@@ -507,6 +507,44 @@ def test_fetcher_backs_off_while_the_leader_is_down_and_resumes(
     assert follower_log_bytes(partition.log) == leader_log_bytes(leader, topic)
 
 
+def test_an_idle_follower_sends_empty_incremental_fetches_and_a_restarted_leader_gets_a_full_one(
+    leader: BrokerProcess, follower: Follower
+) -> None:
+    """KIP-227 fetch sessions: once caught up, the follower's Fetch requests name no
+    partition (the leader keeps them in the session) and are answered without any; when the
+    leader restarts the session is gone, and the follower starts over with a full fetch in a
+    new session and replicates on."""
+    topic = create_topic(leader)
+    produce_kafka_python(leader, topic, 30, tag="before")
+    view = leader_view(leader, topic)
+    partition = follower.follow(topic, view)
+    wait_until_caught_up(leader, topic, partition.log)
+    (thread,) = follower.fetchers.fetcher_threads().values()
+    endpoint = thread.leader
+    eventually(lambda: endpoint.fetch_session_id != 0, "a fetch session")
+    session_id = endpoint.fetch_session_id
+    incremental, sent, full = (
+        endpoint.incremental_fetch_requests,
+        endpoint.fetch_request_partitions,
+        endpoint.full_fetch_requests,
+    )
+    time.sleep(10 * FETCHER_CONFIG.fetch_wait_max_ms / 1000)
+    # Each idle round is one incremental Fetch of no partition, answered after the wait.
+    assert endpoint.incremental_fetch_requests - incremental >= 3
+    assert endpoint.fetch_request_partitions == sent
+    assert endpoint.full_fetch_requests == full
+    assert endpoint.fetch_session_id == session_id
+
+    leader.stop()
+    leader.start()
+    produce_confluent(leader, topic, 40, tag="after")
+    wait_until_caught_up(leader, topic, partition.log)
+    assert partition.log.log_end_offset == 70
+    assert follower_log_bytes(partition.log) == leader_log_bytes(leader, topic)
+    assert endpoint.full_fetch_requests > full
+    eventually(lambda: endpoint.fetch_session_id not in (0, session_id), "a new fetch session")
+
+
 def test_removing_the_partition_stops_appends_at_once(
     leader: BrokerProcess, follower: Follower
 ) -> None:
