@@ -10,14 +10,19 @@ outcome.
 
 The writes run on one thread of their own, off the I/O threads, in the order proposed;
 each outcome is handed back to the partition (``Partition.complete_isr_update``), which
-moves the HW and marks the ISR shrink and expand meters.
+moves the HW and marks the ISR shrink and expand meters. Proposals that queue up while a
+write is out (a restarted broker rejoining the ISR of thousands of partitions) are written
+together, pipelined, as Kafka's AlterPartitionManager sends the pending changes in one
+request: at most ``ISR_UPDATES_PER_BATCH_MAX`` per batch, each still its own conditional
+write that succeeds or fails alone.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from storage_core.common import TopicPartition
@@ -26,9 +31,13 @@ from storage_core.zk.zk_data import LeaderAndIsr
 
 logger = logging.getLogger(__name__)
 
+ISR_UPDATES_PER_BATCH_MAX = 1000
+
 
 class LeaderIsrWriter(Protocol):
-    def update_isr_as_leader(self, tp: TopicPartition, state: LeaderAndIsr) -> int | None: ...
+    def update_isrs_as_leader(
+        self, states: Sequence[tuple[TopicPartition, LeaderAndIsr]]
+    ) -> list[int | None]: ...
 
 
 class AlterPartitionManager:
@@ -41,38 +50,77 @@ class AlterPartitionManager:
         """``on_committed(update, previous_isr)`` runs after each committed change."""
         self._writer = writer
         self._on_committed = on_committed or (lambda _u, _p: None)
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="alter-partition")
+        self._pending: deque[tuple[Partition, IsrUpdate]] = deque()
+        self._changed = threading.Condition()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="alter-partition", daemon=True)
+
+    def start(self) -> None:
+        """Start writing; proposals submitted before are written as the first batch."""
+        self._thread.start()
 
     def submit(self, partition: Partition, update: IsrUpdate) -> None:
         """Write ``update`` in the background; the partition learns the outcome."""
-        self._executor.submit(self._write, partition, update)
+        with self._changed:
+            if self._stopping:
+                return
+            self._pending.append((partition, update))
+            self._changed.notify()
 
     def shutdown(self) -> None:
-        self._executor.shutdown(wait=True, cancel_futures=True)
+        """Stop; proposals not yet written are dropped (their partitions keep the committed
+        ISR, which is safe)."""
+        with self._changed:
+            self._stopping = True
+            self._pending.clear()
+            self._changed.notify()
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
 
-    def _write(self, partition: Partition, update: IsrUpdate) -> None:
-        previous = partition.isr
-        if update.partition_epoch < 0:  # never read back: an unconditional write could win
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._pending and not self._stopping:
+                    self._changed.wait()
+                if self._stopping:
+                    return
+                count = min(len(self._pending), ISR_UPDATES_PER_BATCH_MAX)
+                batch = [self._pending.popleft() for _ in range(count)]
+            self._write(batch)
+
+    def _write(self, batch: list[tuple[Partition, IsrUpdate]]) -> None:
+        unread = [(p, u) for p, u in batch if u.partition_epoch < 0]
+        for partition, update in unread:  # never read back: an unconditional write could win
             partition.complete_isr_update(update, new_partition_epoch=None)
+        batch = [(p, u) for p, u in batch if u.partition_epoch >= 0]
+        if not batch:
             return
+        previous = [partition.isr for partition, _ in batch]
         try:
-            version = self._writer.update_isr_as_leader(
-                update.topic_partition,
-                LeaderAndIsr(
-                    leader=update.leader,
-                    leader_epoch=update.leader_epoch,
-                    isr=update.isr,
-                    controller_epoch=update.controller_epoch,
-                    zk_version=update.partition_epoch,
-                ),
+            versions = self._writer.update_isrs_as_leader(
+                [
+                    (
+                        update.topic_partition,
+                        LeaderAndIsr(
+                            leader=update.leader,
+                            leader_epoch=update.leader_epoch,
+                            isr=update.isr,
+                            controller_epoch=update.controller_epoch,
+                            zk_version=update.partition_epoch,
+                        ),
+                    )
+                    for _, update in batch
+                ]
             )
         except Exception:
-            # ZooKeeper unreachable: the proposal is dropped; the leader proposes again at its
-            # next check (the ISR stays as committed meanwhile, which is safe).
+            # ZooKeeper unreachable: the proposals are dropped; each leader proposes again at
+            # its next check (the ISR stays as committed meanwhile, which is safe).
             logger.exception(
-                "ISR change not written partition=%s isr=%s", update.topic_partition, update.isr
+                "ISR changes not written partitions=%s",
+                [update.topic_partition for _, update in batch],
             )
-            version = None
-        partition.complete_isr_update(update, new_partition_epoch=version)
-        if version is not None:
-            self._on_committed(update, previous)
+            versions = [None] * len(batch)
+        for (partition, update), version, isr in zip(batch, versions, previous, strict=True):
+            partition.complete_isr_update(update, new_partition_epoch=version)
+            if version is not None:
+                self._on_committed(update, isr)

@@ -154,6 +154,7 @@ class KafkaBroker:
         self.alter_partition_manager = AlterPartitionManager(
             self.membership.zk, on_committed=self._on_isr_committed
         )
+        self.alter_partition_manager.start()
         self.replica_manager.submit_isr_update = self.alter_partition_manager.submit
         self.replica_manager.is_broker_alive = lambda b: self.metadata_cache.image().is_alive(b)
         self.replica_fetcher_manager = ReplicaFetcherManager(

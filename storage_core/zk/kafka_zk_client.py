@@ -26,8 +26,8 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
-from typing import Self
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Self
 
 from kazoo.exceptions import (
     BadVersionError,
@@ -329,21 +329,30 @@ class KafkaZkClient(ControllerZkClient):
             return None
         return zk_data.decode_leader_and_isr(tp, data, zk_version=stat.version)
 
-    def update_isr_as_leader(self, tp: TopicPartition, state: LeaderAndIsr) -> int | None:
-        """A partition leader's ISR change (Kafka's ZooKeeper-mode ``ReplicationUtils.
-        updateLeaderAndIsr``): written only if the state znode is still at ``state.zk_version``,
-        so that a change by the controller (a new leader, a dead broker removed) or by a deposed
-        leader wins over nothing. Returns the new znode version, or None if the state moved on.
-        Not fenced by the controller epoch: the leader is not the controller."""
-        try:
-            stat = self.zk.set(
-                zk_data.partition_state_path(tp),
-                zk_data.encode_leader_and_isr(state),
-                state.zk_version,
-            )
-        except (BadVersionError, NoNodeError):
-            return None
-        return int(stat.version)
+    def update_isrs_as_leader(
+        self, states: Sequence[tuple[TopicPartition, LeaderAndIsr]]
+    ) -> list[int | None]:
+        """Partition leaders' ISR changes (Kafka's ZooKeeper-mode ``ReplicationUtils.
+        updateLeaderAndIsr``), each written only if its state znode is still at
+        ``state.zk_version``, so that a change by the controller (a new leader, a dead broker
+        removed) or by a deposed leader wins over nothing; not fenced by the controller epoch
+        (the leader is not the controller). The writes are sent pipelined. Returns each
+        partition's new znode version, or None where its state moved on."""
+
+        def start(tp: TopicPartition, state: LeaderAndIsr) -> Callable[[], Any]:
+            def send() -> Any:
+                transaction = self.zk.transaction()  # one conditional set, as a request
+                path = zk_data.partition_state_path(tp)
+                transaction.set_data(path, zk_data.encode_leader_and_isr(state), state.zk_version)
+                return transaction.commit_async()
+
+            return send
+
+        answers = send_pipelined(self.zk, [start(tp, state) for tp, state in states])
+        return [
+            None if isinstance(results[0], BadVersionError | NoNodeError) else results[0].version
+            for results in answers
+        ]
 
     # --- reassignments asked through ZooKeeper ----------------------------------------------
 
