@@ -116,6 +116,9 @@ class LocalZNodeTree:
         self._nodes: dict[str, _ZNode] = {
             "/": _ZNode(data=b"", version=0, czxid=0, mzxid=0, ctime_ms=0)
         }
+        # parent path -> names of its children: a znode's stat and listing cost its own
+        # children, not a scan of the whole store
+        self._child_names: dict[str, set[str]] = {}
         self._zxid = 0
         self._watches = _Watches()
         self._session_ids = itertools.count(1)
@@ -141,6 +144,9 @@ class LocalZNodeTree:
             self._zxid = int(document["zxid"])
             for znode_path, node in document["nodes"].items():
                 _validate(znode_path)
+                self._child_names.setdefault(_parent(znode_path), set()).add(
+                    znode_path.rsplit("/", 1)[1]
+                )
                 self._nodes[znode_path] = _ZNode(
                     data=base64.b64decode(node["data"]),
                     version=int(node["version"]),
@@ -193,12 +199,7 @@ class LocalZNodeTree:
         )
 
     def _children(self, path: str) -> list[str]:
-        prefix = "/" if path == "/" else path + "/"
-        return sorted(
-            p[len(prefix) :]
-            for p in self._nodes
-            if p.startswith(prefix) and "/" not in p[len(prefix) :] and p != "/"
-        )
+        return sorted(self._child_names.get(path, ()))
 
     def _check_create(self, path: str, data: bytes, staged: dict[str, _ZNode | None]) -> None:
         _validate(path)
@@ -334,10 +335,17 @@ class LocalZNodeTree:
     def _commit(self, path: str, node: _ZNode | None) -> list[tuple[Watch, WatchedEvent]]:
         existed = path in self._nodes
         parent = _parent(path)
+        name = path.rsplit("/", 1)[1]
         if node is None:
             self._nodes.pop(path, None)
+            siblings = self._child_names.get(parent)
+            if siblings is not None:
+                siblings.discard(name)
+                if not siblings:
+                    del self._child_names[parent]
         else:
             self._nodes[path] = node
+            self._child_names.setdefault(parent, set()).add(name)
         fired = []
         if node is None or existed:
             kind = "DELETED" if node is None else "CHANGED"
