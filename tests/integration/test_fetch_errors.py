@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer
@@ -254,3 +255,57 @@ def test_confluent_consumer_past_the_end_resets_to_latest(broker: BrokerProcess)
     assert first is not None, "the consumer never left the out-of-range offset"
     assert first[0] >= RECORDS
     assert produced.get(first[0]) == first[1]
+
+
+def session_fetch(
+    broker: BrokerProcess, *, session_id: int, session_epoch: int, replica_id: int, topics: bool
+) -> Any:
+    """A Fetch v12 in (or asking for) a fetch session, and its decoded answer."""
+    module = raw_wire.request_classes(1, 12)
+    partition = raw_wire.build(
+        module.FetchPartition,
+        partition=0,
+        current_leader_epoch=-1,
+        fetch_offset=0,
+        last_fetched_epoch=-1,
+        log_start_offset=-1,
+        partition_max_bytes=1 << 20,
+    )
+    fetch_topic = raw_wire.build(module.FetchTopic, topic=TOPIC, partitions=(partition,))
+    with raw_wire.connect(broker.port) as sock:
+        return raw_wire.call(
+            sock,
+            1,
+            12,
+            replica_id=replica_id,
+            max_wait=datetime.timedelta(milliseconds=10),
+            min_bytes=1,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            session_id=session_id,
+            session_epoch=session_epoch,
+            topics=(fetch_topic,) if topics else (),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+
+
+@pytest.mark.parametrize("replica_id", [-1, 1])
+def test_an_unknown_fetch_session_is_refused(broker: BrokerProcess, replica_id: int) -> None:
+    """An incremental fetch of a session the broker does not hold (evicted, or from before
+    a restart) is FETCH_SESSION_ID_NOT_FOUND with no partitions: the fetcher starts over."""
+    answer = session_fetch(
+        broker, session_id=123_456, session_epoch=3, replica_id=replica_id, topics=False
+    )
+    assert answer.error_code == ErrorCode.fetch_session_id_not_found
+    assert (answer.session_id, answer.responses) == (0, ())
+
+
+def test_a_consumer_asking_for_a_session_is_answered_in_full_without_one(
+    broker: BrokerProcess,
+) -> None:
+    answer = session_fetch(broker, session_id=0, session_epoch=0, replica_id=-1, topics=True)
+    assert (answer.error_code, answer.session_id) == (ErrorCode.none, 0)
+    (topic,) = answer.responses
+    assert [p.partition_index for p in topic.partitions] == [0]
+    assert topic.partitions[0].error_code == ErrorCode.none
