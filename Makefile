@@ -48,6 +48,14 @@ chaos-controller: $(STAMP)
 	CHAOS_CONTROLLER_KILLS=$${KILLS:-10} $(BIN)/python -m pytest -q -s -p no:cacheprovider \
 		tests/integration/test_controller_chaos.py
 
+## Controlled shutdown at scale: three brokers, RF 3, PARTITIONS partitions (default 3,000), a
+## broker leading a third of them SIGTERMed; every leadership moves before it exits and its
+## ZooKeeper session keeps its margin (several minutes; `make test` runs it with 450).
+.PHONY: scale-shutdown
+scale-shutdown: $(STAMP)
+	SCALE_SHUTDOWN_PARTITIONS=$${PARTITIONS:-3000} $(BIN)/python -m pytest -q -s -p no:cacheprovider \
+		tests/integration/test_controlled_shutdown_at_scale.py
+
 ## Log, broker, remote-read, copy-job, cluster-metadata, replication and security benchmarks, each
 ## against a baseline measured in the same run.
 bench: $(STAMP)

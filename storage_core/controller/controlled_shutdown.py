@@ -1,8 +1,13 @@
 """``ControlledShutdownManager``: a broker asking to leave (Kafka's ZooKeeper-mode
 ``KafkaController.doControlledShutdown`` and the ControlledShutdown request it served).
 
-A broker asks by writing its broker epoch under ``/admin/controlled_shutdown``; each request of
-a broker epoch is served once. The broker joins the context's brokers shutting down; each
+A broker asks by writing its broker epoch under ``/admin/controlled_shutdown``; each request
+(znode) is served once, and a broker that still leads partitions it could hand over asks again
+(``controlled.shutdown.max.retries``), as Kafka's broker sent ControlledShutdown again. Every
+partition is decided in one pass and the states are written pipelined in one batch (Kafka's
+``doControlledShutdown``: one election for all the partitions it leads, one ISR shrink for
+those it follows), so a broker with thousands of partitions is served in a few round trips
+to ZooKeeper. The broker joins the context's brokers shutting down; each
 partition it leads gets another leader (Kafka's ControlledShutdownPartitionLeaderElectionStrategy:
 the first live ISR member not shutting down), and it leaves the ISR of each partition it follows
 (OfflineReplica) unless it is the last member. The answer is the partitions it still leads.
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +32,8 @@ from storage_core.zk.zk_data import LeaderAndIsr
 
 # the controller's lines keep the logger they had before its state machines had modules
 logger = logging.getLogger("storage_core.controller.kafka_controller")
+
+LOGGED_PARTITIONS_MAX = 20  # of those a served request leaves led, named in its log line
 
 
 class ControlledShutdownManager:
@@ -48,32 +56,39 @@ class ControlledShutdownManager:
         self._epoch = epoch
         self._is_active = is_active
         self._enqueue = enqueue
-        self._shutdowns_served: set[tuple[int, int]] = set()
+        # (broker id, broker epoch, request czxid) of the requests served
+        self._shutdowns_served: set[tuple[int, int, int]] = set()
 
     def _watch_shutdown_requests(self, _event: Any = None) -> None:
         self._enqueue("ControlledShutdown", self.process_controlled_shutdown_requests)
 
     def process_controlled_shutdown_requests(self) -> None:
-        """Brokers asking to leave (``/admin/controlled_shutdown``): each request of a broker
-        epoch is served once, as Kafka's ControlledShutdown request was."""
+        """Brokers asking to leave (``/admin/controlled_shutdown``): each request znode is
+        served once, as each of Kafka's ControlledShutdown requests was."""
         if not self._is_active():
             return
         requests = self.zk.get_controlled_shutdown_requests(watch=self._watch_shutdown_requests)
-        # A request znode is ephemeral: once it is gone its broker's session is, and that
-        # epoch never asks again. Remembering only the present ones keeps the set bounded.
-        self._shutdowns_served &= set(requests.items())
-        for broker_id, broker_epoch in sorted(requests.items()):
+        present = {(b, epoch, czxid) for b, (epoch, czxid) in requests.items()}
+        # A request znode is ephemeral and replaced when asked again: remembering only the
+        # present ones keeps the set bounded.
+        self._shutdowns_served &= present
+        for broker_id, broker_epoch, czxid in sorted(present - self._shutdowns_served):
             known = self.context.live_brokers.get(broker_id)
             if known is None or broker_epoch < known.broker_epoch:
                 continue  # gone already, or a request of an earlier life of that broker
-            if (broker_id, broker_epoch) in self._shutdowns_served:
-                continue
+            started = time.monotonic()
             still_led = self.process_controlled_shutdown(broker_id)
-            self._shutdowns_served.add((broker_id, broker_epoch))
+            self._shutdowns_served.add((broker_id, broker_epoch, czxid))
             logger.info(
-                "controlled shutdown served, broker=%s partitions_still_led=%s",
+                "controlled shutdown served, broker=%s partitions=%d took_ms=%.0f"
+                " partitions_still_led=%s%s",
                 broker_id,
-                [str(tp) for tp in still_led],
+                len(self.context.partitions_on_broker(broker_id)),
+                (time.monotonic() - started) * 1000,
+                [str(tp) for tp in still_led[:LOGGED_PARTITIONS_MAX]],
+                f" (and {len(still_led) - LOGGED_PARTITIONS_MAX} more)"
+                if len(still_led) > LOGGED_PARTITIONS_MAX
+                else "",
             )
 
     def process_controlled_shutdown(self, broker_id: int) -> list[TopicPartition]:

@@ -32,6 +32,8 @@ from storage_core.log.meta_properties import (
     ZkMetaProperties,
     read_meta_properties,
 )
+from storage_core.metrics import KafkaMetricsRegistry
+from storage_core.metrics.registry import MetricName
 from storage_core.replication.metadata_cache import MetadataCache
 from storage_core.replication.zk_metadata_listener import (
     DeletionCallback,
@@ -48,6 +50,7 @@ logger = logging.getLogger(__name__)
 
 REREGISTER_RETRY_S = 1.0
 CONTROLLED_SHUTDOWN_POLL_S = 0.05
+LOGGED_PARTITIONS_MAX = 20  # partitions named in a log line (the count is always given)
 # waited beyond zookeeper.session.timeout.ms for a previous run's session to expire: ZooKeeper
 # expires sessions on its tick (2 s by default), and raises a timeout asked below two ticks
 # to two ticks
@@ -209,42 +212,52 @@ class ClusterMembership:
 
     def controlled_shutdown(self) -> None:
         """Ask the controller to move this broker's leaderships to other in-sync replicas and
-        wait until this broker's metadata shows them moved (Kafka's controlled shutdown;
-        bounded by ``controlled.shutdown.max.retries`` x ``controlled.shutdown.retry.backoff.ms``).
+        wait until this broker's metadata shows them moved (Kafka's controlled shutdown): up to
+        ``controlled.shutdown.max.retries`` requests, each waited for
+        ``controlled.shutdown.retry.backoff.ms`` at most before the next one is sent (a
+        controller that moved, or partitions whose state moved under it, are asked again).
         Partitions with no other in-sync replica stay (they go offline when the broker does)."""
         if not self.controlled_shutdown_enabled:
             return
-        timeout_s = (
-            max(1, self.config.get_int("controlled.shutdown.max.retries"))
-            * self.config.get_int("controlled.shutdown.retry.backoff.ms")
-            / 1000
-        )
+        attempts = max(1, self.config.get_int("controlled.shutdown.max.retries"))
+        wait_s = self.config.get_int("controlled.shutdown.retry.backoff.ms") / 1000
         started = time.monotonic()
-        try:
-            self.zk.request_controlled_shutdown(self.broker_id, self._broker_epoch)
-        except Exception as exc:
-            logger.warning(
-                "controlled shutdown not requested broker_id=%d: %s", self.broker_id, exc
-            )
-            return
-        while True:
-            movable = self._movable_leaderships()
+        movable = self._movable_leaderships()
+        for attempt in range(1, attempts + 1):
+            try:
+                self.zk.request_controlled_shutdown(self.broker_id, self._broker_epoch)
+            except Exception as exc:
+                logger.warning(
+                    "controlled shutdown not requested broker_id=%d: %s", self.broker_id, exc
+                )
+                return
+            deadline = time.monotonic() + wait_s
+            while movable and time.monotonic() < deadline:
+                time.sleep(CONTROLLED_SHUTDOWN_POLL_S)
+                movable = self._movable_leaderships()
             if not movable:
                 logger.info(
-                    "controlled shutdown complete broker_id=%d after_s=%.2f",
+                    "controlled shutdown complete broker_id=%d after_s=%.2f attempts=%d",
                     self.broker_id,
                     time.monotonic() - started,
+                    attempt,
                 )
                 return
-            if time.monotonic() - started > timeout_s:
-                logger.warning(
-                    "controlled shutdown incomplete after %.0f s broker_id=%d still_leading=%s",
-                    timeout_s,
-                    self.broker_id,
-                    movable,
-                )
-                return
-            time.sleep(CONTROLLED_SHUTDOWN_POLL_S)
+            logger.info(
+                "controlled shutdown attempt %d of %d incomplete, asking again broker_id=%d"
+                " still_leading=%d",
+                attempt,
+                attempts,
+                self.broker_id,
+                len(movable),
+            )
+        logger.warning(
+            "controlled shutdown incomplete after %.0f s broker_id=%d still_leading=%d %s",
+            time.monotonic() - started,
+            self.broker_id,
+            len(movable),
+            movable[:LOGGED_PARTITIONS_MAX],
+        )
 
     def _movable_leaderships(self) -> list[str]:
         """Partitions this broker leads that another live in-sync replica could lead."""
@@ -262,15 +275,40 @@ class ClusterMembership:
         self._closed = True
         self.controller.shutdown()
         self.listener.stop()
+        if self.uses_zookeeper:
+            pings = self.zk.session_health.stats()
+            logger.info(
+                "closing zookeeper session broker_id=%d session=0x%x pings=%d"
+                " ping_latency_ms_max=%.0f session_timeout_ms=%d",
+                self.broker_id,
+                self.zk.session_id,
+                pings.count,
+                pings.max_ms,
+                self.zk.session_timeout_ms,
+            )
         try:
             self.zk.close()
         except Exception as exc:  # never opened, or already gone
             logger.debug("metadata store session close: %s", exc)
 
+    def register_metrics(self, registry: KafkaMetricsRegistry) -> None:
+        """The ZooKeeper session's heartbeat (``kafka.server:type=ZooKeeperClientMetrics``):
+        the last ping's round trip and the largest of the last minute, in ms."""
+        health = self.zk.session_health
+        for name, sample in (
+            ("ZooKeeperPingLatencyMs", lambda: health.stats().last_ms),
+            ("ZooKeeperPingLatencyMsMax", lambda: health.stats().window_max_ms),
+        ):
+            registry.gauge(
+                MetricName(group="kafka.server", type="ZooKeeperClientMetrics", name=name), sample
+            )
+
     def _on_session_state(self, state: str) -> None:
         """A lost session took the registration with it: register again once reconnected
         (on a thread of its own: this runs on the ZooKeeper client's thread)."""
-        if state == "LOST":
+        if state == "LOST" and self._closed:
+            logger.info("zookeeper session closed broker_id=%d", self.broker_id)
+        elif state == "LOST":
             self._session_lost = True
             logger.warning("zookeeper session expired broker_id=%d", self.broker_id)
         elif state == "CONNECTED" and self._session_lost and not self._closed:

@@ -174,6 +174,7 @@ class KafkaBroker:
             self.replica_manager,
             offline_partitions=lambda: len(self.metadata_cache.image().offline()),
         )
+        self.membership.register_metrics(self.metrics)
         api_registry = build_registry()
         self.group_coordinator: GroupCoordinator | None = None
         self.remote_log_metadata_manager: TopicBasedRemoteLogMetadataManager | None = None

@@ -207,25 +207,29 @@ class KafkaZkClient(ControllerZkClient):
         return brokers
 
     def request_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> None:
-        """Ask the controller to move this broker's leaderships away before it stops."""
+        """Ask the controller to move this broker's leaderships away before it stops. Asking
+        again (a retry, as Kafka's broker sends ControlledShutdown again) replaces the request
+        with a new znode: the controller serves each request znode once."""
+        path = f"{zk_data.CONTROLLED_SHUTDOWN_PATH}/{broker_id}"
+        with contextlib.suppress(NoNodeError):
+            self.zk.delete(path)
         with contextlib.suppress(NodeExistsError):
-            self.zk.create(
-                f"{zk_data.CONTROLLED_SHUTDOWN_PATH}/{broker_id}",
-                str(broker_epoch).encode("ascii"),
-                ephemeral=True,
-            )
+            self.zk.create(path, str(broker_epoch).encode("ascii"), ephemeral=True)
 
-    def get_controlled_shutdown_requests(self, watch: Watch | None = None) -> dict[int, int]:
-        """Broker id -> broker epoch of the brokers asking to shut down."""
+    def get_controlled_shutdown_requests(
+        self, watch: Watch | None = None
+    ) -> dict[int, tuple[int, int]]:
+        """Broker id -> (broker epoch, the request znode's czxid) of the brokers asking to
+        shut down; a request asked again has a new czxid."""
         requests = {}
         for child in self.zk.get_children(zk_data.CONTROLLED_SHUTDOWN_PATH, watch=watch):
             try:
-                data, _ = self.zk.get(f"{zk_data.CONTROLLED_SHUTDOWN_PATH}/{child}")
+                data, stat = self.zk.get(f"{zk_data.CONTROLLED_SHUTDOWN_PATH}/{child}")
             except NoNodeError:
                 continue
             text = data.decode("ascii", errors="replace").strip()
             if child.isdigit() and text.lstrip("-").isdigit():
-                requests[int(child)] = int(text)
+                requests[int(child)] = (int(text), int(stat.czxid))
         return requests
 
     # --- topics -----------------------------------------------------------------------------

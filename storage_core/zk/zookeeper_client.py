@@ -1,7 +1,8 @@
 """``ZooKeeperClient``: one ZooKeeper session, the layer under ``KafkaZkClient`` (Kafka's
 ``kafka.zookeeper.ZooKeeperClient``): connecting within ``zookeeper.connection.timeout.ms``, the
 chroot, the session's state changes (a lost session is an expired one: its ephemeral znodes are
-gone) and the watches' type. The znodes and what they hold are ``KafkaZkClient``'s.
+gone), the watches' type and the heartbeat's health (``session_health``: the pings' round
+trips). The znodes and what they hold are ``KafkaZkClient``'s.
 
 ``zookeeper.connect`` may end in a chroot (``127.0.0.1:2181/storage-core``), created on first
 use as Kafka does. Thread-safety: kazoo's client is thread-safe; this class keeps no state but
@@ -19,6 +20,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from storage_core.errors import StorageError
 from storage_core.zk.local_znode_tree import LocalZNodeTree
+from storage_core.zk.session_health import SessionHealth
 from storage_core.zk.zk_acls import SecureAclKazooClient, ZkSaslLogin
 
 Watch = Callable[[Any], None]  # called once with the ZooKeeper event that fired it
@@ -59,6 +61,9 @@ class ZooKeeperClient:
         self._sasl_options = sasl_login.sasl_options() if sasl_login is not None else None
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms
+        # the heartbeat's round trips (none on the single-node store, which has no session
+        # to lose)
+        self.session_health = SessionHealth(session_timeout_ms=session_timeout_ms, name=connect)
         if session is not None:
             self.hosts, self.chroot = connect, ""
             self.zk: Any = session
@@ -72,6 +77,7 @@ class ZooKeeperClient:
             command_retry={"max_tries": 3, "max_delay": 1.0},
             sasl_options=self._sasl_options,
         )
+        self.session_health.install(self.zk)
         self._client_class = client_class
 
     @classmethod
