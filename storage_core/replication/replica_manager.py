@@ -118,6 +118,9 @@ class ReplicaManager(LeaderAndIsrMixin):
         self._scheduler = Scheduler("replica-manager-scheduler")
         self._lock = threading.RLock()
         self._partitions: dict[TopicPartition, Partition] = {}
+        # Moves on at every change of ``_partitions``: a reference to a Partition taken at
+        # the same generation is still the hosted one (incremental fetch sessions).
+        self.partitions_generation = 0
         # assigned here, but the local log holds another topic id: neither led nor followed
         self._inconsistent_topic_ids: dict[TopicPartition, str] = {}
         self._io = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="io")
@@ -171,10 +174,12 @@ class ReplicaManager(LeaderAndIsrMixin):
     def add_partition(self, partition: Partition) -> None:
         with self._lock:
             self._partitions[partition.topic_partition] = partition
+            self.partitions_generation += 1
 
     def remove_partition(self, tp: TopicPartition) -> Partition | None:
         with self._lock:
             partition = self._partitions.pop(tp, None)
+            self.partitions_generation += 1
         self._on_leadership_lost(tp)
         return partition
 

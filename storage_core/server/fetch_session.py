@@ -79,7 +79,9 @@ class CachedPartition:
     """A partition of a session: the fetcher's last request parameters and what the last
     response told it (``high_watermark``: -1 after an error, so the next answer is sent;
     ``local_log_start_offset``: this broker's log start offset). ``recorded_ms``: when the
-    fetcher's fetch state was last recorded on the partition (``quiet_fetch``)."""
+    fetcher's fetch state was last recorded on the partition, and ``partition`` the hosted
+    partition as of the session's ``partitions_generation`` (both kept by ``fetch_sessions``
+    for idle partitions)."""
 
     __slots__ = (
         "fetch_offset",
@@ -89,6 +91,7 @@ class CachedPartition:
         "leader_epoch",
         "local_log_start_offset",
         "max_bytes",
+        "partition",
         "recorded_ms",
         "topic_id",
         "topic_partition",
@@ -99,6 +102,7 @@ class CachedPartition:
         self.high_watermark = -1
         self.local_log_start_offset = -1
         self.recorded_ms = -1
+        self.partition: object | None = None
         self.update_request_params(request)
 
     def update_request_params(self, request: FetchRequestPartition) -> None:
@@ -152,6 +156,7 @@ class FetchSession:
         "id",
         "last_used_ms",
         "partitions",
+        "partitions_generation",
         "privileged",
         "uses_topic_ids",
     )
@@ -173,6 +178,7 @@ class FetchSession:
         self.last_used_ms = now_ms
         self.epoch = next_epoch(INITIAL_EPOCH)
         self.cached_size = -1  # the size the cache accounted for; -1: not in the cache
+        self.partitions_generation = -1  # see CachedPartition.partition
 
     def update(
         self,

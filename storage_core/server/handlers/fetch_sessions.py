@@ -28,6 +28,7 @@ from kio.schema.errors import ErrorCode
 from storage_core.common import TopicPartition
 from storage_core.errors import StorageError
 from storage_core.replication.delayed_fetch import FetchRequestPartition, until
+from storage_core.replication.partition import Partition
 from storage_core.server.fetch_response import (
     FetchPartitionResponse,
     FetchTopicResponse,
@@ -238,12 +239,20 @@ def active_partitions(
     hosted = manager.hosted_partition
     now_ms = services.clock.milliseconds()
     record_every_ms = max(manager.replica_lag_time_max_ms // RECORD_FRACTION_OF_LAG_TIME, 1)
+    session = context.session
+    # The Partition objects looked up before are still the hosted ones while no partition
+    # was added to or removed from this broker: no look-up by name per idle partition.
+    generation = manager.partitions_generation
+    resolved = session.partitions_generation == generation
+    session.partitions_generation = generation
     wanted: dict[TopicPartition, FetchRequestPartition] = {}
-    for tp, cached in context.session.partitions.items():
+    for tp, cached in session.partitions.items():
         if tp not in forced:
-            partition = hosted(tp)
+            partition = cached.partition
+            if not resolved or partition is None:
+                partition = cached.partition = hosted(tp)
             if (
-                partition is not None
+                isinstance(partition, Partition)
                 and partition.leader_id == partition.local_broker_id
                 and partition.leader_epoch == cached.leader_epoch
             ):

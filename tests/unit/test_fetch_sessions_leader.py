@@ -1,0 +1,186 @@
+"""A leader answering a follower's fetches in a fetch session (KIP-227), through the general
+Fetch handler and the follower fast path alike: the full fetch opens the session, an idle
+incremental fetch waits and answers no partition, an append wakes it at once with the new
+records, a moved high watermark is answered, and a follower that keeps fetching idle stays
+caught up (its fetch state is still recorded, every replica.lag.time.max.ms / 4)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from storage_core.client.replica_fetch_codec import (
+    PartitionFetch,
+    decode_fetch_session_response,
+    encode_fetch_request,
+)
+from storage_core.clock import SYSTEM_CLOCK
+from storage_core.common import TopicPartition, Uuid
+from storage_core.log.log_config import LogConfig
+from storage_core.log.log_manager import LogManager
+from storage_core.metrics.registry import KafkaMetricsRegistry
+from storage_core.replication.partition import Partition
+from storage_core.replication.replica_manager import ReplicaManager
+from storage_core.server.fetch_session import FetchManager
+from storage_core.server.handlers import fetch, follower_fetch
+from storage_core.server.kafka_config import KafkaConfig
+from storage_core.server.protocol import parse_request
+from storage_core.server.request_context import RequestContext
+from tests.conftest import make_batch
+
+TP = TopicPartition("events", 0)
+OTHER = TopicPartition("events", 1)
+LEADER, FOLLOWER = 0, 1
+EPOCH = 5
+
+
+def frame(*partitions: PartitionFetch, session_id: int, session_epoch: int, wait_ms: int) -> bytes:
+    body = encode_fetch_request(
+        replica_id=FOLLOWER,
+        max_wait_ms=wait_ms,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=session_id,
+        session_epoch=session_epoch,
+        partitions=partitions,
+    )
+    return b"\x00\x01\x00\x0c\x00\x00\x00\x07\x00\x01f\x00" + body
+
+
+def at(tp: TopicPartition, offset: int) -> PartitionFetch:
+    return PartitionFetch(tp.topic, tp.partition, EPOCH, offset, EPOCH, 0, 1 << 20)
+
+
+class Leader:
+    def __init__(self, tmp_path: Path) -> None:
+        logs = LogManager([tmp_path / "logs"], LogConfig())
+        logs.startup(background_tasks=False)
+        self.replicas = ReplicaManager(logs, local_broker_id=LEADER, replica_lag_time_max_ms=400)
+        for tp in (TP, OTHER):
+            log = logs.get_or_create_log(tp, topic_id=Uuid.random())
+            partition = Partition(
+                tp,
+                log.topic_id or Uuid.random(),
+                log,
+                local_broker_id=LEADER,
+                on_high_watermark_advanced=self.replicas.on_high_watermark_advanced,
+                replica_lag_time_max_ms=400,
+            )
+            partition.make_leader(
+                leader_epoch=EPOCH, replicas=(LEADER, FOLLOWER), isr=(LEADER, FOLLOWER)
+            )
+            self.replicas.add_partition(partition)
+        self.services = SimpleNamespace(
+            replica_manager=self.replicas,
+            config=KafkaConfig.from_props({"log.dirs": str(tmp_path / "logs")}),
+            authorizer=None,
+            clock=SYSTEM_CLOCK,
+            fetch_manager=FetchManager.for_broker(
+                max_entries=10, now_ms=SYSTEM_CLOCK.milliseconds, registry=KafkaMetricsRegistry()
+            ),
+        )
+
+    async def answer(self, request: bytes, *, general: bool) -> tuple[int, int, dict[Any, Any]]:
+        """(error code, session id, {partition: (HW, records)}) of the answer, by the general
+        handler, or else by the fast path when it takes the request (one partition or none)."""
+        decoded = None if general else follower_fetch.decode(request)
+        if decoded is None:
+            header, body = parse_request(request)
+            ctx = RequestContext(
+                api_key=1,
+                api_version=12,
+                correlation_id=header.correlation_id,
+                client_id=header.client_id,
+                client_host="127.0.0.1",
+                services=self.services,  # type: ignore[arg-type]
+            )
+            parts = await fetch.handle(ctx, body)
+        else:
+            parts = await follower_fetch.handle(self.services, decoded)  # type: ignore[arg-type]
+        try:
+            data = parts.to_bytes()
+        finally:
+            parts.close()
+        # size, correlation id, header tags
+        error, session_id, partitions = decode_fetch_session_response(memoryview(data)[9:])
+        return (
+            error,
+            session_id,
+            {
+                TopicPartition(p.topic, p.partition): (p.high_watermark, _unstamped(p.records))
+                for p in partitions
+            },
+        )
+
+
+def _unstamped(records: Any) -> bytes:
+    """The batch without what the leader assigned: its base offset (bytes 0-7) and partition
+    leader epoch (12-15), which its CRC does not cover."""
+    data = bytes(records or b"")
+    return data[8:12] + data[16:]
+
+
+@pytest.mark.parametrize("general", [True, False], ids=["general handler", "fast path"])
+def test_a_session_answers_only_what_moved(tmp_path: Path, general: bool) -> None:
+    leader = Leader(tmp_path)
+    replicas = leader.replicas
+
+    async def run() -> None:
+        replicas.bind_loop(asyncio.get_running_loop())
+        batch = make_batch(3)
+        await replicas.append_records({TP: batch}, required_acks=1, timeout_ms=1000)
+        # Full fetch at the log end of both (the follower has the batch): a session opens.
+        error, session_id, answered = await leader.answer(
+            frame(at(TP, 3), at(OTHER, 0), session_id=0, session_epoch=0, wait_ms=0),
+            general=general,
+        )
+        assert error == 0 and session_id != 0 and set(answered) == {TP, OTHER}
+        # The follower's fetch at 3 moved the HW to 3: answered even though nothing is sent.
+        error, same, answered = await leader.answer(
+            frame(session_id=session_id, session_epoch=1, wait_ms=0), general=general
+        )
+        assert (error, same) == (0, session_id)
+        assert answered == {TP: (3, b"")}
+        # Idle: the answer waits the whole max wait and names no partition.
+        started = time.monotonic()
+        assert await leader.answer(
+            frame(session_id=session_id, session_epoch=2, wait_ms=300), general=general
+        ) == (0, session_id, {})
+        assert time.monotonic() - started >= 0.25
+        # Idle for longer than replica.lag.time.max.ms: the idle partitions are not read,
+        # but the follower's fetch state is recorded every replica.lag.time.max.ms / 4, so an
+        # append does not make it look stale before its next fetch.
+        for epoch in range(3, 8):
+            await leader.answer(
+                frame(session_id=session_id, session_epoch=epoch, wait_ms=100), general=general
+            )
+        other = make_batch(2)
+        await replicas.append_records({OTHER: other}, required_acks=1, timeout_ms=1000)
+        assert replicas.maybe_shrink_isr() == 0
+        assert await leader.answer(
+            frame(session_id=session_id, session_epoch=8, wait_ms=0), general=general
+        ) == (0, session_id, {OTHER: (0, _unstamped(other))})
+        # A parked fetch is woken at once by an append to any partition of its session.
+        fetching = asyncio.ensure_future(
+            leader.answer(
+                frame(at(OTHER, 2), session_id=session_id, session_epoch=9, wait_ms=5000),
+                general=general,
+            )
+        )
+        await asyncio.sleep(0.1)
+        assert not fetching.done()
+        started = time.monotonic()
+        more = make_batch(4)
+        await replicas.append_records({TP: more}, required_acks=1, timeout_ms=1000)
+        error, _same, answered = await asyncio.wait_for(fetching, 2)
+        assert time.monotonic() - started < 1
+        assert error == 0 and answered[TP] == (3, _unstamped(more))
+
+    asyncio.run(run())
+    replicas.shutdown()
