@@ -14,7 +14,10 @@ are registered: brokers of a cluster start one after the other, so the first one
 too few. ``RemoteLogMetadataManagerStartup`` then retries in the background every
 ``remote.log.metadata.initialization.retry.interval.ms`` for up to
 ``remote.log.metadata.initialization.retry.max.timeout.ms`` (Kafka's RLMM initialization
-thread), and hands the manager to the broker once it runs.
+thread), and hands the manager to the broker once it runs. With it starts the
+``RemoteLogMetadataCompactor`` of the metadata partitions this broker leads (every
+``remote.log.metadata.compaction.interval.ms``, 0: off; records younger than
+``remote.log.metadata.compaction.min.lag.ms`` stay).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from storage_core.common import TopicIdPartition
+from storage_core.common import TopicIdPartition, TopicPartition
 from storage_core.errors import InvalidReplicationFactorError, TopicExistsError
 from storage_core.tiered.topic_based_rlmm.config import (
     REMOTE_LOG_METADATA_TOPIC_NAME,
@@ -33,6 +36,13 @@ from storage_core.tiered.topic_based_rlmm.config import (
 )
 from storage_core.tiered.topic_based_rlmm.host_broker import HostBroker
 from storage_core.tiered.topic_based_rlmm.manager import TopicBasedRemoteLogMetadataManager
+from storage_core.tiered.topic_based_rlmm.metadata_compactor import (
+    CompactorConfig,
+    MetadataPartitionHost,
+    RemoteLogMetadataCompactor,
+)
+from storage_core.tiered.topic_based_rlmm.publishers import ReplicaManagerPublisher
+from storage_core.tiered.topic_based_rlmm.readers import LocalLogMetadataReader
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +120,7 @@ class RemoteLogMetadataManagerStartup:
         self._consumer_config = consumer_config
         self._retries: asyncio.Task[None] | None = None
         self.manager: TopicBasedRemoteLogMetadataManager | None = None
+        self.compactor: RemoteLogMetadataCompactor | None = None
 
     async def start(self) -> None:
         if not self._broker.config.get_bool("remote.log.storage.system.enable"):
@@ -122,6 +133,9 @@ class RemoteLogMetadataManagerStartup:
 
     def _started(self, manager: TopicBasedRemoteLogMetadataManager) -> None:
         self.manager = manager
+        self.compactor = metadata_compactor(self._broker, manager, asyncio.get_running_loop())
+        if self.compactor is not None:
+            self.compactor.start()
         self._on_started(manager)
 
     async def _retry(self) -> None:
@@ -160,6 +174,9 @@ class RemoteLogMetadataManagerStartup:
             retries.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await retries
+        compactor, self.compactor = self.compactor, None
+        if compactor is not None:
+            await asyncio.get_running_loop().run_in_executor(None, compactor.close)
         await stop_remote_log_metadata_manager(self.manager)
 
 
@@ -169,3 +186,56 @@ async def stop_remote_log_metadata_manager(
     """Close the manager off the loop (it joins its thread and writes checkpoints)."""
     if manager is not None:
         await asyncio.get_running_loop().run_in_executor(None, manager.close)
+
+
+def metadata_compactor(
+    broker: HostBroker,
+    manager: TopicBasedRemoteLogMetadataManager,
+    loop: asyncio.AbstractEventLoop,
+) -> RemoteLogMetadataCompactor | None:
+    """The compactor of the metadata partitions ``broker`` leads (not started), or ``None``
+    when ``remote.log.metadata.compaction.interval.ms`` is 0."""
+    config = broker.config
+    interval_ms = config.get_int("remote.log.metadata.compaction.interval.ms")
+    if interval_ms <= 0:
+        return None
+    replica_manager = broker.replica_manager
+
+    def tp_of(partition: int) -> TopicPartition:
+        return TopicPartition(REMOTE_LOG_METADATA_TOPIC_NAME, partition)
+
+    def led_partitions() -> list[int]:
+        return [
+            tp.partition
+            for tp, hosted in replica_manager.partitions().items()
+            if tp.topic == REMOTE_LOG_METADATA_TOPIC_NAME and hosted.is_leader
+        ]
+
+    def move_log_start(partition: int, offset: int) -> None:
+        tp = tp_of(partition)
+        hosted = replica_manager.get_partition(tp)
+        if not hosted.is_leader:
+            return  # leadership moved since the round began: the new leader decides
+        if hosted.log.maybe_increment_log_start_offset(offset, "DeleteRecords"):
+            broker.log_manager.checkpoint_log_start_offsets()
+            loop.call_soon_threadsafe(replica_manager.on_log_start_offset_incremented, tp)
+
+    host = MetadataPartitionHost(
+        led_partitions=led_partitions,
+        log_start_offset=lambda p: replica_manager.get_partition(tp_of(p)).log.log_start_offset,
+        high_watermark=lambda p: replica_manager.get_partition(tp_of(p)).log.high_watermark,
+        reader=LocalLogMetadataReader(lambda p: replica_manager.get_partition(tp_of(p)).log),
+        publish_batch=ReplicaManagerPublisher(
+            replica_manager, loop, clock=broker.clock
+        ).publish_batch,
+        move_log_start=move_log_start,
+        consumer_position=lambda p: manager.consumer.positions().get(p),
+    )
+    return RemoteLogMetadataCompactor(
+        host,
+        config=CompactorConfig(
+            interval_ms=interval_ms,
+            min_lag_ms=config.get_int("remote.log.metadata.compaction.min.lag.ms"),
+        ),
+        clock_ms=broker.clock.milliseconds,
+    )

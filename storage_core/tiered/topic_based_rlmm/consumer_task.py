@@ -23,6 +23,10 @@ Events are never fatal: an undecodable value, an event the state machine refuses
 (``RemoteResourceNotFoundError``) is logged once and skipped, as Kafka does; the refusal is
 remembered (bounded) so that the publisher of that offset is told.
 
+A read that finds its position below the metadata partition's log start offset (records
+deleted by the topic's compaction) drops the caches of the partitions that had not applied
+what was skipped and rebuilds them from the log start (not ready meanwhile).
+
 A user partition is *ready* once its ``applied_offset + 1`` reaches the high watermark its
 metadata partition had at the first read after it was tracked; its cache is then marked
 initialized.
@@ -373,6 +377,8 @@ class ConsumerTask:
         with self._lock:
             if self._positions.get(metadata_partition) != position:
                 return False  # rewound or unsubscribed while reading: read again
+            if read.moved_to_log_start:
+                self._rebuild_skipped(metadata_partition, read.next_offset)
             for record in read.records:
                 if record.offset >= position:
                     self._apply_record(metadata_partition, record.offset, record.value)
@@ -382,13 +388,43 @@ class ConsumerTask:
                 if state.metadata_partition != metadata_partition:
                     continue
                 state.applied_offset = max(state.applied_offset, next_offset - 1)
-                if state.ready_target is None:
+                if state.ready_target is None and not read.moved_to_log_start:
                     state.ready_target = read.high_watermark
-                if not state.ready and state.applied_offset + 1 >= state.ready_target:
+                if (
+                    not state.ready
+                    and state.ready_target is not None
+                    and state.applied_offset + 1 >= state.ready_target
+                ):
                     state.ready = True
                     state.cache.mark_initialized()
             self._lock.notify_all()
             return next_offset > position
+
+    def _rebuild_skipped(self, metadata_partition: int, log_start_offset: int) -> None:
+        """The partition's records before ``log_start_offset`` are gone: every tracked cache
+        that had not applied them all starts again empty and not ready, and is rebuilt from
+        the log start (caller holds ``_lock``). What the log start leaves out is only what
+        no reader needs (``storage_core.tiered.metadata.compaction``)."""
+        for tip, state in self._tracked.items():
+            if state.metadata_partition != metadata_partition:
+                continue
+            if state.applied_offset >= log_start_offset - 1:
+                continue
+            if state.applied_offset >= 0:
+                logger.warning(
+                    "rebuilding remote log metadata from the log start partition=%s"
+                    " metadata_partition=%s-%d applied_offset=%d log_start_offset=%d",
+                    tip,
+                    REMOTE_LOG_METADATA_TOPIC_NAME,
+                    metadata_partition,
+                    state.applied_offset,
+                    log_start_offset,
+                )
+            state.cache = RemoteLogMetadataCache(tip)
+            state.applied_offset = log_start_offset - 1
+            state.snapshot_offset = -1
+            state.ready = False
+            state.ready_target = None
 
     def _apply_record(self, metadata_partition: int, offset: int, value: bytes | None) -> None:
         """Apply one record (caller holds ``_lock``)."""

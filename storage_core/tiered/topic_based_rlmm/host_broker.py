@@ -42,6 +42,11 @@ class HostedReplicas(RecordAppender, Protocol):
     """The broker's ``ReplicaManager``: its partitions, and appends to those it leads."""
 
     def partitions(self) -> Mapping[TopicPartition, HostedPartition]: ...
+
+    def on_log_start_offset_incremented(self, tp: TopicPartition) -> None:
+        """Wake the followers' fetches of ``tp`` so they learn its new log start offset."""
+        ...
+
     def get_partition(self, tp: TopicPartition) -> HostedPartition: ...
 
 
@@ -49,6 +54,8 @@ class LocalLogs(Protocol):
     """The broker's ``LogManager``."""
 
     def get_log(self, tp: TopicPartition) -> Log | None: ...
+
+    def checkpoint_log_start_offsets(self) -> None: ...
 
 
 class InternalTopic(Protocol):

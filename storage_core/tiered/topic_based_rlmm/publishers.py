@@ -52,6 +52,8 @@ from storage_core.tiered.topic_based_rlmm.errors import (
     RemoteLogMetadataPublishError,
 )
 
+MAX_RECORDS_PER_BATCH = 1_000
+"""Events in one ``publish_batch`` (about 300 KiB, below the default max.message.bytes)."""
 # A client-mode publish retries (a dead leader, a leader change) every this long, for about
 # its timeout in all.
 PUBLISH_RETRY_BACKOFF_MS = 250
@@ -119,13 +121,22 @@ class ReplicaManagerPublisher:
             return False
 
     def publish(self, metadata_partition: int, value: bytes) -> int:
+        return self.publish_batch(metadata_partition, [value])
+
+    def publish_batch(self, metadata_partition: int, values: list[bytes]) -> int:
+        """Append ``values`` (1 to ``MAX_RECORDS_PER_BATCH``) in one batch; the last
+        offset. The metadata topic's compaction re-appends events this way."""
         tp = TopicPartition(REMOTE_LOG_METADATA_TOPIC_NAME, metadata_partition)
+        if not 0 < len(values) <= MAX_RECORDS_PER_BATCH:
+            raise ValueError(
+                f"a batch holds 1 to {MAX_RECORDS_PER_BATCH} events, not {len(values)}"
+            )
         if self._on_loop():
             raise BlockingCallOnEventLoopError(
                 f"publishing to {tp} blocks; it was called on the broker's event loop."
                 " Call it from a thread (asyncio.to_thread)."
             )
-        batch = build_batch([_record(value, self._clock)])
+        batch = build_batch([_record(value, self._clock) for value in values])
         append = self._replica_manager.append_records(
             {tp: batch}, required_acks=-1, timeout_ms=self._timeout_ms
         )

@@ -10,7 +10,8 @@
   factor is below the broker count is not on every broker).
 
 Both return at most ``max_records`` records per call, skip control batches, and move a read
-that starts below the log start offset up to it (nothing before it exists any more).
+that starts below the log start offset up to it (nothing before it exists any more), saying
+so (``moved_to_log_start``: the reader skipped records it had not read).
 
 Thread-safety: a reader is used by its consumer thread only.
 """
@@ -40,20 +41,25 @@ CLIENT_PARTITION_MAX_BYTES = 1024 * 1024
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MetadataRecord:
-    """One record of a metadata partition: its offset and value (``None``: a null value)."""
+    """One record of a metadata partition: its offset, value (``None``: a null value) and
+    timestamp (ms; -1 unknown)."""
 
     offset: int
     value: bytes | None
+    timestamp_ms: int = -1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MetadataRead:
     """Records read from ``offset`` on; ``next_offset`` (exclusive end of what was read) is
-    where the next read starts; ``high_watermark`` as seen by this read."""
+    where the next read starts; ``high_watermark`` as seen by this read.
+    ``moved_to_log_start``: ``offset`` was below the log start offset (records were deleted:
+    the metadata topic's compaction), and ``next_offset`` is the log start offset."""
 
     records: tuple[MetadataRecord, ...]
     next_offset: int
     high_watermark: int
+    moved_to_log_start: bool = False
 
 
 class MetadataPartitionReader(Protocol):
@@ -73,7 +79,12 @@ class LocalLogMetadataReader:
         high_watermark = log.high_watermark
         start = log.local_log_start_offset
         if offset < start:
-            return MetadataRead(records=(), next_offset=start, high_watermark=high_watermark)
+            return MetadataRead(
+                records=(),
+                next_offset=start,
+                high_watermark=high_watermark,
+                moved_to_log_start=True,
+            )
         if offset >= high_watermark:
             return MetadataRead(records=(), next_offset=offset, high_watermark=high_watermark)
         records: list[MetadataRecord] = []
@@ -83,7 +94,7 @@ class LocalLogMetadataReader:
             next_offset = batch.last_offset + 1
             if not batch.is_control:
                 records.extend(
-                    MetadataRecord(offset=r.offset, value=r.value)
+                    MetadataRecord(offset=r.offset, value=r.value, timestamp_ms=r.timestamp)
                     for r in batch.records()
                     if r.offset >= offset
                 )
@@ -115,7 +126,12 @@ class ClientMetadataReader:
             if exc.error == ErrorCode.offset_out_of_range:
                 earliest = self._consumer.earliest_offset(topic, metadata_partition)
                 if earliest > offset:
-                    return MetadataRead(records=(), next_offset=earliest, high_watermark=earliest)
+                    return MetadataRead(
+                        records=(),
+                        next_offset=earliest,
+                        high_watermark=earliest,
+                        moved_to_log_start=True,
+                    )
             if exc.error in (ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available):
                 self.cluster.invalidate_metadata()
             raise
@@ -123,7 +139,8 @@ class ClientMetadataReader:
             self.cluster.invalidate_metadata()  # the leader may be gone: ask who leads now
             raise
         records = tuple(
-            MetadataRecord(offset=r.offset, value=r.value) for r in fetched.records[:max_records]
+            MetadataRecord(offset=r.offset, value=r.value, timestamp_ms=r.timestamp)
+            for r in fetched.records[:max_records]
         )
         next_offset = records[-1].offset + 1 if len(fetched.records) > max_records else None
         return MetadataRead(

@@ -1,0 +1,261 @@
+"""``RemoteLogMetadataCompactor``: keeps ``__remote_log_metadata`` bounded by the live segments.
+
+Runs in each broker with remote storage (``broker_setup``), on its own thread, every
+``remote.log.metadata.compaction.interval.ms`` (0: never). A round, for each metadata
+partition this broker leads (only the leader moves a log start offset, as DeleteRecords):
+
+1. reads the partition's local log from its log start offset to the high watermark (at most
+   ``MAX_RECORDS_PER_ROUND`` records; a larger partition is left for a later round);
+2. sets the limit: records appended less than ``remote.log.metadata.compaction.min.lag.ms``
+   ago stay, and so does anything this broker's own consumer has not applied yet. The lag is
+   what lets every running broker apply and snapshot a record before it may go (snapshots are
+   written every 30 s): a broker started later, or down meanwhile, finds its snapshot older
+   than the log start and rebuilds that partition's caches from the log start
+   (``ConsumerTask``), which is correct, only slower;
+3. plans (``storage_core.tiered.metadata.compaction``, where the design and what a reader
+   sees at each moment are written out); re-appends the plan's events, if any, as a leader
+   append (acks=-1) in batches of at most ``RESTATE_BATCH_BYTES``;
+4. if the plan cuts: replays the records from the old log start and from the cut
+   (``verify_cut``) and, only if the states are the same, moves the log start offset to the
+   cut (``Log.maybe_increment_log_start_offset``, reason DeleteRecords), checkpoints it and
+   wakes the followers' fetches, as the DeleteRecords handler does. Followers learn the new
+   log start from their fetches; the segments wholly below it are deleted by the next
+   retention pass.
+
+Everything is logged with the metadata partition (``__remote_log_metadata-7``) and counts.
+A failing round is logged and retried next interval; it never stops the broker.
+
+Thread-safety: ``compact_once`` runs on the compactor's thread (or a test's); ``close`` from
+any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from storage_core.errors import StorageError
+from storage_core.tiered.metadata.compaction import (
+    MIN_RESTATE_GAIN_RECORDS,
+    MetadataEntry,
+    plan_metadata_compaction,
+    verify_cut,
+)
+from storage_core.tiered.topic_based_rlmm.config import REMOTE_LOG_METADATA_TOPIC_NAME
+from storage_core.tiered.topic_based_rlmm.readers import MetadataPartitionReader
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_COMPACTION_INTERVAL_MS = 60_000
+DEFAULT_COMPACTION_MIN_LAG_MS = 120_000
+MAX_RECORDS_PER_ROUND = 2_000_000
+"""Records of one metadata partition read by one round at most (~600 MB of metadata)."""
+READ_CHUNK_RECORDS = 50_000
+RESTATE_BATCH_BYTES = 512 * 1024
+RESTATE_BATCH_RECORDS = 1_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactorConfig:
+    """``interval_ms``: between rounds (> 0). ``min_lag_ms``: records younger stay (>= 0)."""
+
+    interval_ms: int = DEFAULT_COMPACTION_INTERVAL_MS
+    min_lag_ms: int = DEFAULT_COMPACTION_MIN_LAG_MS
+    min_restate_gain_records: int = MIN_RESTATE_GAIN_RECORDS
+
+    def __post_init__(self) -> None:
+        if self.interval_ms <= 0:
+            raise ValueError(f"interval_ms must be positive, got {self.interval_ms}")
+        if self.min_lag_ms < 0:
+            raise ValueError(f"min_lag_ms must be >= 0, got {self.min_lag_ms}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionOutcome:
+    """One metadata partition's round: records read (log start to HW), log start offsets
+    before and after, segments re-appended, and why no cut was made (``None``: cut or
+    nothing to cut)."""
+
+    metadata_partition: int
+    records: int
+    log_start_offset_before: int
+    log_start_offset_after: int
+    restated_segments: int
+    refused: str | None = None
+
+
+class MetadataPartitionHost:
+    """What the compactor needs from the broker hosting the metadata partitions."""
+
+    def __init__(
+        self,
+        *,
+        led_partitions: Callable[[], Iterable[int]],
+        log_start_offset: Callable[[int], int],
+        high_watermark: Callable[[int], int],
+        reader: MetadataPartitionReader,
+        publish_batch: Callable[[int, list[bytes]], int],
+        move_log_start: Callable[[int, int], None],
+        consumer_position: Callable[[int], int | None],
+    ) -> None:
+        self.led_partitions = led_partitions
+        self.log_start_offset = log_start_offset
+        self.high_watermark = high_watermark
+        self.reader = reader
+        self.publish_batch = publish_batch
+        self.move_log_start = move_log_start
+        self.consumer_position = consumer_position
+
+
+class RemoteLogMetadataCompactor:
+    """Compacts the metadata partitions ``host`` leads; see the module doc."""
+
+    def __init__(
+        self,
+        host: MetadataPartitionHost,
+        *,
+        config: CompactorConfig | None = None,
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self._host = host
+        self.config = config or CompactorConfig()
+        self._clock_ms = clock_ms
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.rounds = 0
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="remote-log-metadata-compactor", daemon=True
+            )
+            self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.config.interval_ms / 1000):
+            try:
+                self.compact_once()
+            except Exception:  # a bug must not stop the thread
+                logger.exception("remote log metadata compaction round failed")
+
+    def compact_once(self) -> list[CompactionOutcome]:
+        """One round over the led metadata partitions."""
+        outcomes = []
+        for metadata_partition in sorted(self._host.led_partitions()):
+            if self._stop.is_set():
+                break
+            where = f"{REMOTE_LOG_METADATA_TOPIC_NAME}-{metadata_partition}"
+            try:
+                outcome = self._compact(metadata_partition)
+            except StorageError as exc:
+                logger.warning(
+                    "remote log metadata compaction skipped partition=%s error=%s", where, exc
+                )
+                continue
+            outcomes.append(outcome)
+            if outcome.log_start_offset_after > outcome.log_start_offset_before or (
+                outcome.restated_segments or outcome.refused
+            ):
+                logger.info(
+                    "remote log metadata compacted partition=%s records=%d"
+                    " log_start_offset=%d->%d restated_segments=%d refused=%s",
+                    where,
+                    outcome.records,
+                    outcome.log_start_offset_before,
+                    outcome.log_start_offset_after,
+                    outcome.restated_segments,
+                    outcome.refused,
+                )
+        self.rounds += 1
+        return outcomes
+
+    def _read(self, metadata_partition: int) -> tuple[int, list[MetadataEntry], list[int]]:
+        """(log start offset, records up to the HW, their timestamps)."""
+        host = self._host
+        log_start = host.log_start_offset(metadata_partition)
+        end = host.high_watermark(metadata_partition)
+        entries: list[MetadataEntry] = []
+        timestamps: list[int] = []
+        offset = log_start
+        while offset < end and len(entries) < MAX_RECORDS_PER_ROUND:
+            read = host.reader.read(metadata_partition, offset, READ_CHUNK_RECORDS)
+            if read.moved_to_log_start:  # cut meanwhile (another leader's round)
+                raise StorageError(f"log start moved to {read.next_offset} while reading")
+            for record in read.records:
+                if record.value is not None and record.offset < end:
+                    entries.append(MetadataEntry.decode(record.offset, record.value))
+                    timestamps.append(record.timestamp_ms)
+            if read.next_offset <= offset:
+                break
+            offset = read.next_offset
+        return log_start, entries, timestamps
+
+    def _limit(
+        self, metadata_partition: int, entries: list[MetadataEntry], timestamps: list[int], end: int
+    ) -> int:
+        cutoff_ms = self._clock_ms() - self.config.min_lag_ms
+        limit = end
+        for entry, timestamp_ms in zip(entries, timestamps, strict=True):
+            if timestamp_ms > cutoff_ms:
+                limit = entry.offset
+                break
+        position = self._host.consumer_position(metadata_partition)
+        return limit if position is None else min(limit, position)
+
+    def _compact(self, metadata_partition: int) -> CompactionOutcome:
+        host = self._host
+        log_start, entries, timestamps = self._read(metadata_partition)
+        end = entries[-1].offset + 1 if entries else log_start
+        limit = self._limit(metadata_partition, entries, timestamps, end)
+        plan = plan_metadata_compaction(
+            entries,
+            log_start_offset=log_start,
+            cut_limit_offset=limit,
+            min_restate_gain_records=self.config.min_restate_gain_records,
+        )
+        refused = None
+        new_start = log_start
+        if plan.cut_offset is not None:
+            refused = verify_cut(entries, plan.cut_offset)
+            if refused is None:
+                host.move_log_start(metadata_partition, plan.cut_offset)
+                new_start = plan.cut_offset
+            else:
+                logger.warning(
+                    "remote log metadata not cut partition=%s-%d cut_offset=%d reason=%s",
+                    REMOTE_LOG_METADATA_TOPIC_NAME,
+                    metadata_partition,
+                    plan.cut_offset,
+                    refused,
+                )
+        self._restate(metadata_partition, plan.restate)
+        return CompactionOutcome(
+            metadata_partition=metadata_partition,
+            records=len(entries),
+            log_start_offset_before=log_start,
+            log_start_offset_after=new_start,
+            restated_segments=plan.restated_segments,
+            refused=refused,
+        )
+
+    def _restate(self, metadata_partition: int, values: tuple[bytes, ...]) -> None:
+        batch: list[bytes] = []
+        size = 0
+        for value in values:
+            if batch and (
+                size + len(value) > RESTATE_BATCH_BYTES or len(batch) == RESTATE_BATCH_RECORDS
+            ):
+                self._host.publish_batch(metadata_partition, batch)
+                batch, size = [], 0
+            batch.append(value)
+            size += len(value)
+        if batch:
+            self._host.publish_batch(metadata_partition, batch)
