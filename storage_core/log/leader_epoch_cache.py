@@ -227,8 +227,8 @@ class LeaderEpochFileCache:
         """
         with self._lock:
             count = bisect.bisect_right(self._epochs, start_offset, key=lambda e: e.start_offset)
-            if count == 0:
-                return
+            if count == 0 or (count == 1 and self._epochs[0].start_offset == start_offset):
+                return  # nothing below it: the checkpoint stays as written (no fsync per load)
             last_removed = self._epochs[count - 1]
             self._epochs[:count] = [EpochEntry(last_removed.epoch, start_offset)]
             self.flush()

@@ -176,6 +176,24 @@ def test_truncate_from_start(
     assert make_cache(tmp_path).epoch_entries() == entries(*expected)
 
 
+def test_truncate_from_start_at_the_first_epoch_start_leaves_the_checkpoint_unwritten(
+    cache: LeaderEpochFileCache, tmp_path: Path
+) -> None:
+    """Every log loaded at startup truncates its epochs from its log start offset; where that
+    changes nothing the checkpoint is not rewritten (an fsync per partition at startup)."""
+    cache.assign(2, 6)
+    cache.assign(3, 8)
+    path = tmp_path / LEADER_EPOCH_CHECKPOINT_FILENAME
+    written = path.stat()
+    for start_offset in (0, 5, 6):
+        cache.truncate_from_start(start_offset)
+    assert path.stat().st_ino == written.st_ino  # a rewrite renames a new file in place
+    assert cache.epoch_entries() == entries((2, 6), (3, 8))
+    cache.truncate_from_start(7)
+    assert path.stat().st_ino != written.st_ino
+    assert make_cache(tmp_path).epoch_entries() == entries((2, 7), (3, 8))
+
+
 def test_clear_and_flush(cache: LeaderEpochFileCache, tmp_path: Path) -> None:
     cache.assign(1, 0)
     cache.clear_and_flush()
