@@ -294,3 +294,17 @@ class CorruptSnapshotError(StorageError):
     """
 
     error_code: ClassVar[str] = "kafka_storage_error"
+
+
+class TooManyOpenFilesError(StorageError):
+    """The broker has no descriptor left to open a segment file (EMFILE/ENFILE) even after
+    closing its idle ones. Nothing was written; the request may be retried.
+
+    REQUEST_TIMED_OUT, not KAFKA_STORAGE_ERROR: clients treat KAFKA_STORAGE_ERROR as a replica
+    gone offline (an ``InvalidMetadataException`` in Kafka's clients: they look for a new
+    leader) and Kafka takes the log dir offline on it; here the log dir is healthy and the
+    leader stays, so the producer should only back off and retry, which REQUEST_TIMED_OUT (a
+    ``RetriableException``, retried by every client) tells it without claiming anything about
+    replicas, as NOT_ENOUGH_REPLICAS would."""
+
+    error_code: ClassVar[str] = "request_timed_out"

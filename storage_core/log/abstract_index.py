@@ -107,19 +107,27 @@ class AbstractIndex(abc.ABC):
                     f" it must hold at least one {self.entry_size}-byte entry"
                 )
             length = round_down_to_exact_multiple(self.max_index_size, self.entry_size)
-            self._set_file_length(length)
+            self._preallocate_and_map(length)
             self._entries = 0
         else:
             length = existing_length
             self._entries = length // self.entry_size
-        self._map(length)
+            self._map(length)
         self._length = length
         self._max_entries = length // self.entry_size
 
-    def _set_file_length(self, length: int) -> None:
+    def _preallocate_and_map(self, length: int) -> None:
+        """Create the file at ``length`` bytes and map it through one descriptor. If mapping
+        fails (no descriptor or mapping left) the file is cut back to empty: preallocated
+        zeros left behind would read as ``length // entry_size`` entries on the next open."""
         fd = os.open(self._path, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
         try:
             os.ftruncate(fd, length)
+            try:
+                self._mmap = mmap.mmap(fd, length, access=mmap.ACCESS_WRITE)
+            except BaseException:
+                os.ftruncate(fd, 0)
+                raise
         finally:
             os.close(fd)
 
@@ -219,9 +227,15 @@ class AbstractIndex(abc.ABC):
                 )
             if rounded == self._length:
                 return False
-            self._unmap()
-            self._set_file_length(rounded)
-            self._map(rounded)
+            # The descriptor first: without one (EMFILE) nothing has changed.
+            fd = os.open(self._path, os.O_RDWR | _O_CLOEXEC)
+            try:
+                self._unmap()
+                os.ftruncate(fd, rounded)
+                if rounded > 0:
+                    self._mmap = mmap.mmap(fd, rounded, access=mmap.ACCESS_WRITE)
+            finally:
+                os.close(fd)
             self._length = rounded
             self._max_entries = rounded // self.entry_size
             return True

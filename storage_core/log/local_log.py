@@ -27,7 +27,7 @@ from pathlib import Path
 
 from storage_core.clock import Clock
 from storage_core.common import TopicPartition
-from storage_core.errors import KafkaStorageError, OffsetOutOfRangeError
+from storage_core.errors import KafkaStorageError, OffsetOutOfRangeError, TooManyOpenFilesError
 from storage_core.log import log_file_utils as files
 from storage_core.log.leader_epoch_cache import LeaderEpochFileCache
 from storage_core.log.log_config import LogConfig
@@ -36,6 +36,11 @@ from storage_core.log.log_segments import LogSegments
 from storage_core.log.log_validator import LogAppendInfo
 from storage_core.log.retention import SegmentSummary
 from storage_core.records import NO_TIMESTAMP, RecordBatch
+from storage_core.records.open_file_cache import (
+    OpenFileCache,
+    is_out_of_descriptors,
+    open_files_limit,
+)
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest).
 LATEST_TIMESTAMP = -1
@@ -72,6 +77,7 @@ class LocalLog:
         clock: Clock,
         lock: threading.RLock,
         log_start_offset: Callable[[], int],
+        file_cache: OpenFileCache | None = None,
     ) -> None:
         self.dir = directory
         self.config = config
@@ -83,6 +89,7 @@ class LocalLog:
         self._clock = clock
         self._lock = lock
         self._log_start_offset = log_start_offset
+        self.file_cache = file_cache
 
     @property
     def unflushed_messages(self) -> int:
@@ -114,18 +121,22 @@ class LocalLog:
         )
 
     def create_segment(self, base_offset: int) -> LogSegment:
-        return LogSegment.open(
+        """A new, empty segment with its files created (its indexes preallocated)."""
+        return create_segment(
             self.dir,
             base_offset,
-            index_interval_bytes=self.config.index_interval_bytes,
-            max_index_size=self.config.segment_index_bytes,
-            roll_jitter_ms=self.config.segment_jitter_ms,
-            clock=self._clock,
+            self.config,
+            self._clock,
+            file_cache=self.file_cache,
+            topic_partition=self.topic_partition,
         )
 
     def roll(self, new_offset: int) -> LogSegment:
         """Close the active segment and start a new one at ``new_offset``, above the active
-        segment's base offset; the caller makes it durable."""
+        segment's base offset; the caller makes it durable.
+
+        The new segment's files are created first: at the open-file limit the roll is refused
+        (``TooManyOpenFilesError``, retriable) and the active segment stays as it was."""
         active = self.segments.active_segment
         for stale in (
             files.log_file(self.dir, new_offset),
@@ -134,11 +145,33 @@ class LocalLog:
         ):
             if stale.exists():  # left by an earlier truncation; holds nothing live
                 stale.unlink()
-        active.on_becoming_inactive_segment()
         segment = self.create_segment(new_offset)
+        try:
+            self._evicting_when_out_of_descriptors(
+                active.on_becoming_inactive_segment, f"the indexes of {active.path}"
+            )
+        except BaseException:
+            segment.delete_if_exists()  # the active segment stays active
+            raise
         self.segments.add(segment)
-        fsync_dir(self.dir)
+        self._evicting_when_out_of_descriptors(lambda: fsync_dir(self.dir), str(self.dir))
         return segment
+
+    def _evicting_when_out_of_descriptors(self, action: Callable[[], None], what: str) -> None:
+        """``action()``; out of descriptors, idle segment files are closed and it runs once
+        more, then ``TooManyOpenFilesError`` (retriable) names the limit."""
+        if self.file_cache is not None:
+            self.file_cache.call_evicting(action, what)
+            return
+        try:
+            action()
+        except OSError as exc:
+            if not is_out_of_descriptors(exc):
+                raise
+            raise TooManyOpenFilesError(
+                f"partition {self.topic_partition}: cannot open {what}: {exc.strerror}; the"
+                f" broker is at its open-file limit (ulimit -n {open_files_limit()})"
+            ) from exc
 
     # ================================================================== appends
     def append(
@@ -357,6 +390,42 @@ def _max_timestamp_and_offset(
             epoch = leader_epoch_cache.epoch_for_offset(batch.last_offset)
             return TimestampAndOffset(target, batch.last_offset, epoch)
     return None
+
+
+def create_segment(
+    directory: Path,
+    base_offset: int,
+    config: LogConfig,
+    clock: Clock,
+    *,
+    file_cache: OpenFileCache | None,
+    topic_partition: TopicPartition | str,
+) -> LogSegment:
+    """A new, empty segment at ``base_offset`` with its three files created; nothing is left
+    behind when that fails. Out of descriptors, ``TooManyOpenFilesError`` names the limit."""
+    segment = LogSegment.open(
+        directory,
+        base_offset,
+        index_interval_bytes=config.index_interval_bytes,
+        max_index_size=config.segment_index_bytes,
+        roll_jitter_ms=config.segment_jitter_ms,
+        clock=clock,
+        file_cache=file_cache,
+    )
+    try:
+        segment.set_evictable(False)  # it is about to take appends
+        segment.resize_indexes(config.segment_index_bytes)  # creates the index files
+    except BaseException as exc:
+        segment.delete_if_exists()
+        if isinstance(exc, OSError) and is_out_of_descriptors(exc):
+            raise TooManyOpenFilesError(
+                f"partition {topic_partition}: cannot create segment {base_offset}:"
+                f" {exc.strerror}; the broker is at its open-file limit (ulimit -n"
+                f" {open_files_limit()}): raise it, lower log.segment.open.files.max, or let"
+                " tiering and retention delete local segments"
+            ) from exc
+        raise
+    return segment
 
 
 def fsync_dir(directory: Path) -> None:

@@ -74,6 +74,7 @@ from storage_core.log.retention import (
     SegmentSummary,
 )
 from storage_core.records import RecordBatch
+from storage_core.records.open_file_cache import OpenFileCache
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +93,10 @@ class Log:
         topic_id: Uuid | None = None,
         clock: Clock = SYSTEM_CLOCK,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        file_cache: OpenFileCache | None = None,
     ) -> None:
+        """``file_cache``: the broker's LRU of open segment files (``LogManager``'s); without
+        one every segment keeps its ``.log`` open (tools, tests)."""
         self.topic_partition = TopicPartition.parse_dir_name(directory.name)
         self._clock = clock
         self._lock = threading.RLock()
@@ -117,6 +121,7 @@ class Log:
             had_clean_shutdown=had_clean_shutdown,
             leader_epoch_cache=self.leader_epoch_cache,
             clock=clock,
+            file_cache=file_cache,
         )
         self._offsets = LogOffsets(loaded.log_start_offset, loaded.log_start_offset)
         self._local_log = LocalLog(
@@ -129,6 +134,7 @@ class Log:
             clock=clock,
             lock=self._lock,
             log_start_offset=lambda: self._offsets.log_start_offset,
+            file_cache=file_cache,
         )
         self._closed = False
         self.recovered_segments = loaded.recovered_segments

@@ -5,7 +5,11 @@ Steps (Kafka's ``LogLoader``):
 1. Remove stray files: ``.deleted`` (a deletion that was interrupted), ``.cleaned`` and
    ``.swap`` (an interrupted rewrite), ``.tmp`` (an interrupted checkpoint write), and index
    files whose ``.log`` is gone.
-2. Open every segment. A missing or inconsistent index is rebuilt from its ``.log``.
+2. Open every segment. A missing or inconsistent index is rebuilt from its ``.log``. Indexes
+   are mapped lazily (``LazyIndex``): only those of the segments recovery will read (the active
+   one, and after an unclean shutdown those from the recovery point on) are mapped and checked
+   entry by entry here, as Kafka checks only what it recovers; the others are checked without
+   being mapped (present, a whole number of entries) and mapped on first use.
 3. After an unclean shutdown, validate every batch of every segment from the one holding the
    recovery point on. The first torn or corrupt batch ends the log: the segment is cut there and
    later segments are set aside. Cut bytes that are more than a torn tail, and set-aside
@@ -32,14 +36,16 @@ from storage_core.clock import Clock
 from storage_core.common import TopicPartition
 from storage_core.errors import CorruptCheckpointError, CorruptIndexError, CorruptRecordError
 from storage_core.log import log_file_utils as files
-from storage_core.log.abstract_index import AbstractIndex
+from storage_core.log.lazy_index import LazyOffsetIndex, LazyTimeIndex
 from storage_core.log.leader_epoch_cache import (
     LEADER_EPOCH_CHECKPOINT_FILENAME,
     LeaderEpochCheckpointFile,
     LeaderEpochFileCache,
 )
+from storage_core.log.local_log import create_segment
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_segment import LogSegment, RecoveryResult
+from storage_core.records.open_file_cache import OpenFileCache
 
 logger = logging.getLogger(__name__)
 
@@ -89,9 +95,19 @@ def load_log(
     had_clean_shutdown: bool,
     leader_epoch_cache: LeaderEpochFileCache,
     clock: Clock,
+    file_cache: OpenFileCache | None = None,
 ) -> LoadedLog:
+    """Steps 1-4 of the module docstring. With ``file_cache`` the segments' files join the
+    broker's LRU as they are opened, so loading holds at most its size of idle files open."""
     remove_stray_files(directory, partition)
-    segments = _open_segments(directory, config, partition, clock)
+    segments = _open_segments(
+        directory,
+        config,
+        partition,
+        clock,
+        file_cache,
+        check_entries_from=None if had_clean_shutdown else recovery_point_checkpoint,
+    )
     recovered = 0
     truncated_bytes = 0
     if not had_clean_shutdown and segments:
@@ -100,9 +116,17 @@ def load_log(
         )
     if not segments:
         segments.append(
-            _open_segment(directory, max(log_start_offset_checkpoint, 0), config, clock)
+            create_segment(
+                directory,
+                max(log_start_offset_checkpoint, 0),
+                config,
+                clock,
+                file_cache=file_cache,
+                topic_partition=partition,
+            )
         )
     active = segments[-1]
+    active.set_evictable(False)  # its indexes are preallocated for appends from here on
     active.resize_indexes(config.segment_index_bytes)
     problem = _active_segment_problem(active) if had_clean_shutdown else None
     if problem is not None:
@@ -132,7 +156,16 @@ def load_log(
         for segment in segments:
             segment.close()
             segment.delete_if_exists()
-        segments = [_open_segment(directory, log_start_offset_checkpoint, config, clock)]
+        segments = [
+            create_segment(
+                directory,
+                log_start_offset_checkpoint,
+                config,
+                clock,
+                file_cache=file_cache,
+                topic_partition=partition,
+            )
+        ]
         leader_epoch_cache.clear_and_flush()
         log_end_offset = log_start_offset_checkpoint
 
@@ -161,7 +194,13 @@ def load_log(
     )
 
 
-def _open_segment(directory: Path, base_offset: int, config: LogConfig, clock: Clock) -> LogSegment:
+def _open_segment(
+    directory: Path,
+    base_offset: int,
+    config: LogConfig,
+    clock: Clock,
+    file_cache: OpenFileCache | None,
+) -> LogSegment:
     return LogSegment.open(
         directory,
         base_offset,
@@ -169,31 +208,49 @@ def _open_segment(directory: Path, base_offset: int, config: LogConfig, clock: C
         max_index_size=config.segment_index_bytes,
         roll_jitter_ms=config.segment_jitter_ms,
         clock=clock,
+        file_cache=file_cache,
     )
 
 
 def _open_segments(
-    directory: Path, config: LogConfig, partition: str, clock: Clock
+    directory: Path,
+    config: LogConfig,
+    partition: str,
+    clock: Clock,
+    file_cache: OpenFileCache | None,
+    *,
+    check_entries_from: int | None,
 ) -> list[LogSegment]:
-    """Step 2: open each ``.log`` with its indexes, rebuilding indexes that fail their check."""
+    """Step 2: open each ``.log`` with its indexes, rebuilding indexes that fail their check.
+
+    The entries of an index are checked (which maps it) for the last segment and, with
+    ``check_entries_from`` (the recovery point after an unclean shutdown), for the segments
+    holding offsets at or above it; the others only by their file length."""
     base_offsets = sorted(
         files.offset_from_file_name(entry.name)
         for entry in directory.iterdir()
         if entry.name.endswith(files.LOG_FILE_SUFFIX) and _is_segment_name(entry.name)
     )
     segments: list[LogSegment] = []
-    for base_offset in base_offsets:
+    for i, base_offset in enumerate(base_offsets):
+        next_base = base_offsets[i + 1] if i + 1 < len(base_offsets) else None
+        check_entries = next_base is None or (
+            check_entries_from is not None and next_base > check_entries_from
+        )
         index_missing = not (
             files.offset_index_file(directory, base_offset).exists()
             and files.time_index_file(directory, base_offset).exists()
         )
-        segment = _open_segment(directory, base_offset, config, clock)
+        segment = _open_segment(directory, base_offset, config, clock, file_cache)
         problem = "missing index file" if index_missing else None
         level = logging.WARNING
-        corrupt: list[tuple[AbstractIndex, CorruptIndexError]] = []
-        for index in (segment.offset_index, segment.time_index):
+        corrupt: list[tuple[LazyOffsetIndex | LazyTimeIndex, CorruptIndexError]] = []
+        for index in () if index_missing else (segment.offset_index, segment.time_index):
             try:
-                index.sanity_check()
+                if check_entries:
+                    index.sanity_check()
+                else:
+                    index.check_length()
             except CorruptIndexError as exc:
                 corrupt.append((index, exc))
         if corrupt and not index_missing:

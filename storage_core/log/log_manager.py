@@ -14,7 +14,10 @@ recovery point. A corrupt checkpoint is reported and treated as absent, which on
 recovery do more work; it never loses data. A partition whose log cannot be loaded even by
 recovery is taken offline alone (Kafka's offline replica): its directory is left as it is, its
 checkpointed offsets are kept, requests for it fail with KAFKA_STORAGE_ERROR, and every other
-partition is served.
+partition is served. Running out of descriptors is not such a failure (the files are fine):
+every segment file is opened through one ``OpenFileCache`` (``log.segment.open.files.max``
+idle files of inactive segments at most), and a load that still finds no descriptor refuses
+the start, naming the limit, rather than taking partitions offline.
 
 Thread safety: the partition map is guarded by ``self._lock``; each ``Log`` guards itself.
 Background tasks (retention, flush, checkpoints) run on one scheduler thread.
@@ -37,6 +40,7 @@ from storage_core.errors import (
     KafkaStorageError,
     LogDirNotFoundError,
     StorageError,
+    TooManyOpenFilesError,
 )
 from storage_core.log import log_file_utils as files
 from storage_core.log.checkpoints import (
@@ -48,6 +52,7 @@ from storage_core.log.checkpoints import (
 )
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
+from storage_core.records.open_file_cache import DEFAULT_MAX_IDLE_FILES, OpenFileCache
 from storage_core.scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
@@ -87,6 +92,7 @@ class LogManager:
         producer_id_expiration_ms: int = 86_400_000,
         producer_id_expiration_check_interval_ms: int = 600_000,
         high_watermark_checkpoint_interval_ms: int = 5_000,
+        segment_open_files_max: int = DEFAULT_MAX_IDLE_FILES,
     ) -> None:
         if not log_dirs:
             raise LogDirNotFoundError("at least one log dir is required (log.dirs)")
@@ -105,6 +111,8 @@ class LogManager:
             "high-watermark-checkpoint": high_watermark_checkpoint_interval_ms,
         }
         self._producer_id_expiration_ms = producer_id_expiration_ms
+        # Broker-wide: descriptors follow the segments in use, not the segments on disk.
+        self.file_cache = OpenFileCache(segment_open_files_max)
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, Log] = {}
         self._offline: dict[TopicPartition, OfflineLog] = {}
@@ -206,7 +214,17 @@ class LogManager:
                     had_clean_shutdown=had_clean_shutdown,
                     clock=self._clock,
                     producer_id_expiration_ms=self._producer_id_expiration_ms,
+                    file_cache=self.file_cache,
                 )
+            except TooManyOpenFilesError as exc:
+                # Not a damaged log: taking it offline would hide a limit the operator must
+                # raise. The start is refused with the reason (files left as they are).
+                raise TooManyOpenFilesError(
+                    f"cannot load partition {tp} from {entry}: {exc}. The broker holds one"
+                    " descriptor per partition (its active segment) plus up to"
+                    f" log.segment.open.files.max={self.file_cache.max_idle_files}: raise"
+                    " ulimit -n above the partition count plus that"
+                ) from exc
             except (StorageError, OSError) as exc:
                 self._offline[tp] = OfflineLog(
                     dir=entry,
@@ -291,6 +309,7 @@ class LogManager:
                 topic_id=topic_id,
                 clock=self._clock,
                 producer_id_expiration_ms=self._producer_id_expiration_ms,
+                file_cache=self.file_cache,
             )
             self._logs[tp] = log
             logger.info("created log partition=%s dir=%s", tp, directory)

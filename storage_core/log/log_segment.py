@@ -12,25 +12,31 @@ append would push it past ``segment.bytes``, when it is non-empty and older than
 (minus jitter), when either index is full (the time index counts as full one entry early), or
 when the new offsets do not fit a 32-bit relative offset.
 
+Open files: the indexes are mapped on first use (``LazyIndex``) and, with the broker's
+``OpenFileCache``, the ``.log`` descriptor and the index mappings of an inactive segment are
+closed when idle and opened again on demand; the active segment's stay open
+(``set_evictable``, called by ``LogSegments`` as segments roll).
+
 Thread safety: a segment has one writer, serialised by the owning ``Log``'s lock. Reads use
 positional reads and may run concurrently with the writer for bytes below the size they observed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from storage_core.clock import Clock
 from storage_core.errors import CorruptRecordError, InvalidOffsetError
 from storage_core.log import log_file_utils as files
+from storage_core.log.lazy_index import LazyOffsetIndex, LazyTimeIndex
 from storage_core.log.leader_epoch_cache import LeaderEpochFileCache
-from storage_core.log.offset_index import OffsetIndex
-from storage_core.log.time_index import TimeIndex
 from storage_core.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, NO_TIMESTAMP, FileRecords
+from storage_core.records.open_file_cache import OpenFileCache
 
 INT_MAX = 2**31 - 1
 RECENT_APPENDS_MAX = 16
@@ -113,8 +119,8 @@ class LogSegment:
         self,
         *,
         log: FileRecords,
-        offset_index: OffsetIndex,
-        time_index: TimeIndex,
+        offset_index: LazyOffsetIndex,
+        time_index: LazyTimeIndex,
         base_offset: int,
         index_interval_bytes: int,
         roll_jitter_ms: int,
@@ -127,6 +133,7 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.roll_jitter_ms = roll_jitter_ms
         self._clock = clock
+        self._evictable = True
         self._created_ms = clock.milliseconds()
         self._bytes_since_last_index_entry = 0
         # Timestamp of the first batch appended: segment.ms is measured from it, as in Kafka.
@@ -151,24 +158,52 @@ class LogSegment:
         roll_jitter_ms: int = 0,
         clock: Clock,
         file_suffix: str = "",
+        file_cache: OpenFileCache | None = None,
     ) -> LogSegment:
+        """The segment's files; the ``.log`` is opened (created if missing), the indexes are
+        mapped on first use. With ``file_cache`` its files join the broker's LRU."""
         return LogSegment(
-            log=FileRecords.open(files.log_file(directory, base_offset, file_suffix)),
-            offset_index=OffsetIndex(
+            log=FileRecords.open(
+                files.log_file(directory, base_offset, file_suffix), cache=file_cache
+            ),
+            offset_index=LazyOffsetIndex(
                 files.offset_index_file(directory, base_offset, file_suffix),
                 base_offset,
                 max_index_size,
+                file_cache,
             ),
-            time_index=TimeIndex(
+            time_index=LazyTimeIndex(
                 files.time_index_file(directory, base_offset, file_suffix),
                 base_offset,
                 max_index_size,
+                file_cache,
             ),
             base_offset=base_offset,
             index_interval_bytes=index_interval_bytes,
             roll_jitter_ms=roll_jitter_ms,
             clock=clock,
         )
+
+    # ------------------------------------------------------------------ open files
+    def set_evictable(self, evictable: bool) -> None:
+        """Whether the broker's open-file cache may close this segment's files when idle:
+        never for the active segment (it takes appends into preallocated indexes)."""
+        self._evictable = evictable
+        self.log.set_evictable(evictable)
+        self.offset_index.set_evictable(evictable)
+        self.time_index.set_evictable(evictable)
+
+    @contextlib.contextmanager
+    def _held_open(self) -> Iterator[None]:
+        """Keep the files open through a rebuild that grows the indexes before filling them."""
+        evictable = self._evictable
+        if evictable:
+            self.set_evictable(False)
+        try:
+            yield
+        finally:
+            if evictable:
+                self.set_evictable(True)
 
     # ------------------------------------------------------------------ facts
     @property
@@ -377,6 +412,14 @@ class LogSegment:
         prefix. ``before_cut`` sees the result while the bytes to be cut are still on disk.
         Returns what was kept and, when bytes were cut, why.
         """
+        with self._held_open():
+            return self._recover(leader_epoch_cache, before_cut)
+
+    def _recover(
+        self,
+        leader_epoch_cache: LeaderEpochFileCache | None,
+        before_cut: Callable[[RecoveryResult], None] | None,
+    ) -> RecoveryResult:
         self._recent_append_starts.clear()
         self.offset_index.truncate()
         self.offset_index.resize(self.offset_index.max_index_size)
@@ -437,6 +480,10 @@ class LogSegment:
 
     def truncate_to(self, offset: int) -> int:
         """Drop every batch at or after the one holding ``offset``; returns bytes removed."""
+        with self._held_open():
+            return self._truncate_to(offset)
+
+    def _truncate_to(self, offset: int) -> int:
         mapping = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)

@@ -2,7 +2,8 @@
 
 Two parallel lists: the segments and their base offsets (searched with ``bisect``). Once a
 log is open the list is never empty, and its last segment is the active one, which takes the
-appends.
+appends: its files are kept open, while those of the others may be closed when idle
+(``LogSegment.set_evictable``, kept in step by every change below).
 
 Thread safety: none; the owning log reads and changes it under its lock. ``values`` and
 ``base_offsets`` return copies that stay valid after the lock is released.
@@ -24,6 +25,13 @@ class LogSegments:
     def __init__(self, segments: list[LogSegment]) -> None:
         self._segments = segments
         self._base_offsets = [s.base_offset for s in segments]
+        for segment in segments[:-1]:
+            segment.set_evictable(True)
+        self._keep_active_open()
+
+    def _keep_active_open(self) -> None:
+        if self._segments:
+            self._segments[-1].set_evictable(False)
 
     def __len__(self) -> int:
         return len(self._segments)
@@ -65,8 +73,11 @@ class LogSegments:
 
     def add(self, segment: LogSegment) -> None:
         """Append ``segment`` as the new active segment."""
+        if self._segments:
+            self._segments[-1].set_evictable(True)
         self._segments.append(segment)
         self._base_offsets.append(segment.base_offset)
+        self._keep_active_open()
 
     def remove_first(self, count: int) -> list[LogSegment]:
         """Remove and return the ``count`` oldest segments."""
@@ -80,9 +91,11 @@ class LogSegments:
         removed = self._segments[index:]
         del self._segments[index:]
         del self._base_offsets[index:]
+        self._keep_active_open()
         return removed
 
     def replace_all(self, segment: LogSegment) -> None:
         """Make ``segment`` the only segment."""
         self._segments = [segment]
         self._base_offsets = [segment.base_offset]
+        self._keep_active_open()

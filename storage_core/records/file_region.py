@@ -1,6 +1,7 @@
 """A byte range of a segment file held open on its own descriptor, to be sent with sendfile.
 
-``FileRegion.of`` duplicates the segment's descriptor, so the region stays readable (the same
+``FileRegion.of`` duplicates the segment's descriptor (pinned in the broker's open-file cache
+while it does), so the region stays readable (the same
 inode, the same bytes) even if the segment is closed, rolled or deleted before the region is
 sent; bytes below a segment's observed size never change while it serves reads. The owner
 must ``close`` the region once it is sent or dropped.
@@ -16,8 +17,9 @@ from __future__ import annotations
 
 import os
 
-from storage_core.errors import KafkaStorageError
+from storage_core.errors import KafkaStorageError, TooManyOpenFilesError
 from storage_core.records.file_records import FileRecords
+from storage_core.records.open_file_cache import is_out_of_descriptors
 
 SENDFILE_SUPPORTED = hasattr(os, "sendfile")
 
@@ -43,8 +45,17 @@ class FileRegion:
     def of(file_records: FileRecords, position: int, size: int) -> FileRegion:
         """The region ``[position, position + size)`` of a segment file, on a dup'd descriptor."""
         try:
-            fd = os.dup(file_records.fd)
-        except (OSError, ValueError) as exc:
+            fd = file_records.dup()  # pinned while dup'd: never a descriptor the cache closes
+        except OSError as exc:
+            if is_out_of_descriptors(exc):
+                raise TooManyOpenFilesError(
+                    f"cannot hold {file_records.path} open to send it: {exc.strerror}; the"
+                    " broker is at its open-file limit (ulimit -n), the fetch may be retried"
+                ) from exc
+            raise KafkaStorageError(
+                f"cannot hold {file_records.path} open to send it: {exc}"
+            ) from exc
+        except ValueError as exc:
             raise KafkaStorageError(
                 f"cannot hold {file_records.path} open to send it: {exc}"
             ) from exc

@@ -111,6 +111,7 @@ class KafkaBroker:
             producer_id_expiration_check_interval_ms=config.get_int(
                 "producer.id.expiration.check.interval.ms"
             ),
+            segment_open_files_max=config.get_int("log.segment.open.files.max"),
         )
         self.metadata_cache = MetadataCache(self.broker_id)
         self.membership = ClusterMembership(

@@ -22,6 +22,10 @@ from typing import Any
 from storage_core.errors import InvalidConfigError
 from storage_core.java_properties import parse_properties
 from storage_core.log.log_config import BROKER_SYNONYMS, TOPIC_CONFIG_NAMES, LogConfig
+from storage_core.records.open_file_cache import (
+    DEFAULT_MAX_IDLE_FILES,
+    validate_segment_open_files_max,
+)
 from storage_core.security.kafka_principal import SecurityProtocol
 from storage_core.server.listeners import (
     EndPoint,
@@ -73,6 +77,8 @@ BROKER_CONFIG_DEFS: dict[str, tuple[str, Any]] = {
     "replica.high.watermark.checkpoint.interval.ms": ("long", 5_000),
     "fetch.max.bytes": ("int", 55 * 1024 * 1024),
     "log.retention.check.interval.ms": ("long", 300_000),
+    # Idle files of inactive segments kept open (storage_core.records.open_file_cache)
+    "log.segment.open.files.max": ("int", DEFAULT_MAX_IDLE_FILES),
     "log.flush.scheduler.interval.ms": ("long", 2**63 - 1),
     "log.flush.offset.checkpoint.interval.ms": ("int", 60_000),
     "log.flush.start.offset.checkpoint.interval.ms": ("int", 60_000),
@@ -145,6 +151,7 @@ class KafkaConfig:
         if not config.log_dirs():
             raise InvalidConfigError("log.dirs (or log.dir) must name at least one directory")
         _validate_replica_fetcher_configs(config)
+        validate_segment_open_files_max(config.get_int("log.segment.open.files.max"))
         return config
 
     @staticmethod
