@@ -125,7 +125,11 @@ class LeaderEpochFileCache:
     ``assign`` keeps it by first removing, from the end, every entry that the new entry
     contradicts (an epoch or start offset not below the new one). Entries loaded from the
     checkpoint go through the same rule. Every change is written to the checkpoint before
-    the method returns.
+    the method returns, except a truncation asked with ``flush=False`` (the log loader's, as
+    Kafka's loader truncates with an asynchronous flush): the file may then hold entries past
+    the log end until the next write, which every load removes again, and never lacks one.
+    A write that would leave the file as it is (what was read or last written) is skipped,
+    so a restarted leader re-assigning the epoch it had costs no fsync.
 
     Thread safety: every method holds one re-entrant lock, so the cache may be used from the
     append path, the replica fetchers and retention concurrently.
@@ -138,8 +142,11 @@ class LeaderEpochFileCache:
         self.checkpoint = checkpoint
         self._lock = threading.RLock()
         self._epochs: list[EpochEntry] = []
-        for entry in checkpoint.read():
+        stored = checkpoint.read()
+        for entry in stored:
             self._assign(entry)
+        # the entries the file holds, None while it does not exist
+        self._written: list[EpochEntry] | None = stored if checkpoint.path.exists() else None
 
     # ------------------------------------------------------------------ changes
     def assign(self, epoch: int, start_offset: int) -> None:
@@ -201,16 +208,18 @@ class LeaderEpochFileCache:
         removed.reverse()
         return removed
 
-    def truncate_from_end(self, end_offset: int) -> None:
+    def truncate_from_end(self, end_offset: int, *, flush: bool = True) -> None:
         """Remove the entries with ``start_offset >= end_offset`` (the log was cut there).
 
         Nothing happens for a negative ``end_offset`` or if the latest entry starts below it.
+        ``flush=False`` leaves the file to the next write (see the class docstring).
         """
         with self._lock:
             if end_offset < 0 or not self._epochs or self._epochs[-1].start_offset < end_offset:
                 return
             removed = self._remove_from_end(lambda e: e.start_offset >= end_offset)
-            self.flush()
+            if flush:
+                self.flush()
             logger.debug(
                 "truncated epochs from end partition=%s end_offset=%d removed=%d entries=%d",
                 self.topic_partition,
@@ -247,9 +256,12 @@ class LeaderEpochFileCache:
             self.flush()
 
     def flush(self) -> None:
-        """Write the entries to the checkpoint file (atomically)."""
+        """Write the entries to the checkpoint file (atomically), unless it holds them."""
         with self._lock:
+            if self._written == self._epochs:
+                return
             self.checkpoint.write(self._epochs)
+            self._written = list(self._epochs)
 
     # ------------------------------------------------------------------ queries
     def epoch_entries(self) -> list[EpochEntry]:

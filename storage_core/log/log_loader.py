@@ -175,7 +175,9 @@ def load_log(
         log_start_offset = max(log_start_offset_checkpoint, 0)
     else:
         log_start_offset = max(log_start_offset_checkpoint, segments[0].base_offset)
-    leader_epoch_cache.truncate_from_end(log_end_offset)
+    # an epoch that starts at the log end has no data yet: dropped in memory, the file
+    # rewritten at the next change (a partition's leader re-assigns it, mostly unchanged)
+    leader_epoch_cache.truncate_from_end(log_end_offset, flush=False)
     leader_epoch_cache.truncate_from_start(log_start_offset)
     if had_clean_shutdown:
         recovery_point = min(max(recovery_point_checkpoint, log_start_offset), log_end_offset)

@@ -194,6 +194,26 @@ def test_truncate_from_start_at_the_first_epoch_start_leaves_the_checkpoint_unwr
     assert make_cache(tmp_path).epoch_entries() == entries((2, 7), (3, 8))
 
 
+def test_a_loaded_epoch_at_the_log_end_costs_no_write_when_its_leader_assigns_it_again(
+    cache: LeaderEpochFileCache, tmp_path: Path
+) -> None:
+    """A restarted leader: the loader drops the epoch that starts at the log end (it has no
+    data yet) without rewriting the file, and the leader assigning the same epoch again
+    leaves the file as it was; a new epoch is written before ``assign`` returns."""
+    cache.assign(0, 0)
+    cache.assign(1, 5)
+    path = tmp_path / LEADER_EPOCH_CHECKPOINT_FILENAME
+    written = path.stat().st_ino
+    loaded = make_cache(tmp_path)
+    loaded.truncate_from_end(5, flush=False)
+    assert loaded.epoch_entries() == entries((0, 0))
+    assert path.stat().st_ino == written
+    loaded.assign(1, 5)
+    assert path.stat().st_ino == written
+    loaded.assign(2, 9)
+    assert make_cache(tmp_path).epoch_entries() == entries((0, 0), (1, 5), (2, 9))
+
+
 def test_clear_and_flush(cache: LeaderEpochFileCache, tmp_path: Path) -> None:
     cache.assign(1, 0)
     cache.clear_and_flush()
