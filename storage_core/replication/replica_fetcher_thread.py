@@ -50,6 +50,7 @@ from storage_core.replication.abstract_fetcher_thread import (
     AbstractFetcherThread,
     FailedPartitions,
 )
+from storage_core.replication.fetch_requests import FetchRequestBuilder
 from storage_core.replication.fetch_state import (
     InitialFetchState,
     PartitionFetchState,
@@ -139,10 +140,7 @@ class ReplicaFetcherThread(AbstractFetcherThread):
             remote_log_manager=remote_log_manager or _no_remote_log_manager,
         )
         self._on_bytes_appended = on_bytes_appended
-        # The last request built per partition, with the fetch state it was built from.
-        self._built_requests: dict[
-            TopicPartition, tuple[PartitionFetchState, FetchPartitionRequest]
-        ] = {}
+        self._request_builder = FetchRequestBuilder(truncation_on_fetch=truncation_on_fetch)
 
     # ================================================================== partitions
     def add_partitions(self, initial_states: Mapping[TopicPartition, InitialFetchState]) -> None:
@@ -310,37 +308,7 @@ class ReplicaFetcherThread(AbstractFetcherThread):
     def _maybe_fetch(self) -> None:
         with self._lock:
             now_ms = self._now_ms()
-            requests: dict[TopicPartition, FetchPartitionRequest] = {}
-            built = self._built_requests
-            if len(built) > 2 * len(self._states) + 64:  # forget removed partitions
-                self._built_requests = built = {tp: built[tp] for tp in self._states if tp in built}
-            for tp, state in list(self._states.items()):
-                if not state.is_ready_for_fetch(now_ms):
-                    continue
-                log = self._log_or_mark_failed(tp)
-                if log is None:
-                    continue
-                # The request object of an unchanged partition is the one sent before: the
-                # fetch session (leader_end_point) then sees it unchanged at a glance.
-                log_start_offset = log.log_start_offset
-                previous = built.get(tp)
-                if (
-                    previous is not None
-                    and previous[0] is state
-                    and previous[1].log_start_offset == log_start_offset
-                ):
-                    requests[tp] = previous[1]
-                    continue
-                request = FetchPartitionRequest(
-                    fetch_offset=state.fetch_offset,
-                    log_start_offset=log_start_offset,
-                    current_leader_epoch=state.current_leader_epoch,
-                    last_fetched_epoch=state.last_fetched_epoch
-                    if self._truncation_on_fetch
-                    else None,
-                )
-                built[tp] = (state, request)
-                requests[tp] = request
+            requests = self._request_builder.build(self._states, now_ms, self._log_or_mark_failed)
             if not requests:
                 self._lock.wait(self._idle_wait_ms(now_ms) / 1000)
                 return
