@@ -94,9 +94,13 @@ class Log:
         clock: Clock = SYSTEM_CLOCK,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         file_cache: OpenFileCache | None = None,
+        defer_metadata_flush: bool = False,
     ) -> None:
         """``file_cache``: the broker's LRU of open segment files (``LogManager``'s); without
-        one every segment keeps its ``.log`` open (tools, tests)."""
+        one every segment keeps its ``.log`` open (tools, tests). ``defer_metadata_flush``:
+        a new ``topic_id`` is recorded but ``partition.metadata`` is written later, by
+        ``maybe_flush_metadata_file`` (Kafka schedules that write rather than fsync while it
+        creates a log), or at the latest by ``flush`` or ``close``."""
         self.topic_partition = TopicPartition.parse_dir_name(directory.name)
         self._clock = clock
         self._lock = threading.RLock()
@@ -111,7 +115,7 @@ class Log:
         if self.partition_metadata_file.exists():
             self.topic_id = self.partition_metadata_file.read()
         if topic_id is not None:
-            self.assign_topic_id(topic_id)
+            self.assign_topic_id(topic_id, flush=not defer_metadata_flush)
         loaded = load_log(
             directory,
             config,
@@ -192,11 +196,22 @@ class Log:
     def config(self, config: LogConfig) -> None:
         self._local_log.config = config
 
-    def assign_topic_id(self, topic_id: Uuid) -> None:
-        """Record the topic id in ``partition.metadata`` (fails if a different one is there)."""
+    def assign_topic_id(self, topic_id: Uuid, *, flush: bool = True) -> None:
+        """Record the topic id in ``partition.metadata`` (fails if a different one is there);
+        written now, or with ``flush=False`` by ``maybe_flush_metadata_file``."""
         self.partition_metadata_file.record(topic_id)
-        self.partition_metadata_file.maybe_flush()
+        if flush:
+            self.partition_metadata_file.maybe_flush()
         self.topic_id = topic_id
+
+    def maybe_flush_metadata_file(self) -> None:
+        """Write ``partition.metadata`` if its topic id is recorded and not yet on disk (Kafka's
+        ``maybeFlushMetadataFile``). Nothing once the log is closed, or while its directory is
+        being renamed away for deletion."""
+        with self._lock:
+            if self._closed or not self.dir.exists():
+                return
+            self.partition_metadata_file.maybe_flush()
 
     @property
     def log_start_offset(self) -> int:
@@ -334,7 +349,9 @@ class Log:
 
     # ================================================================== durability
     def flush(self, up_to_offset: int | None = None) -> None:
-        """fsync every segment holding offsets in ``[recovery point, up_to_offset)``."""
+        """fsync every segment holding offsets in ``[recovery point, up_to_offset)`` (and a
+        ``partition.metadata`` not yet written)."""
+        self.maybe_flush_metadata_file()
         self._local_log.flush(up_to_offset)
 
     def maybe_flush_by_time(self) -> bool:
@@ -467,6 +484,7 @@ class Log:
         with self._lock:
             if self._closed:
                 return
+            self.maybe_flush_metadata_file()
             try:
                 self.producer_state_manager.take_snapshot()
             except KafkaStorageError as exc:

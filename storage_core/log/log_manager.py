@@ -118,6 +118,7 @@ class LogManager:
         self._offline: dict[TopicPartition, OfflineLog] = {}
         self._scheduler = Scheduler("log-manager-scheduler")
         self._started = False
+        self._background_tasks = False  # logs created before startup write their metadata
 
     # ------------------------------------------------------------------ startup / shutdown
     def startup(self, *, background_tasks: bool = True) -> None:
@@ -126,6 +127,7 @@ class LogManager:
             for log_dir in self.log_dirs:
                 self._load_log_dir(log_dir)
             self._started = True
+        self._background_tasks = background_tasks
         if background_tasks:
             self._scheduler.startup()
             actions: dict[str, Callable[[], object]] = {
@@ -310,12 +312,19 @@ class LogManager:
                 clock=self._clock,
                 producer_id_expiration_ms=self._producer_id_expiration_ms,
                 file_cache=self.file_cache,
+                defer_metadata_flush=self._background_tasks,
             )
             self._logs[tp] = log
+            if self._background_tasks:
+                self._scheduler.schedule(
+                    "flush-metadata-file", log.maybe_flush_metadata_file, delay_ms=0, period_ms=None
+                )
             logger.info("created log partition=%s dir=%s", tp, directory)
             return log
 
     def _next_log_dir(self) -> Path:
+        if len(self.log_dirs) == 1:
+            return self.log_dirs[0]  # without counting every log: creation stays O(1)
         counts = {d: 0 for d in self.log_dirs}
         for log in self._logs.values():
             parent = log.dir.parent

@@ -11,6 +11,7 @@ from storage_core.clock import ManualClock
 from storage_core.common import TopicPartition, Uuid
 from storage_core.errors import InvalidTopicError, KafkaStorageError, LogDirNotFoundError
 from storage_core.log import log_file_utils as files
+from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
 from tests.conftest import BASE_TIMESTAMP_MS, make_batch
@@ -245,3 +246,41 @@ def test_a_manager_stopped_before_it_loaded_leaves_the_dirs_as_they_were(tmp_pat
     LogManager(dirs, LogConfig()).shutdown()  # a start refused before the logs loaded
 
     assert {p: p.read_bytes() for p in dirs[0].rglob("*") if p.is_file()} == before
+
+
+def test_a_new_log_writes_its_partition_metadata_in_the_background(tmp_path: Path) -> None:
+    """As Kafka schedules the write of partition.metadata instead of syncing it while it
+    creates the log: it reaches the disk shortly after, with the topic id, and a log deleted
+    before that leaves no partition dir behind and no error."""
+    manager = LogManager([tmp_path / "a"], LogConfig())
+    manager.startup(background_tasks=True)
+    topic_id = Uuid.random()
+    logs = [manager.get_or_create_log(TopicPartition("t", p), topic_id=topic_id) for p in range(20)]
+    manager.delete_logs([TopicPartition("t", 19)])
+    deadline = time.monotonic() + 20
+    while not all((log.dir / "partition.metadata").exists() for log in logs[:19]):
+        assert time.monotonic() < deadline, "partition.metadata never written"
+        time.sleep(0.05)
+    assert not (tmp_path / "a" / "t-19").exists()
+    manager.shutdown()
+    restarted = start([tmp_path / "a"])
+    assert {log.topic_id for log in restarted.all_logs().values()} == {topic_id}
+    assert len(restarted.all_logs()) == 19
+    restarted.shutdown()
+
+
+def test_partition_metadata_recorded_but_not_yet_written_is_written_on_close(
+    tmp_path: Path,
+) -> None:
+    manager = start([tmp_path / "a"])  # no background tasks: nothing writes it meanwhile
+    topic_id = Uuid.random()
+    log = manager.get_or_create_log(TopicPartition("t", 0), topic_id=topic_id)
+    assert (log.dir / "partition.metadata").exists()  # written at once without a scheduler
+    manager.shutdown()
+
+    deferred = Log(
+        tmp_path / "b" / "u-0", LogConfig(), topic_id=topic_id, defer_metadata_flush=True
+    )
+    assert not (deferred.dir / "partition.metadata").exists()
+    deferred.close()
+    assert Log(tmp_path / "b" / "u-0", LogConfig()).topic_id == topic_id
