@@ -80,7 +80,7 @@ class DelayedFetchPurgatory:
         "_claimed_reads",
         "_follower_reads",
         "_replica_waiters",
-        "_session_waiters",
+        "_session_watches",
         "_waiters",
     )
 
@@ -95,17 +95,18 @@ class DelayedFetchPurgatory:
         self._follower_reads: dict[Waiter, Callable[[], FetchResults]] = {}
         self._claimed_reads: set[Waiter] = set()
         self._waiters: dict[TopicPartition, set[Waiter]] = {}
-        # Incremental fetch sessions parked on all their partitions at once (a follower's
+        # Incremental fetch sessions watching all their partitions at once (a follower's
         # session may hold thousands): one entry each, checked at every wake-up of a
         # follower fetch; there are as many as fetcher threads follow this broker.
-        self._session_waiters: dict[Waiter, Container[TopicPartition]] = {}
+        self._session_watches: set[SessionWatch] = set()
 
     def wake_high_watermark_waiters(self, tp: TopicPartition) -> None:
-        """Wake the fetches waiting on ``tp``'s HW."""
+        """Wake the fetches waiting on ``tp``'s HW (sessions only note it)."""
         waiters = self._waiters.pop(tp, None)
         for waiter in waiters or ():
             if not waiter.done():
                 waiter.set_result(None)
+        self._note_sessions(tp, wake=False)
 
     def wake(self, tp: TopicPartition) -> None:
         """Wake every fetch parked on ``tp``, follower fetches included."""
@@ -113,33 +114,33 @@ class DelayedFetchPurgatory:
             for waiter in waiters.pop(tp, set()):
                 if not waiter.done():
                     waiter.set_result(None)
-        self._wake_sessions(tp)
+        self._note_sessions(tp, wake=True)
 
     def wake_replica_fetches(self, tp: TopicPartition) -> None:
         """Wake the follower fetches parked on ``tp``, except those an append reads for."""
         for waiter in self._replica_waiters.pop(tp, set()):
             if not waiter.done() and waiter not in self._claimed_reads:
                 waiter.set_result(None)
-        self._wake_sessions(tp)
+        self._note_sessions(tp, wake=True)
 
-    def _wake_sessions(self, tp: TopicPartition) -> None:
-        if self._session_waiters:
-            for waiter, partitions in list(self._session_waiters.items()):
-                if tp in partitions and not waiter.done():
-                    waiter.set_result(None)
+    def _note_sessions(self, tp: TopicPartition, *, wake: bool) -> None:
+        if self._session_watches:
+            for watch in self._session_watches:
+                if tp in watch.partitions:
+                    watch.moved.add(tp)
+                    waiter = watch.waiter
+                    if wake and waiter is not None and not waiter.done():
+                        waiter.set_result(None)
 
-    def park_session(self, partitions: Container[TopicPartition]) -> Waiter | None:
-        """A waiter woken when one of ``partitions`` (an incremental fetch session's, read
-        at each wake-up, so it may change while parked) moves (None: the purgatory is
-        full). Woken as ``wake_replica_fetches`` and ``wake`` wake follower fetches."""
-        if len(self._session_waiters) >= MAX_WAITERS:
-            return None
-        waiter: Waiter = asyncio.get_running_loop().create_future()
-        self._session_waiters[waiter] = partitions
-        return waiter
+    def watch_session(self, partitions: Container[TopicPartition]) -> SessionWatch:
+        """A standing watch of an incremental fetch session's ``partitions`` (read at each
+        event, so they may change), until closed. Bounded by the fetch session cache."""
+        watch = SessionWatch(self, partitions)
+        self._session_watches.add(watch)
+        return watch
 
-    def unpark_session(self, waiter: Waiter) -> None:
-        self._session_waiters.pop(waiter, None)
+    def unwatch_session(self, watch: SessionWatch) -> None:
+        self._session_watches.discard(watch)
 
     def claim_follower_reads(
         self, tps: Iterable[TopicPartition]
@@ -262,6 +263,41 @@ class DelayedFetchPurgatory:
                 waiting.discard(waiter)
                 if not waiting:
                     del table[tp]
+
+
+class SessionWatch:
+    """An incremental fetch session's watch of its partitions, for the session's life: each
+    partition that moves is noted in ``moved`` (records appended, the log start offset moved,
+    leadership lost, the high watermark moved) and wakes the session's parked fetch
+    (``waiter``), except a moved high watermark, which a follower's fetch does not wait for.
+    Loop thread only."""
+
+    __slots__ = ("_purgatory", "moved", "partitions", "waiter")
+
+    def __init__(
+        self, purgatory: DelayedFetchPurgatory, partitions: Container[TopicPartition]
+    ) -> None:
+        self._purgatory = purgatory
+        self.partitions = partitions
+        self.moved: set[TopicPartition] = set()
+        self.waiter: Waiter | None = None
+
+    def park(self) -> Waiter:
+        self.waiter = asyncio.get_running_loop().create_future()
+        return self.waiter
+
+    def unpark(self) -> None:
+        self.waiter = None
+
+    def take_moved(self) -> set[TopicPartition]:
+        moved, self.moved = self.moved, set()
+        return moved
+
+    def close(self) -> None:
+        """The session is gone (closed, evicted): stop watching, wake a parked fetch."""
+        self._purgatory.unwatch_session(self)
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
 
 
 def close_regions(results: Iterable[FetchResult]) -> None:

@@ -36,6 +36,7 @@ import logging
 import random
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -73,6 +74,10 @@ class FetchMetadata:
     @property
     def is_full(self) -> bool:
         return self.epoch in (INITIAL_EPOCH, FINAL_EPOCH)
+
+
+class Closeable(Protocol):
+    def close(self) -> None: ...
 
 
 class CachedPartition:
@@ -154,11 +159,13 @@ class FetchSession:
         "creation_ms",
         "epoch",
         "id",
+        "last_full_scan_ms",
         "last_used_ms",
         "partitions",
         "partitions_generation",
         "privileged",
         "uses_topic_ids",
+        "watch",
     )
 
     def __init__(
@@ -179,6 +186,10 @@ class FetchSession:
         self.epoch = next_epoch(INITIAL_EPOCH)
         self.cached_size = -1  # the size the cache accounted for; -1: not in the cache
         self.partitions_generation = -1  # see CachedPartition.partition
+        # What watches the partitions for the session's fetches (fetch_sessions), closed
+        # when the session leaves the cache; when its partitions were last all looked at.
+        self.watch: Closeable | None = None
+        self.last_full_scan_ms = -1
 
     def update(
         self,
@@ -319,6 +330,9 @@ class FetchSessionCache:
             return None
         self.total_partitions -= max(session.cached_size, 0)
         session.cached_size = -1
+        if session.watch is not None:
+            session.watch.close()
+            session.watch = None
         return session
 
     def touch(self, session: FetchSession, now_ms: int) -> None:

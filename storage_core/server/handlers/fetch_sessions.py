@@ -1,18 +1,23 @@
 """Fetch requests in incremental fetch sessions (KIP-227): each request's context from the
 broker's ``FetchManager`` (``server/fetch_session.py``), and the answer to an incremental one.
 
-An incremental fetch considers every partition of its session, as Kafka's does, but an idle
-partition costs a few attribute reads, not a read of its log: a partition the request does not
-name is *quiet* while this broker leads it at the epoch the fetcher knows, the fetcher is at
-its log end, and neither the high watermark nor the log start offset moved since the last
-answer; then nothing would be read and nothing is answered. Its follower's fetch state is
-still recorded (Kafka records every fetch), but only every ``replica.lag.time.max.ms`` / 4:
-a follower at the log end counts as caught up anyway, and the record keeps its caught-up time
-recent enough that an append does not make it look stale before its next fetch.
+An incremental fetch answers for every partition of its session, as Kafka's does, but an idle
+partition costs nothing per fetch. A partition the request does not name is *quiet* while this
+broker leads it at the epoch the fetcher knows, the fetcher is at its log end, and neither the
+high watermark nor the log start offset moved since the last answer: nothing would be read and
+nothing is answered. The session's ``SessionWatch`` (in the fetch purgatory, for the session's
+life) notes every partition that moves (records appended, log start offset or high watermark
+moved, leadership lost), so a fetch looks only at the partitions its request names, those
+noted as moved and those it found with something to answer before; it looks at all of them
+(a full scan) on the session's first incremental fetch, after partitions were added to or
+removed from the broker, and every ``replica.lag.time.max.ms`` / 4. A full scan also records
+the follower's fetch state of its quiet partitions (Kafka records every fetch): a follower at
+the log end counts as caught up anyway, and the record keeps its caught-up time recent enough
+that an append does not make it look stale before its next fetch.
 
-With nothing to answer, the fetch parks once for the whole session (``park_session``) until
-one of its partitions moves or ``max_wait_ms`` passes, then looks again. The session waiter
-is parked before the partitions are read, so an append during the read wakes it.
+With nothing to answer, the fetch parks on the watch until one of its partitions moves or
+``max_wait_ms`` passes, then looks again. The watch's waiter is parked before the partitions
+are read, so an append during the read wakes it.
 
 Thread-safety: loop thread only.
 """
@@ -27,7 +32,7 @@ from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
 from storage_core.errors import StorageError
-from storage_core.replication.delayed_fetch import FetchRequestPartition, until
+from storage_core.replication.delayed_fetch import FetchRequestPartition, SessionWatch, until
 from storage_core.replication.partition import Partition
 from storage_core.server.fetch_response import (
     FetchPartitionResponse,
@@ -148,27 +153,34 @@ async def answer_incremental(
 ) -> ResponseParts:
     """The answer to an incremental fetch: the session's partitions with something new,
     after waiting up to ``max_wait_ms`` for ``min_bytes`` (or an error) as any fetch does."""
-    purgatory = services.replica_manager.delayed_fetch_purgatory
+    manager = services.replica_manager
     loop = asyncio.get_running_loop()
     deadline = loop.time() + min(max(max_wait_ms, 0), MAX_WAIT_MS_MAX) / 1000
     session = context.session
-    forced = set(sent)  # named by the request: read once whatever their state
+    watch = session.watch
+    if not isinstance(watch, SessionWatch):
+        watch = manager.delayed_fetch_purgatory.watch_session(session.partitions)
+        session.watch = watch
+    forced = set(sent)  # named by the request: read whatever their state
+    candidates = set(forced)
     while True:
-        waiter = purgatory.park_session(session.partitions)
+        waiter = watch.park()
         try:
+            candidates |= watch.take_moved()
             responses = await _read_session(
                 services,
                 context,
                 forced,
+                candidates,
                 max_bytes=max_bytes,
                 replica_id=replica_id,
                 authorized=authorized,
             )
-            forced = set()
+            # What had something to answer is looked at again; the rest once it moves.
+            forced, candidates = set(), set(responses)
             remaining = deadline - loop.time()
             if (
-                waiter is None
-                or remaining <= 0
+                remaining <= 0
                 or sum(len(r.records or b"") for r in responses.values()) >= min_bytes
                 or any(_must_answer_now(r) for r in responses.values())
             ):
@@ -183,8 +195,7 @@ async def answer_incremental(
             close_regions_of(responses.values())
             await until(waiter, remaining)
         finally:
-            if waiter is not None:
-                purgatory.unpark_session(waiter)
+            watch.unpark()
 
 
 def _must_answer_now(response: FetchPartitionResponse) -> bool:
@@ -197,19 +208,20 @@ async def _read_session(
     services: BrokerServices,
     context: IncrementalFetchContext,
     forced: set[TopicPartition],
+    candidates: set[TopicPartition],
     *,
     max_bytes: int,
     replica_id: int,
     authorized: bool,
 ) -> dict[TopicPartition, FetchPartitionResponse]:
-    """Each partition of the session that is not quiet, read now (no waiting here)."""
+    """Each partition looked at that is not quiet, read now (no waiting here)."""
     session = context.session
     if not authorized:
         return {
             tp: partition_response(tp.partition, None, ErrorCode.topic_authorization_failed)
             for tp in session.partitions
         }
-    wanted = active_partitions(services, context, forced, replica_id=replica_id)
+    wanted = active_partitions(services, context, forced, candidates, replica_id=replica_id)
     if not wanted:
         return {}
     results = await read_partitions(
@@ -229,27 +241,37 @@ def active_partitions(
     services: BrokerServices,
     context: IncrementalFetchContext,
     forced: set[TopicPartition],
+    candidates: set[TopicPartition],
     *,
     replica_id: int,
 ) -> dict[TopicPartition, FetchRequestPartition]:
-    """The session's partitions that must be read: those ``forced`` and those not quiet (see
-    the module docstring), in session order; quiet ones get their fetch state recorded when
-    the last record is older than ``replica.lag.time.max.ms`` / 4."""
+    """The partitions to read: those ``forced`` and, of ``candidates`` (of all the session's
+    partitions in a full scan, see the module docstring), those not quiet; a full scan
+    records the fetch state of quiet ones whose last record is older than
+    ``replica.lag.time.max.ms`` / 4."""
     manager = services.replica_manager
     hosted = manager.hosted_partition
     now_ms = services.clock.milliseconds()
     record_every_ms = max(manager.replica_lag_time_max_ms // RECORD_FRACTION_OF_LAG_TIME, 1)
     session = context.session
+    partitions = session.partitions
     # The Partition objects looked up before are still the hosted ones while no partition
     # was added to or removed from this broker: no look-up by name per idle partition.
     generation = manager.partitions_generation
     resolved = session.partitions_generation == generation
+    full_scan = not resolved or now_ms - session.last_full_scan_ms >= record_every_ms
     session.partitions_generation = generation
+    looked_at: Iterable[TopicPartition] = partitions
+    if full_scan:
+        session.last_full_scan_ms = now_ms
+    else:
+        looked_at = [tp for tp in candidates if tp in partitions]
     wanted: dict[TopicPartition, FetchRequestPartition] = {}
-    for tp, cached in session.partitions.items():
+    for tp in looked_at:
+        cached = partitions[tp]
         if tp not in forced:
             partition = cached.partition
-            if not resolved or partition is None:
+            if partition is None or not resolved:
                 partition = cached.partition = hosted(tp)
             if (
                 isinstance(partition, Partition)
@@ -262,7 +284,7 @@ def active_partitions(
                     and log.high_watermark == cached.high_watermark
                     and log.log_start_offset == cached.local_log_start_offset
                 ):
-                    if now_ms - cached.recorded_ms < record_every_ms:
+                    if not full_scan or now_ms - cached.recorded_ms < record_every_ms:
                         continue
                     try:
                         partition.update_follower_fetch_state(
