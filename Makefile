@@ -75,6 +75,14 @@ bench: $(STAMP)
 bench-scale: $(STAMP)
 	$(BIN)/python benchmarks/scale.py --json $${SCALE_JSON:-bench-data/scale.json} $${SCALE_ARGS}
 
+## Soak: an hour of tiering, retention and topic drops on 300 partitions of one broker with a
+## producer running; the broker's RSS, descriptors and __remote_log_metadata (bytes, records)
+## sampled every minute, exit 1 unless flat after the first cycles (MINUTES=n, PARTITIONS=n;
+## `make test` runs the same code for 3.5 minutes on 24 partitions).
+.PHONY: soak
+soak: $(STAMP)
+	$(BIN)/python -m tests.metadata_soak --minutes $${MINUTES:-60} --partitions $${PARTITIONS:-300}
+
 ## The replication proof at length (tests/chaos): ROUNDS rounds (default 20) of a seeded nemesis
 ## (SEED, default 1) on three brokers while idempotent acks=all producers write; checks after each
 ## round, prints counts and failover times (about 25 s a round; `make test` runs 4 rounds).

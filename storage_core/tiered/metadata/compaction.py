@@ -2,8 +2,10 @@
 
 The topic is an event log with ``cleanup.policy=delete`` and ``retention.ms=-1``: without
 help it keeps every event of every segment and partition ever tiered, ~300 bytes a segment,
-long after DELETE_SEGMENT_FINISHED or DELETE_PARTITION_FINISHED. Kafka has no answer yet
-(KIP-1266 is open; time retention on the topic would drop events of live segments). Here,
+long after DELETE_SEGMENT_FINISHED or DELETE_PARTITION_FINISHED. Kafka has no answer yet:
+time retention on the topic drops events of live segments, and KIP-1266 (open) gives every
+record a key and turns on ``cleanup.policy=compact``, which changes the records and needs a
+migration of existing topics. Here,
 per metadata partition, its leader moves the partition's log start offset (DeleteRecords,
 Kafka's own mechanism) past events that no reader needs, and first re-appends, unchanged, the
 events of long-lived segments that would otherwise pin the log start. The topic's records

@@ -14,7 +14,8 @@ partition this broker leads (only the leader moves a log start offset, as Delete
    (``ConsumerTask``), which is correct, only slower;
 3. plans (``storage_core.tiered.metadata.compaction``, where the design and what a reader
    sees at each moment are written out); re-appends the plan's events, if any, as a leader
-   append (acks=-1) in batches of at most ``RESTATE_BATCH_BYTES``;
+   append (acks=-1) in batches of at most ``RESTATE_BATCH_BYTES``, then reads and plans
+   again at once (the records before the re-appended ones are old: they may go now);
 4. if the plan cuts: replays the records from the old log start and from the cut
    (``verify_cut``) and, only if the states are the same, moves the log start offset to the
    cut (``Log.maybe_increment_log_start_offset``, reason DeleteRecords), checkpoints it and
@@ -211,6 +212,22 @@ class RemoteLogMetadataCompactor:
         return limit if position is None else min(limit, position)
 
     def _compact(self, metadata_partition: int) -> CompactionOutcome:
+        outcome = self._pass(metadata_partition, restate=True)
+        if not outcome.restated_segments:
+            return outcome
+        # the re-appended events are starts now: the records before them may go at once
+        # (they are old; the re-appended ones stay above the cut)
+        again = self._pass(metadata_partition, restate=False)
+        return CompactionOutcome(
+            metadata_partition=metadata_partition,
+            records=again.records,
+            log_start_offset_before=outcome.log_start_offset_before,
+            log_start_offset_after=again.log_start_offset_after,
+            restated_segments=outcome.restated_segments,
+            refused=again.refused or outcome.refused,
+        )
+
+    def _pass(self, metadata_partition: int, *, restate: bool) -> CompactionOutcome:
         host = self._host
         log_start, entries, timestamps = self._read(metadata_partition)
         end = entries[-1].offset + 1 if entries else log_start
@@ -236,13 +253,14 @@ class RemoteLogMetadataCompactor:
                     plan.cut_offset,
                     refused,
                 )
-        self._restate(metadata_partition, plan.restate)
+        if restate:
+            self._restate(metadata_partition, plan.restate)
         return CompactionOutcome(
             metadata_partition=metadata_partition,
             records=len(entries),
             log_start_offset_before=log_start,
             log_start_offset_after=new_start,
-            restated_segments=plan.restated_segments,
+            restated_segments=plan.restated_segments if restate else 0,
             refused=refused,
         )
 
