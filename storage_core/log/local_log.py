@@ -147,17 +147,15 @@ class LocalLog:
                 stale.unlink()
         segment = self.create_segment(new_offset)
         try:
-            self._evicting_when_out_of_descriptors(
-                active.on_becoming_inactive_segment, f"the indexes of {active.path}"
-            )
+            self.run_evicting(active.on_becoming_inactive_segment, f"the indexes of {active.path}")
         except BaseException:
             segment.delete_if_exists()  # the active segment stays active
             raise
         self.segments.add(segment)
-        self._evicting_when_out_of_descriptors(lambda: fsync_dir(self.dir), str(self.dir))
+        self.run_evicting(lambda: fsync_dir(self.dir), str(self.dir))
         return segment
 
-    def _evicting_when_out_of_descriptors(self, action: Callable[[], None], what: str) -> None:
+    def run_evicting(self, action: Callable[[], None], what: str) -> None:
         """``action()``; out of descriptors, idle segment files are closed and it runs once
         more, then ``TooManyOpenFilesError`` (retriable) names the limit."""
         if self.file_cache is not None:
@@ -165,12 +163,12 @@ class LocalLog:
             return
         try:
             action()
-        except OSError as exc:
+        except Exception as exc:
             if not is_out_of_descriptors(exc):
                 raise
             raise TooManyOpenFilesError(
-                f"partition {self.topic_partition}: cannot open {what}: {exc.strerror}; the"
-                f" broker is at its open-file limit (ulimit -n {open_files_limit()})"
+                f"partition {self.topic_partition}: cannot open {what}: the broker is at its"
+                f" open-file limit (ulimit -n {open_files_limit()})"
             ) from exc
 
     # ================================================================== appends

@@ -229,5 +229,10 @@ class LogAppender:
             # the one tiered storage uploads with the rolled segment. The LEO may be below
             # the new base offset, so the state's end offset is moved there first (as Kafka).
             self._producer_state.update_map_end_offset(new_offset)
-            self._producer_state.take_snapshot()
+            self._local.run_evicting(
+                self._take_snapshot, f"the producer snapshot of {self.topic_partition}"
+            )
             return segment
+
+    def _take_snapshot(self) -> None:
+        self._producer_state.take_snapshot()

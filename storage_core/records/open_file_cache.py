@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import resource
 import threading
 from collections import OrderedDict
@@ -57,9 +58,14 @@ H = TypeVar("H")
 T = TypeVar("T")
 
 
-def is_out_of_descriptors(exc: BaseException) -> bool:
-    """Whether ``exc`` is the process or the system running out of descriptors (or maps)."""
-    return isinstance(exc, OSError) and exc.errno in OUT_OF_DESCRIPTORS_ERRNOS
+def is_out_of_descriptors(exc: BaseException | None) -> bool:
+    """Whether ``exc``, or the error it was raised from (a ``CheckpointWriteError`` wraps its
+    ``OSError``), is the process or the system running out of descriptors (or maps)."""
+    while exc is not None:
+        if isinstance(exc, OSError) and exc.errno in OUT_OF_DESCRIPTORS_ERRNOS:
+            return True
+        exc = exc.__cause__
+    return False
 
 
 def open_files_limit() -> int:
@@ -233,20 +239,21 @@ class OpenFileCache:
         and try once more, then raise ``TooManyOpenFilesError`` naming ``what``."""
         try:
             return open_handle()
-        except OSError as exc:
+        except Exception as exc:
             if not is_out_of_descriptors(exc):
                 raise
         closed = self.evict_idle()
         try:
             return open_handle()
-        except OSError as exc:
+        except Exception as exc:
             if not is_out_of_descriptors(exc):
                 raise
+            strerror = os.strerror(errno.EMFILE) if not isinstance(exc, OSError) else exc.strerror
             with self._lock:
                 self.exhaustions += 1
                 open_now = self._open
             raise TooManyOpenFilesError(
-                f"cannot open {what}: {exc.strerror} (this process may hold"
+                f"cannot open {what}: {strerror} (this process may hold"
                 f" {open_files_limit()} descriptors, ulimit -n; segment files open: {open_now},"
                 f" {closed} idle ones were closed to make room). Raise the broker's open-file"
                 " limit, lower log.segment.open.files.max, or let tiering and retention delete"

@@ -193,3 +193,38 @@ def test_descriptors_and_mappings_follow_the_files_in_use_not_the_segments(
     assert log.log_end_offset == 41
     assert files.offset_index_file(log.dir, 39).stat().st_size == 0  # trimmed on roll
     assert descriptors_on(log.dir) <= ACTIVE_SEGMENT_DESCRIPTORS + cache.max_idle_files
+
+
+def test_a_roll_at_the_descriptor_limit_is_refused_and_the_active_segment_stays(
+    tmp_path: Path,
+) -> None:
+    config = LogConfig(segment_bytes=1024, index_interval_bytes=100)
+    cache = OpenFileCache(max_idle_files=1000)
+    log = Log(tmp_path / "topic-0", config, file_cache=cache)
+    log.append_as_leader(make_batch(1, value_size=900), leader_epoch=0)
+    active = log.active_segment
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    hogs: list[int] = []
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 8, hard))
+        with pytest.raises(OSError):  # another part of the broker holds every descriptor left
+            while True:
+                hogs.append(os.open(os.devnull, os.O_RDONLY))
+        with pytest.raises(TooManyOpenFilesError) as refused:
+            log.append_as_leader(make_batch(1, value_size=900), leader_epoch=0)  # must roll
+        assert refused.value.error_code == "request_timed_out"
+        assert "log.segment.open.files.max" in str(refused.value)
+    finally:
+        for fd in hogs:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert log.active_segment is active
+    assert sorted(p.name for p in log.dir.glob("0*")) == [
+        "00000000000000000000.index",
+        "00000000000000000000.log",
+        "00000000000000000000.timeindex",
+    ]
+    # Descriptors back: the same append rolls and lands at the next offset.
+    assert log.append_as_leader(make_batch(1, value_size=900), leader_epoch=0).first_offset == 1
+    assert [b.base_offset for b in log.read_batches(0)] == [0, 1]
+    log.close()
