@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from storage_core.common import TopicPartition
 from storage_core.errors import TooManyOpenFilesError
 from storage_core.log import log_file_utils as files
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
+from storage_core.log.log_manager import LogManager
 from storage_core.records import FileRecords
 from storage_core.records.file_region import FileRegion
 from storage_core.records.open_file_cache import OpenFileCache
@@ -228,3 +230,41 @@ def test_a_roll_at_the_descriptor_limit_is_refused_and_the_active_segment_stays(
     assert log.append_as_leader(make_batch(1, value_size=900), leader_epoch=0).first_offset == 1
     assert [b.base_offset for b in log.read_batches(0)] == [0, 1]
     log.close()
+
+
+def test_a_load_without_descriptors_refuses_the_start_instead_of_taking_partitions_offline(
+    tmp_path: Path,
+) -> None:
+    manager = LogManager([tmp_path], LogConfig(), segment_open_files_max=4)
+    manager.startup(background_tasks=False)
+    for partition in range(3):
+        log = manager.get_or_create_log(TopicPartition("orders", partition))
+        log.append_as_leader(make_batch(2), leader_epoch=0)
+    manager.shutdown()
+    restarted = LogManager([tmp_path], LogConfig(), segment_open_files_max=4)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    hogs: list[int] = []
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 8, hard))
+        with pytest.raises(OSError):
+            while True:
+                hogs.append(os.open(os.devnull, os.O_RDONLY))
+        for _ in range(2):  # room for the checkpoints, not for three partitions' files
+            os.close(hogs.pop())
+        with pytest.raises(TooManyOpenFilesError, match="raise ulimit -n"):
+            restarted.startup(background_tasks=False)
+        assert restarted.offline_logs() == {}
+    finally:
+        for fd in hogs:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        restarted.shutdown()
+    # Nothing was marked or changed: with descriptors the next start loads every partition.
+    again = LogManager([tmp_path], LogConfig(), segment_open_files_max=4)
+    again.startup(background_tasks=False)
+    try:
+        assert sorted(tp.partition for tp in again.all_logs()) == [0, 1, 2]
+        assert [log.log_end_offset for log in again.all_logs().values()] == [2, 2, 2]
+        assert again.offline_logs() == {}
+    finally:
+        again.shutdown()
