@@ -57,7 +57,7 @@ PARTITION_ROWS = (
     ("shutdown_s", "SIGTERM until the broker exits (s)", False, False),
     ("shutdown_ms_per_partition", "  per partition (ms)", True, True),
     ("leaderships_held", "  leaderships it held", False, False),
-    ("leaderships_not_moved", "  not moved when last seen before its exit", False, False),
+    ("leaderships_not_moved", "  not moved before it left (by zxid)", False, False),
     ("session_expired", "  its ZooKeeper session expired", False, False),
     ("idle_cpu_percent_max", "idle CPU per broker, most of the three (% of a core)", False, False),
     ("idle_cpu_percent_per_1000_partitions", "  per 1,000 partitions (%)", True, False),
