@@ -153,15 +153,16 @@ def moved_before_exit(client: KazooClient, partitions: list[int]) -> int:
 
 
 def session_expired_before_close(lines: list[str]) -> list[str]:
-    """ "expired" lines before the controlled shutdown's outcome (the broker also logs its own
-    clean close as an expired session, after that outcome)."""
+    """ "expired" lines before the controlled shutdown's outcome: the broker also logs its own
+    clean close of the session as "expired" (kazoo's LOST), which comes after the outcome,
+    and without an outcome (controlled shutdown disabled) only the registration tells."""
     out = []
     for line in lines:
         if "controlled shutdown complete" in line or "controlled shutdown incomplete" in line:
-            break
+            return out
         if "xpired" in line:
             out.append(line[-300:])
-    return out
+    return []
 
 
 def shutdown(

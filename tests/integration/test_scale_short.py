@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from benchmarks import scale
+from benchmarks import scale, scale_partitions
+from embedded.zookeeper import ZooKeeperEnsemble
 from tests import cluster_support
 
 cluster_support.require_java()
@@ -75,3 +76,20 @@ def test_growth_beyond_2x_between_any_two_sizes_is_a_failure(
     assert bool(failures) is fails, failures
     if fails:
         assert "create_ms_per_partition" in failures[0]
+
+
+def test_a_shutdown_that_moves_nothing_is_counted_as_such(tmp_path: Path) -> None:
+    """The instrument can see a failing controlled shutdown: with it disabled, every leadership
+    of the stopped broker fails over after its session ended, and all are counted not moved."""
+    partitions = 30
+    with (
+        ZooKeeperEnsemble(tmp_path / "zk", size=1) as zookeeper,
+        cluster_support.three_brokers(
+            zookeeper, tmp_path, {"controlled.shutdown.enable": "false"}
+        ) as (brokers, connect),
+    ):
+        scale_partitions.create(brokers, zookeeper, partitions)
+        outcome = scale_partitions.shutdown(brokers, connect, 3, partitions)
+    assert outcome["leaderships_held"] > 0, outcome
+    assert outcome["leaderships_not_moved"] == outcome["leaderships_held"], outcome
+    assert not outcome["session_expired"], outcome
