@@ -4,7 +4,8 @@ A synchronous call (``get``, ``create``, ``transaction().commit()``, ...) is one
 request started asynchronously (``get_async``, ``commit_async``) is answered while others are
 in flight: waiting for any number of them, started since the thread last waited, is one round
 trip. So writing N partition states one after the other costs N round trips; pipelined, one
-per window of requests in flight.
+per window of requests in flight. A request kazoo has no call for (multiRead, sent with
+``_call`` on an ``async_result()`` of the client's handler) counts as an asynchronous one.
 
     counter = RoundTrips.install(node.zk, thread_prefix="controller-event-thread")
     ...
@@ -83,6 +84,14 @@ class RoundTrips:
     def transaction(self) -> Any:
         return _Transaction(self._session.transaction(), self)
 
+    @property
+    def handler(self) -> Any:
+        return _Handler(self._session.handler, self)
+
+    def _call(self, request: Any, async_object: Any) -> Any:
+        real = async_object._result if isinstance(async_object, _Waited) else async_object
+        return self._session._call(request, real)
+
     def __getattr__(self, name: str) -> Any:
         if name in _SYNC_CALLS:
             return self._sync(name)
@@ -101,6 +110,21 @@ class _Waited:
         if self._counter._counted():
             self._counter._waited()
         return self._result.get(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._result, name)
+
+
+class _Handler:
+    def __init__(self, handler: Any, counter: RoundTrips) -> None:
+        self._handler = handler
+        self._counter = counter
+
+    def async_result(self) -> Any:
+        return self._counter._started(self._handler.async_result())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._handler, name)
 
 
 class _Transaction:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import functools
 import logging
 import threading
 import time
@@ -303,16 +302,9 @@ class KafkaZkClient(ControllerZkClient):
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, LeaderAndIsr]:
         """State (with znode version) of each partition that has one (Kafka's
-        ``getTopicPartitionStatesRaw``: the reads sent pipelined)."""
+        ``getTopicPartitionStatesRaw``, here in multiRead requests of many states each)."""
         wanted = list(partitions)
-        answers = send_pipelined(
-            self.zk,
-            [
-                functools.partial(self.zk.get_async, zk_data.partition_state_path(tp))
-                for tp in wanted
-            ],
-            expected_errors=(NoNodeError,),
-        )
+        answers = self.get_data_many([zk_data.partition_state_path(tp) for tp in wanted])
         states = {}
         for tp, answer in zip(wanted, answers, strict=True):
             if isinstance(answer, NoNodeError):

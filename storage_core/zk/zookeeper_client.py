@@ -11,14 +11,15 @@ the session it opened.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Self
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import KazooException, UnimplementedError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from storage_core.errors import StorageError
+from storage_core.zk import multi_read
 from storage_core.zk.local_znode_tree import LocalZNodeTree
 from storage_core.zk.session_health import SessionHealth
 from storage_core.zk.zk_acls import SecureAclKazooClient, ZkSaslLogin
@@ -64,6 +65,7 @@ class ZooKeeperClient:
         # the heartbeat's round trips (none on the single-node store, which has no session
         # to lose)
         self.session_health = SessionHealth(session_timeout_ms=session_timeout_ms, name=connect)
+        self._multi_read = True  # until a server answers that it has no multiRead
         if session is not None:
             self.hosts, self.chroot = connect, ""
             self.zk: Any = session
@@ -134,6 +136,17 @@ class ZooKeeperClient:
         finally:
             root.stop()
             root.close()
+
+    def get_data_many(self, paths: Sequence[str]) -> list[Any]:
+        """Each path's ``(data, stat)``, or ``NoNodeError`` where it does not exist: multiRead
+        requests of many paths each (``multi_read``), or single reads, pipelined, where the
+        session or the server has no multiRead."""
+        if self._multi_read and multi_read.supports_multi_read(self.zk):
+            try:
+                return multi_read.multi_read(self.zk, paths)
+            except UnimplementedError:
+                self._multi_read = False  # a server before 3.6: single reads from now on
+        return multi_read.single_reads(self.zk, paths)
 
     def close(self) -> None:
         self.zk.stop()
