@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from storage_core.client.errors import ClientError
 from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicPartition
-from storage_core.replication.fetch_state import PartitionFetchState
+from storage_core.replication.fetch_state import FetchStates, PartitionFetchState
 from storage_core.replication.leader_end_point import RemoteLeaderEndPoint
 from storage_core.replication.replica_fetcher_config import ReplicaFetcherConfig
 
@@ -79,7 +79,7 @@ class AbstractFetcherThread(threading.Thread):
         self._failed = failed_partitions
         self._clock = clock
         self._lock = threading.Condition()
-        self._states: dict[TopicPartition, PartitionFetchState] = {}
+        self._states = FetchStates()
         self._lags: dict[TopicPartition, int] = {}
         self._running = True
         self.fetch_requests = 0  # Kafka's RequestsPerSec, as a count

@@ -2,25 +2,35 @@
 Kafka's ``ReplicaFetcherThread.buildFetch`` that picks the partitions ready to fetch).
 
 In a fetch session (``fetch_session_handler``) a partition whose fetch did not change is not
-sent, but it is still considered every round: with thousands of partitions this loop runs
-every ``replica.fetch.wait.max.ms`` while nothing happens. So an unchanged partition (the same
-``PartitionFetchState`` object: its last fetch brought nothing) reuses the request object and
-the log it was built with, which the session then recognises by identity; only its log start
-offset is read again (local retention may move it). A partition leaves its fetcher before it
-leaves the broker, so a log looked up once stays the partition's while its state is unchanged.
+sent, but the follower still builds its wanted partitions every round: with thousands of
+partitions that would be a loop over all of them every ``replica.fetch.wait.max.ms`` while
+nothing happens. So:
 
-Thread-safety: used under the fetcher thread's lock.
+- while the states did not change (``FetchStates.version``), no back-off ended and the last
+  build is younger than ``LOG_START_POLL_MS``, the last requests (the same dict object, which
+  the session recognises at a glance) are the answer; a log start offset moved by the
+  leader's answer (DeleteRecords) ``touch``es the states, one moved by local retention goes
+  out within ``LOG_START_POLL_MS`` (Kafka sends it every round; only the leader's
+  DeleteRecords waits for it, and that one is touched);
+- otherwise each unchanged partition (the same ``PartitionFetchState`` object) reuses the
+  request object and the log it was built with, reading only its log start offset again. A
+  partition leaves its fetcher before it leaves the broker, so a log looked up once stays the
+  partition's while its state is unchanged.
+
+The requests returned must not be changed by the caller. Thread-safety: used under the
+fetcher thread's lock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from storage_core.common import TopicPartition
 from storage_core.log.log import Log
-from storage_core.replication.fetch_state import PartitionFetchState, ReplicaState
+from storage_core.replication.fetch_state import FetchStates, PartitionFetchState, ReplicaState
 from storage_core.replication.leader_end_point import FetchPartitionRequest
 
+LOG_START_POLL_MS = 5_000
 _SLACK_ENTRIES = 64
 
 
@@ -32,21 +42,36 @@ class FetchRequestBuilder:
         self._built: dict[
             TopicPartition, tuple[PartitionFetchState, FetchPartitionRequest, Log]
         ] = {}
+        self._last: dict[TopicPartition, FetchPartitionRequest] | None = None
+        self._last_version = -1
+        self._last_valid_until_ms = 0
 
     def build(
         self,
-        states: Mapping[TopicPartition, PartitionFetchState],
+        states: FetchStates,
         now_ms: int,
         log_of: Callable[[TopicPartition], Log | None],
     ) -> dict[TopicPartition, FetchPartitionRequest]:
         """The requests of the partitions in ``Fetching`` and not backing off, in the order
         of ``states``; ``log_of`` answers None for a partition it has marked failed."""
+        if (
+            self._last is not None
+            and states.version == self._last_version
+            and now_ms < self._last_valid_until_ms
+        ):
+            return self._last
+        version = states.version
+        valid_until_ms = now_ms + LOG_START_POLL_MS
         built = self._built
         if len(built) > 2 * len(states) + _SLACK_ENTRIES:  # forget removed partitions
             self._built = built = {tp: built[tp] for tp in states if tp in built}
         requests: dict[TopicPartition, FetchPartitionRequest] = {}
         for tp, state in list(states.items()):
-            if state.state is not ReplicaState.FETCHING or state.is_delayed(now_ms):
+            if state.state is not ReplicaState.FETCHING:
+                continue
+            delay_until_ms = state.delay_until_ms
+            if delay_until_ms is not None and now_ms < delay_until_ms:
+                valid_until_ms = min(valid_until_ms, delay_until_ms)
                 continue
             previous = built.get(tp)
             unchanged = previous is not None and previous[0] is state
@@ -69,4 +94,7 @@ class FetchRequestBuilder:
             )
             built[tp] = (state, request, log)
             requests[tp] = request
+        # log_of may have marked partitions failed (removing them): that is a change too.
+        self._last, self._last_version = requests, states.version
+        self._last_valid_until_ms = valid_until_ms if states.version == version else 0
         return requests

@@ -22,7 +22,8 @@ request's metadata, as Kafka's client does::
 
 After ``False`` from ``handle_response`` the answer carries nothing to apply and the next
 request is a full one. Partition data are compared by identity first, so that the
-fetcher's unchanged partitions cost a pointer comparison per round.
+fetcher's unchanged partitions cost a pointer comparison per round; the very mapping given to
+the last ``build`` (which the caller must not have changed) is the session unchanged.
 
 Thread-safety: none; one fetcher thread owns its handler.
 """
@@ -94,6 +95,7 @@ class FetchSessionHandler(Generic[T]):
         self.node = node
         self.next_metadata = INITIAL
         self.session_partitions: dict[TopicPartition, T] = {}
+        self._last_wanted: Mapping[TopicPartition, T] | None = None
 
     @property
     def session_id(self) -> int:
@@ -103,11 +105,16 @@ class FetchSessionHandler(Generic[T]):
         """The request for this round's ``wanted`` partitions (Kafka's ``Builder.build``)."""
         metadata = self.next_metadata
         if metadata.is_full:
+            self._last_wanted = wanted
             self.session_partitions = dict(wanted)
             return FetchRequestData(
                 dict(self.session_partitions), [], self.session_partitions, metadata
             )
         session = self.session_partitions
+        if wanted is self._last_wanted:
+            # The very mapping built into the session last time, unchanged by contract.
+            return FetchRequestData({}, [], session, metadata)
+        self._last_wanted = wanted
         to_send: dict[TopicPartition, T] = {}
         removed: list[TopicPartition] = []
         for tp, previous in list(session.items()):

@@ -28,8 +28,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass
+from typing import Any
 
-from storage_core.common import Uuid
+from storage_core.common import TopicPartition, Uuid
 
 
 class ReplicaState(enum.Enum):
@@ -171,3 +172,28 @@ class PartitionFetchState:
             )
             + ")"
         )
+
+
+class FetchStates(dict[TopicPartition, PartitionFetchState]):
+    """A fetcher thread's partition states, in round-robin order, counting their changes:
+    ``version`` moves on at every state set or removed (and at ``touch``), so that what was
+    built from unchanged states can be reused (``FetchRequestBuilder``). Only ``[] =`` and
+    ``pop`` change it (the thread's only writes)."""
+
+    __slots__ = ("version",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.version = 0
+
+    def __setitem__(self, tp: TopicPartition, state: PartitionFetchState) -> None:
+        super().__setitem__(tp, state)
+        self.version += 1
+
+    def pop(self, tp: TopicPartition, default: PartitionFetchState | None = None) -> Any:  # type: ignore[override]
+        self.version += 1
+        return super().pop(tp, default)
+
+    def touch(self) -> None:
+        """Something a state does not hold changed (a log start offset): rebuild."""
+        self.version += 1

@@ -190,8 +190,12 @@ class ReplicaFetcherThread(AbstractFetcherThread):
 
     # ================================================================== the loop
     def do_work(self) -> None:
-        self._maybe_build_remote_log_aux_state()
-        self._maybe_truncate()
+        with self._lock:
+            # Truncation and the remote log auxiliary state are rare: one look for them.
+            others = any(s.state is not ReplicaState.FETCHING for s in self._states.values())
+        if others:
+            self._maybe_build_remote_log_aux_state()
+            self._maybe_truncate()
         self._maybe_fetch()
 
     # ------------------------------------------------------------------ truncation
@@ -399,7 +403,11 @@ class ReplicaFetcherThread(AbstractFetcherThread):
     ) -> bool:
         """Append, then move HW, log start, offsets and lag (lock held). False: back off."""
         try:
-            appended = process_partition_data(self._get_partition(tp).log, state.fetch_offset, data)
+            log = self._get_partition(tp).log
+            log_start_offset = log.log_start_offset
+            appended = process_partition_data(log, state.fetch_offset, data)
+            if log.log_start_offset != log_start_offset:
+                self._states.touch()  # the leader waits for it (DeleteRecords): send it now
         except (CorruptRecordError, InvalidRecordError) as error:
             # Maybe a transient state of the leader's log: retried after the back-off.
             logger.error(

@@ -1,7 +1,8 @@
-"""The partitions of a follower's next Fetch: an unchanged partition reuses the request object
-sent before (the fetch session then sees it unchanged by identity), a moved log start offset
-or a new fetch state builds a new one, and partitions not fetching or backing off are left
-out."""
+"""The partitions of a follower's next Fetch: unchanged states give the very requests built
+before (the fetch session then sees the session unchanged at a glance), an unchanged partition
+reuses its request object, a moved log start offset or a new fetch state builds a new one,
+the end of a back-off and the log start poll interval rebuild, and partitions not fetching
+or backing off are left out."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from storage_core.common import TopicPartition
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
-from storage_core.replication.fetch_requests import FetchRequestBuilder
-from storage_core.replication.fetch_state import PartitionFetchState, ReplicaState
+from storage_core.replication.fetch_requests import LOG_START_POLL_MS, FetchRequestBuilder
+from storage_core.replication.fetch_state import FetchStates, PartitionFetchState, ReplicaState
 from tests.conftest import make_batch
 
 TP, OTHER = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -30,7 +31,7 @@ def state(offset: int, kind: ReplicaState = ReplicaState.FETCHING) -> PartitionF
     )
 
 
-def test_unchanged_partitions_reuse_their_request(tmp_path: Path) -> None:
+def test_unchanged_partitions_reuse_their_requests(tmp_path: Path) -> None:
     logs = LogManager([tmp_path], LogConfig())
     logs.startup(background_tasks=False)
     log = logs.get_or_create_log(TP)
@@ -41,23 +42,29 @@ def test_unchanged_partitions_reuse_their_request(tmp_path: Path) -> None:
         return log
 
     builder = FetchRequestBuilder(truncation_on_fetch=True)
-    states = {TP: state(0), OTHER: state(0, ReplicaState.TRUNCATING)}
+    states = FetchStates()
+    states[TP] = state(0)
+    states[OTHER] = state(0, ReplicaState.TRUNCATING)
     first = builder.build(states, 0, log_of)
     assert list(first) == [TP] and first[TP].last_fetched_epoch == 2
-    again = builder.build(states, 0, log_of)
-    assert again[TP] is first[TP] and looked_up == [TP]  # the log is not looked up again
+    assert builder.build(states, 1, log_of) is first  # nothing changed: the same requests
     states[TP] = state(5)
-    moved = builder.build(states, 0, log_of)
-    assert moved[TP] is not first[TP] and moved[TP].fetch_offset == 5
+    moved = builder.build(states, 2, log_of)
+    assert moved is not first and moved[TP].fetch_offset == 5
     log.append_as_follower(make_batch(5))
     log.update_high_watermark(5)
-    assert builder.build(states, 0, log_of)[TP] is moved[TP]
-    # DeleteRecords (or retention) moved the log start: the new one goes in a new request.
+    states.touch()
+    again = builder.build(states, 3, log_of)
+    assert again is not moved and again[TP] is moved[TP]  # rebuilt, same request object
+    assert looked_up == [TP, TP]  # the log looked up once per new state only
+    # DeleteRecords (or retention) moved the log start: touched, or within the poll interval.
     assert log.maybe_increment_log_start_offset(3, "test")
-    started = builder.build(states, 0, log_of)
-    assert started[TP] is not moved[TP] and started[TP].log_start_offset == 3
-    assert builder.build(states, 0, log_of)[TP] is started[TP]
-    states[TP] = dataclasses.replace(states[TP], delay_until_ms=100)
-    assert builder.build(states, 50, log_of) == {}
-    assert list(builder.build(states, 100, log_of)) == [TP]
+    assert builder.build(states, 4, log_of) is again
+    polled = builder.build(states, 3 + LOG_START_POLL_MS, log_of)
+    assert polled[TP] is not moved[TP] and polled[TP].log_start_offset == 3
+    # A back-off leaves the partition out until it ends, then it is back.
+    states[TP] = dataclasses.replace(states[TP], delay_until_ms=10_000)
+    assert builder.build(states, 9_000, log_of) == {}
+    assert builder.build(states, 9_999, log_of) == {}
+    assert list(builder.build(states, 10_000, log_of)) == [TP]
     logs.shutdown()

@@ -88,3 +88,15 @@ def test_epochs_wrap_to_one() -> None:
     handler.build({FOO0: (0, 100), FOO1: (10, 110)})
     assert handler.handle_response(NONE, 123, [])
     assert handler.next_metadata == FetchMetadata(123, 1)
+
+
+def test_the_mapping_built_last_time_is_the_session_unchanged() -> None:
+    handler = started()
+    wanted = {FOO0: (5, 100), FOO1: (10, 110)}
+    changed = handler.build(wanted)
+    assert changed.to_send == {FOO0: (5, 100)}
+    assert handler.handle_response(NONE, 123, [])
+    again = handler.build(wanted)  # the same object: nothing to compare
+    assert (again.to_send, again.to_forget) == ({}, [])
+    assert again.metadata == FetchMetadata(123, 2)
+    assert dict(again.session_partitions) == wanted
