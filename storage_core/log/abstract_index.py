@@ -71,7 +71,12 @@ class AbstractIndex(abc.ABC):
         base_offset: int,
         max_index_size: int = DEFAULT_MAX_INDEX_SIZE_BYTES,
         writable: bool = True,
+        *,
+        preallocate_if_empty: bool = True,
     ) -> None:
+        """``preallocate_if_empty`` False: an existing empty file stays empty (an inactive
+        segment's index with no entry, opened again on demand), as in Kafka, which
+        preallocates only a file it creates."""
         if self.entry_size <= 0:
             raise TypeError(f"{type(self).__name__} must define a positive entry_size")
         self._lock = threading.RLock()
@@ -84,14 +89,17 @@ class AbstractIndex(abc.ABC):
         self._entries = 0
         self._max_entries = 0
         self._closed = False
+        self._preallocate_if_empty = preallocate_if_empty
         self._open()
 
     # ------------------------------------------------------------------ mapping
     def _open(self) -> None:
         try:
             existing_length = self._path.stat().st_size
+            exists = True
         except FileNotFoundError:
             existing_length = 0
+            exists = False
         if not self.writable:
             # A read-only index never creates or changes its file; a missing one is empty.
             if existing_length > 0:
@@ -100,7 +108,7 @@ class AbstractIndex(abc.ABC):
             self._entries = existing_length // self.entry_size
             self._max_entries = self._entries
             return
-        if existing_length == 0:
+        if existing_length == 0 and (self._preallocate_if_empty or not exists):
             if self.max_index_size < self.entry_size:
                 raise ValueError(
                     f"Invalid max index size {self.max_index_size} for {self._path}:"

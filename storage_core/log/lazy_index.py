@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from storage_core.errors import CorruptIndexError
 from storage_core.log.abstract_index import AbstractIndex
@@ -31,6 +31,15 @@ from storage_core.log.time_index import TimeIndex, TimestampOffset
 from storage_core.records.open_file_cache import CachedHandle, OpenFileCache
 
 IndexT = TypeVar("IndexT", bound=AbstractIndex)
+IndexT_co = TypeVar("IndexT_co", bound=AbstractIndex, covariant=True)
+
+
+class IndexFactory(Protocol[IndexT_co]):
+    """``OffsetIndex`` or ``TimeIndex``: how a lazy index opens its file."""
+
+    def __call__(
+        self, path: Path, base_offset: int, max_index_size: int, *, preallocate_if_empty: bool
+    ) -> IndexT_co: ...
 
 
 class LazyIndex(CachedHandle[IndexT], Generic[IndexT]):
@@ -41,7 +50,7 @@ class LazyIndex(CachedHandle[IndexT], Generic[IndexT]):
         path: Path,
         base_offset: int,
         max_index_size: int,
-        factory: Callable[[Path, int, int], IndexT],
+        factory: IndexFactory[IndexT],
         cache: OpenFileCache | None,
         *,
         entry_size: int,
@@ -57,7 +66,14 @@ class LazyIndex(CachedHandle[IndexT], Generic[IndexT]):
 
     # ------------------------------------------------------------------ handle
     def _open_handle(self) -> IndexT:
-        return self._factory(self._path, self.base_offset, self.max_index_size)
+        # An inactive segment's index with no entry reopens empty, not preallocated: closing
+        # it again then changes nothing on disk (and needs no descriptor to trim it).
+        return self._factory(
+            self._path,
+            self.base_offset,
+            self.max_index_size,
+            preallocate_if_empty=not self._cache_evictable,
+        )
 
     def _close_handle(self, handle: IndexT) -> None:
         handle.close()  # an inactive segment's index is trimmed already: this only unmaps
@@ -89,6 +105,8 @@ class LazyIndex(CachedHandle[IndexT], Generic[IndexT]):
     def set_evictable(self, evictable: bool) -> None:
         if self._cache is not None:
             self._cache.set_evictable(self, evictable)
+        else:
+            self._cache_evictable = evictable  # only decides how an empty file is opened
 
     # ------------------------------------------------------------------ facts
     @property
@@ -137,12 +155,16 @@ class LazyIndex(CachedHandle[IndexT], Generic[IndexT]):
 
     # ------------------------------------------------------------------ changes
     def resize(self, new_size: int) -> bool:
+        """``AbstractIndex.resize``, which needs a descriptor for a moment: out of them, idle
+        segment files are closed and it is tried again (nothing changed if it failed)."""
         with self._loaded() as index:
-            return index.resize(new_size)
+            if self._cache is None:
+                return index.resize(new_size)
+            return self._cache.call_evicting(lambda: index.resize(new_size), str(self._path))
 
     def trim_to_valid_size(self) -> None:
         with self._loaded() as index:
-            index.trim_to_valid_size()
+            self.resize(index.entries * index.entry_size)
 
     def truncate(self) -> None:
         with self._loaded() as index:

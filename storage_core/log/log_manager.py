@@ -52,7 +52,11 @@ from storage_core.log.checkpoints import (
 )
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
-from storage_core.records.open_file_cache import DEFAULT_MAX_IDLE_FILES, OpenFileCache
+from storage_core.records.open_file_cache import (
+    DEFAULT_MAX_IDLE_FILES,
+    OpenFileCache,
+    is_out_of_descriptors,
+)
 from storage_core.scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
@@ -218,16 +222,16 @@ class LogManager:
                     producer_id_expiration_ms=self._producer_id_expiration_ms,
                     file_cache=self.file_cache,
                 )
-            except TooManyOpenFilesError as exc:
-                # Not a damaged log: taking it offline would hide a limit the operator must
-                # raise. The start is refused with the reason (files left as they are).
-                raise TooManyOpenFilesError(
-                    f"cannot load partition {tp} from {entry}: {exc}. The broker holds one"
-                    " descriptor per partition (its active segment) plus up to"
-                    f" log.segment.open.files.max={self.file_cache.max_idle_files}: raise"
-                    " ulimit -n above the partition count plus that"
-                ) from exc
             except (StorageError, OSError) as exc:
+                if is_out_of_descriptors(exc) or isinstance(exc, TooManyOpenFilesError):
+                    # Not a damaged log: taking it offline would hide a limit the operator
+                    # must raise. The start is refused with the reason (files left as they are).
+                    raise TooManyOpenFilesError(
+                        f"cannot load partition {tp} from {entry}: {exc}. The broker holds"
+                        " three descriptors per partition (its active segment's files) plus"
+                        f" up to log.segment.open.files.max={self.file_cache.max_idle_files}:"
+                        " raise ulimit -n above three times the partition count plus that"
+                    ) from exc
                 self._offline[tp] = OfflineLog(
                     dir=entry,
                     reason=f"{type(exc).__name__}: {exc}",

@@ -30,7 +30,8 @@ segments on disk (Kafka's three per segment are what made a backlog fatal).
 
 Thread safety: one lock guards the LRU, every member's pin count and its handle slot; system
 calls that open or close handles run outside it. Opening on demand is serialised by a second
-lock, so a member is never opened twice at once.
+lock, so a member is never opened twice at once, and a pin waits for an evicted handle of its
+member to be closed before opening it again (closing an index trims its file).
 """
 
 from __future__ import annotations
@@ -97,13 +98,14 @@ class CachedHandle(Generic[H]):
     Subclasses say how to open and close the handle; the cache owns ``_handle``.
     """
 
-    __slots__ = ("_cache_evictable", "_cache_pins", "_cache_retired", "_handle")
+    __slots__ = ("_cache_closing", "_cache_evictable", "_cache_pins", "_cache_retired", "_handle")
 
     def __init__(self) -> None:
         self._handle: H | None = None
         self._cache_pins = 0
         self._cache_evictable = True
         self._cache_retired = False
+        self._cache_closing = False  # an evicted handle is being closed
 
     def _open_handle(self) -> H:
         """Open the file (system calls; may raise ``OSError``)."""
@@ -129,7 +131,9 @@ class OpenFileCache:
             )
         self.max_idle_files = max_idle_files
         self._lock = threading.Lock()
-        self._open_lock = threading.Lock()  # taken before ``_lock``, never inside it
+        self._closed_one = threading.Condition(self._lock)
+        # Serialises opening (taken before ``_lock``, never inside it).
+        self._open_lock = threading.Lock()
         self._idle: OrderedDict[CachedHandle[object], None] = OrderedDict()
         self._open = 0  # members whose handle is open (idle, pinned or not evictable)
         self.evictions = 0
@@ -189,6 +193,10 @@ class OpenFileCache:
         with self._lock:
             if member._cache_retired:
                 raise ValueError(f"{member._describe()} is closed")
+            # An evicted index is trimmed as it closes: mapping the file again before that is
+            # done would count the bytes being cut (and fault on them once they are gone).
+            while member._cache_closing:
+                self._closed_one.wait()
             member._cache_pins += 1
             self._idle.pop(member, None)  # type: ignore[arg-type]
             handle = member._handle
@@ -285,13 +293,13 @@ class OpenFileCache:
             handle, member._handle = member._handle, None
             if handle is not None:
                 self._open -= 1
+                member._cache_closing = True
                 victims.append((member, handle))
             count -= 1
         self.evictions += len(victims)
         return victims
 
-    @staticmethod
-    def _close_all(victims: list[tuple[CachedHandle[object], object]]) -> None:
+    def _close_all(self, victims: list[tuple[CachedHandle[object], object]]) -> None:
         for member, handle in victims:
             try:
                 member._close_handle(handle)
@@ -299,3 +307,7 @@ class OpenFileCache:
                 logger.warning(
                     "closing an idle segment file failed file=%s error=%s", member._describe(), exc
                 )
+            finally:
+                with self._lock:
+                    member._cache_closing = False
+                    self._closed_one.notify_all()

@@ -9,7 +9,9 @@ holds three: its ``.log`` and its two indexes.
 from __future__ import annotations
 
 import os
+import random
 import resource
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from storage_core.log import log_file_utils as files
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
-from storage_core.records import FileRecords
+from storage_core.records import FileRecords, iter_batches
 from storage_core.records.file_region import FileRegion
 from storage_core.records.open_file_cache import OpenFileCache
 from tests.conftest import make_batch
@@ -268,3 +270,43 @@ def test_a_load_without_descriptors_refuses_the_start_instead_of_taking_partitio
         assert again.offline_logs() == {}
     finally:
         again.shutdown()
+
+
+def test_reads_racing_with_eviction_always_get_their_bytes(
+    loaded: tuple[Log, OpenFileCache],
+) -> None:
+    """Four threads read random old offsets (bytes, index lookups, regions to send) while each
+    read evicts another's files: a pin keeps a descriptor open for exactly as long as it is
+    used, so no read sees a closed or reused descriptor."""
+    log, cache = loaded
+    expected = {b.base_offset: next(b.records()).value for b in log.read_batches(0)}
+    errors: list[BaseException] = []
+
+    def reader(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for _ in range(300):
+                offset = rng.randrange(40)
+                info = log.read(offset, 2000)
+                assert info.records is not None
+                region = FileRegion.of(
+                    info.records.file_records, info.records.position, info.records.size
+                )
+                try:
+                    data = region.read() if rng.random() < 0.5 else info.read_bytes()
+                finally:
+                    region.close()
+                _position, batch = next(iter_batches(data))
+                assert batch.base_offset == offset
+                assert next(batch.records()).value == expected[offset]
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=reader, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert cache.evictions > 100
+    assert descriptors_on(log.dir) <= ACTIVE_SEGMENT_DESCRIPTORS + cache.max_idle_files
