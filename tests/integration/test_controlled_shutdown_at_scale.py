@@ -2,8 +2,10 @@
 (450 in the suite; ``make scale-shutdown`` runs 3,000), a broker that leads a third of them is
 SIGTERMed. Before it exits every leadership it held has moved to another in-sync replica by
 its controlled shutdown (not by a failover after its session ended), it left every ISR, its
-ZooKeeper session never expired (its heartbeat kept a margin to the session timeout) and the
-controller did not change. Prints what it measured:
+ZooKeeper session never expired and the controller did not change. Every broker's heartbeat
+(``ZooKeeperPingLatencyMsMax`` on ``/metrics``, sampled twice a second) keeps a margin to the
+session timeout while the partitions are created and while the broker leaves. Prints what it
+measured:
 
     SCALE_SHUTDOWN_PARTITIONS=3000 .venv/bin/python -m pytest -q -s -p no:cacheprovider \\
         tests/integration/test_controlled_shutdown_at_scale.py
@@ -14,12 +16,15 @@ from __future__ import annotations
 import os
 import re
 import signal
+import threading
 import time
+import urllib.request
 from pathlib import Path
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import NewTopic
 
+from embedded.ports import free_port
 from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core.common import TopicPartition
 from storage_core.zk.kafka_zk_client import KafkaZkClient
@@ -32,6 +37,39 @@ cluster_support.require_java()
 PARTITIONS = int(os.environ.get("SCALE_SHUTDOWN_PARTITIONS", "450"))
 PARTITIONS_PER_TOPIC = 1000  # Kafka's CreateTopics has no limit; a few topics spread the load
 EXIT_TIMEOUT_S = 120.0  # controlled.shutdown: 3 requests x 5 s, then the rest of the stop
+PING_MAX_SERIES = "kafka_server_zookeeperclientmetrics_zookeeperpinglatencymsmax_value"
+
+
+class PingSampler:
+    """Scrapes each broker's ``ZooKeeperPingLatencyMsMax`` twice a second; keeps the largest
+    seen per phase."""
+
+    def __init__(self, metrics_ports: dict[int, int]) -> None:
+        self.metrics_ports = metrics_ports
+        self.phase = "create"
+        self.peaks: dict[str, float] = {}
+        self.scraped = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            for port in self.metrics_ports.values():
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                        text = r.read().decode()
+                except OSError:
+                    continue  # stopped, or busy
+                for line in text.splitlines():
+                    if line.startswith(PING_MAX_SERIES + " "):
+                        self.scraped += 1
+                        value = float(line.rsplit(" ", 1)[1])
+                        self.peaks[self.phase] = max(self.peaks.get(self.phase, 0.0), value)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def topics() -> dict[str, int]:
@@ -68,7 +106,10 @@ def states(zk: KafkaZkClient) -> dict[TopicPartition, LeaderAndIsr]:
 def test_a_sigtermed_broker_moves_every_leadership_before_it_exits_and_keeps_its_session(
     zookeeper: ZooKeeperEnsemble, tmp_path: Path
 ) -> None:
-    with three_brokers(zookeeper, tmp_path) as (brokers, connect):
+    metrics_ports = {b: free_port() for b in cluster_support.BROKER_IDS}
+    per_broker = {b: {"metrics.port": str(port)} for b, port in metrics_ports.items()}
+    pings = PingSampler(metrics_ports)
+    with three_brokers(zookeeper, tmp_path, per_broker=per_broker) as (brokers, connect):
         client = admin(brokers)
         for name, count in topics().items():
             assignment = [replicas(p) for p in range(count)]
@@ -98,12 +139,15 @@ def test_a_sigtermed_broker_moves_every_leadership_before_it_exits_and_keeps_its
 
             process = brokers[victim].process
             assert process is not None
+            pings.phase = "shutdown"
             signalled = time.monotonic()
             process.send_signal(signal.SIGTERM)
             assert process.wait(EXIT_TIMEOUT_S) == 0
             exited_s = time.monotonic() - signalled
             brokers[victim].process = None
 
+            time.sleep(1.0)  # a last sample of the others' heartbeat after it left
+            pings.stop()
             after = states(zk)
             assert zk.get_controller() == controller_before  # no controller failover
             assert zk.get_controller_epoch() == epoch_before
@@ -138,10 +182,14 @@ def test_a_sigtermed_broker_moves_every_leadership_before_it_exits_and_keeps_its
             rf"controlled shutdown served, broker={victim} .*partitions_still_led=\[\]\n",
             controller_log,
         )
+        assert pings.scraped > 0 and set(pings.peaks) == {"create", "shutdown"}, pings.peaks
+        assert max(pings.peaks.values()) < session_timeout_ms, pings.peaks
         print(
             f"\n{PARTITIONS} partitions (RF 3), broker {victim} led {len(led)}: SIGTERM to exit"
             f" {exited_s:.1f} s, controlled shutdown complete after {completed.group(1)} s in"
             f" {completed.group(2)} request(s), every leadership moved; its ZooKeeper pings:"
             f" {closing.group(1)}, slowest {ping_max_ms} ms of a {session_timeout_ms} ms session"
-            " timeout"
+            f" timeout; slowest ping of any broker while creating"
+            f" {pings.peaks['create']:.0f} ms, while the broker left"
+            f" {pings.peaks['shutdown']:.0f} ms"
         )
