@@ -154,9 +154,13 @@ class FileRecords(CachedHandle[int]):
             self._cache.set_evictable(self, evictable)
 
     def dup(self) -> int:
-        """A new descriptor of the file that the caller owns (e.g. to send it later)."""
+        """A new descriptor of the file that the caller owns (e.g. to send it later); out of
+        descriptors, idle segment files are closed to make room (``TooManyOpenFilesError``
+        if that is not enough)."""
         with self._pinned() as fd:
-            return os.dup(fd)
+            if self._cache is None:
+                return os.dup(fd)
+            return self._cache.call_evicting(lambda: os.dup(fd), str(self._path))
 
     # ------------------------------------------------------------------ properties
     @property
