@@ -12,7 +12,9 @@ a segment only if ``0 <= offset - base_offset <= 2**31 - 1``.
 Life of a file, as in Kafka:
 
 * A new (missing or empty) file opened writable is preallocated to ``max_index_size``
-  rounded down to a multiple of ``entry_size`` and starts with no entries.
+  rounded down to a multiple of ``entry_size`` and starts with no entries; with
+  ``preallocate_if_empty=False`` (an inactive segment's index opened again on demand) an
+  existing empty file stays empty.
 * An existing file is mapped as it is and holds ``length // entry_size`` entries: files are
   trimmed to their used bytes when a segment rolls or closes, so length equals used bytes.
   For the active segment the caller grows it again with ``resize(max_index_size)``.
