@@ -36,7 +36,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from benchmarks.cluster_metadata import zookeeper_create_baseline
-from benchmarks.scale_support import idle_cpu_percent, open_descriptors, wait_for
+from benchmarks.scale_support import cpu_of, idle_cpu_percent, open_descriptors, wait_for
 from embedded.zookeeper import ZooKeeperEnsemble
 from tests.broker_process import BrokerProcess
 from tests.cluster_support import controller_id, partition_states, three_brokers
@@ -44,6 +44,7 @@ from tests.cluster_support import controller_id, partition_states, three_brokers
 TOPIC = "scale"
 REPLICATION_FACTOR = 3
 STEPS = ("create", "idle", "fds", "shutdown", "restart")
+EXIT_POLL_S = 0.05
 
 
 def timeout_for(partitions: int) -> float:
@@ -51,16 +52,26 @@ def timeout_for(partitions: int) -> float:
     return 60.0 + 0.3 * partitions
 
 
-def states_everywhere(
-    brokers: dict[int, BrokerProcess], partitions: int
-) -> dict[int, dict[int, tuple[int, int, tuple[int, ...]]]]:
-    return {b: partition_states(p.bootstrap, TOPIC) for b, p in brokers.items()}
+def poll_s(partitions: int) -> float:
+    """How often a wait asks a broker's Metadata: an answer about P partitions costs the broker
+    work in proportion, so that asking does not become what is measured."""
+    return 0.1 + partitions / 5000
 
 
-def leaders_seen_by_all(brokers: dict[int, BrokerProcess], partitions: int) -> bool:
-    for states in states_everywhere(brokers, partitions).values():
+def brokers_cpu_s(brokers: dict[int, BrokerProcess]) -> float:
+    return cpu_of([b.process.pid for b in brokers.values() if b.process is not None])
+
+
+def leaders_seen_by_all(brokers: dict[int, BrokerProcess], partitions: int, seen: set[int]) -> bool:
+    """Every broker's Metadata shows a leader for each partition; ``seen`` keeps the brokers
+    that did (they are not asked again)."""
+    for broker_id, broker in brokers.items():
+        if broker_id in seen:
+            continue
+        states = partition_states(broker.bootstrap, TOPIC)
         if len(states) != partitions or any(leader < 0 for leader, _, _ in states.values()):
             return False
+        seen.add(broker_id)
     return True
 
 
@@ -84,6 +95,7 @@ def create(
 ) -> dict[str, Any]:
     baseline_s = zookeeper_create_baseline(zookeeper.connect_string, partitions)
     admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in brokers.values())})
+    cpu_before_s = brokers_cpu_s(brokers)
     started = time.monotonic()
     request_timed_out = False
     try:
@@ -98,15 +110,19 @@ def create(
         if error.args[0].code() != KafkaError.REQUEST_TIMED_OUT:
             raise
         request_timed_out = True
+    seen: set[int] = set()
     wait_for(
-        lambda: leaders_seen_by_all(brokers, partitions),
+        lambda: leaders_seen_by_all(brokers, partitions, seen),
         f"{partitions} leaders seen by every broker",
         timeout_for(partitions),
+        poll_s=poll_s(partitions),
     )
     create_s = time.monotonic() - started
+    cpu_s = brokers_cpu_s(brokers) - cpu_before_s
     return {
         "create_s": round(create_s, 3),
         "create_ms_per_partition": round(create_s * 1000 / partitions, 3),
+        "create_cpu_ms_per_partition": round(cpu_s * 1000 / partitions, 3),
         "zookeeper_writes_s": round(baseline_s, 3),
         "create_vs_zookeeper_writes": round(create_s / baseline_s, 1),
         "create_request_timed_out": request_timed_out,
@@ -180,17 +196,26 @@ def shutdown(
         if leader == victim
     ]
     log_offset = broker.output_path.stat().st_size
+    others = {b: p for b, p in brokers.items() if b != victim}
+    others_cpu_s = brokers_cpu_s(others)
+    victim_cpu_s = victim_cpu_before_s = cpu_of([process.pid])
     started = time.monotonic()
     process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout_for(partitions))
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-        raise TimeoutError(
-            f"broker {victim} did not exit within {timeout_for(partitions)} s"
-        ) from None
+    deadline = started + timeout_for(partitions)
+    while True:  # the victim's CPU read until it exits (a reaped process has no /proc entry)
+        victim_cpu_s = max(victim_cpu_s, cpu_of([process.pid]))
+        try:
+            process.wait(EXIT_POLL_S)
+            break
+        except subprocess.TimeoutExpired:
+            if time.monotonic() > deadline:
+                process.kill()
+                process.wait()
+                raise TimeoutError(
+                    f"broker {victim} did not exit within {timeout_for(partitions)} s"
+                ) from None
     shutdown_s = time.monotonic() - started
+    cpu_s = victim_cpu_s - victim_cpu_before_s + brokers_cpu_s(others) - others_cpu_s
     broker.process = None
     client = KazooClient(hosts=connect)
     client.start(timeout=10)
@@ -200,6 +225,7 @@ def shutdown(
             lambda: not registered(client, victim) and led_by(survivor.bootstrap, victim) == 0,
             f"broker {victim}'s registration gone and its leaderships failed over",
             timeout_for(partitions),
+            poll_s=poll_s(partitions),
         )
         moved = moved_before_exit(client, held)
     finally:
@@ -213,6 +239,7 @@ def shutdown(
     return {
         "shutdown_s": round(shutdown_s, 3),
         "shutdown_ms_per_partition": round(shutdown_s * 1000 / partitions, 3),
+        "shutdown_cpu_ms_per_partition": round(cpu_s * 1000 / partitions, 3),
         "leaderships_held": len(held),
         "leaderships_not_moved": len(held) - moved,
         "session_expired": registration_left or bool(expired),
@@ -226,17 +253,22 @@ def shutdown(
 def restart(brokers: dict[int, BrokerProcess], victim: int, partitions: int) -> dict[str, Any]:
     broker = brokers[victim]
     survivor = next(p for b, p in brokers.items() if b != victim)
+    others = {b: p for b, p in brokers.items() if b != victim}
+    others_cpu_s = brokers_cpu_s(others)
     started = time.monotonic()
     broker.start(timeout_s=timeout_for(partitions))
     wait_for(
         lambda: every_isr_holds(survivor.bootstrap, partitions, [victim]),
         f"broker {victim} back in every ISR",
         timeout_for(partitions),
+        poll_s=poll_s(partitions),
     )
     restart_s = time.monotonic() - started
+    cpu_s = brokers_cpu_s(brokers) - others_cpu_s  # the restarted broker's whole life
     return {
         "restart_isr_s": round(restart_s, 3),
         "restart_ms_per_partition": round(restart_s * 1000 / partitions, 3),
+        "restart_cpu_ms_per_partition": round(cpu_s * 1000 / partitions, 3),
     }
 
 
@@ -261,6 +293,7 @@ def measure_size(
                 ),
                 "every ISR full",
                 timeout_for(partitions),
+                poll_s=poll_s(partitions),
             )
             time.sleep(2.0)  # let the creation's aftermath (checkpoints, fetch backoffs) pass
         if "idle" in only:

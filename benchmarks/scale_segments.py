@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from benchmarks.scale_support import median, open_descriptors, wait_for
+from benchmarks.scale_support import cpu_of, median, open_descriptors, wait_for
 from jobs.quality import read_metadata_records
 from jobs.tables.partition_offsets import build_partition_offsets
 from jobs.tables.remote_segments import build_remote_segments
@@ -185,11 +185,13 @@ def copy_more(broker: BrokerProcess, copies: int) -> dict[str, Any]:
     """Start a client RLMM, plan, copy ``copies`` segments of ``tiered-0`` (timed apart)."""
     directory = broker.log_dir / f"{TIERED}-0"
     rsm = LocalTieredStorage(broker.directory / "remote-tier", fsync=False)
+    cpu_before_s = cpu_of([broker_pid(broker)], own=True)
     started = time.monotonic()
     with client_rlmm(broker.bootstrap) as rlmm:
         tip = topic_id_partition(broker.log_dir, TIERED)
         list(rlmm.list_remote_log_segments(tip))  # tracked, read to the end of the topic
         caught_up_s = time.monotonic() - started
+        catch_up_cpu_s = cpu_of([broker_pid(broker)], own=True) - cpu_before_s
         high_watermark, _ = list_offset(broker.bootstrap, TIERED, LATEST)
         planned_at = time.monotonic()
         view = LogView.read(directory, high_watermark=high_watermark)
@@ -210,13 +212,22 @@ def copy_more(broker: BrokerProcess, copies: int) -> dict[str, Any]:
             samples.append(time.monotonic() - began)
     return {
         "rlmm_catch_up_s": round(caught_up_s, 3),
+        "rlmm_catch_up_cpu_s": round(catch_up_cpu_s, 3),
         "plan_s": round(plan_s, 4),
         "copy_ms_per_segment": round(median(samples) * 1000, 2),
+        "copy_ms_min": round(min(samples) * 1000, 2),
         "copy_ms_samples": [round(s * 1000, 1) for s in samples],
     }
 
 
+def broker_pid(broker: BrokerProcess) -> int:
+    if broker.process is None:
+        raise RuntimeError("the broker is not running")
+    return broker.process.pid
+
+
 def quality(broker: BrokerProcess, segments: int) -> dict[str, Any]:
+    cpu_before_s = cpu_of([broker_pid(broker)], own=True)
     started = time.monotonic()
     with KafkaCluster(broker.bootstrap) as cluster:
         records = read_metadata_records(cluster)
@@ -226,7 +237,9 @@ def quality(broker: BrokerProcess, segments: int) -> dict[str, Any]:
     rows = build_remote_segments(records, [], [], now_ms=now_ms)
     build_partition_offsets([], records, rows, now_ms=now_ms)
     build_s = time.monotonic() - built_at
+    cpu_s = cpu_of([broker_pid(broker)], own=True) - cpu_before_s
     return {
+        "quality_cpu_us_per_segment": round(cpu_s * 1e6 / segments, 1),
         "quality_read_s": round(read_s, 3),
         "quality_build_s": round(build_s, 3),
         "quality_us_per_segment": round((read_s + build_s) * 1e6 / segments, 1),
@@ -239,7 +252,10 @@ def serving(broker: BrokerProcess, offset: int) -> bool:
     return int(answer.error_code) == 0 and bool(answer.records)
 
 
-def restart_once(broker: BrokerProcess, offset: int, *, keep_snapshots: bool) -> float:
+def restart_once(
+    broker: BrokerProcess, offset: int, *, keep_snapshots: bool
+) -> tuple[float, float]:
+    """(seconds, the new broker process's CPU seconds) until ``offset`` is served."""
     broker.stop()
     if not keep_snapshots:
         for snapshot in broker.log_dir.glob(f"*/{REMOTE_LOG_SNAPSHOT_FILE_NAME}"):
@@ -248,7 +264,7 @@ def restart_once(broker: BrokerProcess, offset: int, *, keep_snapshots: bool) ->
     started = time.monotonic()
     broker.start(timeout_s=START_TIMEOUT_S)
     wait_for(lambda: serving(broker, offset), f"tiered offset {offset} served", START_TIMEOUT_S)
-    return time.monotonic() - started
+    return time.monotonic() - started, cpu_of([broker_pid(broker)])
 
 
 def restart(broker: BrokerProcess, remote_segments: int) -> dict[str, Any]:
@@ -259,11 +275,12 @@ def restart(broker: BrokerProcess, remote_segments: int) -> dict[str, Any]:
         f"{TIERED}-0's first copied segment deleted locally",
         120,
     )
-    with_s = restart_once(broker, remote_segments, keep_snapshots=True)
-    without_s = restart_once(broker, remote_segments, keep_snapshots=False)
+    with_s, with_cpu_s = restart_once(broker, remote_segments, keep_snapshots=True)
+    without_s, _ = restart_once(broker, remote_segments, keep_snapshots=False)
     return {
         "restart_serving_s": round(with_s, 3),
         "restart_serving_ms_per_1000_segments": round(with_s * 1e6 / remote_segments, 2),
+        "restart_cpu_ms_per_1000_segments": round(with_cpu_s * 1e6 / remote_segments, 2),
         "restart_no_snapshot_serving_s": round(without_s, 3),
     }
 
@@ -274,9 +291,7 @@ def local_closed_segments(log_dir: Path) -> int:
 
 def local_descriptors(broker: BrokerProcess, sizes: Sequence[int]) -> dict[str, Any]:
     """Descriptors as ``local`` grows to each of ``sizes`` closed segments."""
-    if broker.process is None:
-        raise RuntimeError("the broker is not running")
-    pid = broker.process.pid
+    pid = broker_pid(broker)
     seen: dict[int, int] = {}
     with KafkaCluster(broker.bootstrap) as cluster:
         KafkaAdminClient(cluster).create_topic(
@@ -320,6 +335,9 @@ def measure_size(
         if only & {"copy", "restart"}:
             row.update(copy_more(broker, copies))
             row["rlmm_catch_up_us_per_segment"] = round(row["rlmm_catch_up_s"] * 1e6 / size, 1)
+            row["rlmm_catch_up_cpu_us_per_segment"] = round(
+                row["rlmm_catch_up_cpu_s"] * 1e6 / size, 1
+            )
         if "quality" in only:
             row.update(quality(broker, size))
         if "bytes" in only:

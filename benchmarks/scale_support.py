@@ -4,6 +4,7 @@ read from ``/proc``, waiting for a condition, a medians helper and the machine's
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import statistics
@@ -12,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.process_cpu import process_times
+from benchmarks.process_cpu import own_times, process_times
 
 POLL_S = 0.1
 
@@ -21,6 +22,20 @@ def cpu_seconds(pid: int) -> float:
     """utime + stime of every thread of ``pid`` so far (``/proc/<pid>/stat``)."""
     times = process_times(pid)
     return times.user_s + times.system_s
+
+
+def cpu_of(pids: Sequence[int], *, own: bool = False) -> float:
+    """CPU seconds of ``pids`` so far (a process that has exited counts 0), plus this
+    process's (all its threads) when ``own``. Deltas of it are a cost that a loaded machine
+    stretches far less than the wall time (counted by the kernel in 10 ms ticks)."""
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            total += cpu_seconds(pid)
+    if own:
+        times = own_times()
+        total += times.user_s + times.system_s
+    return total
 
 
 def idle_cpu_percent(pids: Mapping[int, int], window_s: float) -> dict[int, float]:
@@ -38,7 +53,9 @@ def open_descriptors(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def wait_for(condition: Callable[[], object], what: str, timeout_s: float) -> float:
+def wait_for(
+    condition: Callable[[], object], what: str, timeout_s: float, *, poll_s: float = POLL_S
+) -> float:
     """Seconds until ``condition()`` is truthy (errors while asking count as "not yet": a
     broker may be starting); raises ``TimeoutError`` naming ``what`` after ``timeout_s``."""
     started = time.monotonic()
@@ -51,7 +68,7 @@ def wait_for(condition: Callable[[], object], what: str, timeout_s: float) -> fl
             last = error
         if time.monotonic() - started > timeout_s:
             raise TimeoutError(f"{what}: not within {timeout_s:.0f} s (last error: {last!r})")
-        time.sleep(POLL_S)
+        time.sleep(poll_s)
 
 
 def median(values: Sequence[float]) -> float:
