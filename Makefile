@@ -69,7 +69,7 @@ bench: $(STAMP)
 
 ## Production scale (issue 30): 300 / 1,000 / 3,000 partitions on three brokers and 10^3 / 10^4 /
 ## 10^5 remote segments, each figure per partition or segment with its ratio between sizes, and
-## the issue's aims met or not (about 20 minutes; `make test` runs the short variant).
+## the issue's aims met or not (about 25 minutes; `make test` runs the short variant).
 ## SCALE_ARGS passes options (e.g. SCALE_ARGS='--partitions 300,1000 --only create,restart').
 .PHONY: bench-scale
 bench-scale: $(STAMP)
