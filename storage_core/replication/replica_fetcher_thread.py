@@ -44,6 +44,7 @@ from storage_core.errors import (
     InvalidRecordError,
     KafkaStorageError,
     StorageError,
+    TooManyOpenFilesError,
 )
 from storage_core.log.log import Log
 from storage_core.replication.abstract_fetcher_thread import (
@@ -412,6 +413,16 @@ class ReplicaFetcherThread(AbstractFetcherThread):
             # Maybe a transient state of the leader's log: retried after the back-off.
             logger.error(
                 "invalid batches in fetch response partition=%s fetch_offset=%d error=%s",
+                tp,
+                state.fetch_offset,
+                error,
+            )
+            return False
+        except TooManyOpenFilesError as error:
+            # Nothing was appended and the log is whole: a follower, like a producer, retries
+            # once descriptors are free (the partition is not failed for it).
+            logger.warning(
+                "append deferred at the open-file limit partition=%s fetch_offset=%d error=%s",
                 tp,
                 state.fetch_offset,
                 error,
