@@ -272,7 +272,7 @@ class SessionWatch:
     (``waiter``), except a moved high watermark, which a follower's fetch does not wait for.
     Loop thread only."""
 
-    __slots__ = ("_purgatory", "moved", "partitions", "waiter")
+    __slots__ = ("_purgatory", "moved", "partitions", "pending", "waiter")
 
     def __init__(
         self, purgatory: DelayedFetchPurgatory, partitions: Container[TopicPartition]
@@ -280,6 +280,8 @@ class SessionWatch:
         self._purgatory = purgatory
         self.partitions = partitions
         self.moved: set[TopicPartition] = set()
+        # Found with something to answer at the last look: looked at again until quiet.
+        self.pending: set[TopicPartition] = set()
         self.waiter: Waiter | None = None
 
     def park(self) -> Waiter:

@@ -89,6 +89,7 @@ class CachedPartition:
     for idle partitions)."""
 
     __slots__ = (
+        "answered_epoch",
         "fetch_offset",
         "fetcher_log_start_offset",
         "high_watermark",
@@ -107,6 +108,7 @@ class CachedPartition:
         self.high_watermark = -1
         self.local_log_start_offset = -1
         self.recorded_ms = -1
+        self.answered_epoch = -1  # the session epoch it last returned records in
         self.partition: object | None = None
         self.update_request_params(request)
 
@@ -473,6 +475,7 @@ class IncrementalFetchContext(FetchContext):
             listed.append((tp, response))
             if response.records is not None and len(response.records) > 0:
                 session.partitions[tp] = session.partitions.pop(tp)  # round robin
+                cached.answered_epoch = session.epoch
         return FetchContextResponse(0, session.id, listed)
 
 

@@ -8,7 +8,8 @@ high watermark nor the log start offset moved since the last answer: nothing wou
 nothing is answered. The session's ``SessionWatch`` (in the fetch purgatory, for the session's
 life) notes every partition that moves (records appended, log start offset or high watermark
 moved, leadership lost), so a fetch looks only at the partitions its request names, those
-noted as moved and those it found with something to answer before; it looks at all of them
+noted as moved and those it found with something to answer before (until they are quiet:
+a fetcher may not take every record it is sent); it looks at all of them
 (a full scan) on the session's first incremental fetch, after partitions were added to or
 removed from the broker, and every ``replica.lag.time.max.ms`` / 4. A full scan also records
 the follower's fetch state of its quiet partitions (Kafka records every fetch): a follower at
@@ -162,7 +163,7 @@ async def answer_incremental(
         watch = manager.delayed_fetch_purgatory.watch_session(session.partitions)
         session.watch = watch
     forced = set(sent)  # named by the request: read whatever their state
-    candidates = set(forced)
+    candidates = forced | watch.pending
     while True:
         waiter = watch.park()
         try:
@@ -176,7 +177,11 @@ async def answer_incremental(
                 replica_id=replica_id,
                 authorized=authorized,
             )
-            # What had something to answer is looked at again; the rest once it moves.
+            # What had something to answer is looked at again (in this request's next look
+            # and the next requests' until it is quiet: the fetcher may not take all records
+            # it is sent, e.g. a batch larger than its partition max bytes); the rest once
+            # it moves.
+            watch.pending = set(responses)
             forced, candidates = set(), set(responses)
             remaining = deadline - loop.time()
             if (
@@ -265,7 +270,12 @@ def active_partitions(
     if full_scan:
         session.last_full_scan_ms = now_ms
     else:
-        looked_at = [tp for tp in candidates if tp in partitions]
+        # Those answered with records longest ago first (the session's round robin: the
+        # first partitions read may exceed the response budget by one batch).
+        looked_at = sorted(
+            (tp for tp in candidates if tp in partitions),
+            key=lambda tp: partitions[tp].answered_epoch,
+        )
     wanted: dict[TopicPartition, FetchRequestPartition] = {}
     for tp in looked_at:
         cached = partitions[tp]
