@@ -125,14 +125,12 @@ class ControlledShutdownManager:
         )
         return ctx.partitions_led_by(broker_id)
 
-    def _reread_shutdown(self, tp: TopicPartition, *, broker_id: int) -> LeaderAndIsr | None:
+    def _reread_shutdown(
+        self, tp: TopicPartition, state: LeaderAndIsr, *, broker_id: int
+    ) -> LeaderAndIsr | None:
         """A state that moved during a controlled shutdown (its leader changed the ISR): the
         same decision on the current state."""
         ctx = self.context
-        state = self.zk.get_partition_states([tp]).get(tp)
-        if state is None:
-            return None
-        ctx.states[tp] = state
         if state.leader == broker_id:
             return election.elect_controlled_shutdown_leader(
                 ctx.assignments[tp].replicas,

@@ -72,7 +72,7 @@ class PartitionStateMachine:
             result = self._offline_election(tp, state)
             if result is not None:
                 changes[tp] = result
-        self.write_states(changes, reread=self._reread_offline)
+        self.write_states(changes, reread=self._offline_election)
 
     def _initialize_partitions(self, partitions: list[TopicPartition]) -> None:
         """First states: the live assigned replicas in sync, the first of them leading. A
@@ -126,21 +126,15 @@ class PartitionStateMachine:
             )
         return result.new_state
 
-    def _reread_offline(self, tp: TopicPartition) -> LeaderAndIsr | None:
-        state = self.zk.get_partition_states([tp]).get(tp)
-        if state is None:
-            return None
-        self.context.states[tp] = state
-        return self._offline_election(tp, state)
-
     def write_states(
         self,
         changes: dict[TopicPartition, LeaderAndIsr],
         *,
-        reread: Callable[[TopicPartition], LeaderAndIsr | None],
+        reread: Callable[[TopicPartition, LeaderAndIsr], LeaderAndIsr | None],
     ) -> None:
-        """Write states conditionally; a partition whose znode moved is reread and its change
-        recomputed (bounded attempts)."""
+        """Write states conditionally; the partitions whose znode moved are read again (in one
+        batch) and ``reread(tp, current_state)`` decides each one's change anew, None for none
+        (bounded attempts)."""
         for _attempt in range(MAX_STATE_WRITE_ATTEMPTS):
             if not changes:
                 return
@@ -154,9 +148,11 @@ class PartitionStateMachine:
                     state.leader_epoch,
                     list(state.isr),
                 )
+            current = self.zk.get_partition_states(result.retry)
+            self.context.states.update(current)
             retried = {}
-            for tp in result.retry:
-                again = reread(tp)
+            for tp, state in current.items():
+                again = reread(tp, state)
                 if again is not None:
                     retried[tp] = again
             changes = retried
@@ -234,12 +230,6 @@ class PartitionStateMachine:
         ISR changes to ZooKeeper themselves (Kafka's ZooKeeper mode), so the controller's copy
         may be behind (Kafka learned them through ``/isr_change_notification``)."""
         self.context.states.update(self.zk.get_partition_states(list(partitions)))
-
-    def reread_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
-        state = self.zk.get_partition_states([tp]).get(tp)
-        if state is not None:
-            self.context.states[tp] = state
-        return state
 
 
 def without_leader(state: LeaderAndIsr, controller_epoch: int) -> LeaderAndIsr:

@@ -336,10 +336,7 @@ class PartitionReassignmentManager:
                 list(state.isr),
             )
             return False
-        reread_state = self._partition_state_machine.reread_state
-        self._partition_state_machine.write_states(
-            {tp: elected}, reread=lambda t: (s := reread_state(t)) and elect(s)
-        )
+        self._partition_state_machine.write_states({tp: elected}, reread=lambda _t, s: elect(s))
         return True
 
     def _bump_leader_epoch(self, tp: TopicPartition) -> None:
@@ -357,7 +354,4 @@ class PartitionReassignmentManager:
         state = self.context.states.get(tp)
         if state is None:
             return
-        reread_state = self._partition_state_machine.reread_state
-        self._partition_state_machine.write_states(
-            {tp: bump(state)}, reread=lambda t: (s := reread_state(t)) and bump(s)
-        )
+        self._partition_state_machine.write_states({tp: bump(state)}, reread=lambda _t, s: bump(s))

@@ -77,10 +77,9 @@ class ReplicaStateMachine:
         if state is not None and state.leader == NO_LEADER:
             self._partition_state_machine.trigger_online_partition_state_change()
 
-    def _reread_removal(self, tp: TopicPartition, *, broker_id: int) -> LeaderAndIsr | None:
-        state = self.zk.get_partition_states([tp]).get(tp)
-        if state is None:
-            return None
+    def _reread_removal(
+        self, _tp: TopicPartition, state: LeaderAndIsr, *, broker_id: int
+    ) -> LeaderAndIsr | None:
         return election.remove_replica_from_isr(
             state, broker_id, controller_epoch=self._epoch().epoch
         )

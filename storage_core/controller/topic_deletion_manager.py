@@ -102,8 +102,7 @@ class TopicDeletionManager:
         }
         self._partition_state_machine.write_states(changes, reread=self._reread_stop)
 
-    def _reread_stop(self, tp: TopicPartition) -> LeaderAndIsr | None:
-        state = self.zk.get_partition_states([tp]).get(tp)
-        if state is None or state.leader == NO_LEADER:
+    def _reread_stop(self, _tp: TopicPartition, state: LeaderAndIsr) -> LeaderAndIsr | None:
+        if state.leader == NO_LEADER:
             return None
         return without_leader(state, self._epoch().epoch)

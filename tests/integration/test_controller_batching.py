@@ -159,3 +159,31 @@ def test_the_single_node_store_writes_its_file_once_for_a_topic_of_600_partition
         assert all(s.leader == 1 and s.isr == (1,) for s in written.values())
     finally:
         reopened.close()
+
+
+def test_states_that_moved_under_the_controller_are_read_again_in_one_batch(
+    cluster: dict[int, Node],
+) -> None:
+    controller = active(cluster)
+    assert controller.zk is not None and controller.controller is not None
+    assert controller.controller.create_topic(rf3_assignment("moved", 300), {}).result(60)
+    created = states(controller.zk, "moved", 300)
+    # every leader rewrote its state (an ISR change the controller has not read): each znode
+    # is one version past the controller's copy
+    leader_writes = controller.zk.update_isrs_as_leader(
+        [(TopicPartition("moved", p), s) for p, s in created.items()]
+    )
+    assert None not in leader_writes
+    counter = RoundTrips.install(controller.zk, thread_prefix=CONTROLLER_THREAD)
+
+    controller.controller.delete_topics(["moved"]).result(60)
+
+    # the deletion stopped every partition (no leader, one epoch on) despite the stale copy:
+    # each write failed on its version, was read again and written again
+    stopped = states(controller.zk, "moved", 300)
+    for partition, state in stopped.items():
+        assert state.leader == -1, state
+        assert state.leader_epoch == created[partition].leader_epoch + 1, state
+        assert state.zk_version == created[partition].zk_version + 2, state
+    # the 300 rereads in one batch, not one round trip each
+    assert counter.round_trips <= 15, counter.round_trips
