@@ -26,6 +26,7 @@ from storage_core.tiered.metadata.metadata import (
     RemoteLogSegmentMetadataUpdate,
     RemotePartitionDeleteMetadata,
 )
+from storage_core.tiered.metadata.segment_listing import RemoteLogSegmentsSummary
 
 
 class InMemoryRemoteLogMetadataManager:
@@ -72,6 +73,11 @@ class InMemoryRemoteLogMetadataManager:
         self, topic_id_partition: TopicIdPartition, leader_epoch: int | None = None
     ) -> Iterator[RemoteLogSegmentMetadata]:
         return iter(self._cache(topic_id_partition).list_remote_log_segments(leader_epoch))
+
+    def remote_log_segments_summary(
+        self, topic_id_partition: TopicIdPartition
+    ) -> RemoteLogSegmentsSummary:
+        return self._cache(topic_id_partition).remote_log_segments_summary()
 
     def remote_partition_delete_metadata(
         self, topic_id_partition: TopicIdPartition

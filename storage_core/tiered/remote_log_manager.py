@@ -56,10 +56,7 @@ from storage_core.log.retention import SegmentSummary
 from storage_core.metrics import BrokerTopicStats
 from storage_core.records import NO_TIMESTAMP
 from storage_core.tiered.metadata.metadata import RemotePartitionDeleteMetadata
-from storage_core.tiered.metadata.states import (
-    RemoteLogSegmentState,
-    RemotePartitionDeleteState,
-)
+from storage_core.tiered.metadata.states import RemotePartitionDeleteState
 from storage_core.tiered.operations.copy import is_copy_enabled
 from storage_core.tiered.pending_remote_reads import PendingRead, PendingRemoteReads
 from storage_core.tiered.remote_index_cache import RemoteIndexCache
@@ -67,8 +64,8 @@ from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataMan
 from storage_core.tiered.remote_log_metrics import (
     NO_COPY_LAG,
     RemoteLogMetrics,
+    RemoteLogSize,
     copy_lag,
-    remote_log_size,
 )
 from storage_core.tiered.remote_log_reader import (
     RemoteFetchData,
@@ -276,12 +273,7 @@ class RemoteLogManager:
 
     def remote_log_start_offset(self, tip: TopicIdPartition) -> int | None:
         """Start offset (inclusive) of the earliest COPY_SEGMENT_FINISHED segment; None if none."""
-        starts = [
-            m.start_offset
-            for m in self.rlmm.list_remote_log_segments(tip)
-            if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
-        ]
-        return min(starts) if starts else None
+        return self.rlmm.remote_log_segments_summary(tip).copied_start_offset
 
     def may_delete_local_segment(
         self, log: Log, tip: TopicIdPartition, segment: SegmentSummary
@@ -381,18 +373,15 @@ class RemoteLogManager:
         if not rlmm.is_ready(tip):
             return False
         log = partition.log
-        live_starts: list[int] = []
-        deleting = False
-        for metadata in rlmm.list_remote_log_segments(tip):
-            if metadata.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
-                live_starts.append(metadata.start_offset)
-            elif metadata.state is RemoteLogSegmentState.DELETE_SEGMENT_STARTED:
-                deleting = True
-                self.index_cache.remove(metadata.remote_log_segment_id.id)
-        if not live_starts and not deleting:
+        summary = rlmm.remote_log_segments_summary(tip)  # not a listing: asked every interval
+        for segment_id in summary.deleting_segment_ids:
+            self.index_cache.remove(segment_id.id)
+        if summary.copied_start_offset is None and not summary.deleting_segment_ids:
             return False  # nothing tiered (yet): local retention keeps the log start
         local_start = log.local_log_start_offset
-        target = min([*live_starts, local_start])
+        target = local_start
+        if summary.copied_start_offset is not None:
+            target = min(summary.copied_start_offset, local_start)
         target = min(target, log.high_watermark)
         if target <= log.log_start_offset:
             return False
@@ -416,7 +405,10 @@ class RemoteLogManager:
             )
         else:
             lag = NO_COPY_LAG
-        size = remote_log_size(rlmm.list_remote_log_segments(tip))
+        summary = rlmm.remote_log_segments_summary(tip)
+        size = RemoteLogSize(
+            finished_size_bytes=summary.finished_size_bytes, metadata_count=summary.metadata_count
+        )
         metrics.update_partition(partition.topic_partition, lag, size)
         return True
 

@@ -23,6 +23,7 @@ from storage_core.tiered.metadata.metadata import (
     RemoteLogSegmentMetadataUpdate,
     RemotePartitionDeleteMetadata,
 )
+from storage_core.tiered.metadata.segment_listing import RemoteLogSegmentsSummary
 
 
 class RemoteLogMetadataManager(Protocol):
@@ -51,6 +52,13 @@ class RemoteLogMetadataManager(Protocol):
         self, topic_id_partition: TopicIdPartition, leader_epoch: int | None = None
     ) -> Iterator[RemoteLogSegmentMetadata]:
         """Segments of the partition (or of one epoch), ordered by start offset."""
+
+    def remote_log_segments_summary(
+        self, topic_id_partition: TopicIdPartition
+    ) -> RemoteLogSegmentsSummary:
+        """``list_remote_log_segments`` of the partition summed up (earliest copied start
+        offset, segments being deleted, bytes copied, count), without listing them: the
+        remote log manager asks for it every task interval."""
 
     def remote_partition_delete_metadata(
         self, topic_id_partition: TopicIdPartition

@@ -21,7 +21,11 @@ from storage_core.records import RecordBatch
 from storage_core.replication.delayed_fetch import FetchRequestPartition
 from storage_core.replication.partition import Partition
 from storage_core.replication.replica_manager import ReplicaManager
-from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadataUpdate
+from storage_core.tiered.metadata.cache import RemoteLogMetadataCache
+from storage_core.tiered.metadata.metadata import (
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+)
 from storage_core.tiered.metadata.states import (
     RemoteLogSegmentState,
     RemotePartitionDeleteState,
@@ -287,3 +291,35 @@ def test_deleted_topic_partitions_are_marked_for_remote_deletion(broker: Broker)
     assert marked is not None
     assert marked.state is RemotePartitionDeleteState.DELETE_PARTITION_MARKED
     broker.rlm.on_partitions_deleted([TIP])  # repeating is idempotent
+
+
+def test_task_rounds_read_the_segments_summary_not_a_listing(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every task interval asks about every partition; listing (and sorting) all its remote
+    segments each time took the task thread most of its time at 10^5 segments."""
+    listings: list[int] = []
+    plain = RemoteLogMetadataCache.list_all_remote_log_segments
+
+    def counted(self: RemoteLogMetadataCache) -> list[RemoteLogSegmentMetadata]:
+        listings.append(1)
+        return plain(self)
+
+    monkeypatch.setattr(RemoteLogMetadataCache, "list_all_remote_log_segments", counted)
+    first, second = broker.tiered.copied[:2]
+    for _ in range(5):
+        broker.rlm.run_once()
+    assert broker.rlm.remote_log_start_offset(TIP) == first.start_offset
+    broker.tiered.rlmm.update_remote_log_segment_metadata(
+        RemoteLogSegmentMetadataUpdate(
+            remote_log_segment_id=first.remote_log_segment_id,
+            event_timestamp_ms=BASE_TIMESTAMP_MS,
+            state=RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
+            broker_id=0,
+        )
+    )
+    broker.tiered.log.delete_old_segments()
+    broker.rlm.run_once()
+    assert broker.tiered.log.log_start_offset == second.start_offset
+    assert broker.rlm.remote_log_start_offset(TIP) == second.start_offset
+    assert listings == []

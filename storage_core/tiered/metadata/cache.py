@@ -51,6 +51,7 @@ from storage_core.tiered.metadata.metadata import (
     RemoteLogSegmentMetadataUpdate,
     RemotePartitionDeleteMetadata,
 )
+from storage_core.tiered.metadata.segment_listing import RemoteLogSegmentsSummary, SegmentListing
 from storage_core.tiered.metadata.states import RemoteLogSegmentState, RemotePartitionDeleteState
 
 
@@ -179,6 +180,7 @@ class RemoteLogMetadataCache:
         self.topic_id_partition = topic_id_partition
         self._lock = threading.RLock()
         self._id_to_segment_metadata: dict[RemoteLogSegmentId, RemoteLogSegmentMetadata] = {}
+        self._listing = SegmentListing()  # the same segments, in listing order
         self._leader_epoch_entries: dict[int, RemoteLogLeaderEpochState] = {}
         self._partition_delete_metadata: RemotePartitionDeleteMetadata | None = None
         self._initialized = False
@@ -234,7 +236,13 @@ class RemoteLogMetadataCache:
     def list_all_remote_log_segments(self) -> list[RemoteLogSegmentMetadata]:
         """Every segment not DELETE_SEGMENT_FINISHED, sorted by start offset."""
         with self._lock:
-            return self._sorted(self._id_to_segment_metadata)
+            return self._listing.segments()
+
+    def remote_log_segments_summary(self) -> RemoteLogSegmentsSummary:
+        """What ``list_all_remote_log_segments`` holds, summed up (see
+        ``RemoteLogSegmentsSummary``); computed once per change, not per call."""
+        with self._lock:
+            return self._listing.summary()
 
     def remote_partition_delete_metadata(self) -> RemotePartitionDeleteMetadata | None:
         """The partition's latest deletion event, or ``None`` if it was never marked."""
@@ -293,6 +301,7 @@ class RemoteLogMetadataCache:
             for epoch in metadata.segment_leader_epochs:
                 self._epoch_state(epoch).handle_segment_with_copy_segment_started_state(segment_id)
             self._id_to_segment_metadata[segment_id] = metadata
+            self._listing.put(metadata, existing)
 
     def update_remote_log_segment_metadata(self, update: RemoteLogSegmentMetadataUpdate) -> None:
         """Apply a state change of a segment already in the cache."""
@@ -345,8 +354,9 @@ class RemoteLogMetadataCache:
             else:
                 epoch_state.handle_segment_with_delete_segment_finished_state(segment_id)
         if metadata.state is RemoteLogSegmentState.DELETE_SEGMENT_FINISHED:
-            del self._id_to_segment_metadata[segment_id]
+            self._listing.remove(self._id_to_segment_metadata.pop(segment_id))
         else:
+            self._listing.put(metadata, self._id_to_segment_metadata.get(segment_id))
             self._id_to_segment_metadata[segment_id] = metadata
 
     def _epoch_state(self, leader_epoch: int) -> RemoteLogLeaderEpochState:
@@ -382,8 +392,7 @@ class RemoteLogMetadataCache:
         with self._lock:
             return CacheSnapshotState(
                 segments=[
-                    RemoteLogSegmentMetadataSnapshot.create(m)
-                    for m in self._sorted(self._id_to_segment_metadata)
+                    RemoteLogSegmentMetadataSnapshot.create(m) for m in self._listing.segments()
                 ],
                 epochs=[
                     EpochSnapshotState(
@@ -437,5 +446,6 @@ class RemoteLogMetadataCache:
                     )
                 epoch_state._put(start_offset, referenced.remote_log_segment_id)
                 epoch_state.unreferenced.discard(referenced.remote_log_segment_id)
+        cache._listing = SegmentListing.of(list(cache._id_to_segment_metadata.values()))
         cache._partition_delete_metadata = state.partition_delete_metadata
         return cache

@@ -56,6 +56,7 @@ from storage_core.tiered.metadata.metadata import (
     RemotePartitionDeleteMetadata,
 )
 from storage_core.tiered.metadata.partitioner import RemoteLogMetadataTopicPartitioner
+from storage_core.tiered.metadata.segment_listing import RemoteLogSegmentsSummary
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
 from storage_core.tiered.topic_based_rlmm.config import (
     DEFAULT_CONSUME_WAIT_MS,
@@ -324,6 +325,11 @@ class TopicBasedRemoteLogMetadataManager:
         self, topic_id_partition: TopicIdPartition, leader_epoch: int | None = None
     ) -> Iterator[RemoteLogSegmentMetadata]:
         return iter(self._cache(topic_id_partition).list_remote_log_segments(leader_epoch))
+
+    def remote_log_segments_summary(
+        self, topic_id_partition: TopicIdPartition
+    ) -> RemoteLogSegmentsSummary:
+        return self._cache(topic_id_partition).remote_log_segments_summary()
 
     def remote_partition_delete_metadata(
         self, topic_id_partition: TopicIdPartition
