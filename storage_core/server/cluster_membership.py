@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from storage_core.common import TopicPartition
 from storage_core.controller.kafka_controller import ControllerConfig, KafkaController
 from storage_core.controller.legacy_topic_metadata import migrate_legacy_topic_metadata
 from storage_core.errors import InvalidConfigError
@@ -34,7 +35,7 @@ from storage_core.log.meta_properties import (
 )
 from storage_core.metrics import KafkaMetricsRegistry
 from storage_core.metrics.registry import MetricName
-from storage_core.replication.metadata_cache import MetadataCache
+from storage_core.replication.metadata_cache import MetadataCache, PartitionMetadata
 from storage_core.replication.zk_metadata_listener import (
     DeletionCallback,
     PartitionsCallback,
@@ -234,8 +235,11 @@ class ClusterMembership:
             deadline = time.monotonic() + wait_s
             while movable and time.monotonic() < deadline:
                 time.sleep(CONTROLLED_SHUTDOWN_POLL_S)
-                movable = self._movable_leaderships()
-            if not movable:
+                # polled among those still to move (cheap at thousands of partitions: a
+                # leadership that moved does not come back to a broker shutting down); once
+                # they have, all again, for one whose follower came back in sync meanwhile
+                movable = self._movable_leaderships(among=movable) or self._movable_leaderships()
+            if not movable or not (movable := self._movable_leaderships()):
                 logger.info(
                     "controlled shutdown complete broker_id=%d after_s=%.2f attempts=%d",
                     self.broker_id,
@@ -243,30 +247,43 @@ class ClusterMembership:
                     attempt,
                 )
                 return
-            logger.info(
-                "controlled shutdown attempt %d of %d incomplete, asking again broker_id=%d"
-                " still_leading=%d",
-                attempt,
-                attempts,
-                self.broker_id,
-                len(movable),
-            )
+            if attempt < attempts:
+                logger.info(
+                    "controlled shutdown attempt %d of %d incomplete, asking again"
+                    " broker_id=%d still_leading=%d",
+                    attempt,
+                    attempts,
+                    self.broker_id,
+                    len(movable),
+                )
         logger.warning(
             "controlled shutdown incomplete after %.0f s broker_id=%d still_leading=%d %s",
             time.monotonic() - started,
             self.broker_id,
             len(movable),
-            movable[:LOGGED_PARTITIONS_MAX],
+            [str(tp) for tp in movable[:LOGGED_PARTITIONS_MAX]],
         )
 
-    def _movable_leaderships(self) -> list[str]:
-        """Partitions this broker leads that another live in-sync replica could lead."""
+    def _movable_leaderships(
+        self, among: Sequence[TopicPartition] | None = None
+    ) -> list[TopicPartition]:
+        """Partitions this broker leads that another live in-sync replica could lead (of
+        ``among``, or of all)."""
         image = self.cache.image()
+        candidates: list[tuple[TopicPartition, PartitionMetadata | None]]
+        if among is None:
+            candidates = [
+                (TopicPartition(topic.name, p.partition), p)
+                for topic in image.topics.values()
+                for p in topic.partitions
+            ]
+        else:
+            candidates = [(tp, image.partition(tp)) for tp in among]
         return [
-            f"{topic.name}-{p.partition}"
-            for topic in image.topics.values()
-            for p in topic.partitions
-            if p.leader == self.broker_id
+            tp
+            for tp, p in candidates
+            if p is not None
+            and p.leader == self.broker_id
             and any(r != self.broker_id and r in image.brokers for r in p.isr)
         ]
 
