@@ -75,3 +75,20 @@ def test_summary_is_computed_once_per_change(monkeypatch: pytest.MonkeyPatch) ->
     assert summary.copied_start_offset is None
     assert summary.deleting_segment_ids == (first.remote_log_segment_id,)
     assert len(computed) == 2
+
+
+def test_a_restored_segment_is_the_segment_snapshotted() -> None:
+    """A restart builds every segment from its snapshot entry without checking its fields
+    again (they were checked when the entry was built): the result is the same value."""
+    segment = copy_started(TIP, 5, 20, {1: 5, 3: 12})
+    cache = RemoteLogMetadataCache(TIP)
+    cache.handle(segment)
+    cache.handle(state_update(segment, RemoteLogSegmentState.COPY_SEGMENT_FINISHED))
+    (entry,) = cache.snapshot_state().segments
+    restored = entry.to_metadata(TIP)
+    (expected,) = cache.list_all_remote_log_segments()
+    assert restored == expected
+    assert hash(restored) == hash(expected)
+    assert restored.epoch_end_offset(1) == 11
+    assert dict(restored.segment_leader_epochs) == {1: 5, 3: 12}
+    assert restored.topic_id_partition == TIP

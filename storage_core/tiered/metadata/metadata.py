@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TypeAlias
 
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid
@@ -243,7 +243,7 @@ class RemoteLogSegmentMetadataSnapshot:
         if not isinstance(self.segment_id, Uuid):
             raise ValueError("segment_id must be a Uuid")
         # The same checks as a full metadata value (built for a throw-away partition).
-        checked = self.to_metadata(_ANY_PARTITION)
+        checked = self._build_metadata(_ANY_PARTITION)
         object.__setattr__(self, "segment_leader_epochs", checked.segment_leader_epochs)
 
     @staticmethod
@@ -263,6 +263,21 @@ class RemoteLogSegmentMetadataSnapshot:
         )
 
     def to_metadata(self, topic_id_partition: TopicIdPartition) -> RemoteLogSegmentMetadata:
+        """This segment's metadata in ``topic_id_partition``.
+
+        The fields passed every check of ``RemoteLogSegmentMetadata`` when this entry was
+        built (``__post_init__``) and can not change since, so they are not checked again: a
+        restart restores every segment of a partition through here (10^5 of them in seconds).
+        """
+        metadata: RemoteLogSegmentMetadata = object.__new__(RemoteLogSegmentMetadata)
+        segment_id = RemoteLogSegmentId(topic_id_partition=topic_id_partition, id=self.segment_id)
+        set_field = object.__setattr__
+        set_field(metadata, "remote_log_segment_id", segment_id)
+        for name in _SHARED_SEGMENT_FIELDS:
+            set_field(metadata, name, getattr(self, name))
+        return metadata
+
+    def _build_metadata(self, topic_id_partition: TopicIdPartition) -> RemoteLogSegmentMetadata:
         return RemoteLogSegmentMetadata(
             remote_log_segment_id=RemoteLogSegmentId(
                 topic_id_partition=topic_id_partition, id=self.segment_id
@@ -282,6 +297,10 @@ class RemoteLogSegmentMetadataSnapshot:
 
 # Any valid partition; only used to run the shared checks of a snapshot entry.
 _ANY_PARTITION = TopicIdPartition(Uuid(0, 0), TopicPartition("_", 0))
+# Every field of RemoteLogSegmentMetadata but its id, which a snapshot entry holds alike.
+_SHARED_SEGMENT_FIELDS = tuple(
+    f.name for f in fields(RemoteLogSegmentMetadata) if f.name != "remote_log_segment_id"
+)
 
 RemoteLogMetadata: TypeAlias = (
     RemoteLogSegmentMetadata
