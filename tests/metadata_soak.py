@@ -2,17 +2,19 @@
 stay flat while history comes and goes.
 
     python -m tests.metadata_soak --minutes 60 --partitions 300     # make soak
-    python -m tests.metadata_soak --minutes 3.5 --partitions 24 --cycle-s 6 --sample-s 6
+    python -m tests.metadata_soak --cycles 30 --partitions 24 --cycle-s 6 --sample-s 0
 
 A broker process (remote tier in a local directory, the metadata topic's compaction every
-``--compaction-interval-ms``) and a producer thread writing to every partition all along.
-Every cycle (``--cycle-s``): the segments a tiering job would copy are copied, those past
-``retention.ms`` (three cycles) expire (the operations library, as ``copy_segments`` and
-``expire_remote`` do on executors), and every ``--drop-every`` cycles one topic is deleted,
-its remote data removed (``delete_partitions``' steps) and the topic created again (a new
-topic id). Every ``--sample-s`` the broker's RSS and open descriptors (``/proc``), the
-metadata topic's bytes on disk and records (log start to end), and the live remote segments
-are sampled.
+``--compaction-interval-ms``) and a producer thread writing to every partition all along,
+two segments per partition and cycle (it follows the cycles: a slow machine gets slower
+cycles, not a growing backlog). Every cycle (at most every ``--cycle-s``): the segments a
+tiering job would copy are copied, those past ``retention.ms`` (three cycle times) expire
+(the operations library, as ``copy_segments`` and ``expire_remote`` do on executors), and
+every ``--drop-every`` cycles one topic is deleted, its remote data removed
+(``delete_partitions``' steps) and the topic created again (a new topic id). Every
+``--sample-s`` (0: after each cycle) the broker's RSS and open descriptors (``/proc``), the
+metadata topic's bytes on disk (``.log`` files) and records (log start to end), and the live
+remote segments are sampled.
 
 Flat means: for each series, the peak of the last third (its largest sample but one) is at
 most ``FLAT_RATIO`` (1.2) times the peak of the second third, and the same for the medians
@@ -24,6 +26,7 @@ prints the samples and exits 1 when a series is not flat.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import statistics
 import sys
@@ -41,6 +44,7 @@ from storage_core.client import KafkaAdminClient, KafkaCluster
 from storage_core.client.consumer import KafkaConsumer
 from storage_core.client.errors import BrokerResponseError
 from storage_core.common import TopicIdPartition, TopicPartition
+from storage_core.errors import StorageError
 from storage_core.log.log_config import LogConfig
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
 from storage_core.tiered.metadata.states import RemotePartitionDeleteState
@@ -61,10 +65,15 @@ from tests.tiered_broker_support import (
     wait_until,
 )
 
+logger = logging.getLogger(__name__)
+
 FLAT_RATIO = 1.2
 METADATA_PARTITIONS = 3
 SEGMENT_BYTES = 8 * 1024
 RECORD_BYTES = 200
+RECORDS_PER_PARTITION_PER_CYCLE = 2 * SEGMENT_BYTES // RECORD_BYTES
+"""What the producer may write per partition and cycle: two segments (the producer follows
+the cycles, so a slow machine gets slow cycles, not a growing backlog)."""
 SERIES = ("rss_bytes", "open_fds", "metadata_bytes", "metadata_records")
 
 
@@ -73,7 +82,8 @@ class SoakConfig:
     duration_s: float
     partitions: int
     cycle_s: float
-    sample_s: float
+    sample_s: float | None  # None: a sample after each cycle
+    cycles: int | None = None  # stop after that many cycles (``duration_s`` still the most)
     partitions_per_topic: int = 10
     drop_every: int = 2
     compaction_interval_ms: int = 2_000
@@ -180,6 +190,13 @@ class Workload:
         self._producer_thread = threading.Thread(target=self._produce, daemon=True)
         self.records_produced = 0
         self.produce_errors = 0
+        self._budget = 0  # records the producer may still send (guarded by _lock)
+        self.cycle_errors = 0
+
+    def allow(self, records: int) -> None:
+        """Let the producer send ``records`` more (spread over about a cycle)."""
+        with self._lock:
+            self._budget += records
 
     # ------------------------------------------------------------------ topics
     def create(self, topic: str) -> None:
@@ -254,20 +271,26 @@ class Workload:
         self._producer_thread.join()
 
     def _produce(self) -> None:
-        # enough that every partition rolls a segment or two per cycle
+        # a cycle's allowance over about a cycle
         per_second = max(
-            10, int(2 * self.config.partitions * SEGMENT_BYTES / RECORD_BYTES / self.config.cycle_s)
+            10,
+            int(self.config.partitions * RECORDS_PER_PARTITION_PER_CYCLE / self.config.cycle_s),
         )
         producer = KafkaProducer(
             bootstrap_servers=self.broker.bootstrap, acks=1, linger_ms=20, max_block_ms=2_000
         )
         value = b"x" * RECORD_BYTES
+        rotation = 0
         try:
             while not self._stop.is_set():
                 started = time.monotonic()
                 tips = self.all_partitions()
-                for i in range(per_second // 10):
-                    tip = tips[i % len(tips)] if tips else None
+                with self._lock:
+                    count = min(self._budget, per_second // 10)
+                    self._budget -= count
+                for _ in range(count):
+                    rotation += 1
+                    tip = tips[rotation % len(tips)] if tips else None
                     if tip is None:
                         break
                     try:
@@ -291,40 +314,45 @@ class Workload:
 
     # ------------------------------------------------------------------ a cycle
     def tier_and_expire(self, rlmm: TopicBasedRemoteLogMetadataManager) -> tuple[int, int]:
+        """One cycle over every partition: copy, then expire; (copied, expired)."""
         copied = expired = 0
         now_ms = int(time.time() * 1000)
         config = LogConfig(remote_storage_enable=True, retention_ms=self.config.retention_ms)
-        for tip in self.all_partitions():
-            tp = tip.topic_partition
-            partition_dir = self.broker.log_dir / tp.dir_name
-            try:
-                copied += copy_partition(self.broker.bootstrap, partition_dir, tp, self.rsm, rlmm)
-                high_watermark, epoch = list_offset(
-                    self.broker.bootstrap, tp.topic, LATEST, partition=tp.partition
-                )
-                view = LogView.read(partition_dir, high_watermark=high_watermark)
-                plan = plan_expiry(view, rlmm, config=config, now_ms=now_ms)
-                fence = LeaderEpochFence(
-                    planned_leader_epoch=epoch, current_leader_epoch=lambda epoch=epoch: epoch
-                )
-                outcome = delete_expired_segments(
-                    plan, rsm=self.rsm, rlmm=rlmm, fence=fence, broker_id=0
-                )
-                expired += len(outcome.deleted)
-            except FileNotFoundError:
-                continue  # a segment deleted by local retention while read: next cycle
+        with KafkaCluster(self.broker.bootstrap) as cluster:
+            offsets = KafkaConsumer(cluster)
+            for tip in self.all_partitions():
+                tp = tip.topic_partition
+                partition_dir = self.broker.log_dir / tp.dir_name
+                try:
+                    high_watermark = offsets.latest_offset(tp.topic, tp.partition)
+                    copied += copy_partition(partition_dir, high_watermark, self.rsm, rlmm)
+                    view = LogView.read(partition_dir, high_watermark=high_watermark)
+                    epoch = view.latest_epoch
+                    if epoch is None:
+                        continue
+                    plan = plan_expiry(view, rlmm, config=config, now_ms=now_ms)
+                    fence = LeaderEpochFence(
+                        planned_leader_epoch=epoch, current_leader_epoch=lambda e=epoch: e
+                    )
+                    outcome = delete_expired_segments(
+                        plan, rsm=self.rsm, rlmm=rlmm, fence=fence, broker_id=0
+                    )
+                    expired += len(outcome.deleted)
+                except FileNotFoundError:
+                    continue  # a segment deleted by local retention while read: next cycle
+                except StorageError as exc:  # a broker slow to answer: a run retries it
+                    self.cycle_errors += 1
+                    logger.warning("cycle step failed partition=%s error=%s", tp, exc)
         return copied, expired
 
 
 def copy_partition(
-    bootstrap: str,
     partition_dir: Path,
-    tp: TopicPartition,
+    high_watermark: int,
     rsm: LocalTieredStorage,
     rlmm: TopicBasedRemoteLogMetadataManager,
 ) -> int:
-    """Copy what a tiering job would copy now of ``tp``; how many segments."""
-    high_watermark, _ = list_offset(bootstrap, tp.topic, LATEST, partition=tp.partition)
+    """Copy what a tiering job would copy now of a partition; how many segments."""
     view = LogView.read(partition_dir, high_watermark=high_watermark)
     epoch = view.latest_epoch
     if epoch is None:
@@ -397,6 +425,63 @@ def soak_broker(directory: Path, config: SoakConfig) -> Iterator[BrokerProcess]:
         yield broker
 
 
+class Sampler:
+    """Samples every ``config.sample_s`` on its own thread, whatever a cycle takes."""
+
+    def __init__(
+        self,
+        broker: BrokerProcess,
+        workload: Workload,
+        rlmm: TopicBasedRemoteLogMetadataManager,
+        result: SoakResult,
+        config: SoakConfig,
+        report: Callable[[str], None],
+    ) -> None:
+        self._args = (broker, workload, rlmm)
+        self._result = result
+        self._config = config
+        self._report = report
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.started = time.monotonic()
+        self.errors = 0
+
+    def __enter__(self) -> Sampler:
+        if self._config.sample_s is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        assert self._config.sample_s is not None
+        next_sample = self.started
+        while not self._stop.wait(max(0.0, next_sample - time.monotonic())):
+            next_sample += self._config.sample_s
+            self.sample()
+
+    def sample(self) -> None:
+        try:
+            sample = take_sample(*self._args, self.started)
+        except Exception as exc:  # a topic dropped under the listing: next time
+            self.errors += 1
+            self._report(f"sample failed error={exc!r}")
+            return
+        result = self._result
+        result.samples.append(sample)
+        self._report(
+            f"sample t={sample.elapsed_s}s rss_mib={sample.rss_bytes / 2**20:.1f}"
+            f" fds={sample.open_fds} metadata_bytes={sample.metadata_bytes}"
+            f" metadata_records={sample.metadata_records}"
+            f" live_segments={sample.live_segments} cycles={result.cycles}"
+            f" copied={result.copied} expired={result.expired}"
+            f" dropped={result.dropped_partitions}"
+        )
+
+
 def run_soak(
     broker: BrokerProcess,
     config: SoakConfig,
@@ -409,12 +494,18 @@ def run_soak(
     for topic in config.topics:
         workload.create(topic)
     workload.start_producing()
-    started = time.monotonic()
-    next_sample = started
     dropped = 0
+    records_per_cycle = config.partitions * RECORDS_PER_PARTITION_PER_CYCLE
+    workload.allow(records_per_cycle)
     try:
-        with client_rlmm(broker.bootstrap) as rlmm:
-            while time.monotonic() - started < config.duration_s:
+        with (
+            client_rlmm(broker.bootstrap) as rlmm,
+            client_rlmm(broker.bootstrap) as sampler_rlmm,
+            Sampler(broker, workload, sampler_rlmm, result, config, report) as sampler,
+        ):
+            while time.monotonic() - sampler.started < config.duration_s and (
+                config.cycles is None or result.cycles < config.cycles
+            ):
                 cycle_started = time.monotonic()
                 copied, expired = workload.tier_and_expire(rlmm)
                 result.copied += copied
@@ -424,18 +515,9 @@ def run_soak(
                     topic = config.topics[dropped % len(config.topics)]
                     dropped += 1
                     result.dropped_partitions += workload.drop(topic, rlmm)
-                if time.monotonic() >= next_sample:
-                    sample = take_sample(broker, workload, rlmm, started)
-                    result.samples.append(sample)
-                    next_sample += config.sample_s
-                    report(
-                        f"sample t={sample.elapsed_s}s rss_mib={sample.rss_bytes / 2**20:.1f}"
-                        f" fds={sample.open_fds} metadata_bytes={sample.metadata_bytes}"
-                        f" metadata_records={sample.metadata_records}"
-                        f" live_segments={sample.live_segments} cycles={result.cycles}"
-                        f" copied={result.copied} expired={result.expired}"
-                        f" dropped={result.dropped_partitions}"
-                    )
+                if config.sample_s is None:
+                    sampler.sample()
+                workload.allow(records_per_cycle)
                 time.sleep(max(0.0, config.cycle_s - (time.monotonic() - cycle_started)))
     finally:
         workload.stop_producing()
@@ -448,7 +530,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--partitions", type=int, default=300)
     parser.add_argument("--cycle-s", type=float, default=20.0)
-    parser.add_argument("--sample-s", type=float, default=60.0)
+    parser.add_argument(
+        "--sample-s", type=float, default=60.0, help="0: a sample after each cycle instead"
+    )
+    parser.add_argument("--cycles", type=int, default=None, help="stop after that many cycles")
     parser.add_argument("--drop-every", type=int, default=4, help="cycles between topic drops")
     parser.add_argument(
         "--compaction-interval-ms",
@@ -462,7 +547,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         duration_s=args.minutes * 60,
         partitions=args.partitions,
         cycle_s=args.cycle_s,
-        sample_s=args.sample_s,
+        sample_s=args.sample_s or None,
+        cycles=args.cycles,
         drop_every=args.drop_every,
         compaction_interval_ms=args.compaction_interval_ms,
     )

@@ -1,6 +1,7 @@
 """The soak's short variant (``tests.metadata_soak``, ``make soak`` runs it for an hour on 300
-partitions): 3.5 minutes of tiering, retention and topic drops on 24 partitions (6 topics,
-one deleted and created again every other cycle) with a producer running, a cycle every 6 s.
+partitions): 30 cycles (about 3.5 minutes) of tiering, retention and topic drops on 24
+partitions (6 topics, one deleted and created again every other cycle) with a producer
+writing two segments per partition and cycle, a cycle every 6 s, a sample after each.
 
 Then, on what the history left: the broker's RSS, its descriptors and ``__remote_log_metadata``
 (bytes on disk, records from the log start) are flat after the first cycles; the jobs' readers
@@ -38,10 +39,16 @@ from tests.tiered_broker_support import (
     wait_until,
 )
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = pytest.mark.timeout(900)
 
 CONFIG = SoakConfig(
-    duration_s=210, partitions=24, partitions_per_topic=4, cycle_s=6, sample_s=6, drop_every=2
+    duration_s=780,  # at most; 30 cycles take about 3.5 minutes on an idle machine
+    cycles=30,
+    partitions=24,
+    partitions_per_topic=4,
+    cycle_s=6,
+    sample_s=None,  # after each cycle
+    drop_every=2,
 )
 
 
@@ -50,6 +57,7 @@ def test_history_comes_and_goes_and_everything_stays_flat(tmp_path: Path) -> Non
     with soak_broker(tmp_path, CONFIG) as broker:
         result, workload = run_soak(broker, CONFIG, report=lines.append)
         print("\n".join(lines))
+        assert result.cycles == 30, result
         assert result.copied > 100 and result.expired > 50, result
         assert result.dropped_partitions >= 24, result
         assert flat_problems(result.samples) == []
