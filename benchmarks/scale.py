@@ -63,6 +63,7 @@ PARTITION_ROWS = (
     ("shutdown_cpu_ms_per_partition", "  the brokers' CPU per partition (ms)", True, True),
     ("leaderships_held", "  leaderships it held", False, False),
     ("leaderships_not_moved", "  not moved before it left (by zxid)", False, False),
+    ("leaderships_led_at_last_look", "  still led at the last look (once a second)", False, False),
     ("session_expired", "  its ZooKeeper session expired", False, False),
     ("idle_cpu_percent_max", "idle CPU per broker, most of the three (% of a core)", False, False),
     ("idle_cpu_percent_per_1000_partitions", "  per 1,000 partitions (%)", True, False),

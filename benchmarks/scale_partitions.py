@@ -15,7 +15,9 @@ Steps, in order, on each cluster (``--only`` picks some; creation always runs):
              left (their state znodes written after its registration's deletion, by zxid:
              ``moved_before_exit``), whether its ZooKeeper session expired rather than being
              closed (its /brokers/ids registration still there after the exit, or "expired"
-             in its log before the controlled shutdown's outcome)
+             in its log before the controlled shutdown's outcome); and, as a second opinion,
+             how many a survivor's Metadata still showed it leading at the last look (once a
+             second) before it exited
   restart    start that broker again until every partition's ISR holds it again (a
              survivor's Metadata)
 
@@ -24,6 +26,7 @@ Each figure is also given per partition.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import time
@@ -45,6 +48,7 @@ TOPIC = "scale"
 REPLICATION_FACTOR = 3
 STEPS = ("create", "idle", "fds", "shutdown", "restart")
 EXIT_POLL_S = 0.05
+LOOK_EVERY_S = 1.0
 
 
 def timeout_for(partitions: int) -> float:
@@ -202,8 +206,16 @@ def shutdown(
     started = time.monotonic()
     process.send_signal(signal.SIGTERM)
     deadline = started + timeout_for(partitions)
+    looked_at = started
+    led_at_last_look: int | None = None
     while True:  # the victim's CPU read until it exits (a reaped process has no /proc entry)
         victim_cpu_s = max(victim_cpu_s, cpu_of([process.pid]))
+        if time.monotonic() - looked_at >= LOOK_EVERY_S:  # a second opinion, from Metadata
+            looked_at = time.monotonic()
+            with contextlib.suppress(Exception):  # the survivor busy: look again later
+                seen = led_by(survivor.bootstrap, victim)
+                if process.poll() is None:
+                    led_at_last_look = seen
         try:
             process.wait(EXIT_POLL_S)
             break
@@ -242,6 +254,8 @@ def shutdown(
         "shutdown_cpu_ms_per_partition": round(cpu_s * 1000 / partitions, 3),
         "leaderships_held": len(held),
         "leaderships_not_moved": len(held) - moved,
+        "leaderships_led_at_last_look": led_at_last_look,
+        "last_look_s_before_exit": round(shutdown_s - (looked_at - started), 2),
         "session_expired": registration_left or bool(expired),
         "registration_left_after_exit": registration_left,
         "expired_log_lines": expired[:5],

@@ -54,7 +54,7 @@ def test_per_unit_costs_grow_at_most_2x_between_sizes(tmp_path: Path) -> None:
 def _result(per_partition_ms: dict[str, float]) -> dict[str, Any]:
     return {
         "partitions": {
-            size: {"create_ms_per_partition": ms, "descriptors_per_partition": 3.0}
+            size: {"create_cpu_ms_per_partition": ms, "descriptors_per_partition": 3.0}
             for size, ms in per_partition_ms.items()
         },
         "segments": {},
@@ -76,7 +76,7 @@ def test_growth_beyond_2x_between_any_two_sizes_is_a_failure(
     failures = scale.growth_failures(_result(per_partition_ms))
     assert bool(failures) is fails, failures
     if fails:
-        assert "create_ms_per_partition" in failures[0]
+        assert "create_cpu_ms_per_partition" in failures[0]
 
 
 def test_a_shutdown_that_moves_nothing_is_counted_as_such(tmp_path: Path) -> None:
