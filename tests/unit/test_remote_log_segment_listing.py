@@ -5,12 +5,16 @@ the plain answer: every segment of the cache sorted by (start offset, end offset
 from __future__ import annotations
 
 import random
+from dataclasses import fields
 
 import pytest
 
 from storage_core.tiered.metadata import RemoteLogSegmentState, segment_listing
 from storage_core.tiered.metadata.cache import RemoteLogMetadataCache
-from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
+from storage_core.tiered.metadata.metadata import (
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataSnapshot,
+)
 from storage_core.tiered.metadata.segment_listing import summarize
 from tests.remote_log_metadata_events import copy_started, state_update, user_partition
 
@@ -78,15 +82,22 @@ def test_summary_is_computed_once_per_change(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_a_restored_segment_is_the_segment_snapshotted() -> None:
-    """A restart builds every segment from its snapshot entry without checking its fields
-    again (they were checked when the entry was built): the result is the same value."""
+    """A checkpoint builds every segment's snapshot entry, and a restart every segment from
+    its entry, without checking the fields again (they were checked when the value they come
+    from was built): the results are the values the checking constructors build."""
     segment = copy_started(TIP, 5, 20, {1: 5, 3: 12})
     cache = RemoteLogMetadataCache(TIP)
     cache.handle(segment)
     cache.handle(state_update(segment, RemoteLogSegmentState.COPY_SEGMENT_FINISHED))
     (entry,) = cache.snapshot_state().segments
-    restored = entry.to_metadata(TIP)
     (expected,) = cache.list_all_remote_log_segments()
+    checked = RemoteLogSegmentMetadataSnapshot(
+        segment_id=expected.remote_log_segment_id.id,
+        **{f.name: getattr(expected, f.name) for f in fields(expected)[1:]},
+    )
+    assert entry == checked
+    assert hash(entry) == hash(checked)
+    restored = entry.to_metadata(TIP)
     assert restored == expected
     assert hash(restored) == hash(expected)
     assert restored.epoch_end_offset(1) == 11
