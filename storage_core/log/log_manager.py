@@ -123,6 +123,8 @@ class LogManager:
         self._scheduler = Scheduler("log-manager-scheduler")
         self._started = False
         self._background_tasks = False  # logs created before startup write their metadata
+        # (log dir, checkpoint file) -> the offsets last written there
+        self._checkpointed: dict[tuple[Path, str], dict[TopicPartition, int]] = {}
 
     # ------------------------------------------------------------------ startup / shutdown
     def startup(self, *, background_tasks: bool = True) -> None:
@@ -449,17 +451,26 @@ class LogManager:
         value: Callable[[Log], int],
         offline_value: Callable[[OfflineLog], int],
     ) -> None:
+        """Write ``file_name`` in each log dir, unless it holds these offsets already: the
+        high watermarks are checkpointed every few seconds, and an idle broker's 3,000
+        partitions were rewritten and synced each time for nothing."""
         with self._lock:
+            single_dir = len(self.log_dirs) == 1
             for log_dir in self.log_dirs:
                 offsets = {
-                    tp: value(log) for tp, log in self._logs.items() if log.dir.parent == log_dir
+                    tp: value(log)
+                    for tp, log in self._logs.items()
+                    if single_dir or log.dir.parent == log_dir
                 }
                 offsets.update(
                     (tp, offline_value(offline))
                     for tp, offline in self._offline.items()
-                    if offline.dir.parent == log_dir
+                    if single_dir or offline.dir.parent == log_dir
                 )
+                if self._checkpointed.get((log_dir, file_name)) == offsets:
+                    continue
                 OffsetCheckpointFile(log_dir / file_name).write(offsets)
+                self._checkpointed[(log_dir, file_name)] = offsets
 
     def checkpoint_recovery_points(self) -> None:
         self._checkpoint(

@@ -284,3 +284,21 @@ def test_partition_metadata_recorded_but_not_yet_written_is_written_on_close(
     assert not (deferred.dir / "partition.metadata").exists()
     deferred.close()
     assert Log(tmp_path / "b" / "u-0", LogConfig()).topic_id == topic_id
+
+
+def test_a_checkpoint_whose_offsets_did_not_change_is_not_written_again(tmp_path: Path) -> None:
+    """An idle broker's high-watermark checkpoint, due every few seconds, costs no write."""
+    manager = start([tmp_path / "a"])
+    log = manager.get_or_create_log(TopicPartition("t", 0), topic_id=Uuid.random())
+    path = tmp_path / "a" / "replication-offset-checkpoint"
+    manager.checkpoint_high_watermarks()
+    written = path.stat().st_ino
+    manager.checkpoint_high_watermarks()
+    assert path.stat().st_ino == written  # a write replaces the file with a new one
+
+    log.append_as_leader(make_batch(3), leader_epoch=0)
+    log.update_high_watermark(3)
+    manager.checkpoint_high_watermarks()
+    assert path.stat().st_ino != written
+    assert "t 0 3" in path.read_text()
+    manager.shutdown()
