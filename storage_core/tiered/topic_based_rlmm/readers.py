@@ -26,7 +26,7 @@ from typing import Protocol
 from kio.schema.errors import ErrorCode
 
 from storage_core.client.cluster import KafkaCluster
-from storage_core.client.consumer import KafkaConsumer
+from storage_core.client.consumer import FetchedRecords, KafkaConsumer
 from storage_core.client.errors import (
     BrokerResponseError,
     BrokerUnreachableError,
@@ -37,6 +37,10 @@ from storage_core.log.log import Log
 from storage_core.tiered.topic_based_rlmm.config import REMOTE_LOG_METADATA_TOPIC_NAME
 
 CLIENT_PARTITION_MAX_BYTES = 1024 * 1024
+CLIENT_PARTITION_MIN_BYTES = 16 * 1024
+"""Bounds (inclusive) of the bytes a client-mode Fetch asks per metadata partition."""
+CLIENT_PARTITION_FIRST_BYTES = 64 * 1024
+"""What the first Fetch asks per metadata partition, before any record size is known."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,12 +114,21 @@ class ClientMetadataReader:
 
     Owns ``cluster`` (not thread-safe; the consumer thread is its only user). Fetches do not
     wait on the broker (``max_wait_ms=0``): the consumer task paces idle rounds itself.
+
+    A read returns at most ``max_records`` records and the next read fetches from after them,
+    so what a Fetch brings beyond them is decoded again by the next one. The bytes asked per
+    partition follow the records asked for: after a Fetch that brought more than
+    ``max_records``, ``max_records`` times its bytes per record; after one that brought fewer
+    while more were there, twice as many; always within ``CLIENT_PARTITION_MIN_BYTES`` ..
+    ``CLIENT_PARTITION_MAX_BYTES`` (a batch larger than that still comes whole), from
+    ``CLIENT_PARTITION_FIRST_BYTES``. Catching up with 10^5 segments' events (187 bytes
+    each, 2,000 per read) decoded each record 2.8 times with a fixed 1 MiB.
     """
 
     def __init__(self, cluster: KafkaCluster) -> None:
         self.cluster = cluster
         self._consumer = KafkaConsumer(
-            cluster, max_wait_ms=0, min_bytes=0, partition_max_bytes=CLIENT_PARTITION_MAX_BYTES
+            cluster, max_wait_ms=0, min_bytes=0, partition_max_bytes=CLIENT_PARTITION_FIRST_BYTES
         )
 
     def read(self, metadata_partition: int, offset: int, max_records: int) -> MetadataRead:
@@ -138,6 +151,7 @@ class ClientMetadataReader:
         except (BrokerUnreachableError, ConnectionClosedError, RequestTimeoutError):
             self.cluster.invalidate_metadata()  # the leader may be gone: ask who leads now
             raise
+        self._fit_fetch_bytes(len(fetched.records), max_records, fetched)
         records = tuple(
             MetadataRecord(offset=r.offset, value=r.value, timestamp_ms=r.timestamp)
             for r in fetched.records[:max_records]
@@ -147,6 +161,18 @@ class ClientMetadataReader:
             records=records,
             next_offset=fetched.next_offset if next_offset is None else next_offset,
             high_watermark=fetched.high_watermark,
+        )
+
+    def _fit_fetch_bytes(self, fetched: int, max_records: int, read: FetchedRecords) -> None:
+        asked = self._consumer.partition_max_bytes
+        if fetched > max_records:
+            wanted = asked * max_records // fetched
+        elif fetched < max_records and read.next_offset < read.high_watermark:
+            wanted = asked * 2
+        else:
+            return
+        self._consumer.partition_max_bytes = min(
+            CLIENT_PARTITION_MAX_BYTES, max(CLIENT_PARTITION_MIN_BYTES, wanted)
         )
 
     def close(self) -> None:
