@@ -37,9 +37,15 @@ def topic(tmp_path: Path) -> Iterator[MetadataTopic]:
 
 
 def compactor_over(
-    topic: MetadataTopic, *, min_restate_gain_records: int = 8
+    topic: MetadataTopic,
+    *,
+    min_restate_gain_records: int = 8,
+    max_batch_bytes: int = 1024 * 1024,
+    batches: list[int] | None = None,
 ) -> RemoteLogMetadataCompactor:
     def publish_batch(partition: int, values: list[bytes]) -> int:
+        if batches is not None:
+            batches.append(sum(len(v) for v in values))
         log = topic.logs[partition]
         info = log.append_as_leader(
             build_batch([SimpleRecord(value=v) for v in values]), leader_epoch=0
@@ -58,6 +64,7 @@ def compactor_over(
         publish_batch=publish_batch,
         move_log_start=move_log_start,
         consumer_position=lambda p: None,
+        max_batch_bytes=lambda p: max_batch_bytes,
     )
     return RemoteLogMetadataCompactor(
         host,
@@ -172,3 +179,33 @@ def test_history_comes_and_goes_and_the_metadata_partition_stays_bounded(
         ]
     fresh.close()
     running.close()
+
+
+def test_re_appended_events_fit_the_partitions_batch_limit(topic: MetadataTopic) -> None:
+    keeper, churning = partitions_on(0, 2)
+    kept = []
+    for i in range(40):  # kept forever, interleaved with history that goes
+        segment = copy_started(keeper, 10 * i, 10 * i + 9)
+        topic.publish(segment)
+        topic.publish(state_update(segment, S.COPY_SEGMENT_FINISHED))
+        kept.append(segment)
+        old = copy_started(churning, 10 * i, 10 * i + 9)
+        topic.publish(old)
+        topic.publish(state_update(old, S.COPY_SEGMENT_FINISHED))
+        topic.publish(state_update(old, S.DELETE_SEGMENT_STARTED))
+        topic.publish(state_update(old, S.DELETE_SEGMENT_FINISHED))
+    batches: list[int] = []
+    # a metadata partition whose segment.bytes is 4 KiB refuses larger batches
+    compactor_over(topic, max_batch_bytes=4096, batches=batches).compact_once()
+    assert len(batches) > 1
+    assert max(batches) <= 2048
+    assert topic.logs[0].log_start_offset == 240  # everything before the re-appended events
+    fresh, _ = consumer_for(topic, None)
+    fresh.track([keeper, churning])
+    drain(fresh)
+    cache = fresh.cache(keeper)
+    assert cache is not None
+    assert [m.remote_log_segment_id for m in cache.list_all_remote_log_segments()] == [
+        m.remote_log_segment_id for m in kept
+    ]
+    fresh.close()

@@ -230,6 +230,10 @@ def metadata_compactor(
         ).publish_batch,
         move_log_start=move_log_start,
         consumer_position=lambda p: manager.consumer.positions().get(p),
+        max_batch_bytes=lambda p: min(
+            (log_config := replica_manager.get_partition(tp_of(p)).log.config).segment_bytes,
+            log_config.max_message_bytes,
+        ),
     )
     return RemoteLogMetadataCompactor(
         host,

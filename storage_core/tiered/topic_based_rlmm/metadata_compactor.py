@@ -14,7 +14,9 @@ partition this broker leads (only the leader moves a log start offset, as Delete
    (``ConsumerTask``), which is correct, only slower;
 3. plans (``storage_core.tiered.metadata.compaction``, where the design and what a reader
    sees at each moment are written out); re-appends the plan's events, if any, as a leader
-   append (acks=-1) in batches of at most ``RESTATE_BATCH_BYTES``, then reads and plans
+   append (acks=-1) in batches of at most ``RESTATE_BATCH_BYTES`` of values and half the
+   partition's ``segment.bytes`` / ``max.message.bytes`` (a larger batch is refused), then
+   reads and plans
    again at once (the records before the re-appended ones are old: they may go now);
 4. if the plan cuts: replays the records from the old log start and from the cut
    (``verify_cut``) and, only if the states are the same, moves the log start offset to the
@@ -101,6 +103,7 @@ class MetadataPartitionHost:
         publish_batch: Callable[[int, list[bytes]], int],
         move_log_start: Callable[[int, int], None],
         consumer_position: Callable[[int], int | None],
+        max_batch_bytes: Callable[[int], int] = lambda _partition: 1024 * 1024,
     ) -> None:
         self.led_partitions = led_partitions
         self.log_start_offset = log_start_offset
@@ -109,6 +112,8 @@ class MetadataPartitionHost:
         self.publish_batch = publish_batch
         self.move_log_start = move_log_start
         self.consumer_position = consumer_position
+        self.max_batch_bytes = max_batch_bytes
+        """The partition's largest batch: min(segment.bytes, max.message.bytes)."""
 
 
 class RemoteLogMetadataCompactor:
@@ -265,12 +270,12 @@ class RemoteLogMetadataCompactor:
         )
 
     def _restate(self, metadata_partition: int, values: tuple[bytes, ...]) -> None:
+        # half the partition's limit: the batch and record headers come on top of the values
+        limit_bytes = min(RESTATE_BATCH_BYTES, self._host.max_batch_bytes(metadata_partition) // 2)
         batch: list[bytes] = []
         size = 0
         for value in values:
-            if batch and (
-                size + len(value) > RESTATE_BATCH_BYTES or len(batch) == RESTATE_BATCH_RECORDS
-            ):
+            if batch and (size + len(value) > limit_bytes or len(batch) == RESTATE_BATCH_RECORDS):
                 self._host.publish_batch(metadata_partition, batch)
                 batch, size = [], 0
             batch.append(value)
