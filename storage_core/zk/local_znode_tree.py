@@ -506,6 +506,9 @@ class LocalSession:
     def get_async(self, path: str, watch: Watch | None = None) -> Answered:
         return Answered.of(lambda: self.tree.read(path, watch))
 
+    def exists_async(self, path: str, watch: Watch | None = None) -> Answered:
+        return Answered.of(lambda: self.tree.exists(path, watch))
+
     def batch(self) -> contextlib.AbstractContextManager[None]:
         """Requests sent together: the store's file is written once for all of them."""
         return self.tree.batch()

@@ -26,6 +26,7 @@ from storage_core.zk.zk_data import (
     ReplicaAssignment,
     TopicAssignment,
 )
+from tests.zk_round_trips import RoundTrips
 
 PARTITIONS = 1000
 
@@ -160,5 +161,38 @@ def test_a_broker_that_leaves_is_an_offline_replica_of_every_topic(zk: KafkaZkCl
         listener.sync()
         image = cache.image()
         assert {p.offline_replicas for t in image.topics.values() for p in t.partitions} == {()}
+    finally:
+        listener.stop()
+
+
+def test_a_new_topic_read_before_its_states_exist_costs_a_few_round_trips(
+    zk: KafkaZkClient,
+) -> None:
+    """The controller writes a topic's assignment before its partitions' states: a broker
+    that reads the topic in between watches each missing state for its creation, in a few
+    pipelined rounds of requests rather than one round trip per partition."""
+    listener = ZkMetadataListener(1, zk, MetadataCache(1))
+    listener.start()
+    try:
+        counter = RoundTrips.install(zk, thread_prefix="metadata-listener")
+        assignment = TopicAssignment(
+            topic="events",
+            topic_id=Uuid.random(),
+            partitions={p: ReplicaAssignment(replicas=(1, 2)) for p in range(PARTITIONS)},
+        )
+        assert zk.create_topic(None, assignment, {})
+        listener.sync()
+        assert listener.cache.image().topic("events") is None  # not listed without states
+        assert counter.round_trips <= 10, counter.round_trips
+
+        for p in range(PARTITIONS):  # the controller's states: each watch reports one
+            zk.zk.create(
+                zk_data.partition_state_path(TopicPartition("events", p)),
+                zk_data.encode_leader_and_isr(state(leader_epoch=0)),
+                makepath=True,
+            )
+        listener.sync()
+        topic = listener.cache.image().topic("events")
+        assert topic is not None and all(p.leader == 1 for p in topic.partitions)
     finally:
         listener.stop()
