@@ -123,6 +123,8 @@ class LogManager:
         self._scheduler = Scheduler("log-manager-scheduler")
         self._started = False
         self._background_tasks = False  # logs created before startup write their metadata
+        # partitions whose log a thread is creating: set when done, and the log dir chosen
+        self._creating: dict[TopicPartition, tuple[threading.Event, Path]] = {}
         # (log dir, checkpoint file) -> the offsets last written there
         self._checkpointed: dict[tuple[Path, str], dict[TopicPartition, int]] = {}
 
@@ -307,10 +309,20 @@ class LogManager:
                 if topic_id is not None:
                     existing.assign_topic_id(topic_id)
                 return existing
-            log_dir = self._next_log_dir()
-            directory = log_dir / tp.dir_name
-            if directory.resolve().parent != log_dir:
-                raise StorageError(f"partition dir {directory} would escape log dir {log_dir}")
+            other_creation = self._creating.get(tp)
+            if other_creation is None:
+                log_dir = self._next_log_dir()
+                directory = log_dir / tp.dir_name
+                if directory.resolve().parent != log_dir:
+                    raise StorageError(f"partition dir {directory} would escape log dir {log_dir}")
+                created = threading.Event()
+                self._creating[tp] = (created, log_dir)
+        if other_creation is not None:  # another thread creates it: take what it made
+            other_creation[0].wait()
+            return self.get_or_create_log(tp, topic_id=topic_id, config=config)
+        # Created outside the manager's lock, so that the logs of a batch of new partitions
+        # are created side by side (their files and syscalls, not Python, take the time).
+        try:
             log = Log(
                 directory,
                 config or self._config_for(tp.topic),
@@ -320,13 +332,18 @@ class LogManager:
                 file_cache=self.file_cache,
                 defer_metadata_flush=self._background_tasks,
             )
-            self._logs[tp] = log
-            if self._background_tasks:
-                self._scheduler.schedule(
-                    "flush-metadata-file", log.maybe_flush_metadata_file, delay_ms=0, period_ms=None
-                )
-            logger.info("created log partition=%s dir=%s", tp, directory)
-            return log
+            with self._lock:
+                self._logs[tp] = log
+        finally:
+            with self._lock:
+                del self._creating[tp]
+            created.set()
+        if self._background_tasks:
+            self._scheduler.schedule(
+                "flush-metadata-file", log.maybe_flush_metadata_file, delay_ms=0, period_ms=None
+            )
+        logger.info("created log partition=%s dir=%s", tp, directory)
+        return log
 
     def _next_log_dir(self) -> Path:
         if len(self.log_dirs) == 1:
@@ -336,6 +353,8 @@ class LogManager:
             parent = log.dir.parent
             if parent in counts:
                 counts[parent] += 1
+        for _created, log_dir in self._creating.values():
+            counts[log_dir] += 1
         return min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:

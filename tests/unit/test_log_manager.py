@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -302,3 +303,23 @@ def test_a_checkpoint_whose_offsets_did_not_change_is_not_written_again(tmp_path
     assert path.stat().st_ino != written
     assert "t 0 3" in path.read_text()
     manager.shutdown()
+
+
+def test_logs_created_by_concurrent_threads_are_one_log_per_partition(tmp_path: Path) -> None:
+    """A batch of new partitions is hosted by several threads: each partition gets one log,
+    whichever threads ask for it, and the logs all load again after a restart."""
+    manager = start([tmp_path / "a"])
+    topic_id = Uuid.random()
+    wanted = [TopicPartition("t", p % 40) for p in range(160)]  # every partition asked 4 times
+    with ThreadPoolExecutor(8) as pool:
+        logs = list(pool.map(lambda tp: manager.get_or_create_log(tp, topic_id=topic_id), wanted))
+    by_partition: dict[TopicPartition, set[int]] = {}
+    for tp, log in zip(wanted, logs, strict=True):
+        by_partition.setdefault(tp, set()).add(id(log))
+    assert len(by_partition) == 40
+    assert all(len(ids) == 1 for ids in by_partition.values())
+    assert manager.all_logs().keys() == by_partition.keys()
+    manager.shutdown()
+    restarted = start([tmp_path / "a"])
+    assert len(restarted.all_logs()) == 40
+    restarted.shutdown()
