@@ -88,11 +88,14 @@ class RoundTrips:
     def handler(self) -> Any:
         return _Handler(self._session.handler, self)
 
-    def _call(self, request: Any, async_object: Any) -> Any:
+    def _forward_call(self, request: Any, async_object: Any) -> Any:
         real = async_object._result if isinstance(async_object, _Waited) else async_object
         return self._session._call(request, real)
 
     def __getattr__(self, name: str) -> Any:
+        if name == "_call":  # kazoo's raw request path, only where the session has one
+            getattr(self._session, "_call")  # noqa: B009 (raises AttributeError otherwise)
+            return self._forward_call
         if name in _SYNC_CALLS:
             return self._sync(name)
         if name in _ASYNC_CALLS:
