@@ -69,7 +69,10 @@ def compactor_over(
     return RemoteLogMetadataCompactor(
         host,
         config=CompactorConfig(
-            interval_ms=1_000, min_lag_ms=0, min_restate_gain_records=min_restate_gain_records
+            interval_ms=1_000,
+            min_lag_ms=0,
+            min_restate_gain_records=min_restate_gain_records,
+            restate=True,
         ),
     )
 

@@ -45,9 +45,13 @@ What a reader with no snapshot sees (the log from the log start ``L`` to its end
 2. After the re-append ``R``, before the cut: history, then ``R``. Each re-appended add is a
    repeat for a reader that applied the history (``RemoteLogMetadataCache`` ignores a
    segment announced again unchanged; Kafka's cache logs and drops it), each update a repeat
-   of the current state (idempotent). If the segment moved on between planning and append
-   (deletion started), the re-appended COPY_SEGMENT_FINISHED is refused as before; the
-   verification below then refuses any cut that would make it alive again.
+   of the current state (idempotent). If the segment's deletion started between planning and
+   append, the re-appended COPY_SEGMENT_FINISHED is refused as before, and the verification
+   below refuses any cut that would make it alive again. KNOWN HOLE: if its deletion also
+   finished in between, readers (whose caches forget deleted segments, as Kafka's do) take
+   the re-appended add as a new segment, alive again; so the broker re-appends only with
+   ``remote.log.metadata.compaction.restate.enable=true`` (off by default) until the
+   re-append is made conditional on the partition not having moved since the plan.
 3. After the cut ``C``: ``L = C``; each live thing's events from one of its starts, each dead
    thing's events entirely or not at all. Before cutting, ``verify_cut`` replays the records
    from the old log start and from ``C`` and compares the partitions' states

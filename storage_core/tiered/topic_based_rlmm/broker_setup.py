@@ -240,6 +240,7 @@ def metadata_compactor(
         config=CompactorConfig(
             interval_ms=interval_ms,
             min_lag_ms=config.get_int("remote.log.metadata.compaction.min.lag.ms"),
+            restate=config.get_bool("remote.log.metadata.compaction.restate.enable"),
         ),
         clock_ms=broker.clock.milliseconds,
     )

@@ -68,6 +68,11 @@ class CompactorConfig:
     interval_ms: int = DEFAULT_COMPACTION_INTERVAL_MS
     min_lag_ms: int = DEFAULT_COMPACTION_MIN_LAG_MS
     min_restate_gain_records: int = MIN_RESTATE_GAIN_RECORDS
+    restate: bool = False
+    """Re-append pinning segments' events (``remote.log.metadata.compaction.restate.enable``,
+    off by default): a segment deleted to DELETE_SEGMENT_FINISHED between the plan and the
+    re-append is announced again after its deletion, and readers (whose caches forget
+    deleted segments) take it as a new, live segment. Only safe while no deletion runs."""
 
     def __post_init__(self) -> None:
         if self.interval_ms <= 0:
@@ -217,7 +222,7 @@ class RemoteLogMetadataCompactor:
         return limit if position is None else min(limit, position)
 
     def _compact(self, metadata_partition: int) -> CompactionOutcome:
-        outcome = self._pass(metadata_partition, restate=True)
+        outcome = self._pass(metadata_partition, restate=self.config.restate)
         if not outcome.restated_segments:
             return outcome
         # the re-appended events are starts now: the records before them may go at once
