@@ -5,12 +5,14 @@ the plain answer: every segment of the cache sorted by (start offset, end offset
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import fields
 
 import pytest
 
-from storage_core.tiered.metadata import RemoteLogSegmentState, segment_listing
+from storage_core.tiered.metadata import RemoteLogSegmentState, segment_listing, serde
 from storage_core.tiered.metadata.cache import RemoteLogMetadataCache
+from storage_core.tiered.metadata.errors import CorruptRemoteLogMetadataError
 from storage_core.tiered.metadata.metadata import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataSnapshot,
@@ -103,3 +105,20 @@ def test_a_restored_segment_is_the_segment_snapshotted() -> None:
     assert restored.epoch_end_offset(1) == 11
     assert dict(restored.segment_leader_epochs) == {1: 5, 3: 12}
     assert restored.topic_id_partition == TIP
+
+
+def test_events_of_one_partition_share_its_decoded_partition() -> None:
+    """Every event names its partition; decoding each one anew left a cache of 10^5 segments
+    holding 10^5 copies of it. A topic name refused once is refused every time."""
+    segment = copy_started(TIP, 0, 9, {0: 0})
+    finished = state_update(segment, RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+    first = serde.deserialize(serde.serialize(segment))
+    second = serde.deserialize(serde.serialize(finished))
+    assert first == segment
+    assert second == finished
+    assert first.topic_id_partition is second.topic_id_partition
+    bad_name = serde.serialize(segment).replace(b"listed", b"list.d/")
+    bad_name = bad_name.replace(b"\x07list.d/", b"\x08list.d/")  # the compact length + 1
+    for _ in range(2):
+        with pytest.raises(CorruptRemoteLogMetadataError, match=re.escape("list.d/")):
+            serde.deserialize(bad_name)

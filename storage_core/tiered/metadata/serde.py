@@ -319,16 +319,33 @@ def _fixed_size(size: int, field: str, reader: _Reader) -> Callable[[memoryview]
     return check
 
 
+_DECODED_PARTITIONS: dict[bytes, TopicIdPartition] = {}
+"""The bytes of TopicIdPartitionEntry values decoded (and checked) before -> their value, so
+that the events of one partition share one ``TopicIdPartition`` (a cache of 10^5 segments held
+10^5 copies, each one more for the garbage collector to walk) and its name is checked once.
+Emptied when it reaches ``MAX_DECODED_PARTITIONS`` entries."""
+MAX_DECODED_PARTITIONS = 10_000
+
+
 def _read_topic_id_partition(reader: _Reader) -> TopicIdPartition:
+    start = reader.pos
     name = reader.string("topic name")
     topic_id = reader.uuid("topic id")
     partition = reader.int32("partition")
     reader.no_tagged_fields("TopicIdPartitionEntry")
+    entry = bytes(reader.buf[start : reader.pos])
+    known = _DECODED_PARTITIONS.get(entry)
+    if known is not None:
+        return known
     try:
         validate_topic_name(name)
     except InvalidTopicError as exc:
         raise reader.fail(str(exc)) from exc
-    return TopicIdPartition(topic_id, TopicPartition(name, partition))
+    decoded = TopicIdPartition(topic_id, TopicPartition(name, partition))
+    if len(_DECODED_PARTITIONS) >= MAX_DECODED_PARTITIONS:
+        _DECODED_PARTITIONS.clear()
+    _DECODED_PARTITIONS[entry] = decoded
+    return decoded
 
 
 def _read_segment_id(reader: _Reader) -> RemoteLogSegmentId:
