@@ -17,7 +17,8 @@ metadata topic's bytes on disk (``.log`` files) and records (log start to end), 
 remote segments are sampled.
 
 Flat means: for each series, the peak of the last third (its largest sample but one) is at
-most ``FLAT_RATIO`` (1.2) times the peak of the second third, and the same for the medians
+most ``FLAT_RATIO`` (1.2) times the peak of the second third, and the same for the means
+(not medians: a series alternating between two levels has a median that jumps between them)
 (the first third warms up: the first cycles fill the remote tier and the caches; the
 workload is a sawtooth, segments piling up between expiries and topic drops). ``main``
 prints the samples and exits 1 when a series is not flat.
@@ -128,7 +129,7 @@ def _peak(values: Sequence[int]) -> int:
 def flat_problems(samples: Sequence[Sample], series: Sequence[str] = SERIES) -> list[str]:
     """What is not flat: per series, the last third's peak (``_peak``) against ``FLAT_RATIO``
     times the second third's (the workload is a sawtooth: segments pile up between expiries
-    and topic drops; its peaks must not grow), and its median against the second third's."""
+    and topic drops; its peaks must not grow), and its mean against the second third's."""
     third = len(samples) // 3
     if third < 2:
         return [f"too few samples to judge ({len(samples)}; at least 6)"]
@@ -138,7 +139,7 @@ def flat_problems(samples: Sequence[Sample], series: Sequence[str] = SERIES) -> 
         second, last = values[third : 2 * third], values[2 * third :]
         for what, before, after in (
             ("peak", _peak(second), _peak(last)),
-            ("median", statistics.median(second), statistics.median(last)),
+            ("mean", statistics.fmean(second), statistics.fmean(last)),
         ):
             if after > FLAT_RATIO * before:
                 problems.append(
@@ -158,6 +159,9 @@ def broker_settings(directory: Path, config: SoakConfig) -> dict[str, str]:
         "remote.log.metadata.topic.replication.factor": "1",
         "remote.log.metadata.compaction.interval.ms": str(config.compaction_interval_ms),
         "remote.log.metadata.compaction.min.lag.ms": str(config.compaction_min_lag_ms),
+        # the re-append of pinning segments' events (off by default: a segment deleted between
+        # its plan and its append comes back alive; compaction.py, KNOWN HOLE)
+        "remote.log.metadata.compaction.restate.enable": "true",
         "remote.log.manager.task.interval.ms": "500",
         "log.retention.check.interval.ms": "1000",
         "log.segment.delete.delay.ms": "0",
