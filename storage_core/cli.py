@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 1
 
 
-BROKER_SWITCH_INTERVAL_S = 0.001
+BROKER_SWITCH_INTERVAL_S = 0.001  # seconds a thread holds the interpreter lock at most
 
 
 def _broker(args: argparse.Namespace) -> int:
@@ -127,10 +127,8 @@ def _broker(args: argparse.Namespace) -> int:
         config = KafkaConfig.from_props(overrides)
     # `kill -USR2 <pid>` prints every thread's stack to stderr (a broker that seems stuck)
     faulthandler.register(signal.SIGUSR2, all_threads=True)
-    # A thread waiting for the interpreter lock gets it when the running one has held it this
-    # long. ZooKeeper's connection thread needs it several times per answer: at Python's
-    # default of 5 ms, 3,000 state reads took 5.4 s beside one busy thread and 15 s beside two,
-    # at 1 ms 2.7 s and 5.5 s (and the session's heartbeat waits likewise).
+    # ZooKeeper's connection thread needs the interpreter lock several times per answer: 3,000
+    # reads beside two busy threads took 15 s at Python's default switch of 5 ms, 5.5 s at 1 ms
     sys.setswitchinterval(BROKER_SWITCH_INTERVAL_S)
     if logging.getLogger().level > logging.INFO and args.log_level.upper() == "WARNING":
         logging.getLogger("storage_core").setLevel(logging.INFO)
