@@ -38,39 +38,16 @@ from typing import Generic, TypeVar
 from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
+from storage_core.protocol.fetch_metadata import (
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    FetchMetadata,
+    next_epoch,
+)
 
 logger = logging.getLogger(__name__)
 
-INVALID_SESSION_ID = 0
-INITIAL_EPOCH = 0
-FINAL_EPOCH = -1
-_INT32_MAX = 2**31 - 1
-
 T = TypeVar("T")
-
-
-def next_epoch(epoch: int) -> int:
-    if epoch < 0:
-        return FINAL_EPOCH
-    return 1 if epoch == _INT32_MAX else epoch + 1
-
-
-@dataclass(frozen=True, slots=True)
-class FetchMetadata:
-    """The session id and epoch a request carries (Kafka's ``FetchMetadata``)."""
-
-    session_id: int
-    epoch: int
-
-    @property
-    def is_full(self) -> bool:
-        return self.epoch in (INITIAL_EPOCH, FINAL_EPOCH)
-
-    def next_close_existing_attempt_new(self) -> FetchMetadata:
-        return FetchMetadata(self.session_id, INITIAL_EPOCH)
-
-    def next_incremental(self) -> FetchMetadata:
-        return FetchMetadata(self.session_id, next_epoch(self.epoch))
 
 
 INITIAL = FetchMetadata(INVALID_SESSION_ID, INITIAL_EPOCH)

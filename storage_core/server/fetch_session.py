@@ -42,38 +42,22 @@ from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
 from storage_core.metrics.registry import KafkaMetricsRegistry, MetricName
+from storage_core.protocol.fetch_metadata import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INT32_MAX,
+    INVALID_SESSION_ID,
+    FetchMetadata,
+    next_epoch,
+)
 from storage_core.replication.delayed_fetch import FetchRequestPartition
 from storage_core.server.fetch_response import FetchPartitionResponse
 
 logger = logging.getLogger(__name__)
 
-INVALID_SESSION_ID = 0
-INITIAL_EPOCH = 0
-FINAL_EPOCH = -1
-INT32_MAX = 2**31 - 1
 FIRST_TOPIC_ID_VERSION = 13
 # Kafka's KafkaServer.MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS
 MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS = 120_000
-
-
-def next_epoch(epoch: int) -> int:
-    """Kafka's ``FetchMetadata.nextEpoch``: after FINAL_EPOCH comes FINAL_EPOCH; the epoch
-    wraps from 2^31-1 to 1 (0 is INITIAL_EPOCH, never an incremental one)."""
-    if epoch < 0:
-        return FINAL_EPOCH
-    return 1 if epoch == INT32_MAX else epoch + 1
-
-
-@dataclass(frozen=True, slots=True)
-class FetchMetadata:
-    """A request's (or the next request's) session id and epoch."""
-
-    session_id: int
-    epoch: int
-
-    @property
-    def is_full(self) -> bool:
-        return self.epoch in (INITIAL_EPOCH, FINAL_EPOCH)
 
 
 class Closeable(Protocol):

@@ -10,19 +10,21 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition, Uuid
+from storage_core.protocol.fetch_metadata import (
+    INVALID_SESSION_ID,
+    FetchMetadata,
+    next_epoch,
+)
 from storage_core.replication.delayed_fetch import FetchRequestPartition
 from storage_core.server.fetch_response import FetchPartitionResponse
 from storage_core.server.fetch_session import (
-    INVALID_SESSION_ID,
     CachedPartition,
     FetchManager,
-    FetchMetadata,
     FetchSessionCache,
     FullFetchContext,
     IncrementalFetchContext,
     SessionErrorContext,
     SessionlessFetchContext,
-    next_epoch,
 )
 
 FOO0, FOO1, BAR0 = TopicPartition("foo", 0), TopicPartition("foo", 1), TopicPartition("bar", 0)

@@ -26,11 +26,13 @@ from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
 from storage_core.protocol.acl import AclOperation, ResourceType
+from storage_core.protocol.fetch_metadata import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+)
 from storage_core.replication.delayed_fetch import FetchRequestPartition, close_regions
 from storage_core.server.fetch_response import FetchTopicResponse, encode_fetch_response
 from storage_core.server.fetch_session import (
-    FINAL_EPOCH,
-    INVALID_SESSION_ID,
     FullFetchContext,
     IncrementalFetchContext,
     SessionErrorContext,

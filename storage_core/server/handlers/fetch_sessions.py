@@ -33,6 +33,11 @@ from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
 from storage_core.errors import StorageError
+from storage_core.protocol.fetch_metadata import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    FetchMetadata,
+)
 from storage_core.replication.delayed_fetch import FetchRequestPartition, SessionWatch, until
 from storage_core.replication.partition import Partition
 from storage_core.server.fetch_response import (
@@ -41,12 +46,9 @@ from storage_core.server.fetch_response import (
     encode_fetch_response,
 )
 from storage_core.server.fetch_session import (
-    FINAL_EPOCH,
-    INVALID_SESSION_ID,
     FetchContext,
     FetchContextResponse,
     FetchManager,
-    FetchMetadata,
     FetchSession,
     IncrementalFetchContext,
     SessionlessFetchContext,
