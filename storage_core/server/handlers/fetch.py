@@ -63,13 +63,9 @@ async def handle(ctx: RequestContext, request: Any) -> ResponseParts:
     topic_errors: dict[int, ErrorCode] = {}
     allowed = _authorized_topics(ctx, request, by_id)
     for index, topic in enumerate(request.topics):
-        if by_id:
-            info = services.topic_store.get_by_id(from_kio_uuid(topic.topic_id))
-            name = info.name if info is not None else None
-            if info is None:
-                topic_errors[index] = ErrorCode.unknown_topic_id
-        else:
-            name = topic.topic
+        name = _topic_name(ctx, topic, by_id)
+        if name is None:
+            topic_errors[index] = ErrorCode.unknown_topic_id
         if name is not None and allowed is not None and name not in allowed:
             topic_errors[index] = ErrorCode.topic_authorization_failed
         layout.append((topic, name, [p.partition for p in topic.partitions]))
@@ -163,20 +159,23 @@ def _session(api_version: int, request: Any) -> tuple[int, int]:
     return int(request.session_id), int(request.session_epoch)
 
 
+def _topic_name(ctx: RequestContext, topic: Any, by_id: bool) -> str | None:
+    """The topic a Fetch entry names: by id from v13 (None for an unknown id), else by name."""
+    if not by_id:
+        return str(topic.topic)
+    info = ctx.services.topic_store.get_by_id(from_kio_uuid(topic.topic_id))
+    return info.name if info is not None else None
+
+
 def _forgotten(ctx: RequestContext, request: Any, by_id: bool) -> list[TopicPartition]:
     """The partitions an incremental fetch removes from its session (v7+)."""
     if ctx.api_version < 7:
         return []
     forgotten: list[TopicPartition] = []
     for topic in request.forgotten_topics_data:
-        if by_id:
-            info = ctx.services.topic_store.get_by_id(from_kio_uuid(topic.topic_id))
-            if info is None:
-                continue
-            name = info.name
-        else:
-            name = topic.topic
-        forgotten.extend(TopicPartition(name, int(p)) for p in topic.partitions)
+        name = _topic_name(ctx, topic, by_id)
+        if name is not None:
+            forgotten.extend(TopicPartition(name, int(p)) for p in topic.partitions)
     return forgotten
 
 
@@ -189,14 +188,9 @@ def _authorized_topics(ctx: RequestContext, request: Any, by_id: bool) -> set[st
         return None if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION) else set()
     names: list[str] = []
     for topic in request.topics:
-        if by_id:
-            info = ctx.services.topic_store.get_by_id(from_kio_uuid(topic.topic_id))
-            if info is None:
-                continue
-            name = info.name
-        else:
-            name = topic.topic
-        names.extend(name for _p in topic.partitions)
+        name = _topic_name(ctx, topic, by_id)
+        if name is not None:
+            names.extend(name for _p in topic.partitions)
     return filter_by_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, names)
 
 
