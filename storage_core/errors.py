@@ -126,6 +126,11 @@ class UnexpectedAppendOffsetError(StorageError):
     error_code: ClassVar[str] = "unknown_server_error"
 
 
+class LogEndOffsetMovedError(UnexpectedAppendOffsetError):
+    """A conditional leader append found the log end offset other than the one it was
+    planned against (something was appended meanwhile): nothing was written."""
+
+
 class RecordBatchTooLargeError(StorageError):
     """The batches of one append are larger than ``segment.bytes`` allows."""
 

@@ -32,11 +32,13 @@ def append_to_local_log(
     required_acks: int,
     *,
     on_loop: bool = False,
+    expected_log_end_offset: int | None = None,
 ) -> ProduceResult | None:
     """One partition's append. ``on_loop``: on the event loop, which it must not stall;
     None, with nothing written, when another thread holds the partition or its log, or
     when the append would roll, fsync or checkpoint an epoch (``AppendWouldWaitError``).
-    Off the loop it always answers."""
+    Off the loop it always answers. ``expected_log_end_offset``: a compare-and-append
+    (``Partition.append_records_to_leader``)."""
     try:
         partition = get_partition(tp)
         if partition.is_leader:  # else the append answers NOT_LEADER_OR_FOLLOWER first
@@ -46,7 +48,10 @@ def append_to_local_log(
             return None
         try:
             info = partition.append_records_to_leader(
-                records, required_acks=required_acks, disk_wait_allowed=not on_loop
+                records,
+                required_acks=required_acks,
+                disk_wait_allowed=not on_loop,
+                expected_log_end_offset=expected_log_end_offset,
             )
         finally:
             if on_loop:

@@ -23,6 +23,7 @@ from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicPartition, Uuid
 from storage_core.errors import (
     FencedLeaderEpochError,
+    LogEndOffsetMovedError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
@@ -275,14 +276,20 @@ class Partition:
         *,
         required_acks: int,
         disk_wait_allowed: bool = True,
+        expected_log_end_offset: int | None = None,
     ) -> LogAppendInfo:
         """Append with the leader epoch; acks=all is refused before the append when the ISR
         is below ``min.insync.replicas``. The lock is held through the append so that the
         batch carries the epoch of a leadership that is still current. Without
         ``disk_wait_allowed`` (the event loop), ``AppendWouldWaitError`` is raised instead of
-        an append that would roll, fsync or checkpoint an epoch."""
+        an append that would roll, fsync or checkpoint an epoch. ``expected_log_end_offset``:
+        append only if the log ends there, else ``LogEndOffsetMovedError``."""
         with self._lock:
             self._require_leader()
+            if expected_log_end_offset not in (None, end := self.log.log_end_offset):
+                raise LogEndOffsetMovedError(
+                    f"{self.topic_partition} ends at {end}, not {expected_log_end_offset}"
+                )
             min_isr = self.effective_min_isr()
             if required_acks == -1 and len(self.isr) < min_isr:
                 raise NotEnoughReplicasError(

@@ -284,10 +284,16 @@ class ReplicaManager(LeaderAndIsrMixin):
         *,
         required_acks: int,
         timeout_ms: int,
+        expected_log_end_offsets: Mapping[TopicPartition, int] | None = None,
     ) -> dict[TopicPartition, ProduceResult]:
-        """Append, then for acks=-1 wait until the ISR has the records (or ``timeout_ms``)."""
+        """Append, then for acks=-1 wait until the ISR has the records (or ``timeout_ms``).
+        ``expected_log_end_offsets``: partitions appended to only if their log ends there
+        (else ``LogEndOffsetMovedError`` for them, nothing written)."""
         appended = await self.append_to_leaders(
-            entries, required_acks=required_acks, timeout_ms=timeout_ms
+            entries,
+            required_acks=required_acks,
+            timeout_ms=timeout_ms,
+            expected_log_end_offsets=expected_log_end_offsets,
         )
         return await appended.replicated()
 
@@ -297,6 +303,7 @@ class ReplicaManager(LeaderAndIsrMixin):
         *,
         required_acks: int,
         timeout_ms: int,
+        expected_log_end_offsets: Mapping[TopicPartition, int] | None = None,
     ) -> AppendedRecords:
         """Append to each partition's leader log; the wait for replication (acks=-1) is left
         to the caller, which may do other work meanwhile (``AppendedRecords.replicated``)."""
@@ -309,9 +316,15 @@ class ReplicaManager(LeaderAndIsrMixin):
         # I/O thread. A thread round trip costs more CPU than such an append.
         results: dict[TopicPartition, ProduceResult] = {}
         waiting: dict[TopicPartition, bytes] = {}
+        expected = expected_log_end_offsets or {}
         for tp, records in entries.items():
             result = append_to_local_log(
-                self.get_partition, tp, records, required_acks, on_loop=True
+                self.get_partition,
+                tp,
+                records,
+                required_acks,
+                on_loop=True,
+                expected_log_end_offset=expected.get(tp),
             )
             if result is None:
                 waiting[tp] = records
@@ -321,7 +334,13 @@ class ReplicaManager(LeaderAndIsrMixin):
         def append_all() -> dict[TopicPartition, ProduceResult]:
             appended = {}
             for tp, records in waiting.items():
-                result = append_to_local_log(self.get_partition, tp, records, required_acks)
+                result = append_to_local_log(
+                    self.get_partition,
+                    tp,
+                    records,
+                    required_acks,
+                    expected_log_end_offset=expected.get(tp),
+                )
                 assert result is not None  # off the loop an append waits, it never gives up
                 appended[tp] = result
             return appended

@@ -15,6 +15,7 @@ from storage_core.common import TopicPartition, Uuid
 from storage_core.errors import (
     FencedLeaderEpochError,
     InvalidRequiredAcksError,
+    LogEndOffsetMovedError,
     NotEnoughReplicasError,
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
@@ -123,6 +124,37 @@ def test_append_results_and_errors_per_partition(tmp_path: Path) -> None:
         assert isinstance(bad[TP].error, InvalidRequiredAcksError)
 
     asyncio.run(run())
+    replicas.shutdown()
+
+
+def test_a_compare_and_append_writes_only_where_the_log_was_expected_to_end(
+    tmp_path: Path,
+) -> None:
+    replicas = _setup(tmp_path)
+
+    async def run() -> None:
+        replicas.bind_loop(asyncio.get_running_loop())
+        first = await replicas.append_records(
+            {TP: make_batch(2)}, required_acks=-1, timeout_ms=1000, expected_log_end_offsets={TP: 0}
+        )
+        assert first[TP].info is not None and first[TP].info.last_offset == 1
+        stale = await replicas.append_records(
+            {TP: make_batch(1)}, required_acks=-1, timeout_ms=1000, expected_log_end_offsets={TP: 0}
+        )
+        assert isinstance(stale[TP].error, LogEndOffsetMovedError)
+        assert "ends at 2, not 0" in str(stale[TP].error)
+        assert replicas.get_partition(TP).log.log_end_offset == 2  # nothing written
+
+    asyncio.run(run())
+    # on the partition itself, as an I/O thread appends
+    partition = replicas.get_partition(TP)
+    partition.log.roll()
+    with pytest.raises(LogEndOffsetMovedError):
+        partition.append_records_to_leader(
+            make_batch(1), required_acks=1, expected_log_end_offset=3
+        )
+    partition.append_records_to_leader(make_batch(1), required_acks=1, expected_log_end_offset=2)
+    assert partition.log.log_end_offset == 3
     replicas.shutdown()
 
 
