@@ -159,9 +159,6 @@ def broker_settings(directory: Path, config: SoakConfig) -> dict[str, str]:
         "remote.log.metadata.topic.replication.factor": "1",
         "remote.log.metadata.compaction.interval.ms": str(config.compaction_interval_ms),
         "remote.log.metadata.compaction.min.lag.ms": str(config.compaction_min_lag_ms),
-        # the re-append of pinning segments' events (off by default: a segment deleted between
-        # its plan and its append comes back alive; compaction.py, KNOWN HOLE)
-        "remote.log.metadata.compaction.restate.enable": "true",
         "remote.log.manager.task.interval.ms": "500",
         "log.retention.check.interval.ms": "1000",
         "log.segment.delete.delay.ms": "0",

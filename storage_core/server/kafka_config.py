@@ -106,7 +106,7 @@ BROKER_CONFIG_DEFS: dict[str, tuple[str, Any]] = {
     "remote.log.metadata.initialization.retry.max.timeout.ms": ("long", 120_000),
     "remote.log.metadata.compaction.interval.ms": ("long", 60_000),
     "remote.log.metadata.compaction.min.lag.ms": ("long", 120_000),
-    "remote.log.metadata.compaction.restate.enable": ("bool", False),
+    "remote.log.metadata.compaction.restate.enable": ("bool", True),
     "remote.log.index.file.cache.total.size.bytes": ("long", 1024 * 1024 * 1024),
     "remote.log.reader.threads": ("int", 10),
     "remote.fetch.max.wait.ms": ("int", 500),

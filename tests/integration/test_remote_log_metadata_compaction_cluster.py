@@ -73,8 +73,6 @@ def cluster(tmp_path: Path) -> Iterator[tuple[dict[int, BrokerProcess], Path]]:
                 "remote.log.metadata.topic.replication.factor": "3",
                 "remote.log.metadata.compaction.interval.ms": "500",
                 "remote.log.metadata.compaction.min.lag.ms": "500",
-                # no deletion runs while it re-appends (see CompactorConfig.restate)
-                "remote.log.metadata.compaction.restate.enable": "true",
                 "remote.log.manager.task.interval.ms": "200",
                 "log.retention.check.interval.ms": "200",
                 "replica.lag.time.max.ms": "3000",

@@ -1,17 +1,19 @@
 """The metadata topic's compaction under random histories: copies, failed copies, expiry
 (oldest first), partition deletions and compaction rounds at random limits, interleaved
-across partitions sharing one metadata partition.
+across partitions sharing one metadata partition. A round's re-append comes later, after
+other events (as the compactor's does after its read), filtered as the compactor filters it.
 
-After every round, readers from the new log start (the brokers' caches and the quality
-job's segment rows) see exactly what readers of the whole history see, and with everything
-old enough the topic holds a few records per live segment.
+After every step, readers from the new log start (the brokers' caches and the quality
+job's segment rows) see exactly what readers of the whole history see, and exactly the
+segments the writers left live, in their states; with everything old enough the topic holds
+a few records per live segment.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from jobs.tables.inputs import MetadataRecord
@@ -26,8 +28,10 @@ from storage_core.tiered.metadata import (
 )
 from storage_core.tiered.metadata.compaction import (
     MetadataEntry,
+    RestatedSegment,
     plan_metadata_compaction,
     replay_states,
+    untouched_since_plan,
     verify_cut,
 )
 from storage_core.tiered.metadata.metadata import RemoteLogMetadata
@@ -44,9 +48,10 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 
 OPS = st.lists(
     st.tuples(
-        st.sampled_from(["copy", "copy", "finish", "fail", "expire", "drop", "compact"]),
+        st.sampled_from(["copy", "copy", "finish", "fail", "expire", "drop", "compact", "restate"]),
         st.integers(min_value=0, max_value=2),  # which partition
-        st.integers(min_value=0, max_value=100),  # how far back the compaction's limit is
+        # how far back the compaction's limit is (0: everything old enough)
+        st.one_of(st.just(0), st.integers(min_value=0, max_value=100)),
     ),
     max_size=120,
 )
@@ -60,6 +65,8 @@ class Topic:
     history: list[MetadataEntry] = field(default_factory=list)
     next_offset: int = 0
     log_start_offset: int = 0
+    planned: tuple[tuple[RestatedSegment, ...], int] = ((), 0)
+    """The last plan's re-append not made yet, and the offset its read ended before."""
 
     def append(self, value: bytes) -> None:
         entry = MetadataEntry.decode(self.next_offset, value)
@@ -82,8 +89,17 @@ class Topic:
             assert verify_cut(self.log, plan.cut_offset) is None
             self.log = [e for e in self.log if e.offset >= plan.cut_offset]
             self.log_start_offset = plan.cut_offset
-        for value in plan.restate:
-            self.append(value)
+        self.planned = (plan.restate, self.next_offset)
+
+    def restate(self) -> None:
+        """The last plan's re-append, as the compactor makes it: without the segments that
+        events appended since its read touch."""
+        segments, read_end = self.planned
+        appended = [e for e in self.log if e.offset >= read_end]
+        for segment in untouched_since_plan(segments, appended):
+            self.append(segment.add)
+            self.append(segment.finished)
+        self.planned = ((), self.next_offset)
 
 
 def job_rows(entries: list[MetadataEntry]) -> dict[str, tuple[str | None, str | None]]:
@@ -100,8 +116,20 @@ def job_rows(entries: list[MetadataEntry]) -> dict[str, tuple[str | None, str | 
     return out
 
 
+# a segment restated by a round and expired before the round's re-append
+EXPIRED_BEFORE_ITS_RE_APPEND = [
+    ("copy", 0, 0),
+    ("finish", 0, 0),
+    *[("copy", 1, 0), ("finish", 1, 0), ("expire", 1, 0)] * 3,
+    ("compact", 0, 0),
+    ("expire", 0, 0),
+    ("restate", 0, 0),
+]
+
+
 @SETTINGS
 @given(OPS)
+@example(EXPIRED_BEFORE_ITS_RE_APPEND)
 def test_readers_from_the_log_start_see_the_whole_history(ops: list[tuple[str, int, int]]) -> None:
     topic = Topic()
     partitions = [user_partition(f"t{i}", 0) for i in range(3)]
@@ -153,9 +181,21 @@ def test_readers_from_the_log_start_see_the_whole_history(ops: list[tuple[str, i
             partitions[which] = fresh
             segments[fresh] = []
             next_start[fresh] = 0
+        elif kind == "restate":
+            topic.restate()
         else:
             topic.compact(back)
-        assert replay_states(topic.log) == replay_states(topic.history)
+        read = replay_states(topic.log)
+        assert read == replay_states(topic.history)
+        assert {
+            tip: sorted((str(s.segment_id), s.state.name) for s in state.segments)
+            for tip, state in read.items()
+            if state.segments
+        } == {
+            tip: sorted((str(seg.remote_log_segment_id.id), st.name) for seg, st in live)
+            for tip, live in segments.items()
+            if live
+        }
         whole = job_rows(topic.history)
         seen = job_rows(topic.log)
         for segment_id, (state, refused) in seen.items():
@@ -173,5 +213,6 @@ def test_readers_from_the_log_start_see_the_whole_history(ops: list[tuple[str, i
                 move(tip, index, S.DELETE_SEGMENT_STARTED, S.DELETE_SEGMENT_FINISHED)
     for _round in range(3):
         topic.compact(0)
+        topic.restate()
     live_count = sum(len(live) for live in segments.values())
     assert len(topic.log) <= 4 * live_count + 2 * MIN_GAIN

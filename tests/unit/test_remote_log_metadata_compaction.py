@@ -12,8 +12,10 @@ from storage_core.tiered.metadata import (
 )
 from storage_core.tiered.metadata.compaction import (
     MetadataEntry,
+    RestatedSegment,
     plan_metadata_compaction,
     replay_states,
+    untouched_since_plan,
     verify_cut,
 )
 from storage_core.tiered.metadata.metadata import RemoteLogMetadata
@@ -40,6 +42,10 @@ def append_values(entries: list[MetadataEntry], values: Sequence[bytes]) -> None
     next_offset = entries[-1].offset + 1 if entries else 0
     for i, value in enumerate(values):
         entries.append(MetadataEntry.decode(next_offset + i, value))
+
+
+def values_of(segments: Sequence[RestatedSegment]) -> list[bytes]:
+    return [value for segment in segments for value in (segment.add, segment.finished)]
 
 
 def expired_segments(tip, count, start=100):  # type: ignore[no-untyped-def]
@@ -117,12 +123,12 @@ def test_a_long_lived_segment_is_restated_then_the_history_behind_it_goes() -> N
     plan = plan_metadata_compaction(entries, log_start_offset=0, cut_limit_offset=len(entries))
     assert plan.cut_offset is None  # pinned by the keeper's add at 0
     assert plan.restated_segments == 1
-    assert [serde.deserialize(v) for v in plan.restate] == [
+    assert [serde.deserialize(v) for v in values_of(plan.restate)] == [
         keeper,
         state_update(keeper, FINISHED),
     ]
     before = replay_states(entries)
-    append_values(entries, plan.restate)
+    append_values(entries, values_of(plan.restate))
     # the re-appended events are repeats for a reader that applied the history
     assert replay_states(entries) == before
     plan = plan_metadata_compaction(entries, log_start_offset=0, cut_limit_offset=len(entries))
@@ -137,9 +143,9 @@ def test_a_segment_deleted_while_being_restated_is_never_cut_alive() -> None:
     churn = user_partition("orders", 0)
     entries = entries_of([keeper, state_update(keeper, FINISHED), *expired_segments(churn, 20)])
     plan = plan_metadata_compaction(entries, log_start_offset=0, cut_limit_offset=len(entries))
-    # its deletion starts between the plan and the re-append
+    # its deletion starts between the plan and the re-append (re-appended anyway here)
     append_values(entries, [serde.serialize(state_update(keeper, DELETE_STARTED))])
-    append_values(entries, plan.restate)
+    append_values(entries, values_of(plan.restate))
     plan = plan_metadata_compaction(entries, log_start_offset=0, cut_limit_offset=len(entries))
     assert plan.cut_offset is None
     # cutting at the re-appended add anyway would make it readable again: verify refuses
@@ -147,6 +153,49 @@ def test_a_segment_deleted_while_being_restated_is_never_cut_alive() -> None:
     assert problem is not None and "different state" in problem
     state = replay_states(entries)[keeper.topic_id_partition]
     assert [s.state for s in state.segments] == [DELETE_STARTED]
+
+
+def test_a_segment_deleted_after_the_plan_is_not_re_appended() -> None:
+    keeper = copy_started(user_partition("audit", 0), 0, 9)
+    churn = user_partition("orders", 0)
+    entries = entries_of([keeper, state_update(keeper, FINISHED), *expired_segments(churn, 20)])
+    plan = plan_metadata_compaction(entries, log_start_offset=0, cut_limit_offset=len(entries))
+    read_end = len(entries)
+    # retention deletes it entirely before the re-append
+    append_values(
+        entries,
+        [serde.serialize(state_update(keeper, s)) for s in (DELETE_STARTED, DELETE_FINISHED)],
+    )
+    appended = [e for e in entries if e.offset >= read_end]
+    assert untouched_since_plan(plan.restate, appended) == []
+    # re-appended anyway, readers would take it for a new live segment
+    append_values(entries, values_of(plan.restate))
+    [state] = replay_states(entries).values()
+    assert [s.state for s in state.segments] == [FINISHED]
+
+
+def test_only_the_segments_touched_since_the_plan_are_left_out() -> None:
+    audit = user_partition("audit", 0)
+    kept, expired = copy_started(audit, 0, 9), copy_started(audit, 10, 19)
+    dropped = copy_started(user_partition("dropped", 0), 0, 9)
+    restate = [
+        RestatedSegment(
+            segment_id=s.remote_log_segment_id,
+            add=serde.serialize(s),
+            finished=serde.serialize(state_update(s, FINISHED)),
+        )
+        for s in (kept, expired, dropped)
+    ]
+    appended = entries_of(
+        [
+            copy_started(audit, 20, 29),  # a new copy of the same partition touches nothing
+            state_update(expired, DELETE_STARTED),
+            partition_delete(
+                dropped.topic_id_partition, RemotePartitionDeleteState.DELETE_PARTITION_MARKED
+            ),
+        ]
+    )
+    assert untouched_since_plan(restate, appended) == [restate[0]]
 
 
 def test_a_partition_whose_deletion_finished_goes_entirely() -> None:

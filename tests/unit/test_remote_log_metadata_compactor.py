@@ -4,12 +4,13 @@ them before, during and after the cuts."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from storage_core.common import TopicIdPartition
+from storage_core.errors import LogEndOffsetMovedError
 from storage_core.records import SimpleRecord, build_batch
 from storage_core.tiered.metadata import RemoteLogSegmentMetadata, RemoteLogSegmentState
 from storage_core.tiered.topic_based_rlmm import ConsumerTask
@@ -42,11 +43,17 @@ def compactor_over(
     min_restate_gain_records: int = 8,
     max_batch_bytes: int = 1024 * 1024,
     batches: list[int] | None = None,
+    before_append: Callable[[], None] = lambda: None,
 ) -> RemoteLogMetadataCompactor:
-    def publish_batch(partition: int, values: list[bytes]) -> int:
+    """``before_append``: called before each re-append's compare (other writers' turn)."""
+
+    def publish_batch(partition: int, values: list[bytes], *, expected_log_end_offset: int) -> int:
+        before_append()
+        log = topic.logs[partition]
+        if log.log_end_offset != expected_log_end_offset:
+            raise LogEndOffsetMovedError(f"{log.log_end_offset} != {expected_log_end_offset}")
         if batches is not None:
             batches.append(sum(len(v) for v in values))
-        log = topic.logs[partition]
         info = log.append_as_leader(
             build_batch([SimpleRecord(value=v) for v in values]), leader_epoch=0
         )
@@ -60,7 +67,8 @@ def compactor_over(
         led_partitions=lambda: list(topic.logs),
         log_start_offset=lambda p: topic.logs[p].log_start_offset,
         high_watermark=lambda p: topic.logs[p].high_watermark,
-        reader=consumer_for(topic, None)[1],
+        reader=(reader := consumer_for(topic, None)[1]),
+        read_appended=reader.read_appended,
         publish_batch=publish_batch,
         move_log_start=move_log_start,
         consumer_position=lambda p: None,
@@ -203,6 +211,50 @@ def test_re_appended_events_fit_the_partitions_batch_limit(topic: MetadataTopic)
     assert len(batches) > 1
     assert max(batches) <= 2048
     assert topic.logs[0].log_start_offset == 240  # everything before the re-appended events
+    fresh, _ = consumer_for(topic, None)
+    fresh.track([keeper, churning])
+    drain(fresh)
+    cache = fresh.cache(keeper)
+    assert cache is not None
+    assert [m.remote_log_segment_id for m in cache.list_all_remote_log_segments()] == [
+        m.remote_log_segment_id for m in kept
+    ]
+    fresh.close()
+
+
+def test_a_segment_deleted_between_the_plan_and_its_re_append_stays_deleted(
+    topic: MetadataTopic,
+) -> None:
+    keeper, churning = partitions_on(0, 2)
+    kept = []
+    for i in range(10):  # kept, interleaved with history that goes
+        segment = copy_started(keeper, 10 * i, 10 * i + 9)
+        topic.publish(segment)
+        topic.publish(state_update(segment, S.COPY_SEGMENT_FINISHED))
+        kept.append(segment)
+        old = copy_started(churning, 10 * i, 10 * i + 9)
+        topic.publish(old)
+        topic.publish(state_update(old, S.COPY_SEGMENT_FINISHED))
+        topic.publish(state_update(old, S.DELETE_SEGMENT_STARTED))
+        topic.publish(state_update(old, S.DELETE_SEGMENT_FINISHED))
+    expired = kept.pop(0)
+    appends = 0
+
+    def retention_runs_meanwhile() -> None:
+        nonlocal appends
+        appends += 1
+        if appends == 1:  # after the plan, before its first compare-and-append
+            topic.publish(state_update(expired, S.DELETE_SEGMENT_STARTED))
+            topic.publish(state_update(expired, S.DELETE_SEGMENT_FINISHED))
+
+    [outcome] = [
+        o
+        for o in compactor_over(topic, before_append=retention_runs_meanwhile).compact_once()
+        if o.metadata_partition == 0
+    ]
+    assert appends == 2  # the first compare found the log moved; the second looked again
+    assert outcome.restated_segments == 9
+    assert outcome.log_start_offset_after == 62  # past the history and the deletion
     fresh, _ = consumer_for(topic, None)
     fresh.track([keeper, churning])
     drain(fresh)

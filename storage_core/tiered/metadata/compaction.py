@@ -45,13 +45,13 @@ What a reader with no snapshot sees (the log from the log start ``L`` to its end
 2. After the re-append ``R``, before the cut: history, then ``R``. Each re-appended add is a
    repeat for a reader that applied the history (``RemoteLogMetadataCache`` ignores a
    segment announced again unchanged; Kafka's cache logs and drops it), each update a repeat
-   of the current state (idempotent). If the segment's deletion started between planning and
-   append, the re-appended COPY_SEGMENT_FINISHED is refused as before, and the verification
-   below refuses any cut that would make it alive again. KNOWN HOLE: if its deletion also
-   finished in between, readers (whose caches forget deleted segments, as Kafka's do) take
-   the re-appended add as a new segment, alive again; so the broker re-appends only with
-   ``remote.log.metadata.compaction.restate.enable=true`` (off by default) until the
-   re-append is made conditional on the partition not having moved since the plan.
+   of the current state (idempotent). ``R`` is appended only for segments that no event
+   appended since the plan's read touches (``untouched_since_plan``), and only if nothing was
+   appended since that check (a compare-and-append on the leader's log end offset, retried
+   with a fresh check): a segment whose deletion began, or finished, after the plan is never
+   announced again, which readers (whose caches forget deleted segments, as Kafka's do)
+   would take for a new, live segment. A deletion appended after ``R`` applies to the
+   re-announced segment as to the original.
 3. After the cut ``C``: ``L = C``; each live thing's events from one of its starts, each dead
    thing's events entirely or not at all. Before cutting, ``verify_cut`` replays the records
    from the old log start and from ``C`` and compares the partitions' states
@@ -140,14 +140,27 @@ class MetadataEntry:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RestatedSegment:
+    """A live segment to re-append: the values of its add and of its COPY_SEGMENT_FINISHED."""
+
+    segment_id: RemoteLogSegmentId
+    add: bytes
+    finished: bytes
+
+    @property
+    def topic_id_partition(self) -> TopicIdPartition:
+        return self.segment_id.topic_id_partition
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CompactionPlan:
     """What to do with one metadata partition.
 
-    ``restate``: values to append, in order (empty: none). ``cut_offset``: the new log start
+    ``restate``: segments to re-append, in order (empty: none). ``cut_offset``: the new log start
     offset (exclusive bound of what goes), ``None`` when nothing can go. ``records_freed``:
     records below ``cut_offset``. ``live_things``: live segments and partition deletions."""
 
-    restate: tuple[bytes, ...] = ()
+    restate: tuple[RestatedSegment, ...] = ()
     cut_offset: int | None = None
     records_freed: int = 0
     live_things: int = 0
@@ -387,8 +400,8 @@ def plan_metadata_compaction(
     cost = 2 * len(restatable)
     if gain < max(2 * cost, min_restate_gain_records):
         return plan
-    restate: list[tuple[int, bytes, bytes]] = []
-    for history in restatable.values():
+    restate: list[tuple[int, RestatedSegment]] = []
+    for thing, history in restatable.items():
         add = finished = None
         for entry in history.entries[max(history.starts()) :]:
             if _is_add(entry.event) and add is None:
@@ -397,17 +410,41 @@ def plan_metadata_compaction(
                 entry.event.state is _FINISHED
             ):
                 finished = entry
-        if add is not None and finished is not None:
-            restate.append((finished.offset, add.value, finished.value))
+        if add is not None and finished is not None and isinstance(thing, RemoteLogSegmentId):
+            segment = RestatedSegment(segment_id=thing, add=add.value, finished=finished.value)
+            restate.append((finished.offset, segment))
     restate.sort(key=lambda item: item[0])
     return CompactionPlan(
-        restate=tuple(value for _offset, *values in restate for value in values),
+        restate=tuple(segment for _offset, segment in restate),
         cut_offset=cut,
         records_freed=freed,
         live_things=live,
         restated_segments=len(restate),
         reason=f"re-appending {len(restate)} segments lets a later cut free {gain} more records",
     )
+
+
+def untouched_since_plan(
+    restate: Iterable[RestatedSegment], appended: Iterable[MetadataEntry]
+) -> list[RestatedSegment]:
+    """The segments of ``restate`` that no event of ``appended`` (the records appended
+    since the plan's read) touches: no event of the segment itself, and no deletion of its
+    partition. A touched segment may be deleted by now, and re-announcing it would make it
+    alive again for readers, which forget deleted segments."""
+    touched_segments: set[RemoteLogSegmentId] = set()
+    deleted_partitions: set[TopicIdPartition] = set()
+    for entry in appended:
+        event = entry.event
+        if isinstance(event, RemotePartitionDeleteMetadata):
+            deleted_partitions.add(event.topic_id_partition)
+        elif event is not None:
+            touched_segments.add(event.remote_log_segment_id)
+    return [
+        segment
+        for segment in restate
+        if segment.segment_id not in touched_segments
+        and segment.topic_id_partition not in deleted_partitions
+    ]
 
 
 def replay_states(

@@ -220,11 +220,13 @@ def metadata_compactor(
             broker.log_manager.checkpoint_log_start_offsets()
             loop.call_soon_threadsafe(replica_manager.on_log_start_offset_incremented, tp)
 
+    reader = LocalLogMetadataReader(lambda p: replica_manager.get_partition(tp_of(p)).log)
     host = MetadataPartitionHost(
         led_partitions=led_partitions,
         log_start_offset=lambda p: replica_manager.get_partition(tp_of(p)).log.log_start_offset,
         high_watermark=lambda p: replica_manager.get_partition(tp_of(p)).log.high_watermark,
-        reader=LocalLogMetadataReader(lambda p: replica_manager.get_partition(tp_of(p)).log),
+        reader=reader,
+        read_appended=reader.read_appended,
         publish_batch=ReplicaManagerPublisher(
             replica_manager, loop, clock=broker.clock
         ).publish_batch,

@@ -13,11 +13,14 @@ partition this broker leads (only the leader moves a log start offset, as Delete
    than the log start and rebuilds that partition's caches from the log start
    (``ConsumerTask``), which is correct, only slower;
 3. plans (``storage_core.tiered.metadata.compaction``, where the design and what a reader
-   sees at each moment are written out); re-appends the plan's events, if any, as a leader
-   append (acks=-1) in batches of at most ``RESTATE_BATCH_BYTES`` of values and half the
-   partition's ``segment.bytes`` / ``max.message.bytes`` (a larger batch is refused), then
-   reads and plans
-   again at once (the records before the re-appended ones are old: they may go now);
+   sees at each moment are written out); re-appends the plan's events, if any, as leader
+   appends (acks=-1) in batches of at most ``RESTATE_BATCH_BYTES`` of values and half the
+   partition's ``segment.bytes`` / ``max.message.bytes`` (a larger batch is refused). Before
+   each batch it reads what was appended since it last looked (uncommitted records
+   included), drops the segments those records touch, and appends only if the log still
+   ends where it looked (compare-and-append; on a miss it looks again, at most
+   ``MAX_RESTATE_ATTEMPTS`` times a round). Then it reads and plans again at once (the
+   records before the re-appended ones are old: they may go now);
 4. if the plan cuts: replays the records from the old log start and from the cut
    (``verify_cut``) and, only if the states are the same, moves the log start offset to the
    cut (``Log.maybe_increment_log_start_offset``, reason DeleteRecords), checkpoints it and
@@ -39,12 +42,15 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
-from storage_core.errors import StorageError
+from storage_core.errors import LogEndOffsetMovedError, StorageError
 from storage_core.tiered.metadata.compaction import (
     MIN_RESTATE_GAIN_RECORDS,
     MetadataEntry,
+    RestatedSegment,
     plan_metadata_compaction,
+    untouched_since_plan,
     verify_cut,
 )
 from storage_core.tiered.topic_based_rlmm.config import REMOTE_LOG_METADATA_TOPIC_NAME
@@ -58,7 +64,10 @@ MAX_RECORDS_PER_ROUND = 2_000_000
 """Records of one metadata partition read by one round at most (~600 MB of metadata)."""
 READ_CHUNK_RECORDS = 50_000
 RESTATE_BATCH_BYTES = 512 * 1024
-RESTATE_BATCH_RECORDS = 1_000
+RESTATE_BATCH_SEGMENTS = 500
+"""Segments per re-appended batch (two records each)."""
+MAX_RESTATE_ATTEMPTS = 20
+"""Compare-and-appends that found the log moved, per round; then the rest waits a round."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,11 +77,9 @@ class CompactorConfig:
     interval_ms: int = DEFAULT_COMPACTION_INTERVAL_MS
     min_lag_ms: int = DEFAULT_COMPACTION_MIN_LAG_MS
     min_restate_gain_records: int = MIN_RESTATE_GAIN_RECORDS
-    restate: bool = False
-    """Re-append pinning segments' events (``remote.log.metadata.compaction.restate.enable``,
-    off by default): a segment deleted to DELETE_SEGMENT_FINISHED between the plan and the
-    re-append is announced again after its deletion, and readers (whose caches forget
-    deleted segments) take it as a new, live segment. Only safe while no deletion runs."""
+    restate: bool = True
+    """Re-append pinning segments' events (``remote.log.metadata.compaction.restate.enable``):
+    without it, one long-lived segment pins every cut below its add."""
 
     def __post_init__(self) -> None:
         if self.interval_ms <= 0:
@@ -95,6 +102,14 @@ class CompactionOutcome:
     refused: str | None = None
 
 
+class PublishBatch(Protocol):
+    def __call__(
+        self, metadata_partition: int, values: list[bytes], *, expected_log_end_offset: int
+    ) -> int:
+        """Append ``values`` in one batch (acks=-1) only if the partition's log ends at
+        ``expected_log_end_offset`` (else ``LogEndOffsetMovedError``); the last offset."""
+
+
 class MetadataPartitionHost:
     """What the compactor needs from the broker hosting the metadata partitions."""
 
@@ -105,7 +120,8 @@ class MetadataPartitionHost:
         log_start_offset: Callable[[int], int],
         high_watermark: Callable[[int], int],
         reader: MetadataPartitionReader,
-        publish_batch: Callable[[int, list[bytes]], int],
+        read_appended: Callable[[int, int], tuple[Iterable[MetadataEntry], int]],
+        publish_batch: PublishBatch,
         move_log_start: Callable[[int, int], None],
         consumer_position: Callable[[int], int | None],
         max_batch_bytes: Callable[[int], int] = lambda _partition: 1024 * 1024,
@@ -114,6 +130,9 @@ class MetadataPartitionHost:
         self.log_start_offset = log_start_offset
         self.high_watermark = high_watermark
         self.reader = reader
+        self.read_appended = read_appended
+        """(the records from an offset to the log end, uncommitted ones included, read as
+        iterated; that log end)."""
         self.publish_batch = publish_batch
         self.move_log_start = move_log_start
         self.consumer_position = consumer_position
@@ -188,8 +207,9 @@ class RemoteLogMetadataCompactor:
         self.rounds += 1
         return outcomes
 
-    def _read(self, metadata_partition: int) -> tuple[int, list[MetadataEntry], list[int]]:
-        """(log start offset, records up to the HW, their timestamps)."""
+    def _read(self, metadata_partition: int) -> tuple[int, list[MetadataEntry], list[int], int]:
+        """(log start offset, records up to the HW, their timestamps, the offset the records
+        read end before)."""
         host = self._host
         log_start = host.log_start_offset(metadata_partition)
         end = host.high_watermark(metadata_partition)
@@ -207,7 +227,7 @@ class RemoteLogMetadataCompactor:
             if read.next_offset <= offset:
                 break
             offset = read.next_offset
-        return log_start, entries, timestamps
+        return log_start, entries, timestamps, min(offset, end)
 
     def _limit(
         self, metadata_partition: int, entries: list[MetadataEntry], timestamps: list[int], end: int
@@ -239,7 +259,7 @@ class RemoteLogMetadataCompactor:
 
     def _pass(self, metadata_partition: int, *, restate: bool) -> CompactionOutcome:
         host = self._host
-        log_start, entries, timestamps = self._read(metadata_partition)
+        log_start, entries, timestamps, read_end = self._read(metadata_partition)
         end = entries[-1].offset + 1 if entries else log_start
         limit = self._limit(metadata_partition, entries, timestamps, end)
         plan = plan_metadata_compaction(
@@ -263,27 +283,66 @@ class RemoteLogMetadataCompactor:
                     plan.cut_offset,
                     refused,
                 )
-        if restate:
-            self._restate(metadata_partition, plan.restate)
+        restated = 0
+        if restate and plan.restate:
+            restated = self._restate(metadata_partition, plan.restate, read_end=read_end)
         return CompactionOutcome(
             metadata_partition=metadata_partition,
             records=len(entries),
             log_start_offset_before=log_start,
             log_start_offset_after=new_start,
-            restated_segments=plan.restated_segments if restate else 0,
+            restated_segments=restated,
             refused=refused,
         )
 
-    def _restate(self, metadata_partition: int, values: tuple[bytes, ...]) -> None:
+    def _restate(
+        self, metadata_partition: int, segments: tuple[RestatedSegment, ...], *, read_end: int
+    ) -> int:
+        """Re-append ``segments`` planned from the records below ``read_end``; how many were."""
+        host = self._host
         # half the partition's limit: the batch and record headers come on top of the values
-        limit_bytes = min(RESTATE_BATCH_BYTES, self._host.max_batch_bytes(metadata_partition) // 2)
-        batch: list[bytes] = []
-        size = 0
-        for value in values:
-            if batch and (size + len(value) > limit_bytes or len(batch) == RESTATE_BATCH_RECORDS):
-                self._host.publish_batch(metadata_partition, batch)
-                batch, size = [], 0
-            batch.append(value)
-            size += len(value)
-        if batch:
-            self._host.publish_batch(metadata_partition, batch)
+        limit_bytes = min(RESTATE_BATCH_BYTES, host.max_batch_bytes(metadata_partition) // 2)
+        pending = list(segments)
+        looked_to = read_end
+        restated = attempts = 0
+        while pending:
+            appended, log_end = host.read_appended(metadata_partition, looked_to)
+            pending = untouched_since_plan(pending, appended)
+            looked_to = log_end
+            batch = _next_batch(pending, limit_bytes)
+            if not batch:
+                break
+            values = [value for segment in batch for value in (segment.add, segment.finished)]
+            try:
+                last_offset = host.publish_batch(
+                    metadata_partition, values, expected_log_end_offset=looked_to
+                )
+            except LogEndOffsetMovedError:
+                attempts += 1
+                if attempts == MAX_RESTATE_ATTEMPTS:
+                    logger.info(
+                        "remote log metadata re-append left for a later round partition=%s-%d"
+                        " segments=%d reason=the log kept moving",
+                        REMOTE_LOG_METADATA_TOPIC_NAME,
+                        metadata_partition,
+                        len(pending),
+                    )
+                    break
+                continue
+            del pending[: len(batch)]
+            looked_to = last_offset + 1
+            restated += len(batch)
+        return restated
+
+
+def _next_batch(pending: list[RestatedSegment], limit_bytes: int) -> list[RestatedSegment]:
+    """The first segments of ``pending`` whose values fit ``limit_bytes`` (at least one)."""
+    batch: list[RestatedSegment] = []
+    size = 0
+    for segment in pending:
+        grown = size + len(segment.add) + len(segment.finished)
+        if batch and (grown > limit_bytes or len(batch) == RESTATE_BATCH_SEGMENTS):
+            break
+        batch.append(segment)
+        size = grown
+    return batch

@@ -37,6 +37,7 @@ from storage_core.client.producer import ACKS_ALL, KafkaProducer
 from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicPartition
 from storage_core.errors import (
+    LogEndOffsetMovedError,
     NotLeaderOrFollowerError,
     StorageError,
     UnknownTopicOrPartitionError,
@@ -84,6 +85,7 @@ class RecordAppender(Protocol):
         *,
         required_acks: int,
         timeout_ms: int,
+        expected_log_end_offsets: Mapping[TopicPartition, int] | None = None,
     ) -> Mapping[TopicPartition, AppendResult]: ...
 
 
@@ -123,9 +125,17 @@ class ReplicaManagerPublisher:
     def publish(self, metadata_partition: int, value: bytes) -> int:
         return self.publish_batch(metadata_partition, [value])
 
-    def publish_batch(self, metadata_partition: int, values: list[bytes]) -> int:
+    def publish_batch(
+        self,
+        metadata_partition: int,
+        values: list[bytes],
+        *,
+        expected_log_end_offset: int | None = None,
+    ) -> int:
         """Append ``values`` (1 to ``MAX_RECORDS_PER_BATCH``) in one batch; the last
-        offset. The metadata topic's compaction re-appends events this way."""
+        offset. The metadata topic's compaction re-appends events this way, only if the
+        partition's log still ends at ``expected_log_end_offset`` (``LogEndOffsetMovedError``
+        otherwise, nothing written)."""
         tp = TopicPartition(REMOTE_LOG_METADATA_TOPIC_NAME, metadata_partition)
         if not 0 < len(values) <= MAX_RECORDS_PER_BATCH:
             raise ValueError(
@@ -138,7 +148,12 @@ class ReplicaManagerPublisher:
             )
         batch = build_batch([_record(value, self._clock) for value in values])
         append = self._replica_manager.append_records(
-            {tp: batch}, required_acks=-1, timeout_ms=self._timeout_ms
+            {tp: batch},
+            required_acks=-1,
+            timeout_ms=self._timeout_ms,
+            expected_log_end_offsets=(
+                None if expected_log_end_offset is None else {tp: expected_log_end_offset}
+            ),
         )
         future = asyncio.run_coroutine_threadsafe(append, self._loop)
         try:
@@ -150,6 +165,8 @@ class ReplicaManagerPublisher:
                 f" {self._timeout_ms} ms; retry the publish"
             ) from exc
         result = results[tp]
+        if isinstance(result.error, LogEndOffsetMovedError):
+            raise result.error
         if result.error is not None or result.info is None:
             raise RemoteLogMetadataPublishError(
                 f"appending a remote log metadata event to {tp} failed: {result.error};"

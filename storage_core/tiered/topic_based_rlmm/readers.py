@@ -19,7 +19,7 @@ Thread-safety: a reader is used by its consumer thread only.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -34,6 +34,7 @@ from storage_core.client.errors import (
     RequestTimeoutError,
 )
 from storage_core.log.log import Log
+from storage_core.tiered.metadata.compaction import MetadataEntry
 from storage_core.tiered.topic_based_rlmm.config import REMOTE_LOG_METADATA_TOPIC_NAME
 
 CLIENT_PARTITION_MAX_BYTES = 1024 * 1024
@@ -107,6 +108,25 @@ class LocalLogMetadataReader:
         return MetadataRead(
             records=tuple(records), next_offset=next_offset, high_watermark=high_watermark
         )
+
+    def read_appended(
+        self, metadata_partition: int, offset: int
+    ) -> tuple[Iterator[MetadataEntry], int]:
+        """(the records from ``offset`` to the log end, uncommitted ones included, read as
+        iterated; that log end): what the leader appended since ``offset``."""
+        log = self._log_for(metadata_partition)
+        log_end = log.log_end_offset
+
+        def entries() -> Iterator[MetadataEntry]:
+            for batch in log.read_batches(offset, max_offset=log_end):
+                batch.ensure_valid()
+                if batch.is_control:
+                    continue
+                for record in batch.records():
+                    if offset <= record.offset < log_end and record.value is not None:
+                        yield MetadataEntry.decode(record.offset, record.value)
+
+        return entries(), log_end
 
 
 class ClientMetadataReader:
