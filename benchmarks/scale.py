@@ -10,8 +10,9 @@ Two parts, each on real broker processes on loopback (see their modules):
   segments    (benchmarks/scale_segments.py) one tiered broker holding S remote segments,
               built by publishing metadata events (said in the output): the copy of more
               segments, the quality job's pure part, metadata bytes, a restart until a tiered
-              offset is served (with and without the RLMM snapshots), and descriptors as
-              closed local segments grow
+              offset is served (with and without the RLMM snapshots), descriptors as
+              closed local segments grow, and __remote_log_metadata per live segment while
+              history comes and goes (benchmarks/scale_churn.py)
 
 Every figure is also given per partition or per segment, with its ratio to the smallest
 size; the summary prints each aim of the issue with the measured figure and met / NOT met.
@@ -20,8 +21,9 @@ The table goes to stdout, everything to ``--json``. ``--short`` is the suite's v
 per-unit costs that grew more than 2x between two sizes.
 
     .venv/bin/python benchmarks/scale.py [--partitions 300,1000,3000]
-        [--segments 1000,10000,100000] [--only create,idle,fds,shutdown,restart,copy,quality,bytes]
-        [--short] [--json PATH] [--dir DIR]
+        [--segments 1000,10000,100000]
+        [--only create,idle,fds,shutdown,restart,copy,quality,bytes,churn]
+        [--churn-cycles 12] [--short] [--json PATH] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -106,6 +108,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--short", action="store_true", help="the suite's small sizes")
     parser.add_argument("--copies", type=int, default=None, help="segments copied per size")
+    parser.add_argument(
+        "--churn-cycles",
+        type=int,
+        default=None,
+        help="cycles of history on the first segment size (default 12; --short: 0, the suite"
+        " checks it in tests/integration/test_remote_log_metadata_growth.py)",
+    )
     parser.add_argument("--idle-window-s", type=float, default=None)
     parser.add_argument("--json", type=Path, help="write every figure there")
     parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one)")
@@ -122,6 +131,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if unknown:
         parser.error(f"--only: unknown steps {sorted(unknown)}; known: {sorted(steps)}")
     args.copies = args.copies or (7 if args.short else 5)
+    if args.churn_cycles is None:
+        args.churn_cycles = 0 if args.short else 12
     args.idle_window_s = args.idle_window_s or (3.0 if args.short else 10.0)
     return args
 
@@ -154,6 +165,7 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
                     only=segment_steps,
                     copies=args.copies,
                     local_segments=args.local_sizes if index == 0 else (),
+                    churn_cycles=args.churn_cycles if index == 0 else 0,
                 )
             except Exception as error:  # report it, measure the other sizes
                 errors.append(f"segments {size}: {type(error).__name__}: {error}")
@@ -256,6 +268,18 @@ def format_table(result: dict[str, Any]) -> str:
             "",
             f"descriptors of the tiered broker by closed local segments: {seen};"
             f" {_cell(notes['descriptors_per_closed_segment'])} per closed segment",
+        ]
+    if notes.get("churn_bytes_per_live_segment"):
+        lines += [
+            "",
+            f"__remote_log_metadata beside {notes['churn_live_segments']:,} live segments while"
+            f" {notes['churn_segments_per_cycle']:,} segments are copied and expired per cycle"
+            f" ({notes['churn_history_records']:,} records of history in"
+            f" {notes['churn_cycles']} cycles), per live segment after each cycle:",
+            "  bytes:   " + ", ".join(_cell(v) for v in notes["churn_bytes_per_live_segment"]),
+            "  records: " + ", ".join(_cell(v) for v in notes["churn_records_per_live_segment"]),
+            f"  (records written per live segment by the last cycle, what it would hold uncut:"
+            f" {_cell(notes['churn_records_written_per_live_segment'])})",
         ]
     if result["segments"]:
         lines += ["", f"note: {notes.get('built_by', scale_segments.BUILT_BY_EVENTS)}"]

@@ -117,6 +117,18 @@ def _descriptors(result: dict[str, Any]) -> tuple[str, str]:
     return status, f"{slope} per closed segment ({seen})"
 
 
+def _churn(result: dict[str, Any]) -> tuple[str, str]:
+    notes = result.get("segment_notes") or {}
+    series = notes.get("churn_bytes_per_live_segment")
+    if not series:
+        return NOT_MEASURED, "step not run"
+    text = (
+        f"{', '.join(f'{v:g}' for v in series)} bytes per live segment after each cycle"
+        f" ({notes['churn_history_records']:,} records of history written)"
+    )
+    return (MET if notes["churn_flat"] else NOT_MET), text
+
+
 PER_SEGMENT_COSTS = (
     ("copy_ms_per_segment", "copy"),
     ("rlmm_catch_up_us_per_segment", "copy job's RLMM catch-up"),
@@ -165,6 +177,13 @@ def aims(result: dict[str, Any]) -> list[dict[str, str]]:
         (
             "a broker with 10^5 remote segments serving within 10 s of start",
             _judge(result, "segments", 100_000, _serving),
+        )
+    )
+    out.append(
+        (
+            "__remote_log_metadata bytes per live segment flat while history comes and goes"
+            " (the last third of the cycles within 1.25x of the second)",
+            _churn(result),
         )
     )
     return [{"aim": aim, "status": status, "figure": figure} for aim, (status, figure) in out]

@@ -30,7 +30,8 @@ Steps at each size (``--only`` picks some):
 
 And on the first broker (``fds``): its open descriptors as the topic ``local`` (not tiered)
 grows to each of ``--local-segments`` closed segments, and the descriptors added per closed
-segment.
+segment; then (``churn``) cycles of history beside the remote segments, and the metadata
+partition's records and bytes per live segment after each (``benchmarks/scale_churn.py``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from benchmarks.scale_churn import churn
 from benchmarks.scale_support import cpu_of, median, open_descriptors, wait_for
 from jobs.quality import read_metadata_records
 from jobs.tables.partition_offsets import build_partition_offsets
@@ -73,7 +75,7 @@ from tests.tiered_broker_support import (
     raw_fetch,
 )
 
-STEPS = ("copy", "quality", "bytes", "restart", "fds")
+STEPS = ("copy", "quality", "bytes", "restart", "fds", "churn")
 BUILT_BY_EVENTS = (
     "the S remote segments were built by publishing their metadata events"
     " (COPY_SEGMENT_STARTED + FINISHED each, one offset each, storage_core's serde, batched"
@@ -315,9 +317,15 @@ def local_descriptors(broker: BrokerProcess, sizes: Sequence[int]) -> dict[str, 
 
 
 def measure_size(
-    directory: Path, size: int, *, only: set[str], copies: int, local_segments: Sequence[int]
+    directory: Path,
+    size: int,
+    *,
+    only: set[str],
+    copies: int,
+    local_segments: Sequence[int],
+    churn_cycles: int = 0,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the row of ``size`` remote segments, the descriptors figures if asked)."""
+    """(the row of ``size`` remote segments, the descriptors and churn figures if asked)."""
     row: dict[str, Any] = {"segments": size}
     notes: dict[str, Any] = {}
     with tiered_broker(directory) as broker:
@@ -348,4 +356,7 @@ def measure_size(
             row.update(restart(broker, size))
         if "fds" in only and local_segments:
             notes.update(local_descriptors(broker, local_segments))
+        if "churn" in only and churn_cycles:
+            live = size + (copies if only & {"copy", "restart"} else 0)
+            notes.update(churn(broker, live, cycles=churn_cycles))
     return row, notes
