@@ -21,6 +21,7 @@ from storage_core.tiered.topic_based_rlmm.metadata_compactor import (
 )
 from tests.remote_log_metadata_events import copy_started, state_update
 from tests.unit.test_topic_based_rlmm_consumer import (
+    CountingReader,
     MetadataTopic,
     consumer_for,
     drain,
@@ -44,6 +45,7 @@ def compactor_over(
     max_batch_bytes: int = 1024 * 1024,
     batches: list[int] | None = None,
     before_append: Callable[[], None] = lambda: None,
+    reader: CountingReader | None = None,
 ) -> RemoteLogMetadataCompactor:
     """``before_append``: called before each re-append's compare (other writers' turn)."""
 
@@ -67,7 +69,7 @@ def compactor_over(
         led_partitions=lambda: list(topic.logs),
         log_start_offset=lambda p: topic.logs[p].log_start_offset,
         high_watermark=lambda p: topic.logs[p].high_watermark,
-        reader=(reader := consumer_for(topic, None)[1]),
+        reader=(reader := reader or consumer_for(topic, None)[1]),
         read_appended=reader.read_appended,
         publish_batch=publish_batch,
         move_log_start=move_log_start,
@@ -264,3 +266,22 @@ def test_a_segment_deleted_between_the_plan_and_its_re_append_stays_deleted(
         m.remote_log_segment_id for m in kept
     ]
     fresh.close()
+
+
+def test_a_partition_with_nothing_to_do_is_not_read_again_until_it_changes(
+    topic: MetadataTopic,
+) -> None:
+    (tip,) = partitions_on(0, 1)
+    segment = copy_started(tip, 0, 9)
+    topic.publish(segment)
+    topic.publish(state_update(segment, S.COPY_SEGMENT_FINISHED))
+    reader = CountingReader(topic)
+    compactor = compactor_over(topic, reader=reader)
+    assert [o.records for o in compactor.compact_once() if o.metadata_partition == 0] == [2]
+    read = reader.records_read
+    assert not [o for o in compactor.compact_once() if o.metadata_partition == 0]
+    assert reader.records_read == read  # idle: not read again
+    topic.publish(state_update(segment, S.DELETE_SEGMENT_STARTED))
+    topic.publish(state_update(segment, S.DELETE_SEGMENT_FINISHED))
+    [outcome] = [o for o in compactor.compact_once() if o.metadata_partition == 0]
+    assert (outcome.records, outcome.log_start_offset_after) == (4, 4)

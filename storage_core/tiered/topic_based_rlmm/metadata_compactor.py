@@ -155,6 +155,8 @@ class RemoteLogMetadataCompactor:
         self._clock_ms = clock_ms
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._settled: dict[int, tuple[int, int]] = {}
+        """Per metadata partition, (log start, HW) after a round that could do nothing."""
         self.rounds = 0
 
     def start(self) -> None:
@@ -177,7 +179,9 @@ class RemoteLogMetadataCompactor:
                 logger.exception("remote log metadata compaction round failed")
 
     def compact_once(self) -> list[CompactionOutcome]:
-        """One round over the led metadata partitions."""
+        """One round over the led metadata partitions; a partition whose log start and HW
+        are those a round that could do nothing left (every record old enough) is skipped
+        without reading, and has no outcome."""
         outcomes = []
         for metadata_partition in sorted(self._host.led_partitions()):
             if self._stop.is_set():
@@ -189,6 +193,8 @@ class RemoteLogMetadataCompactor:
                 logger.warning(
                     "remote log metadata compaction skipped partition=%s error=%s", where, exc
                 )
+                continue
+            if outcome is None:
                 continue
             outcomes.append(outcome)
             if outcome.log_start_offset_after > outcome.log_start_offset_before or (
@@ -241,7 +247,14 @@ class RemoteLogMetadataCompactor:
         position = self._host.consumer_position(metadata_partition)
         return limit if position is None else min(limit, position)
 
-    def _compact(self, metadata_partition: int) -> CompactionOutcome:
+    def _compact(self, metadata_partition: int) -> CompactionOutcome | None:
+        host = self._host
+        offsets = (
+            host.log_start_offset(metadata_partition),
+            host.high_watermark(metadata_partition),
+        )
+        if self._settled.get(metadata_partition) == offsets:
+            return None  # nothing appended or cut since a round that found nothing to do
         outcome = self._pass(metadata_partition, restate=self.config.restate)
         if not outcome.restated_segments:
             return outcome
@@ -286,6 +299,11 @@ class RemoteLogMetadataCompactor:
         restated = 0
         if restate and plan.restate:
             restated = self._restate(metadata_partition, plan.restate, read_end=read_end)
+        if new_start == log_start and not restated and limit >= end:
+            # every record was old enough and still nothing to do: the same until one comes
+            self._settled[metadata_partition] = (log_start, read_end)
+        else:
+            self._settled.pop(metadata_partition, None)
         return CompactionOutcome(
             metadata_partition=metadata_partition,
             records=len(entries),
