@@ -35,6 +35,7 @@ from storage_core.log.log_segment import FetchDataInfo, LogOffsetMetadata, LogSe
 from storage_core.log.log_segments import LogSegments
 from storage_core.log.log_validator import LogAppendInfo
 from storage_core.log.retention import SegmentSummary
+from storage_core.log.transaction_index import AbortedTxn
 from storage_core.records import NO_TIMESTAMP, RecordBatch
 from storage_core.records.open_file_cache import (
     OpenFileCache,
@@ -121,7 +122,8 @@ class LocalLog:
         )
 
     def create_segment(self, base_offset: int) -> LogSegment:
-        """A new, empty segment with its files created (its indexes preallocated)."""
+        """A new, empty segment with its files created (its indexes preallocated; no
+        ``.txnindex`` until an aborted transaction ends in it)."""
         return create_segment(
             self.dir,
             base_offset,
@@ -142,6 +144,7 @@ class LocalLog:
             files.log_file(self.dir, new_offset),
             files.offset_index_file(self.dir, new_offset),
             files.time_index_file(self.dir, new_offset),
+            files.txn_index_file(self.dir, new_offset),
         ):
             if stale.exists():  # left by an earlier truncation; holds nothing live
                 stale.unlink()
@@ -278,6 +281,26 @@ class LocalLog:
                     return
                 if header.last_offset >= start_offset:
                     yield header.load(segment.log)
+
+    # ================================================================== transactions
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[start_offset, upper_bound_offset)``, from the
+        ``.txnindex`` of the segment holding ``start_offset`` and of the later ones, until a
+        segment's search is complete (Kafka's ``LocalLog.collectAbortedTransactions``; Kafka's
+        ``UnifiedLog`` variant passes the log start offset as the fetch offset, which adds
+        only transactions ending before ``start_offset``). Under the lock, so no segment is
+        deleted or truncated meanwhile; a segment without aborted transactions costs no I/O."""
+        with self._lock:
+            first = max(self.segments.count_at_or_below(start_offset) - 1, 0)
+            aborted: list[AbortedTxn] = []
+            for i in range(first, len(self.segments)):
+                result = self.segments[i].collect_aborted_txns(start_offset, upper_bound_offset)
+                aborted.extend(result.aborted_transactions)
+                if result.is_complete:
+                    break
+            return aborted
 
     # ================================================================== timestamps
     def offset_for_timestamp(

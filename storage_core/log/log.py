@@ -73,6 +73,7 @@ from storage_core.log.retention import (
     SegmentDeletionGuard,
     SegmentSummary,
 )
+from storage_core.log.transaction_index import AbortedTxn
 from storage_core.records import RecordBatch
 from storage_core.records.open_file_cache import OpenFileCache
 
@@ -341,6 +342,14 @@ class Log:
     ) -> Iterator[RecordBatch]:
         """Every whole batch holding an offset in ``[start_offset, max_offset)``, in order."""
         return self._local_log.read_batches(start_offset, max_offset=max_offset)
+
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[start_offset, upper_bound_offset)`` (exclusive),
+        oldest marker first, for a read_committed fetch (``LocalLog``'s, under the lock)."""
+        with self._lock:
+            return self._local_log.collect_aborted_transactions(start_offset, upper_bound_offset)
 
     # ================================================================== timestamps
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:

@@ -1,8 +1,9 @@
 """File names inside a partition directory (Kafka's ``LogFileUtils``).
 
 Every segment file is named by the 20-digit zero-padded base offset of its segment:
-``00000000000000000042.log`` / ``.index`` / ``.timeindex`` / ``.snapshot``. Files being deleted
-carry ``.deleted``; ``.cleaned`` and ``.swap`` are leftovers of an interrupted rewrite.
+``00000000000000000042.log`` / ``.index`` / ``.timeindex`` / ``.txnindex`` / ``.snapshot``.
+Files being deleted carry ``.deleted``; ``.cleaned`` and ``.swap`` are leftovers of an
+interrupted rewrite.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ def offset_index_file(directory: Path, offset: int, suffix: str = "") -> Path:
 
 def time_index_file(directory: Path, offset: int, suffix: str = "") -> Path:
     return directory / (filename_prefix_from_offset(offset) + TIME_INDEX_FILE_SUFFIX + suffix)
+
+
+def txn_index_file(directory: Path, offset: int, suffix: str = "") -> Path:
+    return directory / (filename_prefix_from_offset(offset) + TXN_INDEX_FILE_SUFFIX + suffix)
 
 
 def producer_snapshot_file(directory: Path, offset: int) -> Path:

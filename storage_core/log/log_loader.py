@@ -4,15 +4,19 @@ Steps (Kafka's ``LogLoader``):
 
 1. Remove stray files: ``.deleted`` (a deletion that was interrupted), ``.cleaned`` and
    ``.swap`` (an interrupted rewrite), ``.tmp`` (an interrupted checkpoint write), and index
-   files whose ``.log`` is gone.
-2. Open every segment. A missing or inconsistent index is rebuilt from its ``.log``. Indexes
+   files (``.index``, ``.timeindex``, ``.txnindex``) whose ``.log`` is gone.
+2. Open every segment. A missing or inconsistent index is rebuilt from its ``.log`` (a missing
+   ``.txnindex`` is not a problem: a segment without aborted transactions has none). Indexes
    are mapped lazily (``LazyIndex``): only those of the segments recovery will read (the active
    one, and after an unclean shutdown those from the recovery point on) are mapped and checked
    entry by entry here, as Kafka checks only what it recovers; the others are checked without
-   being mapped (present, a whole number of entries) and mapped on first use.
+   being mapped (present, a whole number of entries) and mapped on first use. A rebuild needs
+   the producer state at the segment's base offset, which is replayed (from the newest
+   producer snapshot below it) over the segments before it, as Kafka's ``recoverSegment``.
 3. After an unclean shutdown, validate every batch of every segment from the one holding the
-   recovery point on. The first torn or corrupt batch ends the log: the segment is cut there and
-   later segments are set aside. Cut bytes that are more than a torn tail, and set-aside
+   recovery point on, rebuilding their indexes and the producer state with them. The first
+   torn or corrupt batch ends the log: the segment is cut there and later segments are set
+   aside. Cut bytes that are more than a torn tail, and set-aside
    segments, are kept as ``*.quarantined`` files, never deleted, so no byte that was on disk is
    lost; an operator can inspect them with ``storage-core dump-log``.
    After a clean shutdown recovery is skipped (Kafka), but the active segment must still read
@@ -44,7 +48,12 @@ from storage_core.log.leader_epoch_cache import (
 )
 from storage_core.log.local_log import create_segment
 from storage_core.log.log_config import LogConfig
-from storage_core.log.log_segment import LogSegment, RecoveryResult
+from storage_core.log.log_producer_state import rebuild_producer_state
+from storage_core.log.log_segment import LogSegment
+from storage_core.log.log_segments import LogSegments
+from storage_core.log.producer_state import ProducerStateManager
+from storage_core.log.segment_values import RecoveryResult
+from storage_core.log.transaction_index import TransactionIndex
 from storage_core.records.open_file_cache import OpenFileCache
 
 logger = logging.getLogger(__name__)
@@ -75,7 +84,9 @@ def remove_stray_files(directory: Path, partition: str) -> list[Path]:
             continue
         stray = name.endswith(files.STRAY_SUFFIXES) or name.endswith(TEMP_FILE_SUFFIX)
         orphan_index = (
-            name.endswith((files.INDEX_FILE_SUFFIX, files.TIME_INDEX_FILE_SUFFIX))
+            name.endswith(
+                (files.INDEX_FILE_SUFFIX, files.TIME_INDEX_FILE_SUFFIX, files.TXN_INDEX_FILE_SUFFIX)
+            )
             and name.split(".", 1)[0] not in log_bases
         )
         if stray or orphan_index:
@@ -100,6 +111,7 @@ def load_log(
     """Steps 1-4 of the module docstring. With ``file_cache`` the segments' files join the
     broker's LRU as they are opened, so loading holds at most its size of idle files open."""
     remove_stray_files(directory, partition)
+    replay = _ProducerReplay(directory, partition, log_start_offset_checkpoint, clock)
     segments = _open_segments(
         directory,
         config,
@@ -107,12 +119,18 @@ def load_log(
         clock,
         file_cache,
         check_entries_from=None if had_clean_shutdown else recovery_point_checkpoint,
+        replay=replay,
     )
     recovered = 0
     truncated_bytes = 0
     if not had_clean_shutdown and segments:
         recovered, truncated_bytes = _recover_unflushed(
-            directory, segments, recovery_point_checkpoint, leader_epoch_cache, partition
+            directory,
+            segments,
+            recovery_point_checkpoint,
+            leader_epoch_cache,
+            partition,
+            replay=replay,
         )
     if not segments:
         segments.append(
@@ -143,6 +161,7 @@ def load_log(
             active.base_offset,
             leader_epoch_cache,
             partition,
+            replay=replay,
             keep_torn_tail=True,
         )
         recovered += more_recovered
@@ -222,6 +241,7 @@ def _open_segments(
     file_cache: OpenFileCache | None,
     *,
     check_entries_from: int | None,
+    replay: _ProducerReplay,
 ) -> list[LogSegment]:
     """Step 2: open each ``.log`` with its indexes, rebuilding indexes that fail their check.
 
@@ -246,8 +266,10 @@ def _open_segments(
         segment = _open_segment(directory, base_offset, config, clock, file_cache)
         problem = "missing index file" if index_missing else None
         level = logging.WARNING
-        corrupt: list[tuple[LazyOffsetIndex | LazyTimeIndex, CorruptIndexError]] = []
-        for index in () if index_missing else (segment.offset_index, segment.time_index):
+        corrupt: list[tuple[LazyOffsetIndex | LazyTimeIndex | TransactionIndex, CorruptIndexError]]
+        corrupt = []
+        indexes = (segment.offset_index, segment.time_index, segment.txn_index)
+        for index in () if index_missing else indexes:
             try:
                 if check_entries:
                     index.sanity_check()
@@ -257,7 +279,10 @@ def _open_segments(
                 corrupt.append((index, exc))
         if corrupt and not index_missing:
             problem = str(corrupt[0][1])
-            if all(index.is_untrimmed_preallocation() for index, _exc in corrupt):
+            if all(
+                not isinstance(index, TransactionIndex) and index.is_untrimmed_preallocation()
+                for index, _exc in corrupt
+            ):
                 # Expected after a crash: the active segment's preallocated index was never
                 # trimmed. Real damage (entries out of order) stays a warning.
                 problem = "preallocated index not trimmed (unclean shutdown)"
@@ -270,7 +295,8 @@ def _open_segments(
                 base_offset,
                 problem,
             )
-            result = segment.recover()
+            result = segment.recover(replay.state_at([*segments, segment]))
+            replay.done()
             if result.truncated_bytes:
                 logger.warning(
                     "segment cut while rebuilding indexes partition=%s segment=%d"
@@ -327,10 +353,14 @@ def _recover_unflushed(
     leader_epoch_cache: LeaderEpochFileCache,
     partition: str,
     *,
+    replay: _ProducerReplay,
     keep_torn_tail: bool = False,
 ) -> tuple[int, int]:
     """Step 3: validate segments from the one holding the recovery point; cut at first damage.
 
+    One producer state, replayed to the first segment's base offset, follows the segments
+    (each recovered segment leaves it at the next one's base offset) and is snapshotted at
+    the end, so that the log's own load need not replay them again.
     With ``keep_torn_tail`` even an incomplete last batch is copied aside before the cut.
     """
     first = 0
@@ -339,12 +369,13 @@ def _recover_unflushed(
             first = i
     recovered = 0
     truncated_bytes = 0
+    producer_state = replay.state_at(segments[: first + 1])
     i = first
     while i < len(segments):
         segment = segments[i]
         size_before = segment.size
         result = _recover_segment_keeping_cut_bytes(
-            segment, leader_epoch_cache, keep_torn_tail=keep_torn_tail
+            segment, producer_state, leader_epoch_cache, keep_torn_tail=keep_torn_tail
         )
         recovered += 1
         truncated_bytes += result.truncated_bytes
@@ -365,11 +396,16 @@ def _recover_unflushed(
             del segments[i + 1 :]
             break
         i += 1
+    replay.done()
     return recovered, truncated_bytes
 
 
 def _recover_segment_keeping_cut_bytes(
-    segment: LogSegment, leader_epoch_cache: LeaderEpochFileCache, *, keep_torn_tail: bool
+    segment: LogSegment,
+    producer_state: ProducerStateManager,
+    leader_epoch_cache: LeaderEpochFileCache,
+    *,
+    keep_torn_tail: bool,
 ) -> RecoveryResult:
     """Recover a segment; bytes to be cut that are more than a torn tail are copied aside."""
 
@@ -391,7 +427,7 @@ def _recover_segment_keeping_cut_bytes(
             os.fsync(out.fileno())
         logger.warning("quarantined cut bytes file=%s", target.name)
 
-    return segment.recover(leader_epoch_cache, before_cut=keep_cut_bytes)
+    return segment.recover(producer_state, leader_epoch_cache, before_cut=keep_cut_bytes)
 
 
 def _quarantine_segment(directory: Path, segment: LogSegment, partition: str) -> None:
@@ -401,12 +437,46 @@ def _quarantine_segment(directory: Path, segment: LogSegment, partition: str) ->
     os.replace(segment.path, target)
     segment.offset_index.delete_if_exists()
     segment.time_index.delete_if_exists()
+    segment.txn_index.delete_if_exists()
     logger.warning(
         "quarantined segment after a cut partition=%s file=%s dir=%s",
         partition,
         target.name,
         directory,
     )
+
+
+class _ProducerReplay:
+    """The producer state a segment's recovery starts from (Kafka's ``recoverSegment``): a
+    fresh ``ProducerStateManager`` replayed over the segments before it. ``done`` snapshots
+    the state reached, so that a later replay (or the log's own load) starts there."""
+
+    def __init__(
+        self, directory: Path, partition: str, log_start_offset_checkpoint: int, clock: Clock
+    ) -> None:
+        self._directory = directory
+        self._partition = partition
+        self._log_start_offset = max(log_start_offset_checkpoint, 0)
+        self._clock = clock
+        self._state: ProducerStateManager | None = None
+
+    def state_at(self, segments: list[LogSegment]) -> ProducerStateManager:
+        """The state at the base offset of the last of ``segments`` (in order)."""
+        state = ProducerStateManager(self._directory, self._partition)
+        rebuild_producer_state(
+            state,
+            LogSegments.viewing(segments),
+            log_start_offset=self._log_start_offset,
+            last_offset=segments[-1].base_offset,
+            now_ms=self._clock.milliseconds(),
+        )
+        self._state = state
+        return state
+
+    def done(self) -> None:
+        if self._state is not None:
+            self._state.take_snapshot()
+            self._state = None
 
 
 # The epoch cache's lines keep the logger name they had in log.py.

@@ -1,4 +1,5 @@
-"""One segment of a partition's log: a ``.log`` file and its two sparse indexes.
+"""One segment of a partition's log: a ``.log`` file, its two sparse indexes and its
+aborted-transaction index.
 
 Files (all named by the segment's 20-digit base offset):
 
@@ -6,6 +7,8 @@ Files (all named by the segment's 20-digit base offset):
     .index      OffsetIndex: (relative last offset int32, position int32) every
                 ``index.interval.bytes`` of appended batches
     .timeindex  TimeIndex: (max timestamp so far int64, relative offset int32) at the same points
+    .txnindex   TransactionIndex: one 34-byte entry per ABORT marker in the segment; only
+                created by the first one (``transaction_index``)
 
 Roll rules are Kafka's (``LogSegment.shouldRoll``): the segment rolls before an append when the
 append would push it past ``segment.bytes``, when it is non-empty and older than ``segment.ms``
@@ -15,7 +18,8 @@ when the new offsets do not fit a 32-bit relative offset.
 Open files: the indexes are mapped on first use (``LazyIndex``) and, with the broker's
 ``OpenFileCache``, the ``.log`` descriptor and the index mappings of an inactive segment are
 closed when idle and opened again on demand; the active segment's stay open
-(``set_evictable``, called by ``LogSegments`` as segments roll).
+(``set_evictable``, called by ``LogSegments`` as segments roll). A ``.txnindex`` is opened
+only when read or written, and is always evictable.
 
 Thread safety: a segment has one writer, serialised by the owning ``Log``'s lock. Reads use
 positional reads and may run concurrently with the writer for bytes below the size they observed.
@@ -27,7 +31,6 @@ import contextlib
 import os
 import struct
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from storage_core.clock import Clock
@@ -35,74 +38,24 @@ from storage_core.errors import CorruptRecordError, InvalidOffsetError
 from storage_core.log import log_file_utils as files
 from storage_core.log.lazy_index import LazyOffsetIndex, LazyTimeIndex
 from storage_core.log.leader_epoch_cache import LeaderEpochFileCache
-from storage_core.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, NO_TIMESTAMP, FileRecords
+from storage_core.log.producer_append_info import AppendOrigin
+from storage_core.log.producer_state import ProducerStateManager
+from storage_core.log.producer_state_entry import CompletedTxn, ProducerBatch
+from storage_core.log.segment_recovery import is_torn_tail, producer_batch_of
+from storage_core.log.segment_values import FetchDataInfo as FetchDataInfo  # noqa: PLC0414 (export)
+from storage_core.log.segment_values import FileSlice as FileSlice  # noqa: PLC0414 (export)
+from storage_core.log.segment_values import (
+    LogOffsetMetadata as LogOffsetMetadata,  # noqa: PLC0414 (export)
+)
+from storage_core.log.segment_values import LogOffsetPosition, RecoveryResult
+from storage_core.log.segment_values import RollParams as RollParams  # noqa: PLC0414 (export)
+from storage_core.log.transaction_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
+from storage_core.records import LOG_OVERHEAD, NO_TIMESTAMP, FileRecords
 from storage_core.records.open_file_cache import OpenFileCache
 
 INT_MAX = 2**31 - 1
 RECENT_APPENDS_MAX = 16
 """Appends a segment remembers the start of (``translate_offset``, ``recent_tail_bytes``)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RollParams:
-    """What ``should_roll`` needs to know about the next append."""
-
-    max_segment_ms: int
-    max_segment_bytes: int
-    max_timestamp_in_messages: int
-    max_offset_in_messages: int
-    messages_size: int
-    now_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class LogOffsetPosition:
-    """Where the batch holding an offset sits: its last offset, position and size in bytes."""
-
-    offset: int
-    position: int
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
-class LogOffsetMetadata:
-    """An offset with the segment and byte position it maps to (Kafka's ``LogOffsetMetadata``)."""
-
-    message_offset: int
-    segment_base_offset: int = -1
-    relative_position_in_segment: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class FileSlice:
-    """A byte range of a segment's ``.log`` file, readable lazily (or sent with ``sendfile``)."""
-
-    file_records: FileRecords
-    position: int
-    size: int
-
-    def read(self) -> bytes:
-        return self.file_records.read(self.position, self.size)
-
-    @property
-    def path(self) -> Path:
-        return self.file_records.path
-
-
-@dataclass(frozen=True, slots=True)
-class FetchDataInfo:
-    """Result of a read: where it started and the bytes (a file slice or an empty buffer)."""
-
-    fetch_offset_metadata: LogOffsetMetadata
-    records: FileSlice | None
-    first_entry_incomplete: bool = False
-
-    @property
-    def size_in_bytes(self) -> int:
-        return 0 if self.records is None else self.records.size
-
-    def read_bytes(self) -> bytes:
-        return b"" if self.records is None else self.records.read()
 
 
 # A batch's first fields (base offset, batch length), and its last offset delta at byte 23.
@@ -113,7 +66,7 @@ _FIRST_BATCH_FIELDS_BYTES = _LAST_OFFSET_DELTA_POSITION + _LAST_OFFSET_DELTA.siz
 
 
 class LogSegment:
-    """A ``.log`` file with its offset and time indexes (Kafka's ``LogSegment``)."""
+    """A ``.log`` file with its offset, time and transaction indexes (Kafka's ``LogSegment``)."""
 
     def __init__(
         self,
@@ -121,6 +74,7 @@ class LogSegment:
         log: FileRecords,
         offset_index: LazyOffsetIndex,
         time_index: LazyTimeIndex,
+        txn_index: TransactionIndex,
         base_offset: int,
         index_interval_bytes: int,
         roll_jitter_ms: int,
@@ -129,6 +83,7 @@ class LogSegment:
         self.log = log
         self.offset_index = offset_index
         self.time_index = time_index
+        self.txn_index = txn_index
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.roll_jitter_ms = roll_jitter_ms
@@ -161,7 +116,8 @@ class LogSegment:
         file_cache: OpenFileCache | None = None,
     ) -> LogSegment:
         """The segment's files; the ``.log`` is opened (created if missing), the indexes are
-        mapped on first use. With ``file_cache`` its files join the broker's LRU."""
+        mapped (the ``.txnindex`` opened) on first use. With ``file_cache`` its files join the
+        broker's LRU."""
         return LogSegment(
             log=FileRecords.open(
                 files.log_file(directory, base_offset, file_suffix), cache=file_cache
@@ -176,6 +132,11 @@ class LogSegment:
                 files.time_index_file(directory, base_offset, file_suffix),
                 base_offset,
                 max_index_size,
+                file_cache,
+            ),
+            txn_index=TransactionIndex(
+                base_offset,
+                files.txn_index_file(directory, base_offset, file_suffix),
                 file_cache,
             ),
             base_offset=base_offset,
@@ -329,6 +290,22 @@ class LogSegment:
         self.log.flush()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
+
+    def update_txn_index(self, completed_txn: CompletedTxn, last_stable_offset: int) -> None:
+        """Record ``completed_txn`` in the ``.txnindex`` if it was aborted (Kafka's
+        ``updateTxnIndex``); its ABORT marker is in this segment. ``last_stable_offset``:
+        ``ProducerStateManager.last_stable_offset(completed_txn)``, taken before
+        ``complete_txn``."""
+        if completed_txn.is_aborted:
+            self.txn_index.append(AbortedTxn.of(completed_txn, last_stable_offset))
+
+    def collect_aborted_txns(
+        self, fetch_offset: int, upper_bound_offset: int
+    ) -> TxnIndexSearchResult:
+        """Aborted transactions of this segment overlapping ``[fetch_offset,
+        upper_bound_offset)`` (see ``TransactionIndex.collect_aborted_txns``)."""
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
 
     # ------------------------------------------------------------------ reading
     def recent_tail_bytes(self, offset: int) -> int | None:
@@ -402,21 +379,26 @@ class LogSegment:
     # ------------------------------------------------------------------ repair
     def recover(
         self,
+        producer_state: ProducerStateManager,
         leader_epoch_cache: LeaderEpochFileCache | None = None,
         *,
         before_cut: Callable[[RecoveryResult], None] | None = None,
     ) -> RecoveryResult:
-        """Rebuild both indexes from the ``.log`` and cut it after the last valid batch.
+        """Rebuild the three indexes from the ``.log`` and cut it after the last valid batch
+        (Kafka's ``recover(producerStateManager, leaderEpochCache)``).
 
         Every batch is checked (header, size, CRC); the first one that fails ends the valid
-        prefix. ``before_cut`` sees the result while the bytes to be cut are still on disk.
-        Returns what was kept and, when bytes were cut, why.
+        prefix. ``producer_state`` holds the state at this segment's base offset and follows
+        the batches: each aborted transaction whose marker is here is indexed with the LSO of
+        that moment. ``before_cut`` sees the result while the bytes to be cut are still on
+        disk. Returns what was kept and, when bytes were cut, why.
         """
         with self._held_open():
-            return self._recover(leader_epoch_cache, before_cut)
+            return self._recover(producer_state, leader_epoch_cache, before_cut)
 
     def _recover(
         self,
+        producer_state: ProducerStateManager,
         leader_epoch_cache: LeaderEpochFileCache | None,
         before_cut: Callable[[RecoveryResult], None] | None,
     ) -> RecoveryResult:
@@ -425,6 +407,7 @@ class LogSegment:
         self.offset_index.resize(self.offset_index.max_index_size)
         self.time_index.truncate()
         self.time_index.resize(self.time_index.max_index_size)
+        self.txn_index.reset()
         self._max_timestamp_so_far = NO_TIMESTAMP
         self._offset_of_max_timestamp_so_far = self.base_offset
         valid_bytes = 0
@@ -444,6 +427,7 @@ class LogSegment:
                         position=position,
                         offset=batch.base_offset,
                     )
+                producer_batch = producer_batch_of(batch, self.log.path, position)
                 if batch.max_timestamp > self._max_timestamp_so_far:
                     self._max_timestamp_so_far = batch.max_timestamp
                     self._offset_of_max_timestamp_so_far = batch.last_offset
@@ -458,9 +442,11 @@ class LogSegment:
                     latest = leader_epoch_cache.latest_epoch
                     if latest is None or batch.partition_leader_epoch > latest:
                         leader_epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
+                self._update_producer_state(producer_state, producer_batch)
+                producer_state.update_map_end_offset(batch.last_offset + 1)
         except CorruptRecordError as exc:
             reason = exc.reason
-            torn_tail = _is_torn_tail(self.log, valid_bytes, file_size)
+            torn_tail = is_torn_tail(self.log, valid_bytes, file_size)
         truncated = file_size - valid_bytes
         result = RecoveryResult(
             valid_bytes=valid_bytes, truncated_bytes=truncated, reason=reason, torn_tail=torn_tail
@@ -478,6 +464,20 @@ class LogSegment:
         self._rolling_based_timestamp = None
         return result
 
+    def _update_producer_state(
+        self, producer_state: ProducerStateManager, batch: ProducerBatch | None
+    ) -> None:
+        """Kafka's ``LogSegment.updateProducerState``: apply one recovered batch and index the
+        transaction it aborts."""
+        if batch is None:
+            return
+        append_info = producer_state.prepare_update(batch.producer_id, AppendOrigin.REPLICATION)
+        completed = append_info.append(batch)
+        producer_state.update(append_info)
+        if completed is not None:
+            self.update_txn_index(completed, producer_state.last_stable_offset(completed))
+            producer_state.complete_txn(completed)
+
     def truncate_to(self, offset: int) -> int:
         """Drop every batch at or after the one holding ``offset``; returns bytes removed."""
         with self._held_open():
@@ -487,6 +487,7 @@ class LogSegment:
         mapping = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.offset_index.resize(self.offset_index.max_index_size)
         self.time_index.resize(self.time_index.max_index_size)
         removed = 0 if mapping is None else self.log.truncate_to(mapping.position)
@@ -501,7 +502,9 @@ class LogSegment:
 
     # ------------------------------------------------------------------ lifecycle
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
-        for name in ("log", "offset_index", "time_index"):
+        """Rename the segment's files (e.g. to ``.deleted`` before an asynchronous delete);
+        a ``.txnindex`` that does not exist is only renamed in name."""
+        for name in ("log", "offset_index", "time_index", "txn_index"):
             component = getattr(self, name)
             path = component.path
             new_name = path.name.removesuffix(old_suffix) + new_suffix
@@ -511,34 +514,13 @@ class LogSegment:
         self.offset_index.close()
         self.time_index.close()
         self.log.close()
+        self.txn_index.close()
 
     def delete_if_exists(self) -> None:
         self.offset_index.delete_if_exists()
         self.time_index.delete_if_exists()
+        self.txn_index.delete_if_exists()
         self.log.delete()
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RecoveryResult:
-    """What ``LogSegment.recover`` kept: ``valid_bytes`` (exclusive end of the valid prefix)."""
-
-    valid_bytes: int
-    truncated_bytes: int
-    reason: str | None
-    # True when the cut bytes are only an incomplete last batch (an interrupted write).
-    torn_tail: bool
-
-
-def _is_torn_tail(log: FileRecords, position: int, file_size: int) -> bool:
-    """Whether the bytes from ``position`` to the end are one batch that was not fully written."""
-    remaining = file_size - position
-    if remaining < LOG_OVERHEAD:
-        return True
-    head = log.read(position, LOG_OVERHEAD)
-    batch_length = int.from_bytes(head[8:12], "big", signed=True)
-    return (
-        batch_length >= BATCH_HEADER_SIZE - LOG_OVERHEAD and remaining < LOG_OVERHEAD + batch_length
-    )

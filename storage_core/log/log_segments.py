@@ -33,6 +33,15 @@ class LogSegments:
         if self._segments:
             self._segments[-1].set_evictable(False)
 
+    @classmethod
+    def viewing(cls, segments: list[LogSegment]) -> LogSegments:
+        """The segments, in order, without changing which of their files may be closed: for
+        reading a log being loaded (its producer state replayed) before it is opened."""
+        view = cls.__new__(cls)
+        view._segments = list(segments)
+        view._base_offsets = [s.base_offset for s in segments]
+        return view
+
     def __len__(self) -> int:
         return len(self._segments)
 

@@ -1,8 +1,10 @@
 """Reading segment files for humans and scripts (in the spirit of ``kafka-dump-log.sh``).
 
 Every function here only reads: files are opened read-only and never repaired. Each yields
-plain dicts (one per batch, record, index entry or epoch entry) that the CLI prints as text in
-Kafka's ``key: value`` style or as one JSON object per line.
+plain dicts (one per batch, record, index entry, aborted transaction or epoch entry) that the
+CLI prints as text in Kafka's ``key: value`` style or as one JSON object per line. The record
+of a control batch shows its transaction marker as Kafka's ``DumpLogSegments`` does
+(``endTxnMarker: ABORT coordinatorEpoch: 3``), not its key and value.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from storage_core.log.leader_epoch_cache import (
 )
 from storage_core.log.offset_index import OffsetIndex, OffsetPosition
 from storage_core.log.time_index import TimeIndex
-from storage_core.records import FileRecords, TimestampType
+from storage_core.log.transaction_index import CURRENT_VERSION, ENTRY_SIZE, AbortedTxn
+from storage_core.records import FileRecords, RecordBatch, TimestampType
+from storage_core.records.end_transaction_marker import ControlRecordType
 
 Row = dict[str, Any]
 
@@ -40,9 +44,11 @@ def dump_path(path: Path, *, print_data: bool = False, verify_index: bool = Fals
         yield from dump_offset_index(path, verify=verify_index)
     elif name.endswith(files.TIME_INDEX_FILE_SUFFIX):
         yield from dump_time_index(path, verify=verify_index)
+    elif name.endswith(files.TXN_INDEX_FILE_SUFFIX):
+        yield from dump_txn_index(path)
     else:
         raise StorageError(
-            f"{path}: not a .log, .index, .timeindex or leader-epoch-checkpoint file"
+            f"{path}: not a .log, .index, .timeindex, .txnindex or leader-epoch-checkpoint file"
         )
 
 
@@ -84,17 +90,7 @@ def dump_log_file(path: Path, *, print_data: bool = False) -> Iterator[Row]:
                     "crc_valid": crc_valid,
                 }
                 if print_data and crc_valid:
-                    for record in batch.records():
-                        yield {
-                            "type": "record",
-                            "offset": record.offset,
-                            "timestamp": record.timestamp,
-                            "key_size": -1 if record.key is None else len(record.key),
-                            "value_size": -1 if record.value is None else len(record.value),
-                            "header_keys": [h.key for h in record.headers],
-                            "key": _text(record.key),
-                            "payload": _text(record.value),
-                        }
+                    yield from _record_rows(batch)
         except CorruptRecordError as exc:
             yield {
                 "type": "error",
@@ -105,6 +101,39 @@ def dump_log_file(path: Path, *, print_data: bool = False) -> Iterator[Row]:
             }
     finally:
         records.close()
+
+
+def _record_rows(batch: RecordBatch) -> Iterator[Row]:
+    for record in batch.records():
+        row: Row = {
+            "type": "record",
+            "offset": record.offset,
+            "timestamp": record.timestamp,
+            "key_size": -1 if record.key is None else len(record.key),
+            "value_size": -1 if record.value is None else len(record.value),
+            "header_keys": [h.key for h in record.headers],
+        }
+        if batch.is_control:
+            row.update(_control_fields(record.key, record.value))
+        else:
+            row["key"] = _text(record.key)
+            row["payload"] = _text(record.value)
+        yield row
+
+
+def _control_fields(key: bytes | None, value: bytes | None) -> Row:
+    """A control record's type and, for a transaction marker, its coordinator epoch (as
+    Kafka's tool prints them); a record too short to parse shows its bytes."""
+    key, value = key or b"", value or b""
+    if len(key) < 4:
+        return {"control_key": key.hex()}
+    type_id = int.from_bytes(key[2:4], "big", signed=True)
+    if type_id not in (ControlRecordType.ABORT, ControlRecordType.COMMIT) or len(value) < 6:
+        return {"control_type": type_id, "control_value": value.hex()}
+    return {
+        "end_txn_marker": ControlRecordType(type_id).name,
+        "coordinator_epoch": int.from_bytes(value[2:6], "big", signed=True),
+    }
 
 
 def _text(data: bytes | None) -> str | None:
@@ -198,6 +227,44 @@ def dump_time_index(path: Path, *, verify: bool = False) -> Iterator[Row]:
                 previous_ts = entry.timestamp
     finally:
         index.close()
+
+
+def dump_txn_index(path: Path) -> Iterator[Row]:
+    """The aborted transactions of a ``.txnindex``, in Kafka's words; a trailing partial entry
+    or an entry of another version is an ``error`` row."""
+    data = path.read_bytes()
+    whole = len(data) - len(data) % ENTRY_SIZE
+    yield {"type": "file", "file": str(path), "entries": whole // ENTRY_SIZE}
+    for position in range(0, whole, ENTRY_SIZE):
+        version = int.from_bytes(data[position : position + 2], "big", signed=True)
+        if version != CURRENT_VERSION:
+            yield {
+                "type": "error",
+                "file": str(path),
+                "error": f"entry at byte {position} has version {version}, expected"
+                f" {CURRENT_VERSION}",
+            }
+            return
+        try:
+            entry = AbortedTxn.from_bytes(data, position)
+        except ValueError as exc:
+            yield {"type": "error", "file": str(path), "error": f"entry at byte {position}: {exc}"}
+            return
+        yield {
+            "type": "aborted_txn",
+            "version": entry.version,
+            "producer_id": entry.producer_id,
+            "first_offset": entry.first_offset,
+            "last_offset": entry.last_offset,
+            "last_stable_offset": entry.last_stable_offset,
+        }
+    if whole != len(data):
+        yield {
+            "type": "error",
+            "file": str(path),
+            "error": f"{len(data) - whole} bytes at the end do not make a whole"
+            f" {ENTRY_SIZE}-byte entry",
+        }
 
 
 def dump_leader_epoch_checkpoint(path: Path) -> Iterator[Row]:
