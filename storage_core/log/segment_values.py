@@ -1,7 +1,7 @@
 """Values a ``LogSegment`` takes and gives (Kafka's ``RollParams``, ``LogOffsetPosition``,
 ``LogOffsetMetadata``, ``FetchDataInfo`` and the result of ``LogSegment.recover``).
 
-Immutable; safe to share between threads.
+Frozen dataclasses; safe to share between threads (a ``FileSlice`` reads its file lazily).
 """
 
 from __future__ import annotations
