@@ -217,10 +217,11 @@ class TransactionIndex:
     def sanity_check(self) -> None:
         """``check_length``, then every entry: version 0, offsets in order, last offsets
         increasing and not below the segment's base offset (Kafka's ``sanityCheck``).
-        ``CorruptIndexError`` naming the file otherwise."""
+        ``CorruptIndexError`` naming the file otherwise. Leaves no descriptor open (a load
+        checks files it may never read again)."""
         self.check_length()
         previous: AbortedTxn | None = None
-        for position, txn in self._read_entries():
+        for position, txn in self._read_entries(keep_open=False):
             problem = None
             if txn.last_offset < self.start_offset:
                 problem = f"its last offset is below the segment's base offset {self.start_offset}"
@@ -235,13 +236,22 @@ class TransactionIndex:
                 )
             previous = txn
 
-    def _read_entries(self) -> list[tuple[int, AbortedTxn]]:
-        """(byte position, entry) of every whole entry below the length observed now."""
+    def _read_entries(self, *, keep_open: bool = True) -> list[tuple[int, AbortedTxn]]:
+        """(byte position, entry) of every whole entry below the length observed now; without
+        ``keep_open`` a file not open already is read through a descriptor closed at once."""
         length = self.length
         if length < ENTRY_SIZE:
             return []
-        with self._pinned() as fd:
-            data = _pread_fully(fd, length - length % ENTRY_SIZE, self._path)
+        size = length - length % ENTRY_SIZE
+        if keep_open or self.holds_descriptor:
+            with self._pinned() as fd:
+                data = _pread_fully(fd, size, self._path)
+        else:
+            fd = self._open_read_only()
+            try:
+                data = _pread_fully(fd, size, self._path)
+            finally:
+                os.close(fd)
         entries: list[tuple[int, AbortedTxn]] = []
         for position in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE):
             version = int.from_bytes(data[position : position + 2], "big", signed=True)
@@ -259,6 +269,16 @@ class TransactionIndex:
                     " rebuild it from the segment"
                 ) from exc
         return entries
+
+    def _open_read_only(self) -> int:
+        """A descriptor for one read; out of descriptors, idle segment files are closed first
+        (``TooManyOpenFilesError`` if that is not enough)."""
+        path = self._path
+
+        def open_fd() -> int:
+            return os.open(path, os.O_RDONLY | _O_CLOEXEC)
+
+        return open_fd() if self._cache is None else self._cache.call_evicting(open_fd, str(path))
 
     # ------------------------------------------------------------------ changes
     def append(self, aborted: AbortedTxn) -> None:

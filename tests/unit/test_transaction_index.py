@@ -149,7 +149,9 @@ def test_sanity_check_names_the_file_and_the_problem(path: Path) -> None:
         TransactionIndex(0, path).sanity_check()
 
     path.write_bytes(good + txn(2, 3, 19, 20).to_bytes())
-    TransactionIndex(0, path).sanity_check()
+    checked = TransactionIndex(0, path, OpenFileCache(max_idle_files=4))
+    checked.sanity_check()
+    assert not checked.holds_descriptor  # a load's check leaves nothing open
 
 
 def test_rename_and_delete_follow_the_file(path: Path) -> None:
