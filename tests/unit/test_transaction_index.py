@@ -62,7 +62,9 @@ def test_the_file_is_created_by_the_first_append_only(path: Path) -> None:
     index.append(txn(1, 0, 10, 11))
     assert path.stat().st_size == ENTRY_SIZE
     index.close()
-    assert TransactionIndex(0, path).all_entries() == [txn(1, 0, 10, 11)]
+    reopened = TransactionIndex(0, path)
+    assert reopened.all_entries() == [txn(1, 0, 10, 11)]
+    reopened.close()
 
 
 def test_an_append_whose_last_offset_does_not_increase_is_refused(path: Path) -> None:

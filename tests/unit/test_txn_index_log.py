@@ -251,25 +251,26 @@ def test_txn_indexes_hold_no_descriptor_beyond_the_open_file_cache(
     recovered.close()
     cache = OpenFileCache(max_idle_files=1)
     log = open_log(file_cache=cache)
-    assert open_txn_index_descriptors() == 0  # loading opened none
+    assert open_txn_index_descriptors(log.dir) == 0  # loading opened none
     assert log.collect_aborted_transactions(0, 10) == [e for b in (0, 4, 8) for e in EXPECTED[b]]
     # three files read; the active segment's .log, .index and .timeindex, plus one idle file
-    assert open_txn_index_descriptors() == 1
+    assert open_txn_index_descriptors(log.dir) == 1
     assert cache.open_files <= 4
     log.close()
-    assert open_txn_index_descriptors() == 0
+    assert open_txn_index_descriptors(log.dir) == 0
     assert cache.open_files == 0
 
 
-def open_txn_index_descriptors() -> int:
-    """The process's descriptors of .txnindex files, as the kernel lists them."""
+def open_txn_index_descriptors(directory: Path) -> int:
+    """The process's descriptors of .txnindex files in ``directory``, as the kernel lists
+    them."""
     count = 0
     for fd in os.listdir("/proc/self/fd"):
         try:
             target = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
             continue
-        count += target.endswith(files.TXN_INDEX_FILE_SUFFIX)
+        count += target.startswith(str(directory)) and target.endswith(files.TXN_INDEX_FILE_SUFFIX)
     return count
 
 
