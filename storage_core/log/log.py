@@ -66,6 +66,7 @@ from storage_core.log.log_validator import (
     LogAppendInfo,
 )
 from storage_core.log.partition_metadata import PARTITION_METADATA_FILENAME, PartitionMetadataFile
+from storage_core.log.producer_append_info import AppendOrigin
 from storage_core.log.producer_snapshot import SnapshotFile
 from storage_core.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 from storage_core.log.producer_state_entry import ProducerStateEntry
@@ -233,6 +234,17 @@ class Log:
     def high_watermark(self) -> int:
         return self._offsets.high_watermark
 
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: the first offset of the oldest transaction not yet decided (or whose
+        marker is not yet replicated), at or above the log start; the HW when there is none
+        below it. read_committed consumers read below it. Read without the lock."""
+        high_watermark = self._offsets.high_watermark
+        first = self.producer_state_manager.first_unstable_offset
+        if first is None:
+            return high_watermark
+        return min(max(first, self._offsets.log_start_offset), high_watermark)
+
     def try_hold(self) -> bool:
         """Take this log's lock if no other thread holds it (never waits): True if it is now
         held, until ``release_hold``. While it is, nothing appends to, truncates, rolls or
@@ -273,6 +285,7 @@ class Log:
             self._offsets.high_watermark = min(
                 max(offset, self._offsets.log_start_offset), self._local_log.log_end_offset
             )
+            self.producer_state_manager.on_high_watermark_updated(self._offsets.high_watermark)
             return self._offsets.high_watermark
 
     def maybe_increment_high_watermark(self, offset: int) -> bool:
@@ -294,11 +307,12 @@ class Log:
         *,
         leader_epoch: int,
         disk_wait_allowed: bool = True,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
         """Validate, assign offsets from the LEO and ``leader_epoch``, and append
         (``LogAppender.append_as_leader``: duplicates, producer errors, disk waits)."""
         return self._appender.append_as_leader(
-            records, leader_epoch=leader_epoch, disk_wait_allowed=disk_wait_allowed
+            records, leader_epoch=leader_epoch, disk_wait_allowed=disk_wait_allowed, origin=origin
         )
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:

@@ -76,6 +76,7 @@ class LogAppender:
         *,
         leader_epoch: int,
         disk_wait_allowed: bool = True,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
         """Validate, assign offsets from the LEO and the leader epoch, and append.
 
@@ -105,7 +106,7 @@ class LogAppender:
                 log_append_time_ms=append_time,
             )
             updates, completed, duplicate = analyze_and_validate_producer_state(
-                self._producer_state, records, assigned, AppendOrigin.CLIENT
+                self._producer_state, records, assigned, origin
             )
             if duplicate is not None:
                 return self._duplicate_append_info(assigned, duplicate)
@@ -186,11 +187,13 @@ class LogAppender:
                 self._epochs.assign(batch.partition_leader_epoch, batch.base_offset)
         now = self._clock.milliseconds() if now_ms is None else now_ms
         local = self._local
-        local.append(self._maybe_roll(info.valid_bytes, info, now), parts, info)
+        segment = self._maybe_roll(info.valid_bytes, info, now)
+        local.append(segment, parts, info)
         manager = self._producer_state
         for update in producer_updates:
             manager.update(update)
-        for completed in completed_txns:
+        for completed in completed_txns:  # Kafka's order: indexed with the LSO it ends at
+            segment.update_txn_index(completed, manager.last_stable_offset(completed))
             manager.complete_txn(completed)
         manager.update_map_end_offset(local.log_end_offset)
         if local.unflushed_messages >= self.config.flush_messages:

@@ -37,10 +37,13 @@ class AppendOrigin(enum.Enum):
 
     ``CLIENT``: a produce request; epochs, sequences and duplicates are checked.
     ``REPLICATION``: a follower copying the leader, or a log being reloaded; nothing is refused.
+    ``COORDINATOR``: a coordinator's own append on a leader (transaction markers of
+    WriteTxnMarkers, group records); epochs are checked, sequences and duplicates are not.
     """
 
     CLIENT = "client"
     REPLICATION = "replication"
+    COORDINATOR = "coordinator"
 
 
 class ProducerAppendInfo:

@@ -68,6 +68,13 @@ class ProducerStateManager:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
         self._ongoing_txns: dict[int, int] = {}  # first offset -> producer id
+        # completed transactions whose marker is above the high watermark: first offset ->
+        # last offset (the marker's); they keep the LSO back until the marker is replicated
+        self._unreplicated_txns: dict[int, int] = {}
+        self.first_unstable_offset: int | None = None
+        """First offset of the oldest transaction that is open or whose marker is not yet
+        replicated (Kafka's ``firstUnstableOffset``): the LSO cannot pass it. Kept up to date
+        by every change, so that readers without the log's lock see a whole value."""
         self._snapshots: dict[int, SnapshotFile] = self._load_snapshots()
         self._last_map_offset = 0
         self._last_snap_offset = 0
@@ -95,6 +102,30 @@ class ProducerStateManager:
         """First offset of the oldest open transaction, if any."""
         return min(self._ongoing_txns, default=None)
 
+    def _update_first_unstable_offset(self) -> None:
+        self.first_unstable_offset = min(
+            self._ongoing_txns.keys() | self._unreplicated_txns.keys(), default=None
+        )
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The LSO once ``completed`` is decided (Kafka's ``lastStableOffset``, stored in its
+        aborted-transaction index entry): the first offset of the oldest other open
+        transaction, else just past the marker."""
+        others = (
+            first
+            for first, producer_id in self._ongoing_txns.items()
+            if producer_id != completed.producer_id
+        )
+        return min(others, default=completed.last_offset + 1)
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Completed transactions whose marker is below ``high_watermark`` are stable."""
+        if self._unreplicated_txns:
+            stable = [f for f, last in self._unreplicated_txns.items() if last < high_watermark]
+            for first in stable:
+                del self._unreplicated_txns[first]
+            self._update_first_unstable_offset()
+
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._producers.get(producer_id)
 
@@ -111,14 +142,19 @@ class ProducerStateManager:
         )
         for first_offset in append_info.started_transactions:
             self._ongoing_txns[first_offset] = append_info.producer_id
+        if append_info.started_transactions:
+            self._update_first_unstable_offset()
 
     def complete_txn(self, completed: CompletedTxn) -> None:
-        self._ongoing_txns.pop(completed.first_offset, None)
+        if self._ongoing_txns.pop(completed.first_offset, None) is not None:
+            self._unreplicated_txns[completed.first_offset] = completed.last_offset
+            self._update_first_unstable_offset()
 
     def load_producer_entry(self, entry: ProducerStateEntry) -> None:
         self._producers[entry.producer_id] = entry
         if entry.current_txn_first_offset is not None:
             self._ongoing_txns[entry.current_txn_first_offset] = entry.producer_id
+            self._update_first_unstable_offset()
 
     def update_map_end_offset(self, last_offset: int) -> None:
         self._last_map_offset = last_offset
@@ -243,6 +279,8 @@ class ProducerStateManager:
         if log_end_offset != self._last_map_offset:
             self._producers.clear()
             self._ongoing_txns.clear()
+            self._unreplicated_txns.clear()
+            self.first_unstable_offset = None
             self._load_from_snapshot(log_start_offset, now_ms)
         else:
             self.on_log_start_offset_incremented(log_start_offset)
@@ -275,6 +313,8 @@ class ProducerStateManager:
         """Forget every producer and delete every snapshot; the state restarts at ``offset``."""
         self._producers.clear()
         self._ongoing_txns.clear()
+        self._unreplicated_txns.clear()
+        self.first_unstable_offset = None
         for snapshot_offset in list(self._snapshots):
             self._remove_and_delete_snapshot(snapshot_offset)
         self._last_snap_offset = 0
@@ -285,6 +325,8 @@ class ProducerStateManager:
         from remote storage); ``truncate_and_reload`` then loads the newest."""
         self._producers.clear()
         self._ongoing_txns.clear()
+        self._unreplicated_txns.clear()
+        self.first_unstable_offset = None
         self._snapshots = self._load_snapshots()
         self._last_snap_offset = 0
         self._last_map_offset = 0

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from storage_core.errors import InvalidRecordError
 from storage_core.records.batch import RecordBatch
+from storage_core.records.memory_records_builder import build_batch
+from storage_core.records.record import SimpleRecord
 
 _CONTROL_KEY = struct.Struct(">hh")  # version, control type
 _MARKER_VALUE = struct.Struct(">hi")  # version, coordinator epoch
@@ -66,3 +68,30 @@ def end_txn_marker_of(batch: RecordBatch) -> EndTransactionMarker | None:
             timestamp=record.timestamp,
         )
     return None
+
+
+def build_end_txn_marker_batch(
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int,
+    control_type: ControlRecordType,
+    timestamp: int,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """The control batch a partition leader appends for a WriteTxnMarkers entry (Kafka's
+    ``MemoryRecords.withEndTransactionMarker``): transactional and control, no sequence,
+    one record whose key and value are written out at the top of this module."""
+    record = SimpleRecord(
+        key=_CONTROL_KEY.pack(0, control_type),
+        value=_MARKER_VALUE.pack(0, coordinator_epoch),
+        timestamp=timestamp,
+    )
+    return build_batch(
+        [record],
+        partition_leader_epoch=partition_leader_epoch,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        is_transactional=True,
+        is_control=True,
+    )
