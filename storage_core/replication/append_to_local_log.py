@@ -18,6 +18,7 @@ from storage_core.common import TopicPartition
 from storage_core.errors import StorageError
 from storage_core.log.log import AppendWouldWaitError
 from storage_core.log.log_validator import analyze_and_validate, validate_client_batches
+from storage_core.log.producer_append_info import AppendOrigin
 from storage_core.replication.delayed_produce import ProduceResult
 from storage_core.replication.partition import Partition
 
@@ -33,6 +34,7 @@ def append_to_local_log(
     *,
     on_loop: bool = False,
     expected_log_end_offset: int | None = None,
+    origin: AppendOrigin = AppendOrigin.CLIENT,
 ) -> ProduceResult | None:
     """One partition's append. ``on_loop``: on the event loop, which it must not stall;
     None, with nothing written, when another thread holds the partition or its log, or
@@ -41,8 +43,8 @@ def append_to_local_log(
     (``Partition.append_records_to_leader``)."""
     try:
         partition = get_partition(tp)
-        if partition.is_leader:  # else the append answers NOT_LEADER_OR_FOLLOWER first
-            validate_client_append(partition, records)
+        if partition.is_leader and origin is AppendOrigin.CLIENT:
+            validate_client_append(partition, records)  # else NOT_LEADER_OR_FOLLOWER first
         # Off the loop the append takes the locks itself, waiting for them.
         if on_loop and not partition.try_hold():
             return None
@@ -52,6 +54,7 @@ def append_to_local_log(
                 required_acks=required_acks,
                 disk_wait_allowed=not on_loop,
                 expected_log_end_offset=expected_log_end_offset,
+                origin=origin,
             )
         finally:
             if on_loop:

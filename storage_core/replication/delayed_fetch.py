@@ -25,7 +25,8 @@ from storage_core.common import TopicPartition, Uuid
 from storage_core.errors import StorageError
 from storage_core.records.file_region import FileRegion
 from storage_core.replication.delayed_produce import ProduceResult
-from storage_core.replication.partition import NO_EPOCH_CHECK, LogReadResult
+from storage_core.replication.log_read import LogReadResult
+from storage_core.replication.partition import NO_EPOCH_CHECK
 
 # The lines keep the logger they were always written with.
 logger = logging.getLogger("storage_core.replication.replica_manager")

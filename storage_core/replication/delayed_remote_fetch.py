@@ -22,7 +22,8 @@ from storage_core.common import TopicPartition
 from storage_core.errors import OffsetOutOfRangeError, StorageError
 from storage_core.log.log_segment import FetchDataInfo, LogOffsetMetadata
 from storage_core.replication.delayed_fetch import FetchResult
-from storage_core.replication.partition import LogReadResult, Partition
+from storage_core.replication.log_read import LogReadResult
+from storage_core.replication.partition import Partition
 from storage_core.tiered.remote_log_manager import (
     OffsetMovedToTieredStorageError,
     RemoteLogManager,

@@ -32,24 +32,15 @@ from storage_core.errors import (
 )
 from storage_core.log.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from storage_core.log.log import Log, TimestampAndOffset
-from storage_core.log.log_segment import FetchDataInfo
 from storage_core.log.log_validator import LogAppendInfo
+from storage_core.log.producer_append_info import AppendOrigin
+from storage_core.replication.fetch_isolation import FetchIsolation
+from storage_core.replication.log_read import LogReadResult, read_log
 from storage_core.replication.replica import ReplicaState
 
 logger = logging.getLogger(__name__)
 
 NO_EPOCH_CHECK = -1
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LogReadResult:
-    """What a fetch of one partition returns, with the offsets the response reports."""
-
-    info: FetchDataInfo
-    high_watermark: int
-    last_stable_offset: int
-    log_start_offset: int
-    log_end_offset: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -277,6 +268,7 @@ class Partition:
         required_acks: int,
         disk_wait_allowed: bool = True,
         expected_log_end_offset: int | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
         """Append with the leader epoch; acks=all is refused before the append when the ISR
         is below ``min.insync.replicas``. The lock is held through the append so that the
@@ -297,7 +289,10 @@ class Partition:
                     f" {list(self.isr)}, fewer than min.insync.replicas={min_isr}"
                 )
             info = self.log.append_as_leader(
-                records, leader_epoch=self.leader_epoch, disk_wait_allowed=disk_wait_allowed
+                records,
+                leader_epoch=self.leader_epoch,
+                disk_wait_allowed=disk_wait_allowed,
+                origin=origin,
             )
             advanced = self._maybe_increment_high_watermark(self._clock.milliseconds())
         if advanced:
@@ -544,7 +539,7 @@ class Partition:
         *,
         current_leader_epoch: int = NO_EPOCH_CHECK,
         fetch_only_from_leader: bool = True,
-        isolation_high_watermark: bool = True,
+        isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
         min_one_message: bool = True,
     ) -> LogReadResult:
         with self._lock:
@@ -552,35 +547,38 @@ class Partition:
                 self._require_leader(current_leader_epoch)
             else:
                 self._check_epoch(current_leader_epoch)
-        log = self.log
-        # Offsets are sampled before the read so the response never reports a HW below the data.
-        high_watermark = log.high_watermark
-        max_offset = high_watermark if isolation_high_watermark else None
-        info = log.read(
-            fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message
-        )
-        return LogReadResult(
-            info=info,
-            high_watermark=high_watermark,
-            last_stable_offset=high_watermark,
-            log_start_offset=log.log_start_offset,
-            log_end_offset=log.log_end_offset,
+        return read_log(
+            self.log,
+            fetch_offset,
+            max_bytes,
+            isolation=isolation,
+            min_one_message=min_one_message,
         )
 
     def fetch_offset_for_timestamp(
-        self, timestamp: int, *, current_leader_epoch: int = NO_EPOCH_CHECK
+        self,
+        timestamp: int,
+        *,
+        current_leader_epoch: int = NO_EPOCH_CHECK,
+        isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
     ) -> TimestampAndOffset | None:
-        """ListOffsets for consumers: offsets at or above the high watermark are not visible."""
+        """ListOffsets for consumers: offsets at or above the high watermark (read_committed:
+        the LSO) are not visible."""
         with self._lock:
             self._require_leader(current_leader_epoch)
         found = self.log.offset_for_timestamp(timestamp)
-        high_watermark = self.log.high_watermark
-        if timestamp == -1:  # LATEST: the high watermark, not the LEO (read_committed aside)
-            epoch = self.log.leader_epoch_cache.epoch_for_offset(max(high_watermark - 1, 0))
-            return TimestampAndOffset(-1, high_watermark, epoch)
+        log = self.log
+        visible_end = (
+            log.last_stable_offset
+            if isolation is FetchIsolation.TXN_COMMITTED
+            else log.high_watermark
+        )
+        if timestamp == -1:  # LATEST: the end of what the consumer may read, not the LEO
+            epoch = self.log.leader_epoch_cache.epoch_for_offset(max(visible_end - 1, 0))
+            return TimestampAndOffset(-1, visible_end, epoch)
         if timestamp in (-2, -4):  # EARLIEST / EARLIEST_LOCAL: the log start, even when empty
             return found
-        if found is not None and found.offset >= high_watermark:
+        if found is not None and found.offset >= visible_end:
             return None  # a timestamp lookup never points above what consumers may read
         return found
 

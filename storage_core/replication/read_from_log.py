@@ -28,6 +28,7 @@ from storage_core.replication.delayed_fetch import (
     close_regions,
 )
 from storage_core.replication.delayed_remote_fetch import tiered_fetch_result
+from storage_core.replication.fetch_isolation import FetchIsolation
 from storage_core.replication.partition import Partition
 from storage_core.tiered.remote_log_manager import RemoteLogManager
 
@@ -39,7 +40,7 @@ class ReadAll(Protocol):
         self,
         requests: Mapping[TopicPartition, FetchRequestPartition],
         max_bytes: int,
-        isolation_high_watermark: bool,
+        isolation: FetchIsolation,
         zero_copy: bool = False,
         replica_id: int = -1,
     ) -> dict[TopicPartition, FetchResult]: ...
@@ -72,7 +73,7 @@ def read_from_log(
     manager: ReplicaReads,
     requests: Mapping[TopicPartition, FetchRequestPartition],
     max_bytes: int,
-    isolation_high_watermark: bool,
+    isolation: FetchIsolation,
     *,
     zero_copy: bool = False,
     replica_id: int = -1,
@@ -85,7 +86,7 @@ def read_from_log(
             manager,
             requests,
             max_bytes,
-            isolation_high_watermark,
+            isolation,
             zero_copy,
             results=results,
             replica_id=replica_id,
@@ -135,7 +136,9 @@ def read_log_tail(
             behind_bytes += tail_bytes
             if behind_bytes > LOG_TAIL_READ_BYTES_MAX:
                 return None
-        results = read_all(requests, max_bytes, False, zero_copy=zero_copy, replica_id=replica_id)
+        results = read_all(
+            requests, max_bytes, FetchIsolation.LOG_END, zero_copy=zero_copy, replica_id=replica_id
+        )
     finally:
         for partition in held:
             partition.release_hold()
@@ -149,7 +152,7 @@ def _read_each(
     manager: ReplicaReads,
     requests: Mapping[TopicPartition, FetchRequestPartition],
     max_bytes: int,
-    isolation_high_watermark: bool,
+    isolation: FetchIsolation,
     zero_copy: bool,
     *,
     results: dict[TopicPartition, FetchResult],
@@ -181,7 +184,7 @@ def _read_each(
                     limit,
                     current_leader_epoch=request.current_leader_epoch,
                     # followers read up to the LEO: the HW moves once they have it
-                    isolation_high_watermark=isolation_high_watermark and replica_id < 0,
+                    isolation=FetchIsolation.LOG_END if replica_id >= 0 else isolation,
                     min_one_message=budget == max_bytes,
                 )
                 if replica_id >= 0:

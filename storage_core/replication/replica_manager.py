@@ -47,6 +47,7 @@ from storage_core.errors import (
     UnknownTopicOrPartitionError,
 )
 from storage_core.log.log_manager import LogManager
+from storage_core.log.producer_append_info import AppendOrigin
 from storage_core.metrics import BrokerTopicStats, KafkaMetricsRegistry
 from storage_core.records.file_region import SENDFILE_SUPPORTED
 from storage_core.replication.append_to_local_log import append_to_local_log
@@ -71,6 +72,7 @@ from storage_core.replication.delayed_produce import (
 from storage_core.replication.delayed_remote_fetch import (
     complete_remote_reads,
 )
+from storage_core.replication.fetch_isolation import FetchIsolation
 from storage_core.replication.leader_and_isr import FollowerFetchers, LeaderAndIsrMixin
 from storage_core.replication.partition import (
     NO_EPOCH_CHECK,
@@ -285,6 +287,7 @@ class ReplicaManager(LeaderAndIsrMixin):
         required_acks: int,
         timeout_ms: int,
         expected_log_end_offsets: Mapping[TopicPartition, int] | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append, then for acks=-1 wait until the ISR has the records (or ``timeout_ms``).
         ``expected_log_end_offsets``: partitions appended to only if their log ends there
@@ -294,6 +297,7 @@ class ReplicaManager(LeaderAndIsrMixin):
             required_acks=required_acks,
             timeout_ms=timeout_ms,
             expected_log_end_offsets=expected_log_end_offsets,
+            origin=origin,
         )
         return await appended.replicated()
 
@@ -304,6 +308,7 @@ class ReplicaManager(LeaderAndIsrMixin):
         required_acks: int,
         timeout_ms: int,
         expected_log_end_offsets: Mapping[TopicPartition, int] | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendedRecords:
         """Append to each partition's leader log; the wait for replication (acks=-1) is left
         to the caller, which may do other work meanwhile (``AppendedRecords.replicated``)."""
@@ -325,6 +330,7 @@ class ReplicaManager(LeaderAndIsrMixin):
                 required_acks,
                 on_loop=True,
                 expected_log_end_offset=expected.get(tp),
+                origin=origin,
             )
             if result is None:
                 waiting[tp] = records
@@ -340,6 +346,7 @@ class ReplicaManager(LeaderAndIsrMixin):
                     records,
                     required_acks,
                     expected_log_end_offset=expected.get(tp),
+                    origin=origin,
                 )
                 assert result is not None  # off the loop an append waits, it never gives up
                 appended[tp] = result
@@ -389,11 +396,12 @@ class ReplicaManager(LeaderAndIsrMixin):
         max_wait_ms: int,
         min_bytes: int,
         max_bytes: int,
-        isolation_high_watermark: bool = True,
+        isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
         zero_copy: bool = False,
         replica_id: int = -1,
     ) -> dict[TopicPartition, FetchResult]:
         """Read now; below ``min_bytes`` and without errors, wait up to ``max_wait_ms`` for data.
+        ``isolation``: a consumer's bound (HW or LSO); replicas always read to the log end.
 
         With ``zero_copy``, record sets of ``ZERO_COPY_MIN_BYTES`` or more come back as
         ``FileRegion``s (to be sent with sendfile); the caller owns and must close them.
@@ -411,9 +419,7 @@ class ReplicaManager(LeaderAndIsrMixin):
         purgatory = self._delayed_fetch_purgatory
 
         def read_all() -> FetchResults:
-            return self._read_all(
-                requests, max_bytes, isolation_high_watermark, zero_copy, replica_id
-            )
+            return self._read_all(requests, max_bytes, isolation, zero_copy, replica_id)
 
         handed: FetchResults | None = None  # read by an append for this parked fetch
         while True:
@@ -490,7 +496,7 @@ class ReplicaManager(LeaderAndIsrMixin):
         self,
         requests: Mapping[TopicPartition, FetchRequestPartition],
         max_bytes: int,
-        isolation_high_watermark: bool,
+        isolation: FetchIsolation,
         zero_copy: bool = False,
         replica_id: int = -1,
     ) -> dict[TopicPartition, FetchResult]:
@@ -499,7 +505,7 @@ class ReplicaManager(LeaderAndIsrMixin):
             self,
             requests,
             max_bytes,
-            isolation_high_watermark,
+            isolation,
             zero_copy=zero_copy,
             replica_id=replica_id,
         )

@@ -107,6 +107,7 @@ async def handle(ctx: RequestContext, request: Any) -> ResponseParts:
             replica_id=replica_id,
             authorized=allowed is None,
             sent=wanted,
+            isolation_level=int(request.isolation_level),  # 1: read_committed
         )
     results = await read_partitions(
         services,
@@ -115,6 +116,7 @@ async def handle(ctx: RequestContext, request: Any) -> ResponseParts:
         min_bytes=int(request.min_bytes),
         max_bytes=int(request.max_bytes),
         replica_id=replica_id,
+        isolation_level=int(request.isolation_level),  # 1: read_committed
     )
     try:
         topics = [

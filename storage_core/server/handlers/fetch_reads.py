@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
 from storage_core.replication.delayed_fetch import FetchRequestPartition, FetchResult
+from storage_core.replication.fetch_isolation import FetchIsolation
 from storage_core.server.fetch_response import FetchPartitionResponse
 from storage_core.server.handlers.common import error_code_of
 
@@ -27,9 +28,11 @@ async def read_partitions(
     min_bytes: int,
     max_bytes: int,
     replica_id: int,
+    isolation_level: int = 0,
 ) -> dict[TopicPartition, FetchResult]:
-    """The reads a Fetch asks for, within the broker's bounds; record sets of 64 KiB and
-    more come back as file regions, which the caller must close."""
+    """The reads a Fetch asks for, within the broker's bounds (a consumer's below the HW,
+    or the LSO at ``isolation_level`` 1); record sets of 64 KiB and more come back as file
+    regions, which the caller must close."""
     return await services.replica_manager.fetch_messages(
         wanted,
         max_wait_ms=min(max_wait_ms, MAX_WAIT_MS_MAX),
@@ -39,6 +42,7 @@ async def read_partitions(
         max_bytes=min(max_bytes, services.config.get_int("fetch.max.bytes")),
         zero_copy=True,
         replica_id=replica_id,
+        isolation=FetchIsolation.of(replica_id, isolation_level),
     )
 
 
@@ -55,7 +59,14 @@ def partition_response(
         last_stable_offset=read.last_stable_offset if read is not None else -1,
         log_start_offset=read.log_start_offset if read is not None else -1,
         diverging_epoch=result.diverging_epoch if result is not None else None,
-        aborted_transactions=None if read is None else (),
+        aborted_transactions=(
+            None
+            if read is None
+            else tuple(
+                (aborted.producer_id, aborted.first_offset)
+                for aborted in read.aborted_transactions or ()
+            )
+        ),
         # Empty, not null, with an error: as Kafka; librdkafka cannot parse a null record set.
         records=result.records if result is not None and read is not None else b"",
     )

@@ -153,6 +153,7 @@ async def answer_incremental(
     replica_id: int,
     authorized: bool,
     sent: Iterable[TopicPartition],
+    isolation_level: int = 0,
 ) -> ResponseParts:
     """The answer to an incremental fetch: the session's partitions with something new,
     after waiting up to ``max_wait_ms`` for ``min_bytes`` (or an error) as any fetch does."""
@@ -178,6 +179,7 @@ async def answer_incremental(
                 max_bytes=max_bytes,
                 replica_id=replica_id,
                 authorized=authorized,
+                isolation_level=isolation_level,
             )
             # What had something to answer is looked at again (in this request's next look
             # and the next requests' until it is quiet: the fetcher may not take all records
@@ -220,6 +222,7 @@ async def _read_session(
     max_bytes: int,
     replica_id: int,
     authorized: bool,
+    isolation_level: int = 0,
 ) -> dict[TopicPartition, FetchPartitionResponse]:
     """Each partition looked at that is not quiet, read now (no waiting here)."""
     session = context.session
@@ -232,7 +235,13 @@ async def _read_session(
     if not wanted:
         return {}
     results = await read_partitions(
-        services, wanted, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes, replica_id=replica_id
+        services,
+        wanted,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=max_bytes,
+        replica_id=replica_id,
+        isolation_level=isolation_level,
     )
     now_ms = services.clock.milliseconds()
     responses: dict[TopicPartition, FetchPartitionResponse] = {}

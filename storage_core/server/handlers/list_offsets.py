@@ -6,8 +6,9 @@ included), earliest local the local log start offset, latest tiered the highest 
 to the remote tier (-1 if none, or if the topic is not remote-enabled); a timestamp is searched
 in remote segments first (on a remote reader thread), then locally.
 
-Consumers see only offsets below the high watermark: "latest" is the high watermark, and a
-timestamp whose first match lies at or above it finds nothing (offset -1). A follower broker
+Consumers see only offsets below the high watermark (read_committed ones, isolation level 1,
+below the last stable offset): "latest" is that bound, and a timestamp whose first match lies
+at or above it finds nothing (offset -1). A follower broker
 (replica id >= 0) reads without isolation, as in Kafka: its "latest" is the log end offset.
 """
 
@@ -22,6 +23,7 @@ from storage_core.errors import StorageError
 from storage_core.log.log import Log, TimestampAndOffset
 from storage_core.protocol.acl import AclOperation, ResourceType
 from storage_core.protocol.messages import build
+from storage_core.replication.fetch_isolation import FetchIsolation
 from storage_core.server.handlers.auth_helper import (
     TopicAuthorizationFailedError,
     filter_by_authorized,
@@ -62,6 +64,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         # latest tiered: the local part only checks leadership and epoch
                         EARLIEST if p.timestamp == LATEST_TIERED_TIMESTAMP else p.timestamp,
                         current_leader_epoch=getattr(p, "current_leader_epoch", -1),  # v4+
+                        isolation=FetchIsolation.of(-1, getattr(request, "isolation_level", 0)),
                     )
                 )
                 if p.timestamp == LATEST and request.replica_id >= 0:
