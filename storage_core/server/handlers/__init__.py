@@ -35,6 +35,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "create_topics",
     "delete_topics",
     "init_producer_id",
+    "write_txn_markers",
     "create_partitions",
     "delete_records",
     "describe_configs",
