@@ -736,6 +736,28 @@ CASES: list[Case] = [
         CLUSTER_AUTH,
     ),
     (
+        27,
+        1,
+        lambda m: {
+            "markers": (
+                m.WritableTxnMarker(
+                    producer_id=1,
+                    producer_epoch=0,
+                    transaction_result=False,
+                    topics=(m.WritableTxnMarkerTopic(name=TOPIC, partition_indexes=(0,)),),
+                    coordinator_epoch=0,
+                ),
+            )
+        },
+        CLUSTER_AUTH,
+    ),
+    (
+        61,
+        0,
+        lambda m: {"topics": (m.TopicRequest(name=TOPIC, partition_indexes=(0,)),)},
+        TOPIC_AUTH,
+    ),
+    (
         75,
         0,
         lambda m: {

@@ -142,6 +142,27 @@ class Wire:
         )
         return int(body.topics[0].partitions[0].offset)
 
+    def producers(self, partition: int = 0) -> tuple[ErrorCode, dict[int, tuple[int, ...]]]:
+        """DescribeProducers: producer id -> (epoch, last sequence, coordinator epoch, first
+        offset of its open transaction)."""
+        module = raw_wire.request_classes(61, 0)
+        body = raw_wire.call(
+            self.sock,
+            61,
+            0,
+            topics=(module.TopicRequest(name=self.topic, partition_indexes=(partition,)),),
+        )
+        (answer,) = body.topics[0].partitions
+        return answer.error_code, {
+            int(p.producer_id): (
+                int(p.producer_epoch),
+                int(p.last_sequence),
+                int(p.coordinator_epoch),
+                int(p.current_txn_start_offset),
+            )
+            for p in answer.active_producers
+        }
+
     def fetch(self, isolation_level: int) -> object:
         module = raw_wire.request_classes(1, FETCH_V)
         body = raw_wire.call(
@@ -215,6 +236,16 @@ def test_read_committed_reads_below_the_lso_and_skips_aborted_transactions(
     assert wire.end(aborted, commit=False) == ErrorCode.none  # offset 4
     assert wire.produce(open_, b"c1", transactional=True) == 5
     assert (wire.latest(0), wire.latest(1)) == (6, 5)
+    # the hanging-transaction view: who is still open, and since when
+    assert wire.producers() == (
+        ErrorCode.none,
+        {
+            committed[0]: (0, 1, COORDINATOR_EPOCH, -1),
+            aborted[0]: (0, 0, COORDINATOR_EPOCH, -1),
+            open_[0]: (0, 0, -1, 5),
+        },
+    )
+    assert wire.producers(partition=7)[0] == ErrorCode.unknown_topic_or_partition
 
     answer = wire.fetch(1)
     assert (answer.high_watermark, answer.last_stable_offset) == (6, 5)

@@ -36,6 +36,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "delete_topics",
     "init_producer_id",
     "write_txn_markers",
+    "describe_producers",
     "create_partitions",
     "delete_records",
     "describe_configs",
