@@ -115,9 +115,11 @@ class AdminManager:
         internal: bool = False,
         replica_assignment: Sequence[Sequence[int]] | None = None,
         from_any_broker: bool = False,
+        wait_s: float | None = None,
     ) -> TopicInfo:
         """Create a topic (or only validate, as CreateTopics can); it returns once this
-        broker's metadata shows the topic with its leaders.
+        broker's metadata shows the topic with its leaders, or at once with ``wait_s <= 0``
+        (``TopicStore.create_topic``).
 
         ``replica_assignment`` (replicas by partition 0..n-1) replaces the count and factor.
         """
@@ -143,6 +145,7 @@ class AdminManager:
             internal=internal,
             replica_assignment=replica_assignment,
             from_any_broker=from_any_broker,
+            wait_s=wait_s,
         )
 
     def maybe_auto_create_topic(self, name: str) -> TopicInfo | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from storage_core.common import ZERO_UUID, Uuid, validate_topic_name
 from storage_core.controller.kafka_controller import KafkaController
@@ -228,10 +228,14 @@ class TopicStore:
         internal: bool = False,
         replica_assignment: Sequence[Sequence[int]] | None = None,
         from_any_broker: bool = False,
+        wait_s: float | None = None,
     ) -> TopicInfo:
         """Create through the controller (NOT_CONTROLLER elsewhere); ``from_any_broker``: a
         topic this broker creates on its own (automatically, or an internal one) is written
-        directly, as Kafka's brokers do, and the controller elects its leaders."""
+        directly, as Kafka's brokers do, and the controller elects its leaders. Then wait
+        ``wait_s`` (default: the store's propagation timeout) for this broker's metadata to
+        show it online (REQUEST_TIMED_OUT after, the creation going on); ``wait_s <= 0``
+        answers at once with the planned assignment, as Kafka does for a timeout of 0."""
         planned = self.validate_new_topic(
             name,
             num_partitions,
@@ -240,9 +244,10 @@ class TopicStore:
             default_config,
             replica_assignment=replica_assignment,
         )
+        topic_id = Uuid.random()
         assignment = TopicAssignment(
             topic=name,
-            topic_id=Uuid.random(),
+            topic_id=topic_id,
             partitions={
                 p.partition: ReplicaAssignment(replicas=p.replicas) for p in planned.partitions
             },
@@ -266,10 +271,13 @@ class TopicStore:
             len(planned.partitions[0].replicas),
             replica_assignment is not None,
         )
+        if wait_s is not None and wait_s <= 0:
+            return replace(planned, topic_id=topic_id)
         return self._await(
             name,
             f"the new topic {name}",
             lambda image: _online(image, name, len(planned.partitions)),
+            timeout_s=wait_s,
         )
 
     def await_topic(self, name: str) -> TopicInfo:
@@ -400,9 +408,17 @@ class TopicStore:
             raise UnknownTopicOrPartitionError(f"This server does not host topic '{name}'.")
         return topic
 
-    def _await(self, name: str, what: str, ready: Callable[[MetadataImage], object]) -> TopicInfo:
+    def _await(
+        self,
+        name: str,
+        what: str,
+        ready: Callable[[MetadataImage], object],
+        *,
+        timeout_s: float | None = None,
+    ) -> TopicInfo:
         """Wait until this broker's metadata satisfies ``ready``; the topic as it shows then."""
-        deadline = time.monotonic() + self._timeout_s
+        timeout_s = self._timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
         while True:
             image = self._cache.image()
             if ready(image):
@@ -413,7 +429,7 @@ class TopicStore:
             if time.monotonic() > deadline:
                 raise RequestTimedOutError(
                     f"{what} did not reach broker {self.broker_id}'s metadata within"
-                    f" {self._timeout_s:.0f} s"
+                    f" {timeout_s:g} s; it is being created all the same"
                 )
             time.sleep(_POLL_S)
 

@@ -22,10 +22,12 @@ from storage_core.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     InvalidTopicError,
+    RequestTimedOutError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from storage_core.log.log_config import LogConfig
+from storage_core.replication.zk_metadata_listener import ZkMetadataListener
 from storage_core.server.topic_store import TopicStore
 from storage_core.zk.kafka_zk_client import KafkaZkClient
 from storage_core.zk.local_znode_tree import LocalZNodeTree
@@ -197,3 +199,25 @@ def test_a_damaged_old_file_is_a_named_error(tmp_path: Path) -> None:
     with pytest.raises(CorruptCheckpointError, match=TOPIC_METADATA_FILE):
         migrate_legacy_topic_metadata(tmp_path, zk)
     assert (tmp_path / TOPIC_METADATA_FILE).read_text() == "{not json"
+
+
+def test_a_timeout_of_zero_answers_at_once_and_a_short_one_times_out(
+    tmp_path: Path, nodes: list[SingleNode]
+) -> None:
+    """Kafka's CreateTopics: the request's timeout bounds the wait for the new leaders (0:
+    none); past it REQUEST_TIMED_OUT, while the creation goes on."""
+    store = _store(tmp_path, nodes)
+    node = nodes[0]
+    node.listener.stop()  # this broker's metadata no longer follows the store
+    created = store.create_topic("now", 2, 1, {}, DEFAULT, wait_s=0)
+    assert [p.partition for p in created.partitions] == [0, 1]
+    assert store.get("now") is None  # not in this broker's metadata, and not waited for
+    with pytest.raises(RequestTimedOutError, match="being created all the same"):
+        store.create_topic("later", 1, 1, {}, DEFAULT, wait_s=0.2)
+    node.listener = ZkMetadataListener(0, node.zk, node.cache)
+    node.listener.start()
+    deadline = time.monotonic() + 10
+    while not (store.get("now") and store.get("later")):
+        assert time.monotonic() < deadline, "the topics never showed up"
+        time.sleep(0.01)
+    assert store.get("now").topic_id == created.topic_id  # type: ignore[union-attr]

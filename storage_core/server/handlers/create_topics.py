@@ -27,6 +27,7 @@ from storage_core.server.handlers.auth_helper import authorize, filter_by_author
 from storage_core.server.handlers.common import (
     NO_THROTTLE,
     error_code_of,
+    milliseconds,
     to_kio_uuid,
 )
 from storage_core.server.handlers.config_support import InvalidRequestError, describe_topic
@@ -115,6 +116,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     replica_assignment=_manual_assignment(
                         topic, brokers=services.topic_store.broker_ids()
                     ),
+                    # Kafka waits up to the request's timeout for the leaders, 0: not at all
+                    wait_s=milliseconds(request.timeout) / 1000,
                 )
             )
         except Exception as error:  # one topic's failure never costs the others their answer
