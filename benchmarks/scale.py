@@ -130,7 +130,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     unknown = args.steps - steps
     if unknown:
         parser.error(f"--only: unknown steps {sorted(unknown)}; known: {sorted(steps)}")
-    args.copies = args.copies or (7 if args.short else 5)
+    args.copies = args.copies or (7 if args.short else 15)  # a median of 15 copies
     if args.churn_cycles is None:
         args.churn_cycles = 0 if args.short else 12
     args.idle_window_s = args.idle_window_s or (3.0 if args.short else 10.0)
