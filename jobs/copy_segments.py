@@ -15,14 +15,15 @@ log dirs are one broker's and the run acts on what that broker leads.
 Extract (driver): the partition directories (in the leaders' log dirs) whose topic has
 ``remote.storage.enable=true`` (DescribeConfigs) and whose leader is a broker of the map
 (Metadata, which also gives the leader epoch the copies are fenced at and the leader's
-host); the leader's log start offset and high watermark (ListOffsets); the segments
-``candidate_segments`` finds eligible. Transform (pure): ``plan_work_units`` packs them by
-leader host, then by bytes, into work units, one partition's segments always in one unit,
-oldest first. Load (executors, one Spark task per unit, placed on its leader host when
-there are several: see Placement below): each task builds its own remote storage manager and
-client-mode metadata manager from plain settings, re-reads each partition directory, skips
-what is already remote, and runs ``copy_segment``: COPY_SEGMENT_STARTED -> upload -> verify
--> COPY_SEGMENT_FINISHED.
+host); the leader's log start offset, high watermark and last stable offset (ListOffsets,
+the LSO at isolation level 1); the segments ``candidate_segments`` finds eligible (closed
+and below the LSO: a segment holding an undecided transaction waits until it is decided).
+Transform (pure): ``plan_work_units`` packs them by leader host, then by bytes, into work
+units, one partition's segments always in one unit, oldest first. Load (executors, one Spark
+task per unit, placed on its leader host when there are several: see Placement below): each
+task builds its own remote storage manager and client-mode metadata manager from plain
+settings, re-reads each partition directory, skips what is already remote, and runs
+``copy_segment``: COPY_SEGMENT_STARTED -> upload -> verify -> COPY_SEGMENT_FINISHED.
 
 Each copy has a deadline (``--copy-timeout-s`` from the attempt's start): it is checked
 with the leader epoch before STARTED and before FINISHED, so a late or hung attempt never
@@ -192,6 +193,7 @@ def planned_segment(
         leader_epoch=leader_epoch,
         log_start_offset=view.log_start_offset,
         high_watermark=view.high_watermark,
+        last_stable_offset=view.stable_offset,
         leader_id=leader_id,
         leader_host=leader_host,
     )
@@ -246,6 +248,7 @@ def copy_chain(
                     Path(planned.directory),
                     high_watermark=planned.high_watermark,
                     log_start_offset=planned.log_start_offset,
+                    last_stable_offset=planned.last_stable_offset,
                 )
                 if str(view.topic_id) != planned.topic_id:
                     raise UnknownTopicOrPartitionError(

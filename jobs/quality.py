@@ -129,13 +129,19 @@ def read_partition_states(
         if config is None:
             continue
         log_start = consumer.earliest_offset(tp.topic, tp.partition)
+        last_stable_offset = consumer.last_stable_offset(tp.topic, tp.partition)
         high_watermark = consumer.latest_offset(tp.topic, tp.partition)
         try:
             tiered = consumer.list_offset(tp.topic, tp.partition, LATEST_TIERED_TIMESTAMP)
             highest_remote: int | None = tiered.offset
         except StorageError:
             highest_remote = None
-        view = LogView.read(directory, high_watermark=high_watermark, log_start_offset=log_start)
+        view = LogView.read(
+            directory,
+            high_watermark=high_watermark,
+            log_start_offset=log_start,
+            last_stable_offset=last_stable_offset,
+        )
         if view.topic_id is None:
             log_partition("skipped", tp, reason="no partition.metadata (topic id)")
             continue
@@ -147,7 +153,7 @@ def read_partition_states(
                 log_start_offset=view.log_start_offset,
                 local_log_start_offset=view.local_log_start_offset,
                 high_watermark=view.high_watermark,
-                last_stable_offset=view.last_stable_offset,
+                last_stable_offset=view.stable_offset,
                 log_end_offset=view.log_end_offset,
                 highest_remote_offset=highest_remote,
                 leader_epoch_chain=tuple((e.epoch, e.start_offset) for e in view.epoch_entries),

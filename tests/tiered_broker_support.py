@@ -1,7 +1,8 @@
 """Helpers for tests (and benchmarks) of tiered storage against a broker process.
 
 - ``raw_fetch``: one Fetch v11 over a raw socket, decoded with kio (the partition's error
-  code and record bytes, nothing retried or hidden as a client library would);
+  code, record bytes, LSO and aborted transactions, nothing retried or hidden as a client
+  library would; ``isolation_level=1`` reads as a read_committed consumer);
 - ``list_offset``: ListOffsets v9 to a partition's leader (``-2`` earliest, ``-4`` earliest
   local, ``-5`` latest tiered, ``-1`` latest);
 - ``copy_eligible_segments``: copy what a tiering job would copy now, with the operations
@@ -53,6 +54,8 @@ class RawFetch:
     high_watermark: int
     log_start_offset: int
     elapsed_s: float
+    last_stable_offset: int = -1
+    aborted_transactions: tuple[tuple[int, int], ...] | None = None  # (producer id, first)
 
 
 def raw_fetch(
@@ -63,6 +66,7 @@ def raw_fetch(
     max_bytes: int = 1 << 20,
     max_wait_ms: int = 5_000,
     timeout_s: float = 30.0,
+    isolation_level: int = 0,
 ) -> RawFetch:
     """Fetch partition 0 of ``topic`` from ``offset`` once (min_bytes 1)."""
     module = raw_wire.request_classes(1, FETCH_VERSION)
@@ -76,7 +80,7 @@ def raw_fetch(
             max_wait=datetime.timedelta(milliseconds=max_wait_ms),
             min_bytes=1,
             max_bytes=max_bytes,
-            isolation_level=0,
+            isolation_level=isolation_level,
             session_id=0,
             session_epoch=-1,
             topics=(
@@ -96,12 +100,17 @@ def raw_fetch(
         )
     elapsed = time.monotonic() - start
     (partition,) = body.responses[0].partitions
+    aborted = partition.aborted_transactions
     return RawFetch(
         error_code=partition.error_code,
         records=bytes(partition.records or b""),
         high_watermark=int(partition.high_watermark),
         log_start_offset=int(partition.log_start_offset),
         elapsed_s=elapsed,
+        last_stable_offset=int(partition.last_stable_offset),
+        aborted_transactions=None
+        if aborted is None
+        else tuple((int(a.producer_id), int(a.first_offset)) for a in aborted),
     )
 
 
@@ -120,15 +129,16 @@ def batch_offsets(records: bytes) -> list[int]:
 
 
 def list_offset(
-    bootstrap: str, topic: str, timestamp: int, *, partition: int = 0
+    bootstrap: str, topic: str, timestamp: int, *, partition: int = 0, isolation_level: int = 0
 ) -> tuple[int, int]:
-    """ListOffsets v9 to the partition's leader: ``(offset, leader epoch)``."""
+    """ListOffsets v9 to the partition's leader: ``(offset, leader epoch)``; latest at
+    ``isolation_level=1`` is the LSO."""
     with KafkaCluster(bootstrap) as cluster:
         session = cluster.leader_session(TopicPartition(topic, partition))
         response = session.send(
             list_v9.ListOffsetsRequest(
                 replica_id=BrokerId(-1),
-                isolation_level=i8(0),
+                isolation_level=i8(isolation_level),
                 topics=(
                     list_v9.ListOffsetsTopic(
                         name=TopicName(topic),
@@ -165,8 +175,11 @@ def copy_eligible_segments(
 ) -> list[RemoteLogSegmentMetadata]:
     """Copy every segment a tiering job would copy now; returns their FINISHED metadata.
     A failing copy propagates (after the operations library rolled it back)."""
+    last_stable_offset, _ = list_offset(bootstrap, topic, LATEST, isolation_level=1)
     high_watermark, _ = list_offset(bootstrap, topic, LATEST)
-    view = LogView.read(partition_dir, high_watermark=high_watermark)
+    view = LogView.read(
+        partition_dir, high_watermark=high_watermark, last_stable_offset=last_stable_offset
+    )
     epoch = view.latest_epoch
     if epoch is None:
         raise AssertionError(f"{partition_dir}: no leader epoch yet")

@@ -50,7 +50,8 @@ WORK_UNITS_MAX = 10_000
 class PlannedSegment:
     """One closed segment to copy, as the driver planned it (plain, picklable data).
 
-    ``log_start_offset`` and ``high_watermark`` are the leader's at planning time; the
+    ``log_start_offset``, ``high_watermark`` and ``last_stable_offset`` (``None``: the
+    HW) are the leader's at planning time; the
     executor re-reads the directory (in the leader's log dirs) with them and publishes as
     ``leader_id``. Offsets: ``base_offset`` (inclusive), ``next_base_offset`` (exclusive).
     ``leader_host`` is the leader's host in Metadata (``None``: unknown).
@@ -69,6 +70,7 @@ class PlannedSegment:
     high_watermark: int
     leader_id: int
     leader_host: str | None = None
+    last_stable_offset: int | None = None
 
     def __post_init__(self) -> None:
         if self.next_base_offset <= self.base_offset:

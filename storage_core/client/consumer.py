@@ -132,9 +132,12 @@ class KafkaConsumer:
         self.replica_id = replica_id
 
     # ------------------------------------------------------------------ offsets
-    def list_offset(self, topic: str, partition: int, timestamp: int) -> OffsetAndTimestamp:
+    def list_offset(
+        self, topic: str, partition: int, timestamp: int, *, isolation_level: int | None = None
+    ) -> OffsetAndTimestamp:
         """The offset for ``timestamp``: ``EARLIEST_TIMESTAMP``, ``LATEST_TIMESTAMP`` or the
-        first offset whose record timestamp is at least ``timestamp`` (epoch ms)."""
+        first offset whose record timestamp is at least ``timestamp`` (epoch ms), asked at
+        ``isolation_level`` (default: the consumer's)."""
         topic_partition = TopicPartition(topic, partition)
         session = self.cluster.leader_session(topic_partition)
         version = session.version(ApiKey.LIST_OFFSETS)
@@ -145,7 +148,9 @@ class KafkaConsumer:
                 topic_partition,
                 timestamp,
                 replica_id=self.replica_id,
-                isolation_level=self.isolation_level,
+                isolation_level=self.isolation_level
+                if isolation_level is None
+                else isolation_level,
             ),
             response_schema(ApiKey.LIST_OFFSETS, version),
         )
@@ -168,6 +173,12 @@ class KafkaConsumer:
 
     def latest_offset(self, topic: str, partition: int) -> int:
         return self.list_offset(topic, partition, LATEST_TIMESTAMP).offset
+
+    def last_stable_offset(self, topic: str, partition: int) -> int:
+        """The leader's LSO (exclusive): ListOffsets latest at isolation level 1."""
+        return self.list_offset(
+            topic, partition, LATEST_TIMESTAMP, isolation_level=READ_COMMITTED
+        ).offset
 
     # ------------------------------------------------------------------ fetch
     def fetch(self, topic: str, partition: int, offset: int) -> FetchedRecords:

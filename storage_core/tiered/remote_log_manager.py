@@ -334,11 +334,12 @@ class RemoteLogManager:
 
     def maybe_roll_active_segment(self, log: Log) -> bool:
         """Roll the active segment when it alone breaches local retention (time or size), so
-        that it can be copied and then deleted locally. Only when all of it is below the high
-        watermark (a copy never includes offsets at or above it)."""
+        that it can be copied and then deleted locally. Only when all of it is below the last
+        stable offset (a copy never includes offsets at or above it: an undecided
+        transaction or records not yet replicated)."""
         config = log.config
         active = log.active_segment
-        if active.size == 0 or log.log_end_offset > log.high_watermark:
+        if active.size == 0 or log.log_end_offset > log.last_stable_offset:
             return False
         retention_ms = config.effective_local_retention_ms
         retention_bytes = config.effective_local_retention_bytes
@@ -401,7 +402,7 @@ class RemoteLogManager:
                 log.segment_summaries(),
                 highest_remote_offset=self.highest_remote_offset(log, tip),
                 local_log_start_offset=log.local_log_start_offset,
-                high_watermark=log.high_watermark,
+                last_stable_offset=log.last_stable_offset,
             )
         else:
             lag = NO_COPY_LAG

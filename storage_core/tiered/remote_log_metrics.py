@@ -77,18 +77,18 @@ def copy_lag(
     *,
     highest_remote_offset: int,
     local_log_start_offset: int,
-    high_watermark: int,
+    last_stable_offset: int,
 ) -> CopyLag:
     """The segments a copy job would copy now (as ``operations.copy.plan_upload`` plans):
     from the one holding ``max(highest remote offset + 1, local log start)`` on, while closed
-    and below the high watermark (``next_base_offset <= high_watermark``). Pure."""
+    and below the LSO (``next_base_offset <= last_stable_offset``). Pure."""
     from_offset = max(highest_remote_offset + 1, local_log_start_offset)
     count = size_bytes = 0
     for segment in segments:
         if segment.next_base_offset is not None and segment.next_base_offset <= from_offset:
             continue  # entirely copied (or below the local log start)
-        if segment.next_base_offset is None or segment.next_base_offset > high_watermark:
-            break  # the active segment, or offsets not yet committed
+        if segment.next_base_offset is None or segment.next_base_offset > last_stable_offset:
+            break  # the active segment, or offsets not yet committed or decided
         count += 1
         size_bytes += segment.size_bytes
     return CopyLag(segment_count=count, size_bytes=size_bytes)

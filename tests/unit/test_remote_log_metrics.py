@@ -22,26 +22,34 @@ LOG = segments((0, 100, 10), (100, 200, 20), (200, 300, 30), (300, None, 40))
 
 
 def test_every_closed_segment_below_the_high_watermark_is_lag_when_nothing_is_copied() -> None:
-    lag = copy_lag(LOG, highest_remote_offset=-1, local_log_start_offset=0, high_watermark=300)
+    lag = copy_lag(LOG, highest_remote_offset=-1, local_log_start_offset=0, last_stable_offset=300)
     assert lag == CopyLag(segment_count=3, size_bytes=60)
 
 
 def test_segments_at_or_above_the_high_watermark_and_the_active_one_are_not_lag() -> None:
-    lag = copy_lag(LOG, highest_remote_offset=-1, local_log_start_offset=0, high_watermark=250)
+    lag = copy_lag(LOG, highest_remote_offset=-1, local_log_start_offset=0, last_stable_offset=250)
     assert lag == CopyLag(segment_count=2, size_bytes=30)
 
 
 def test_copied_segments_are_not_lag_and_a_partly_copied_one_is() -> None:
-    copied = copy_lag(LOG, highest_remote_offset=199, local_log_start_offset=0, high_watermark=400)
+    copied = copy_lag(
+        LOG, highest_remote_offset=199, local_log_start_offset=0, last_stable_offset=400
+    )
     assert copied == CopyLag(segment_count=1, size_bytes=30)
-    partly = copy_lag(LOG, highest_remote_offset=150, local_log_start_offset=0, high_watermark=400)
+    partly = copy_lag(
+        LOG, highest_remote_offset=150, local_log_start_offset=0, last_stable_offset=400
+    )
     assert partly == CopyLag(segment_count=2, size_bytes=50)
-    done = copy_lag(LOG, highest_remote_offset=299, local_log_start_offset=0, high_watermark=400)
+    done = copy_lag(
+        LOG, highest_remote_offset=299, local_log_start_offset=0, last_stable_offset=400
+    )
     assert done == CopyLag(segment_count=0, size_bytes=0)
 
 
 def test_segments_below_the_local_log_start_are_not_lag() -> None:
-    lag = copy_lag(LOG, highest_remote_offset=-1, local_log_start_offset=200, high_watermark=300)
+    lag = copy_lag(
+        LOG, highest_remote_offset=-1, local_log_start_offset=200, last_stable_offset=300
+    )
     assert lag == CopyLag(segment_count=1, size_bytes=30)
 
 

@@ -5,7 +5,8 @@ Planning (``candidate_segments``)::
     highest remote offset  = findHighestRemoteOffset over the view's epochs, newest first
     from offset            = max(highest remote offset + 1, local log start offset)
     candidates             = segments from the one holding ``from offset`` on, that are
-                             closed and whose next segment's base offset <= LSO (= HW here)
+                             closed and whose next segment's base offset <= LSO (the
+                             leader's last stable offset: no undecided transaction is copied)
 
 Nothing is planned when ``remote.storage.enable`` is false or ``remote.log.copy.disable``
 is true, when the view has no leader-epoch entries, or when the LSO is below ``from offset``.
@@ -121,11 +122,12 @@ def candidate_segments(
 ) -> list[SegmentView]:
     """Segments of ``view`` to copy now, oldest first (see the module docstring).
 
-    ``last_stable_offset`` defaults to the view's high watermark.
+    ``last_stable_offset`` defaults to the view's LSO: a segment holding an undecided
+    transaction is not copied until it is decided.
     """
     if not is_copy_enabled(config) or not view.epoch_entries:
         return []
-    lso = view.last_stable_offset if last_stable_offset is None else last_stable_offset
+    lso = view.stable_offset if last_stable_offset is None else last_stable_offset
     highest = highest_remote_offset(view, rlmm)
     return plan_upload(view, highest_remote_offset=highest.offset, last_stable_offset=lso)
 

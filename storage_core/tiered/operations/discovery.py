@@ -209,12 +209,17 @@ def found_partition_dirs(
 
 
 def read_view(consumer: KafkaConsumer, target: PartitionTarget) -> LogView:
-    """A view with the leader's current log start offset and HW (asked before reading)."""
+    """A view with the leader's current log start offset, LSO and HW (asked before reading;
+    the LSO first, so that it is never above the HW asked after it)."""
     tp = target.topic_partition
     log_start_offset = consumer.earliest_offset(tp.topic, tp.partition)
+    last_stable_offset = consumer.last_stable_offset(tp.topic, tp.partition)
     high_watermark = consumer.latest_offset(tp.topic, tp.partition)
     view = LogView.read(
-        target.directory, high_watermark=high_watermark, log_start_offset=log_start_offset
+        target.directory,
+        high_watermark=high_watermark,
+        log_start_offset=log_start_offset,
+        last_stable_offset=last_stable_offset,
     )
     if view.topic_id != target.topic_id:
         raise UnknownTopicOrPartitionError(

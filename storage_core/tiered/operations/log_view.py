@@ -119,9 +119,10 @@ class SegmentView:
 class LogView:
     """What the tiering operations know about one partition (see the module docstring).
 
-    Offsets: ``log_start_offset`` (inclusive) <= ``high_watermark`` (exclusive) <=
-    ``log_end_offset`` (exclusive); ``epoch_entries`` are the ``leader-epoch-checkpoint``
-    entries, oldest first; ``producer_snapshots`` maps a snapshot's offset to its file.
+    Offsets: ``log_start_offset`` (inclusive) <= ``last_stable_offset`` (exclusive) <=
+    ``high_watermark`` (exclusive) <= ``log_end_offset`` (exclusive); ``epoch_entries``
+    are the ``leader-epoch-checkpoint`` entries, oldest first; ``producer_snapshots`` maps
+    a snapshot's offset to its file.
     """
 
     directory: Path
@@ -133,6 +134,9 @@ class LogView:
     log_end_offset: int
     high_watermark: int
     producer_snapshots: Mapping[int, Path] = field(default_factory=dict)
+    last_stable_offset: int | None = None
+    """Kafka's LSO (exclusive): the leader's, learnt as the HW is; ``None`` builds the view
+    with the HW (a log without open transactions)."""
 
     def __post_init__(self) -> None:
         if not self.segments:
@@ -142,6 +146,14 @@ class LogView:
                 f"partition {self.topic_partition}: offsets out of order: log start offset"
                 f" {self.log_start_offset}, high watermark {self.high_watermark}, log end"
                 f" offset {self.log_end_offset}"
+            )
+        if self.last_stable_offset is None:
+            object.__setattr__(self, "last_stable_offset", self.high_watermark)
+        elif not self.log_start_offset <= self.last_stable_offset <= self.high_watermark:
+            raise ValueError(
+                f"partition {self.topic_partition}: last stable offset"
+                f" {self.last_stable_offset} is outside [log start offset"
+                f" {self.log_start_offset}, high watermark {self.high_watermark}]"
             )
 
     # ------------------------------------------------------------------ facts
@@ -161,9 +173,10 @@ class LogView:
         return max(self.log_start_offset, self.segments[0].base_offset)
 
     @property
-    def last_stable_offset(self) -> int:
-        """Kafka's LSO (exclusive): the high watermark, as transactions are not supported."""
-        return self.high_watermark
+    def stable_offset(self) -> int:
+        """``last_stable_offset`` as an int (it is set by ``__post_init__``)."""
+        lso = self.last_stable_offset
+        return self.high_watermark if lso is None else lso
 
     @property
     def latest_epoch(self) -> int | None:
@@ -186,6 +199,7 @@ class LogView:
         *,
         high_watermark: int | None = None,
         log_start_offset: int | None = None,
+        last_stable_offset: int | None = None,
     ) -> LogView:
         """Read ``partition_dir`` without writing anything.
 
@@ -193,14 +207,19 @@ class LogView:
         ``replication-offset-checkpoint`` / ``log-start-offset-checkpoint`` entries; a missing
         HW entry means nothing is known to be committed (HW = log start offset), a missing
         log start offset entry means the first segment's base offset. The HW is clamped to
-        ``[log start offset, log end offset]``.
+        ``[log start offset, log end offset]``. ``last_stable_offset`` is the leader's LSO,
+        clamped to ``[log start offset, HW]``; without it the HW stands in for it (no file
+        holds the LSO): a view that plans copies is given the leader's.
         """
         partition_dir = Path(partition_dir)
         last_error: OSError | None = None
         for _attempt in range(READ_ATTEMPTS_MAX):
             try:
                 return _read_once(
-                    partition_dir, high_watermark=high_watermark, log_start_offset=log_start_offset
+                    partition_dir,
+                    high_watermark=high_watermark,
+                    log_start_offset=log_start_offset,
+                    last_stable_offset=last_stable_offset,
                 )
             except FileNotFoundError as exc:  # a segment deleted or renamed under us
                 last_error = exc
@@ -211,7 +230,11 @@ class LogView:
 
 
 def _read_once(
-    partition_dir: Path, *, high_watermark: int | None, log_start_offset: int | None
+    partition_dir: Path,
+    *,
+    high_watermark: int | None,
+    log_start_offset: int | None,
+    last_stable_offset: int | None = None,
 ) -> LogView:
     topic_partition = TopicPartition.parse_dir_name(partition_dir.name)
     base_offsets = _segment_base_offsets(partition_dir)
@@ -253,6 +276,8 @@ def _read_once(
         high_watermark = log_start_offset
     log_end_offset = max(log_end_offset, log_start_offset)
     high_watermark = min(max(high_watermark, log_start_offset), log_end_offset)
+    if last_stable_offset is not None:
+        last_stable_offset = min(max(last_stable_offset, log_start_offset), high_watermark)
     snapshots = {
         offset: path
         for offset, path in _producer_snapshots(partition_dir).items()
@@ -268,6 +293,7 @@ def _read_once(
         log_end_offset=log_end_offset,
         high_watermark=high_watermark,
         producer_snapshots=snapshots,
+        last_stable_offset=last_stable_offset,
     )
 
 
