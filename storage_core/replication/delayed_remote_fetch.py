@@ -5,7 +5,9 @@ tier (only the first such partition of a request; the others answer no records t
 as Kafka). The fetch answers when that read completes, or after ``remote.fetch.max.wait.ms``
 with KAFKA_STORAGE_ERROR for that partition (the read carries on for the next fetch). A
 replica's fetch of such an offset is told to build its state from the remote tier instead
-(OFFSET_MOVED_TO_TIERED_STORAGE).
+(OFFSET_MOVED_TO_TIERED_STORAGE). A read_committed fetch (``FetchIsolation.TXN_COMMITTED``)
+gets the aborted transactions of what the remote read returned (``remote_aborted_txns``) and,
+as every fetch, the LSO.
 
 Thread-safety: loop thread only; the remote read itself runs on the remote log reader's
 threads.
@@ -16,12 +18,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TypeVar
 
 from storage_core.common import TopicPartition
 from storage_core.errors import OffsetOutOfRangeError, StorageError
 from storage_core.log.log_segment import FetchDataInfo, LogOffsetMetadata
 from storage_core.replication.delayed_fetch import FetchResult
+from storage_core.replication.fetch_isolation import FetchIsolation
 from storage_core.replication.log_read import LogReadResult
 from storage_core.replication.partition import Partition
 from storage_core.tiered.remote_log_manager import (
@@ -41,18 +45,21 @@ def tiered_fetch_result(
     replica_id: int,
     *,
     remote_read: tuple[int, int, bool] | None,
+    isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
 ) -> FetchResult:
     """A fetch of a tiered offset: replicas are told to build their state from the remote
     tier; for consumers the records are read by ``complete_remote_reads`` (only the first
-    such partition of a request; the others answer no records this time, as Kafka)."""
+    such partition of a request; the others answer no records this time, as Kafka). A
+    read_committed read carries aborted transactions (an empty list until the read)."""
     log = partition.log
     high_watermark = log.high_watermark
     read = LogReadResult(
         info=FetchDataInfo(LogOffsetMetadata(fetch_offset), None),
         high_watermark=high_watermark,
-        last_stable_offset=high_watermark,
+        last_stable_offset=log.last_stable_offset,
         log_start_offset=log.log_start_offset,
         log_end_offset=log.log_end_offset,
+        aborted_transactions=[] if isolation is FetchIsolation.TXN_COMMITTED else None,
     )
     if replica_id >= 0:
         # With the leader's offsets, as Kafka answers: the follower takes the log start
@@ -80,6 +87,7 @@ async def complete_remote_reads(
         if result.remote_read is None:
             continue
         fetch_offset, max_bytes, min_one_message = result.remote_read
+        read_committed = result.read is not None and result.read.aborted_transactions is not None
         try:
             if rlm is None:
                 raise OffsetOutOfRangeError(f"partition {tp}: tiered storage is not enabled")
@@ -88,6 +96,7 @@ async def complete_remote_reads(
                 fetch_offset,
                 max_bytes,
                 min_one_message=min_one_message,
+                include_aborted_txns=read_committed,
             )
             reading = asyncio.wrap_future(pending.future)
             reading.add_done_callback(_retrieve_outcome)  # a late failure is not "lost"
@@ -101,7 +110,10 @@ async def complete_remote_reads(
                 rlm.read_collected(tp, pending)
                 raise
             rlm.read_collected(tp, pending)
-            results[tp] = FetchResult(read=result.read, records=data.records)
+            read = result.read
+            if read is not None and read_committed:
+                read = replace(read, aborted_transactions=list(data.aborted_transactions or ()))
+            results[tp] = FetchResult(read=read, records=data.records)
         except StorageError as error:
             # Logged where it arises, at WARN and rate-limited: a retrying consumer
             # fetches many times a second.

@@ -207,6 +207,7 @@ def _read_each(
                     remote_read=None
                     if any(r.remote_read is not None for r in results.values())
                     else (request.fetch_offset, limit, budget == max_bytes),
+                    isolation=isolation,
                 )
                 continue
             records: bytes | FileRegion

@@ -6,14 +6,20 @@ are fetched once from the remote storage manager and kept under
 
     <20-digit start offset>_<segment uuid>.index       OffsetIndex format (8-byte entries)
     <20-digit start offset>_<segment uuid>.timeindex   TimeIndex format (12-byte entries)
-    <20-digit start offset>_<segment uuid>.txnindex    aborted-transaction index (when present)
+    <20-digit start offset>_<segment uuid>.txnindex    aborted-transaction index (empty when
+                                                       the segment has none)
     *.tmp                                              a download in progress (never read)
     *.deleted                                          evicted, still used by a reader
 
 A download goes to a ``.tmp`` file, is checked (whole entries, ordered, not below the start
-offset) and renamed into place, so a complete name always holds a complete file. On start
-the directory is scanned: complete entries are kept (both indexes present), anything else is
-removed.
+offset) and renamed into place, so a complete name always holds a complete file. The
+transaction index is written as an empty file when the store has none (Kafka's
+``RemoteIndexCache`` on ``RemoteResourceNotFoundException``: a segment without aborted
+transactions) or the metadata says it is empty (KIP-1058's ``txn_idx_empty``: nothing is
+fetched). On start the directory is scanned: complete entries are kept (all three files
+present; an entry cut short by a crash has no ``.txnindex`` and is fetched again), anything
+else is removed. An entry keeps its transaction index's bytes in memory (34 per aborted
+transaction, counted in the cache size) for ``collect_aborted_txns``.
 
 Entries are keyed by remote segment id and evicted least recently used first once their total
 size exceeds ``remote.log.index.file.cache.total.size.bytes``; ``remove`` drops the entry of
@@ -40,8 +46,10 @@ from pathlib import Path
 from storage_core.common import Uuid
 from storage_core.errors import CorruptIndexError
 from storage_core.log.log_manager import REMOTE_INDEX_CACHE_DIR_NAME
-from storage_core.log.offset_index import OffsetIndex
+from storage_core.log.offset_index import OffsetIndex, OffsetPosition
 from storage_core.log.time_index import TimeIndex, TimestampOffset
+from storage_core.log.transaction_index import ENTRY_SIZE as TXN_ENTRY_SIZE
+from storage_core.log.transaction_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
 from storage_core.tiered.remote_storage_manager import (
     IndexType,
     RemoteLogSegmentMetadataLike,
@@ -83,20 +91,21 @@ class RemoteIndexCacheEntry:
         offset_index: OffsetIndex,
         time_index: TimeIndex,
         txn_index_path: Path | None,
+        *,
+        aborted_txns: tuple[AbortedTxn, ...] = (),
     ) -> None:
         self.segment_id = segment_id
         self.start_offset = start_offset
         self.offset_index = offset_index
         self.time_index = time_index
         self.txn_index_path = txn_index_path
+        self.aborted_txns = aborted_txns
         self.users = 0
         self.evicted = False
-        txn_bytes = 0
-        if txn_index_path is not None:
-            with contextlib.suppress(FileNotFoundError):
-                txn_bytes = txn_index_path.stat().st_size
         # Fixed at creation: the files never change while cached.
-        self.size_bytes = offset_index.length + time_index.length + txn_bytes
+        self.size_bytes = (
+            offset_index.length + time_index.length + TXN_ENTRY_SIZE * len(aborted_txns)
+        )
 
     def lookup_offset(self, offset: int) -> int:
         """Byte position in the remote ``.log`` from which to scan for ``offset``."""
@@ -106,6 +115,28 @@ class RemoteIndexCacheEntry:
         """Byte position from which to scan for the first record at or after both targets."""
         entry: TimestampOffset = self.time_index.lookup(timestamp)
         return self.offset_index.lookup(max(entry.offset, starting_offset)).position
+
+    def fetch_upper_bound_offset(self, fetch_offset: int, position: int, size: int) -> int | None:
+        """Kafka's ``OffsetIndex.fetchUpperBoundOffset``: the offset of the first index entry
+        at or past ``position + size`` bytes, None if the index holds none."""
+        found = self.offset_index.fetch_upper_bound_offset(
+            OffsetPosition(fetch_offset, position), size
+        )
+        return None if found is None else found.offset
+
+    def collect_aborted_txns(
+        self, fetch_offset: int, upper_bound_offset: int
+    ) -> TxnIndexSearchResult:
+        """Kafka's ``TransactionIndex.collectAbortedTxns`` over the remote segment's index:
+        the aborted transactions overlapping ``[fetch_offset, upper_bound_offset)``; complete
+        at the first entry whose LSO is ``>= upper_bound_offset``."""
+        found: list[AbortedTxn] = []
+        for txn in self.aborted_txns:
+            if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
+                found.append(txn)
+            if txn.last_stable_offset >= upper_bound_offset:
+                return TxnIndexSearchResult(tuple(found), True)
+        return TxnIndexSearchResult(tuple(found), False)
 
     def _set_aside(self) -> None:
         """Rename the files to unique ``.deleted`` names, so a new download of the same
@@ -172,7 +203,15 @@ class RemoteIndexCache:
             stems.setdefault(path.stem, set()).add(path.suffix)
         for stem, suffixes in sorted(stems.items()):
             parsed = _parse_stem(stem)
-            if parsed is None or not {OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX} <= suffixes:
+            if (
+                parsed is None
+                or not {
+                    OFFSET_INDEX_SUFFIX,
+                    TIME_INDEX_SUFFIX,
+                    TXN_INDEX_SUFFIX,
+                }
+                <= suffixes
+            ):
                 for suffix in suffixes:
                     _unlink_quietly(self.cache_dir / (stem + suffix))
                 continue
@@ -209,9 +248,19 @@ class RemoteIndexCache:
             offset_index.close()
             time_index.close()
             raise
-        txn = base.with_name(base.name + TXN_INDEX_SUFFIX)
+        txn_path = base.with_name(base.name + TXN_INDEX_SUFFIX)
+        txn_index = TransactionIndex(start_offset, txn_path)
+        try:
+            txn_index.sanity_check()
+            aborted = tuple(txn_index.all_entries())
+        except BaseException:
+            offset_index.close()
+            time_index.close()
+            raise
+        finally:
+            txn_index.close()
         return RemoteIndexCacheEntry(
-            segment_id, start_offset, offset_index, time_index, txn if txn.exists() else None
+            segment_id, start_offset, offset_index, time_index, txn_path, aborted_txns=aborted
         )
 
     # ------------------------------------------------------------------ lookups
@@ -304,12 +353,16 @@ class RemoteIndexCache:
                 self._fetch_to_file(metadata, index_type, target)
                 written.append(target)
             txn_target = base.with_name(base.name + TXN_INDEX_SUFFIX)
+            fetched = False
             if not getattr(metadata, "txn_idx_empty", False):
                 try:
                     self._fetch_to_file(metadata, IndexType.TRANSACTION, txn_target)
-                    written.append(txn_target)
+                    fetched = True
                 except RemoteResourceNotFoundError:
                     pass  # a segment without aborted transactions has no transaction index
+            if not fetched:
+                txn_target.write_bytes(b"")  # the entry is complete (Kafka's empty file)
+            written.append(txn_target)
             return self._open_entry(ref.segment_id, ref.start_offset, base)
         except BaseException:
             for path in written:

@@ -429,17 +429,21 @@ class RemoteLogManager:
         max_bytes: int,
         *,
         min_one_message: bool,
+        include_aborted_txns: bool = False,
     ) -> PendingRead[RemoteFetchData]:
         """The partition's pending remote read of this request, else a new one submitted to
         the reader pool (Kafka's ``asyncRead``). Wait for it at most
-        ``remote.fetch.max.wait.ms``; on time ``read_collected``, else ``read_timed_out``."""
+        ``remote.fetch.max.wait.ms``; on time ``read_collected``, else ``read_timed_out``.
+        ``include_aborted_txns`` for a read_committed fetch."""
         info = RemoteStorageFetchInfo(
             topic_id_partition=topic_id_partition_of(partition),
             fetch_offset=fetch_offset,
             max_bytes=max_bytes,
             min_one_message=min_one_message,
+            include_aborted_txns=include_aborted_txns,
         )
-        epochs = partition.log.leader_epoch_cache
+        log = partition.log
+        epochs = log.leader_epoch_cache
         reader = self.reader
         metrics = self.metrics
         tp = partition.topic_partition
@@ -447,7 +451,7 @@ class RemoteLogManager:
 
         def read() -> RemoteFetchData:
             try:
-                data = reader.read(info, epochs)
+                data = reader.read(info, epochs, log)
             except OffsetOutOfRangeError:
                 if metrics is not None:
                     metrics.mark_fetch(topic, 0)
@@ -480,7 +484,7 @@ class RemoteLogManager:
                     metrics.mark_fetch_error(topic)
                 raise
 
-        request = (fetch_offset, max_bytes, min_one_message)
+        request = (fetch_offset, max_bytes, min_one_message, include_aborted_txns)
         return self._pending_reads.read(tp, request, submit)
 
     def read_collected(self, tp: TopicPartition, pending: PendingRead[RemoteFetchData]) -> None:

@@ -13,7 +13,12 @@ pool of ``remote.log.reader.threads`` threads with a bounded queue of pending re
    ``min_one_message``, as Kafka). Every batch is checked (framing, magic, CRC) before it is
    returned. A segment holding no batch at or after ``O`` (possible after compaction or
    aborted transactions) hands over to the next segment, up to ``MAX_SEGMENTS_PER_READ``;
-4. the read stops at the end of ``epoch`` in the leader-epoch cache (the next entry's start
+4. a read_committed read (``include_aborted_txns``) also returns the aborted transactions
+   overlapping the records read, from this segment's transaction index, the following remote
+   segments' and the local ones' (``remote_aborted_txns``), up to Kafka's upper bound: the
+   offset of the first offset-index entry past the bytes read, else the segment's end + 1.
+   All remote data is below the LSO (copies stop there), so no record is held back;
+5. the read stops at the end of ``epoch`` in the leader-epoch cache (the next entry's start
    offset): a segment of the epoch uploaded by a leader deposed in an unclean election may
    hold records past where this lineage ended the epoch (its offsets were written again in
    a later epoch); those are never returned (the next fetch reads the later epoch's own).
@@ -37,16 +42,21 @@ import struct
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
 from storage_core.common import TopicIdPartition
 from storage_core.errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
 from storage_core.log.leader_epoch_cache import EpochEntry
 from storage_core.log.log import TimestampAndOffset
+from storage_core.log.transaction_index import AbortedTxn
 from storage_core.records.batch import LOG_OVERHEAD, MIN_BATCH_LENGTH, RecordBatch
 from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
+from storage_core.tiered.remote_aborted_txns import (
+    LocalAbortedTxns,
+    collect_aborted_transactions,
+)
 from storage_core.tiered.remote_index_cache import RemoteIndexCache
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
 from storage_core.tiered.remote_read_faults import RemoteSegmentMissingError
@@ -87,6 +97,7 @@ class RemoteStorageFetchInfo:
     fetch_offset: int
     max_bytes: int
     min_one_message: bool
+    include_aborted_txns: bool = False  # a read_committed fetch (Kafka's TXN_COMMITTED)
 
     def __post_init__(self) -> None:
         if self.fetch_offset < 0:
@@ -100,12 +111,15 @@ class RemoteFetchData:
     """Whole batches read from remote segments, starting at or before ``fetch_offset``.
 
     ``first_entry_incomplete`` is True when the first batch exceeded ``max_bytes`` without
-    ``min_one_message`` (no bytes are returned then).
+    ``min_one_message`` (no bytes are returned then). ``aborted_transactions``: with
+    ``include_aborted_txns`` those overlapping the records (``None`` otherwise).
     """
 
     fetch_offset: int
     records: bytes
     first_entry_incomplete: bool = False
+    aborted_transactions: tuple[AbortedTxn, ...] | None = None
+    first_batch_position: int = 0  # in the remote ``.log`` of the records' segment
 
 
 class RemoteLogReader:
@@ -153,16 +167,25 @@ class RemoteLogReader:
             self._pending -= 1
 
     def submit_read(
-        self, info: RemoteStorageFetchInfo, epochs: LeaderEpochLookup
+        self,
+        info: RemoteStorageFetchInfo,
+        epochs: LeaderEpochLookup,
+        local_log: LocalAbortedTxns | None = None,
     ) -> Future[RemoteFetchData]:
-        return self.submit(lambda: self.read(info, epochs))
+        return self.submit(lambda: self.read(info, epochs, local_log))
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     # ------------------------------------------------------------------ reads
-    def read(self, info: RemoteStorageFetchInfo, epochs: LeaderEpochLookup) -> RemoteFetchData:
-        """Kafka's ``RemoteLogManager.read`` (blocking; call it on a reader thread)."""
+    def read(
+        self,
+        info: RemoteStorageFetchInfo,
+        epochs: LeaderEpochLookup,
+        local_log: LocalAbortedTxns | None = None,
+    ) -> RemoteFetchData:
+        """Kafka's ``RemoteLogManager.read`` (blocking; call it on a reader thread).
+        ``local_log`` is the partition's log, searched last for aborted transactions."""
         tip = info.topic_id_partition
         offset = info.fetch_offset
         epoch = epochs.epoch_for_offset(offset)
@@ -185,6 +208,8 @@ class RemoteLogReader:
             except RemoteResourceNotFoundError as exc:
                 raise self._missing_object_error(metadata, exc) from exc
             if data is not None:
+                if info.include_aborted_txns:
+                    data = self._add_aborted_transactions(data, metadata, epochs, local_log)
                 return data
             # No batch at or after the offset in this segment: continue with the next one.
             next_offset = metadata.end_offset + 1
@@ -199,7 +224,40 @@ class RemoteLogReader:
             if following is None or next_epoch is None:
                 break
             metadata, epoch = following, next_epoch
-        return RemoteFetchData(fetch_offset=offset, records=b"")
+        return RemoteFetchData(
+            fetch_offset=offset,
+            records=b"",
+            aborted_transactions=() if info.include_aborted_txns else None,
+        )
+
+    def _add_aborted_transactions(
+        self,
+        data: RemoteFetchData,
+        metadata: RemoteLogSegmentMetadata,
+        epochs: LeaderEpochLookup,
+        local_log: LocalAbortedTxns | None,
+    ) -> RemoteFetchData:
+        """Kafka's ``addAbortedTransactions``: from the first batch read, up to the first
+        offset-index entry at or past the end of the bytes read (the segment's end + 1 when
+        there is none)."""
+        if not data.records:
+            return replace(data, aborted_transactions=())
+        start_offset, _length = _LOG_OVERHEAD.unpack_from(data.records)
+        with self.index_cache.acquire(metadata) as entry:
+            upper = entry.fetch_upper_bound_offset(
+                data.fetch_offset, data.first_batch_position, len(data.records)
+            )
+        upper_bound_offset = metadata.end_offset + 1 if upper is None else upper
+        aborted = collect_aborted_transactions(
+            rlmm=self._rlmm,
+            index_cache=self.index_cache,
+            segment=metadata,
+            start_offset=start_offset,
+            upper_bound_offset=upper_bound_offset,
+            epochs=epochs,
+            local_log=local_log if local_log is not None else _NO_LOCAL_LOG,
+        )
+        return replace(data, aborted_transactions=tuple(aborted))
 
     def _missing_object_error(
         self, metadata: RemoteLogSegmentMetadata, exc: RemoteResourceNotFoundError
@@ -236,10 +294,12 @@ class RemoteLogReader:
         """Whole batches from ``position`` holding offsets >= the fetch offset, ending below
         ``epoch_end`` (exclusive; ``None``: the epoch is the latest one, no bound)."""
         out = bytearray()
+        first_position = position
         stream = self._rsm.fetch_log_segment(metadata, position)
         with stream:
             for batch_bytes, batch in _batches(stream, metadata, position):
                 if batch.last_offset < info.fetch_offset:
+                    first_position += len(batch_bytes)
                     continue
                 if epoch_end is not None and batch.last_offset >= epoch_end:
                     break  # past the epoch's end in this lineage: another leader's records
@@ -255,7 +315,9 @@ class RemoteLogReader:
                     break
         if not out:
             return None
-        return RemoteFetchData(fetch_offset=info.fetch_offset, records=bytes(out))
+        return RemoteFetchData(
+            fetch_offset=info.fetch_offset, records=bytes(out), first_batch_position=first_position
+        )
 
     # ------------------------------------------------------------------ timestamps
     def find_offset_by_timestamp(
@@ -297,6 +359,18 @@ class RemoteLogReader:
                             record.timestamp, record.offset, epoch if epoch >= 0 else None
                         )
         return None
+
+
+class _NoLocalLog:
+    """No local segments to search (a read without the partition's log)."""
+
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        return []
+
+
+_NO_LOCAL_LOG = _NoLocalLog()
 
 
 def epoch_end_offset(entries: list[EpochEntry], epoch: int) -> int | None:
