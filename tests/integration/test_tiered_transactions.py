@@ -25,6 +25,10 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode
 
+from jobs.quality import read_partition_states
+from storage_core.client import KafkaCluster
+from storage_core.common import TopicPartition
+from storage_core.log.log_config import LogConfig
 from tests.broker_process import BrokerProcess
 from tests.integration import raw_wire
 from tests.integration.test_transaction_markers import Wire, consume
@@ -160,3 +164,23 @@ def test_read_committed_consumers_read_tiered_transactions_correctly(
         b"p2-" + VALUE,
     ]
     assert b"x0-" + VALUE in consume(broker.bootstrap, TOPIC, "read_uncommitted", 9)
+
+
+def test_the_quality_job_reads_the_lso_of_a_partition_with_an_open_transaction(
+    broker: BrokerProcess,
+) -> None:
+    """The quality suites' Ly rules (Lz >= Ly >= Lx, Ly >= Ry) check the leader's LSO, which
+    an open transaction holds below the HW."""
+    raw_wire.create_topic(broker.port, TOPIC, configs={"remote.storage.enable": "true"})
+    wire = Wire(broker.port, TOPIC)
+    plain, open_ = wire.producer_id(), wire.producer_id()
+    wire.produce(plain, b"p0", transactional=False)  # 0
+    wire.produce(open_, b"o0", transactional=True)  # 1
+    wire.produce(plain, b"p1", transactional=False)  # 2
+    wire.close()
+    tp = TopicPartition(TOPIC, 0)
+    with KafkaCluster(broker.bootstrap) as cluster:
+        (state,) = read_partition_states(
+            cluster, [(tp, broker.log_dir / tp.dir_name)], {TOPIC: LogConfig()}
+        )
+    assert (state.high_watermark, state.last_stable_offset, state.log_end_offset) == (3, 1, 3)
