@@ -165,14 +165,14 @@ def test_should_read_write_messages(version: int) -> None:
         assert record.key is not None and record.value is not None
         key = read_txn_record_key(record.key)
         assert isinstance(key, TransactionLogKey)
-        metadata = read_txn_record_value(key.transactional_id, record.value)
-        assert metadata is not None
-        assert metadata.producer_id == pid_mappings[key.transactional_id]
-        assert metadata.producer_epoch == PRODUCER_EPOCH
-        assert metadata.txn_timeout_ms == TXN_TIMEOUT_MS
-        assert metadata.state is states[metadata.producer_id]
-        expected = set() if metadata.state is S.EMPTY else TOPIC_PARTITIONS
-        assert metadata.topic_partitions == expected
+        read = read_txn_record_value(key.transactional_id, record.value)
+        assert read is not None
+        assert read.producer_id == pid_mappings[key.transactional_id]
+        assert read.producer_epoch == PRODUCER_EPOCH
+        assert read.txn_timeout_ms == TXN_TIMEOUT_MS
+        assert read.state is states[read.producer_id]
+        expected = set() if read.state is S.EMPTY else TOPIC_PARTITIONS
+        assert read.topic_partitions == expected
         count += 1
     assert count == len(pid_mappings)
 

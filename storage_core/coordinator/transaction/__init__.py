@@ -8,6 +8,10 @@ no sockets, no broker, no threads, time passed in.
 * ``transaction_log``: the records of ``__transaction_state`` (``TransactionLog``:
   ``TransactionLogKey`` / ``TransactionLogValue``) and the partition of a transactional id;
 * ``transaction_coordinator_logic``: what ``TransactionCoordinator`` decides for
-  InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, timed-out transactions,
-  expired transactional ids and a partition's load, as plain results.
+  InitProducerId, AddPartitionsToTxn (and its v4 verification), AddOffsetsToTxn, EndTxn and
+  the abort of a timed-out transaction; ``transaction_results`` the plain results it
+  returns (errors, transits to append, markers to send) and the request-version rules;
+* ``transaction_state_manager_logic``: the pure part of ``TransactionStateManager``: its
+  settings, what an append answers, timed-out transactions, expired transactional ids, the
+  markers a partition's load leaves to send.
 """
