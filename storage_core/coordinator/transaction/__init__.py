@@ -7,6 +7,7 @@ no sockets, no broker, no threads, time passed in.
   (``TransactionMetadata``, ``TxnTransitMetadata``);
 * ``transaction_log``: the records of ``__transaction_state`` (``TransactionLog``:
   ``TransactionLogKey`` / ``TransactionLogValue``) and the partition of a transactional id;
+  ``transaction_log_codec`` the strings, arrays, varints and tagged fields they are made of;
 * ``transaction_coordinator_logic``: what ``TransactionCoordinator`` decides for
   InitProducerId, AddPartitionsToTxn (and its v4 verification), AddOffsetsToTxn, EndTxn and
   the abort of a timed-out transaction; ``transaction_results`` the plain results it

@@ -3,12 +3,8 @@ them (Kafka's ``TransactionLog``, schemas ``TransactionLogKey.json`` and
 ``TransactionLogValue.json``).
 
 Every record has a key; a null value is a tombstone: the transactional id expired
-(``transactional.id.expiration.ms``) and is forgotten. All integers are big-endian.
-Non-flexible versions write a string as int16 length + UTF-8 and an array as int32 count
-(-1 for null). The flexible version (1) writes a string as unsigned varint (length + 1),
-an array as unsigned varint (count + 1, 0 for null), and ends each structure with tagged
-fields: unsigned varint count, then per field unsigned varint tag, unsigned varint size,
-the value::
+(``transactional.id.expiration.ms``) and is forgotten. Strings, arrays, varints and tagged
+fields are written as ``transaction_log_codec`` describes (version 1 is flexible)::
 
     TransactionLogKey      version 0 (the only one)
         version                            int16    0
@@ -48,7 +44,13 @@ from typing import TypeAlias
 
 from storage_core.common import TopicPartition
 from storage_core.coordinator.group.offsets_records import java_string_hash_code
-from storage_core.coordinator.transaction.errors import CorruptTransactionLogRecordError
+from storage_core.coordinator.transaction.transaction_log_codec import (
+    INT16,
+    INT16_MAX,
+    INT64,
+    Reader,
+    Writer,
+)
 from storage_core.coordinator.transaction.transaction_metadata import (
     NO_PRODUCER_ID,
     TransactionMetadata,
@@ -63,16 +65,10 @@ TRANSACTION_LOG_VALUE_VERSIONS = (0, 1)
 NO_TIMESTAMP = -1
 DEFAULT_CLIENT_TRANSACTION_VERSION = 0
 
-_INT8 = struct.Struct(">b")
-_INT16 = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
-_INT64 = struct.Struct(">q")
-_INT16_MAX = 2**15 - 1
 _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
-_MAX_VARINT_BYTES = 5  # an unsigned varint of an int32 takes at most 5 bytes
 
 _TAG_PREVIOUS_PRODUCER_ID = 0
 _TAG_NEXT_PRODUCER_ID = 1
@@ -134,11 +130,11 @@ class TransactionLogValue:
         _check_int(self.producer_id, _INT64_MIN, _INT64_MAX, "producer id")
         _check_int(self.previous_producer_id, _INT64_MIN, _INT64_MAX, "previous producer id")
         _check_int(self.next_producer_id, _INT64_MIN, _INT64_MAX, "next producer id")
-        _check_int(self.producer_epoch, -(2**15), _INT16_MAX, "producer epoch")
+        _check_int(self.producer_epoch, -(2**15), INT16_MAX, "producer epoch")
         _check_int(self.transaction_timeout_ms, _INT32_MIN, _INT32_MAX, "transaction timeout")
         _check_int(self.transaction_last_update_timestamp_ms, _INT64_MIN, _INT64_MAX, "timestamp")
         _check_int(self.transaction_start_timestamp_ms, _INT64_MIN, _INT64_MAX, "timestamp")
-        _check_int(self.client_transaction_version, -(2**15), _INT16_MAX, "txn version")
+        _check_int(self.client_transaction_version, -(2**15), INT16_MAX, "txn version")
 
 
 def _check_int(value: int, low: int, high: int, what: str) -> None:
@@ -159,149 +155,10 @@ def partition_for(transactional_id: str, num_partitions: int) -> int:
     return absolute % num_partitions
 
 
-# ====================================================================== writer
-class _Writer:
-    __slots__ = ("_flexible", "_parts")
-
-    def __init__(self, *, flexible: bool) -> None:
-        self._parts: list[bytes] = []
-        self._flexible = flexible
-
-    def raw(self, value: bytes) -> None:
-        self._parts.append(value)
-
-    def int8(self, value: int) -> None:
-        self._parts.append(_INT8.pack(value))
-
-    def int16(self, value: int) -> None:
-        self._parts.append(_INT16.pack(value))
-
-    def int32(self, value: int) -> None:
-        self._parts.append(_INT32.pack(value))
-
-    def int64(self, value: int) -> None:
-        self._parts.append(_INT64.pack(value))
-
-    def uvarint(self, value: int) -> None:
-        self._parts.append(_uvarint(value))
-
-    def string(self, value: str, what: str) -> None:
-        encoded = value.encode("utf-8")
-        if len(encoded) > _INT16_MAX:
-            raise ValueError(
-                f"{what} is {len(encoded)} bytes in UTF-8, more than a string field holds"
-                f" ({_INT16_MAX})"
-            )
-        if self._flexible:
-            self.uvarint(len(encoded) + 1)
-        else:
-            self.int16(len(encoded))
-        self._parts.append(encoded)
-
-    def array_length(self, count: int | None) -> None:
-        if self._flexible:
-            self.uvarint(0 if count is None else count + 1)
-        else:
-            self.int32(-1 if count is None else count)
-
-    def getvalue(self) -> bytes:
-        return b"".join(self._parts)
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-# ====================================================================== reader
-class _Reader:
-    """Bounds-checked reads; every failure is a ``CorruptTransactionLogRecordError``."""
-
-    __slots__ = ("_data", "_position", "_what", "flexible")
-
-    def __init__(self, data: bytes | memoryview, what: str) -> None:
-        self._data = bytes(data)
-        self._position = 0
-        self._what = what
-        self.flexible = False
-
-    def corrupt(self, message: str) -> CorruptTransactionLogRecordError:
-        return CorruptTransactionLogRecordError(f"{self._what}: {message}")
-
-    def take(self, size: int, field: str) -> bytes:
-        end = self._position + size
-        if size < 0 or end > len(self._data):
-            raise self.corrupt(
-                f"{field} needs {size} bytes at byte {self._position} but only"
-                f" {len(self._data) - self._position} remain"
-            )
-        chunk = self._data[self._position : end]
-        self._position = end
-        return chunk
-
-    def int8(self, field: str) -> int:
-        return int(_INT8.unpack(self.take(1, field))[0])
-
-    def int16(self, field: str) -> int:
-        return int(_INT16.unpack(self.take(2, field))[0])
-
-    def int32(self, field: str) -> int:
-        return int(_INT32.unpack(self.take(4, field))[0])
-
-    def int64(self, field: str) -> int:
-        return int(_INT64.unpack(self.take(8, field))[0])
-
-    def uvarint(self, field: str) -> int:
-        value = 0
-        for index in range(_MAX_VARINT_BYTES):
-            byte = self.take(1, field)[0]
-            value |= (byte & 0x7F) << (7 * index)
-            if not byte & 0x80:
-                return value
-        raise self.corrupt(f"{field} is a varint longer than {_MAX_VARINT_BYTES} bytes")
-
-    def string(self, field: str) -> str:
-        length = self.uvarint(field) - 1 if self.flexible else self.int16(field)
-        if length < 0:
-            raise self.corrupt(f"{field} is null or has an invalid length {length}")
-        try:
-            return self.take(length, field).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise self.corrupt(f"{field} is not valid UTF-8 ({exc})") from None
-
-    def array_length(self, field: str, element_bytes_min: int) -> int | None:
-        """The element count, None for a null array."""
-        count = self.uvarint(field) - 1 if self.flexible else self.int32(field)
-        if count == -1:
-            return None
-        # Each element takes at least element_bytes_min bytes: a larger count cannot be honest.
-        if count < 0 or count * element_bytes_min > len(self._data) - self._position:
-            raise self.corrupt(f"{field} has an invalid element count {count}")
-        return count
-
-    def tagged_fields(self, field: str) -> dict[int, bytes]:
-        fields: dict[int, bytes] = {}
-        for _ in range(self.uvarint(f"{field} tagged field count")):
-            tag = self.uvarint(f"{field} tag")
-            if tag in fields:
-                raise self.corrupt(f"{field} repeats tagged field {tag}")
-            fields[tag] = self.take(self.uvarint(f"{field} tag {tag} size"), f"{field} tag {tag}")
-        return fields
-
-    def finish(self) -> None:
-        left = len(self._data) - self._position
-        if left:
-            raise self.corrupt(f"{left} bytes left after the end")
-
-
 # ====================================================================== keys
 def key_to_bytes(transactional_id: str) -> bytes:
     """The record key of ``transactional_id`` (Kafka's ``keyToBytes``, version 0)."""
-    writer = _Writer(flexible=False)
+    writer = Writer(flexible=False)
     writer.int16(TRANSACTION_LOG_KEY_VERSION)
     writer.string(transactional_id, "transactional id")
     return writer.getvalue()
@@ -310,7 +167,7 @@ def key_to_bytes(transactional_id: str) -> bytes:
 def read_txn_record_key(data: bytes | memoryview) -> TxnRecordKey:
     """The key of a record (Kafka's ``readTxnRecordKey``); an unknown version is not an
     error but an ``UnknownKey`` the loader skips."""
-    reader = _Reader(data, "__transaction_state record key")
+    reader = Reader(data, "__transaction_state record key")
     version = reader.int16("version")
     if version != TRANSACTION_LOG_KEY_VERSION:
         return UnknownKey(version=version)
@@ -325,7 +182,7 @@ def encode_value(value: TransactionLogValue, version: int) -> bytes:
     if version not in TRANSACTION_LOG_VALUE_VERSIONS:
         raise ValueError(f"TransactionLogValue version {version} is not one of 0 and 1")
     flexible = version >= 1
-    writer = _Writer(flexible=flexible)
+    writer = Writer(flexible=flexible)
     writer.int16(version)
     writer.int64(value.producer_id)
     writer.int16(value.producer_epoch)
@@ -345,12 +202,12 @@ def encode_value(value: TransactionLogValue, version: int) -> bytes:
     if flexible:
         tagged: list[tuple[int, bytes]] = []
         if value.previous_producer_id != NO_PRODUCER_ID:
-            tagged.append((_TAG_PREVIOUS_PRODUCER_ID, _INT64.pack(value.previous_producer_id)))
+            tagged.append((_TAG_PREVIOUS_PRODUCER_ID, INT64.pack(value.previous_producer_id)))
         if value.next_producer_id != NO_PRODUCER_ID:
-            tagged.append((_TAG_NEXT_PRODUCER_ID, _INT64.pack(value.next_producer_id)))
+            tagged.append((_TAG_NEXT_PRODUCER_ID, INT64.pack(value.next_producer_id)))
         if value.client_transaction_version != DEFAULT_CLIENT_TRANSACTION_VERSION:
             tagged.append(
-                (_TAG_CLIENT_TRANSACTION_VERSION, _INT16.pack(value.client_transaction_version))
+                (_TAG_CLIENT_TRANSACTION_VERSION, INT16.pack(value.client_transaction_version))
             )
         writer.uvarint(len(tagged))
         for tag, payload in tagged:
@@ -363,7 +220,7 @@ def encode_value(value: TransactionLogValue, version: int) -> bytes:
 def decode_value(data: bytes | memoryview) -> TransactionLogValue:
     """A value of version 0 or 1; any other version, a short or long record, or an unknown
     state raises ``CorruptTransactionLogRecordError`` (Kafka throws there too)."""
-    reader = _Reader(data, "__transaction_state record value")
+    reader = Reader(data, "__transaction_state record value")
     version = reader.int16("version")
     if version not in TRANSACTION_LOG_VALUE_VERSIONS:
         raise reader.corrupt(f"Unknown version {version} from the transaction log message value")
@@ -394,8 +251,8 @@ def decode_value(data: bytes | memoryview) -> TransactionLogValue:
     reader.finish()
     return TransactionLogValue(
         producer_id=producer_id,
-        previous_producer_id=_tagged_int(reader, tagged, _TAG_PREVIOUS_PRODUCER_ID, _INT64),
-        next_producer_id=_tagged_int(reader, tagged, _TAG_NEXT_PRODUCER_ID, _INT64),
+        previous_producer_id=_tagged_int(reader, tagged, _TAG_PREVIOUS_PRODUCER_ID, INT64),
+        next_producer_id=_tagged_int(reader, tagged, _TAG_NEXT_PRODUCER_ID, INT64),
         producer_epoch=producer_epoch,
         transaction_timeout_ms=timeout_ms,
         transaction_status=status,
@@ -403,15 +260,15 @@ def decode_value(data: bytes | memoryview) -> TransactionLogValue:
         transaction_last_update_timestamp_ms=last_update_ms,
         transaction_start_timestamp_ms=start_ms,
         client_transaction_version=_tagged_int(
-            reader, tagged, _TAG_CLIENT_TRANSACTION_VERSION, _INT16
+            reader, tagged, _TAG_CLIENT_TRANSACTION_VERSION, INT16
         ),
     )
 
 
-def _tagged_int(reader: _Reader, tagged: dict[int, bytes], tag: int, shape: struct.Struct) -> int:
+def _tagged_int(reader: Reader, tagged: dict[int, bytes], tag: int, shape: struct.Struct) -> int:
     payload = tagged.get(tag)
     if payload is None:
-        return DEFAULT_CLIENT_TRANSACTION_VERSION if shape is _INT16 else NO_PRODUCER_ID
+        return DEFAULT_CLIENT_TRANSACTION_VERSION if shape is INT16 else NO_PRODUCER_ID
     if len(payload) != shape.size:
         raise reader.corrupt(f"tagged field {tag} has {len(payload)} bytes, not {shape.size}")
     return int(shape.unpack(payload)[0])
