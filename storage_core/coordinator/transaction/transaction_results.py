@@ -88,7 +88,8 @@ class EndTxnCompletion:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InitProducerIdResult:
     """InitProducerId's decision. ``created``: a new transactional id's metadata to put in the
-    cache (if no other request put one first) before the append. ``append``: the Empty
+    cache before the append (if another request put one first, decide again with that one:
+    this one's transition is already prepared). ``append``: the Empty
     transit to write (answer ``producer_id`` / ``producer_epoch`` once written); or
     ``end_txn``: the abort of the Ongoing transaction to write first (answered
     CONCURRENT_TRANSACTIONS: the client retries and gets the next epoch). With neither,
