@@ -1,5 +1,6 @@
 """``KafkaAdminClient``: create, list, describe and delete topics; describe and alter configs;
-describe one broker's log dirs.
+describe one broker's log dirs; describe a partition's active producers
+(``storage_core.client.admin_producers``).
 
 CreateTopics (v7/v4) and DeleteTopics (v6/v1) go to the controller; DescribeConfigs (v4/v1)
 and IncrementalAlterConfigs (v1/v0) to any broker (topic configs live with the controller's
@@ -17,6 +18,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from storage_core.client.admin_producers import PartitionProducers, describe_producers
 from storage_core.client.admin_requests import (
     AlterConfigOp,
     NewTopic,
@@ -188,6 +190,12 @@ class KafkaAdminClient:
         except UnsupportedVersionError:
             metadata = self.cluster.refresh_metadata(list(names) or None)
             return sorted(metadata.topics, key=lambda t: t.name)
+
+    # ------------------------------------------------------------------ producers
+    def describe_producers(self, topic: str, partitions: Sequence[int]) -> list[PartitionProducers]:
+        """The active producers of ``topic``'s ``partitions`` (DescribeProducers to each
+        partition's leader), in that order; a partition's error is in its answer."""
+        return describe_producers(self.cluster, topic, partitions)
 
     # ------------------------------------------------------------------ configs
     def describe_configs(

@@ -50,6 +50,7 @@ class ApiKey(enum.IntEnum):
     INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
+    DESCRIBE_PRODUCERS = 61
     DESCRIBE_TOPIC_PARTITIONS = 75
 
 
@@ -69,6 +70,7 @@ CLIENT_API_VERSIONS: Mapping[ApiKey, tuple[int, ...]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),  # both flexible: there is no older one
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0,),
+    ApiKey.DESCRIBE_PRODUCERS: (0,),  # flexible; there is no other
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0,),
 }
 

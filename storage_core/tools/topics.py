@@ -7,10 +7,15 @@ Without ``--topic`` it describes every topic, internal ones included. With
 ``--under-replicated-partitions`` (ISR smaller than the replicas) or
 ``--unavailable-partitions`` (no live leader) it prints only the partition lines that match
 either, and no topic lines, as ``kafka-topics.sh`` does.
+
+Under a partition whose last stable offset is below its high watermark, ``describe`` prints
+both and the partition's open transactions (``storage_core.tools.open_transactions``), so that
+a hanging transaction shows where an operator looks.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection, Mapping, Sequence
 from typing import TextIO
 
@@ -30,6 +35,7 @@ from storage_core.protocol.config_resource import (
     ConfigSource,
 )
 from storage_core.tools.key_values import parse_key_values
+from storage_core.tools.open_transactions import format_transactions, partition_transactions
 
 ACTIONS = ("create", "list", "describe", "delete", "alter-config")
 
@@ -96,10 +102,29 @@ def describe_topics(
             topic.raise_for_error()
             descriptions.append(TopicDescription(metadata=topic, configs=()))
     for description in descriptions:
-        print(format_description(description), file=out)
+        extra = transaction_lines(admin, description.metadata, err)
+        print(format_description(description, extra), file=out)
 
 
-def format_description(description: TopicDescription) -> str:
+def transaction_lines(
+    admin: KafkaAdminClient, topic: TopicMetadata, err: TextIO
+) -> dict[int, list[str]]:
+    """Per led partition of ``topic``, the LSO and open-transaction lines to print under it;
+    what could not be read is a warning on ``err``."""
+    led = sorted(p.partition for p in topic.partitions if p.leader_id != NO_LEADER)
+    if not led:
+        return {}
+    found, warnings = partition_transactions(admin, topic.name, led)
+    for warning in warnings:
+        print(f"warning: {warning}", file=err)
+    now_ms = int(time.time() * 1000)
+    return {t.partition.partition: format_transactions(t, now_ms) for t in found}
+
+
+def format_description(
+    description: TopicDescription, extra: Mapping[int, Sequence[str]] | None = None
+) -> str:
+    """The topic line and its partitions' lines, each followed by its ``extra`` lines."""
     topic: TopicMetadata = description.metadata
     replication_factor = max((len(p.replicas) for p in topic.partitions), default=0)
     configs = ",".join(
@@ -112,9 +137,9 @@ def format_description(description: TopicDescription) -> str:
         f"\tPartitionCount: {len(topic.partitions)}\tReplicationFactor: {replication_factor}"
         f"\tConfigs: {configs}"
     ]
-    lines += [
-        format_partition(topic.name, p) for p in sorted(topic.partitions, key=lambda p: p.partition)
-    ]
+    for p in sorted(topic.partitions, key=lambda p: p.partition):
+        lines.append(format_partition(topic.name, p))
+        lines += (extra or {}).get(p.partition, ())
     return "\n".join(lines)
 
 
