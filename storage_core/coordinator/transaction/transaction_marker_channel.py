@@ -217,6 +217,16 @@ class TransactionMarkerChannelManager:
         with self._lock:
             return len(self._pending)
 
+    def queued_markers(self, broker: int) -> list[TxnMarkerEntry]:
+        """The markers waiting to be sent to ``broker`` (Kafka's ``queueForBroker``)."""
+        with self._lock:
+            return [queued.entry for queued in self._queues.get(broker, ())]
+
+    def waiting_markers(self) -> list[TxnMarkerEntry]:
+        """The markers waiting for a leader or a retry (Kafka's unknown-broker queue)."""
+        with self._lock:
+            return [queued.entry for _, queued in self._delayed]
+
     def shutdown(self) -> None:
         """Stop sending and close the connections; markers not written are dropped (the
         coordinator that loads the transaction partition next sends them again)."""
@@ -308,7 +318,6 @@ class TransactionMarkerChannelManager:
         """Markers that wait (no leader, a retriable answer, a lost connection) go back to
         their leaders' queues when due."""
         while True:
-            outcomes = _Outcomes()
             with self._lock:
                 while not self._stopping:
                     now = time.monotonic()
@@ -318,12 +327,19 @@ class TransactionMarkerChannelManager:
                     self._lock.wait(None if earliest is None else earliest - now)
                 if self._stopping:
                     return
-                now = time.monotonic()
-                due_now = [q for due, q in self._delayed if due <= now]
-                self._delayed = [(due, q) for due, q in self._delayed if due > now]
-                for queued in due_now:
-                    self._enqueue_locked(queued, outcomes)
-            self._report(outcomes)
+            self.retry_due_markers()
+
+    def retry_due_markers(self) -> None:
+        """Group the waiting markers that are due by their leaders again (the retry thread's
+        round, callable directly when the thread is not started)."""
+        outcomes = _Outcomes()
+        with self._lock:
+            now = time.monotonic()
+            due_now = [q for due, q in self._delayed if due <= now]
+            self._delayed = [(due, q) for due, q in self._delayed if due > now]
+            for queued in due_now:
+                self._enqueue_locked(queued, outcomes)
+        self._report(outcomes)
 
     def take_batch(self, broker: int) -> list[_Queued] | None:
         """The markers queued for ``broker`` (waits for some); None once stopping."""
