@@ -17,9 +17,18 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 from kio.schema.errors import ErrorCode
 
+from embedded.ports import free_port
 from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core.common import TopicPartition
 from storage_core.coordinator.transaction.transaction_marker_channel import (
@@ -31,12 +40,20 @@ from storage_core.coordinator.transaction.transaction_results import (
     TxnMarkers,
 )
 from storage_core.coordinator.transaction.transaction_state import TransactionState
-from storage_core.replication.metadata_cache import MetadataCache
+from storage_core.replication.metadata_cache import (
+    MetadataCache,
+    MetadataImage,
+    PartitionMetadata,
+    TopicMetadata,
+)
 from storage_core.replication.zk_metadata_listener import ZkMetadataListener
+from storage_core.server.listeners import inter_broker_client_security
 from storage_core.zk.kafka_zk_client import KafkaZkClient
+from storage_core.zk.zk_data import BrokerRegistration, EndPoint
 from tests import cluster_support
 from tests.broker_process import BrokerProcess
 from tests.cluster_support import eventually
+from tests.integration import raw_wire
 from tests.integration.test_transaction_markers import Wire, consume
 
 cluster_support.require_java()
@@ -62,6 +79,15 @@ class Callbacks:
         with self.changed:
             self.failed.append((transactional_id, error))
             self.changed.notify_all()
+
+    def wait_completed(self, what: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        with self.changed:
+            while what not in self.completed:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(f"{what} not completed within {timeout_s} s")
+                self.changed.wait(remaining)
 
     def wait(self, what: str, timeout_s: float = 60.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -274,3 +300,107 @@ def test_a_stale_coordinator_epoch_is_fenced_and_stops(
             channel.shutdown()
         for leader, topic in TOPICS.items():
             assert stable_offsets(brokers[leader], topic) == (3, 2)  # still open from 2
+
+
+BROKER_LOGIN = ("txnbroker", "txnbroker-secret")
+
+
+def test_markers_go_over_the_sasl_listener_and_wait_for_cluster_action(tmp_path: Path) -> None:
+    """The channel logs in on the inter-broker SASL_PLAINTEXT listener with the broker's own
+    credentials (``inter_broker_client_security`` of the broker's properties); the ACL
+    authorizer refuses WriteTxnMarkers until its principal has ClusterAction: reported, and
+    written once an operator grants it."""
+    port, internal_port = free_port(), free_port()
+    props = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},INTERNAL://127.0.0.1:{internal_port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.internal.plain.sasl.jaas.config": (
+            "org.apache.kafka.common.security.plain.PlainLoginModule required"
+            f' username="{BROKER_LOGIN[0]}" password="{BROKER_LOGIN[1]}"'
+            f' user_{BROKER_LOGIN[0]}="{BROKER_LOGIN[1]}";'
+        ),
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:ANONYMOUS",  # the plaintext clients of this test
+        "auto.create.topics.enable": "false",
+    }
+    with BrokerProcess(tmp_path, port=port, overrides=props) as broker:
+        raw_wire.create_topic(port, "guarded")
+        wire = Wire(port, "guarded")
+        producer = wire.producer_id()
+        wire.produce(producer, b"kept", transactional=True)
+        wire.close()
+        cache = MetadataCache(0)
+        cache.set_image(
+            MetadataImage(
+                brokers={
+                    0: BrokerRegistration(
+                        broker_id=0,
+                        endpoints=(
+                            EndPoint(listener="PLAINTEXT", host="127.0.0.1", port=port),
+                            EndPoint(
+                                listener="INTERNAL",
+                                host="127.0.0.1",
+                                port=internal_port,
+                                security_protocol="SASL_PLAINTEXT",
+                            ),
+                        ),
+                    )
+                },
+                topics={
+                    "guarded": TopicMetadata(
+                        name="guarded",
+                        topic_id=None,
+                        partitions=(
+                            PartitionMetadata(
+                                partition=0, replicas=(0,), leader=0, leader_epoch=0, isr=(0,)
+                            ),
+                        ),
+                    )
+                },
+            )
+        )
+        callbacks = Callbacks()
+        channel = TransactionMarkerChannelManager(
+            broker_id=0,
+            metadata_cache=cache,
+            inter_broker_listener_name="INTERNAL",
+            on_complete=callbacks.on_complete,
+            on_failed=callbacks.on_failed,
+            security=inter_broker_client_security(props),
+        )
+        channel.start()
+        try:
+            txn = TxnMarkers(
+                transactional_id="guarded-txn",
+                producer_id=producer[0],
+                producer_epoch=producer[1],
+                result=TransactionResult.COMMIT,
+                topic_partitions=frozenset({TopicPartition("guarded", 0)}),
+                complete=markers("x", producer, TransactionResult.COMMIT).complete,
+            )
+            channel.add_txn_markers_to_send(5, txn, txn_topic_partition=0)
+            callbacks.wait("guarded-txn")
+            assert callbacks.failed == [("guarded-txn", ErrorCode.cluster_authorization_failed)]
+            assert callbacks.completed == []
+            assert stable_offsets(broker, "guarded") == (1, 0)  # still open
+            grant = AclBinding(
+                ResourceType.BROKER,  # the cluster resource
+                "kafka-cluster",
+                ResourcePatternType.LITERAL,
+                f"User:{BROKER_LOGIN[0]}",
+                "*",
+                AclOperation.CLUSTER_ACTION,
+                AclPermissionType.ALLOW,
+            )
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            admin.create_acls([grant])[grant].result(30)
+            callbacks.wait_completed("guarded-txn", timeout_s=30)
+            assert callbacks.completed == ["guarded-txn"]
+            assert callbacks.failed == [("guarded-txn", ErrorCode.cluster_authorization_failed)]
+        finally:
+            channel.shutdown()
+        assert stable_offsets(broker, "guarded") == (2, 2)
+        assert consume(broker.bootstrap, "guarded", "read_committed", 2) == [b"kept"]
