@@ -1,5 +1,6 @@
-"""The transaction coordinator's core (Kafka's ``kafka.coordinator.transaction``), pure:
-no sockets, no broker, no threads, time passed in.
+"""The transaction coordinator (Kafka's ``kafka.coordinator.transaction``). Its decisions are
+pure (no sockets, no broker, no threads, time passed in); only the marker channel does I/O.
+Not wired into the broker yet.
 
 * ``transaction_state``: the eight states and their valid previous states
   (``TransactionState``);
@@ -14,5 +15,9 @@ no sockets, no broker, no threads, time passed in.
   returns (errors, transits to append, markers to send) and the request-version rules;
 * ``transaction_state_manager_logic``: the pure part of ``TransactionStateManager``: its
   settings, what an append answers, timed-out transactions, expired transactional ids, the
-  markers a partition's load leaves to send.
+  markers a partition's load leaves to send;
+* ``transaction_marker_channel`` (``TransactionMarkerChannelManager``): the markers sent to
+  the partition leaders in WriteTxnMarkers requests, retried until written;
+  ``transaction_marker_entries`` its pure parts, ``transaction_marker_sender`` one sender
+  thread per destination broker.
 """
