@@ -22,10 +22,19 @@ single-broker form is the one-entry map)::
     copy_lag_bytes/segments closed local segments holding offsets above the highest tiered one
     active_segment_base_offset  the active segment's first offset
     leader, leader_epoch, replicas, isr, offline_replicas, under_replicated
+    last_stable_offset      ListOffsets -1 at isolation level 1 (exclusive; below the HW while
+                            a transaction is open or its marker not yet replicated)
+    open_transactions       DescribeProducers: producers with an open transaction, and
+    oldest_open_transaction_start_offset / _age_ms   the oldest one's first offset and the time
+                            since its producer last wrote; each in open_transaction_producers
+                            (``storage_core.tools.open_transactions``). Producers that
+                            cannot be read (DescribeProducers needs Read on the topic) are
+                            ``open_transactions: null`` with ``transactions_error``
 
 A leaderless partition is listed with ``status: offline``; a partition whose leader's log dirs
 are not given, or whose offsets cannot be read, is an error (exit 1). Counts: ``partitions``,
-``brokers``, ``under_replicated_partitions``, ``offline_partitions``, ``errors``; bytes:
+``brokers``, ``under_replicated_partitions``, ``offline_partitions``, ``errors``,
+``open_transactions`` (over the partitions listed); bytes:
 ``remote``, ``local``, ``copy_lag``. ``--dag-id``/``--run-id``/``--task-id`` name the run that
 wrote the snapshot (the status page shows them).
 """
@@ -33,6 +42,7 @@ wrote the snapshot (the status page shows them).
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +62,7 @@ from storage_core.tiered.operations import topic_log_config
 from storage_core.tiered.operations.discovery import found_partition_dirs
 from storage_core.tiered.operations.log_view import LogView
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
+from storage_core.tools.open_transactions import partition_transactions, status_fields
 
 JOB = "cluster_status"
 LATEST_TIERED = -5
@@ -108,6 +119,16 @@ def tiering_fields(
     }
 
 
+def transaction_fields(admin: KafkaAdminClient, tp: TopicPartition) -> dict[str, Any]:
+    """The LSO and open transactions of one partition, with ``transactions_error`` for what
+    its leader could not say (the tiering figures are still worth showing)."""
+    found, warnings = partition_transactions(admin, tp.topic, [tp.partition])
+    fields = status_fields(found[0], int(time.time() * 1000)) if found else {}
+    if warnings:
+        fields["transactions_error"] = "; ".join(warnings)
+    return fields
+
+
 def snapshot(args: JobArgs, summary: RunSummary) -> None:
     for name in PROVENANCE:
         value = args.options.get(name)
@@ -130,7 +151,8 @@ def snapshot(args: JobArgs, summary: RunSummary) -> None:
         dirs_by_broker = broker_log_dirs(args, cluster)
         found = found_partition_dirs(dirs_by_broker, args.topic)
         topics = [t for t in metadata.topics if not t.is_internal and t.error == ErrorCode.none]
-        enabled = remote_enabled_topics(KafkaAdminClient(cluster), topics)
+        admin = KafkaAdminClient(cluster)
+        enabled = remote_enabled_topics(admin, topics)
         targets = [
             (TopicPartition(t.name, p.partition), p)
             for t in sorted(topics, key=lambda t: t.name)
@@ -167,7 +189,9 @@ def snapshot(args: JobArgs, summary: RunSummary) -> None:
                 except StorageError as exc:
                     fail(summary, tp, f"{type(exc).__name__}: {exc}", replication)
                     continue
+                fields |= transaction_fields(admin, tp)
                 summary.partition(tp, "ok", **replication, **fields)
+                summary.count("open_transactions", fields.get("open_transactions") or 0)
                 summary.add_bytes("remote", fields["remote_bytes"])
                 summary.add_bytes("local", fields["local_bytes"])
                 summary.add_bytes("copy_lag", fields["copy_lag_bytes"])
@@ -179,7 +203,13 @@ def snapshot(args: JobArgs, summary: RunSummary) -> None:
                     leader_epoch=replication["leader_epoch"],
                     high_watermark=fields["high_watermark"],
                     highest_tiered_offset=fields["highest_tiered_offset"],
+                    last_stable_offset=fields.get("last_stable_offset"),
+                    open_transactions=fields.get("open_transactions"),
                 )
+                if "transactions_error" in fields:
+                    log_partition(
+                        "transactions_unknown", tp, job=JOB, error=fields["transactions_error"]
+                    )
 
 
 def fail(summary: RunSummary, tp: TopicPartition, message: str, fields: dict[str, Any]) -> None:

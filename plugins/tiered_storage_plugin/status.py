@@ -11,7 +11,8 @@ the newest entries that carry offsets and sizes:
 - per partition: leader and leader epoch, log start / local log start / highest tiered
   offset / high watermark, local and remote bytes (binary units) and segments, and the copy
   lag split into what the active segment holds (copied only once it rolls) and what closed
-  segments hold (waiting for the next tiering run);
+  segments hold (waiting for the next tiering run); the last stable offset where it differs
+  from the high watermark and the open transactions (``transactions_cell``);
 - a chart of the total remote and copy-lag bytes over the recent status snapshots, with its
   axes labelled.
 
@@ -37,6 +38,8 @@ from tiered_storage_plugin.cluster_page import (
     cluster_section,
     cluster_state,
 )
+from tiered_storage_plugin.durations import human_duration
+from tiered_storage_plugin.transactions_cell import transactions_cell
 
 RUNS_MAX = 50
 CHART_POINTS_MAX = 24
@@ -70,6 +73,10 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "active_segment_base_offset": ("active_segment_base_offset",),
     "copy_lag_bytes": ("copy_lag_bytes", "lag_bytes", "remote_copy_lag_bytes"),
     "copy_lag_segments": ("copy_lag_segments", "lag_segments", "remote_copy_lag_segments"),
+    "last_stable_offset": ("last_stable_offset",),
+    "open_transactions": ("open_transactions",),
+    "oldest_txn_start_offset": ("oldest_open_transaction_start_offset",),
+    "oldest_txn_age_ms": ("oldest_open_transaction_age_ms",),
 }
 
 
@@ -89,6 +96,10 @@ class PartitionStatus:
     active_segment_base_offset: int | None = None
     copy_lag_bytes: int | None = None
     copy_lag_segments: int | None = None
+    last_stable_offset: int | None = None
+    open_transactions: int | None = None
+    oldest_txn_start_offset: int | None = None
+    oldest_txn_age_ms: int | None = None
 
     @property
     def copy_lag_offsets(self) -> int | None:
@@ -364,7 +375,8 @@ def status_page(
 <style>body{{font-family:sans-serif;margin:1.5em}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child{{text-align:left}}
 th{{background:#f4f4f4}}.stale{{background:#fff3cd;border:1px solid #e0b100;padding:.6em}}
-.fresh{{color:#2b6e2b}}.note{{color:#555;font-size:.9em}}.lag{{text-align:left}}
+.fresh{{color:#2b6e2b}}.note{{color:#555;font-size:.9em}}.lag,.txn{{text-align:left}}
+.txn-open{{text-align:left;background:#fff3cd}}
 {CLUSTER_CSS}</style></head><body>
 <h1>Tiered storage status</h1>
 {_provenance(latest, now, tiering_interval_s)}{docs}
@@ -372,7 +384,8 @@ th{{background:#f4f4f4}}.stale{{background:#fff3cd;border:1px solid #e0b100;padd
 <h2>Tiering per partition</h2>
 <table id="tiering"><thead>
 <tr><th rowspan="2">partition</th><th colspan="2">leader</th><th colspan="4">offsets</th>
-<th colspan="2">local log</th><th colspan="2">remote log</th><th rowspan="2">copy lag</th></tr>
+<th colspan="2">local log</th><th colspan="2">remote log</th><th rowspan="2">copy lag</th>
+<th rowspan="2">transactions</th></tr>
 <tr><th>broker</th><th>epoch</th><th>log start</th><th>local start</th>
 <th>highest tiered</th><th>high watermark</th><th>size</th><th>segments</th><th>size</th>
 <th>segments</th></tr></thead>
@@ -380,7 +393,8 @@ th{{background:#f4f4f4}}.stale{{background:#fff3cd;border:1px solid #e0b100;padd
 <p class="note">Offsets are inclusive except the high watermark (the next offset to be
 written). Local log start &gt; log start means the oldest data is served from the remote
 tier. The active segment is copied only after it rolls; closed segments above the highest
-tiered offset wait for the next tiering run.</p>
+tiered offset wait for the next tiering run. An open transaction holds the last stable offset
+(LSO) at its first offset: read_committed consumers and copies stop there until it ends.</p>
 <h2>Remote and copy-lag bytes, last {len(points)} status snapshots</h2>
 {chart_svg(points)}
 </body></html>"""
@@ -451,7 +465,9 @@ def _row(s: PartitionStatus) -> str:
     return (
         "<tr>"
         + "".join(f"<td>{html.escape(c)}</td>" for c in cells)
-        + f'<td class="lag">{html.escape(copy_lag_text(s))}</td></tr>'
+        + f'<td class="lag">{html.escape(copy_lag_text(s))}</td>'
+        + transactions_cell(s)
+        + "</tr>"
     )
 
 
@@ -505,19 +521,6 @@ def human_bytes(value: int | None) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} TiB"
-
-
-def human_duration(seconds: float) -> str:
-    total = int(seconds)
-    if total < 60:
-        return f"{total} s"
-    minutes, _ = divmod(total, 60)
-    if minutes < 60:
-        return f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    return f"{hours // 24} days {hours % 24} h"
 
 
 def _nice_top(value: int) -> int:

@@ -30,7 +30,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from storage_core.client.admin import KafkaAdminClient
-from storage_core.client.admin_producers import ProducerState
+from storage_core.client.admin_producers import PartitionProducers, ProducerState
 from storage_core.client.consumer import KafkaConsumer
 from storage_core.client.errors import ClientError, UnsupportedVersionError
 from storage_core.common import TopicPartition
@@ -38,12 +38,14 @@ from storage_core.common import TopicPartition
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionTransactions:
-    """A partition's HW and LSO (both exclusive) and its open transactions, oldest first."""
+    """A partition's HW and LSO (both exclusive) and its open transactions, oldest first
+    (None: unknown, the producers could not be described; DescribeProducers needs Read on
+    the topic, ListOffsets only Describe)."""
 
     partition: TopicPartition
     high_watermark: int
     last_stable_offset: int
-    open_transactions: tuple[ProducerState, ...]
+    open_transactions: tuple[ProducerState, ...] | None
 
     def __post_init__(self) -> None:
         if self.last_stable_offset > self.high_watermark:
@@ -54,15 +56,16 @@ class PartitionTransactions:
 
     @property
     def is_quiet(self) -> bool:
-        """Nothing to show: the LSO is the HW and no transaction is open."""
+        """Nothing to show: the LSO is the HW (an open transaction would hold it below)."""
         return self.last_stable_offset == self.high_watermark and not self.open_transactions
 
 
 def partition_transactions(
     admin: KafkaAdminClient, topic: str, partitions: Sequence[int]
 ) -> tuple[list[PartitionTransactions], list[str]]:
-    """The transactions of ``topic``'s ``partitions`` and, for those that could not be read
-    (no leader, an error, a broker without DescribeProducers), one warning each."""
+    """The transactions of ``topic``'s ``partitions`` and one warning for each partition
+    whose producers (DescribeProducers: an error, a broker without it) or offsets could not be
+    read; a partition without offsets is left out, one without producers has them unknown."""
     consumer = KafkaConsumer(admin.cluster)
     warnings: list[str] = []
     try:
@@ -75,11 +78,8 @@ def partition_transactions(
         tp = TopicPartition(topic, index)
         answer = described.get(index)
         if answer is not None and answer.error != ErrorCode.none:
-            warnings.append(
-                f"{tp}: open transactions not shown: {answer.error.name.upper()}"
-                + (f" ({answer.error_message})" if answer.error_message else "")
-            )
-            continue
+            warnings.append(f"{tp}: open transactions not shown: {_error_text(answer)}")
+            answer = None
         try:
             high_watermark = consumer.latest_offset(topic, index)
             last_stable = consumer.last_stable_offset(topic, index)
@@ -93,38 +93,48 @@ def partition_transactions(
                 # read one after the other: a transaction decided in between moves the LSO
                 # up to a HW read before it
                 last_stable_offset=min(last_stable, high_watermark),
-                open_transactions=() if answer is None else answer.open_transactions,
+                open_transactions=None if answer is None else answer.open_transactions,
             )
         )
     return results, warnings
+
+
+def _error_text(answer: PartitionProducers) -> str:
+    text = answer.error.name.upper()
+    if answer.error_message:
+        text += f" ({answer.error_message})"
+    if answer.error == ErrorCode.topic_authorization_failed:
+        text += f"; DescribeProducers needs Read on topic {answer.partition.topic}"
+    return text
 
 
 def format_transactions(t: PartitionTransactions, now_ms: int) -> list[str]:
     """The lines ``topics describe`` prints under a partition (none when quiet)."""
     if t.is_quiet:
         return []
+    count = "unknown" if t.open_transactions is None else len(t.open_transactions)
     lines = [
         f"\t\tHighWatermark: {t.high_watermark}\tLastStableOffset: {t.last_stable_offset}"
-        f"\tOpenTransactions: {len(t.open_transactions)}"
+        f"\tOpenTransactions: {count}"
     ]
     lines += [
         f"\t\tOpenTransaction: ProducerId: {p.producer_id}\tProducerEpoch: {p.producer_epoch}"
         f"\tStartOffset: {p.current_txn_start_offset}"
         f"\tLastTimestamp: {timestamp_text(p.last_timestamp_ms)}"
         f"\tAge: {age_text(p.last_timestamp_ms, now_ms)}"
-        for p in t.open_transactions
+        for p in t.open_transactions or ()
     ]
     return lines
 
 
 def status_fields(t: PartitionTransactions, now_ms: int) -> dict[str, Any]:
     """What the cluster status job records of a partition's transactions (JSON values):
-    the LSO, the count of open transactions, the oldest one's start offset and age (ms, at
-    ``now_ms``; None without one) and each open transaction."""
+    the LSO, the count of open transactions (None: unknown), the oldest one's start offset
+    and age (ms, at ``now_ms``; None without one) and each open transaction."""
     oldest = t.open_transactions[0] if t.open_transactions else None
     return {
         "last_stable_offset": t.last_stable_offset,
-        "open_transactions": len(t.open_transactions),
+        "open_transactions": None if t.open_transactions is None else len(t.open_transactions),
         "oldest_open_transaction_start_offset": (
             None if oldest is None else oldest.current_txn_start_offset
         ),
@@ -139,7 +149,7 @@ def status_fields(t: PartitionTransactions, now_ms: int) -> dict[str, Any]:
                 "last_timestamp_ms": p.last_timestamp_ms,
                 "age_ms": age_ms(p.last_timestamp_ms, now_ms),
             }
-            for p in t.open_transactions
+            for p in t.open_transactions or ()
         ],
     }
 

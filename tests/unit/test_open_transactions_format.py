@@ -119,3 +119,20 @@ def test_a_partition_error_raises_naming_the_partition() -> None:
     answer = PartitionProducers(partition=TP, error=ErrorCode.not_leader_or_follower)
     with pytest.raises(Exception, match="partition orders-3: NOT_LEADER_OR_FOLLOWER"):
         answer.raise_for_error()
+
+
+def test_producers_unknown_still_show_the_lso() -> None:
+    # DescribeProducers refused (no Read on the topic): the LSO from ListOffsets alone
+    t = PartitionTransactions(
+        partition=TP, high_watermark=9, last_stable_offset=4, open_transactions=None
+    )
+    assert format_transactions(t, NOW_MS) == [
+        "\t\tHighWatermark: 9\tLastStableOffset: 4\tOpenTransactions: unknown"
+    ]
+    fields = status_fields(t, NOW_MS)
+    assert (fields["last_stable_offset"], fields["open_transactions"]) == (4, None)
+    assert fields["open_transaction_producers"] == []
+    quiet = PartitionTransactions(
+        partition=TP, high_watermark=9, last_stable_offset=9, open_transactions=None
+    )
+    assert format_transactions(quiet, NOW_MS) == []

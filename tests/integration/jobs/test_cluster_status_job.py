@@ -181,6 +181,8 @@ def test_the_snapshot_shows_the_cluster_and_follows_leadership(
         assert row["leader"] == partitions[name]["leader"]
         assert row["high_watermark"] == RECORDS
         assert row["local_bytes"] > 0
+        # the LSO and producers, asked of each partition's own leader: no transaction here
+        assert (row["last_stable_offset"], row["open_transactions"]) == (RECORDS, 0), row
     epoch_before = tiered[f"{TOPIC}-2"]["leader_epoch"]
 
     # broker 3 dies: orders-2 moves to broker 1 and every ISR loses 3
@@ -217,3 +219,5 @@ def test_the_snapshot_shows_the_cluster_and_follows_leadership(
     tiered = by_name(summary["partitions"])
     assert tiered[f"{TOPIC}-2"]["status"] == "ok"
     assert tiered[f"{TOPIC}-2"]["high_watermark"] == RECORDS  # read from broker 1's dir now
+    assert tiered[f"{TOPIC}-2"]["last_stable_offset"] == RECORDS
+    assert "transactions_error" not in tiered[f"{TOPIC}-2"]
