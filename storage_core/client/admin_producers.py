@@ -4,9 +4,11 @@ partitions as their leaders' producer state knows them (Kafka's ``Admin.describe
 Each partition is asked of its leader (one request per leader, as Kafka's
 ``DescribeProducersHandler`` batches them); a partition whose leader answers
 NOT_LEADER_OR_FOLLOWER (leadership moved since the metadata was read) is asked once more
-after a metadata refresh. A leaderless partition is LEADER_NOT_AVAILABLE without a request.
-Errors are per partition values (``PartitionProducers.error``), never raised: an operator
-looking at many partitions sees which ones could not be read and why.
+after a metadata refresh. A leaderless partition is LEADER_NOT_AVAILABLE without a request;
+the partitions of a leader that cannot be asked get UNSUPPORTED_VERSION (a broker without
+DescribeProducers), REQUEST_TIMED_OUT or NETWORK_EXCEPTION with the client's message. Errors
+are per partition values (``PartitionProducers.error``), never raised: an operator looking at
+many partitions sees which ones could not be read and why.
 
 Not thread-safe (it uses a ``KafkaCluster``).
 """
@@ -23,7 +25,12 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
 from storage_core.client.cluster import KafkaCluster
-from storage_core.client.errors import BrokerResponseError
+from storage_core.client.errors import (
+    BrokerResponseError,
+    ClientError,
+    RequestTimeoutError,
+    UnsupportedVersionError,
+)
 from storage_core.client.metadata import NO_LEADER
 from storage_core.client.negotiation import ApiKey
 from storage_core.common import TopicPartition
@@ -31,6 +38,11 @@ from storage_core.protocol.messages import build, request_module, response_schem
 
 NO_TXN_START_OFFSET = -1
 MAX_PARTITIONS_PER_REQUEST = 1000
+# a leader that cannot be asked: its partitions' error, as Kafka's admin client reports it
+_CLIENT_ERRORS: dict[type[ClientError], ErrorCode] = {
+    UnsupportedVersionError: ErrorCode.unsupported_version,
+    RequestTimeoutError: ErrorCode.request_timed_out,
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,12 +136,23 @@ def _ask_leaders(
         else:
             by_leader[p.leader_id].append(index)
     for leader, indexes in sorted(by_leader.items()):
-        session = cluster.session_for_node(leader)
-        version = session.version(ApiKey.DESCRIBE_PRODUCERS)
-        response = session.send(
-            describe_producers_request(version, topic, indexes),
-            response_schema(ApiKey.DESCRIBE_PRODUCERS, version),
-        )
+        try:
+            session = cluster.session_for_node(leader)
+            version = session.version(ApiKey.DESCRIBE_PRODUCERS)
+            response = session.send(
+                describe_producers_request(version, topic, indexes),
+                response_schema(ApiKey.DESCRIBE_PRODUCERS, version),
+            )
+        except ClientError as exc:
+            # this leader's partitions only: the others' answers still count
+            error = _CLIENT_ERRORS.get(type(exc), ErrorCode.network_exception)
+            for index in indexes:
+                answers[index] = PartitionProducers(
+                    partition=TopicPartition(topic, index),
+                    error=error,
+                    error_message=f"broker {leader}: {exc}",
+                )
+            continue
         for t in response.topics:
             if str(t.name) != topic:
                 continue

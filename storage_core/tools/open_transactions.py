@@ -32,7 +32,7 @@ from kio.schema.errors import ErrorCode
 from storage_core.client.admin import KafkaAdminClient
 from storage_core.client.admin_producers import PartitionProducers, ProducerState
 from storage_core.client.consumer import KafkaConsumer
-from storage_core.client.errors import ClientError, UnsupportedVersionError
+from storage_core.client.errors import ClientError
 from storage_core.common import TopicPartition
 
 
@@ -68,11 +68,7 @@ def partition_transactions(
     read; a partition without offsets is left out, one without producers has them unknown."""
     consumer = KafkaConsumer(admin.cluster)
     warnings: list[str] = []
-    try:
-        described = {p.partition.partition: p for p in admin.describe_producers(topic, partitions)}
-    except UnsupportedVersionError as exc:
-        warnings.append(f"{topic}: open transactions not shown: {exc}")
-        described = {}
+    described = {p.partition.partition: p for p in admin.describe_producers(topic, partitions)}
     results: list[PartitionTransactions] = []
     for index in partitions:
         tp = TopicPartition(topic, index)

@@ -215,3 +215,15 @@ def test_an_open_transaction_shows_in_describe_the_status_job_and_the_page(
     assert entry["open_transaction_producers"] == []
     assert second["counts"]["open_transactions"] == 0
     assert page_row(reports)[-1] == "none open"
+
+
+def test_a_leader_that_cannot_be_asked_is_its_partitions_error(broker: BrokerProcess) -> None:
+    raw_wire.create_topic(broker.port, TOPIC, partitions=2)
+    with KafkaCluster(broker.bootstrap) as cluster:
+        admin = KafkaAdminClient(cluster)
+        assert [a.error for a in admin.describe_producers(TOPIC, [0, 1])] == [ErrorCode.none] * 2
+        broker.kill()  # the metadata still names it the leader
+        answers = admin.describe_producers(TOPIC, [1, 0])
+    assert [a.partition.partition for a in answers] == [1, 0]  # in the order asked
+    assert [a.error for a in answers] == [ErrorCode.network_exception] * 2
+    assert all(str(a.error_message).startswith("broker 0: ") for a in answers), answers
