@@ -18,7 +18,6 @@ The batches and the marker are sent as a transactional producer and its coordina
 
 from __future__ import annotations
 
-import functools
 import html
 import json
 import re
@@ -33,9 +32,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from storage_core.client import KafkaAdminClient, KafkaCluster
-from storage_core.records import SimpleRecord
 from tests.broker_process import BrokerProcess
-from tests.integration import raw_wire, test_transaction_markers
+from tests.integration import raw_wire
 from tests.integration.test_transaction_markers import Wire
 
 pytestmark = pytest.mark.timeout(180)
@@ -123,29 +121,17 @@ def page_row(reports: Path) -> list[str]:
     return [html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
 
 
-def written_at(monkeypatch: pytest.MonkeyPatch, timestamp_ms: int) -> None:
-    """The records ``Wire.produce`` sends from now on carry ``timestamp_ms``, as a producer's
-    would (``Wire`` sends none)."""
-    monkeypatch.setattr(
-        test_transaction_markers,
-        "SimpleRecord",
-        functools.partial(SimpleRecord, timestamp=timestamp_ms),
-    )
-
-
 def test_an_open_transaction_shows_in_describe_the_status_job_and_the_page(
-    broker: BrokerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    broker: BrokerProcess, tmp_path: Path
 ) -> None:
     raw_wire.create_topic(broker.port, TOPIC, configs={"remote.storage.enable": "true"})
     wire = Wire(broker.port, TOPIC)
     plain, open_ = wire.producer_id(), wire.producer_id()
     now_ms = int(time.time() * 1000)
-    written_at(monkeypatch, now_ms)
-    assert wire.produce(plain, b"p0", b"p1", transactional=False) == 0
-    written_at(monkeypatch, now_ms - IDLE_MS)
-    assert wire.produce(open_, b"o0", transactional=True) == 2
-    written_at(monkeypatch, now_ms)
-    assert wire.produce(plain, b"p2", transactional=False) == 3
+    assert wire.produce(plain, b"p0", b"p1", transactional=False, timestamp_ms=now_ms) == 0
+    idle_since = now_ms - IDLE_MS
+    assert wire.produce(open_, b"o0", transactional=True, timestamp_ms=idle_since) == 2
+    assert wire.produce(plain, b"p2", transactional=False, timestamp_ms=now_ms) == 3
     assert (wire.latest(0), wire.latest(1)) == (4, 2)
 
     # the admin client's DescribeProducers: both producers, only O with a transaction open

@@ -59,12 +59,18 @@ class Wire:
         assert body.error_code == ErrorCode.none
         return int(body.producer_id), int(body.producer_epoch)
 
-    def produce(self, producer: tuple[int, int], *values: bytes, transactional: bool) -> int:
+    def produce(
+        self,
+        producer: tuple[int, int],
+        *values: bytes,
+        transactional: bool,
+        timestamp_ms: int | None = None,
+    ) -> int:
         pid, epoch = producer
         sequence = self.sequences.get(pid, 0)
         self.sequences[pid] = sequence + len(values)
         batch = build_batch(
-            [SimpleRecord(value=v) for v in values],
+            [SimpleRecord(value=v, timestamp=timestamp_ms) for v in values],
             producer_id=pid,
             producer_epoch=epoch,
             base_sequence=sequence,
