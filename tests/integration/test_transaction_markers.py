@@ -64,7 +64,7 @@ class Wire:
         producer: tuple[int, int],
         *values: bytes,
         transactional: bool,
-        timestamp_ms: int | None = None,
+        timestamp_ms: int = -1,  # none, as a producer may send
     ) -> int:
         pid, epoch = producer
         sequence = self.sequences.get(pid, 0)
