@@ -15,6 +15,7 @@ from storage_core.tiered.metadata.compaction import (
     RestatedSegment,
     plan_metadata_compaction,
     replay_states,
+    restatement_refused,
     untouched_since_plan,
     verify_cut,
 )
@@ -271,3 +272,37 @@ def test_the_cache_takes_a_segment_announced_again_as_a_repeat() -> None:
     cache.handle(state_update(segment, FINISHED))
     assert cache.snapshot_state() == before
     assert cache.remote_log_segment_metadata(0, 5) is not None
+
+
+def test_a_segment_superseded_by_an_overlapping_upload_is_not_re_appended_in_vain() -> None:
+    """Ten one-offset segments, then one upload of the same epoch covering them all (a new
+    leader's), then the next one: re-announcing them would map the small ones again for
+    readers of the history (the epoch's highest offset has moved past the covering upload)
+    but not for readers from the re-append, so the cut below it would be refused round after
+    round."""
+    tip = user_partition("audit", 0)
+    small = [copy_started(tip, i, i, {0: i}) for i in range(10)]
+    covering = copy_started(tip, 0, 19, {0: 0})
+    following = copy_started(tip, 20, 29, {0: 20})
+    churn = user_partition("orders", 0)
+    entries = entries_of(
+        [
+            *[e for s in small for e in (s, state_update(s, FINISHED))],
+            *[e for s in (covering, following) for e in (s, state_update(s, FINISHED))],
+            *expired_segments(churn, 30),
+        ]
+    )
+    plan = plan_metadata_compaction(entries, log_start_offset=0, cut_limit_offset=len(entries))
+    assert plan.restated_segments == 12
+    problem = restatement_refused(entries, plan.restate, log_start_offset=0)
+    assert problem is not None and "audit-0" in problem
+    # without the superseded ones the same history restates fine
+    alone = entries_of(
+        [
+            *[e for s in (covering, following) for e in (s, state_update(s, FINISHED))],
+            *expired_segments(churn, 30),
+        ]
+    )
+    plan = plan_metadata_compaction(alone, log_start_offset=0, cut_limit_offset=len(alone))
+    assert plan.restated_segments == 2
+    assert restatement_refused(alone, plan.restate, log_start_offset=0) is None

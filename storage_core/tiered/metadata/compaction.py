@@ -424,6 +424,32 @@ def plan_metadata_compaction(
     )
 
 
+def restatement_refused(
+    entries: Sequence[MetadataEntry],
+    restate: Sequence[RestatedSegment],
+    *,
+    log_start_offset: int,
+) -> str | None:
+    """``None`` if re-appending ``restate`` after ``entries`` lets a cut go below the re-append
+    with readers from it rebuilding the same states; else why not, and the re-append must not
+    be made (each round would append it again, the cut refused every time). A segment that a
+    later, overlapping upload of its epoch superseded is such a case: for readers of the
+    history its re-announced COPY_SEGMENT_FINISHED maps it again (the epoch's highest offset
+    has moved on), for readers from the re-append the later upload supersedes it again."""
+    if not restate:
+        return None
+    next_offset = entries[-1].offset + 1 if entries else log_start_offset
+    simulated = list(entries)
+    values = [value for segment in restate for value in (segment.add, segment.finished)]
+    simulated += [MetadataEntry.decode(next_offset + i, v) for i, v in enumerate(values)]
+    plan = plan_metadata_compaction(
+        simulated, log_start_offset=log_start_offset, cut_limit_offset=next_offset
+    )
+    if plan.cut_offset is None:
+        return "no cut would be allowed below the re-appended events"
+    return verify_cut(simulated, plan.cut_offset)
+
+
 def untouched_since_plan(
     restate: Iterable[RestatedSegment], appended: Iterable[MetadataEntry]
 ) -> list[RestatedSegment]:

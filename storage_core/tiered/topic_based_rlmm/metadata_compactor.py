@@ -50,6 +50,7 @@ from storage_core.tiered.metadata.compaction import (
     MetadataEntry,
     RestatedSegment,
     plan_metadata_compaction,
+    restatement_refused,
     untouched_since_plan,
     verify_cut,
 )
@@ -298,7 +299,18 @@ class RemoteLogMetadataCompactor:
                 )
         restated = 0
         if restate and plan.restate:
-            restated = self._restate(metadata_partition, plan.restate, read_end=read_end)
+            kept = [e for e in entries if e.offset >= new_start]
+            pointless = restatement_refused(kept, plan.restate, log_start_offset=new_start)
+            if pointless is None:
+                restated = self._restate(metadata_partition, plan.restate, read_end=read_end)
+            else:
+                logger.warning(
+                    "remote log metadata not re-appended partition=%s-%d segments=%d reason=%s",
+                    REMOTE_LOG_METADATA_TOPIC_NAME,
+                    metadata_partition,
+                    len(plan.restate),
+                    pointless,
+                )
         if new_start == log_start and not restated and limit >= end:
             # every record was old enough and still nothing to do: the same until one comes
             self._settled[metadata_partition] = (log_start, read_end)
