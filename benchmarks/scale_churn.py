@@ -1,8 +1,10 @@
 """History comes and goes beside long-lived remote segments: ``__remote_log_metadata`` per
 live segment, cycle after cycle (the ``churn`` step of ``benchmarks/scale.py``).
 
-On the segment part's first broker, after its other steps: the S remote segments of
-``tiered-0`` (and the real copies) stay live all along, in the oldest records of the metadata
+On a broker of its own at the segment part's first size, holding the S published remote
+segments of ``tiered-0`` and no real copies (the copy step's first copy covers offsets the
+published segments hold, and segments superseded by an overlapping upload pin the metadata
+until they are deleted): they stay live all along, in the oldest records of the metadata
 partition, where they pin its log start. The broker is restarted with its metadata compaction
 every ``COMPACTION_INTERVAL_MS`` (records older than ``COMPACTION_MIN_LAG_MS`` may go) and the
 metadata topic's ``segment.bytes`` set to ``METADATA_SEGMENT_BYTES``, so that records below

@@ -356,7 +356,23 @@ def measure_size(
             row.update(restart(broker, size))
         if "fds" in only and local_segments:
             notes.update(local_descriptors(broker, local_segments))
-        if "churn" in only and churn_cycles:
-            live = size + (copies if only & {"copy", "restart"} else 0)
-            notes.update(churn(broker, live, cycles=churn_cycles))
+
+    if "churn" in only and churn_cycles:
+        notes.update(churn_beside(directory / "churn", size, cycles=churn_cycles))
     return row, notes
+
+
+def churn_beside(directory: Path, size: int, *, cycles: int) -> dict[str, Any]:
+    """The churn step on a broker of its own holding only the ``size`` published segments:
+    the copy step's first real copy overlaps them (it covers offsets they hold), and segments
+    superseded by an overlapping upload pin the metadata until they are deleted."""
+    with tiered_broker(directory) as broker:
+        with KafkaCluster(broker.bootstrap) as cluster:
+            fill_tiered(cluster, size, 0)
+            publish_remote_segments(cluster, topic_id_partition(broker.log_dir, TIERED), size)
+        wait_for(
+            lambda: list_offset(broker.bootstrap, TIERED, LATEST_TIERED)[0] == size - 1,
+            f"the broker's RLMM applying {size} remote segments",
+            APPLY_TIMEOUT_S,
+        )
+        return churn(broker, size, cycles=cycles)
