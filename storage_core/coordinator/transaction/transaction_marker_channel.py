@@ -44,6 +44,7 @@ from kio.schema.errors import ErrorCode
 from storage_core.client.connection import ConnectionConfig
 from storage_core.common import TopicPartition
 from storage_core.coordinator.transaction.transaction_marker_entries import (
+    ClusterMetadata,
     MarkerOutcome,
     TxnMarkerEntry,
     marker_destinations,
@@ -51,7 +52,6 @@ from storage_core.coordinator.transaction.transaction_marker_entries import (
 )
 from storage_core.coordinator.transaction.transaction_marker_sender import DestinationSender
 from storage_core.coordinator.transaction.transaction_results import TxnMarkers
-from storage_core.replication.metadata_cache import MetadataCache
 from storage_core.security.client_transport import PLAINTEXT_CLIENT, ClientSecurityConfig
 
 logger = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ class TransactionMarkerChannelManager:
         self,
         *,
         broker_id: int,
-        metadata_cache: MetadataCache,
+        metadata_cache: ClusterMetadata,
         inter_broker_listener_name: str,
         on_complete: CompleteCallback,
         on_failed: FailedCallback | None = None,

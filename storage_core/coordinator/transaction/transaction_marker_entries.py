@@ -29,8 +29,9 @@ deleted, as Kafka's ``addTxnMarkersToBrokerQueue`` skips it).
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 from kio.schema.types import ProducerId, TopicName
@@ -40,7 +41,6 @@ from kio.static.primitive import i16, i32
 
 from storage_core.common import TopicPartition
 from storage_core.coordinator.transaction.transaction_results import TransactionResult
-from storage_core.replication.metadata_cache import MetadataImage
 from storage_core.zk.zk_data import NO_LEADER
 
 E = ErrorCode
@@ -124,8 +124,39 @@ class MarkerDestinations:
     deleted: frozenset[TopicPartition]
 
 
+class ListenerEndpoint(Protocol):
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+
+
+class LeaderOf(Protocol):
+    @property
+    def leader(self) -> int: ...
+
+
+class BrokerEndpoints(Protocol):
+    def endpoint(self, listener_name: str) -> ListenerEndpoint | None: ...
+
+
+class ClusterImage(Protocol):
+    """What the channel reads of the broker's ``MetadataImage`` (the replication layer's,
+    which this layer does not import)."""
+
+    @property
+    def brokers(self) -> Mapping[int, BrokerEndpoints]: ...
+    def partition(self, tp: TopicPartition) -> LeaderOf | None: ...
+
+
+class ClusterMetadata(Protocol):
+    """The broker's ``MetadataCache``: its current image."""
+
+    def image(self) -> ClusterImage: ...
+
+
 def marker_destinations(
-    image: MetadataImage, partitions: Iterable[TopicPartition], listener_name: str
+    image: ClusterImage, partitions: Iterable[TopicPartition], listener_name: str
 ) -> MarkerDestinations:
     """Group ``partitions`` by their current leader (Kafka's ``getPartitionLeaderEndpoint``)."""
     by_broker: dict[int, set[TopicPartition]] = {}
