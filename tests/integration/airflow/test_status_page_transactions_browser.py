@@ -41,7 +41,6 @@ from tests.integration.test_open_transactions_shown import (
     TOPIC,
     broker,
     status_snapshot,
-    written_at,
 )
 from tests.integration.test_transaction_markers import Wire
 
@@ -67,7 +66,6 @@ def test_a_hanging_transaction_reads_on_the_status_page(
     airflow_home: Path,
     shots: Path,
     broker: BrokerProcess,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import time
 
@@ -80,12 +78,10 @@ def test_a_hanging_transaction_reads_on_the_status_page(
     wire = Wire(broker.port, TOPIC)
     plain, open_ = wire.producer_id(), wire.producer_id()
     now_ms = int(time.time() * 1000)
-    written_at(monkeypatch, now_ms)
-    assert wire.produce(plain, b"p0", b"p1", transactional=False) == 0
-    written_at(monkeypatch, now_ms - IDLE_MS)
-    assert wire.produce(open_, b"o0", transactional=True) == 2
-    written_at(monkeypatch, now_ms)
-    assert wire.produce(plain, b"p2", transactional=False) == 3
+    assert wire.produce(plain, b"p0", b"p1", transactional=False, timestamp_ms=now_ms) == 0
+    idle_since = now_ms - IDLE_MS
+    assert wire.produce(open_, b"o0", transactional=True, timestamp_ms=idle_since) == 2
+    assert wire.produce(plain, b"p2", transactional=False, timestamp_ms=now_ms) == 3
     reports = reset_reports()
     status_snapshot(
         broker, reports / "runs" / "tiering" / "manual__open" / "status" / "summary.json"
