@@ -38,17 +38,7 @@ def analyze_and_validate_producer_state(
         marker = None
         if batch.is_control:
             marker = end_txn_marker_of(RecordBatch.from_buffer(records, batch.position))
-        producer_batch = ProducerBatch(
-            producer_id=batch.producer_id,
-            producer_epoch=batch.producer_epoch,
-            base_sequence=batch.base_sequence,
-            base_offset=batch.base_offset,
-            last_offset_delta=batch.last_offset_delta,
-            max_timestamp=batch.max_timestamp,
-            is_transactional=batch.is_transactional,
-            is_control=batch.is_control,
-            end_txn_marker=marker,
-        )
+        producer_batch = ProducerBatch.of(batch, marker)
         if origin is AppendOrigin.CLIENT:
             last = manager.last_entry(batch.producer_id)
             duplicate = None if last is None else last.find_duplicate_batch(producer_batch)
@@ -120,14 +110,4 @@ def _producer_batches(
 
 def _producer_batch(header: RecordBatchHeader, segment: LogSegment) -> ProducerBatch:
     marker = end_txn_marker_of(header.load(segment.log)) if header.is_control else None
-    return ProducerBatch(
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-        base_offset=header.base_offset,
-        last_offset_delta=header.last_offset_delta,
-        max_timestamp=header.max_timestamp,
-        is_transactional=header.is_transactional,
-        is_control=header.is_control,
-        end_txn_marker=marker,
-    )
+    return ProducerBatch.of(header, marker)

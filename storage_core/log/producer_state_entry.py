@@ -9,6 +9,7 @@ These are immutable values: an entry changes by building a new one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from storage_core.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP
 from storage_core.records.end_transaction_marker import EndTransactionMarker
@@ -41,6 +42,27 @@ def in_sequence(last_sequence: int, next_sequence: int) -> bool:
 
 
 # ---------------------------------------------------------------------------- values
+class BatchFields(Protocol):
+    """What ``ProducerBatch.of`` reads of a batch."""
+
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def producer_epoch(self) -> int: ...
+    @property
+    def base_sequence(self) -> int: ...
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def last_offset_delta(self) -> int: ...
+    @property
+    def max_timestamp(self) -> int: ...
+    @property
+    def is_transactional(self) -> bool: ...
+    @property
+    def is_control(self) -> bool: ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProducerBatch:
     """What producer state needs to know of one batch, with the offsets it has in the log.
@@ -57,6 +79,22 @@ class ProducerBatch:
     is_transactional: bool = False
     is_control: bool = False
     end_txn_marker: EndTransactionMarker | None = None
+
+    @staticmethod
+    def of(batch: BatchFields, end_txn_marker: EndTransactionMarker | None = None) -> ProducerBatch:
+        """The fields of a batch read from a log or a request (``RecordBatch``,
+        ``RecordBatchHeader``, a validated append's batch)."""
+        return ProducerBatch(
+            producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch,
+            base_sequence=batch.base_sequence,
+            base_offset=batch.base_offset,
+            last_offset_delta=batch.last_offset_delta,
+            max_timestamp=batch.max_timestamp,
+            is_transactional=batch.is_transactional,
+            is_control=batch.is_control,
+            end_txn_marker=end_txn_marker,
+        )
 
     @property
     def has_producer_id(self) -> bool:

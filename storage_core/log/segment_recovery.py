@@ -44,14 +44,4 @@ def producer_batch_of(batch: RecordBatch, path: Path, position: int) -> Producer
             raise CorruptRecordError(
                 str(exc), file=str(path), position=position, offset=batch.base_offset
             ) from exc
-    return ProducerBatch(
-        producer_id=batch.producer_id,
-        producer_epoch=batch.producer_epoch,
-        base_sequence=batch.base_sequence,
-        base_offset=batch.base_offset,
-        last_offset_delta=batch.last_offset_delta,
-        max_timestamp=batch.max_timestamp,
-        is_transactional=batch.is_transactional,
-        is_control=batch.is_control,
-        end_txn_marker=marker,
-    )
+    return ProducerBatch.of(batch, marker)
