@@ -206,11 +206,14 @@ def assert_local_log_covers_what_is_not_finished_remotely(
     partition_dir: Path, bootstrap: str, finished_end_offset: int
 ) -> int:
     """Every offset above the last FINISHED remote offset is in the local segment files,
-    contiguously up to the log end offset; returns the local log start offset."""
+    contiguously up to the log end offset; returns the local log start offset.
+
+    The files are listed before the broker is asked: local retention keeps deleting
+    segments meanwhile, and the local log start it answers afterwards can only be later."""
+    held = local_offsets(partition_dir)
     local_start, _ = list_offset(bootstrap, TOPIC, EARLIEST_LOCAL)
     log_end, _ = list_offset(bootstrap, TOPIC, LATEST)
     assert local_start <= finished_end_offset + 1
-    held = local_offsets(partition_dir)
     assert held == list(range(held[0], log_end))
     assert held[0] <= max(local_start, 0)
     return local_start
