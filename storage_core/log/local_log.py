@@ -34,6 +34,7 @@ from storage_core.log.log_config import LogConfig
 from storage_core.log.log_segment import FetchDataInfo, LogOffsetMetadata, LogSegment, RollParams
 from storage_core.log.log_segments import LogSegments
 from storage_core.log.log_validator import LogAppendInfo
+from storage_core.log.offset_index import OffsetPosition
 from storage_core.log.retention import SegmentSummary
 from storage_core.log.transaction_index import AbortedTxn
 from storage_core.records import NO_TIMESTAMP, RecordBatch
@@ -283,6 +284,30 @@ class LocalLog:
                     yield header.load(segment.log)
 
     # ================================================================== transactions
+    def fetch_upper_bound_offset(self, info: FetchDataInfo) -> int:
+        """An offset above every record ``info`` (a ``read`` of this log) carries, so that a
+        read_committed fetch looks up only the aborted transactions of what it returns
+        (Kafka's ``LocalLog.addAbortedTransactions``): the first offset-index entry at or past
+        the end of the bytes read, else the next segment's base offset, else the log end
+        offset. Not the smallest such offset in general (the index is sparse); the LEO when
+        the segment read is gone meanwhile."""
+        start = info.fetch_offset_metadata
+        with self._lock:
+            count = self.segments.count_at_or_below(start.segment_base_offset)
+            if info.records is not None and count > 0:
+                segment = self.segments[count - 1]
+                if segment.base_offset == start.segment_base_offset:
+                    found = segment.offset_index.fetch_upper_bound_offset(
+                        OffsetPosition(start.message_offset, start.relative_position_in_segment),
+                        info.records.size,
+                    )
+                    if found is not None:
+                        return found.offset
+                    next_base = self.segments.next_base_offset(count - 1)
+                    if next_base is not None:
+                        return next_base
+            return self.log_end_offset
+
     def collect_aborted_transactions(
         self, start_offset: int, upper_bound_offset: int
     ) -> list[AbortedTxn]:

@@ -357,6 +357,10 @@ class Log:
         """Every whole batch holding an offset in ``[start_offset, max_offset)``, in order."""
         return self._local_log.read_batches(start_offset, max_offset=max_offset)
 
+    def fetch_upper_bound_offset(self, info: FetchDataInfo) -> int:
+        """An offset above every record of ``info``, a ``read`` of this log (``LocalLog``'s)."""
+        return self._local_log.fetch_upper_bound_offset(info)
+
     def collect_aborted_transactions(
         self, start_offset: int, upper_bound_offset: int
     ) -> list[AbortedTxn]:

@@ -3,8 +3,15 @@
 
 The offsets are sampled before the read, so that a response never reports a HW or LSO below
 the data it carries. A read_committed read stops at the LSO and carries the aborted
-transactions that overlap it (``Log.collect_aborted_transactions``, from the fetch offset up
-to the LSO); the consumer drops those transactions' records.
+transactions that overlap the records it returns (Kafka's ``LocalLog.addAbortedTransactions``)::
+
+    [fetch offset, min(upper bound of the bytes read, LSO))   (exclusive)
+
+the upper bound being the first offset-index entry past the bytes read, or the next
+segment's base offset (``Log.fetch_upper_bound_offset``). So a consumer far behind on a log
+with many aborts reads the transaction indexes of the segments its fetch covers (and the
+later ones only until a search is complete), not every index up to the LSO; the consumer
+drops those transactions' records.
 """
 
 from __future__ import annotations
@@ -49,11 +56,11 @@ def read_log(
     info = log.read(fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message)
     aborted = None
     if isolation is FetchIsolation.TXN_COMMITTED:
-        aborted = (
-            log.collect_aborted_transactions(fetch_offset, last_stable_offset)
-            if fetch_offset < last_stable_offset
-            else []
-        )
+        aborted = []
+        if info.records is not None:
+            upper_bound_offset = min(log.fetch_upper_bound_offset(info), last_stable_offset)
+            if fetch_offset < upper_bound_offset:
+                aborted = log.collect_aborted_transactions(fetch_offset, upper_bound_offset)
     return LogReadResult(
         info=info,
         high_watermark=high_watermark,
