@@ -16,6 +16,9 @@ errors raised by the replication layer need no import here::
     MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE,
     INVALID_FETCH_SIZE                                    -> INVALID_COMMIT_OFFSET_SIZE (commits),
                                                              UNKNOWN_SERVER_ERROR (group records)
+    INVALID_PRODUCER_EPOCH, PRODUCER_FENCED,
+    TRANSACTION_COORDINATOR_FENCED, INVALID_TXN_STATE,
+    INVALID_PRODUCER_ID_MAPPING                           -> themselves (transactional commits)
     anything else                                         -> UNKNOWN_SERVER_ERROR
 """
 
@@ -32,6 +35,7 @@ from storage_core.coordinator.group.errors import (
     NotCoordinatorError,
 )
 from storage_core.errors import StorageError
+from storage_core.log.producer_append_info import AppendOrigin
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +60,23 @@ class AppendOutcome(Protocol):
     def error(self) -> StorageError | None: ...
 
 
+class AppendedBatch(Protocol):
+    """Where an append landed (``LogAppendInfo``)."""
+
+    @property
+    def first_offset(self) -> int: ...
+
+
+class OffsetsAppendOutcome(AppendOutcome, Protocol):
+    """An append result with its batch's offset, which orders offset commits."""
+
+    @property
+    def info(self) -> AppendedBatch | None: ...
+
+
 class ReplicaAppender(Protocol):
-    """Appends to partitions this broker leads and waits for ``required_acks``."""
+    """Appends to partitions this broker leads and waits for ``required_acks``; the group
+    coordinator appends with ``AppendOrigin.COORDINATOR``, as Kafka's ``appendForGroup``."""
 
     async def append_records(
         self,
@@ -65,7 +84,8 @@ class ReplicaAppender(Protocol):
         *,
         required_acks: int,
         timeout_ms: int,
-    ) -> Mapping[TopicPartition, AppendOutcome]: ...
+        origin: AppendOrigin,
+    ) -> Mapping[TopicPartition, OffsetsAppendOutcome]: ...
 
 
 def map_commit_error(group_id: str, error: StorageError) -> StorageError:
@@ -82,6 +102,32 @@ def map_commit_error(group_id: str, error: StorageError) -> StorageError:
             " partitions per request"
         )
     return _map_common(group_id, error)
+
+
+# A TxnOffsetCommit's own errors reach the producer as they are (Kafka's
+# ``maybeConvertOffsetCommitError`` passes them through): it learns it is fenced.
+_TXN_ERRORS = frozenset(
+    {
+        "invalid_producer_epoch",
+        "producer_fenced",
+        "transaction_coordinator_fenced",
+        "invalid_txn_state",
+        "invalid_producer_id_mapping",
+    }
+)
+
+
+def map_txn_commit_error(group_id: str, error: StorageError) -> StorageError:
+    """The TxnOffsetCommit answer for an append that failed with ``error``."""
+    if error.error_code in _TXN_ERRORS:
+        logger.info(
+            "transactional offset commit refused group=%s error_code=%s error=%s",
+            group_id,
+            error.error_code,
+            error,
+        )
+        return error
+    return map_commit_error(group_id, error)
 
 
 def map_group_write_error(group_id: str, error: StorageError) -> StorageError:

@@ -135,3 +135,10 @@ class FencedInstanceIdError(GroupCoordinatorError):
     ``group.instance.id``: give each its own."""
 
     error_code: ClassVar[str] = "fenced_instance_id"
+
+
+class UnstableOffsetCommitError(GroupCoordinatorError):
+    """OffsetFetch with ``require_stable`` (KIP-447) of a partition whose offset is being
+    committed, or waits for its transaction to end: retry once the transaction is decided."""
+
+    error_code: ClassVar[str] = "unstable_offset_commit"

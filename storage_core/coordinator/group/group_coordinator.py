@@ -35,8 +35,13 @@ Where each part lives, in Kafka's terms:
 * ``group_metadata_manager``: the group cache and its partitions of ``__consumer_offsets``
   (loaded and unloaded here as leadership moves).
 
-Not implemented: transactional offset commits, offset expiration
-(``offsets.retention.minutes``), the pending-sync timeout and the KIP-848 consumer protocol.
+Transactional offset commits (TxnOffsetCommit) are pending until the transaction's marker is
+written on the group's partition: WriteTxnMarkers calls ``on_transaction_completed``
+(``txn_offsets``).
+
+Not implemented: offset expiration (``offsets.retention.minutes``), the pending-sync timeout,
+the KIP-848 consumer protocol, and KIP-890's verification of a TxnOffsetCommit with the
+transaction coordinator (a late commit of a fenced producer is refused by its epoch only).
 
 Thread safety: none; every method runs on the one asyncio loop that called ``startup``
 (``load`` may run on a worker thread before it).
@@ -80,6 +85,7 @@ from storage_core.coordinator.group.heartbeat import leave_group as members_leav
 from storage_core.coordinator.group.join_group import handle_join_group
 from storage_core.coordinator.group.member_metadata import JoinGroupResult, SyncGroupResult
 from storage_core.coordinator.group.offset_manager import OffsetFetchResult, OffsetManager
+from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME
 from storage_core.errors import StorageError
 from storage_core.log.log import Log
 
@@ -356,6 +362,43 @@ class GroupCoordinator:
             offsets=offsets,
         )
 
+    async def commit_transactional_offsets(
+        self,
+        *,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+        generation_id: int = -1,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, StorageError | None]:
+        """TxnOffsetCommit: write ``offsets`` in the producer's transaction; one error (None:
+        written, pending until the transaction ends) per partition. The member and
+        generation (KIP-447) are checked when given; an unknown group is created then."""
+        error = self._validate_group_status(group_id, allow_empty_group_id=False)
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        return await self._offsets.commit_transactional_offsets(
+            group_id=group_id,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            member_id=member_id,
+            group_instance_id=group_instance_id,
+            generation_id=generation_id,
+            offsets=offsets,
+        )
+
+    def on_transaction_completed(
+        self, producer_id: int, partitions: Collection[TopicPartition], *, is_commit: bool
+    ) -> None:
+        """The producer's marker is written on these ``__consumer_offsets`` partitions
+        (Kafka's ``onTransactionCompleted``): its pending offsets there become committed
+        (commit) or are dropped (abort)."""
+        indexes = {tp.partition for tp in partitions if tp.topic == OFFSETS_TOPIC_NAME}
+        if indexes:
+            self.manager.handle_txn_completion(producer_id, indexes, is_commit=is_commit)
+
     def fetch_offsets(
         self,
         *,
@@ -363,15 +406,15 @@ class GroupCoordinator:
         partitions: Sequence[TopicPartition] | None,
         require_stable: bool = False,
     ) -> OffsetFetchResult:
-        """Committed offsets of ``partitions``, or of every partition when None.
-
-        ``require_stable`` (KIP-447) needs no waiting here: transactional commits, which
-        could be pending, are not supported.
-        """
+        """Committed offsets of ``partitions``, or of every partition when None; with
+        ``require_stable`` (KIP-447) partitions whose commit is under way or pending in a
+        transaction answer UNSTABLE_OFFSET_COMMIT."""
         error = self._validate_group_status(group_id, allow_empty_group_id=True)
         if error is not None:
             return OffsetFetchResult(error=error, offsets={})
-        return self._offsets.fetch_offsets(group_id=group_id, partitions=partitions)
+        return self._offsets.fetch_offsets(
+            group_id=group_id, partitions=partitions, require_stable=require_stable
+        )
 
     # ================================================================== ListGroups, DescribeGroups
     def list_groups(self, *, states: Collection[str] = ()) -> ListGroupsResult:

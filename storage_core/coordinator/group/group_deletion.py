@@ -4,8 +4,10 @@ DeleteGroups, per group, after the coordinator checks (INVALID_GROUP_ID for a nu
 COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR):
 
     unknown or Dead                                  GROUP_ID_NOT_FOUND
-    Empty                                            deleted: tombstones for every offset and
-                                                     the group record; gone from the cache
+    Empty                                            deleted: tombstones for every offset
+                                                     (pending transactional ones too, as
+                                                     Kafka 4) and the group record; gone
+                                                     from the cache
     PreparingRebalance, CompletingRebalance, Stable  NON_EMPTY_GROUP
 
 OffsetDelete, for one group (the same checks, but an empty group id is INVALID_GROUP_ID);
@@ -13,7 +15,9 @@ a group-level error answers the whole request:
 
     unknown or Dead                                  GROUP_ID_NOT_FOUND (group error)
     Empty                                            every partition's offset deleted; the
-                                                     group too once it has no offsets left
+                                                     group too once it has no offsets left,
+                                                     pending transactional ones included
+                                                     (Kafka's ``hasOffsets``)
     active consumer group (protocol type consumer)   GROUP_SUBSCRIBED_TO_TOPIC per partition
                                                      of a subscribed topic (or of any topic
                                                      while the subscriptions are unknown);
@@ -84,7 +88,8 @@ async def _delete_group(manager: GroupMetadataManager, group_id: str) -> Storage
                 f"group {group_id} is {group.state.value} with {group.size} members: only an"
                 " Empty group can be deleted; stop its consumers first"
             )
-        return list(group.offsets)
+        # Pending transactional offsets go too (Kafka 4's deleteAllOffsets).
+        return [*group.committed, *sorted(group.pending_txn_offsets.partitions())]
 
     removed, error = await manager.cleanup_group_metadata(group, every_offset)
     if error is None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from storage_core.common import TopicPartition
@@ -47,6 +47,11 @@ from storage_core.coordinator.group.member_metadata import (
     MemberMetadata,
     MemberSummary,
     SyncGroupResult,
+)
+from storage_core.coordinator.group.txn_offsets import (
+    CommitRecordMetadataAndOffset,
+    PendingTxnOffsetCommits,
+    materialize,
 )
 
 NO_LEADER_EPOCH = -1
@@ -125,6 +130,11 @@ class GroupMetadata:
     ``group.instance.id`` of every static member (KIP-345) to its current member id.
     ``subscribed_topics`` is what a consumer group consumes as of its current generation
     (None: not a consumer group, or not known).
+
+    Offsets: ``committed`` holds each partition's committed offset with the offset of its
+    batch in ``__consumer_offsets`` (what OffsetFetch answers); ``pending_offset_commits``
+    the plain commits being written, ``pending_txn_offsets`` the transactional ones not
+    decided yet (see ``txn_offsets``).
     """
 
     def __init__(
@@ -138,7 +148,9 @@ class GroupMetadata:
         self.protocol_name: str | None = None
         self.leader_id: str | None = None
         self.new_member_added = False
-        self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        self.committed: dict[TopicPartition, CommitRecordMetadataAndOffset] = {}
+        self.pending_offset_commits: dict[TopicPartition, OffsetAndMetadata] = {}
+        self.pending_txn_offsets = PendingTxnOffsetCommits()
         self._members: dict[str, MemberMetadata] = {}
         self._pending_members: set[str] = set()
         self._static_members: dict[str, str] = {}
@@ -399,15 +411,68 @@ class GroupMetadata:
         return topics is None or topic in topics
 
     # ------------------------------------------------------------------ offsets
+    @property
+    def offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The committed offset of each partition that has one."""
+        return {tp: commit.offset for tp, commit in self.committed.items()}
+
+    @property
+    def has_offsets(self) -> bool:
+        """Committed offsets, or commits under way or undecided (Kafka's ``hasOffsets``)."""
+        return bool(self.committed or self.pending_offset_commits or self.pending_txn_offsets)
+
+    def has_pending_offset_commits_for(self, tp: TopicPartition) -> bool:
+        """A commit of ``tp`` is being written or waits for its transaction (Kafka's
+        ``hasPendingOffsetCommitsForTopicPartition``): OffsetFetch with require_stable
+        answers UNSTABLE_OFFSET_COMMIT."""
+        return tp in self.pending_offset_commits or self.pending_txn_offsets.has_partition(tp)
+
+    def prepare_offset_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        self.pending_offset_commits.update(offsets)
+
+    def on_offset_commit_append(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], append_offset: int
+    ) -> None:
+        """A plain commit is acknowledged: it replaces each committed offset whose batch
+        precedes it (Kafka's ``onOffsetCommitAppend``)."""
+        for tp, offset in offsets.items():
+            commit = CommitRecordMetadataAndOffset(append_offset=append_offset, offset=offset)
+            current = self.committed.get(tp)
+            if current is None or current.older_than(commit):
+                self.committed[tp] = commit
+            if self.pending_offset_commits.get(tp) == offset:
+                del self.pending_offset_commits[tp]
+
+    def fail_pending_offset_write(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> None:
+        for tp, offset in offsets.items():
+            if self.pending_offset_commits.get(tp) == offset:
+                del self.pending_offset_commits[tp]
+
+    def complete_pending_txn_offset_commit(
+        self, producer_id: int, *, is_commit: bool
+    ) -> list[TopicPartition]:
+        """The transaction's marker is written: its offsets become committed ones (commit)
+        or are dropped (abort); returns the partitions whose committed offset changed."""
+        decided = self.pending_txn_offsets.complete(producer_id)
+        if not is_commit:
+            return []
+        return materialize(self.committed, decided, group_id=self.group_id, producer_id=producer_id)
+
     def remove_offsets(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, OffsetAndMetadata]:
-        """Forget the committed offsets of ``partitions``; returns those that existed."""
+        """Forget the committed and pending offsets of ``partitions``; returns the committed
+        ones that existed."""
         removed = {}
-        for tp in partitions:
-            committed = self.offsets.pop(tp, None)
-            if committed is not None:
-                removed[tp] = committed
+        wanted = list(partitions)
+        for tp in wanted:
+            self.pending_offset_commits.pop(tp, None)
+            commit = self.committed.pop(tp, None)
+            if commit is not None:
+                removed[tp] = commit.offset
+        self.pending_txn_offsets.remove_partitions(wanted)
         return removed
 
     def current_member_metadata(self) -> tuple[JoinedMember, ...]:

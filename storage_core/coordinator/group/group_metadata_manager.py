@@ -6,6 +6,10 @@ acks=-1 (``coordinator_writer``); a request is answered, and the cache changed, 
 in-sync replica has the batch:
 
 * a commit writes one offset commit record per partition (key v1, value v3);
+* a transactional commit (TxnOffsetCommit) writes the same records in a transactional batch
+  of its producer (id, epoch, sequence 0, as Kafka's); its offsets stay pending for that
+  producer until the transaction's marker is written on the partition
+  (``handle_txn_completion``): commit makes them committed, abort drops them (``txn_offsets``);
 * the end of a rebalance writes one group metadata record (key v2, value v3) holding the
   generation, the protocol, the leader and each member with its assignment; a rebalance that
   leaves the group without members writes the group with an empty member list;
@@ -14,10 +18,11 @@ in-sync replica has the batch:
   every offset and, if the group ever had a generation (a group record may exist), one for
   the group record after them, as Kafka's ``cleanupGroupMetadata`` does.
 
-Loading a partition replays every batch from the log start: the last record of each key wins
-and a null value (tombstone) deletes the key. Groups with members come back Stable (their
-members must heartbeat within their session timeout), groups without come back Empty, and
-offsets committed without group management (no group record) make an Empty group.
+Loading a partition replays every batch from the log start (``offsets_replay``): the last
+record of each key wins, a null value (tombstone) deletes the key, transactional offsets are
+decided by their markers and stay pending without one. Groups with members come back Stable
+(their members must heartbeat within their session timeout), groups without come back Empty,
+and offsets committed without group management (no group record) make an Empty group.
 
 The writes of one group run one at a time, in the order they were asked for (the appends
 themselves run on I/O threads that keep no order), so the cache of a group always follows its
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -43,9 +49,9 @@ from storage_core.coordinator.group.coordinator_writer import (
     ReplicaAppender,
     map_commit_error,
     map_group_write_error,
+    map_txn_commit_error,
 )
 from storage_core.coordinator.group.errors import (
-    CorruptCoordinatorRecordError,
     InvalidCommitOffsetSizeError,
 )
 from storage_core.coordinator.group.group_metadata import (
@@ -53,25 +59,25 @@ from storage_core.coordinator.group.group_metadata import (
     GroupState,
     OffsetAndMetadata,
 )
-from storage_core.coordinator.group.member_metadata import MemberMetadata
+from storage_core.coordinator.group.group_records import (
+    group_from_record,
+    group_record,
+    offset_records,
+)
 from storage_core.coordinator.group.offsets_records import (
     OFFSETS_TOPIC_NAME,
     GroupMetadataKey,
-    GroupMetadataValue,
-    MemberMetadataValue,
     OffsetCommitKey,
-    OffsetCommitValue,
-    decode_group_metadata_value,
-    decode_key,
-    decode_offset_commit_value,
     encode_group_metadata_value,
     encode_key,
-    encode_offset_commit_value,
     partition_for,
 )
+from storage_core.coordinator.group.offsets_replay import replay_offsets_partition
+from storage_core.coordinator.group.txn_offsets import OpenGroupsForProducer
 from storage_core.errors import StorageError
 from storage_core.log.log import Log
-from storage_core.records import SimpleRecord, build_batch
+from storage_core.log.producer_append_info import AppendOrigin
+from storage_core.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, SimpleRecord, build_batch
 
 logger = logging.getLogger(__name__)
 
@@ -125,6 +131,7 @@ class GroupMetadataManager:
         self._partition_states: dict[int, PartitionLoadState] = {}
         # group id -> its last write asked for (the next one starts after it)
         self._last_writes: dict[str, asyncio.Task[Any]] = {}
+        self._open_groups = OpenGroupsForProducer()
 
     # ------------------------------------------------------------------ groups cache
     def partition_for(self, group_id: str) -> int:
@@ -157,6 +164,7 @@ class GroupMetadataManager:
         dropped = [g for g in self._groups.values() if self.partition_for(g.group_id) == partition]
         for group in dropped:
             del self._groups[group.group_id]
+            self._open_groups.remove_group(group.group_id)
         return dropped
 
     # ------------------------------------------------------------------ loading
@@ -171,18 +179,22 @@ class GroupMetadataManager:
         now = self._clock.milliseconds()
         loaded = []
         try:
-            offsets, groups = self._replay(partition)
-            for group_id in sorted(set(groups) | set(offsets)):
-                value = groups.get(group_id)
-                group_offsets = offsets.get(group_id, {})
-                if value is None and not group_offsets:
+            replayed = replay_offsets_partition(self._get_offsets_log(partition))
+            for group_id in replayed.group_ids():
+                value = replayed.groups.get(group_id)
+                committed = replayed.committed.get(group_id, {})
+                pending = replayed.pending.get(group_id, {})
+                if value is None and not committed and not pending:
                     continue
                 group = (
                     GroupMetadata(group_id, now_ms=now)
                     if value is None
                     else group_from_record(group_id, value, now_ms=now)
                 )
-                group.offsets = group_offsets
+                group.committed = dict(committed)
+                for producer_id, offsets in pending.items():
+                    for tp, commit in offsets.items():
+                        group.pending_txn_offsets.put_loaded(producer_id, tp, commit)
                 loaded.append(group)
         except StorageError as exc:
             self._partition_states[partition] = PartitionLoadState.FAILED
@@ -194,58 +206,17 @@ class GroupMetadataManager:
             return []
         for group in loaded:
             self._groups[group.group_id] = group
+            for producer_id in group.pending_txn_offsets.producer_ids:
+                self._open_groups.add(producer_id, group.group_id)
         self._partition_states[partition] = PartitionLoadState.LOADED
         logger.info(
-            "loaded group metadata partition=%s groups=%d offsets=%d",
+            "loaded group metadata partition=%s groups=%d offsets=%d pending_txn_groups=%d",
             name,
             len(loaded),
-            sum(len(g.offsets) for g in loaded),
+            sum(len(g.committed) for g in loaded),
+            sum(1 for g in loaded if g.pending_txn_offsets),
         )
         return loaded
-
-    def _replay(
-        self, partition: int
-    ) -> tuple[
-        dict[str, dict[TopicPartition, OffsetAndMetadata]], dict[str, GroupMetadataValue | None]
-    ]:
-        log = self._get_offsets_log(partition)
-        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
-        groups: dict[str, GroupMetadataValue | None] = {}
-        for batch in log.read_batches(log.log_start_offset):
-            batch.ensure_valid()
-            if batch.is_control or batch.is_transactional:
-                # Transactional offset commits (TxnOffsetCommit) are not supported here.
-                logger.warning(
-                    "skipping transactional batch partition=%s offset=%d",
-                    log.topic_partition,
-                    batch.base_offset,
-                )
-                continue
-            for record in batch.records():
-                if record.key is None:
-                    raise CorruptCoordinatorRecordError(
-                        f"record at offset {record.offset} of {log.topic_partition} has no key"
-                    )
-                key = decode_key(record.key)
-                if isinstance(key, OffsetCommitKey):
-                    tp = TopicPartition(key.topic, key.partition)
-                    group_offsets = offsets.setdefault(key.group, {})
-                    if record.value is None:
-                        group_offsets.pop(tp, None)
-                    else:
-                        value = decode_offset_commit_value(record.value)
-                        group_offsets[tp] = OffsetAndMetadata(
-                            offset=value.offset,
-                            leader_epoch=max(value.leader_epoch, -1),
-                            metadata=value.metadata,
-                            commit_timestamp_ms=value.commit_timestamp_ms,
-                            expire_timestamp_ms=value.expire_timestamp_ms,
-                        )
-                else:
-                    groups[key.group] = (
-                        None if record.value is None else decode_group_metadata_value(record.value)
-                    )
-        return offsets, groups
 
     # ------------------------------------------------------------------ writing
     def store_group(
@@ -257,7 +228,7 @@ class GroupMetadataManager:
         value = encode_group_metadata_value(group_record(group, assignments))
 
         async def write() -> StorageError | None:
-            error = await self._append(group.group_id, [(key, value)])
+            error, _append_offset = await self._append(group.group_id, [(key, value)])
             return None if error is None else map_group_write_error(group.group_id, error)
 
         return self._in_order(group.group_id, write)
@@ -268,35 +239,110 @@ class GroupMetadataManager:
         """Write ``offsets``; they become the group's committed offsets (what OffsetFetch
         answers) only once every in-sync replica has them, and not at all if the write fails
         or the group died meanwhile (Kafka's pending offset commits)."""
-        records: list[tuple[bytes, bytes | None]] = []
-        for tp, committed in offsets.items():
-            key = OffsetCommitKey(group=group.group_id, topic=tp.topic, partition=tp.partition)
-            value = OffsetCommitValue(
-                offset=committed.offset,
-                leader_epoch=committed.leader_epoch,
-                metadata=committed.metadata,
-                commit_timestamp_ms=committed.commit_timestamp_ms,
-                expire_timestamp_ms=committed.expire_timestamp_ms,
-            )
-            records.append((encode_key(key), encode_offset_commit_value(value)))
+        records = offset_records(group.group_id, offsets)
         pending = dict(offsets)
 
         async def write() -> StorageError | None:
-            if len(records) > MAX_RECORDS_PER_BATCH:
-                return InvalidCommitOffsetSizeError(
-                    f"group {group.group_id}: {len(records)} offsets in one commit, more than"
-                    f" {MAX_RECORDS_PER_BATCH}; commit fewer partitions per request"
-                )
-            if not records:
-                return None
-            error = await self._append(group.group_id, records)
+            error = _check_size(group.group_id, records)
+            if error is not None or not records:
+                return error
+            group.prepare_offset_commit(pending)
+            error, append_offset = await self._append(group.group_id, records)
             if error is not None:
+                group.fail_pending_offset_write(pending)
                 return map_commit_error(group.group_id, error)
             if not group.is_in(GroupState.DEAD):
-                group.offsets.update(pending)
+                group.on_offset_commit_append(pending, append_offset)
             return None
 
         return self._in_order(group.group_id, write)
+
+    def store_txn_offsets(
+        self,
+        group: GroupMetadata,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        *,
+        producer_id: int,
+        producer_epoch: int,
+    ) -> asyncio.Task[StorageError | None]:
+        """Write ``offsets`` as a transactional batch of the producer; once every in-sync
+        replica has it they are pending for ``producer_id`` (OffsetFetch does not answer
+        them) until ``handle_txn_completion`` decides them. A failed write leaves nothing
+        pending (Kafka's ``failPendingTxnOffsetCommit``); the producer retries."""
+        records = offset_records(group.group_id, offsets)
+        pending = dict(offsets)
+        group_id = group.group_id
+
+        async def write() -> StorageError | None:
+            error = _check_size(group_id, records)
+            if error is not None or not records:
+                return error
+            # Prepared when the write starts, not when asked for: a completion of this
+            # producer's previous transaction queued before it must not take these.
+            self._open_groups.add(producer_id, group_id)
+            group.pending_txn_offsets.prepare(producer_id, pending)
+            error, append_offset = await self._append(
+                group_id, records, producer_id=producer_id, producer_epoch=producer_epoch
+            )
+            if error is not None:
+                group.pending_txn_offsets.fail(producer_id, pending)
+                if not group.pending_txn_offsets.has_producer(producer_id):
+                    self._open_groups.remove(producer_id, group_id)
+                return map_txn_commit_error(group_id, error)
+            group.pending_txn_offsets.on_append(producer_id, pending, append_offset)
+            return None
+
+        return self._in_order(group_id, write)
+
+    def handle_txn_completion(
+        self, producer_id: int, partitions: Iterable[int], *, is_commit: bool
+    ) -> None:
+        """The producer's transaction marker is written on these ``__consumer_offsets``
+        partitions: decide its pending offsets in their groups (Kafka's
+        ``handleTxnCompletion``). A group whose own writes are under way is decided after
+        them (its TxnOffsetCommit may still wait for its acknowledgement), otherwise now."""
+        completed = set(partitions)
+        for group_id in self._open_groups.groups_of(producer_id):
+            if self.partition_for(group_id) not in completed:
+                continue
+            group = self._groups.get(group_id)
+            if group is None or group.is_in(GroupState.DEAD):
+                self._open_groups.remove(producer_id, group_id)
+                logger.info(
+                    "transaction marker for a group no longer here group=%s producer_id=%d:"
+                    " its new coordinator decides it from the log",
+                    group_id,
+                    producer_id,
+                )
+                continue
+
+            if group_id in self._last_writes:
+                self._in_order(
+                    group_id,
+                    functools.partial(
+                        self._complete_txn_after_writes, group, producer_id, is_commit=is_commit
+                    ),
+                )
+            else:
+                self._complete_txn(group, producer_id, is_commit=is_commit)
+
+    async def _complete_txn_after_writes(
+        self, group: GroupMetadata, producer_id: int, *, is_commit: bool
+    ) -> None:
+        self._complete_txn(group, producer_id, is_commit=is_commit)
+
+    def _complete_txn(self, group: GroupMetadata, producer_id: int, *, is_commit: bool) -> None:
+        self._open_groups.remove(producer_id, group.group_id)
+        if group.is_in(GroupState.DEAD):
+            return
+        changed = group.complete_pending_txn_offset_commit(producer_id, is_commit=is_commit)
+        logger.debug(
+            "transactional offsets decided group=%s producer_id=%d commit=%s committed=%d",
+            group.group_id,
+            producer_id,
+            is_commit,
+            len(changed),
+        )
 
     def cleanup_group_metadata(
         self, group: GroupMetadata, select: SelectOffsets
@@ -323,8 +369,15 @@ class GroupMetadataManager:
     async def _write_tombstones(
         self, group: GroupMetadata, partitions: Iterable[TopicPartition]
     ) -> tuple[int, StorageError | None]:
-        existing = list(dict.fromkeys(tp for tp in partitions if tp in group.offsets))
-        group_gone = group.is_in(GroupState.EMPTY) and len(existing) == len(group.offsets)
+        # Partitions with a committed or a pending transactional offset get a tombstone:
+        # replaying it drops the pending offsets too, as deleting them here does.
+        known = set(group.committed) | group.pending_txn_offsets.partitions()
+        existing = list(dict.fromkeys(tp for tp in partitions if tp in known))
+        group_gone = (
+            group.is_in(GroupState.EMPTY)
+            and known.issubset(existing)
+            and not group.pending_offset_commits
+        )
         records: list[tuple[bytes, bytes | None]] = [
             (
                 encode_key(
@@ -339,13 +392,14 @@ class GroupMetadataManager:
         removed = 0
         for start in range(0, len(records), MAX_RECORDS_PER_BATCH):
             chunk = records[start : start + MAX_RECORDS_PER_BATCH]
-            error = await self._append(group.group_id, chunk)
+            error, _append_offset = await self._append(group.group_id, chunk)
             if error is not None:
                 return removed, map_group_write_error(group.group_id, error)
             done = existing[start : start + MAX_RECORDS_PER_BATCH]
             removed += len(group.remove_offsets(done))
-        if group_gone and group.is_in(GroupState.EMPTY):
+        if group_gone and group.is_in(GroupState.EMPTY) and not group.has_offsets:
             group.transition_to(GroupState.DEAD, now_ms=self._clock.milliseconds())
+            self._open_groups.remove_group(group.group_id)
             if self._groups.get(group.group_id) is group:
                 del self._groups[group.group_id]
         logger.info(
@@ -379,88 +433,49 @@ class GroupMetadataManager:
         return task
 
     async def _append(
-        self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]
-    ) -> StorageError | None:
-        """Append one batch to the group's partition with acks=-1; None once committed."""
+        self,
+        group_id: str,
+        records: Sequence[tuple[bytes, bytes | None]],
+        *,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+    ) -> tuple[StorageError | None, int]:
+        """Append one batch to the group's partition with acks=-1, transactional when a
+        producer id is given; (None, the batch's base offset) once committed, else
+        (the error, -1)."""
         tp = TopicPartition(OFFSETS_TOPIC_NAME, self.partition_for(group_id))
         now = self._clock.milliseconds()
+        transactional = producer_id != NO_PRODUCER_ID
         batch = build_batch(
-            [SimpleRecord(key=key, value=value, timestamp=now) for key, value in records]
+            [SimpleRecord(key=key, value=value, timestamp=now) for key, value in records],
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=0 if transactional else -1,
+            is_transactional=transactional,
         )
         try:
             results = await self._replica_manager.append_records(
                 {tp: batch},
                 required_acks=REQUIRED_ACKS_ALL,
                 timeout_ms=self._offset_commit_timeout_ms,
+                origin=AppendOrigin.COORDINATOR,
             )
         except StorageError as exc:
-            return exc
+            return exc, -1
         result = results.get(tp)
         if result is None:
-            return StorageError(f"the append to {tp} returned no result for it")
-        return result.error
+            return StorageError(f"the append to {tp} returned no result for it"), -1
+        if result.error is not None:
+            return result.error, -1
+        if result.info is None:
+            return StorageError(f"the append to {tp} returned no offset"), -1
+        return None, result.info.first_offset
 
 
-# ====================================================================== conversions
-def group_record(group: GroupMetadata, assignments: Mapping[str, bytes]) -> GroupMetadataValue:
-    """The group metadata record value of ``group`` (Kafka's ``groupMetadataValue``)."""
-    protocol = group.protocol_name
-    return GroupMetadataValue(
-        protocol_type=group.protocol_type or "",
-        generation=group.generation_id,
-        protocol=protocol,
-        leader=group.leader_id,
-        current_state_timestamp_ms=group.current_state_timestamp_ms,
-        members=tuple(
-            MemberMetadataValue(
-                member_id=member.member_id,
-                group_instance_id=member.group_instance_id,
-                client_id=member.client_id,
-                client_host=member.client_host,
-                rebalance_timeout_ms=member.rebalance_timeout_ms,
-                session_timeout_ms=member.session_timeout_ms,
-                subscription=member.metadata(protocol) if protocol is not None else b"",
-                assignment=assignments.get(member.member_id, b""),
-            )
-            for member in group.members
-        ),
-    )
-
-
-def group_from_record(group_id: str, value: GroupMetadataValue, *, now_ms: int) -> GroupMetadata:
-    """Rebuild a group from its record: Stable with its members, or Empty without."""
-    if value.members and value.protocol is None:
-        raise CorruptCoordinatorRecordError(
-            f"group {group_id}: the metadata record has members but no protocol"
+def _check_size(group_id: str, records: Sequence[object]) -> StorageError | None:
+    if len(records) > MAX_RECORDS_PER_BATCH:
+        return InvalidCommitOffsetSizeError(
+            f"group {group_id}: {len(records)} offsets in one commit, more than"
+            f" {MAX_RECORDS_PER_BATCH}; commit fewer partitions per request"
         )
-    timestamp = value.current_state_timestamp_ms
-    group = GroupMetadata(
-        group_id,
-        now_ms=timestamp if timestamp >= 0 else now_ms,
-        initial_state=GroupState.STABLE if value.members else GroupState.EMPTY,
-    )
-    group.generation_id = value.generation
-    group.protocol_type = value.protocol_type or None
-    group.protocol_name = value.protocol
-    for stored in value.members:
-        try:
-            member = MemberMetadata(
-                member_id=stored.member_id,
-                group_instance_id=stored.group_instance_id,
-                client_id=stored.client_id,
-                client_host=stored.client_host,
-                rebalance_timeout_ms=stored.rebalance_timeout_ms,
-                session_timeout_ms=stored.session_timeout_ms,
-                protocol_type=value.protocol_type,
-                supported_protocols=[(value.protocol or "", stored.subscription)],
-            )
-            member.assignment = stored.assignment
-            group.add(member)  # refuses repeated member ids and group.instance.ids
-        except ValueError as exc:
-            raise CorruptCoordinatorRecordError(
-                f"group {group_id}: the metadata record's members are not valid: {exc}"
-            ) from exc
-    if value.leader is not None and group.has(value.leader):
-        group.leader_id = value.leader
-    group.update_subscribed_topics()
-    return group
+    return None
