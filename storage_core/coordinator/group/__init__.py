@@ -12,12 +12,14 @@ What lives where, in Kafka's terms:
   ``prepareRebalance``, ``onCompleteJoin``, the leader's SyncGroup), ``heartbeat``
   (Heartbeat, LeaveGroup, session expiry), ``group_timers`` (``DelayedJoin`` /
   ``DelayedHeartbeat`` deadlines), ``static_membership`` (KIP-345 checks);
-* ``offset_manager`` (OffsetCommit / OffsetFetch), ``group_deletion`` (DeleteGroups,
+* ``offset_manager`` (OffsetCommit, TxnOffsetCommit, OffsetFetch), ``txn_offsets``
+  (transactional offsets pending until their marker), ``group_deletion`` (DeleteGroups,
   OffsetDelete);
 * ``group_metadata`` one group's state machine (``GroupMetadata``), ``member_metadata`` its
   members (``MemberMetadata``), ``group_metadata_manager`` the group cache and its
-  persistence (``GroupMetadataManager``), ``offsets_records`` the record formats of
-  ``__consumer_offsets``, ``coordinator_writer`` how writes go through the broker's replica
+  persistence (``GroupMetadataManager``), ``offsets_replay`` the load of a partition,
+  ``offsets_records`` the record formats of ``__consumer_offsets`` and ``group_records`` a
+  group's records, ``coordinator_writer`` how writes go through the broker's replica
   manager, ``consumer_protocol`` the consumer's subscription format.
 """
 
