@@ -44,14 +44,23 @@ class ProducerIdManager:
             )
         return value
 
+    def ensure_block_available(self) -> None:
+        """Take the next block now if this one is used up, so that the next
+        ``generate_producer_id`` does not wait for ZooKeeper (call it off the event loop)."""
+        with self._lock:
+            self._ensure_block_locked()
+
+    def _ensure_block_locked(self) -> None:
+        if self._next >= self._block_end:
+            block = self._zk.allocate_producer_id_block(
+                self._broker_id, BLOCK_SIZE, first_id_at_least=self._legacy_block_end()
+            )
+            self._next = block.block_start
+            self._block_end = block.block_end + 1
+
     def generate_producer_id(self) -> int:
         with self._lock:
-            if self._next >= self._block_end:
-                block = self._zk.allocate_producer_id_block(
-                    self._broker_id, BLOCK_SIZE, first_id_at_least=self._legacy_block_end()
-                )
-                self._next = block.block_start
-                self._block_end = block.block_end + 1
+            self._ensure_block_locked()
             producer_id = self._next
             self._next += 1
             return producer_id

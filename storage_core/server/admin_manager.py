@@ -33,6 +33,7 @@ INTERNAL_TOPIC_PREFIX = "__"
 INTERNAL_TOPIC_REPLICATION_FACTORS = {
     OFFSETS_TOPIC_NAME: "offsets.topic.replication.factor",
     "__remote_log_metadata": "remote.log.metadata.topic.replication.factor",
+    "__transaction_state": "transaction.state.log.replication.factor",
 }
 
 
@@ -182,6 +183,10 @@ class AdminManager:
         )
         if not self._uses_zookeeper:
             factor = 1
+            # one broker holds every replica: a min ISR above 1 would refuse every acks=all
+            # write to the topic (__transaction_state asks for 2)
+            if int(configs.get("min.insync.replicas", "1")) > factor:
+                configs = {**configs, "min.insync.replicas": str(factor)}
         try:
             return self.create_topic(
                 name, num_partitions, factor, configs, internal=True, from_any_broker=True

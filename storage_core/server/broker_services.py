@@ -18,6 +18,7 @@ from storage_core.clock import Clock
 from storage_core.controller.kafka_controller import KafkaController
 from storage_core.controller.producer_id_manager import ProducerIdManager
 from storage_core.coordinator.group.group_coordinator import GroupCoordinator
+from storage_core.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from storage_core.log.log_manager import LogManager
 from storage_core.replication.metadata_cache import MetadataCache
 from storage_core.replication.replica_manager import ReplicaManager
@@ -77,6 +78,7 @@ class BrokerServices:
     fetch_manager: FetchManager | None = None
     """Incremental fetch sessions (KIP-227) of followers; None: every fetch is answered
     sessionless."""
+    current_transaction_coordinator: Callable[[], TransactionCoordinator | None] = lambda: None
 
     @property
     def endpoint(self) -> BrokerEndpoint:
@@ -92,6 +94,11 @@ class BrokerServices:
     def group_coordinator(self) -> GroupCoordinator | None:
         """The group coordinator, None until the broker has started it."""
         return self.current_group_coordinator()
+
+    @property
+    def transaction_coordinator(self) -> TransactionCoordinator | None:
+        """The transaction coordinator, None until the broker has started it."""
+        return self.current_transaction_coordinator()
 
     @property
     def cluster_id(self) -> str:

@@ -23,7 +23,7 @@ from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicIdPartition, TopicPartition
 from storage_core.controller.producer_id_manager import ProducerIdManager
 from storage_core.coordinator.group.group_coordinator import GroupCoordinator
-from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME
+from storage_core.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from storage_core.errors import InvalidConfigError, StorageError
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
@@ -47,6 +47,7 @@ from storage_core.server.admin_manager import AdminManager, dynamic_log_defaults
 from storage_core.server.broker_services import BrokerEndpoint, BrokerServices
 from storage_core.server.cluster_membership import ClusterMembership, ran_on_log_dirs
 from storage_core.server.connection_quotas import ConnectionQuotas
+from storage_core.server.coordinator_leadership import notify_coordinators
 from storage_core.server.dynamic_broker_config import DynamicBrokerConfigStore
 from storage_core.server.fetch_session import FetchManager
 from storage_core.server.group_coordinator_setup import start_group_coordinator
@@ -56,6 +57,7 @@ from storage_core.server.listeners import ListenerSecurity, inter_broker_client_
 from storage_core.server.socket_server import SocketServer
 from storage_core.server.socket_server_config import SocketServerConfig
 from storage_core.server.topic_store import TopicInfo, TopicStore
+from storage_core.server.transaction_coordinator_setup import start_transaction_coordinator
 from storage_core.tiered.remote_log_manager import RemoteLogManager
 from storage_core.tiered.remote_storage_manager import UnknownRemoteStorageConfigError
 from storage_core.tiered.topic_based_rlmm.broker_setup import (
@@ -178,6 +180,7 @@ class KafkaBroker:
         self.membership.register_metrics(self.metrics)
         api_registry = build_registry()
         self.group_coordinator: GroupCoordinator | None = None
+        self.transaction_coordinator: TransactionCoordinator | None = None
         self.remote_log_metadata_manager: TopicBasedRemoteLogMetadataManager | None = None
         self._rlmm_startup = RemoteLogMetadataManagerStartup(self, self._use_rlmm)
         # Tiered storage on the broker: deletion guards, remote reads, log start offset.
@@ -225,6 +228,7 @@ class KafkaBroker:
             current_endpoint=lambda: self.endpoint,
             current_endpoints=lambda: self.endpoints,
             current_group_coordinator=lambda: self.group_coordinator,
+            current_transaction_coordinator=lambda: self.transaction_coordinator,
             authorizer=self.authorizer,
             config_entities=self.credential_provider.store,
             fetch_manager=FetchManager.for_broker(
@@ -337,21 +341,7 @@ class KafkaBroker:
                         rlm.on_partition_hosted(hosted[tp])
                 for tp in result.stopped:
                     rlm.on_partition_removed(tp)
-            coordinator = self.group_coordinator
-            if coordinator is not None:
-                coordinator.on_leadership_changes(
-                    elected=[
-                        p.topic_partition.partition
-                        for p in result.leaders
-                        if p.topic_partition.topic == OFFSETS_TOPIC_NAME
-                    ],
-                    resigned=[
-                        p.topic_partition.partition
-                        for p in result.followers
-                        if p.topic_partition.topic == OFFSETS_TOPIC_NAME
-                    ]
-                    + [tp.partition for tp in result.stopped if tp.topic == OFFSETS_TOPIC_NAME],
-                )
+            notify_coordinators(result, self.group_coordinator, self.transaction_coordinator)
             self._delete_reassigned_away(previous, image, result.stopped)
 
     def _delete_reassigned_away(
@@ -515,6 +505,11 @@ class KafkaBroker:
                     tp,
                 )
         self.group_coordinator = await start_group_coordinator(self.services)
+        self.transaction_coordinator = await start_transaction_coordinator(
+            self.services,
+            inter_broker_listener_name=self.inter_broker_listener_name,
+            inter_broker_security=self.inter_broker_security,
+        )
         await self._rlmm_startup.start()  # now, or once enough brokers are registered
         if self.remote_log_manager is not None:
             self.remote_log_manager.start()
@@ -542,6 +537,8 @@ class KafkaBroker:
             await server.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()
+        if self.transaction_coordinator is not None:
+            await self.transaction_coordinator.shutdown()
         loop = asyncio.get_running_loop()
         if self.remote_log_manager is not None:
             await loop.run_in_executor(None, self.remote_log_manager.close)

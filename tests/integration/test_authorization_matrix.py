@@ -35,6 +35,7 @@ from storage_core.zk.acl_znodes import AclZkStore
 from storage_core.zk.local_znode_tree import LocalZNodeTree
 from tests.broker_process import BrokerProcess
 from tests.integration.raw_wire import call, create_topic, request_classes
+from tests.integration.txn_wire import describe_transactions
 
 ADMIN_HOST = "127.0.0.1"
 DENIED_HOST = "127.0.0.2"
@@ -548,6 +549,55 @@ CASES: list[Case] = [
         TXN_AUTH,
     ),
     (
+        24,
+        3,
+        lambda m: {
+            "v3_and_below_transactional_id": "txn",
+            "v3_and_below_producer_id": 1,
+            "v3_and_below_producer_epoch": 0,
+            "v3_and_below_topics": (m.AddPartitionsToTxnTopic(name=TOPIC, partitions=(0,)),),
+        },
+        TXN_AUTH,
+    ),
+    (
+        24,
+        4,
+        lambda m: {
+            "transactions": (
+                m.AddPartitionsToTxnTransaction(
+                    transactional_id="txn",
+                    producer_id=1,
+                    producer_epoch=0,
+                    verify_only=True,
+                    topics=(m.AddPartitionsToTxnTopic(name=TOPIC, partitions=(0,)),),
+                ),
+            ),
+        },
+        CLUSTER_AUTH,
+    ),
+    (
+        25,
+        3,
+        lambda m: {
+            "transactional_id": "txn",
+            "producer_id": 1,
+            "producer_epoch": 0,
+            "group_id": GROUP,
+        },
+        TXN_AUTH,
+    ),
+    (
+        26,
+        3,
+        lambda m: {
+            "transactional_id": "txn",
+            "producer_id": 1,
+            "producer_epoch": 0,
+            "committed": True,
+        },
+        TXN_AUTH,
+    ),
+    (
         23,
         4,
         lambda m: {
@@ -772,7 +822,7 @@ CASES: list[Case] = [
 
 def test_every_served_api_has_a_case() -> None:
     served = set(build_registry())
-    covered = {key for key, *_rest in CASES} | {16, 60}  # filtered answers: tests below
+    covered = {key for key, *_rest in CASES} | {16, 60, 65, 66}  # tests below
     assert served - covered - NOT_CHECKED == set()
 
 
@@ -822,6 +872,32 @@ def test_list_groups_lists_only_describable_groups(broker: Broker) -> None:
     allowed = broker.admin(16, 4, states_filter=())
     assert denied.groups == ()
     assert [g.group_id for g in allowed.groups] == [GROUP]
+
+
+def test_list_transactions_lists_only_describable_transactional_ids(broker: Broker) -> None:
+    init = broker.admin(
+        22,
+        4,
+        transactional_id="listed-txn",
+        transaction_timeout=datetime.timedelta(seconds=60),
+        producer_id=-1,
+        producer_epoch=-1,
+    )
+    assert init.error_code == 0, init
+    denied = broker.call(DENIED_HOST, 66, 1, state_filters=(), producer_id_filters=())
+    allowed = broker.admin(66, 1, state_filters=(), producer_id_filters=())
+    assert denied.error_code == 0 and denied.transaction_states == ()
+    assert [(t.transactional_id, t.transaction_state) for t in allowed.transaction_states] == [
+        ("listed-txn", "Empty")
+    ]
+
+
+def test_describe_transactions_needs_describe_on_the_transactional_id(broker: Broker) -> None:
+    with socket.create_connection(
+        ("127.0.0.1", broker.port), timeout=10, source_address=(DENIED_HOST, 0)
+    ) as sock:
+        (denied,) = describe_transactions(sock, ("txn",))
+    assert denied.error_code == TXN_AUTH
 
 
 def test_describe_cluster_reports_no_operations_without_describe(broker: Broker) -> None:

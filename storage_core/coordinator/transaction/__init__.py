@@ -1,6 +1,12 @@
 """The transaction coordinator (Kafka's ``kafka.coordinator.transaction``). Its decisions are
-pure (no sockets, no broker, no threads, time passed in); only the marker channel does I/O.
-Not wired into the broker yet.
+pure (no sockets, no broker, no threads, time passed in); the coordinator, its state manager
+and the marker channel do the I/O around them.
+
+* ``transaction_coordinator`` (``TransactionCoordinator``): the requests, the partitions'
+  load and unload as leadership moves, the timed-out aborts and the ids' expiration;
+  ``transaction_state_manager`` the cache of ids per ``__transaction_state`` partition and its
+  writes; ``transaction_completion`` a decided transaction's markers and its final record;
+  ``transaction_listing`` what DescribeTransactions / ListTransactions show;
 
 * ``transaction_state``: the eight states and their valid previous states
   (``TransactionState``);

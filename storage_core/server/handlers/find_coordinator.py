@@ -1,6 +1,6 @@
 """FindCoordinator (key 10): a group's coordinator is the leader of its ``__consumer_offsets``
-partition (transactional ids get this broker: transactions themselves are refused by
-InitProducerId).
+partition, a transactional id's the leader of its ``__transaction_state`` partition. The first
+request creates the topic when the broker could not at start, as Kafka does.
 
 v0-v3 ask for one key; v4+ (KIP-699) for a batch in ``coordinator_keys``. Until the group
 coordinator runs, the answer is COORDINATOR_NOT_AVAILABLE and clients retry.
@@ -15,7 +15,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
+from storage_core.coordinator.group.group_coordinator import GroupCoordinator
 from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME
+from storage_core.coordinator.transaction.transaction_coordinator import TransactionCoordinator
+from storage_core.coordinator.transaction.transaction_log import TRANSACTION_STATE_TOPIC_NAME
 from storage_core.errors import StorageError
 from storage_core.protocol.acl import AclOperation, ResourceType
 from storage_core.protocol.messages import build
@@ -23,7 +26,9 @@ from storage_core.server.group_coordinator_setup import ensure_offsets_topic
 from storage_core.server.handlers.auth_helper import authorize
 from storage_core.server.handlers.common import NO_THROTTLE
 from storage_core.server.handlers.group_support import coordinator_of
+from storage_core.server.handlers.txn_support import txn_coordinator_of
 from storage_core.server.request_context import RequestContext
+from storage_core.server.transaction_coordinator_setup import ensure_transaction_state_topic
 
 logger = logging.getLogger(__name__)
 
@@ -34,28 +39,40 @@ MAX_VERSION = 4
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 MAX_COORDINATOR_KEYS = 10_000
+_RESOURCE_OF_KEY_TYPE = {
+    GROUP_KEY_TYPE: ResourceType.GROUP,
+    TRANSACTION_KEY_TYPE: ResourceType.TRANSACTIONAL_ID,
+}
 
 
-async def _maybe_create_offsets_topic(ctx: RequestContext) -> None:
-    """The first FindCoordinator creates ``__consumer_offsets`` when the broker could not at
-    start (too few brokers for ``offsets.topic.replication.factor``), as Kafka does."""
+async def _maybe_create_internal_topic(ctx: RequestContext, key_type: int) -> None:
+    """The first FindCoordinator creates ``__consumer_offsets`` / ``__transaction_state`` when
+    the broker could not at start (too few brokers for its replication factor), as Kafka does."""
     services = ctx.services
-    if coordinator_of(ctx) is None or services.metadata_cache.image().topic(OFFSETS_TOPIC_NAME):
+    if key_type == GROUP_KEY_TYPE:
+        running: object = coordinator_of(ctx)
+        name, ensure = OFFSETS_TOPIC_NAME, ensure_offsets_topic
+    else:
+        running = txn_coordinator_of(ctx)
+        name, ensure = TRANSACTION_STATE_TOPIC_NAME, ensure_transaction_state_topic
+    if running is None or services.metadata_cache.image().topic(name):
         return
     try:
-        await services.replica_manager.run_io(functools.partial(ensure_offsets_topic, services))
+        await services.replica_manager.run_io(functools.partial(ensure, services))
     except StorageError as error:
-        logger.info("%s not created yet: %s", OFFSETS_TOPIC_NAME, error)
+        logger.info("%s not created yet: %s", name, error)
 
 
-def _may_describe_a_group(ctx: RequestContext, key_type: int, request: Any) -> bool:
+def _may_describe_a_key(ctx: RequestContext, key_type: int, request: Any) -> bool:
+    if key_type not in _RESOURCE_OF_KEY_TYPE:
+        return False
     if ctx.services.authorizer is None:
         return True
-    if key_type != GROUP_KEY_TYPE:
-        return False
     keys = [str(request.key)] if ctx.api_version < 4 else list(request.coordinator_keys)
     return any(
-        authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key, log_if_denied=False)
+        authorize(
+            ctx, AclOperation.DESCRIBE, _RESOURCE_OF_KEY_TYPE[key_type], key, log_if_denied=False
+        )
         for key in keys[:MAX_COORDINATOR_KEYS]
     )
 
@@ -74,31 +91,33 @@ def _answer(
     ):
         message = "Transactional Id authorization failed."
         return ErrorCode.transactional_id_authorization_failed, message, -1, "", -1
-    coordinator = coordinator_of(ctx)
+    what = "group" if key_type == GROUP_KEY_TYPE else "transactional id"
+    coordinator: GroupCoordinator | TransactionCoordinator | None = (
+        coordinator_of(ctx) if key_type == GROUP_KEY_TYPE else txn_coordinator_of(ctx)
+    )
     if coordinator is None or not coordinator.is_active:
-        message = "the group coordinator is not available yet"
+        message = f"the {what} coordinator is not available yet"
         return ErrorCode.coordinator_not_available, message, -1, "", -1
     # this broker's endpoint of the listener the client came through (Kafka's
     # getAliveBrokerNode(id, listenerName)); a broker always has every listener of its own
     endpoint = ctx.services.endpoint_for(ctx.listener_name) or ctx.services.endpoint
-    if key_type == TRANSACTION_KEY_TYPE:
-        return ErrorCode.none, None, endpoint.node_id, endpoint.host, endpoint.port
-    # the group's coordinator is the leader of its __consumer_offsets partition
+    # the coordinator is the leader of the key's partition of the internal topic
+    topic = OFFSETS_TOPIC_NAME if key_type == GROUP_KEY_TYPE else TRANSACTION_STATE_TOPIC_NAME
     image = ctx.services.metadata_cache.image()
-    if image.topic(OFFSETS_TOPIC_NAME) is None:
-        message = f"{OFFSETS_TOPIC_NAME} does not exist yet"
+    if image.topic(topic) is None:
+        message = f"{topic} does not exist yet"
         return ErrorCode.coordinator_not_available, message, -1, "", -1
-    offsets = image.partition(TopicPartition(OFFSETS_TOPIC_NAME, coordinator.partition_for(key)))
-    leader = image.brokers.get(offsets.leader) if offsets is not None else None
+    partition = image.partition(TopicPartition(topic, coordinator.partition_for(key)))
+    leader = image.brokers.get(partition.leader) if partition is not None else None
     if leader is None:
-        message = "the group's __consumer_offsets partition has no leader right now"
+        message = f"the {what}'s {topic} partition has no leader right now"
         return ErrorCode.coordinator_not_available, message, -1, "", -1
     if leader.broker_id == endpoint.node_id:
         return ErrorCode.none, None, endpoint.node_id, endpoint.host, endpoint.port
     listener = leader.endpoint(ctx.listener_name)
     if listener is None:  # Kafka: the coordinator is not available through this listener
         message = (
-            f"the group's coordinator (broker {leader.broker_id}) has no listener"
+            f"the {what}'s coordinator (broker {leader.broker_id}) has no listener"
             f" {ctx.listener_name}"
         )
         return ErrorCode.coordinator_not_available, message, -1, "", -1
@@ -108,8 +127,8 @@ def _answer(
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = ctx.response_module
     key_type = int(getattr(request, "key_type", GROUP_KEY_TYPE))
-    if _may_describe_a_group(ctx, key_type, request):  # a denied request creates nothing
-        await _maybe_create_offsets_topic(ctx)
+    if _may_describe_a_key(ctx, key_type, request):  # a denied request creates nothing
+        await _maybe_create_internal_topic(ctx, key_type)
     if ctx.api_version < 4:
         error, message, node_id, host, port = _answer(ctx, key_type, str(request.key))
         return build(
