@@ -56,8 +56,8 @@ scale-shutdown: $(STAMP)
 	SCALE_SHUTDOWN_PARTITIONS=$${PARTITIONS:-3000} $(BIN)/python -m pytest -q -s -p no:cacheprovider \
 		tests/integration/test_controlled_shutdown_at_scale.py
 
-## Log, broker, remote-read, copy-job, cluster-metadata, replication and security benchmarks, each
-## against a baseline measured in the same run.
+## Log, broker, remote-read, copy-job, cluster-metadata, replication, security and read_committed
+## benchmarks, each against a baseline measured in the same run.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/log_append.py
 	$(BIN)/python benchmarks/broker_throughput.py
@@ -66,6 +66,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/cluster_metadata.py
 	$(BIN)/python benchmarks/replication.py
 	$(BIN)/python benchmarks/security_throughput.py
+	$(BIN)/python benchmarks/read_committed.py
 
 ## Production scale (issue 30): 300 / 1,000 / 3,000 partitions on three brokers and 10^3 / 10^4 /
 ## 10^5 remote segments, each figure per partition or segment with its ratio between sizes, and

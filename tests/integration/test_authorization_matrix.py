@@ -775,6 +775,33 @@ CASES: list[Case] = [
         },
         GROUP_AUTH,
     ),
+    (
+        28,
+        3,
+        lambda m: {
+            "transactional_id": "txn",
+            "group_id": GROUP,
+            "producer_id": 1,
+            "producer_epoch": 0,
+            "generation_id": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": (
+                m.TxnOffsetCommitRequestTopic(
+                    name=TOPIC,
+                    partitions=(
+                        m.TxnOffsetCommitRequestPartition(
+                            partition_index=0,
+                            committed_offset=7,
+                            committed_leader_epoch=-1,
+                            committed_metadata="",
+                        ),
+                    ),
+                ),
+            ),
+        },
+        TXN_AUTH,
+    ),
     (50, 0, lambda m: {"users": None}, CLUSTER_AUTH),
     (
         51,

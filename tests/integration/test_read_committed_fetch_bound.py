@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -30,7 +31,7 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
         yield process
 
 
-def fetch(wire: Wire, fetch_offset: int, partition_max_bytes: int) -> object:
+def fetch(wire: Wire, fetch_offset: int, partition_max_bytes: int) -> Any:
     module = raw_wire.request_classes(1, FETCH_V)
     body = raw_wire.call(
         wire.sock,

@@ -60,6 +60,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "leave_group",
     "offset_commit",
     "offset_fetch",
+    "txn_offset_commit",
     "list_groups",
     "describe_groups",
     "delete_groups",

@@ -5,6 +5,9 @@ v1 has no group-level error: it is reported on every partition. v2+ accept null 
 A partition without a committed offset answers offset -1, leader epoch -1, metadata "".
 With an authorizer: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED) and on each topic
 (a requested one answers TOPIC_AUTHORIZATION_FAILED, "all" leaves it out).
+v7+ ``require_stable`` (KIP-447): a partition whose offset is pending in a transaction (or
+being written) answers UNSTABLE_OFFSET_COMMIT with offset -1, in v7 and v8 alike, as Kafka's
+``getOffsets`` does; the consumer retries it. Without it the committed offset is answered.
 """
 
 from __future__ import annotations
@@ -103,9 +106,14 @@ def _topics(
         return ()
     order = requested if requested is not None else sorted(result.offsets)
     by_topic: dict[str, list[Any]] = defaultdict(list)
-    partition_error = error_code_of(result.error if partition_errors else None)
+    group_error = error_code_of(result.error if partition_errors else None)
     for tp in order:
         committed = result.offsets.get(tp)
+        partition_error = (
+            error_code_of(result.partition_errors.get(tp))
+            if group_error == ErrorCode.none
+            else group_error
+        )
         by_topic[tp.topic].append(
             build(
                 getattr(module, partition_class),

@@ -10,6 +10,10 @@ transaction index. Internal topics are allowed (the offsets of a transaction liv
 ``__consumer_offsets``). The caller needs CLUSTER_ACTION on the cluster, as in Kafka; without
 it every partition answers CLUSTER_AUTHORIZATION_FAILED.
 
+Once a marker is written on partitions of ``__consumer_offsets``, the group coordinator is
+told (Kafka's ``onTransactionCompleted``), for those partitions only: the transaction's
+pending offsets there become committed offsets (commit) or are dropped (abort).
+
 Each partition answers with its append's error (NONE, UNKNOWN_TOPIC_OR_PARTITION,
 NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT after ``request.timeout.ms``,
 ...); the coordinator retries what failed. A marker without a producer id or epoch answers
@@ -25,6 +29,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
+from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME
 from storage_core.log.producer_append_info import AppendOrigin
 from storage_core.protocol.acl import AclOperation
 from storage_core.protocol.messages import build
@@ -35,6 +40,7 @@ from storage_core.records.end_transaction_marker import (
 from storage_core.replication.delayed_produce import ProduceResult
 from storage_core.server.handlers.auth_helper import authorize_cluster
 from storage_core.server.handlers.common import error_code_of
+from storage_core.server.handlers.group_support import coordinator_of
 from storage_core.server.request_context import RequestContext
 
 logger = logging.getLogger(__name__)
@@ -102,7 +108,36 @@ async def _write(ctx: RequestContext, marker: Any) -> dict[TopicPartition, Error
         timeout_ms=services.config.get_int("request.timeout.ms"),
         origin=AppendOrigin.COORDINATOR,
     )
-    return {tp: error_code_of(result.error) for tp, result in results.items()}
+    errors = {tp: error_code_of(result.error) for tp, result in results.items()}
+    _maybe_complete_offsets(ctx, marker, errors)
+    return errors
+
+
+def _maybe_complete_offsets(
+    ctx: RequestContext, marker: Any, errors: dict[TopicPartition, ErrorCode]
+) -> None:
+    """Tell the group coordinator which ``__consumer_offsets`` partitions got the marker;
+    should that fail, those partitions answer UNKNOWN_SERVER_ERROR and the transaction
+    coordinator retries them (Kafka's handler does the same)."""
+    written = [
+        tp
+        for tp, error in errors.items()
+        if tp.topic == OFFSETS_TOPIC_NAME and error == ErrorCode.none
+    ]
+    coordinator = coordinator_of(ctx)
+    if not written or coordinator is None:
+        return
+    try:
+        coordinator.on_transaction_completed(
+            int(marker.producer_id), written, is_commit=bool(marker.transaction_result)
+        )
+    except Exception:
+        logger.exception(
+            "transactional offsets not decided producer_id=%d partitions=%s",
+            int(marker.producer_id),
+            written,
+        )
+        errors.update(dict.fromkeys(written, ErrorCode.unknown_server_error))
 
 
 def _partitions(marker: Any) -> list[TopicPartition]:
