@@ -44,6 +44,8 @@ from storage_core.records.open_file_cache import CachedHandle, OpenFileCache
 CURRENT_VERSION = 0
 _ENTRY = struct.Struct(">hqqqq")  # version, producer id, first, last, last stable offset
 ENTRY_SIZE = _ENTRY.size  # 34 (Kafka's AbortedTxn.TOTAL_SIZE)
+_LAST_OFFSET = struct.Struct(">q")
+_LAST_OFFSET_POSITION = 18  # of an entry's last offset, in the entry
 _READ_CHUNK_BYTES = 1 << 20
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
@@ -194,9 +196,26 @@ class TransactionIndex:
         """Aborted transactions overlapping ``[fetch_offset, upper_bound_offset)``: those whose
         last offset is ``>= fetch_offset`` and first offset ``< upper_bound_offset``. Complete
         at the first entry whose last stable offset is ``>= upper_bound_offset``: every
-        transaction aborted after it was decided above the range (Kafka's rules)."""
+        transaction aborted after it was decided above the range (Kafka's rules).
+
+        The entries whose last offset is below ``fetch_offset`` are passed over by a binary
+        search of the raw bytes (the last offsets increase), unparsed: they overlap nothing
+        and complete nothing, as an entry's LSO is at most its last offset + 1 (a transaction
+        still open when the marker was written began before it). A consumer reading the
+        middle of a segment with many aborts parses only the entries from its offset on."""
+        data = self._read_data()
+        end = len(data) // ENTRY_SIZE
+        low = 0
+        while low < end:
+            middle = (low + end) // 2
+            (last,) = _LAST_OFFSET.unpack_from(data, middle * ENTRY_SIZE + _LAST_OFFSET_POSITION)
+            if last < fetch_offset:
+                low = middle + 1
+            else:
+                end = middle
         found: list[AbortedTxn] = []
-        for _position, txn in self._read_entries():
+        for position in range(low * ENTRY_SIZE, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE):
+            txn = self._entry_at(data, position)
             if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
                 found.append(txn)
             if txn.last_stable_offset >= upper_bound_offset:
@@ -239,36 +258,45 @@ class TransactionIndex:
     def _read_entries(self, *, keep_open: bool = True) -> list[tuple[int, AbortedTxn]]:
         """(byte position, entry) of every whole entry below the length observed now; without
         ``keep_open`` a file not open already is read through a descriptor closed at once."""
+        data = self._read_data(keep_open=keep_open)
+        return [
+            (position, self._entry_at(data, position))
+            for position in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE)
+        ]
+
+    def _read_data(self, *, keep_open: bool = True) -> bytes:
+        """The bytes of every whole entry below the length observed now (see
+        ``_read_entries``)."""
         length = self.length
         if length < ENTRY_SIZE:
-            return []
+            return b""
         size = length - length % ENTRY_SIZE
         if keep_open or self.holds_descriptor:
             with self._pinned() as fd:
-                data = _pread_fully(fd, size, self._path)
-        else:
-            fd = self._open_read_only()
-            try:
-                data = _pread_fully(fd, size, self._path)
-            finally:
-                os.close(fd)
-        entries: list[tuple[int, AbortedTxn]] = []
-        for position in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE):
-            version = int.from_bytes(data[position : position + 2], "big", signed=True)
-            if version != CURRENT_VERSION:
-                raise CorruptIndexError(
-                    f"Transaction index {self._path} is corrupt at byte {position}: unexpected"
-                    f" aborted transaction version {version}, current version is"
-                    f" {CURRENT_VERSION}; rebuild it from the segment"
-                )
-            try:
-                entries.append((position, AbortedTxn.from_bytes(data, position)))
-            except ValueError as exc:
-                raise CorruptIndexError(
-                    f"Transaction index {self._path} is corrupt at byte {position}: {exc};"
-                    " rebuild it from the segment"
-                ) from exc
-        return entries
+                return _pread_fully(fd, size, self._path)
+        fd = self._open_read_only()
+        try:
+            return _pread_fully(fd, size, self._path)
+        finally:
+            os.close(fd)
+
+    def _entry_at(self, data: bytes, position: int) -> AbortedTxn:
+        """The entry at byte ``position`` of ``data``; ``CorruptIndexError`` naming the file
+        if its version is not 0 or its offsets are out of order."""
+        version = int.from_bytes(data[position : position + 2], "big", signed=True)
+        if version != CURRENT_VERSION:
+            raise CorruptIndexError(
+                f"Transaction index {self._path} is corrupt at byte {position}: unexpected"
+                f" aborted transaction version {version}, current version is"
+                f" {CURRENT_VERSION}; rebuild it from the segment"
+            )
+        try:
+            return AbortedTxn.from_bytes(data, position)
+        except ValueError as exc:
+            raise CorruptIndexError(
+                f"Transaction index {self._path} is corrupt at byte {position}: {exc};"
+                " rebuild it from the segment"
+            ) from exc
 
     def _open_read_only(self) -> int:
         """A descriptor for one read; out of descriptors, idle segment files are closed first

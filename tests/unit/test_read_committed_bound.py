@@ -155,6 +155,30 @@ def test_the_offset_index_bounds_a_read_that_stops_inside_a_segment(
     assert found == [aborted(2), aborted(3)]
 
 
+def test_a_read_in_the_middle_of_a_segment_parses_only_the_entries_from_its_offset_on(
+    open_log: OpenLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The entries below the fetch offset are passed over unparsed (a binary search of
+    the last offsets): a read of one batch in the middle of 20 aborts parses one entry."""
+    log = open_log(LogConfig(index_interval_bytes=0))
+    for i in range(SEGMENTS):
+        log.append_as_follower(data(FIRST_PRODUCER + i, 2 * i))
+        log.append_as_follower(marker(FIRST_PRODUCER + i, 2 * i + 1, abort=True))
+    log.update_high_watermark(log.log_end_offset)
+    parsed: list[int] = []
+    parse = AbortedTxn.from_bytes
+
+    def counted(data: bytes | bytearray | memoryview, position: int = 0) -> AbortedTxn:
+        parsed.append(position)
+        return parse(data, position)
+
+    monkeypatch.setattr(AbortedTxn, "from_bytes", staticmethod(counted))
+    offsets, found = offsets_returned(log, 30, len(data(FIRST_PRODUCER, 0)))
+    assert offsets == [30]
+    assert found == [aborted(15)]  # its LSO 32 reaches the bound 31: the search is complete
+    assert len(parsed) == 1
+
+
 def test_an_abort_above_the_lso_is_not_listed(open_log: OpenLog) -> None:
     """The bytes read end below the LSO, where P is open; Q aborted above it is not listed
     (Kafka's bound alone would be the LEO here: the segment has no index entry)."""
