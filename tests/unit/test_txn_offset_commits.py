@@ -9,14 +9,21 @@ then the coordinator is told, as the handler tells it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from storage_core.clock import ManualClock
 from storage_core.common import TopicPartition
-from storage_core.coordinator.group import GroupCoordinator, OffsetAndMetadata
+from storage_core.coordinator.group import (
+    GroupCoordinator,
+    GroupCoordinatorConfig,
+    OffsetAndMetadata,
+)
 from storage_core.coordinator.group.offsets_records import (
     OFFSETS_TOPIC_NAME,
     OffsetCommitKey,
@@ -372,3 +379,63 @@ def test_delete_groups_drops_pending_offsets_for_good(
     # The tombstones of the deletion came after the transactional records: a replay does
     # not bring the committed transaction's offset back.
     assert committed(restart(logs, clock), TP, TP1) == {TP: None, TP1: None}
+
+
+class _MarkerAtTheEnd:
+    """The offsets log, with a marker told to the coordinator (on its loop) just after its
+    replay read the last batch, as a WriteTxnMarkers landing during the load would."""
+
+    def __init__(self, log: Any, tell: Callable[[], None]) -> None:
+        self._log = log
+        self._tell = tell
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
+
+    def read_batches(self, start_offset: int, **kwargs: Any) -> Iterator[Any]:
+        yield from self._log.read_batches(start_offset, **kwargs)
+        if self._log.topic_partition == OFFSETS_TP:
+            self._tell()
+
+
+def test_a_marker_told_while_the_partition_loads_is_decided_after_the_load(
+    logs: OffsetsLogs, clock: ManualClock
+) -> None:
+    async def before() -> None:
+        coordinator = make_coordinator(logs, clock)
+        await Member(coordinator, "simple").commit({TP: 5})
+        await txn_commit(coordinator, {TP: 10})
+        await coordinator.shutdown()
+
+    run(before)
+    logs.close()
+    logs.open()
+
+    async def after() -> None:
+        loop = asyncio.get_running_loop()
+        told = threading.Event()
+        coordinator: GroupCoordinator
+
+        def tell_on_the_loop() -> None:
+            def tell() -> None:
+                coordinator.on_transaction_completed(PID, [OFFSETS_TP], is_commit=True)
+                told.set()
+
+            loop.call_soon_threadsafe(tell)
+            assert told.wait(5)
+
+        coordinator = GroupCoordinator(
+            GroupCoordinatorConfig(offsets_topic_num_partitions=NUM_PARTITIONS),
+            lambda p: _MarkerAtTheEnd(logs.get(p), tell_on_the_loop),  # type: ignore[arg-type,return-value]
+            logs.replica_manager,
+            clock,
+        )
+        await coordinator.startup()
+        try:
+            assert told.is_set()
+            assert stable_errors(coordinator, TP) == {TP: "none"}
+            assert committed(coordinator, TP) == {TP: 10}
+        finally:
+            await coordinator.shutdown()
+
+    run(after)

@@ -158,6 +158,8 @@ class GroupCoordinator:
         """Load (on a worker thread) and start firing timers on the running loop."""
         self._loop = asyncio.get_running_loop()
         await asyncio.to_thread(self.load, leads)
+        for partition in range(self.config.offsets_topic_num_partitions):
+            self.manager.complete_deferred(partition)
         self._timers.start(self.expire_deadlines)
         logger.info(
             "group coordinator started groups=%d partitions=%d",
@@ -178,6 +180,7 @@ class GroupCoordinator:
             self._unload_partition(partition)
         for partition in elected:
             self._install(await asyncio.to_thread(self.manager.load_partition, partition))
+            self.manager.complete_deferred(partition)
 
     @staticmethod
     def _evict(group: GroupMetadata, error: StorageError, *, now_ms: int) -> None:

@@ -132,6 +132,8 @@ class GroupMetadataManager:
         # group id -> its last write asked for (the next one starts after it)
         self._last_writes: dict[str, asyncio.Task[Any]] = {}
         self._open_groups = OpenGroupsForProducer()
+        # partition -> markers told while it was loading: (producer id, commit?)
+        self._completions_while_loading: dict[int, list[tuple[int, bool]]] = {}
 
     # ------------------------------------------------------------------ groups cache
     def partition_for(self, group_id: str) -> int:
@@ -161,6 +163,7 @@ class GroupMetadataManager:
     def unload_partition(self, partition: int) -> list[GroupMetadata]:
         """Drop the partition's groups from the cache (its leadership moved); returns them."""
         self._partition_states.pop(partition, None)
+        self._completions_while_loading.pop(partition, None)
         dropped = [g for g in self._groups.values() if self.partition_for(g.group_id) == partition]
         for group in dropped:
             del self._groups[group.group_id]
@@ -302,6 +305,13 @@ class GroupMetadataManager:
         ``handleTxnCompletion``). A group whose own writes are under way is decided after
         them (its TxnOffsetCommit may still wait for its acknowledgement), otherwise now."""
         completed = set(partitions)
+        for partition in completed:
+            if self._partition_states.get(partition) is PartitionLoadState.LOADING:
+                # Its replay may have read past the end before this marker: decided again
+                # once its groups are in (``complete_deferred``; twice changes nothing).
+                self._completions_while_loading.setdefault(partition, []).append(
+                    (producer_id, is_commit)
+                )
         for group_id in self._open_groups.groups_of(producer_id):
             if self.partition_for(group_id) not in completed:
                 continue
@@ -330,6 +340,12 @@ class GroupMetadataManager:
         self, group: GroupMetadata, producer_id: int, *, is_commit: bool
     ) -> None:
         self._complete_txn(group, producer_id, is_commit=is_commit)
+
+    def complete_deferred(self, partition: int) -> None:
+        """Decide what markers told while ``partition`` was loading decide, now that its
+        groups are in the cache; on the coordinator's loop."""
+        for producer_id, is_commit in self._completions_while_loading.pop(partition, []):
+            self.handle_txn_completion(producer_id, [partition], is_commit=is_commit)
 
     def _complete_txn(self, group: GroupMetadata, producer_id: int, *, is_commit: bool) -> None:
         self._open_groups.remove(producer_id, group.group_id)
