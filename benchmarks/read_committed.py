@@ -8,10 +8,12 @@ the LSO trails the HW while they are open, as with concurrent transactional prod
 
     offsets  P0 data | P1 data | P2 data | P3 data | P0 COMMIT | P1 ABORT | P2 COMMIT | ...
 
-It is written as a transactional producer and its coordinator would write it: an idempotent
-InitProducerId, transactional Produce and WriteTxnMarkers over raw sockets (the ``Wire`` of
-``tests/integration/test_transaction_markers.py``; the transaction coordinator is not wired
-into the broker yet). Only the consuming is timed.
+``--writer wire`` (the default) writes it as a transactional producer and its coordinator
+would: an idempotent InitProducerId, transactional Produce and WriteTxnMarkers over raw
+sockets (the ``Wire`` of ``tests/integration/test_transaction_markers.py``), one batch per
+transaction, the same log in every run. ``--writer confluent`` uses confluent-kafka
+transactional producers and the broker's transaction coordinator (the log then has the
+batches librdkafka makes). Only the consuming is timed.
 
 A confluent-kafka consumer (librdkafka's default fetch sizes, ``fetch.wait.max.ms`` 10 so
 that the EOF's empty fetch at the end costs no long poll) then reads the whole log from
@@ -26,7 +28,7 @@ exactly the committed records, read_uncommitted every data record.
 
     python benchmarks/read_committed.py [--transactions 10000] [--records-per-transaction 100]
         [--aborted-percent 10] [--producers 4] [--value-bytes 100] [--rounds 5]
-        [--segment-mib 16] [--short]
+        [--segment-mib 16] [--writer wire|confluent] [--short]
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 from kio.schema.errors import ErrorCode
 
@@ -64,6 +66,13 @@ FETCH_QUEUE_BACKOFF_MS = 10
 TIMEOUT_S = 300.0
 AIM = 0.9
 COMMITTED, ABORTED = b"c", b"a"  # the first byte of each value says which it is
+BROKER_SETTINGS = {
+    "auto.create.topics.enable": "false",
+    # one broker: the coordinator's __transaction_state fits it (Kafka's defaults need three)
+    "transaction.state.log.num.partitions": "4",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+}
 SHORT = {"transactions": 200, "rounds": 2, "segment_mib": 1}
 LIMITS = {  # (min, max) of each option
     "transactions": (1, 1_000_000),
@@ -111,6 +120,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"the test suite's run: {SHORT['transactions']} transactions, {SHORT['rounds']}"
         f" rounds, {SHORT['segment_mib']} MiB segments",
     )
+    parser.add_argument(
+        "--writer",
+        choices=sorted(WRITERS),
+        default="wire",
+        help="wire: raw transactional Produce and WriteTxnMarkers; confluent: confluent-kafka"
+        " transactional producers and the broker's transaction coordinator",
+    )
     parser.add_argument("--dir", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.short:
@@ -127,40 +143,117 @@ def is_aborted(index: int, aborted_percent: int) -> bool:
     return (index + 1) * aborted_percent // 100 > index * aborted_percent // 100
 
 
-def write_log(port: int, args: argparse.Namespace) -> WrittenLog:
+class WireWriter:
+    """Transactions as a transactional producer and its coordinator send them: an idempotent
+    InitProducerId, transactional Produce and WriteTxnMarkers over raw sockets."""
+
+    def __init__(self, broker: BrokerProcess, producers: int) -> None:
+        self._wire = Wire(broker.port, TOPIC)
+        self._producers = [self._wire.producer_id() for _ in range(producers)]
+
+    def produce(self, slot: int, values: list[bytes]) -> None:
+        self._wire.produce(self._producers[slot], *values, transactional=True)
+
+    def end(self, slot: int, *, commit: bool) -> None:
+        error = self._wire.end(self._producers[slot], commit=commit)
+        if error != ErrorCode.none:
+            raise SystemExit(f"WriteTxnMarkers answered {error}")
+
+    def close(self) -> None:
+        self._wire.close()
+
+
+class ConfluentWriter:
+    """confluent-kafka transactional producers and the broker's transaction coordinator."""
+
+    def __init__(self, broker: BrokerProcess, producers: int) -> None:
+        self._failures: list[str] = []
+        self._producers = [
+            Producer(
+                {
+                    "bootstrap.servers": broker.bootstrap,
+                    "transactional.id": f"bench-{slot}",
+                    "linger.ms": 5,
+                }
+            )
+            for slot in range(producers)
+        ]
+        for producer in self._producers:
+            producer.init_transactions(TIMEOUT_S)
+
+    def _delivered(self, error: KafkaError | None, _message: object) -> None:
+        if error is not None:
+            self._failures.append(str(error))
+
+    def produce(self, slot: int, values: list[bytes]) -> None:
+        producer = self._producers[slot]
+        producer.begin_transaction()
+        for value in values:
+            producer.produce(TOPIC, value, partition=0, on_delivery=self._delivered)
+
+    def end(self, slot: int, *, commit: bool) -> None:
+        producer = self._producers[slot]
+        if commit:
+            producer.commit_transaction(TIMEOUT_S)
+        else:
+            producer.flush(TIMEOUT_S)  # every record in the log, as the check counts them
+            producer.abort_transaction(TIMEOUT_S)
+        if self._failures:
+            raise SystemExit(f"a transactional record was not delivered: {self._failures[0]}")
+
+    def close(self) -> None:
+        for producer in self._producers:
+            producer.flush(TIMEOUT_S)
+
+
+WRITERS = {"wire": WireWriter, "confluent": ConfluentWriter}
+
+
+def write_log(broker: BrokerProcess, args: argparse.Namespace) -> WrittenLog:
     """The log of the module docstring, ``args.producers`` transactions open at a time."""
-    wire = Wire(port, TOPIC)
+    writer = WRITERS[args.writer](broker, args.producers)
+    padding = b"x" * (args.value_bytes - 1)
+    committed = aborted = aborted_txns = 0
     try:
-        producers = [wire.producer_id() for _ in range(args.producers)]
-        padding = b"x" * (args.value_bytes - 1)
-        committed = aborted = aborted_txns = 0
         for first in range(0, args.transactions, args.producers):
-            group = range(first, min(first + args.producers, args.transactions))
-            for index, producer in zip(group, producers, strict=False):
+            group = list(range(first, min(first + args.producers, args.transactions)))
+            for slot, index in enumerate(group):
                 kind = ABORTED if is_aborted(index, args.aborted_percent) else COMMITTED
-                values = [kind + padding] * args.records_per_transaction
-                wire.produce(producer, *values, transactional=True)
-            for index, producer in zip(group, producers, strict=False):
+                writer.produce(slot, [kind + padding] * args.records_per_transaction)
+            for slot, index in enumerate(group):
                 abort = is_aborted(index, args.aborted_percent)
-                error = wire.end(producer, commit=not abort)
-                if error != ErrorCode.none:
-                    raise SystemExit(f"WriteTxnMarkers for transaction {index} answered {error}")
+                writer.end(slot, commit=not abort)
                 if abort:
                     aborted += args.records_per_transaction
                     aborted_txns += 1
                 else:
                     committed += args.records_per_transaction
-        end_offset = wire.latest(1)
-        if end_offset != wire.latest(0):
-            raise SystemExit("the LSO is below the HW after every transaction was decided")
     finally:
-        wire.close()
+        writer.close()
     return WrittenLog(
-        end_offset=end_offset,
+        end_offset=stable_end_offset(broker),
         committed_records=committed,
         aborted_records=aborted,
         aborted_transactions=aborted_txns,
     )
+
+
+def stable_end_offset(broker: BrokerProcess) -> int:
+    """The LSO once it reaches the HW (a coordinator writes its last markers after answering
+    the producer's EndTxn)."""
+    wire = Wire(broker.port, TOPIC)
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while (stable := wire.latest(1)) != (high_watermark := wire.latest(0)):
+            if time.monotonic() > deadline:
+                raise SystemExit(
+                    f"the LSO {stable} stays below the HW {high_watermark} after every"
+                    f" transaction was decided ({TIMEOUT_S}s)"
+                )
+            time.sleep(0.05)
+        return stable
+    finally:
+        wire.close()
 
 
 def read_all(broker: BrokerProcess, isolation: str, end_offset: int) -> Read:
@@ -227,14 +320,14 @@ def check(isolation: str, read: Read, written: WrittenLog) -> list[str]:
 
 def run(args: argparse.Namespace, work_dir: Path) -> dict[str, Any]:
     """Write the log, read it ``args.rounds`` times at each isolation; the figures."""
-    broker = BrokerProcess(work_dir / "broker", overrides={"auto.create.topics.enable": "false"})
+    broker = BrokerProcess(work_dir / "broker", overrides=BROKER_SETTINGS)
     reads: dict[str, list[Read]] = {isolation: [] for isolation in ISOLATIONS}
     errors: list[str] = []
     with broker:
         raw_wire.create_topic(
             broker.port, TOPIC, configs={"segment.bytes": str(args.segment_mib * 1024 * 1024)}
         )
-        written = write_log(broker.port, args)
+        written = write_log(broker, args)
         for isolation in ISOLATIONS:  # warm-up, not measured
             errors += check(isolation, read_all(broker, isolation, written.end_offset), written)
         for round_index in range(args.rounds):
@@ -259,7 +352,7 @@ def run(args: argparse.Namespace, work_dir: Path) -> dict[str, Any]:
     }
     committed, uncommitted = "read_committed", "read_uncommitted"
     return {
-        "log": {**asdict(written), "segments": segments},
+        "log": {**asdict(written), "segments": segments, "writer": args.writer},
         "reads": figures,
         "ratio": round(seconds[uncommitted] / seconds[committed], 3),
         # the broker's CPU is counted in clock ticks (10 ms): meaningful in the full run only
@@ -272,7 +365,8 @@ def run(args: argparse.Namespace, work_dir: Path) -> dict[str, Any]:
 def format_result(result: dict[str, Any]) -> str:
     log = result["log"]
     lines = [
-        f"log: {log['end_offset']} offsets in {log['segments']} segment(s),"
+        f"log ({log['writer']} writer): {log['end_offset']} offsets in {log['segments']}"
+        " segment(s),"
         f" {log['committed_records']} committed and {log['aborted_records']} aborted records"
         f" ({log['aborted_transactions']} aborted transactions)",
         f"{'isolation':<17} {'records/s':>10} {'delivered/s':>12} {'delivered':>10}"
