@@ -41,9 +41,10 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -143,6 +144,17 @@ def is_aborted(index: int, aborted_percent: int) -> bool:
     return (index + 1) * aborted_percent // 100 > index * aborted_percent // 100
 
 
+class TxnWriter(Protocol):
+    """Writes transactions to the topic's partition 0, ``producers`` of them open at once
+    (``slot`` names the producer)."""
+
+    def produce(self, slot: int, values: list[bytes]) -> None: ...
+
+    def end(self, slot: int, *, commit: bool) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class WireWriter:
     """Transactions as a transactional producer and its coordinator send them: an idempotent
     InitProducerId, transactional Produce and WriteTxnMarkers over raw sockets."""
@@ -206,7 +218,10 @@ class ConfluentWriter:
             producer.flush(TIMEOUT_S)
 
 
-WRITERS = {"wire": WireWriter, "confluent": ConfluentWriter}
+WRITERS: dict[str, Callable[[BrokerProcess, int], TxnWriter]] = {
+    "wire": WireWriter,
+    "confluent": ConfluentWriter,
+}
 
 
 def write_log(broker: BrokerProcess, args: argparse.Namespace) -> WrittenLog:
