@@ -1,0 +1,125 @@
+"""Clients and a cluster for the transaction tests that follow Kafka's ``TransactionsTest``:
+three brokers on ZooKeeper with its settings (``__transaction_state`` with 3 partitions, RF 2,
+min ISR 2; ``__consumer_offsets`` with 1 partition), confluent-kafka producers and consumers."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from embedded.zookeeper import ZooKeeperEnsemble
+from tests import cluster_support
+from tests.broker_process import BrokerProcess
+from tests.cluster_support import eventually
+
+TIMEOUT_S = 30
+NUM_PARTITIONS = 4
+
+CLUSTER_SETTINGS = {
+    "auto.create.topics.enable": "false",
+    "offsets.topic.num.partitions": "1",
+    "transaction.state.log.num.partitions": "3",
+    "transaction.state.log.replication.factor": "2",
+    "transaction.state.log.min.isr": "2",
+    "unclean.leader.election.enable": "false",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
+}
+
+
+@dataclass
+class TxnCluster:
+    brokers: dict[int, BrokerProcess]
+    admin: AdminClient
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values() if b.process is not None)
+
+    def topics(self, *names: str, partitions: int = NUM_PARTITIONS) -> tuple[str, ...]:
+        """Fresh topics (a unique suffix) with 3 replicas and min ISR 2, as TransactionsTest."""
+        suffix = uuid.uuid4().hex[:6]
+        fresh = tuple(f"{name}-{suffix}" for name in names)
+        futures = self.admin.create_topics(
+            [NewTopic(name, partitions, 3, config={"min.insync.replicas": "2"}) for name in fresh]
+        )
+        for future in futures.values():
+            future.result(TIMEOUT_S)
+        for name in fresh:
+            eventually(
+                lambda name=name: (
+                    len(
+                        [
+                            p
+                            for p in cluster_support.partition_leaders(
+                                self.bootstrap, name
+                            ).values()
+                            if p[0] > 0
+                        ]
+                    )
+                    == partitions
+                ),
+                what=f"leaders for {name}",
+            )
+        return fresh
+
+    def producer(self, transactional_id: str | None = None, **extra: Any) -> Producer:
+        return Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "transactional.id": transactional_id or f"txn-{uuid.uuid4().hex[:8]}",
+                "linger.ms": 5,
+                **extra,
+            }
+        )
+
+    def consumer(self, isolation: str, group: str | None = None, **extra: Any) -> Consumer:
+        return Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": group or f"group-{uuid.uuid4().hex[:8]}",
+                "isolation.level": isolation,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                **extra,
+            }
+        )
+
+
+@contextmanager
+def txn_cluster(zookeeper: ZooKeeperEnsemble, directory: Path) -> Iterator[TxnCluster]:
+    with cluster_support.three_brokers(zookeeper, directory, CLUSTER_SETTINGS) as (brokers, _):
+        admin = cluster_support.admin(brokers)
+        eventually(lambda: len(admin.describe_cluster().result(10).nodes) == 3, what="3 brokers")
+        yield TxnCluster(brokers, admin)
+
+
+def consume(consumer: Consumer, count: int, *, timeout_s: float = TIMEOUT_S) -> list[Message]:
+    """``count`` records (more if they come in the same poll), or fewer when the time is up."""
+    messages: list[Message] = []
+    deadline = time.monotonic() + timeout_s
+    while len(messages) < count and time.monotonic() < deadline:
+        for message in consumer.consume(count - len(messages), 0.5):
+            if message.error() is None:
+                messages.append(message)
+    return messages
+
+
+def nothing_more(consumer: Consumer, wait_s: float = 2.0) -> bool:
+    """True if no record arrives within ``wait_s``."""
+    return not consume(consumer, 1, timeout_s=wait_s)
+
+
+def values(messages: list[Message]) -> list[str]:
+    return sorted(m.value().decode() for m in messages)
+
+
+def partition(topic: str, index: int, offset: int = -1001) -> TopicPartition:
+    return TopicPartition(topic, index, offset)
