@@ -75,6 +75,7 @@ from storage_core.log.retention import (
     SegmentSummary,
 )
 from storage_core.log.transaction_index import AbortedTxn
+from storage_core.log.verification_guard import VerificationGuard
 from storage_core.records import RecordBatch
 from storage_core.records.open_file_cache import OpenFileCache
 
@@ -308,12 +309,25 @@ class Log:
         leader_epoch: int,
         disk_wait_allowed: bool = True,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         """Validate, assign offsets from the LEO and ``leader_epoch``, and append
-        (``LogAppender.append_as_leader``: duplicates, producer errors, disk waits)."""
+        (``LogAppender.append_as_leader``: duplicates, producer errors, disk waits,
+        transaction verification)."""
         return self._appender.append_as_leader(
-            records, leader_epoch=leader_epoch, disk_wait_allowed=disk_wait_allowed, origin=origin
+            records,
+            leader_epoch=leader_epoch,
+            disk_wait_allowed=disk_wait_allowed,
+            origin=origin,
+            verification_guard=verification_guard,
         )
+
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, epoch: int
+    ) -> VerificationGuard:
+        """The guard a transactional append of the producer must carry, or the sentinel
+        when its transaction is ongoing here (``LogAppender``)."""
+        return self._appender.maybe_start_transaction_verification(producer_id, sequence, epoch)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches that already carry offsets and epochs; they must start at the LEO."""

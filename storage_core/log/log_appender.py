@@ -35,6 +35,7 @@ from storage_core.log.producer_append_info import AppendOrigin, ProducerAppendIn
 from storage_core.log.producer_state import ProducerStateManager
 from storage_core.log.producer_state_entry import BatchMetadata, CompletedTxn
 from storage_core.log.timestamp_window import TimestampWindow
+from storage_core.log.verification_guard import VerificationGuard
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +78,7 @@ class LogAppender:
         leader_epoch: int,
         disk_wait_allowed: bool = True,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         """Validate, assign offsets from the LEO and the leader epoch, and append.
 
@@ -87,7 +89,9 @@ class LogAppender:
         ``OutOfOrderSequenceError``, with nothing written. Without ``disk_wait_allowed``, an
         append that would roll, fsync or checkpoint a new epoch raises
         ``AppendWouldWaitError`` instead, with nothing written: the others only copy bytes
-        into the page cache.
+        into the page cache. ``verification_guard``: see ``analyze_and_validate_producer_state``
+        (a transactional batch that needed verification and lacks it raises
+        ``InvalidTxnStateError``, nothing written).
         """
         info = analyze_and_validate(
             records,
@@ -106,7 +110,7 @@ class LogAppender:
                 log_append_time_ms=append_time,
             )
             updates, completed, duplicate = analyze_and_validate_producer_state(
-                self._producer_state, records, assigned, origin
+                self._producer_state, records, assigned, origin, verification_guard
             )
             if duplicate is not None:
                 return self._duplicate_append_info(assigned, duplicate)
@@ -118,6 +122,21 @@ class LogAppender:
                 )
             self._append(parts, assigned, updates, completed, now_ms=now_ms)
             return assigned
+
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, epoch: int
+    ) -> VerificationGuard:
+        """Kafka's ``UnifiedLog.maybeStartTransactionVerification``: the sentinel when the
+        producer has a transaction ongoing here (nothing to verify), else the guard of its
+        verification entry, created now if needed."""
+        with self._lock:
+            manager = self._producer_state
+            if manager.has_ongoing_transaction(producer_id):
+                return VerificationGuard.SENTINEL
+            entry = manager.maybe_create_verification_state_entry(
+                producer_id, sequence, epoch, self._clock.milliseconds()
+            )
+            return entry.verification_guard
 
     def _append_waits_for_disk(self, info: LogAppendInfo, now_ms: int) -> bool:
         """Whether appending ``info`` would do more than write to the page cache: write a new

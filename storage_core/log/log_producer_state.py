@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from storage_core.errors import InvalidTxnStateError
 from storage_core.log.log_segment import LogSegment
 from storage_core.log.log_segments import LogSegments
 from storage_core.log.log_validator import LogAppendInfo
 from storage_core.log.producer_append_info import AppendOrigin, ProducerAppendInfo
 from storage_core.log.producer_state import ProducerStateManager
 from storage_core.log.producer_state_entry import BatchMetadata, CompletedTxn, ProducerBatch
+from storage_core.log.verification_guard import VerificationGuard
 from storage_core.records import NO_PRODUCER_ID, RecordBatch, RecordBatchHeader
 from storage_core.records.end_transaction_marker import end_txn_marker_of
 
@@ -24,11 +26,18 @@ def analyze_and_validate_producer_state(
     records: bytes | bytearray | memoryview,
     info: LogAppendInfo,
     origin: AppendOrigin,
+    verification_guard: VerificationGuard | None = None,
 ) -> tuple[list[ProducerAppendInfo], list[CompletedTxn], BatchMetadata | None]:
     """Kafka's ``analyzeAndValidateProducerState`` over batches with their final offsets.
 
     Returns the updates to apply once written, the transactions the batches end, and,
     for a client append that repeats a batch already in the log, that batch.
+
+    ``verification_guard`` (KIP-890 part 1): None when the caller does not verify
+    transactions (``transaction.partition.verification.enable=false``, or not a produce);
+    else a client's transactional data batch of a producer without an ongoing transaction
+    here is written only if the guard is the one its verification created and that no
+    transactional append of the producer has cleared since (``InvalidTxnStateError``).
     """
     updates: dict[int, ProducerAppendInfo] = {}
     completed: list[CompletedTxn] = []
@@ -44,6 +53,15 @@ def analyze_and_validate_producer_state(
             duplicate = None if last is None else last.find_duplicate_batch(producer_batch)
             if duplicate is not None:
                 return list(updates.values()), completed, duplicate
+            if verification_guard is not None and batch_missing_required_verification(
+                manager, producer_batch, verification_guard
+            ):
+                raise InvalidTxnStateError(
+                    f"Record was not part of an ongoing transaction: producer"
+                    f" {batch.producer_id} has no transaction open on partition"
+                    f" {manager.partition} and the coordinator did not confirm that the"
+                    " partition was added to its transaction (AddPartitionsToTxn)"
+                )
         update = updates.get(batch.producer_id)
         if update is None:
             update = manager.prepare_update(batch.producer_id, origin)
@@ -52,6 +70,21 @@ def analyze_and_validate_producer_state(
         if done is not None:
             completed.append(done)
     return list(updates.values()), completed, None
+
+
+def batch_missing_required_verification(
+    manager: ProducerStateManager, batch: ProducerBatch, verification_guard: VerificationGuard
+) -> bool:
+    """A transactional data batch of a producer without an ongoing transaction, whose
+    append does not carry the guard of the producer's verification entry (Kafka's
+    ``hasOngoingTransaction`` and ``batchMissingRequiredVerification``)."""
+    if not batch.is_transactional or batch.is_control:
+        return False
+    if manager.has_ongoing_transaction(batch.producer_id):
+        return False
+    entry = manager.verification_state_entry(batch.producer_id)
+    guard = VerificationGuard.SENTINEL if entry is None else entry.verification_guard
+    return not guard.verify(verification_guard)
 
 
 def rebuild_producer_state(

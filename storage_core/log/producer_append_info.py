@@ -25,6 +25,7 @@ from storage_core.log.producer_state_entry import (
     ProducerStateEntry,
     in_sequence,
 )
+from storage_core.log.verification_guard import VerificationStateEntry
 from storage_core.records import NO_PRODUCER_EPOCH, NO_SEQUENCE
 from storage_core.records.end_transaction_marker import ControlRecordType, EndTransactionMarker
 
@@ -54,7 +55,9 @@ class ProducerAppendInfo:
     once the append is written. With ``AppendOrigin.CLIENT`` a bad batch raises
     ``InvalidProducerEpochError``, ``OutOfOrderSequenceError``, ``InvalidTxnStateError`` or
     ``TransactionCoordinatorFencedError``; with ``REPLICATION`` only the transaction state
-    error is raised (as in Kafka) and a stale epoch is logged.
+    error is raised (as in Kafka) and a stale epoch is logged. ``verification_state_entry``:
+    the producer's entry while it waits for transaction verification; a client batch with a
+    sequence above its lowest is out of order.
     """
 
     def __init__(
@@ -63,19 +66,25 @@ class ProducerAppendInfo:
         producer_id: int,
         current_entry: ProducerStateEntry,
         origin: AppendOrigin,
+        verification_state_entry: VerificationStateEntry | None = None,
     ) -> None:
         self.partition = partition
         self.producer_id = producer_id
         self.current_entry = current_entry
         self.origin = origin
+        self.verification_state_entry = verification_state_entry
         self._updated = replace(current_entry, producer_id=producer_id, batch_metadata=())
         self.started_transactions: list[int] = []
+        # a transactional batch or a marker was appended: the verification entry goes
+        self.saw_transactional_batch = False
 
     def to_entry(self) -> ProducerStateEntry:
         return self._updated
 
     def append(self, batch: ProducerBatch) -> CompletedTxn | None:
         """Check ``batch`` and fold it into the pending update."""
+        if batch.is_transactional or batch.is_control:
+            self.saw_transactional_batch = True
         if batch.is_control:
             if batch.end_txn_marker is None:
                 return None  # an empty control batch: the transaction was cleaned away
@@ -91,6 +100,9 @@ class ProducerAppendInfo:
             last_offset=batch.last_offset,
             is_transactional=batch.is_transactional,
         )
+        if batch.is_transactional:
+            # the verified batch is in: the batches after it in this append follow it
+            self.verification_state_entry = None
         return None
 
     def append_data_batch(
@@ -165,6 +177,14 @@ class ProducerAppendInfo:
         )
 
     def _check_sequence(self, producer_epoch: int, first_seq: int, offset: int) -> None:
+        verifying = self.verification_state_entry
+        if verifying is not None and first_seq > verifying.lowest_sequence:
+            raise OutOfOrderSequenceError(
+                f"Out of order sequence number for producer {self.producer_id} at offset"
+                f" {offset} in partition {self.partition}: {first_seq} (incoming seq. number),"
+                f" {verifying.lowest_sequence} (earliest seen sequence); the batch with the"
+                " earliest sequence must be appended first"
+            )
         updated = self._updated
         if producer_epoch != updated.producer_epoch:
             # A new epoch must start at sequence 0, unless the producer is unknown here

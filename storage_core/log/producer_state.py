@@ -35,6 +35,7 @@ from storage_core.log.producer_snapshot import (
     write_snapshot,
 )
 from storage_core.log.producer_state_entry import CompletedTxn, ProducerBatch, ProducerStateEntry
+from storage_core.log.verification_guard import VerificationStateEntry
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,9 @@ class ProducerStateManager:
         self.partition = partition
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
+        # producers waiting for the coordinator's word on a first transactional batch
+        # (KIP-890 part 1, ``verification_guard.py``): producer id -> entry
+        self._verification_states: dict[int, VerificationStateEntry] = {}
         self._ongoing_txns: dict[int, int] = {}  # first offset -> producer id
         # completed transactions whose marker is above the high watermark: first offset ->
         # last offset (the marker's); they keep the LSO back until the marker is replicated
@@ -129,12 +133,46 @@ class ProducerStateManager:
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._producers.get(producer_id)
 
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        entry = self._producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset is not None
+
+    def maybe_create_verification_state_entry(
+        self, producer_id: int, sequence: int, epoch: int, now_ms: int
+    ) -> VerificationStateEntry:
+        """The producer's verification entry, created now if it has none; its lowest
+        sequence and epoch take ``sequence`` and ``epoch`` into account (Kafka's
+        ``maybeCreateVerificationStateEntry``)."""
+        entry = self._verification_states.get(producer_id)
+        if entry is None:
+            entry = VerificationStateEntry.create(now_ms, sequence, epoch)
+        else:
+            entry = entry.with_lowest_sequence_and_epoch(sequence, epoch)
+        self._verification_states[producer_id] = entry
+        return entry
+
+    def verification_state_entry(self, producer_id: int) -> VerificationStateEntry | None:
+        return self._verification_states.get(producer_id)
+
+    def clear_verification_state_entry(self, producer_id: int) -> None:
+        self._verification_states.pop(producer_id, None)
+
     def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
         current = self._producers.get(producer_id) or ProducerStateEntry(producer_id=producer_id)
-        return ProducerAppendInfo(self.partition, producer_id, current, origin)
+        return ProducerAppendInfo(
+            self.partition,
+            producer_id,
+            current,
+            origin,
+            self._verification_states.get(producer_id),
+        )
 
     def update(self, append_info: ProducerAppendInfo) -> None:
-        """Apply a validated ``ProducerAppendInfo`` whose batches are now in the log."""
+        """Apply a validated ``ProducerAppendInfo`` whose batches are now in the log. A
+        transactional batch or a marker of the producer ends its verification: the
+        transaction is open on the partition now, or ended (Kafka's ``updateProducers``)."""
+        if append_info.saw_transactional_batch:
+            self._verification_states.pop(append_info.producer_id, None)
         update = append_info.to_entry()
         current = self._producers.get(append_info.producer_id)
         self._producers[append_info.producer_id] = (
@@ -166,12 +204,20 @@ class ProducerStateManager:
         )
 
     def remove_expired_producers(self, now_ms: int) -> int:
-        """Drop producers idle for ``producer.id.expiration.ms``; returns how many went."""
+        """Drop producers idle for ``producer.id.expiration.ms``, and verification entries
+        that old (never verified, or never appended); returns how many producers went."""
         expired = [
             pid for pid, entry in self._producers.items() if self.is_producer_expired(now_ms, entry)
         ]
         for pid in expired:
             del self._producers[pid]
+        lingering = [
+            pid
+            for pid, entry in self._verification_states.items()
+            if now_ms - entry.timestamp_ms >= self.producer_id_expiration_ms
+        ]
+        for pid in lingering:
+            del self._verification_states[pid]
         if expired:
             logger.info(
                 "expired producer ids partition=%s count=%d remaining=%d",

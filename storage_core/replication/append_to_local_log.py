@@ -19,6 +19,7 @@ from storage_core.errors import StorageError
 from storage_core.log.log import AppendWouldWaitError
 from storage_core.log.log_validator import analyze_and_validate, validate_client_batches
 from storage_core.log.producer_append_info import AppendOrigin
+from storage_core.log.verification_guard import VerificationGuard
 from storage_core.replication.delayed_produce import ProduceResult
 from storage_core.replication.partition import Partition
 
@@ -35,12 +36,14 @@ def append_to_local_log(
     on_loop: bool = False,
     expected_log_end_offset: int | None = None,
     origin: AppendOrigin = AppendOrigin.CLIENT,
+    verification_guard: VerificationGuard | None = None,
 ) -> ProduceResult | None:
     """One partition's append. ``on_loop``: on the event loop, which it must not stall;
     None, with nothing written, when another thread holds the partition or its log, or
     when the append would roll, fsync or checkpoint an epoch (``AppendWouldWaitError``).
     Off the loop it always answers. ``expected_log_end_offset``: a compare-and-append
-    (``Partition.append_records_to_leader``)."""
+    (``Partition.append_records_to_leader``). ``verification_guard``: the transaction
+    verification of a client's append, None when not verified (``Log.append_as_leader``)."""
     try:
         partition = get_partition(tp)
         if partition.is_leader and origin is AppendOrigin.CLIENT:
@@ -55,6 +58,7 @@ def append_to_local_log(
                 disk_wait_allowed=not on_loop,
                 expected_log_end_offset=expected_log_end_offset,
                 origin=origin,
+                verification_guard=verification_guard,
             )
         finally:
             if on_loop:

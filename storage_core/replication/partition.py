@@ -34,6 +34,7 @@ from storage_core.log.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH
 from storage_core.log.log import Log, TimestampAndOffset
 from storage_core.log.log_validator import LogAppendInfo
 from storage_core.log.producer_append_info import AppendOrigin
+from storage_core.log.verification_guard import VerificationGuard
 from storage_core.replication.fetch_isolation import FetchIsolation
 from storage_core.replication.log_read import LogReadResult, read_log
 from storage_core.replication.replica import ReplicaState
@@ -269,13 +270,15 @@ class Partition:
         disk_wait_allowed: bool = True,
         expected_log_end_offset: int | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         """Append with the leader epoch; acks=all is refused before the append when the ISR
         is below ``min.insync.replicas``. The lock is held through the append so that the
         batch carries the epoch of a leadership that is still current. Without
         ``disk_wait_allowed`` (the event loop), ``AppendWouldWaitError`` is raised instead of
         an append that would roll, fsync or checkpoint an epoch. ``expected_log_end_offset``:
-        append only if the log ends there, else ``LogEndOffsetMovedError``."""
+        append only if the log ends there, else ``LogEndOffsetMovedError``.
+        ``verification_guard``: transaction verification (``Log.append_as_leader``)."""
         with self._lock:
             self._require_leader()
             if expected_log_end_offset not in (None, end := self.log.log_end_offset):
@@ -293,6 +296,7 @@ class Partition:
                 leader_epoch=self.leader_epoch,
                 disk_wait_allowed=disk_wait_allowed,
                 origin=origin,
+                verification_guard=verification_guard,
             )
             advanced = self._maybe_increment_high_watermark(self._clock.milliseconds())
         if advanced:

@@ -48,6 +48,7 @@ from storage_core.errors import (
 )
 from storage_core.log.log_manager import LogManager
 from storage_core.log.producer_append_info import AppendOrigin
+from storage_core.log.verification_guard import VerificationGuard
 from storage_core.metrics import BrokerTopicStats, KafkaMetricsRegistry
 from storage_core.records.file_region import SENDFILE_SUPPORTED
 from storage_core.replication.append_to_local_log import append_to_local_log
@@ -309,9 +310,14 @@ class ReplicaManager(LeaderAndIsrMixin):
         timeout_ms: int,
         expected_log_end_offsets: Mapping[TopicPartition, int] | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guards: Mapping[TopicPartition, VerificationGuard] | None = None,
     ) -> AppendedRecords:
         """Append to each partition's leader log; the wait for replication (acks=-1) is left
-        to the caller, which may do other work meanwhile (``AppendedRecords.replicated``)."""
+        to the caller, which may do other work meanwhile (``AppendedRecords.replicated``).
+        ``verification_guards``: a produce that verifies transactions (KIP-890) gives the
+        guards it obtained (``transaction_verification``); a partition without one appends
+        with the sentinel, which no transaction that needed verification passes. None: not
+        verified (``transaction.partition.verification.enable=false``, other callers)."""
         if required_acks not in (0, 1, -1):
             error = InvalidRequiredAcksError(f"acks must be 0, 1 or -1, got {required_acks}")
             return AppendedRecords({tp: ProduceResult(error=error) for tp in entries})
@@ -322,6 +328,11 @@ class ReplicaManager(LeaderAndIsrMixin):
         results: dict[TopicPartition, ProduceResult] = {}
         waiting: dict[TopicPartition, bytes] = {}
         expected = expected_log_end_offsets or {}
+        guards = verification_guards
+
+        def guard(tp: TopicPartition) -> VerificationGuard | None:
+            return None if guards is None else guards.get(tp, VerificationGuard.SENTINEL)
+
         for tp, records in entries.items():
             result = append_to_local_log(
                 self.get_partition,
@@ -331,6 +342,7 @@ class ReplicaManager(LeaderAndIsrMixin):
                 on_loop=True,
                 expected_log_end_offset=expected.get(tp),
                 origin=origin,
+                verification_guard=guard(tp),
             )
             if result is None:
                 waiting[tp] = records
@@ -347,6 +359,7 @@ class ReplicaManager(LeaderAndIsrMixin):
                     required_acks,
                     expected_log_end_offset=expected.get(tp),
                     origin=origin,
+                    verification_guard=guard(tp),
                 )
                 assert result is not None  # off the loop an append waits, it never gives up
                 appended[tp] = result
