@@ -11,9 +11,10 @@ the LSO trails the HW while they are open, as with concurrent transactional prod
 ``--writer wire`` (the default) writes it as a transactional producer and its coordinator
 would: an idempotent InitProducerId, transactional Produce and WriteTxnMarkers over raw
 sockets (the ``Wire`` of ``tests/integration/test_transaction_markers.py``), one batch per
-transaction, the same log in every run. ``--writer confluent`` uses confluent-kafka
-transactional producers and the broker's transaction coordinator (the log then has the
-batches librdkafka makes). Only the consuming is timed.
+transaction, the same log in every run; without a coordinator, on a broker that does not
+verify transactions (``transaction.partition.verification.enable=false``). ``--writer
+confluent`` uses confluent-kafka transactional producers and the broker's transaction
+coordinator (the log then has the batches librdkafka makes). Only the consuming is timed.
 
 A confluent-kafka consumer (librdkafka's default fetch sizes, ``fetch.wait.max.ms`` 10 so
 that the EOF's empty fetch at the end costs no long poll) then reads the whole log from
@@ -55,7 +56,7 @@ from kio.schema.errors import ErrorCode
 from benchmarks.process_cpu import process_times
 from tests.broker_process import BrokerProcess
 from tests.integration import raw_wire
-from tests.integration.test_transaction_markers import Wire
+from tests.integration.test_transaction_markers import NO_VERIFICATION, Wire
 
 TOPIC = "read-committed"
 ISOLATIONS = ("read_uncommitted", "read_committed")
@@ -335,7 +336,8 @@ def check(isolation: str, read: Read, written: WrittenLog) -> list[str]:
 
 def run(args: argparse.Namespace, work_dir: Path) -> dict[str, Any]:
     """Write the log, read it ``args.rounds`` times at each isolation; the figures."""
-    broker = BrokerProcess(work_dir / "broker", overrides=BROKER_SETTINGS)
+    unverified = NO_VERIFICATION if args.writer == "wire" else {}  # no coordinator to ask
+    broker = BrokerProcess(work_dir / "broker", overrides={**BROKER_SETTINGS, **unverified})
     reads: dict[str, list[Read]] = {isolation: [] for isolation in ISOLATIONS}
     errors: list[str] = []
     with broker:

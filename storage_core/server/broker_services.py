@@ -23,6 +23,7 @@ from storage_core.log.log_manager import LogManager
 from storage_core.replication.metadata_cache import MetadataCache
 from storage_core.replication.replica_manager import ReplicaManager
 from storage_core.security.authorizer.acl_authorizer import AclAuthorizer
+from storage_core.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from storage_core.server.admin_manager import AdminManager
 from storage_core.server.dynamic_broker_config import DynamicBrokerConfigStore
 from storage_core.server.fetch_session import FetchManager
@@ -79,6 +80,9 @@ class BrokerServices:
     """Incremental fetch sessions (KIP-227) of followers; None: every fetch is answered
     sessionless."""
     current_transaction_coordinator: Callable[[], TransactionCoordinator | None] = lambda: None
+    add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
+    """Verifies transactional produces with their coordinator (KIP-890 part 1); None when
+    ``transaction.partition.verification.enable=false``."""
 
     @property
     def endpoint(self) -> BrokerEndpoint:

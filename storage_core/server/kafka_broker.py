@@ -43,6 +43,7 @@ from storage_core.replication.replica_manager import ReplicaManager
 from storage_core.replication.replica_metrics import register_replica_manager_metrics
 from storage_core.security.authorizer.acl_authorizer import authorizer_from_config
 from storage_core.security.credential_cache import CredentialProvider
+from storage_core.server.add_partitions_to_txn_manager import add_partitions_to_txn_manager_for
 from storage_core.server.admin_manager import AdminManager, dynamic_log_defaults
 from storage_core.server.broker_services import BrokerEndpoint, BrokerServices
 from storage_core.server.cluster_membership import ClusterMembership, ran_on_log_dirs
@@ -229,6 +230,9 @@ class KafkaBroker:
             current_endpoints=lambda: self.endpoints,
             current_group_coordinator=lambda: self.group_coordinator,
             current_transaction_coordinator=lambda: self.transaction_coordinator,
+            add_partitions_to_txn_manager=add_partitions_to_txn_manager_for(
+                config, self.metadata_cache, lambda: self.transaction_coordinator
+            ),
             authorizer=self.authorizer,
             config_entities=self.credential_provider.store,
             fetch_manager=FetchManager.for_broker(
@@ -539,6 +543,10 @@ class KafkaBroker:
             await self.group_coordinator.shutdown()
         if self.transaction_coordinator is not None:
             await self.transaction_coordinator.shutdown()
+        if self.services.add_partitions_to_txn_manager is not None:
+            await asyncio.get_running_loop().run_in_executor(
+                None, self.services.add_partitions_to_txn_manager.shutdown
+            )
         loop = asyncio.get_running_loop()
         if self.remote_log_manager is not None:
             await loop.run_in_executor(None, self.remote_log_manager.close)

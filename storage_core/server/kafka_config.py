@@ -98,6 +98,7 @@ BROKER_CONFIG_DEFS: dict[str, tuple[str, Any]] = {
     "transaction.max.timeout.ms": ("int", 900_000),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": ("int", 10_000),
     "transaction.remove.expired.transaction.cleanup.interval.ms": ("int", 3_600_000),
+    "transaction.partition.verification.enable": ("bool", True),
     "producer.id.expiration.ms": ("int", 86_400_000),
     "producer.id.expiration.check.interval.ms": ("int", 600_000),
     "request.timeout.ms": ("int", 30_000),

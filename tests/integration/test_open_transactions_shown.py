@@ -13,7 +13,8 @@ Story (partition 0 of a remote-enabled topic)::
     cluster_status     -> last_stable_offset 5, none open; the page says "none open"
 
 The batches and the marker are sent as a transactional producer and its coordinator would
-(``tests.integration.test_transaction_markers.Wire``) until the coordinator exists.
+(``tests.integration.test_transaction_markers.Wire``), without a coordinator: the broker
+does not verify transactions (``NO_VERIFICATION``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from kio.schema.errors import ErrorCode
 from storage_core.client import KafkaAdminClient, KafkaCluster
 from tests.broker_process import BrokerProcess
 from tests.integration import raw_wire
-from tests.integration.test_transaction_markers import Wire
+from tests.integration.test_transaction_markers import NO_VERIFICATION, Wire
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -54,6 +55,7 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
             "rsm.config.local.storage.dir": str(tmp_path / "remote-tier"),
             "rsm.config.local.fsync": "false",
             "remote.log.metadata.topic.num.partitions": "1",
+            **NO_VERIFICATION,
         },
     ) as process:
         yield process

@@ -2,7 +2,8 @@
 records it returns, as Kafka's ``LocalLog.addAbortedTransactions`` bounds them, not every
 aborted transaction up to the LSO: a consumer far behind on a log with an abort in each of
 many segments gets the first segment's abort with the first segment's records. What
-read_committed consumers read stays the same.
+read_committed consumers read stays the same. The transactions are written with ``Wire``
+(no coordinator), on a broker that does not verify transactions (``NO_VERIFICATION``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from storage_core.records.memory_records import iter_batches
 from tests.broker_process import BrokerProcess
 from tests.integration import raw_wire
-from tests.integration.test_transaction_markers import FETCH_V, Wire, consume
+from tests.integration.test_transaction_markers import FETCH_V, NO_VERIFICATION, Wire, consume
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -27,7 +28,9 @@ TRANSACTIONS = 12  # every third one committed, the others aborted
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    with BrokerProcess(tmp_path, overrides={"auto.create.topics.enable": "false"}) as process:
+    with BrokerProcess(
+        tmp_path, overrides={"auto.create.topics.enable": "false", **NO_VERIFICATION}
+    ) as process:
         yield process
 
 

@@ -11,8 +11,9 @@ Story (offsets; each batch its own segment)::
     read_committed consumer (confluent-kafka) from 0        -> C, plain, O, plain, plain; never X
     raw Fetch at isolation 1 of offset 2 (tiered)           -> aborted transactions [(X, 2)]
 
-Until the transaction coordinator exists the batches and markers are sent as a producer
-and its coordinator would (``tests.integration.test_transaction_markers.Wire``).
+The batches and markers are sent as a producer and its coordinator would
+(``tests.integration.test_transaction_markers.Wire``), without a coordinator: the broker
+does not verify transactions (``NO_VERIFICATION``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from storage_core.common import TopicPartition
 from storage_core.log.log_config import LogConfig
 from tests.broker_process import BrokerProcess
 from tests.integration import raw_wire
-from tests.integration.test_transaction_markers import Wire, consume
+from tests.integration.test_transaction_markers import NO_VERIFICATION, Wire, consume
 from tests.tiered_broker_support import (
     EARLIEST_LOCAL,
     LATEST,
@@ -62,6 +63,7 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
             "remote.log.metadata.topic.num.partitions": "3",
             "remote.log.manager.task.interval.ms": "200",
             "log.retention.check.interval.ms": "200",
+            **NO_VERIFICATION,
         },
     ) as process:
         yield process

@@ -5,7 +5,9 @@ transactions whose batches were produced with raw requests (as a transactional p
 would send them) to partitions led by different brokers.
 
 Each topic has one partition whose preferred leader is broker 1, 2 or 3 (explicit
-assignments), so one transaction over the three topics needs markers on three brokers.
+assignments), so one transaction over the three topics needs markers on three brokers. The
+batches come without a coordinator: the brokers do not verify transactions
+(``NO_VERIFICATION``).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from tests import cluster_support
 from tests.broker_process import BrokerProcess
 from tests.cluster_support import eventually
 from tests.integration import raw_wire
-from tests.integration.test_transaction_markers import Wire, consume
+from tests.integration.test_transaction_markers import NO_VERIFICATION, Wire, consume
 
 cluster_support.require_java()
 pytestmark = pytest.mark.timeout(240)
@@ -105,7 +107,7 @@ def cluster(
 ) -> Iterator[tuple[dict[int, BrokerProcess], MetadataCache]]:
     """Three brokers with the three topics, and a metadata cache following them."""
     with cluster_support.three_brokers(
-        zookeeper, directory, {"auto.create.topics.enable": "false"}
+        zookeeper, directory, {"auto.create.topics.enable": "false", **NO_VERIFICATION}
     ) as (brokers, connect):
         client = cluster_support.admin(brokers)
         eventually(lambda: len(client.describe_cluster().result(10).nodes) == 3, what="3 brokers")
@@ -325,6 +327,7 @@ def test_markers_go_over_the_sasl_listener_and_wait_for_cluster_action(tmp_path:
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": "User:ANONYMOUS",  # the plaintext clients of this test
         "auto.create.topics.enable": "false",
+        **NO_VERIFICATION,
     }
     with BrokerProcess(tmp_path, port=port, overrides=props) as broker:
         raw_wire.create_topic(port, "guarded")

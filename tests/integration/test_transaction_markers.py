@@ -2,9 +2,11 @@
 WriteTxnMarkers a coordinator sends, the last stable offset, and what read_committed and
 read_uncommitted consumers (confluent-kafka, kafka-python) read.
 
-Until the transaction coordinator exists the producer id comes from an idempotent
-InitProducerId and the batches and markers are sent over raw sockets, as a transactional
-producer and its coordinator would send them.
+The producer id comes from an idempotent InitProducerId and the batches and markers are
+sent over raw sockets, as a transactional producer and its coordinator would send them,
+without a transactional id or AddPartitionsToTxn: the brokers of these tests do not verify
+transactions (``NO_VERIFICATION``, KIP-890 part 1), which is what they test the log side
+without. ``test_transaction_verification.py`` tests the verification.
 """
 
 from __future__ import annotations
@@ -27,10 +29,16 @@ pytestmark = pytest.mark.timeout(120)
 PRODUCE_V, FETCH_V, LIST_OFFSETS_V, INIT_PID_V, MARKERS_V = 9, 12, 7, 4, 1
 COORDINATOR_EPOCH = 3
 
+NO_VERIFICATION = {"transaction.partition.verification.enable": "false"}
+"""Broker settings for ``Wire``'s transactional batches: they open transactions that no
+coordinator knows of, which a verifying broker refuses (INVALID_TXN_STATE), as Kafka 3.6+."""
+
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    with BrokerProcess(tmp_path, overrides={"auto.create.topics.enable": "false"}) as process:
+    with BrokerProcess(
+        tmp_path, overrides={"auto.create.topics.enable": "false", **NO_VERIFICATION}
+    ) as process:
         yield process
 
 

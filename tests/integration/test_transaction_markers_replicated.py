@@ -1,6 +1,9 @@
 """Followers rebuild the leader's transaction state: after the leader of a partition with
 committed, aborted and open transactions is SIGKILLed, the new leader (a former follower)
-answers the same LSO and aborted transactions, knows the open transaction, and ends it."""
+answers the same LSO and aborted transactions, knows the open transaction, and ends it.
+
+The transactions are written with ``Wire`` (no coordinator): the brokers do not verify
+transactions (``NO_VERIFICATION``)."""
 
 from __future__ import annotations
 
@@ -13,7 +16,12 @@ from kio.schema.errors import ErrorCode
 from embedded.zookeeper import ZooKeeperEnsemble
 from tests import cluster_support
 from tests.cluster_support import eventually
-from tests.integration.test_transaction_markers import COORDINATOR_EPOCH, Wire, consume
+from tests.integration.test_transaction_markers import (
+    COORDINATOR_EPOCH,
+    NO_VERIFICATION,
+    Wire,
+    consume,
+)
 
 cluster_support.require_java()
 pytestmark = pytest.mark.timeout(240)
@@ -24,7 +32,7 @@ TOPIC = "txn-replicated"
 def test_a_new_leader_has_the_same_transactions(
     zookeeper: ZooKeeperEnsemble, tmp_path: Path
 ) -> None:
-    with cluster_support.three_brokers(zookeeper, tmp_path) as (brokers, _):
+    with cluster_support.three_brokers(zookeeper, tmp_path, NO_VERIFICATION) as (brokers, _):
         client = cluster_support.admin(brokers)
         eventually(lambda: len(client.describe_cluster().result(10).nodes) == 3, what="3 brokers")
         client.create_topics([NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})])[

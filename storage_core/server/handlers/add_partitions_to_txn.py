@@ -6,8 +6,10 @@ error. v4 (KIP-890 part 1) comes from brokers (CLUSTER_ACTION, else
 CLUSTER_AUTHORIZATION_FAILED for the whole request): several transactions, each either added
 or, with ``verify_only``, only checked (TRANSACTION_ABORTABLE for a partition not in it).
 
-Each transaction needs WRITE on its transactional id (else
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED on all its partitions) and WRITE on each topic. A
+Each transaction of v0-3 needs WRITE on its transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED on all its partitions) and WRITE on each topic; v4 is
+the broker's own question (CLUSTER_ACTION), asked for its clients: no further check, as in
+Kafka (a leader whose principal has only ClusterAction can verify any produce). A
 partition denied (TOPIC_AUTHORIZATION_FAILED) or unknown (UNKNOWN_TOPIC_OR_PARTITION) fails
 the whole transaction's request: its other partitions answer OPERATION_NOT_ATTEMPTED and
 nothing is added, as in Kafka.
@@ -51,6 +53,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             int(request.v3_and_below_producer_epoch),
             _partitions(request.v3_and_below_topics),
             verify_only=False,
+            from_broker=False,
         )
         return build(
             module.AddPartitionsToTxnResponse,
@@ -73,6 +76,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             int(txn.producer_epoch),
             _partitions(txn.topics),
             verify_only=bool(txn.verify_only),
+            from_broker=True,
         )
         results.append(
             module.AddPartitionsToTxnResult(
@@ -100,12 +104,16 @@ async def _transaction(
     partitions: list[TopicPartition],
     *,
     verify_only: bool,
+    from_broker: bool,
 ) -> dict[TopicPartition, ErrorCode]:
-    if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
-        return dict.fromkeys(partitions, E.transactional_id_authorization_failed)
-    allowed = filter_by_authorized(
-        ctx, AclOperation.WRITE, ResourceType.TOPIC, (tp.topic for tp in partitions)
-    )
+    if from_broker:
+        allowed = {tp.topic for tp in partitions}
+    else:
+        if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return dict.fromkeys(partitions, E.transactional_id_authorization_failed)
+        allowed = filter_by_authorized(
+            ctx, AclOperation.WRITE, ResourceType.TOPIC, (tp.topic for tp in partitions)
+        )
     image = ctx.services.metadata_cache.image()
     failed: dict[TopicPartition, ErrorCode] = {}
     for tp in partitions:

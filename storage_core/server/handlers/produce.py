@@ -13,6 +13,11 @@ checked before the topic's existence so that a denied principal learns nothing o
 transactional produce WRITE on its transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 for every partition). Nothing of a denied partition is appended.
 
+A transactional produce for a partition where the producer has no transaction ongoing is
+verified with the transaction coordinator first (KIP-890 part 1, ``produce_verification``):
+a partition not added to the transaction answers INVALID_TXN_STATE, one the coordinator
+could not vouch for NOT_ENOUGH_REPLICAS (retriable), and nothing of it is appended.
+
 The response is encoded by ``produce_response`` (not the codec), which costs a small fraction
 of the codec's time for these few dozen bytes.
 """
@@ -42,6 +47,7 @@ from storage_core.server.produce_response import (
     ProduceTopicResponse,
     encode_produce_response,
 )
+from storage_core.server.produce_verification import NOT_VERIFIED, verify_produce
 from storage_core.server.request_context import RequestContext
 from storage_core.server.response_pipeline import DeferredResponse
 
@@ -92,11 +98,20 @@ async def handle(ctx: RequestContext, request: Any) -> bytes | DeferredResponse 
             else:
                 entries[tp] = partition_data.records
     appended = None
+    verification = NOT_VERIFIED
+    if entries:
+        verification = await verify_produce(
+            services, transactional_id, entries, api_version=ctx.api_version
+        )
+        for tp, refused in verification.errors.items():
+            results[tp] = ProduceResult(error=refused)
+            del entries[tp]
     if entries:
         appended = await services.replica_manager.append_to_leaders(
             entries,
             required_acks=int(request.acks),
             timeout_ms=milliseconds(request.timeout),
+            verification_guards=verification.guards,
         )
         results.update(appended.results)
     if request.acks == 0:

@@ -11,7 +11,8 @@ The snapshots are what ``jobs.cluster_status`` writes of a real broker process::
     snapshot 2  HW 5, LSO 5: "none open", not highlighted
 
 Not logged in, the page sends the browser to Airflow's login and shows none of it. Screenshots
-go to ``test-artifacts/status-page/``.
+go to ``test-artifacts/status-page/``. The broker is ``test_open_transactions_shown``'s, which
+does not verify transactions (the ``Wire`` writes them without a coordinator).
 """
 
 from __future__ import annotations
