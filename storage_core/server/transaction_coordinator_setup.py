@@ -7,11 +7,12 @@ brokers are registered), ``min.insync.replicas`` = ``transaction.state.log.min.i
 transactional ids must keep mapping to the same partition. The coordinator serves the ids of
 the partitions this broker leads, at the partition's leader epoch, and follows leadership as
 it moves; its markers go to the partition leaders over the inter-broker listener with the
-broker's own client security.
+broker's own client security, or are appended in place on the partitions this broker leads.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from storage_core.common import TopicPartition
@@ -35,6 +36,7 @@ from storage_core.log.log import Log
 from storage_core.security.client_transport import ClientSecurityConfig
 from storage_core.server.broker_services import BrokerServices
 from storage_core.server.topic_store import TopicInfo
+from storage_core.server.txn_marker_writer import LocalTxnMarkerWriter
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +103,8 @@ async def start_transaction_coordinator(
         tp = TopicPartition(TRANSACTION_STATE_TOPIC_NAME, partition)
         return services.replica_manager.leader_partition(tp).log
 
+    local_writer = LocalTxnMarkerWriter(services, asyncio.get_running_loop())
+
     def marker_channel(on_complete: CompleteCallback, on_failed: FailedCallback) -> MarkerChannel:
         return TransactionMarkerChannelManager(
             broker_id=services.broker_id,
@@ -110,6 +114,7 @@ async def start_transaction_coordinator(
             on_failed=on_failed,
             security=inter_broker_security,
             request_timeout_ms=config.get_int("request.timeout.ms"),
+            local_writer=local_writer,
         )
 
     def offsets_topic_partitions() -> int:

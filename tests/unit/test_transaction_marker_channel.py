@@ -16,6 +16,7 @@ from kio.serial import entity_reader, entity_writer
 
 from storage_core.common import TopicPartition
 from storage_core.coordinator.transaction.transaction_marker_channel import (
+    MarkerDone,
     TransactionMarkerChannelManager,
 )
 from storage_core.coordinator.transaction.transaction_marker_entries import (
@@ -391,3 +392,48 @@ def test_new_markers_for_a_transactional_id_replace_the_pending_ones() -> None:
     assert recorder.completed == []  # the answer to the replaced markers
     answer(channel, 1, {tp("a", 0): E.none})
     assert recorder.completed == ["t"]
+
+
+class LocalWrites:
+    """Stands for the broker's in-place marker writer: records what it is given and answers
+    when the test says."""
+
+    def __init__(self) -> None:
+        self.submitted: list[tuple[TxnMarkerEntry, MarkerDone]] = []
+
+    def submit(self, entry: TxnMarkerEntry, on_done: MarkerDone) -> None:
+        self.submitted.append((entry, on_done))
+
+
+def test_markers_of_partitions_this_broker_leads_are_written_in_place() -> None:
+    recorder, local = Recorder(), LocalWrites()
+    cache = MetadataCache(1)
+    cache.set_image(image(topic("a", 1, 2)))
+    channel = TransactionMarkerChannelManager(
+        broker_id=1,
+        metadata_cache=cache,
+        inter_broker_listener_name=LISTENER,
+        on_complete=recorder.completed.append,
+        retry_backoff_ms=0,
+        local_writer=local,
+    )
+    channel.add_txn_markers_to_send(
+        7, markers("t1", 5, tp("a", 0), tp("a", 1)), txn_topic_partition=0
+    )
+    # broker 1's own partition is not queued for a request to itself; broker 2's is
+    assert channel.queued_markers(1) == []
+    assert [sorted(e.topic_partitions) for e in channel.queued_markers(2)] == [[tp("a", 1)]]
+    ((written, on_done),) = local.submitted
+    assert (written.topic_partitions, written.coordinator_epoch) == (frozenset({tp("a", 0)}), 7)
+
+    on_done({tp("a", 0): E.not_enough_replicas}, None)  # retried
+    channel.retry_due_markers()
+    assert len(local.submitted) == 2
+    local.submitted[1][1]({tp("a", 0): E.none}, None)
+    answer(channel, 2, {tp("a", 1): E.none})
+    assert recorder.completed == ["t1"]
+
+    channel.add_txn_markers_to_send(7, markers("t2", 6, tp("a", 0)), txn_topic_partition=0)
+    local.submitted[2][1](None, "the broker is stopping")
+    channel.retry_due_markers()  # no answer: sent again, like a lost connection
+    assert len(local.submitted) == 4 and recorder.completed == ["t1"]

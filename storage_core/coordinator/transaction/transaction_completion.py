@@ -16,6 +16,7 @@ everything else runs on the loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
@@ -70,6 +71,8 @@ class TransactionCompletion:
         self._stopping = False
         # transactional id -> (coordinator epoch, markers being written)
         self._completing: dict[str, tuple[int, TxnMarkers]] = {}
+        # transactional id -> set once its transaction's end is written (or abandoned here)
+        self._ended: dict[str, asyncio.Event] = {}
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -84,6 +87,7 @@ class TransactionCompletion:
     def send(self, coordinator_epoch: int, markers: TxnMarkers) -> None:
         """Write ``markers``, then the transaction's CompleteCommit / CompleteAbort."""
         self._completing[markers.transactional_id] = (coordinator_epoch, markers)
+        self._ended.setdefault(markers.transactional_id, asyncio.Event())
         self._channel.add_txn_markers_to_send(
             coordinator_epoch,
             markers,
@@ -97,10 +101,26 @@ class TransactionCompletion:
             t for t in self._completing if self._state_manager.partition_for(t) == partition
         ]:
             del self._completing[txn_id]
+            self._set_ended(txn_id)
 
     def pending(self) -> int:
         """Transactions whose markers or completion are not written yet."""
         return len(self._completing)
+
+    async def wait_ended(self, transactional_id: str, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) until the transaction being ended, if any, is: a
+        client's next request after EndTxn then finds it ended instead of bouncing with
+        CONCURRENT_TRANSACTIONS and a backoff."""
+        event = self._ended.get(transactional_id)
+        if event is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout_s)
+
+    def _set_ended(self, transactional_id: str) -> None:
+        event = self._ended.pop(transactional_id, None)
+        if event is not None:
+            event.set()
 
     # ------------------------------------------------------------------ channel callbacks
     def _on_markers_written(self, transactional_id: str) -> None:
@@ -117,13 +137,25 @@ class TransactionCompletion:
         )
         loop = self._loop
         if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._completing.pop, transactional_id, None)
+            loop.call_soon_threadsafe(self._abandon, transactional_id)
+
+    def _abandon(self, transactional_id: str) -> None:
+        self._completing.pop(transactional_id, None)
+        self._set_ended(transactional_id)
 
     async def _complete(self, transactional_id: str) -> None:
         completing = self._completing.pop(transactional_id, None)
         if completing is None:
             return
-        coordinator_epoch, markers = completing
+        try:
+            await self._append_end(transactional_id, *completing)
+        finally:
+            if transactional_id not in self._completing:  # not ended again meanwhile
+                self._set_ended(transactional_id)
+
+    async def _append_end(
+        self, transactional_id: str, coordinator_epoch: int, markers: TxnMarkers
+    ) -> None:
         manager = self._state_manager
         while True:
             state = manager.get_transaction_state(transactional_id)
@@ -146,7 +178,7 @@ class TransactionCompletion:
                 continue
             error = complete_append(state.metadata, markers.complete, error)
             if error is E.none:
-                logger.info(
+                logger.debug(
                     "transaction completed transactional_id=%s producer_id=%d epoch=%d result=%s"
                     " partitions=%d",
                     transactional_id,

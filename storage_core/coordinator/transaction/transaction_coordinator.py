@@ -91,6 +91,7 @@ logger = logging.getLogger(__name__)
 E = ErrorCode
 
 TOMBSTONES_TIMEOUT_MS = 30_000
+ENDED_WAIT_S = 0.1
 
 
 class ProducerIdSource(Protocol):
@@ -229,6 +230,14 @@ class TransactionCoordinator:
             return E.coordinator_not_available
         return self.state_manager.get_transaction_state(transactional_id)
 
+    async def _state_once_ended(
+        self, transactional_id: str
+    ) -> ErrorCode | CoordinatorEpochAndTxnMetadata | None:
+        """The id's state, after its previous transaction's end is written if that takes
+        at most ``ENDED_WAIT_S`` (else CONCURRENT_TRANSACTIONS follows, as in Kafka)."""
+        await self.completion.wait_ended(transactional_id, ENDED_WAIT_S)
+        return self._state(transactional_id)
+
     async def handle_init_producer_id(
         self, transactional_id: str, txn_timeout_ms: int, expected: ProducerIdAndEpoch | None
     ) -> tuple[ErrorCode, int, int]:
@@ -236,7 +245,7 @@ class TransactionCoordinator:
         if transactional_id:
             # a new producer id may be needed: a block from ZooKeeper is taken off the loop
             await self._run_io(self._producer_ids.ensure_block_available)
-        state = self._state(transactional_id) if transactional_id else None
+        state = await self._state_once_ended(transactional_id) if transactional_id else None
         if isinstance(state, ErrorCode) and self.config.validate_transaction_timeout_ms(
             txn_timeout_ms
         ):
@@ -287,7 +296,7 @@ class TransactionCoordinator:
         partitions: Collection[TopicPartition],
     ) -> ErrorCode:
         """AddPartitionsToTxn v0-3: one error for every partition of the request."""
-        state = self._state(transactional_id)
+        state = await self._state_once_ended(transactional_id)
         if isinstance(state, ErrorCode):
             return state
         metadata = None if state is None else state.metadata
@@ -305,7 +314,7 @@ class TransactionCoordinator:
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
     ) -> ErrorCode:
         """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the transaction."""
-        state = self._state(transactional_id)
+        state = await self._state_once_ended(transactional_id)
         if isinstance(state, ErrorCode):
             return state
         result = logic.handle_add_offsets_to_transaction(
@@ -362,7 +371,7 @@ class TransactionCoordinator:
         result: TransactionResult,
     ) -> ErrorCode:
         """EndTxn: answered once the PrepareCommit / PrepareAbort is written."""
-        state = self._state(transactional_id)
+        state = await self._state_once_ended(transactional_id)
         if isinstance(state, ErrorCode):
             return state
         end = logic.handle_end_transaction(

@@ -17,6 +17,10 @@ epoch or coordinator epoch wrote since) stops the transaction's markers and is r
 ``on_failed``; CLUSTER_AUTHORIZATION_FAILED is logged as an error naming the ACL to grant,
 reported once, and retried (the markers go out once an operator grants CLUSTER_ACTION).
 
+Markers for partitions this broker leads itself go to ``local_writer`` when one is given (the
+broker appends them in place instead of sending a request to itself); their answers are
+handled by the same table.
+
 When no partition of a transaction is left, ``on_complete(transactional_id)`` is called once
 (the coordinator then appends its CompleteCommit / CompleteAbort). Adding markers for a
 transactional id that has some pending replaces them (Kafka's ``transactionsWithPendingMarkers``):
@@ -38,6 +42,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -65,6 +70,14 @@ _JOIN_TIMEOUT_S = 30.0
 
 CompleteCallback = Callable[[str], None]
 FailedCallback = Callable[[str, ErrorCode], None]
+MarkerDone = Callable[[dict[TopicPartition, ErrorCode] | None, str | None], None]
+
+
+class LocalMarkerWriter(Protocol):
+    """Writes markers on partitions this broker leads without a request to itself; calls
+    ``on_done(errors, None)`` with each partition's error, or ``on_done(None, reason)``."""
+
+    def submit(self, entry: TxnMarkerEntry, on_done: MarkerDone) -> None: ...
 
 
 @dataclass(eq=False, slots=True, kw_only=True)
@@ -94,6 +107,7 @@ class _Outcomes:
 
     completed: list[str] = field(default_factory=list)
     failed: list[tuple[str, ErrorCode]] = field(default_factory=list)
+    local: list[_Queued] = field(default_factory=list)  # markers this broker writes itself
 
 
 class TransactionMarkerChannelManager:
@@ -108,6 +122,7 @@ class TransactionMarkerChannelManager:
         security: ClientSecurityConfig = PLAINTEXT_CLIENT,
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
         retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
+        local_writer: LocalMarkerWriter | None = None,
     ) -> None:
         if request_timeout_ms <= 0 or retry_backoff_ms < 0:
             raise ValueError(
@@ -119,6 +134,7 @@ class TransactionMarkerChannelManager:
         self._listener_name = inter_broker_listener_name
         self._on_complete = on_complete
         self._on_failed = on_failed or (lambda _id, _error: None)
+        self._local_writer = local_writer
         self.connection_config = ConnectionConfig(
             client_id=f"broker-{broker_id}-txn-marker-sender",
             connect_timeout_ms=min(_CONNECT_TIMEOUT_MS, request_timeout_ms),
@@ -266,9 +282,11 @@ class TransactionMarkerChannelManager:
                 self._retry_backoff_s,
             )
         for broker, partitions in destinations.by_broker.items():
-            self._queues.setdefault(broker, deque()).append(
-                _Queued(pending, queued.entry.with_partitions(partitions))
-            )
+            marker = _Queued(pending, queued.entry.with_partitions(partitions))
+            if broker == self.broker_id and self._local_writer is not None:
+                outcomes.local.append(marker)
+                continue
+            self._queues.setdefault(broker, deque()).append(marker)
             self._sender_locked(broker)
         self._maybe_complete_locked(pending, outcomes)
         self._lock.notify_all()
@@ -298,6 +316,8 @@ class TransactionMarkerChannelManager:
         return sender
 
     def _report(self, outcomes: _Outcomes) -> None:
+        for queued in outcomes.local:
+            self._write_locally(queued)
         for txn_id in outcomes.completed:
             logger.debug("markers written transactional_id=%s", txn_id)
             try:
@@ -309,6 +329,19 @@ class TransactionMarkerChannelManager:
                 self._on_failed(txn_id, error)
             except Exception:
                 logger.exception("failure callback failed transactional_id=%s", txn_id)
+
+    def _write_locally(self, queued: _Queued) -> None:
+        writer = self._local_writer
+        if writer is None:
+            return
+
+        def done(errors: dict[TopicPartition, ErrorCode] | None, reason: str | None) -> None:
+            if errors is None:
+                self.handle_failure(self.broker_id, [queued], reason or "no answer")
+            else:
+                self.handle_response(self.broker_id, [queued], [errors])
+
+        writer.submit(queued.entry, done)
 
     def is_stopping(self) -> bool:
         return self._stopping

@@ -23,27 +23,16 @@ UNKNOWN_SERVER_ERROR for its partitions, as Kafka's does (its batch builder refu
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
-from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME
-from storage_core.log.producer_append_info import AppendOrigin
 from storage_core.protocol.acl import AclOperation
 from storage_core.protocol.messages import build
-from storage_core.records.end_transaction_marker import (
-    ControlRecordType,
-    build_end_txn_marker_batch,
-)
-from storage_core.replication.delayed_produce import ProduceResult
 from storage_core.server.handlers.auth_helper import authorize_cluster
-from storage_core.server.handlers.common import error_code_of
-from storage_core.server.handlers.group_support import coordinator_of
 from storage_core.server.request_context import RequestContext
-
-logger = logging.getLogger(__name__)
+from storage_core.server.txn_marker_writer import write_txn_marker
 
 API_KEY = 27
 MIN_VERSION = 0
@@ -88,56 +77,15 @@ async def _denied(marker: Any) -> dict[TopicPartition, ErrorCode]:
 
 
 async def _write(ctx: RequestContext, marker: Any) -> dict[TopicPartition, ErrorCode]:
-    services = ctx.services
-    try:
-        batch = build_end_txn_marker_batch(
-            producer_id=int(marker.producer_id),
-            producer_epoch=int(marker.producer_epoch),
-            coordinator_epoch=int(marker.coordinator_epoch),
-            control_type=(
-                ControlRecordType.COMMIT if marker.transaction_result else ControlRecordType.ABORT
-            ),
-            timestamp=services.clock.milliseconds(),
-        )
-    except ValueError as exc:  # no producer id or epoch: Kafka's builder refuses it too
-        logger.warning("WriteTxnMarkers refused client=%s error=%s", ctx.client_id, exc)
-        return dict.fromkeys(_partitions(marker), ErrorCode.unknown_server_error)
-    results: dict[TopicPartition, ProduceResult] = await services.replica_manager.append_records(
-        dict.fromkeys(_partitions(marker), batch),
-        required_acks=-1,
-        timeout_ms=services.config.get_int("request.timeout.ms"),
-        origin=AppendOrigin.COORDINATOR,
+    return await write_txn_marker(
+        ctx.services,
+        producer_id=int(marker.producer_id),
+        producer_epoch=int(marker.producer_epoch),
+        coordinator_epoch=int(marker.coordinator_epoch),
+        commit=bool(marker.transaction_result),
+        partitions=_partitions(marker),
+        requested_by=ctx.client_id or "",
     )
-    errors = {tp: error_code_of(result.error) for tp, result in results.items()}
-    _maybe_complete_offsets(ctx, marker, errors)
-    return errors
-
-
-def _maybe_complete_offsets(
-    ctx: RequestContext, marker: Any, errors: dict[TopicPartition, ErrorCode]
-) -> None:
-    """Tell the group coordinator which ``__consumer_offsets`` partitions got the marker;
-    should that fail, those partitions answer UNKNOWN_SERVER_ERROR and the transaction
-    coordinator retries them (Kafka's handler does the same)."""
-    written = [
-        tp
-        for tp, error in errors.items()
-        if tp.topic == OFFSETS_TOPIC_NAME and error == ErrorCode.none
-    ]
-    coordinator = coordinator_of(ctx)
-    if not written or coordinator is None:
-        return
-    try:
-        coordinator.on_transaction_completed(
-            int(marker.producer_id), written, is_commit=bool(marker.transaction_result)
-        )
-    except Exception:
-        logger.exception(
-            "transactional offsets not decided producer_id=%d partitions=%s",
-            int(marker.producer_id),
-            written,
-        )
-        errors.update(dict.fromkeys(written, ErrorCode.unknown_server_error))
 
 
 def _partitions(marker: Any) -> list[TopicPartition]:

@@ -1,0 +1,29 @@
+"""The transactional produce benchmark's short variant (``benchmarks/transactional_produce.py
+--short``): one broker process, 20,000 records written by an idempotent and by a transactional
+confluent-kafka producer (transactions of 1,000), two rounds. Checked: every round's records are
+all read back by a read_committed consumer and every figure is measured. The ratio is printed,
+not checked: speed aims live in the benchmark's full run (README)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks import transactional_produce
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_the_short_run_commits_every_record_and_measures_both_producers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = transactional_produce.parse_args(["--short"])
+    result = transactional_produce.run(args, tmp_path)
+    table = transactional_produce.format_result(result)
+    with capsys.disabled():
+        print(f"\n{table}")
+    assert result["errors"] == [], table
+    for figures in result["produce"].values():
+        assert len(figures["runs_s"]) == 2 and figures["records_per_s"] > 0, table
+    assert result["ratio"] > 0
