@@ -252,3 +252,44 @@ def test_the_next_transaction_starts_at_once_after_a_commit(broker: BrokerProces
             } == {0}, f"round {round_}: {next_added}"
             end_again = call(sock, 26, 3, **end)  # the transaction just begun, ended empty
             assert end_again.error_code == 0, end_again
+
+
+def test_an_idle_transactional_id_expires_and_stays_forgotten_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    with BrokerProcess(
+        tmp_path,
+        overrides={
+            "transactional.id.expiration.ms": "1000",
+            "transaction.remove.expired.transaction.cleanup.interval.ms": "200",
+        },
+    ) as process:
+        first = producer(process, "short-lived")
+        first.begin_transaction()
+        first.produce(TOPIC, value="kept")
+        first.commit_transaction(TIMEOUT_S)
+        with connect(process.port) as sock:
+            (known,) = describe_transactions(sock, ("short-lived",))
+        assert known.error_code == 0 and known.state in ("PrepareCommit", "CompleteCommit")
+
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline:
+            with connect(process.port) as sock:
+                (described,) = describe_transactions(sock, ("short-lived",))
+            if described.error_code == 105:  # TRANSACTIONAL_ID_NOT_FOUND: its tombstone written
+                break
+            time.sleep(0.2)
+        assert described.error_code == 105, described
+
+        process.restart()  # the tombstone is replayed: still forgotten
+        with connect(process.port) as sock:
+            (after,) = describe_transactions(sock, ("short-lived",))
+        assert after.error_code == 105, after
+        again = producer(process, "short-lived")  # a new producer id, epoch 0
+        with connect(process.port) as sock:
+            (fresh,) = describe_transactions(sock, ("short-lived",))
+        assert (fresh.state, fresh.producer_epoch) == ("Empty", 0)
+        assert fresh.producer_id != known.producer_id
+        again.begin_transaction()
+        again.produce(TOPIC, value="after")
+        again.commit_transaction(TIMEOUT_S)
