@@ -66,11 +66,27 @@ def test_basic_transactions(cluster: TxnCluster) -> None:
     producer.produce(topic2, partition=2, key="2", value="2")
     producer.produce(topic1, partition=1, key="4", value="4")
     producer.flush(TIMEOUT_S)
+    tp11, tp22 = (topic1, 1), (topic2, 2)
+    # nothing decided yet: the LSO is 0, nothing is tiered
+    cluster.verify_log_start_offsets({tp11: 0, tp22: 0})
+    cluster.maybe_verify_local_log_start_offsets({tp11: 0, tp22: 0})
     producer.abort_transaction(TIMEOUT_S)
+    cluster.maybe_wait_for_at_least_one_segment_upload([tp11, tp22])
+    # a record and the ABORT marker, one segment each: the record's is tiered
+    cluster.verify_log_start_offsets({tp11: 0, tp22: 0})
+    cluster.maybe_verify_local_log_start_offsets({tp11: 1, tp22: 1})
     producer.begin_transaction()
     producer.produce(topic1, partition=1, key="1", value="1")
     producer.produce(topic2, partition=2, key="3", value="3")
+    producer.flush(TIMEOUT_S)
+    # the ABORT marker's segment is below the LSO (2) and tiered; the open transaction's
+    # records are not (Kafka checks 1 here, before its sends have necessarily arrived)
+    cluster.verify_log_start_offsets({tp11: 0, tp22: 0})
+    cluster.maybe_verify_local_log_start_offsets({tp11: 2, tp22: 2})
     producer.commit_transaction(TIMEOUT_S)
+    # 2 records and 2 markers: all but the active segment (the COMMIT marker's) tiered
+    cluster.verify_log_start_offsets({tp11: 0, tp22: 0})
+    cluster.maybe_verify_local_log_start_offsets({tp11: 3, tp22: 3})
 
     committed = cluster.consumer("read_committed")
     committed.subscribe([topic1, topic2])
@@ -102,6 +118,8 @@ def test_read_committed_consumer_should_not_see_undecided_data(cluster: TxnClust
     for topic in (topic1, topic2):
         producer2.produce(topic, partition=0, key="x", value="2", timestamp=written)
     producer2.commit_transaction(TIMEOUT_S)
+    # producer1's transaction holds the LSO at 1: only producer2's first record is tiered
+    cluster.maybe_verify_local_log_start_offsets({(topic1, 0): 1, (topic2, 0): 1})
 
     tps = [partition(topic1, 0, 0), partition(topic2, 0, 0)]
     uncommitted = cluster.consumer("read_uncommitted")
@@ -144,8 +162,16 @@ def test_delayed_fetch_includes_aborted_transaction(cluster: TxnCluster) -> None
     producer1.flush(TIMEOUT_S)
     producer2.produce(topic1, partition=0, key="x", value="2")
     producer2.flush(TIMEOUT_S)
+    tp10 = (topic1, 0)
+    # nothing decided yet: the LSO is 0, nothing is tiered
+    cluster.verify_log_start_offsets({tp10: 0})
+    cluster.maybe_verify_local_log_start_offsets({tp10: 0})
     producer1.abort_transaction(TIMEOUT_S)
     producer2.commit_transaction(TIMEOUT_S)
+    cluster.maybe_wait_for_at_least_one_segment_upload([tp10])
+    # 4 records and 2 markers: all but the active segment (the COMMIT marker's) tiered
+    cluster.verify_log_start_offsets({tp10: 0})
+    cluster.maybe_verify_local_log_start_offsets({tp10: 5})
 
     # a fetch that waits for more bytes than there are: answered by the delayed fetch
     consumer = cluster.consumer(
@@ -153,7 +179,7 @@ def test_delayed_fetch_includes_aborted_transaction(cluster: TxnCluster) -> None
     )
     consumer.assign([partition(topic1, 0, 0)])
     records = consume(consumer, 2)
-    assert [(m.key(), m.value()) for m in records] == [(b"x", b"1"), (b"x", b"2")]
+    assert [(m.key(), m.value(), m.offset()) for m in records] == [(b"x", b"1", 0), (b"x", b"2", 3)]
     assert nothing_more(consumer)
     consumer.close()
 
@@ -196,6 +222,7 @@ def test_send_offsets_with_group_metadata(cluster: TxnCluster) -> None:
     # after the last record, or after the seed's commit marker too
     assert committed[0].offset in (500, 501)
     checker.close()
+    cluster.maybe_wait_for_at_least_one_segment_upload([(sink, 0)])
     reader = cluster.consumer("read_committed")
     reader.subscribe([sink])
     assert values(consume(reader, 500)) == sorted(str(i) for i in range(500))

@@ -1,12 +1,17 @@
 """Clients and a cluster for the transaction tests that follow Kafka's ``TransactionsTest``:
 three brokers on ZooKeeper with its settings (``__transaction_state`` with 3 partitions, RF 2,
-min ISR 2; ``__consumer_offsets`` with 1 partition), confluent-kafka producers and consumers."""
+min ISR 2; ``__consumer_offsets`` with 1 partition), confluent-kafka producers and consumers.
+
+``TxnCluster`` carries TransactionsTest's hooks (``topic_config``, ``verify_log_start_offsets``,
+``maybe_wait_for_at_least_one_segment_upload``, ``maybe_verify_local_log_start_offsets``) so
+that a tiered variant (``test_transactions_tiered_store``) runs the same cases, as Kafka's
+``TransactionsWithTieredStoreTest`` overrides them."""
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +24,7 @@ from embedded.zookeeper import ZooKeeperEnsemble
 from tests import cluster_support
 from tests.broker_process import BrokerProcess
 from tests.cluster_support import eventually
+from tests.tiered_broker_support import EARLIEST, list_offset
 
 TIMEOUT_S = 30
 NUM_PARTITIONS = 4
@@ -33,6 +39,9 @@ CLUSTER_SETTINGS = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
 }
 
+# (topic, partition) -> offset, as TransactionsTest's ``Map[TopicPartition, Long]``
+PartitionOffsets = Mapping[tuple[str, int], int]
+
 
 @dataclass
 class TxnCluster:
@@ -43,12 +52,16 @@ class TxnCluster:
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers.values() if b.process is not None)
 
+    def topic_config(self) -> dict[str, str]:
+        """The config of every topic ``topics`` creates (TransactionsTest's ``topicConfig``)."""
+        return {"min.insync.replicas": "2"}
+
     def topics(self, *names: str, partitions: int = NUM_PARTITIONS) -> tuple[str, ...]:
-        """Fresh topics (a unique suffix) with 3 replicas and min ISR 2, as TransactionsTest."""
+        """Fresh topics (a unique suffix) with 3 replicas and ``topic_config``."""
         suffix = uuid.uuid4().hex[:6]
         fresh = tuple(f"{name}-{suffix}" for name in names)
         futures = self.admin.create_topics(
-            [NewTopic(name, partitions, 3, config={"min.insync.replicas": "2"}) for name in fresh]
+            [NewTopic(name, partitions, 3, config=self.topic_config()) for name in fresh]
         )
         for future in futures.values():
             future.result(TIMEOUT_S)
@@ -69,6 +82,23 @@ class TxnCluster:
                 what=f"leaders for {name}",
             )
         return fresh
+
+    def verify_log_start_offsets(self, expected: PartitionOffsets) -> None:
+        """Each partition's log start offset (its leader's ListOffsets earliest) comes to be
+        as expected: tiering moves the local log start, never the log start."""
+        eventually(
+            lambda: all(
+                list_offset(self.bootstrap, topic, EARLIEST, partition=index)[0] == offset
+                for (topic, index), offset in expected.items()
+            ),
+            what=f"log start offsets {dict(expected)}",
+        )
+
+    def maybe_wait_for_at_least_one_segment_upload(self, partitions: list[tuple[str, int]]) -> None:
+        """Nothing without tiered storage."""
+
+    def maybe_verify_local_log_start_offsets(self, expected: PartitionOffsets) -> None:
+        """Nothing without tiered storage."""
 
     def producer(self, transactional_id: str | None = None, **extra: Any) -> Producer:
         return Producer(
@@ -94,8 +124,13 @@ class TxnCluster:
 
 
 @contextmanager
-def txn_cluster(zookeeper: ZooKeeperEnsemble, directory: Path) -> Iterator[TxnCluster]:
-    with cluster_support.three_brokers(zookeeper, directory, CLUSTER_SETTINGS) as (brokers, _):
+def txn_cluster(
+    zookeeper: ZooKeeperEnsemble, directory: Path, overrides: Mapping[str, str] | None = None
+) -> Iterator[TxnCluster]:
+    """Three brokers with ``CLUSTER_SETTINGS`` and ``overrides`` (TransactionsTest's
+    ``overridingProps``)."""
+    settings = {**CLUSTER_SETTINGS, **(overrides or {})}
+    with cluster_support.three_brokers(zookeeper, directory, settings) as (brokers, _):
         admin = cluster_support.admin(brokers)
         eventually(lambda: len(admin.describe_cluster().result(10).nodes) == 3, what="3 brokers")
         yield TxnCluster(brokers, admin)
