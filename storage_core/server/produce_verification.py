@@ -109,6 +109,8 @@ async def verify_produce(
     manager = services.add_partitions_to_txn_manager
     if manager is None:
         return NOT_VERIFIED
+    if transactional_id is None:  # not scanned: the log refuses a transaction it would open
+        return NOTHING_TO_VERIFY
     batches = transactional_batches(entries)
     if not batches.producers:
         return NOTHING_TO_VERIFY
@@ -117,8 +119,6 @@ async def verify_produce(
             "Transactional records contained more than one producer ID"
         )
         return ProduceVerification(errors=dict.fromkeys(entries, error), guards={})
-    if transactional_id is None:
-        return NOTHING_TO_VERIFY
     ((producer_id, producer_epoch),) = batches.producers
     errors: dict[TopicPartition, StorageError] = {}
     guards: dict[TopicPartition, VerificationGuard] = {}

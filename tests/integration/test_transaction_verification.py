@@ -231,6 +231,44 @@ def test_a_fenced_producer_is_refused_by_the_verification(broker: BrokerProcess)
         assert wire.log_end_offset() == 0
 
 
+def test_batches_of_two_producers_in_one_produce_are_refused(broker: BrokerProcess) -> None:
+    """Kafka's ``handleProduceAppend``: a transactional produce carries one producer id."""
+    with TxnWire(broker.port) as wire:
+        first = wire.init_producer_id("two-producers")
+        second = wire.init_producer_id(None)
+        assert wire.add_partitions("two-producers", first, 0, 1) == [E.none, E.none]
+        module = raw_wire.request_classes(0, 9)
+        body = raw_wire.call(
+            wire.sock,
+            0,
+            9,
+            transactional_id="two-producers",
+            acks=-1,
+            timeout=datetime.timedelta(seconds=10),
+            topic_data=(
+                module.TopicProduceData(
+                    name=TOPIC,
+                    partition_data=tuple(
+                        module.PartitionProduceData(
+                            index=index,
+                            records=build_batch(
+                                [SimpleRecord(value=b"v")],
+                                producer_id=producer[0],
+                                producer_epoch=producer[1],
+                                base_sequence=0,
+                                is_transactional=True,
+                            ),
+                        )
+                        for index, producer in enumerate((first, second))
+                    ),
+                ),
+            ),
+        )
+        answers = [p.error_code for p in body.responses[0].partition_responses]
+        assert answers == [E.invalid_producer_id_mapping] * 2
+        assert (wire.log_end_offset(0), wire.log_end_offset(1)) == (0, 0)
+
+
 def test_with_verification_off_a_partition_never_added_is_written(tmp_path: Path) -> None:
     """``transaction.partition.verification.enable=false``: Kafka's behaviour before 3.6."""
     with single_broker(tmp_path, **{"transaction.partition.verification.enable": "false"}) as b:
