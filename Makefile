@@ -100,5 +100,12 @@ jepsen: $(STAMP)
 librdkafka-security: $(STAMP)
 	$(BIN)/python -m tests.librdkafka.security_suite $${TESTS:+--tests $$TESTS}
 
+## librdkafka's own transaction tests (0103, 0105 on its mock cluster, 0129, 0055's and 0061's
+## transactional cases) against ZooKeeper and three plain brokers; the same build as above
+## (TESTS=0103,0129 for some).
+.PHONY: librdkafka-transactions
+librdkafka-transactions: $(STAMP)
+	$(BIN)/python -m tests.librdkafka.transactions_suite $${TESTS:+--tests $$TESTS}
+
 clean:
 	rm -rf $(VENV) demo-data test-artifacts .pytest_cache .mypy_cache .ruff_cache
