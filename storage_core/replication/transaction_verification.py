@@ -11,7 +11,8 @@ to the transaction; the guard created here before asking is what the append must
 coordinator.
 
 Thread-safety: the functions read request bytes and take the log's lock through
-``Log.maybe_start_transaction_verification``; safe from any thread.
+``Log.maybe_start_transaction_verification``; safe from any thread (on the event loop,
+without waiting for it).
 """
 
 from __future__ import annotations
@@ -64,15 +65,24 @@ def maybe_start_transaction_verification(
     producer_id: int,
     producer_epoch: int,
     base_sequence: int,
-) -> VerificationGuard:
+    wait: bool = True,
+) -> VerificationGuard | None:
     """The guard ``tp``'s append must carry, or ``VerificationGuard.SENTINEL`` when the
     producer's transaction is ongoing there (nothing to verify). Raises the partition's
-    error: unknown here, offline, or ``NotLeaderOrFollowerError``."""
+    error: unknown here, offline, or ``NotLeaderOrFollowerError``. Without ``wait`` (the
+    event loop) None when another thread holds the log (an append rolling or fsyncing):
+    ask again where waiting is allowed."""
     partition = get_partition(tp)
     if not partition.is_leader:
         raise NotLeaderOrFollowerError(
             f"broker {partition.local_broker_id} is not the leader of {tp}"
         )
-    return partition.log.maybe_start_transaction_verification(
-        producer_id, base_sequence, producer_epoch
-    )
+    log = partition.log
+    if wait:
+        return log.maybe_start_transaction_verification(producer_id, base_sequence, producer_epoch)
+    if not log.try_hold():
+        return None
+    try:  # the lock is re-entrant: held, the call takes it again without waiting
+        return log.maybe_start_transaction_verification(producer_id, base_sequence, producer_epoch)
+    finally:
+        log.release_hold()

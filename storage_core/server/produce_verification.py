@@ -122,19 +122,23 @@ async def verify_produce(
     ((producer_id, producer_epoch),) = batches.producers
     errors: dict[TopicPartition, StorageError] = {}
     guards: dict[TopicPartition, VerificationGuard] = {}
+    replica_manager = services.replica_manager
     for tp, base_sequence in batches.first_sequences.items():
+        start = functools.partial(
+            maybe_start_transaction_verification,
+            replica_manager.get_partition,
+            tp,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+        )
         try:
-            guard = maybe_start_transaction_verification(
-                services.replica_manager.get_partition,
-                tp,
-                producer_id=producer_id,
-                producer_epoch=producer_epoch,
-                base_sequence=base_sequence,
-            )
+            # on the loop unless an I/O thread holds the log: then wait there, not here
+            guard = start(wait=False) or await replica_manager.run_io(start)
         except StorageError as exc:
             errors[tp] = exc
             continue
-        if guard != VerificationGuard.SENTINEL:
+        if guard is not None and guard != VerificationGuard.SENTINEL:
             guards[tp] = guard
     if guards:
         unverified = await manager.verify_transaction(

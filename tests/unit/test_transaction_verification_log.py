@@ -1,22 +1,33 @@
-"""Transaction verification on the log (KIP-890 part 1): the guard a producer's first
+"""Transaction verification on the log and its leader (KIP-890 part 1): the guard a producer's first
 transactional batch on a partition must carry, cleared by any transactional append of the
 producer, and the lowest sequence a waiting producer may write (Kafka's
 ``VerificationGuardTest``, ``ProducerStateManagerTest`` and ``UnifiedLogTest`` cases)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import pytest
 
 from storage_core.clock import ManualClock
-from storage_core.errors import InvalidTxnStateError, OutOfOrderSequenceError
+from storage_core.common import TopicPartition, Uuid
+from storage_core.errors import (
+    InvalidTxnStateError,
+    NotLeaderOrFollowerError,
+    OutOfOrderSequenceError,
+)
 from storage_core.log.log import Log
 from storage_core.log.producer_append_info import AppendOrigin
 from storage_core.log.verification_guard import VerificationGuard, VerificationStateEntry
 from storage_core.records.end_transaction_marker import (
     ControlRecordType,
     build_end_txn_marker_batch,
+)
+from storage_core.replication.partition import Partition
+from storage_core.replication.transaction_verification import (
+    maybe_start_transaction_verification,
+    transactional_batches,
 )
 from tests.conftest import make_batch
 
@@ -164,3 +175,57 @@ def test_lingering_entries_expire_with_the_producer_state(
     assert log.producer_state_manager.verification_state_entry(PID) is None
     with pytest.raises(InvalidTxnStateError):
         transactional(log, 0, stale)
+
+
+# ------------------------------------------------------------------------ the leader's side
+def test_a_produces_transactional_batches_and_first_sequences() -> None:
+    tp0, tp1, tp2 = (TopicPartition("t", p) for p in range(3))
+    found = transactional_batches(
+        {
+            tp0: make_batch(
+                2, producer_id=PID, producer_epoch=3, base_sequence=7, is_transactional=True
+            ),
+            tp1: make_batch(1, producer_id=PID + 1, producer_epoch=0, base_sequence=0),
+            tp2: b"\x00\x01broken",  # its append reports the framing error
+        }
+    )
+    assert found.producers == frozenset({(PID, 3)})
+    assert dict(found.first_sequences) == {tp0: 7}
+
+
+def test_the_event_loop_never_waits_for_a_held_log(open_log: Callable[..., Log]) -> None:
+    tp = TopicPartition("topic", 0)
+    partition = Partition(tp, Uuid.random(), open_log(), local_broker_id=0)
+
+    def start(*, wait: bool) -> VerificationGuard | None:
+        return maybe_start_transaction_verification(
+            lambda _tp: partition,
+            tp,
+            producer_id=PID,
+            producer_epoch=0,
+            base_sequence=0,
+            wait=wait,
+        )
+
+    with pytest.raises(NotLeaderOrFollowerError):
+        start(wait=True)
+    partition.make_leader(leader_epoch=0, replicas=(0,), isr=(0,))
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:  # an I/O thread appending (rolling, fsyncing)
+        assert partition.log.try_hold()
+        held.set()
+        release.wait(10)
+        partition.log.release_hold()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    try:
+        assert start(wait=False) is None
+    finally:
+        release.set()
+        holder.join(10)
+    guard = start(wait=False)
+    assert guard is not None and guard != SENTINEL
+    assert start(wait=True) == guard  # the same entry while it waits
