@@ -8,8 +8,8 @@ commit: AddPartitionsToTxn, the markers of every partition written to, EndTxn's 
 ``__transaction_state`` records); which one goes first alternates round by round, after one
 unmeasured warm-up of each. Each producer writes one record first, unmeasured (connections,
 producer id, metadata); a run is then timed from the first produce to the last delivery
-report (idempotent: ``flush``; transactional: the last ``commit_transaction``). Figures are medians of
-``--rounds``; the issue's aim: transactional >= 0.8 of idempotent. Every round is checked: a
+report (idempotent: ``flush``; transactional: the last ``commit_transaction``). Figures are
+medians of ``--rounds``. Aim: transactional >= 0.8 of idempotent. Every round is checked: a
 read_committed consumer finds every record of it.
 
     python benchmarks/transactional_produce.py [--records 200000] [--records-per-transaction 1000]
