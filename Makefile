@@ -93,6 +93,15 @@ jepsen: $(STAMP)
 	$(BIN)/python -m tests.chaos.jepsen --rounds $${ROUNDS:-20} --seed $${SEED:-1} \
 		$${JEPSEN_DIR:+--dir $$JEPSEN_DIR}
 
+## The exactly-once proof (tests/chaos/eos.py): a transactional consume-transform-produce loop
+## process (confluent-kafka, send_offsets_to_transaction) while a seeded nemesis SIGKILLs the
+## transaction coordinator, the group coordinator, input and output leaders and the loop
+## (ROUNDS, default 10; SEED, default 1; EOS_DIR keeps the run); `make test` runs 5 rounds.
+.PHONY: eos
+eos: $(STAMP)
+	$(BIN)/python -m tests.chaos.eos --rounds $${ROUNDS:-10} --seed $${SEED:-1} \
+		$${EOS_DIR:+--dir $$EOS_DIR}
+
 ## librdkafka's own security tests (0097, 0133, 0135, 0115, 0119 and produce/consume tests on
 ## SASL_SSL) against a broker with SASL_SSL, SSL and ACLs; Debian's librdkafka sources are
 ## fetched and built into test-artifacts/librdkafka/ on the first run (TESTS=0097,0135 for some).
