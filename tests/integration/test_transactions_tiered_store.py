@@ -30,13 +30,16 @@ log start. basic, for one of its two partitions (``topic1-1`` and ``topic2-2`` a
 read_committed never sees undecided data reads producer2's first records from the remote tier
 (the open transaction holds the LSO, and the copies, at 1); the delayed fetch reads "x1" and
 "x2" from it past the aborted "y1", "y2" (offsets 0..4 tiered). The other TransactionsTest
-cases run unchanged, as the Java test inherits them; one case of ours has the aborted records
-tiered while their ABORT marker is still local.
+cases run unchanged, as the Java test inherits them. Three cases of ours: aborted records
+tiered while their ABORT marker is still local; three producers' interleaved transactions
+over multi-batch remote segments, read whole and one batch per fetch; an ABORT marker written
+in a later leader epoch than its records.
 """
 
 from __future__ import annotations
 
 import io
+import random
 import struct
 import time
 from collections.abc import Callable, Iterator
@@ -44,11 +47,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from confluent_kafka import ElectionType
+from kafka import TopicPartition as KpTopicPartition
+from kafka.admin import KafkaAdminClient
 from kio.schema.errors import ErrorCode
 
 from embedded.zookeeper import ZooKeeperEnsemble
 from storage_core.tools.tier import run_tier
 from tests import cluster_support
+from tests.cluster_support import eventually
 from tests.integration import test_transactions_kafka_cases as cases
 from tests.integration.transactions_support import (
     TIMEOUT_S,
@@ -60,13 +67,15 @@ from tests.integration.transactions_support import (
     txn_cluster,
     values,
 )
-from tests.tiered_broker_support import batch_offsets, raw_fetch
+from tests.tiered_broker_support import EARLIEST_LOCAL, batch_offsets, list_offset, raw_fetch
 
 cluster_support.require_java()
 pytestmark = pytest.mark.timeout(300)
 
 SEGMENT_INDEX_BYTES = 12  # one time index entry: every append rolls (see above)
 POLL_S = 0.2
+INTERLEAVED_ROUNDS = 6
+RECORDS_PER_ROUND = 8
 _PRODUCER_ID = struct.Struct(">q")
 _PRODUCER_ID_POSITION = 43  # of a record batch v2: the producer id after the max timestamp
 
@@ -142,7 +151,7 @@ class TieredTxnCluster(TxnCluster):
             starts[broker_id] = min(bases, default=None)
         return starts
 
-    def _tier_until(
+    def tier_until(
         self, partitions: list[tuple[str, int]], done: Callable[[], bool], what: str
     ) -> None:
         """Copy runs on the leaders of ``partitions`` until ``done()``, at most TIMEOUT_S."""
@@ -160,7 +169,7 @@ class TieredTxnCluster(TxnCluster):
             time.sleep(POLL_S)
 
     def maybe_wait_for_at_least_one_segment_upload(self, partitions: list[tuple[str, int]]) -> None:
-        self._tier_until(
+        self.tier_until(
             partitions,
             lambda: all(
                 (start or 0) >= 1
@@ -186,7 +195,7 @@ class TieredTxnCluster(TxnCluster):
                 for (topic, index), offset in expected.items()
             )
 
-        self._tier_until(partitions, done, f"local log start offsets {dict(expected)}")
+        self.tier_until(partitions, done, f"local log start offsets {dict(expected)}")
 
 
 @pytest.fixture(scope="module")
@@ -265,6 +274,151 @@ def test_tiered_aborted_records_whose_abort_marker_is_still_local(
     assert values(consume(reader, 1)) == ["c1"]
     assert nothing_more(reader)
     reader.close()
+
+
+def test_interleaved_transactions_read_from_multi_batch_remote_segments(
+    cluster: TieredTxnCluster,
+) -> None:
+    """Not one of TransactionsTest's cases: three producers' transactions overlap in one
+    partition (each record its own append), a seeded mix of commits and aborts, several appends
+    per segment (``segment.index.bytes=48``), so that aborted transactions span segments and
+    their markers land in later ones. Once everything below the leader's active segment is
+    tiered and deleted locally, read_committed consumers from offset 0 (one whose fetches stop
+    after a batch, cutting reads inside remote segments) read exactly the committed records in
+    offset order; read_uncommitted reads every record."""
+    (topic,) = cluster.topics("interleaved", partitions=1, config={"segment.index.bytes": "48"})
+    rng = random.Random(31)
+    producers = [cluster.producer() for _ in range(3)]
+    for producer in producers:
+        producer.init_transactions(TIMEOUT_S)
+    written: list[str] = []
+    committed: set[str] = set()
+    for round_ in range(INTERLEAVED_ROUNDS):
+        pending: dict[int, list[str]] = {i: [] for i in range(len(producers))}
+        for producer in producers:
+            producer.begin_transaction()
+        for step in range(RECORDS_PER_ROUND):
+            i = rng.randrange(len(producers))
+            value = f"r{round_}-p{i}-{step}"
+            producers[i].produce(topic, partition=0, value=value)
+            producers[i].flush(TIMEOUT_S)  # one append each: the transactions interleave
+            pending[i].append(value)
+            written.append(value)
+        for i in rng.sample(range(len(producers)), len(producers)):
+            if rng.random() < 0.5:
+                producers[i].commit_transaction(TIMEOUT_S)
+                committed.update(pending[i])
+            else:
+                producers[i].abort_transaction(TIMEOUT_S)
+    expected = [value for value in written if value in committed]
+    assert 0 < len(expected) < len(written)
+
+    leader = cluster.brokers[cluster_support.partition_leaders(cluster.bootstrap, topic)[0][0]]
+
+    def all_but_the_active_segment_tiered() -> bool:
+        bases = [int(p.stem) for p in (leader.log_dir / f"{topic}-0").glob("*.log")]
+        return len(bases) == 1 and cluster.remote_offsets(topic, 0) == list(range(bases[0]))
+
+    cluster.tier_until([(topic, 0)], all_but_the_active_segment_tiered, "all but one tiered")
+    assert len(list(cluster.remote_dir.glob(f"**/{topic}-*/0/*.txnindex"))) > 1
+
+    one_batch = {"max.partition.fetch.bytes": 1, "fetch.max.bytes": 1000, "message.max.bytes": 1000}
+    for extra in ({}, one_batch):
+        consumer = cluster.consumer("read_committed", **extra)
+        consumer.assign([partition(topic, 0, 0)])
+        records = consume(consumer, len(expected))
+        assert [m.value().decode() for m in records] == expected, extra
+        assert nothing_more(consumer)
+        consumer.close()
+    uncommitted = cluster.consumer("read_uncommitted")
+    uncommitted.assign([partition(topic, 0, 0)])
+    assert [m.value().decode() for m in consume(uncommitted, len(written))] == written
+    uncommitted.close()
+
+
+def move_leadership(cluster: TieredTxnCluster, topic: str) -> tuple[int, int]:
+    """The second replica of ``topic-0`` made preferred and elected: ``(leader, epoch)``."""
+    before, _epoch = cluster_support.partition_leaders(cluster.bootstrap, topic)[0]
+    (answer,) = cluster_support.metadata(cluster.bootstrap, topic).topics
+    others = [r for r in answer.partitions[0].replica_nodes if r != before]
+    order = [others[0], before, *others[1:]]
+    kafka_admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=10_000)
+    try:
+        tp = KpTopicPartition(topic, 0)
+        assert kafka_admin.alter_partition_reassignments({tp: order}) == {tp: None}
+        eventually(lambda: kafka_admin.list_partition_reassignments() == {}, what="reassigned")
+    finally:
+        kafka_admin.close()
+    elected = cluster.admin.elect_leaders(ElectionType.PREFERRED, [partition(topic, 0)])
+    assert all(error is None for error in elected.result(TIMEOUT_S).values())
+
+    def leading() -> tuple[int, int] | None:
+        leader_and_epoch = cluster_support.partition_leaders(cluster.bootstrap, topic)[0]
+        return leader_and_epoch if leader_and_epoch[0] == order[0] else None
+
+    return eventually(
+        leading,
+        what=f"broker {order[0]} leading {topic}-0",
+    )
+
+
+def test_aborted_transaction_whose_marker_a_later_leader_epoch_wrote(
+    cluster: TieredTxnCluster,
+) -> None:
+    """Not one of TransactionsTest's cases: the leadership moves while a transaction is open,
+    so its ABORT marker is in a later leader epoch than its records. The search for the
+    aborted transactions of a tiered read walks the remote segments epoch by epoch (KIP-1058's
+    ``findNextSegmentWithTxnIndex``), past segments with empty transaction indexes; the
+    segments the new leader tiers hold what it replicated as a follower, with the transaction
+    index it built from the replicated ABORT marker::
+
+        epoch e:   0 "a0"  1 ABORT  2 "a1" (open)  3 "c1"  4 COMMIT
+        epoch e+1: 5 ABORT  6 "c2"  7 COMMIT (active)
+        tiered by the new leader up to its active segment, deleted locally
+
+    read_committed from 0 -> "c1", "c2"; a raw Fetch at isolation level 1 from the new leader
+    of offset 0 returns the first aborted transaction, of offset 2 the second."""
+    (topic,) = cluster.topics("epochs", partitions=1)
+    aborting, committing = cluster.producer(), cluster.producer()
+    aborting.init_transactions(TIMEOUT_S)
+    committing.init_transactions(TIMEOUT_S)
+    aborting.begin_transaction()
+    aborting.produce(topic, partition=0, value="a0")
+    aborting.flush(TIMEOUT_S)
+    aborting.abort_transaction(TIMEOUT_S)
+    aborting.begin_transaction()
+    aborting.produce(topic, partition=0, value="a1")
+    aborting.flush(TIMEOUT_S)
+    committing.begin_transaction()
+    committing.produce(topic, partition=0, value="c1")
+    committing.commit_transaction(TIMEOUT_S)
+    _before, first_epoch = cluster_support.partition_leaders(cluster.bootstrap, topic)[0]
+    leader_id, epoch = move_leadership(cluster, topic)
+    assert epoch > first_epoch
+    aborting.abort_transaction(TIMEOUT_S)
+    committing.begin_transaction()
+    committing.produce(topic, partition=0, value="c2")
+    committing.commit_transaction(TIMEOUT_S)
+    leader = cluster.brokers[leader_id]
+
+    def all_but_the_active_segment_tiered() -> bool:
+        bases = [int(p.stem) for p in (leader.log_dir / f"{topic}-0").glob("*.log")]
+        return len(bases) == 1 and cluster.remote_offsets(topic, 0) == list(range(bases[0]))
+
+    cluster.tier_until([(topic, 0)], all_but_the_active_segment_tiered, "all but one tiered")
+    assert list_offset(leader.bootstrap, topic, EARLIEST_LOCAL)[0] >= 6
+
+    for offset in (0, 2):
+        read = raw_fetch(leader.port, topic, offset, isolation_level=1)
+        assert read.error_code == ErrorCode.none
+        assert batch_offsets(read.records)[:1] == [offset]
+        (producer_id,) = _PRODUCER_ID.unpack_from(read.records, _PRODUCER_ID_POSITION)
+        assert read.aborted_transactions == ((producer_id, offset),)
+    consumer = cluster.consumer("read_committed")
+    consumer.assign([partition(topic, 0, 0)])
+    assert [(m.value(), m.offset()) for m in consume(consumer, 2)] == [(b"c1", 3), (b"c2", 6)]
+    assert nothing_more(consumer)
+    consumer.close()
 
 
 REMAINING_CASES = (

@@ -56,12 +56,18 @@ class TxnCluster:
         """The config of every topic ``topics`` creates (TransactionsTest's ``topicConfig``)."""
         return {"min.insync.replicas": "2"}
 
-    def topics(self, *names: str, partitions: int = NUM_PARTITIONS) -> tuple[str, ...]:
-        """Fresh topics (a unique suffix) with 3 replicas and ``topic_config``."""
+    def topics(
+        self,
+        *names: str,
+        partitions: int = NUM_PARTITIONS,
+        config: Mapping[str, str] | None = None,
+    ) -> tuple[str, ...]:
+        """Fresh topics (a unique suffix) with 3 replicas, ``topic_config`` and ``config``."""
         suffix = uuid.uuid4().hex[:6]
         fresh = tuple(f"{name}-{suffix}" for name in names)
+        settings = {**self.topic_config(), **(config or {})}
         futures = self.admin.create_topics(
-            [NewTopic(name, partitions, 3, config=self.topic_config()) for name in fresh]
+            [NewTopic(name, partitions, 3, config=settings) for name in fresh]
         )
         for future in futures.values():
             future.result(TIMEOUT_S)
