@@ -14,10 +14,11 @@ round a seeded nemesis SIGKILLs one of
 
 then starts it again (a broker on the same directories, the loop as a new run with the same
 transactional id, fencing the killed one), waits for full ISRs and for the loop to commit a
-transaction again. A loop that exits on a fatal error is started again at once. Once the loop
-has consumed the whole input, a read_committed consumer must find every input record in the
-output exactly once, in order per key, and nothing of the aborted attempts, which a
-read_uncommitted read shows to exist (``tests.chaos.eos_check``).
+transaction again. A loop that exits on its own (a fatal error, or its watchdog: a librdkafka
+call blocked past its timeout, see ``eos_loop.HUNG_AFTER_S``) is started again at once. Once
+the loop has consumed the whole input, a read_committed consumer must find every input record
+in the output exactly once, in order per key, and nothing of the aborted attempts, which a
+read_uncommitted read counts (``tests.chaos.eos_check``).
 
     python -m tests.chaos.eos --rounds 10 --seed 7 [--dir DIR]     (make eos)
 
@@ -44,6 +45,7 @@ from confluent_kafka import IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from embedded.zookeeper import ZooKeeperEnsemble
+from tests.chaos import eos_loop
 from tests.chaos.cluster import RelayedCluster
 from tests.chaos.eos_check import EosReport, Outcome, check, parse_outcomes, read_topic
 from tests.chaos.ledger import high_watermarks
@@ -103,6 +105,14 @@ def plan(seed: int, rounds: int) -> list[Fault]:
     ]
 
 
+ENDINGS = {
+    0: "finished the input",
+    eos_loop.EXIT_FATAL: "fatal error (exit 3)",
+    eos_loop.EXIT_UNRECOVERABLE: "unrecoverable error (exit 4)",
+    eos_loop.EXIT_HUNG: "client call hung past its timeout (exit 5)",
+}
+
+
 class LoopProcess:
     """The loop's process, started again as a new run whenever it dies (a SIGKILL of the
     nemesis: when ``start`` is called; an exit of its own: at once). Its output goes to
@@ -124,7 +134,7 @@ class LoopProcess:
         self.end = end
         self.log = log
         self.runs = 0
-        self.exits: Counter[str] = Counter()  # how runs ended: "exit <status>" or "SIGKILL"
+        self.exits: Counter[str] = Counter()  # how runs ended (see ``ENDINGS``)
         self.finished = threading.Event()
         self._process: subprocess.Popen[bytes] | None = None
         self._held = False  # killed by the nemesis: not started again until ``start``
@@ -170,7 +180,7 @@ class LoopProcess:
             self._held = True
             process.kill()
             process.wait()
-            self.exits["SIGKILL"] += 1
+            self.exits["killed by the nemesis"] += 1
             self._process = None
             return True
 
@@ -182,7 +192,7 @@ class LoopProcess:
                     continue
                 status = process.returncode
                 self._process = None
-                self.exits[f"exit {status}"] += 1
+                self.exits[ENDINGS.get(status, f"exit {status}")] += 1
                 if status == 0:
                     self.finished.set()
                     return

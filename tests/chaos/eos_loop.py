@@ -47,7 +47,7 @@ from confluent_kafka import (
 
 T = TypeVar("T")
 
-TIMEOUT_S = 30.0
+TIMEOUT_S = 15.0  # of each transactional call; a retriable failure is tried again
 RETRIES_MAX = 10  # per step, for retriable errors
 EXIT_FATAL = 3
 EXIT_UNRECOVERABLE = 4
