@@ -20,6 +20,7 @@ remote_segments::
     expect_no_objects_without_live_metadata               no orphaned objects
     expect_no_segment_older_than_twice_retention_ms       retention.ms + one period
     expect_remote_segment_epochs_on_leader_lineage        the current leader's lineage
+    expect_copied_segment_end_below_last_stable_offset    end_offset < Ly at copy
 
 partition_offsets::
 
@@ -222,6 +223,22 @@ class ExpectRemoteSegmentEpochsOnLeaderLineage(_RemoteSegmentRule, ExpectColumnV
     column: str = "off_leader_lineage"
 
 
+@_described
+class ExpectCopiedSegmentEndBelowLastStableOffset(
+    _RemoteSegmentRule, ExpectColumnPairValuesAToBeGreaterThanB
+):
+    rule: ClassVar[str] = (
+        "end < Ly at copy: a copied segment's end_offset (inclusive) < last_stable_offset_at_copy,"
+        " the LSO (exclusive) its copy was planned with (copies stop below the LSO: no"
+        " undecided transaction is tiered)"
+    )
+    unchecked: ClassVar[str] = "not copied by the run whose copied-segments record was given"
+    column_A: str = "last_stable_offset_at_copy"  # noqa: N815 - GE\'s field name
+    column_B: str = "end_offset"  # noqa: N815 - GE\'s field name
+    or_equal: bool = False
+    ignore_row_if: Literal["either_value_is_missing"] = _MISSING
+
+
 # ---------------------------------------------------------------------------- partition_offsets
 
 
@@ -380,6 +397,7 @@ def remote_segments_suite(
             ExpectNoObjectsWithoutLiveMetadata(),
             ExpectNoSegmentOlderThanTwiceRetentionMs(),
             ExpectRemoteSegmentEpochsOnLeaderLineage(),
+            ExpectCopiedSegmentEndBelowLastStableOffset(),
         ],
     )
 

@@ -44,7 +44,8 @@ Output: ``partition=<tp> event=planned|copied ...`` lines on stdout, progress on
 segments_copied, segments_skipped, segments_fenced, segments_failed, partitions_skipped,
 work_units; bytes: planned, copied; details: work_units (each with its partitions' leader
 hosts and its preferred hosts), spark_start_s until the Spark session is up, copy_s of the
-Spark job).
+Spark job). Beside the summary, ``copied-segments.json`` lists each segment copied with the
+HW and LSO it was planned with (``jobs.common.copied_segments``; the quality job checks it).
 
 Placement: when the leaders sit on more than one host, the units group the chains by
 leader host (``plan_work_units``) and each Spark task prefers its unit's leader host
@@ -82,6 +83,7 @@ from jobs.common import (
     spark_session,
 )
 from jobs.common.clients import kafka_cluster, remote_log_metadata_client
+from jobs.common.copied_segments import copied_segments_path, write_copied_segments
 from jobs.common.discovery import lock_log_dirs, plan_led_partitions
 from jobs.common.located_rdd import located_rdd
 from jobs.planning.work_units import PlannedSegment, WorkUnit, plan_work_units, throttle_delay_s
@@ -132,6 +134,8 @@ class CopyOutcome:
     size_bytes: int
     seconds: float
     unit: int
+    high_watermark_at_copy: int  # the HW (exclusive) the copy was planned with
+    last_stable_offset_at_copy: int  # the LSO (exclusive) it was planned with: end_offset < it
     segment_id: str | None = None
     reason: str | None = None
 
@@ -235,6 +239,12 @@ def copy_chain(
                 size_bytes=planned.size_bytes,
                 seconds=round(time.monotonic() - started, 3),
                 unit=unit,
+                high_watermark_at_copy=planned.high_watermark,
+                last_stable_offset_at_copy=(
+                    planned.high_watermark
+                    if planned.last_stable_offset is None
+                    else planned.last_stable_offset
+                ),
                 segment_id=segment_id,
                 reason=reason,
             )
@@ -514,6 +524,9 @@ def run(args: JobArgs, summary: RunSummary) -> None:
         )
         results = run_on_spark(args, units, settings, args.float_option("run_timeout_s"), summary)
         record_results(summary, results)
+        if args.summary_path is not None:
+            path = copied_segments_path(args.summary_path)
+            write_copied_segments(path, job=JOB, started=summary.started, outcomes=results)
 
 
 def positive_float(text: str) -> float:

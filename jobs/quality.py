@@ -7,7 +7,9 @@ record's append time), then per remote-enabled partition its offsets (ListOffset
 ``LogView`` of the leader's directory with ``--broker-log-dirs``, of the log dirs' own with
 ``--log-dir`` / ``--broker-config``) and its retention configs (DescribeConfigs), and every
 replica on a broker of the broker id -> log dirs map (``jobs.common.replica_states``; the
-single-broker form is that broker's replicas). The listing is taken
+single-broker form is that broker's replicas), and with ``--copied-segments`` the record of
+the copy run just before (``copied-segments.json``: the HW and LSO each copy was planned with,
+checked against the segment's end; absent when that run copied nothing). The listing is taken
 before the events so that a copy running meanwhile cannot look like orphaned objects; run the
 job after, not during, copy and delete jobs (the DAGs order them).
 
@@ -34,6 +36,7 @@ from jobs.common import (
     JobArgs,
     RunSummary,
     job_parser,
+    log_line,
     log_partition,
     parse_job_args,
     run_job,
@@ -41,10 +44,12 @@ from jobs.common import (
 )
 from jobs.common.broker_log_dirs import BrokerLogDirs
 from jobs.common.clients import kafka_cluster
+from jobs.common.copied_segments import read_copy_offsets
 from jobs.common.discovery import broker_log_dirs
 from jobs.common.replica_states import read_replica_states
 from jobs.common.summary import write_json_atomically
 from jobs.tables import (
+    CopyOffsets,
     MetadataRecord,
     PartitionState,
     RemoteObjectInfo,
@@ -201,8 +206,22 @@ def read_partitions(
     return read_partition_states(cluster, local, configs), replicas
 
 
+def copy_offsets(args: JobArgs) -> dict[str, CopyOffsets]:
+    """The ``--copied-segments`` record's offsets by segment id (none without the option, or
+    when the copy run wrote no record: it copied nothing)."""
+    option = args.options.get("copied_segments")
+    if not option:
+        return {}
+    path = Path(str(option))
+    if not path.is_file():
+        log_line("skipped", {"record": path, "reason": "no copied-segments record: none copied"})
+        return {}
+    return read_copy_offsets(path)
+
+
 def gather(args: JobArgs) -> dict[str, list[Row]]:
     """Extract and transform: the rows of each table, by table name."""
+    copies = copy_offsets(args)
     rsm = load_remote_storage_manager(args.rsm_class_name, dict(args.rsm_config))
     try:
         list_objects = getattr(rsm, "list_objects", None)
@@ -223,6 +242,7 @@ def gather(args: JobArgs) -> dict[str, list[Row]]:
         now_ms=now_ms,
         key_prefix=key_prefix,
         leaders=leader_replicas(replica_states),
+        copies=copies,
     )
     offsets = build_partition_offsets(partitions, records, segments, now_ms=now_ms)
     return {
@@ -315,6 +335,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         default=24 * 60 * 60 * 1000,
         help="a partition deletion pending longer than this fails the suite (default 1 day)",
+    )
+    own.add_argument(
+        "--copied-segments",
+        type=Path,
+        default=None,
+        help="the copied-segments.json of the copy run to check (each copy ends below the LSO"
+        " it was planned with; default: none)",
     )
     own.add_argument(
         "--run-name",

@@ -5,7 +5,13 @@ Schemas: ``jobs.tables.schemas`` (the one place they are written down). Inputs:
 ``jobs.tables.inputs``. No I/O, no Spark: the quality job turns the rows into DataFrames.
 """
 
-from jobs.tables.inputs import MetadataRecord, PartitionState, RemoteObjectInfo, ReplicaState
+from jobs.tables.inputs import (
+    CopyOffsets,
+    MetadataRecord,
+    PartitionState,
+    RemoteObjectInfo,
+    ReplicaState,
+)
 from jobs.tables.partition_offsets import build_partition_offsets
 from jobs.tables.remote_segments import build_remote_segments
 from jobs.tables.replicas import build_replicas, leader_replicas
@@ -22,6 +28,7 @@ __all__ = [
     "PARTITION_OFFSETS_COLUMNS",
     "REMOTE_SEGMENTS_COLUMNS",
     "REPLICAS_COLUMNS",
+    "CopyOffsets",
     "MetadataRecord",
     "PartitionState",
     "RemoteObjectInfo",

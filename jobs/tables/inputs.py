@@ -6,6 +6,8 @@
 - ``PartitionState``: one partition's offsets, leader-epoch chain and retention configs.
 - ``ReplicaState``: one replica of a partition on one broker: the partition's leadership
   (Metadata) and what the broker's log dir holds.
+- ``CopyOffsets``: the HW and LSO one segment's copy was planned with (the copy run's
+  ``copied-segments.json``, ``jobs.common.copied_segments``).
 
 All frozen values; the builders never do I/O.
 """
@@ -19,6 +21,7 @@ from storage_core.tiered.metadata.metadata import RemoteLogMetadata
 from storage_core.tiered.remote_storage_manager import RemoteObjectInfo
 
 __all__ = [
+    "CopyOffsets",
     "MetadataRecord",
     "PartitionKey",
     "PartitionState",
@@ -28,6 +31,14 @@ __all__ = [
 
 # (topic id text, partition): a partition of one incarnation of a topic.
 PartitionKey = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CopyOffsets:
+    """The offsets one copied segment was planned with (both exclusive)."""
+
+    high_watermark_at_copy: int
+    last_stable_offset_at_copy: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

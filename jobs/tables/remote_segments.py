@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from jobs.tables.inputs import (
+    CopyOffsets,
     MetadataRecord,
     PartitionKey,
     PartitionState,
@@ -71,6 +72,8 @@ def _empty_row(topic: str, partition: int, topic_id: str, segment_id: str) -> Ro
         "max_timestamp_ms": None,
         "segment_size_bytes": None,
         "txn_idx_empty": None,
+        "high_watermark_at_copy": None,
+        "last_stable_offset_at_copy": None,
         "segment_leader_epochs": [],
         "state_history": [],
         "objects": [],
@@ -138,6 +141,20 @@ def segment_base_rows(
     for row in rows.values():
         row["objects"].sort(key=lambda o: o["suffix"])
     return sorted(rows.values(), key=_row_order)
+
+
+def with_copy_offsets(rows: Iterable[Row], copies: Mapping[str, CopyOffsets]) -> list[Row]:
+    """New rows with the offsets each segment's copy was planned with, where ``copies`` (by
+    segment id: a copy run's record, ``read_copy_offsets``) names the segment."""
+    out = []
+    for base in rows:
+        row = dict(base)
+        copy = copies.get(row["segment_id"])
+        if copy is not None:
+            row["high_watermark_at_copy"] = copy.high_watermark_at_copy
+            row["last_stable_offset_at_copy"] = copy.last_stable_offset_at_copy
+        out.append(row)
+    return out
 
 
 def _row_order(row: Row) -> tuple[Any, ...]:
@@ -313,9 +330,12 @@ def build_remote_segments(
     now_ms: int,
     key_prefix: str = "",
     leaders: Mapping[PartitionKey, ReplicaState] | None = None,
+    copies: Mapping[str, CopyOffsets] | None = None,
 ) -> list[Row]:
     """The ``remote_segments`` rows (see ``jobs.tables.schemas``); ``leaders`` as in
-    ``derive_segment_checks``."""
+    ``derive_segment_checks``, ``copies`` as in ``with_copy_offsets``."""
     by_key = {p.key: p for p in partitions}
     base = segment_base_rows(records, objects, key_prefix=key_prefix)
+    if copies:
+        base = with_copy_offsets(base, copies)
     return derive_segment_checks(base, by_key, now_ms=now_ms, leaders=leaders)

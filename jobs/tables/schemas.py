@@ -27,6 +27,11 @@ The suites in ``expectations/`` expect the flags false and the texts null.
     max_timestamp_ms       BIGINT   largest record timestamp of the segment
     segment_size_bytes     BIGINT   recorded size of the .log object
     txn_idx_empty          BOOLEAN  the segment has no transaction index
+    high_watermark_at_copy BIGINT   HW (exclusive) the copy of the segment was planned with
+                                    (the copy run's ``copied-segments.json`` given to the
+                                    quality job with ``--copied-segments``; null otherwise)
+    last_stable_offset_at_copy BIGINT  Ly (exclusive) the copy was planned with, from the
+                                    same record: the copy must end below it (null: not known)
     segment_leader_epochs  ARRAY<STRUCT<epoch INT, start_offset BIGINT>>  as published
     state_history          ARRAY<STRUCT<state STRING, timestamp_ms BIGINT>>  every event of
                                     the segment in log order (publish time of the record)
@@ -152,6 +157,8 @@ REMOTE_SEGMENTS_COLUMNS: tuple[tuple[str, str], ...] = (
     ("max_timestamp_ms", "BIGINT"),
     ("segment_size_bytes", "BIGINT"),
     ("txn_idx_empty", "BOOLEAN"),
+    ("high_watermark_at_copy", "BIGINT"),
+    ("last_stable_offset_at_copy", "BIGINT"),
     ("segment_leader_epochs", _EPOCHS),
     ("state_history", _HISTORY),
     ("current_state", "STRING"),
@@ -237,6 +244,7 @@ REMOTE_SEGMENTS_ROW_ID = (
     "end_offset",
     "current_state",
     "previous_end_offset",
+    "last_stable_offset_at_copy",
 )
 PARTITION_OFFSETS_ROW_ID = (
     "topic",

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from jobs import copy_segments, quality
 from jobs.common import job_parser, parse_job_args
-from storage_core.common import Uuid
+from storage_core.common import TopicIdPartition, Uuid
 from storage_core.tiered.remote_object_keys import RemoteObjectSuffix, segment_key
 from storage_core.tiered.remote_storage_manager import RemoteSegmentRef
 from tests.broker_process import BrokerProcess
@@ -33,7 +34,9 @@ from tests.integration.jobs.tiered_cluster import (
     TieredCluster,
     local_store_settings,
 )
+from tests.integration.test_transaction_markers import Wire
 from tests.tiered_broker_support import wait_until
+from tests.unit.expectations.test_data_docs import observed_values
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -227,3 +230,95 @@ def test_quality_fails_naming_finished_segments_whose_objects_are_gone(
     assert "missing .index, .leader-epoch-checkpoint, .log, .timeindex" in json.dumps(rows)
     assert f"quality: FAILED remote_segments: {LOST_EXPECTATION}" in err
     assert any(LOST_EXPECTATION in e["error"] for e in summary["errors"]), summary["errors"]
+
+
+COPY_LSO_EXPECTATION = "expect_copied_segment_end_below_last_stable_offset"
+TXN_TOPIC = "quality-txn"
+
+
+def test_copies_planned_below_an_open_transaction_pass_the_copy_lso_rule(
+    spark: SparkSession,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A transaction open at offset 40 holds the LSO there while closed segments lie above
+    it. The copy job copies only below it and records, per copy, the HW and LSO it was
+    planned with (``copied-segments.json`` beside its summary); the quality job given that
+    record checks each copy's end against its LSO: green, every copied segment checked.
+
+        plain 0..39 | transaction open 40..42 | plain 43..102     HW 103, LSO 40
+        copy_segments      remote: the closed segments ending below 40
+        quality --copied-segments    expect_copied_segment_end_below_last_stable_offset green
+    """
+    settings = local_store_settings(tmp_path / "remote")
+    with BrokerProcess(tmp_path / "broker", overrides={**BROKER_SETTINGS, **settings}) as broker:
+        txn_cluster = TieredCluster(broker, settings)
+        (tip,) = txn_cluster.create_topic(TXN_TOPIC)
+        txn_cluster.produce(TXN_TOPIC, 40)
+        writer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "open"})
+        writer.init_transactions(30)
+        writer.begin_transaction()
+        for i in range(3):
+            writer.produce(TXN_TOPIC, value=f"undecided-{i}".encode(), partition=0)
+            writer.flush(30)
+        try:
+            check_copies_below_the_open_transaction(txn_cluster, tip, tmp_path, capsys)
+        finally:
+            writer.abort_transaction(30)
+            del writer  # destroyed before the broker stops (no reconnect noise)
+
+
+def check_copies_below_the_open_transaction(
+    txn_cluster: TieredCluster,
+    tip: TopicIdPartition,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Plain records above the open transaction, the copy, its record, the quality job."""
+    broker = txn_cluster.broker
+    txn_cluster.produce(TXN_TOPIC, 60)
+    wire = Wire(broker.port, TXN_TOPIC)
+    assert (wire.latest(0), wire.latest(1)) == (103, 40)
+    wire.close()
+
+    summary_path = tmp_path / "copy" / "summary.json"
+    copy_args = ["--lock-dir", str(tmp_path / "locks"), "--summary-path", str(summary_path)]
+    assert copy_segments.main(txn_cluster.job_args(*copy_args)) == 0
+    record = json.loads((summary_path.parent / "copied-segments.json").read_text())
+    copied = record["segments"]
+    assert len(copied) == json.loads(summary_path.read_text())["counts"]["segments_copied"]
+    assert copied and max(s["end_offset"] for s in copied) < 40, copied
+    for entry in copied:
+        assert entry["partition"] == f"{TXN_TOPIC}-0", entry
+        assert (entry["high_watermark_at_copy"], entry["last_stable_offset_at_copy"]) == (
+            103,
+            40,
+        ), entry
+    assert {s["segment_id"] for s in copied} == {
+        str(m.remote_log_segment_id.id) for m in txn_cluster.segments(tip)
+    }
+    # the planning stopped at the LSO: closed segments above it stayed local
+    bases = sorted(int(p.stem) for p in (broker.log_dir / f"{TXN_TOPIC}-0").glob("*.log"))
+    assert any(base > 42 for base in bases[:-1]), bases
+    capsys.readouterr()
+
+    report_dir = tmp_path / "report"
+    code = quality.main(
+        txn_cluster.job_args(
+            "--report-dir",
+            str(report_dir),
+            "--summary-path",
+            str(tmp_path / "quality.json"),
+            "--copied-segments",
+            str(summary_path.parent / "copied-segments.json"),
+        )
+    )
+    report = json.loads((report_dir / quality.SUMMARY_FILE).read_text())
+    assert code == 0, (report, capsys.readouterr().err)
+    assert report["suites"]["remote_segments"]["success"] is True
+    (page,) = report_dir.glob(
+        "gx/uncommitted/data_docs/local_site/validations/remote_segments/*/*/*.html"
+    )
+    assert observed_values(page)[COPY_LSO_EXPECTATION] == (
+        f"none of {len(copied)} remote segment{'s' if len(copied) > 1 else ''} breaks the rule"
+    )

@@ -25,8 +25,10 @@ from expectations.offline_docs import OFFLINE_DIR, make_offline
 from expectations.rendering import NamedExpectation
 from expectations.runner import QualityContext, pandas_frame
 from jobs.tables import build_replicas
+from jobs.tables.inputs import CopyOffsets
+from jobs.tables.remote_segments import with_copy_offsets
 from tests.unit.expectations.test_replica_suites import replica
-from tests.unit.expectations.world import healthy_world
+from tests.unit.expectations.world import healthy_world, segment_id
 
 RUN = "data_quality manual__2026-01-01T00:00:00+00:00"
 SOURCE = "cluster c1 (127.0.0.1:9092)"
@@ -38,6 +40,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     world = healthy_world()
     world.set_partition(local_log_start_offset=45)  # a hole: 40..44 neither remote nor local
     segments, partitions = world.tables()
+    # a copy run's record: segments 3 (20..29) and 4 (30..39), planned with an LSO of 40
+    copied = CopyOffsets(high_watermark_at_copy=50, last_stable_offset_at_copy=40)
+    segments = with_copy_offsets(segments, {str(segment_id(n)): copied for n in (3, 4)})
     for table, rows in ((REMOTE_SEGMENTS_SUITE, segments), (PARTITION_OFFSETS_SUITE, partitions)):
         quality.validate(table, pandas_frame(table, rows), run_name=RUN, source=SOURCE)
     # broker 3 out of the ISR: the warning suite fails, the replicas suite passes
@@ -73,6 +78,14 @@ def test_each_expectation_renders_its_name_rule_and_columns(site: Path) -> None:
     assert f"Data asset: partition_offsets of {SOURCE}" in text
     assert "data_quality_manual__2026-01-01T00:00:00+00:00" in text
     assert "__none__" not in text
+
+
+def test_the_copy_lso_rule_renders_with_its_columns(site: Path) -> None:
+    (page,) = site.glob("validations/remote_segments/*/*/*.html")
+    text = page_text(page)
+    name = "expect_copied_segment_end_below_last_stable_offset"
+    assert f"{name} : {DESCRIPTIONS[name]}" in text
+    assert "Reads last_stable_offset_at_copy , end_offset" in text
 
 
 def test_the_suite_page_counts_columns(site: Path) -> None:
@@ -198,6 +211,11 @@ def test_observed_values_say_what_was_counted(site: Path) -> None:
     assert observed["expect_log_end_offset_at_least_last_stable_offset"] == (
         "none of 1 partition breaks the rule; 1 not checked"
         " (without log_end_offset or last_stable_offset)"
+    )
+    # the segments of the copy run's record checked, the others not
+    assert observed["expect_copied_segment_end_below_last_stable_offset"] == (
+        "none of 2 remote segments breaks the rule; 5 not checked"
+        " (not copied by the run whose copied-segments record was given)"
     )
     # the failures
     assert observed["expect_no_hole_between_remote_and_local_log"] == (

@@ -12,8 +12,9 @@ import pytest
 from expectations import DESCRIPTIONS, PARTITION_OFFSETS_SUITE, REMOTE_SEGMENTS_SUITE
 from expectations.definitions import STARTED_STATE_MAX_MS_DEFAULT
 from expectations.runner import QualityContext, SuiteOutcome, pandas_frame
+from jobs.tables.inputs import CopyOffsets
 from jobs.tables.partition_offsets import derive_partition_checks, partition_base_rows
-from jobs.tables.remote_segments import derive_segment_checks
+from jobs.tables.remote_segments import derive_segment_checks, with_copy_offsets
 from jobs.tables.schemas import Row
 from storage_core.tiered.metadata.states import RemoteLogSegmentState as S
 from storage_core.tiered.metadata.states import RemotePartitionDeleteState as D
@@ -113,7 +114,7 @@ def test_a_run_stores_one_result_per_suite_listing_rows_only_where_it_failed(
 
 
 def test_every_expectation_has_a_rule() -> None:
-    assert len(DESCRIPTIONS) == 24
+    assert len(DESCRIPTIONS) == 25
     assert all(rule for rule in DESCRIPTIONS.values())
 
 
@@ -295,6 +296,34 @@ def test_a_segment_older_than_twice_retention_fails(quality: QualityContext) -> 
         "expect_no_segment_older_than_twice_retention_ms",
         str(segment_id(1)),
     )
+
+
+COPY_LSO_EXPECTATION = "expect_copied_segment_end_below_last_stable_offset"
+
+
+def test_a_copy_that_ended_at_the_lso_of_its_time_fails(quality: QualityContext) -> None:
+    """Segments 3 (20..29) and 4 (30..39) copied by one run: planned with an LSO of 40 both
+    end below it; with an LSO of 39 (an open transaction at 39) segment 4 ends at it."""
+    segments, partitions = healthy_world().tables()
+
+    def copied(lso: int) -> dict[str, CopyOffsets]:
+        offsets = CopyOffsets(high_watermark_at_copy=45, last_stable_offset_at_copy=lso)
+        return {str(segment_id(3)): offsets, str(segment_id(4)): offsets}
+
+    below = validate_rows(quality, with_copy_offsets(segments, copied(40)), partitions)
+    assert all(o.success for o in below.values()), [f.reason for f in below.values()]
+
+    at_lso = validate_rows(quality, with_copy_offsets(segments, copied(39)), partitions)
+    reason = assert_only_failure(
+        at_lso,
+        REMOTE_SEGMENTS_SUITE,
+        COPY_LSO_EXPECTATION,
+        str(segment_id(4)),
+        "end_offset=39",
+        "last_stable_offset_at_copy=39",
+    )
+    assert "1 of 7 rows unexpected" in reason, reason
+    assert str(segment_id(3)) not in reason
 
 
 # ---------------------------------------------------------------------------- partition_offsets
