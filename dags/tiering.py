@@ -4,8 +4,9 @@
 tier and deletes nothing but the objects of its own copies that a failure interrupted.
 
 Every 5 minutes: copy every eligible closed segment of the partitions the brokers lead to the
-remote tier (`jobs.copy_segments`), then check offsets and epochs (`jobs.quality`) and, beside
-it, record a status snapshot per partition (offsets, local and remote bytes, copy lag) for the
+remote tier (`jobs.copy_segments`), then check offsets and epochs (`jobs.quality`, which also
+checks that each copy of the run ended below the LSO it was planned with) and, beside it,
+record a status snapshot per partition (offsets, local and remote bytes, copy lag) for the
 Tiered storage page of the UI.
 Runs never overlap (`max_active_runs=1`); a copy interrupted by a failure is rolled back by the
 job and finished by the next run. The cluster is the `tiered_storage_default` connection.
@@ -45,7 +46,9 @@ from tiered_storage_plugin.operators import TieringJobOperator
 )
 def tiering() -> None:
     copy = TieringJobOperator(task_id="copy_segments", job="copy_segments", changes=REMOTE_TIER)
-    quality = TieringJobOperator(task_id="quality", job="quality")
+    quality = TieringJobOperator(
+        task_id="quality", job="quality", copied_segments_of="copy_segments"
+    )
     copy >> quality
     copy >> tiering_status()
 

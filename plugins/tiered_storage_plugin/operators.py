@@ -2,10 +2,12 @@
 
 The command is ``python -m jobs.<job>`` with the hook's cluster arguments, a ``--summary-path``
 in the run's directory (keyed by the data interval, see ``paths``), ``--report-dir`` for the
-quality job, ``--dry-run`` when asked, then ``extra_args``. Every output line of the job goes to
-the task log as it comes, at the level it carries (``line_level``): a Spark (log4j) line at its
-log4j level, a JVM's or Python's warning as a warning, the notices Spark and the JVM print at
-every start whatever the job does (``START_NOTICES``) at debug, the job's own lines at info.
+quality job (and ``--copied-segments``, the record of the same run's copy task
+``copied_segments_of``, when given), ``--dry-run`` when asked, then ``extra_args``. Every
+output line of the job goes to the task log as it comes, at the level it carries
+(``line_level``): a Spark (log4j) line at its log4j level, a JVM's or Python's warning as a
+warning, the notices Spark and the JVM print at every start whatever the job does
+(``START_NOTICES``) at debug, the job's own lines at info.
 The JSON run summary is the task's return value (XCom). A non-zero exit fails the task with
 the job's error lines (and, for the quality job, the failing expectations and where the Data
 Docs are). Failing suites fail the task without retries (the data will not change by
@@ -125,6 +127,7 @@ class TieringJobOperator(BaseOperator):
         python: str | None = None,
         changes: Asset | None = None,
         skip_reason: str = "",
+        copied_segments_of: str | None = None,
         **kwargs: Any,
     ) -> None:
         if job not in JOBS:
@@ -140,6 +143,7 @@ class TieringJobOperator(BaseOperator):
         self.python = python or sys.executable
         self.changes = changes
         self.skip_reason = skip_reason
+        self.copied_segments_of = copied_segments_of
         self._process: subprocess.Popen[str] | None = None
 
     # ------------------------------------------------------------------ command
@@ -155,6 +159,9 @@ class TieringJobOperator(BaseOperator):
             cmd += ["--report-dir", str(task_dir / "report")]
             if run_name:
                 cmd += ["--run-name", run_name]
+            if self.copied_segments_of:
+                copy_dir = task_dir.parent / paths.safe_name(self.copied_segments_of)
+                cmd += ["--copied-segments", str(copy_dir / paths.COPIED_SEGMENTS_FILE)]
         if _truthy(self.dry_run):
             cmd.append("--dry-run")
         cmd += _argument_list(self.extra_args)

@@ -4,6 +4,7 @@ Layout under the reports root (``$TIERED_STORAGE_REPORTS_DIR``, else
 ``$AIRFLOW_HOME/tiered_storage``)::
 
     runs/<dag_id>/<run key>/<task_id>/summary.json     one job's JSON run summary
+    runs/<dag_id>/<run key>/copy_segments/copied-segments.json   what a copy task copied
     runs/<dag_id>/<run key>/<task_id>/report/gx/uncommitted/data_docs/local_site/index.html
     runs/<dag_id>/<run key>/report.json                 a DAG-level report (retention)
 
@@ -24,6 +25,9 @@ from typing import Any
 REPORTS_DIR_ENV = "TIERED_STORAGE_REPORTS_DIR"
 PROJECT_DIR_ENV = "TIERED_STORAGE_PROJECT_DIR"
 SUMMARY_FILE = "summary.json"
+COPIED_SEGMENTS_FILE = (
+    "copied-segments.json"  # beside a copy's summary (jobs.common.copied_segments)
+)
 URL_PREFIX = "/tiered-storage"
 DATA_DOCS_INDEX = Path("gx/uncommitted/data_docs/local_site/index.html")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

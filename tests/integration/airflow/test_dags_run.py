@@ -35,6 +35,7 @@ from storage_core.protocol.config_resource import ConfigResourceType
 from tests.broker_process import BrokerProcess
 from tests.tiered_broker_support import EARLIEST, LATEST_TIERED, list_offset, wait_until
 from tests.unit.airflow import airflow_env
+from tests.unit.expectations.test_data_docs import observed_values
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -127,13 +128,17 @@ def remote_bytes(cluster: Any, topic: str, partition: int) -> int:
     return sum(p.stat().st_size for p in cluster.remote_dir.glob(f"{topic}-*/{partition}/*.log"))
 
 
-def latest_summary(dag_id: str, task_id: str) -> dict[str, Any]:
+def latest_summary_path(dag_id: str, task_id: str) -> Path:
     paths = sorted(
         (airflow_env.reports_dir() / "runs" / dag_id).glob(f"*/{task_id}/summary.json"),
         key=lambda p: p.stat().st_mtime,
     )
     assert paths, f"no summary of {dag_id}.{task_id}"
-    return json.loads(paths[-1].read_text())
+    return paths[-1]
+
+
+def latest_summary(dag_id: str, task_id: str) -> dict[str, Any]:
+    return json.loads(latest_summary_path(dag_id, task_id).read_text())
 
 
 def remote_tier_events() -> int:
@@ -171,6 +176,17 @@ def test_tiering_copies_every_closed_segment_then_checks(cluster: Any, dags: Any
     copy = latest_summary("tiering", "copy_segments")
     assert copy["job"] == "copy_segments" and copy["status"] == "ok"
     assert remote_logs(cluster, ORDERS) and remote_logs(cluster, DOOMED)
+    # the quality task checked each copy of the run against the LSO it was planned with
+    run_dir = latest_summary_path("tiering", "copy_segments").parent.parent
+    record = json.loads((run_dir / "copy_segments" / "copied-segments.json").read_text())
+    copied = copy["counts"]["segments_copied"]
+    assert len(record["segments"]) == copied > 1, record
+    (page,) = (run_dir / "quality" / "report").glob(
+        "gx/uncommitted/data_docs/local_site/validations/remote_segments/*/*/*.html"
+    )
+    assert observed_values(page)["expect_copied_segment_end_below_last_stable_offset"] == (
+        f"none of {copied} remote segments breaks the rule"
+    )
     tiered, _ = list_offset(cluster.bootstrap, ORDERS, LATEST_TIERED)
     assert tiered > 0
     # the status snapshot agrees with the broker and with the remote tier's files

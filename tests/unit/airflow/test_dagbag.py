@@ -6,6 +6,7 @@ import copy
 import re
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -143,6 +144,21 @@ def test_status_snapshot_follows_the_job_that_changed_the_tier(
     status = dagbag.dags[dag_id].get_task("status")
     assert status.upstream_task_ids == after and not status.downstream_task_ids
     assert status.retries >= 2
+
+
+def test_tiering_checks_the_copies_of_its_own_copy_task(dagbag: Any, tmp_path: Path) -> None:
+    """The quality task reads the record the copy task of the same run writes beside its
+    summary: each copy's LSO at planning, checked against the segment's end."""
+    from jobs.common.copied_segments import copied_segments_path
+
+    dag = dagbag.dags["tiering"]
+    copy_task, quality = dag.get_task("copy_segments"), dag.get_task("quality")
+    run_dir = tmp_path / "runs" / "tiering" / "20260101T000000--20260101T000500"
+    hook = SimpleNamespace(settings=lambda: SimpleNamespace(job_arguments=list))
+    copy_cmd = copy_task.command(hook, run_dir / copy_task.task_id)
+    quality_cmd = quality.command(hook, run_dir / quality.task_id)
+    written = copied_segments_path(Path(copy_cmd[copy_cmd.index("--summary-path") + 1]))
+    assert quality_cmd[quality_cmd.index("--copied-segments") + 1] == str(written)
 
 
 def test_report_tasks_run_after_failures(dagbag: Any) -> None:
