@@ -31,10 +31,8 @@ from __future__ import annotations
 import argparse
 import enum
 import random
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -45,9 +43,9 @@ from confluent_kafka import IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from embedded.zookeeper import ZooKeeperEnsemble
-from tests.chaos import eos_loop
 from tests.chaos.cluster import RelayedCluster
-from tests.chaos.eos_check import EosReport, Outcome, check, parse_outcomes, read_topic
+from tests.chaos.eos_check import EosReport, check, read_topic
+from tests.chaos.eos_process import LoopProcess
 from tests.chaos.ledger import high_watermarks
 from tests.chaos.nemesis import KILL_HOLD_S, Event, Nemesis
 from tests.cluster_support import eventually, zookeeper_ensemble
@@ -63,7 +61,6 @@ RECORDS_PER_ROUND = 200
 HEAL_TIMEOUT_S = 90.0
 PROGRESS_TIMEOUT_S = 90.0
 FINISH_TIMEOUT_S = 300.0
-LOOP_RESTARTS_MAX = 100
 OVERRIDES = {
     "offsets.topic.replication.factor": "3",
     "offsets.topic.num.partitions": str(INTERNAL_PARTITIONS),
@@ -92,132 +89,17 @@ class Fault:
     hold_s: float
 
 
-def plan(seed: int, rounds: int) -> list[Fault]:
-    """Pure: the same seed gives the same schedule; each block of five rounds holds every kind
-    once, in a seeded order."""
+def plan(seed: int, rounds: int, kinds: tuple[Kind, ...] = tuple(Kind)) -> list[Fault]:
+    """Pure: the same seed gives the same schedule; each block of ``len(kinds)`` rounds holds
+    every kind once, in a seeded order."""
     rng = random.Random(seed)
-    kinds: list[Kind] = []
-    while len(kinds) < rounds:
-        kinds += rng.sample(tuple(Kind), len(Kind))
+    order: list[Kind] = []
+    while len(order) < rounds:
+        order += rng.sample(kinds, len(kinds))
     return [
         Fault(round=n, kind=kind, partition=rng.randrange(PARTITIONS), hold_s=KILL_HOLD_S)
-        for n, kind in enumerate(kinds[:rounds])
+        for n, kind in enumerate(order[:rounds])
     ]
-
-
-ENDINGS = {
-    0: "finished the input",
-    eos_loop.EXIT_FATAL: "fatal error (exit 3)",
-    eos_loop.EXIT_UNRECOVERABLE: "unrecoverable error (exit 4)",
-    eos_loop.EXIT_HUNG: "client call hung past its timeout (exit 5)",
-}
-
-
-class LoopProcess:
-    """The loop's process, started again as a new run whenever it dies (a SIGKILL of the
-    nemesis: when ``start`` is called; an exit of its own: at once). Its output goes to
-    ``<dir>/loop.log``, its outcome lines to ``<dir>/outcomes.log``."""
-
-    def __init__(
-        self,
-        directory: Path,
-        bootstrap: str,
-        end: list[int],
-        log: Callable[..., Event],
-        client_debug: str = "",
-    ):
-        self.directory = directory
-        self.client_debug = client_debug
-        self.outcomes_path = directory / "outcomes.log"
-        self.output_path = directory / "loop.log"
-        self.bootstrap = bootstrap
-        self.end = end
-        self.log = log
-        self.runs = 0
-        self.exits: Counter[str] = Counter()  # how runs ended (see ``ENDINGS``)
-        self.finished = threading.Event()
-        self._process: subprocess.Popen[bytes] | None = None
-        self._held = False  # killed by the nemesis: not started again until ``start``
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._watcher = threading.Thread(target=self._watch, name="eos-loop-watcher", daemon=True)
-
-    def start(self) -> None:
-        with self._lock:
-            self._held = False
-            self._spawn()
-        if not self._watcher.is_alive():
-            self._watcher.start()
-
-    def _spawn(self) -> None:
-        self.runs += 1
-        with self.output_path.open("ab") as output:
-            self._process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "tests.chaos.eos_loop",
-                    f"--bootstrap={self.bootstrap}",
-                    f"--input={INPUT}",
-                    f"--output={OUTPUT}",
-                    f"--group={GROUP}",
-                    f"--transactional-id={TRANSACTIONAL_ID}",
-                    f"--run={self.runs}",
-                    f"--end={','.join(map(str, self.end))}",
-                    f"--outcomes={self.outcomes_path}",
-                    f"--debug={self.client_debug}",
-                ],
-                stdout=output,
-                stderr=subprocess.STDOUT,
-            )
-
-    def kill(self) -> bool:
-        """SIGKILL the running loop; False when it had finished already."""
-        with self._lock:
-            process = self._process
-            if process is None or process.poll() is not None:
-                return False
-            self._held = True
-            process.kill()
-            process.wait()
-            self.exits["killed by the nemesis"] += 1
-            self._process = None
-            return True
-
-    def _watch(self) -> None:
-        while not self._stop.wait(0.2):
-            with self._lock:
-                process = self._process
-                if self._held or process is None or process.poll() is None:
-                    continue
-                status = process.returncode
-                self._process = None
-                self.exits[ENDINGS.get(status, f"exit {status}")] += 1
-                if status == 0:
-                    self.finished.set()
-                    return
-                if self.runs >= LOOP_RESTARTS_MAX:
-                    self.log(-1, "loop", f"run {self.runs} exited {status}; no more restarts")
-                    return
-                self.log(-1, "loop", f"run {self.runs} exited {status}; started again")
-                self._spawn()
-
-    def stop(self) -> None:
-        self._stop.set()
-        with self._lock:
-            if self._process is not None and self._process.poll() is None:
-                self._process.kill()
-                self._process.wait()
-
-    def outcomes(self) -> list[Outcome]:
-        if not self.outcomes_path.exists():
-            return []
-        return parse_outcomes(self.outcomes_path.read_text().splitlines())
-
-    def committed_since(self, at: float) -> float | None:
-        """Seconds from ``at`` (``time.time()``) until the loop's first commit after it."""
-        times = [o.at for o in self.outcomes() if o.committed and o.at > at]
-        return min(times) - at if times else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -312,9 +194,14 @@ def run(
     rounds: int,
     seed: int,
     records: int | None = None,
+    kinds: tuple[Kind, ...] = tuple(Kind),
+    offsets_apart: bool = False,
     client_debug: str = "",
     echo: Callable[[str], None] = print,
 ) -> EosRunReport:
+    """``offsets_apart`` is for checking the harness itself: the loop commits its offsets after
+    each transaction instead of in it, so a kill of the loop in between duplicates a batch,
+    which the run must report."""
     with RelayedCluster(zookeeper, directory, overrides=OVERRIDES) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
         topics = [
@@ -331,7 +218,16 @@ def run(
             f"cluster up ({cluster.bootstrap}); {sum(expected.values())} input records; seed {seed}"
         )
         nemesis = Nemesis(cluster, INPUT, echo=echo)
-        loop = LoopProcess(directory, cluster.bootstrap, end, nemesis.log, client_debug)
+        apart = ["--offsets-apart", "--pace-ms=500"] if offsets_apart else []
+        loop_args = (
+            f"--input={INPUT}",
+            f"--output={OUTPUT}",
+            f"--group={GROUP}",
+            f"--transactional-id={TRANSACTIONAL_ID}",
+            f"--debug={client_debug}",
+            *apart,
+        )
+        loop = LoopProcess(directory, cluster.bootstrap, end, nemesis.log, loop_args)
         loop.start()
         results: list[RoundResult] = []
         errors: list[str] = []
@@ -342,7 +238,7 @@ def run(
                 timeout_s=PROGRESS_TIMEOUT_S,
                 what="a first transaction",
             )
-            for fault in plan(seed, rounds):
+            for fault in plan(seed, rounds, kinds):
                 result = _round(cluster, nemesis, loop, fault)
                 results.append(result)
                 echo(result.describe())
@@ -508,6 +404,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--client-debug", default="", help="librdkafka debug contexts of the loop's producer"
     )
+    parser.add_argument(
+        "--offsets-apart",
+        action="store_true",
+        help="the loop commits offsets after its transactions: check that the checks see it",
+    )
     args = parser.parse_args(argv)
     directory = args.dir or Path(tempfile.mkdtemp(prefix="eos-"))
     directory.mkdir(parents=True, exist_ok=True)
@@ -522,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
             rounds=args.rounds,
             seed=args.seed,
             records=args.records,
+            offsets_apart=args.offsets_apart,
             client_debug=args.client_debug,
         )
     print(report.summary())

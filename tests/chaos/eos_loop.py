@@ -189,8 +189,11 @@ class Loop:
                 offsets[int(message.partition())] = int(message.offset()) + 1
             with WATCHDOG.watching("flush"):  # written, undecided: what a kill now leaves open
                 self.producer.flush(TIMEOUT_S)
-            time.sleep(self.args.pace_ms / 1000)
             positions = [TopicPartition(self.args.input, p, o) for p, o in offsets.items()]
+            if self.args.offsets_apart:
+                self.commit_offsets_apart(positions, len(messages))
+                return
+            time.sleep(self.args.pace_ms / 1000)
             metadata = self.consumer.consumer_group_metadata()
             retrying(
                 lambda: self.producer.send_offsets_to_transaction(positions, metadata, TIMEOUT_S),
@@ -210,6 +213,16 @@ class Loop:
             self.rewind()
             return
         self.decided("committed", len(messages))
+
+    def commit_offsets_apart(self, positions: list[TopicPartition], records: int) -> None:
+        """The harness's check of itself (``--offsets-apart``): the transaction commits without
+        the offsets, which the consumer commits afterwards, ``--pace-ms`` later. A kill in
+        between has the next run transform the batch again: the output holds it twice, which
+        the run must report."""
+        retrying(lambda: self.producer.commit_transaction(TIMEOUT_S), "commit_transaction")
+        self.decided("committed", records)
+        time.sleep(self.args.pace_ms / 1000)
+        retrying(lambda: self.consumer.commit(offsets=positions, asynchronous=False), "commit")
 
     def decided(self, outcome: str, records: int) -> None:
         self.outcomes.write(f"{self.args.run} {self.txn} {outcome} {records} {time.time():.3f}\n")
@@ -256,6 +269,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=10)
     parser.add_argument("--pace-ms", type=int, default=100)
     parser.add_argument("--debug", default="", help="librdkafka debug contexts of the producer")
+    parser.add_argument(
+        "--offsets-apart",
+        action="store_true",
+        help="commit the offsets after the transaction, not in it: duplicates (checks the checks)",
+    )
     args = parser.parse_args(argv)
     WATCHDOG.start()
     with open(args.outcomes, "a", encoding="utf-8") as outcomes:
