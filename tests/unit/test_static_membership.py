@@ -14,8 +14,13 @@ import pytest
 from storage_core.clock import ManualClock
 from storage_core.common import TopicPartition
 from storage_core.coordinator.group import GroupCoordinator, GroupState, MemberIdentity
-from storage_core.coordinator.group.group_metadata import GroupMetadata, OffsetAndMetadata
+from storage_core.coordinator.group.group_metadata import (
+    GroupMetadata,
+)
 from storage_core.coordinator.group.member_metadata import JoinGroupResult, SyncGroupResult
+from storage_core.coordinator.group.offset_and_metadata import (
+    OffsetAndMetadata,
+)
 from storage_core.coordinator.group.offsets_records import (
     OFFSETS_TOPIC_NAME,
     GroupMetadataKey,

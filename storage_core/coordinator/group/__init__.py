@@ -25,8 +25,13 @@ What lives where, in Kafka's terms:
 
 from storage_core.coordinator.group.group_coordinator import GroupCoordinator
 from storage_core.coordinator.group.group_coordinator_config import GroupCoordinatorConfig
-from storage_core.coordinator.group.group_metadata import GroupState, OffsetAndMetadata
+from storage_core.coordinator.group.group_metadata import (
+    GroupState,
+)
 from storage_core.coordinator.group.heartbeat import MemberIdentity
+from storage_core.coordinator.group.offset_and_metadata import (
+    OffsetAndMetadata,
+)
 from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME, partition_for
 
 __all__ = [

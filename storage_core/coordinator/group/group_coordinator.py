@@ -68,7 +68,6 @@ from storage_core.coordinator.group.group_metadata import (
     GroupOverview,
     GroupState,
     GroupSummary,
-    OffsetAndMetadata,
 )
 from storage_core.coordinator.group.group_metadata_manager import GroupMetadataManager
 from storage_core.coordinator.group.group_rebalancer import GroupRebalancer
@@ -84,6 +83,9 @@ from storage_core.coordinator.group.heartbeat import heartbeat as member_heartbe
 from storage_core.coordinator.group.heartbeat import leave_group as members_leave_group
 from storage_core.coordinator.group.join_group import handle_join_group
 from storage_core.coordinator.group.member_metadata import JoinGroupResult, SyncGroupResult
+from storage_core.coordinator.group.offset_and_metadata import (
+    OffsetAndMetadata,
+)
 from storage_core.coordinator.group.offset_manager import OffsetFetchResult, OffsetManager
 from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME
 from storage_core.errors import StorageError

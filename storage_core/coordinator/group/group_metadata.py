@@ -48,14 +48,14 @@ from storage_core.coordinator.group.member_metadata import (
     MemberSummary,
     SyncGroupResult,
 )
+from storage_core.coordinator.group.offset_and_metadata import (
+    OffsetAndMetadata,
+)
 from storage_core.coordinator.group.txn_offsets import (
     CommitRecordMetadataAndOffset,
     PendingTxnOffsetCommits,
     materialize,
 )
-
-NO_LEADER_EPOCH = -1
-NO_TIMESTAMP = -1
 
 
 class GroupState(enum.Enum):
@@ -85,22 +85,6 @@ def is_valid_transition(current: GroupState, target: GroupState) -> bool:
 
 
 # ====================================================================== values
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OffsetAndMetadata:
-    """A committed offset (Kafka's ``OffsetAndMetadata``); -1 means "none" for the epoch and
-    the expire timestamp."""
-
-    offset: int
-    leader_epoch: int = NO_LEADER_EPOCH
-    metadata: str = ""
-    commit_timestamp_ms: int
-    expire_timestamp_ms: int = NO_TIMESTAMP
-
-    def __post_init__(self) -> None:
-        if self.leader_epoch < NO_LEADER_EPOCH:
-            raise ValueError(f"leader epoch {self.leader_epoch} must be >= -1")
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GroupSummary:
     """A group in DescribeGroups; ``protocol`` is empty unless the group is Stable."""

@@ -57,12 +57,14 @@ from storage_core.coordinator.group.errors import (
 from storage_core.coordinator.group.group_metadata import (
     GroupMetadata,
     GroupState,
-    OffsetAndMetadata,
 )
 from storage_core.coordinator.group.group_records import (
     group_from_record,
     group_record,
     offset_records,
+)
+from storage_core.coordinator.group.offset_and_metadata import (
+    OffsetAndMetadata,
 )
 from storage_core.coordinator.group.offsets_records import (
     OFFSETS_TOPIC_NAME,

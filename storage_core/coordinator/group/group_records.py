@@ -14,9 +14,11 @@ from storage_core.coordinator.group.errors import CorruptCoordinatorRecordError
 from storage_core.coordinator.group.group_metadata import (
     GroupMetadata,
     GroupState,
-    OffsetAndMetadata,
 )
 from storage_core.coordinator.group.member_metadata import MemberMetadata
+from storage_core.coordinator.group.offset_and_metadata import (
+    OffsetAndMetadata,
+)
 from storage_core.coordinator.group.offsets_records import (
     GroupMetadataValue,
     MemberMetadataValue,

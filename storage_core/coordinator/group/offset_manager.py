@@ -36,12 +36,14 @@ from storage_core.coordinator.group.group_coordinator_config import GroupCoordin
 from storage_core.coordinator.group.group_metadata import (
     GroupMetadata,
     GroupState,
-    OffsetAndMetadata,
 )
 from storage_core.coordinator.group.group_metadata_manager import GroupMetadataManager
 from storage_core.coordinator.group.group_status import dead_group_error, illegal_generation
 from storage_core.coordinator.group.group_timers import GroupTimers
 from storage_core.coordinator.group.member_metadata import UNKNOWN_MEMBER_ID
+from storage_core.coordinator.group.offset_and_metadata import (
+    OffsetAndMetadata,
+)
 from storage_core.coordinator.group.static_membership import validate_current_member
 from storage_core.errors import StorageError
 

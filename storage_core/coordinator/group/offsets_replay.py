@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 
 from storage_core.common import TopicPartition
 from storage_core.coordinator.group.errors import CorruptCoordinatorRecordError
-from storage_core.coordinator.group.group_metadata import OffsetAndMetadata
+from storage_core.coordinator.group.offset_and_metadata import (
+    OffsetAndMetadata,
+)
 from storage_core.coordinator.group.offsets_records import (
     GroupMetadataValue,
     OffsetCommitKey,

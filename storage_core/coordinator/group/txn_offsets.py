@@ -26,12 +26,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from storage_core.common import TopicPartition
-
-if TYPE_CHECKING:
-    from storage_core.coordinator.group.group_metadata import OffsetAndMetadata
+from storage_core.coordinator.group.offset_and_metadata import OffsetAndMetadata
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from storage_core.common import TopicPartition
-from storage_core.coordinator.group.group_metadata import OffsetAndMetadata
+from storage_core.coordinator.group.offset_and_metadata import (
+    OffsetAndMetadata,
+)
 from storage_core.errors import StorageError, UnknownTopicOrPartitionError
 from storage_core.protocol.acl import AclOperation, ResourceType
 from storage_core.protocol.messages import build

@@ -28,7 +28,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
-from storage_core.coordinator.group.group_metadata import OffsetAndMetadata
+from storage_core.coordinator.group.offset_and_metadata import (
+    OffsetAndMetadata,
+)
 from storage_core.errors import StorageError, UnknownTopicOrPartitionError
 from storage_core.protocol.acl import AclOperation, ResourceType
 from storage_core.protocol.messages import build
