@@ -1,6 +1,7 @@
 """Create ``__transaction_state`` and start the transaction coordinator over its partitions.
 
-The topic is internal and compacted, with Kafka's settings: ``transaction.state.log.num.partitions``
+The topic is created on first use (the first FindCoordinator for a transactional id), internal
+and compacted, with Kafka's settings: ``transaction.state.log.num.partitions``
 partitions (50), ``transaction.state.log.replication.factor`` replicas (3, not before that many
 brokers are registered), ``min.insync.replicas`` = ``transaction.state.log.min.isr`` (2) and
 ``transaction.state.log.segment.bytes`` segments. An existing topic keeps its partition count:
@@ -31,7 +32,6 @@ from storage_core.coordinator.transaction.transaction_state_manager import (
 from storage_core.coordinator.transaction.transaction_state_manager_logic import (
     TransactionConfig,
 )
-from storage_core.errors import InvalidReplicationFactorError
 from storage_core.log.log import Log
 from storage_core.security.client_transport import ClientSecurityConfig
 from storage_core.server.broker_services import BrokerServices
@@ -86,18 +86,16 @@ async def start_transaction_coordinator(
     inter_broker_listener_name: str,
     inter_broker_security: ClientSecurityConfig,
 ) -> TransactionCoordinator:
-    """Ensure ``__transaction_state`` exists, then load the partitions this broker leads."""
+    """Start the coordinator over the ``__transaction_state`` partitions this broker leads
+    (none before the topic exists: it is created by the first FindCoordinator for a
+    transactional id, as Kafka does, not for a cluster that never uses transactions)."""
     config = services.config
-    try:
-        topic = await services.replica_manager.run_io(
-            lambda: ensure_transaction_state_topic(services)
-        )
-        partitions = len(topic.partitions)
-    except InvalidReplicationFactorError as error:
-        # Kafka's rule: not before transaction.state.log.replication.factor brokers are
-        # registered; FindCoordinator tries again (clients retry meanwhile)
-        logger.warning("%s is not created yet: %s", TRANSACTION_STATE_TOPIC_NAME, error)
-        partitions = config.get_int("transaction.state.log.num.partitions")
+
+    def num_partitions() -> int:
+        topic = services.metadata_cache.image().topic(TRANSACTION_STATE_TOPIC_NAME)
+        if topic is not None and topic.partitions:
+            return len(topic.partitions)
+        return config.get_int("transaction.state.log.num.partitions")
 
     def transaction_log(partition: int) -> Log:
         tp = TopicPartition(TRANSACTION_STATE_TOPIC_NAME, partition)
@@ -126,7 +124,7 @@ async def start_transaction_coordinator(
     coordinator = TransactionCoordinator(
         config=transaction_config(services),
         state_manager=TransactionStateManager(
-            num_partitions=partitions,
+            num_partitions=num_partitions,
             get_log=transaction_log,
             replica_manager=services.replica_manager,
             clock=services.clock,

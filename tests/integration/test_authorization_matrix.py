@@ -35,7 +35,7 @@ from storage_core.zk.acl_znodes import AclZkStore
 from storage_core.zk.local_znode_tree import LocalZNodeTree
 from tests.broker_process import BrokerProcess
 from tests.integration.raw_wire import call, create_topic, request_classes
-from tests.integration.txn_wire import describe_transactions
+from tests.integration.txn_wire import await_coordinator, describe_transactions
 
 ADMIN_HOST = "127.0.0.1"
 DENIED_HOST = "127.0.0.2"
@@ -902,6 +902,10 @@ def test_list_groups_lists_only_describable_groups(broker: Broker) -> None:
 
 
 def test_list_transactions_lists_only_describable_transactional_ids(broker: Broker) -> None:
+    with socket.create_connection(
+        ("127.0.0.1", broker.port), timeout=10, source_address=(ADMIN_HOST, 0)
+    ) as sock:
+        await_coordinator(sock, "listed-txn")
     init = broker.admin(
         22,
         4,

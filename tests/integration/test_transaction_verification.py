@@ -40,6 +40,7 @@ from tests import cluster_support
 from tests.broker_process import BrokerProcess
 from tests.cluster_support import eventually
 from tests.integration import raw_wire
+from tests.integration.txn_wire import await_coordinator
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -80,6 +81,8 @@ class TxnWire:
             )
             return None if body.error_code in RETRIED_WHILE_LOADING else body
 
+        if transactional_id is not None:  # as a client starts: creates __transaction_state
+            await_coordinator(self.sock, transactional_id)
         body = eventually(ask, what=f"InitProducerId for {transactional_id}")
         assert body.error_code == E.none, body
         return int(body.producer_id), int(body.producer_epoch)

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.broker_process import BrokerProcess
 from tests.integration import raw_wire
 from tests.integration.raw_wire import call, connect
-from tests.integration.txn_wire import describe_transactions
+from tests.integration.txn_wire import await_coordinator, describe_transactions
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -210,6 +210,7 @@ def test_the_next_transaction_starts_at_once_after_a_commit(broker: BrokerProces
     for librdkafka)."""
     m = raw_wire.request_classes(24, 3)
     with connect(broker.port) as sock:
+        await_coordinator(sock, "back-to-back")
         init = call(
             sock,
             22,

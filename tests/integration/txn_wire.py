@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from dataclasses import dataclass
 
 from kio.serial.readers import read_unsigned_varint
 
-from tests.integration.raw_wire import recv_exactly, request_bytes
+from tests.integration.raw_wire import call, recv_exactly, request_bytes
 
 DESCRIBE_TRANSACTIONS_KEY = 65
 
@@ -87,3 +88,16 @@ def describe_transactions(
     reader.skip_tags()
     assert reader.offset == len(reader.data), "trailing bytes in DescribeTransactions"
     return described
+
+
+def await_coordinator(sock: socket.socket, transactional_id: str, timeout_s: float = 30.0) -> int:
+    """FindCoordinator (key type 1) until it names a broker, as a client starts: the first one
+    creates ``__transaction_state``; returns the coordinator's broker id."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        answer = call(sock, 10, 3, key=transactional_id, key_type=1)
+        if answer.error_code == 0:
+            return int(answer.node_id)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no coordinator for {transactional_id!r}: {answer}")
+        time.sleep(0.1)

@@ -201,7 +201,8 @@ class TransactionCoordinator:
         if not manager.finish_loading(partition, coordinator_epoch, loaded):
             return  # unloaded or reloaded meanwhile
         pending = transactions_pending_completion(loaded.values(), self._clock.milliseconds())
-        logger.info(
+        logger.log(
+            logging.INFO if loaded else logging.DEBUG,  # 50 empty partitions say nothing
             "loaded transaction metadata partition=%s-%d epoch=%d transactional_ids=%d"
             " to_complete=%d in_ms=%d",
             TRANSACTION_STATE_TOPIC_NAME,

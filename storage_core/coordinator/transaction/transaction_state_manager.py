@@ -88,6 +88,7 @@ class CoordinatorEpochAndTxnMetadata:
 class TransactionStateManager:
     """Owns the cache of transactional ids and reads / writes ``__transaction_state``.
 
+    ``num_partitions()`` is the topic's partition count (the id -> partition mapping);
     ``get_log(p)`` returns the ``Log`` of partition ``p`` (raising a ``StorageError`` if the
     broker does not lead it); writes go through ``replica_manager`` (acks=all).
     """
@@ -95,16 +96,12 @@ class TransactionStateManager:
     def __init__(
         self,
         *,
-        num_partitions: int,
+        num_partitions: Callable[[], int],
         get_log: Callable[[int], Log],
         replica_manager: TxnLogAppender,
         clock: Clock,
     ) -> None:
-        if num_partitions <= 0:
-            raise ValueError(
-                f"transaction.state.log.num.partitions must be positive: {num_partitions}"
-            )
-        self.num_partitions = num_partitions
+        self._num_partitions = num_partitions
         self._get_log = get_log
         self._replica_manager = replica_manager
         self._clock = clock
@@ -114,6 +111,12 @@ class TransactionStateManager:
     # ------------------------------------------------------------------ lookups
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.num_partitions)
+
+    @property
+    def num_partitions(self) -> int:
+        """``__transaction_state``'s partition count: the topic's once it exists (created by
+        the first FindCoordinator for a transactional id), else the configured one."""
+        return self._num_partitions()
 
     @property
     def is_loading(self) -> bool:
