@@ -31,6 +31,7 @@ from storage_core.client import KafkaCluster
 from storage_core.common import TopicPartition
 from storage_core.log.log_config import LogConfig
 from tests.broker_process import BrokerProcess
+from tests.cluster_support import eventually
 from tests.integration import raw_wire
 from tests.integration.test_transaction_markers import NO_VERIFICATION, Wire, consume
 from tests.tiered_broker_support import (
@@ -181,6 +182,12 @@ def test_the_quality_job_reads_the_lso_of_a_partition_with_an_open_transaction(
     wire.produce(plain, b"p1", transactional=False)  # 2
     wire.close()
     tp = TopicPartition(TOPIC, 0)
+    # partition.metadata (the topic id the job checks) is flushed by the broker's scheduler
+    # shortly after the log is created, as Kafka's flush-metadata-file does
+    eventually(
+        (broker.log_dir / tp.dir_name / "partition.metadata").exists,
+        what="partition.metadata written",
+    )
     with KafkaCluster(broker.bootstrap) as cluster:
         (state,) = read_partition_states(
             cluster, [(tp, broker.log_dir / tp.dir_name)], {TOPIC: LogConfig()}
