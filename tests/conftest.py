@@ -14,6 +14,22 @@ from storage_core.records import CompressionType, SimpleRecord, build_batch
 
 BASE_TIMESTAMP_MS = 1_700_000_000_000
 
+# Test files that run for minutes, slowest first. They are collected first, so that the
+# workers of ``pytest -n 2 --dist loadfile`` (which take files in collection order) start them
+# early and finish together, instead of one worker running the last of them alone.
+LONG_RUNNING_FILES = (
+    "test_remote_log_metadata_growth.py",
+    "test_demo.py",
+    "test_exactly_once_nemesis.py",
+    "test_replication_jepsen.py",
+    "test_compose_topology.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: index for index, name in enumerate(LONG_RUNNING_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files keep order
+
 
 def make_batch(
     count: int = 1,
