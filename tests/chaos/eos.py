@@ -407,7 +407,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--offsets-apart",
         action="store_true",
-        help="the loop commits offsets after its transactions: check that the checks see it",
+        help="the loop commits offsets after its transactions and only the loop is killed:"
+        " the run must report the records written twice (it exits 1)",
     )
     args = parser.parse_args(argv)
     directory = args.dir or Path(tempfile.mkdtemp(prefix="eos-"))
@@ -422,7 +423,9 @@ def main(argv: list[str] | None = None) -> int:
             directory / "cluster",
             rounds=args.rounds,
             seed=args.seed,
-            records=args.records,
+            records=args.records or (1000 if args.offsets_apart else None),
+            # checking the checks: only the loop's kills can make it write a batch twice
+            kinds=(Kind.LOOP,) if args.offsets_apart else tuple(Kind),
             offsets_apart=args.offsets_apart,
             client_debug=args.client_debug,
         )
