@@ -295,8 +295,10 @@ class TransactionStateManager:
         except StorageError as exc:
             return _error_code(exc)
         result = results.get(tp)
-        if result is None or result.error is None:
-            return E.none if result is not None else E.unknown_server_error
+        if result is None:
+            return E.unknown_server_error
+        if result.error is None:
+            return E.none
         logger.warning("transaction state not written partition=%s error=%s", tp, result.error)
         return _error_code(result.error)
 
