@@ -76,7 +76,7 @@ from storage_core.tiered.operations import (
     topic_log_config,
 )
 from storage_core.tiered.operations.discovery import found_partition_dirs
-from storage_core.tiered.remote_storage_manager import load_remote_storage_manager
+from storage_core.tiered.rsm_loader import load_remote_storage_manager
 from storage_core.tiered.topic_based_rlmm.config import REMOTE_LOG_METADATA_TOPIC_NAME
 from storage_core.tiered.topic_based_rlmm.topic_scan import scan_metadata_topic
 

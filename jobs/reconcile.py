@@ -107,9 +107,9 @@ from storage_core.tiered.remote_storage_manager import (
     RemoteObjectInfo,
     RemoteStorageError,
     RemoteStorageManager,
-    load_remote_storage_manager,
     remote_object_store,
 )
+from storage_core.tiered.rsm_loader import load_remote_storage_manager
 from storage_core.tiered.topic_based_rlmm.topic_scan import scan_metadata_topic
 
 JOB = "reconcile"

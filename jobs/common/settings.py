@@ -13,8 +13,8 @@ from storage_core.server.kafka_config import KafkaConfig
 from storage_core.tiered.operations import resolve_broker_id
 from storage_core.tiered.remote_storage_manager import (
     RemoteStorageManager,
-    load_remote_storage_manager,
 )
+from storage_core.tiered.rsm_loader import load_remote_storage_manager
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

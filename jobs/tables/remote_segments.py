@@ -229,13 +229,18 @@ def off_leader_lineage(row: Row, leader: ReplicaState | None) -> str | None:
     )
 
 
-def objects_problem(row: Row, missing: Sequence[str], log_size_bytes: int | None) -> str | None:
-    """What is wrong with a COPY_SEGMENT_FINISHED segment's objects, or ``None``."""
+def objects_problem(
+    row: Row, missing: Sequence[str], log_size_bytes: int | None, *, chunked: bool = False
+) -> str | None:
+    """What is wrong with a COPY_SEGMENT_FINISHED segment's objects, or ``None``. The
+    ``.log`` of a ``chunked`` segment (one with a segment manifest) holds its chunks as
+    stored, compressed or encrypted, so its size is not the segment's: its chunks' checksums
+    are checked where they are read."""
     problems = []
     if missing:
         problems.append("missing " + ", ".join(f".{suffix}" for suffix in missing))
     expected = row["segment_size_bytes"]
-    if log_size_bytes is not None and log_size_bytes != expected:
+    if log_size_bytes is not None and log_size_bytes != expected and not chunked:
         problems.append(f".log is {log_size_bytes} bytes, metadata says {expected}")
     return "; ".join(problems) or None
 
@@ -277,7 +282,10 @@ def derive_segment_checks(
         log_size = sizes.get(RemoteObjectSuffix.LOG.value)
         row["missing_objects"] = missing
         row["log_object_size_bytes"] = log_size
-        row["objects_problem"] = objects_problem(row, missing, log_size) if finished else None
+        chunked = RemoteObjectSuffix.SEGMENT_MANIFEST.value in sizes
+        row["objects_problem"] = (
+            objects_problem(row, missing, log_size, chunked=chunked) if finished else None
+        )
         row["objects_without_live_metadata"] = bool(sizes) and (
             not row["has_metadata"] or state is None or state == DELETE_FINISHED
         )

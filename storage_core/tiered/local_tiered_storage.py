@@ -168,13 +168,12 @@ class LocalTieredStorage:
             if source is None:
                 continue
             total_bytes += self._write_object(paths[suffix], source)
-        if self._fsync:
-            try:
-                fsync_directory(directory)
-            except OSError as exc:
-                raise RemoteStorageError(
-                    f"cannot fsync remote directory {directory}: {exc}"
-                ) from exc
+        self._fsync_directory(directory)
+        if log_segment_data.segment_manifest is not None:
+            # Last, once every other object is durable: a manifest names a complete segment.
+            manifest = log_segment_data.segment_manifest
+            total_bytes += self._write_object(paths[RemoteObjectSuffix.SEGMENT_MANIFEST], manifest)
+            self._fsync_directory(directory)
         logger.info(
             "copied remote segment partition=%s-%d segment_id=%s start_offset=%d bytes=%d dir=%s",
             segment.topic,
@@ -185,6 +184,14 @@ class LocalTieredStorage:
             directory,
         )
         return None
+
+    def _fsync_directory(self, directory: Path) -> None:
+        if not self._fsync:
+            return
+        try:
+            fsync_directory(directory)
+        except OSError as exc:
+            raise RemoteStorageError(f"cannot fsync remote directory {directory}: {exc}") from exc
 
     def _write_object(self, target: Path, source: Path | bytes) -> int:
         """Write ``source`` (a file or bytes) to ``target`` atomically; returns its size."""
@@ -245,6 +252,18 @@ class LocalTieredStorage:
         segment = RemoteSegmentRef.of(remote_log_segment_metadata)
         path = self._paths(segment)[RemoteObjectSuffix.for_index(index_type)]
         return self._open(path, 0, None)
+
+    def fetch_segment_manifest(
+        self, remote_log_segment_metadata: RemoteLogSegmentMetadataLike
+    ) -> bytes | None:
+        segment = RemoteSegmentRef.of(remote_log_segment_metadata)
+        path = self._paths(segment)[RemoteObjectSuffix.SEGMENT_MANIFEST]
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise RemoteStorageError(f"cannot read remote object {path}: {exc}") from exc
 
     def _open(self, path: Path, start_position: int, end_position: int | None) -> BinaryIO:
         try:

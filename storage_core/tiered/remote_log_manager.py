@@ -81,8 +81,8 @@ from storage_core.tiered.remote_storage_manager import (
     RSM_CONFIG_PREFIX,
     RemoteStorageError,
     RemoteStorageManager,
-    load_remote_storage_manager,
 )
+from storage_core.tiered.rsm_loader import load_remote_storage_manager
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,8 @@ One object per file of a remote segment::
   right: the topic id is the last 22 characters of its path component, the segment id the 22
   characters after ``<base offset>-``.
 - ``suffix`` is one of ``log``, ``index``, ``timeindex``, ``snapshot``, ``txnindex``,
-  ``leader-epoch-checkpoint``.
+  ``leader-epoch-checkpoint`` and ``rsm-manifest`` (the chunked format's segment manifest,
+  written last: see ``storage_core.tiered.chunked``).
 
 The topic id keeps a re-created topic of the same name apart; the segment id (fresh per copy
 attempt) keeps two copies of the same local segment apart, and lets the reconcile job map an
@@ -48,6 +49,7 @@ class RemoteObjectSuffix(enum.Enum):
     PRODUCER_SNAPSHOT = "snapshot"
     TRANSACTION_INDEX = "txnindex"
     LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+    SEGMENT_MANIFEST = "rsm-manifest"  # last: its presence says every other object is there
 
     @staticmethod
     def for_index(index_type: IndexType) -> RemoteObjectSuffix:

@@ -15,6 +15,8 @@ Per segment the RSM stores (see ``remote_object_keys`` for the object names)::
     .snapshot                 the producer snapshot at the segment's end (when present)
     .txnindex                 the aborted-transaction index (when present)
     leader-epoch-checkpoint   the leader-epoch entries up to the segment's end
+    rsm-manifest              the segment manifest of the chunked format (written last, when
+                              given: ``storage_core.tiered.chunked``)
 
 Contract (as in Kafka):
 - ``copy_log_segment_data`` and ``delete_log_segment_data`` are idempotent: running either
@@ -41,7 +43,6 @@ a listing is never returned partial.
 from __future__ import annotations
 
 import enum
-import importlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,7 +201,8 @@ class LogSegmentData:
     ``producer_snapshot`` is the snapshot whose offset is the next segment's base offset
     (``None`` when the log has none); ``transaction_index`` is ``None`` when the segment has
     no aborted transactions; ``leader_epoch_index`` is the content of a
-    ``leader-epoch-checkpoint`` file holding the entries up to the segment's end.
+    ``leader-epoch-checkpoint`` file holding the entries up to the segment's end;
+    ``segment_manifest`` (the chunked format's manifest) is stored after every other object.
     """
 
     log_segment: Path
@@ -209,6 +211,7 @@ class LogSegmentData:
     producer_snapshot: Path | None = None
     transaction_index: Path | None = None
     leader_epoch_index: bytes = field(default=b"", repr=False)
+    segment_manifest: bytes | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("log_segment", "offset_index", "time_index"):
@@ -251,6 +254,17 @@ class RemoteStorageManager(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class SegmentManifestStore(Protocol):
+    """A store that keeps a segment manifest object beside a segment's other objects."""
+
+    def fetch_segment_manifest(
+        self, remote_log_segment_metadata: RemoteLogSegmentMetadataLike
+    ) -> bytes | None:
+        """The segment's manifest, or ``None`` when it has none (copied in the plain format)."""
+        ...
 
 
 def check_positions(start_position: int, end_position: int | None) -> None:
@@ -312,38 +326,3 @@ def remote_object_store(rsm: RemoteStorageManager, purpose: str) -> RemoteObject
         f" key (RemoteObjectStore: list_objects, delete_objects, prefix); {rsm!r} is not one:"
         " configure LocalTieredStorage or S3RemoteStorageManager"
     )
-
-
-# Short names accepted for ``remote.log.storage.manager.class.name`` besides dotted paths.
-RSM_CLASS_ALIASES = {
-    "": "storage_core.tiered.local_tiered_storage.LocalTieredStorage",
-    "LocalTieredStorage": "storage_core.tiered.local_tiered_storage.LocalTieredStorage",
-    "S3RemoteStorageManager": (
-        "storage_core.tiered.s3_remote_storage_manager.S3RemoteStorageManager"
-    ),
-}
-
-
-def load_remote_storage_manager(class_name: str, config: Mapping[str, str]) -> RemoteStorageManager:
-    """Kafka's ``remote.log.storage.manager.class.name``: a dotted path (or an alias of
-    ``RSM_CLASS_ALIASES``; empty means ``LocalTieredStorage``) to a class with a
-    ``from_config(config)`` static method; ``config`` holds the ``rsm.config.*`` settings."""
-    path = RSM_CLASS_ALIASES.get(class_name.strip(), class_name.strip())
-    module_name, _, attribute = path.rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise InvalidConfigError(
-            f"remote.log.storage.manager.class.name={class_name!r} names no importable class"
-            f" ({exc}); use a dotted path or one of {sorted(a for a in RSM_CLASS_ALIASES if a)}"
-        ) from exc
-    from_config = getattr(cls, "from_config", None)
-    if from_config is None:
-        raise InvalidConfigError(f"{path} has no from_config(config) static method")
-    try:
-        manager = from_config(config)  # UnknownRemoteStorageConfigError goes up as it is
-    except ValueError as exc:
-        raise InvalidConfigError(f"invalid rsm.config.* for {path}: {exc}") from exc
-    if not isinstance(manager, RemoteStorageManager):
-        raise InvalidConfigError(f"{path} is not a RemoteStorageManager")
-    return manager

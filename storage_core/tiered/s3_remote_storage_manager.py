@@ -152,6 +152,11 @@ class S3RemoteStorageManager:
         epochs_key = keys[RemoteObjectSuffix.LEADER_EPOCH_CHECKPOINT]
         self._put_verified(epochs_key, log_segment_data.leader_epoch_index)
         total_bytes += len(log_segment_data.leader_epoch_index)
+        if log_segment_data.segment_manifest is not None:
+            # Last: a manifest names a segment whose every other object is in the bucket.
+            manifest_key = keys[RemoteObjectSuffix.SEGMENT_MANIFEST]
+            self._put_verified(manifest_key, log_segment_data.segment_manifest)
+            total_bytes += len(log_segment_data.segment_manifest)
         logger.info(
             "copied remote segment partition=%s-%d segment_id=%s start_offset=%d bytes=%d"
             " bucket=%s",
@@ -338,6 +343,17 @@ class S3RemoteStorageManager:
         segment = RemoteSegmentRef.of(remote_log_segment_metadata)
         key = segment_keys(self.prefix, segment)[RemoteObjectSuffix.for_index(index_type)]
         return self._get(key, None)
+
+    def fetch_segment_manifest(
+        self, remote_log_segment_metadata: RemoteLogSegmentMetadataLike
+    ) -> bytes | None:
+        segment = RemoteSegmentRef.of(remote_log_segment_metadata)
+        key = segment_keys(self.prefix, segment)[RemoteObjectSuffix.SEGMENT_MANIFEST]
+        try:
+            with self._get(key, None) as body:
+                return body.read()
+        except RemoteResourceNotFoundError:
+            return None
 
     def _get(self, key: str, byte_range: tuple[int, str] | None) -> BinaryIO:
         args: dict[str, Any] = {"Bucket": self.config.bucket, "Key": key}

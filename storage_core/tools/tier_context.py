@@ -25,8 +25,8 @@ from storage_core.tiered.operations import (
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
 from storage_core.tiered.remote_storage_manager import (
     RemoteStorageManager,
-    load_remote_storage_manager,
 )
+from storage_core.tiered.rsm_loader import load_remote_storage_manager
 from storage_core.tiered.topic_based_rlmm import (
     TopicBasedRemoteLogMetadataManager,
 )

@@ -20,6 +20,7 @@ import pytest
 from storage_core.common import Uuid
 from storage_core.errors import InvalidConfigError
 from storage_core.tiered import s3_remote_storage_manager
+from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
 from storage_core.tiered.remote_object_keys import (
     InvalidRemoteObjectKeyError,
     RemoteObjectSuffix,
@@ -34,8 +35,8 @@ from storage_core.tiered.remote_storage_manager import (
     RemoteSegmentRef,
     RemoteStorageError,
     RemoteStorageManager,
-    load_remote_storage_manager,
 )
+from storage_core.tiered.rsm_loader import load_remote_storage_manager
 from storage_core.tiered.s3_integrity import CheckedBody
 from storage_core.tiered.s3_remote_storage_config import S3RemoteStorageConfig
 from storage_core.tiered.s3_remote_storage_manager import S3RemoteStorageManager
@@ -421,8 +422,9 @@ def test_loaded_by_class_name(s3: S3Server) -> None:
         "S3RemoteStorageManager",
         {"rsm.config.s3.bucket.name": BUCKET, "rsm.config.s3.endpoint.url": s3.endpoint_url},
     )
-    assert isinstance(manager, S3RemoteStorageManager)
-    assert manager.endpoint_url == s3.endpoint_url
+    assert isinstance(manager, ChunkedRemoteStorageManager)
+    assert isinstance(manager.store, S3RemoteStorageManager)
+    assert manager.store.endpoint_url == s3.endpoint_url
     manager.close()
     with pytest.raises(InvalidConfigError, match="bucket"):
         load_remote_storage_manager("S3RemoteStorageManager", {})

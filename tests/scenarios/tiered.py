@@ -35,8 +35,8 @@ from storage_core.client import KafkaAdminClient, KafkaCluster
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid
 from storage_core.tiered.remote_storage_manager import (
     RemoteStorageManager,
-    load_remote_storage_manager,
 )
+from storage_core.tiered.rsm_loader import load_remote_storage_manager
 from tests.broker_process import BrokerProcess
 from tests.scenarios.harness import clients, segment_picture
 from tests.scenarios.harness.waiting import settle

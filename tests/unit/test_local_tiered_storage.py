@@ -12,6 +12,7 @@ from storage_core.errors import InvalidConfigError, KafkaStorageError
 from storage_core.log.leader_epoch_cache import EpochEntry, LeaderEpochCheckpointFile
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
+from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
 from storage_core.tiered.remote_object_keys import (
     InvalidRemoteObjectKeyError,
@@ -30,9 +31,9 @@ from storage_core.tiered.remote_storage_manager import (
     RemoteSegmentRef,
     RemoteStorageError,
     RemoteStorageManager,
-    load_remote_storage_manager,
     remote_object_store,
 )
+from storage_core.tiered.rsm_loader import load_remote_storage_manager
 from tests.conftest import make_batch
 
 TOPIC_ID = Uuid(0x0123456789ABCDEF, -0x0123456789ABCDEF)
@@ -101,6 +102,7 @@ def test_keys_follow_the_documented_layout() -> None:
         RemoteObjectSuffix.PRODUCER_SNAPSHOT: base + ".snapshot",
         RemoteObjectSuffix.TRANSACTION_INDEX: base + ".txnindex",
         RemoteObjectSuffix.LEADER_EPOCH_CHECKPOINT: base + ".leader-epoch-checkpoint",
+        RemoteObjectSuffix.SEGMENT_MANIFEST: base + ".rsm-manifest",
     }
     # No prefix: the key starts at the topic directory; slashes around a prefix do not matter.
     assert segment_key("", ref(), RemoteObjectSuffix.LOG).startswith(f"my-topic.v1-{TOPIC_ID}/3/")
@@ -372,8 +374,10 @@ def test_load_remote_storage_manager_by_class_name(tmp_path: Path) -> None:
         "storage_core.tiered.local_tiered_storage.LocalTieredStorage",
     ):
         manager = load_remote_storage_manager(name, config)
-        assert isinstance(manager, LocalTieredStorage)
-        assert manager.storage_dir == tmp_path / "r"
+        # New copies are chunked: the store comes wrapped in the chunked format.
+        assert isinstance(manager, ChunkedRemoteStorageManager)
+        assert isinstance(manager.store, LocalTieredStorage)
+        assert manager.store.storage_dir == tmp_path / "r"
     with pytest.raises(InvalidConfigError, match="no importable class"):
         load_remote_storage_manager("no.such.Manager", config)
     with pytest.raises(InvalidConfigError, match="local"):

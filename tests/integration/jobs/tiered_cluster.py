@@ -17,8 +17,8 @@ from storage_core.tiered.metadata.states import RemotePartitionDeleteState
 from storage_core.tiered.remote_object_keys import InvalidRemoteObjectKeyError, parse_object_key
 from storage_core.tiered.remote_storage_manager import (
     RemoteStorageManager,
-    load_remote_storage_manager,
 )
+from storage_core.tiered.rsm_loader import load_remote_storage_manager
 from tests.broker_process import BrokerProcess
 from tests.tiered_broker_support import client_rlmm, copy_eligible_segments, wait_until
 

@@ -39,7 +39,7 @@ from storage_core.cli import _build_parser
 from storage_core.security.kafka_principal import SecurityProtocol
 from storage_core.security.ssl_principal_mapper import SslPrincipalMapper
 from storage_core.server.kafka_config import KafkaConfig
-from storage_core.tiered.remote_storage_manager import RSM_CLASS_ALIASES
+from storage_core.tiered.rsm_loader import RSM_CLASS_ALIASES
 from storage_core.tiered.s3_remote_storage_config import S3RemoteStorageConfig
 from tests.compose_file import (
     COMPOSE_FILE,

@@ -1,0 +1,331 @@
+"""``ChunkedRemoteStorageManager``: the chunked, self-describing format over a store.
+
+New copies are written chunked (``storage_core.tiered.chunked``: chunk index, per-chunk
+zstd and AES-256-GCM, a CRC32C per stored chunk) with the segment manifest last; the store
+(``LocalTieredStorage``, ``S3RemoteStorageManager``) keeps the objects under the same keys as
+before. Reads look for the manifest first: a segment without one was copied in the plain
+format and is read as it is, so a tier that holds both formats reads transparently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+from storage_core.tiered.chunked.chunk_index import ChunkIndex
+from storage_core.tiered.chunked.chunk_stream import ChunkStream
+from storage_core.tiered.chunked.chunk_transform import (
+    ChunkTransform,
+    SegmentEncryption,
+    checksum_of,
+    segment_is_compressed,
+)
+from storage_core.tiered.chunked.custom_metadata import (
+    chunked_format_version,
+    encode_custom_metadata,
+)
+from storage_core.tiered.chunked.errors import MissingEncryptionKeyError, SegmentManifestError
+from storage_core.tiered.chunked.format_config import ChunkedFormatConfig
+from storage_core.tiered.chunked.segment_manifest import (
+    EncryptionMetadata,
+    ObjectDigest,
+    SegmentManifest,
+)
+from storage_core.tiered.remote_object_keys import RemoteObjectSuffix
+from storage_core.tiered.remote_storage_manager import (
+    IndexType,
+    LogSegmentData,
+    RemoteLogSegmentMetadataLike,
+    RemoteObjectInfo,
+    RemoteResourceNotFoundError,
+    RemoteSegmentRef,
+    RemoteStorageError,
+    RemoteStorageManager,
+    SegmentManifestStore,
+    check_positions,
+    remote_object_store,
+)
+
+logger = logging.getLogger(__name__)
+
+MANIFEST_CACHE_ENTRIES = 4096
+
+
+class _ReadableSegment:
+    """A chunked segment as a reader needs it: its manifest and its transformation."""
+
+    def __init__(self, manifest: SegmentManifest, transform: ChunkTransform) -> None:
+        self.manifest = manifest
+        self.transform = transform
+
+
+class ChunkedRemoteStorageManager:
+    """A ``RemoteStorageManager`` (and ``RemoteObjectStore``) writing the chunked format
+    through ``store``; thread safe as the store is."""
+
+    def __init__(self, store: RemoteStorageManager, config: ChunkedFormatConfig) -> None:
+        if not isinstance(store, SegmentManifestStore):
+            raise TypeError(f"{store!r} cannot store segment manifests")
+        self.store = store
+        self.config = config
+        self._readable: OrderedDict[str, _ReadableSegment | None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"ChunkedRemoteStorageManager({self.store!r})"
+
+    # -- copy ---------------------------------------------------------------------------------
+
+    def copy_log_segment_data(
+        self,
+        remote_log_segment_metadata: RemoteLogSegmentMetadataLike,
+        log_segment_data: LogSegmentData,
+    ) -> bytes | None:
+        config = self.config
+        data = log_segment_data
+        compression = config.compression and not (
+            config.compression_heuristic and segment_is_compressed(data.log_segment)
+        )
+        encryption = SegmentEncryption.generate() if config.encryption else None
+        transform = ChunkTransform(compression=compression, encryption=encryption)
+        with tempfile.TemporaryDirectory(prefix="rsm-chunked-") as scratch:
+            directory = Path(scratch)
+            log_path, chunk_index = _write_chunks(
+                data.log_segment, directory / "log", transform, config.chunk_size
+            )
+            objects: dict[str, ObjectDigest] = {}
+
+            def stored(suffix: RemoteObjectSuffix, source: Path | None) -> Path | None:
+                if source is None:
+                    return None
+                content = transform.transform_object(suffix.value, _read(source))
+                objects[suffix.value] = ObjectDigest(
+                    stored_size=len(content), checksum=checksum_of(content)
+                )
+                if transform.encryption is None:
+                    return source
+                target = directory / suffix.value
+                target.write_bytes(content)
+                return target
+
+            epochs = transform.transform_object(
+                RemoteObjectSuffix.LEADER_EPOCH_CHECKPOINT.value, data.leader_epoch_index
+            )
+            objects[RemoteObjectSuffix.LEADER_EPOCH_CHECKPOINT.value] = ObjectDigest(
+                stored_size=len(epochs), checksum=checksum_of(epochs)
+            )
+            offset_index = stored(RemoteObjectSuffix.OFFSET_INDEX, data.offset_index)
+            time_index = stored(RemoteObjectSuffix.TIME_INDEX, data.time_index)
+            assert offset_index is not None and time_index is not None
+            producer_snapshot = stored(RemoteObjectSuffix.PRODUCER_SNAPSHOT, data.producer_snapshot)
+            transaction_index = stored(RemoteObjectSuffix.TRANSACTION_INDEX, data.transaction_index)
+            manifest = SegmentManifest(
+                chunk_index=chunk_index,
+                compression=compression,
+                encryption=None
+                if encryption is None or config.key_ring is None
+                else EncryptionMetadata(
+                    wrapped_data_key=config.key_ring.wrap(encryption.data_key),
+                    aad=encryption.aad,
+                ),
+                objects=objects,
+            )
+            manifest_bytes = manifest.to_bytes()
+            custom_metadata = self.store.copy_log_segment_data(
+                remote_log_segment_metadata,
+                LogSegmentData(
+                    log_segment=log_path,
+                    offset_index=offset_index,
+                    time_index=time_index,
+                    producer_snapshot=producer_snapshot,
+                    transaction_index=transaction_index,
+                    leader_epoch_index=epochs,
+                    segment_manifest=manifest_bytes,
+                ),
+            )
+        segment = RemoteSegmentRef.of(remote_log_segment_metadata)
+        self._remember(str(segment.segment_id), _ReadableSegment(manifest, transform))
+        if custom_metadata is not None:
+            return custom_metadata
+        stored_size = (
+            chunk_index.stored_size
+            + sum(digest.stored_size for digest in objects.values())
+            + len(manifest_bytes)
+        )
+        return encode_custom_metadata(remote_size=stored_size, format_version=manifest.version)
+
+    # -- fetch --------------------------------------------------------------------------------
+
+    def fetch_log_segment(
+        self,
+        remote_log_segment_metadata: RemoteLogSegmentMetadataLike,
+        start_position: int,
+        end_position: int | None = None,
+    ) -> BinaryIO:
+        check_positions(start_position, end_position)
+        readable = self._readable_segment(remote_log_segment_metadata)
+        if readable is None:
+            return self.store.fetch_log_segment(
+                remote_log_segment_metadata, start_position, end_position
+            )
+        index = readable.manifest.chunk_index
+        segment = RemoteSegmentRef.of(remote_log_segment_metadata)
+        try:
+            chunks = index.chunks_for_range(start_position, end_position)
+        except ValueError as exc:
+            raise RemoteStorageError(f"{segment}: {exc}") from None
+        if not chunks:
+            return io.BufferedReader(io.BytesIO(b""))
+        stored = self.store.fetch_log_segment(
+            remote_log_segment_metadata, chunks[0].stored_position, chunks[-1].stored_end - 1
+        )
+        last = index.original_size - 1 if end_position is None else end_position
+        return io.BufferedReader(
+            ChunkStream(
+                stored,
+                chunks,
+                readable.transform,
+                start=start_position,
+                end=min(last, index.original_size - 1),
+                where=f"remote segment {segment} .log",
+            )
+        )
+
+    def fetch_index(
+        self, remote_log_segment_metadata: RemoteLogSegmentMetadataLike, index_type: IndexType
+    ) -> BinaryIO:
+        readable = self._readable_segment(remote_log_segment_metadata)
+        if readable is None:
+            return self.store.fetch_index(remote_log_segment_metadata, index_type)
+        name = RemoteObjectSuffix.for_index(index_type).value
+        segment = RemoteSegmentRef.of(remote_log_segment_metadata)
+        digest = readable.manifest.objects.get(name)
+        if digest is None:
+            raise RemoteResourceNotFoundError(f"remote segment {segment} has no .{name} object")
+        with self.store.fetch_index(remote_log_segment_metadata, index_type) as stream:
+            content = stream.read()
+        restored = readable.transform.restore_object(
+            name, content, checksum=digest.checksum, where=f"remote segment {segment} .{name}"
+        )
+        return io.BytesIO(restored)
+
+    def segment_manifest(
+        self, remote_log_segment_metadata: RemoteLogSegmentMetadataLike
+    ) -> SegmentManifest | None:
+        """The segment's manifest, or ``None`` for a segment in the plain format."""
+        readable = self._readable_segment(remote_log_segment_metadata)
+        return None if readable is None else readable.manifest
+
+    def _readable_segment(
+        self, remote_log_segment_metadata: RemoteLogSegmentMetadataLike
+    ) -> _ReadableSegment | None:
+        segment = RemoteSegmentRef.of(remote_log_segment_metadata)
+        key = str(segment.segment_id)
+        with self._lock:
+            if key in self._readable:
+                self._readable.move_to_end(key)
+                return self._readable[key]
+        content = self.store.fetch_segment_manifest(remote_log_segment_metadata)
+        readable = None
+        if content is None:
+            custom_metadata = getattr(remote_log_segment_metadata, "custom_metadata", None)
+            if chunked_format_version(custom_metadata) is not None:
+                # Not a plain segment: its chunks would be served as records.
+                raise SegmentManifestError(
+                    f"remote segment {segment} was copied in the chunked format (its metadata"
+                    " says so) and its manifest object is missing: its bytes are not served"
+                )
+        else:
+            manifest = SegmentManifest.from_bytes(content, where=f"of remote segment {segment}")
+            readable = _ReadableSegment(manifest, self._transform_of(manifest, segment))
+        self._remember(key, readable)
+        return readable
+
+    def _transform_of(self, manifest: SegmentManifest, segment: RemoteSegmentRef) -> ChunkTransform:
+        encryption = None
+        if manifest.encryption is not None:
+            ring = self.config.key_ring
+            if ring is None:
+                raise MissingEncryptionKeyError(
+                    f"remote segment {segment} is encrypted with a data key wrapped by key pair"
+                    f" {manifest.encryption.wrapped_data_key.key_id!r} and no key ring is"
+                    " configured (rsm.config.encryption.key.pairs)"
+                )
+            data_key = ring.unwrap(manifest.encryption.wrapped_data_key, segment=str(segment))
+            encryption = SegmentEncryption(data_key, manifest.encryption.aad)
+        return ChunkTransform(compression=manifest.compression, encryption=encryption)
+
+    def _remember(self, key: str, readable: _ReadableSegment | None) -> None:
+        with self._lock:
+            self._readable[key] = readable
+            self._readable.move_to_end(key)
+            while len(self._readable) > MANIFEST_CACHE_ENTRIES:
+                self._readable.popitem(last=False)
+
+    # -- delete, list, close ------------------------------------------------------------------
+
+    def delete_log_segment_data(
+        self, remote_log_segment_metadata: RemoteLogSegmentMetadataLike
+    ) -> None:
+        self.store.delete_log_segment_data(remote_log_segment_metadata)
+        segment = RemoteSegmentRef.of(remote_log_segment_metadata)
+        with self._lock:
+            self._readable.pop(str(segment.segment_id), None)
+
+    @property
+    def prefix(self) -> str:
+        return remote_object_store(self.store, "the key prefix").prefix
+
+    def list_objects(self, prefix: str | None = None) -> Iterator[RemoteObjectInfo]:
+        return remote_object_store(self.store, "listing objects").list_objects(prefix)
+
+    def delete_objects(self, keys: Sequence[str]) -> None:
+        remote_object_store(self.store, "deleting objects by key").delete_objects(keys)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise RemoteStorageError(f"cannot read {path} to copy it: {exc}") from exc
+
+
+def _write_chunks(
+    source: Path, target: Path, transform: ChunkTransform, chunk_size: int
+) -> tuple[Path, ChunkIndex]:
+    """The stored ``.log`` (``source`` itself when the transformation is the identity) and
+    its chunk index."""
+    stored_sizes: list[int] = []
+    checksums: list[int] = []
+    original_size = 0
+    try:
+        with (
+            open(source, "rb") as file,
+            contextlib.nullcontext() if transform.is_identity else open(target, "wb") as out,
+        ):
+            while chunk := file.read(chunk_size):
+                content = transform.transform_chunk(len(stored_sizes), chunk)
+                stored_sizes.append(len(content))
+                checksums.append(checksum_of(content))
+                original_size += len(chunk)
+                if out is not None:
+                    out.write(content)
+    except OSError as exc:
+        raise RemoteStorageError(f"cannot cut {source} into chunks: {exc}") from exc
+    index = ChunkIndex(
+        chunk_size=chunk_size,
+        original_size=original_size,
+        stored_sizes=tuple(stored_sizes),
+        checksums=tuple(checksums),
+    )
+    return (source if transform.is_identity else target), index

@@ -1,0 +1,139 @@
+"""The chunked format's settings (Aiven's names, ``rsm.config.`` prefix optional)::
+
+    chunk.size                       original bytes per chunk (default 4 MiB)
+    compression.enabled              zstd per chunk (default false)
+    compression.heuristic.enabled    skip it for segments whose batches are compressed
+                                     (default false)
+    encryption.enabled               AES-256-GCM per chunk (default false)
+    encryption.key.pair.id           the active key pair (required with encryption)
+    encryption.key.pairs             the key ring: comma-separated ids
+    encryption.key.pairs.<id>.public.key.file / .private.key.file   PEM files
+
+The ring may be configured with encryption off: segments copied while it was on still read.
+Every other key belongs to the store (``split_format_config``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from storage_core.tiered.chunked.key_ring import KeyRing, RsaKeyPair
+from storage_core.tiered.remote_storage_manager import RSM_CONFIG_PREFIX
+
+DEFAULT_CHUNK_SIZE = 4 * 1024 * 1024
+MAX_CHUNK_SIZE = 1 << 30
+_FLAT_KEYS = frozenset(
+    {
+        "chunk.size",
+        "compression.enabled",
+        "compression.heuristic.enabled",
+        "encryption.enabled",
+        "encryption.key.pair.id",
+        "encryption.key.pairs",
+    }
+)
+_KEY_PAIRS = "encryption.key.pairs."
+_KEY_FILES = (".public.key.file", ".private.key.file")
+
+
+def _plain(key: str) -> str:
+    return key[len(RSM_CONFIG_PREFIX) :] if key.startswith(RSM_CONFIG_PREFIX) else key
+
+
+def is_format_key(key: str) -> bool:
+    plain = _plain(key)
+    return plain in _FLAT_KEYS or (plain.startswith(_KEY_PAIRS) and plain.endswith(_KEY_FILES))
+
+
+def split_format_config(config: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``(format settings without prefix, the store's settings as given)``."""
+    format_settings = {_plain(k): v for k, v in config.items() if is_format_key(k)}
+    store_settings = {k: v for k, v in config.items() if not is_format_key(k)}
+    return format_settings, store_settings
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChunkedFormatConfig:
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    compression: bool = False
+    compression_heuristic: bool = False
+    encryption: bool = False
+    key_ring: KeyRing | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 < self.chunk_size <= MAX_CHUNK_SIZE:
+            raise ValueError(
+                f"rsm.config.chunk.size must be between 1 and {MAX_CHUNK_SIZE}, got"
+                f" {self.chunk_size}"
+            )
+        if self.encryption and self.key_ring is None:
+            raise ValueError(
+                "rsm.config.encryption.enabled=true needs a key ring:"
+                " rsm.config.encryption.key.pairs and rsm.config.encryption.key.pair.id"
+            )
+
+    @staticmethod
+    def from_settings(settings: Mapping[str, str]) -> ChunkedFormatConfig:
+        """From ``split_format_config``'s first half; ``ValueError`` naming the setting."""
+        return ChunkedFormatConfig(
+            chunk_size=_positive_int(settings, "chunk.size", DEFAULT_CHUNK_SIZE),
+            compression=_bool(settings, "compression.enabled"),
+            compression_heuristic=_bool(settings, "compression.heuristic.enabled"),
+            encryption=_bool(settings, "encryption.enabled"),
+            key_ring=_key_ring(settings, required=_bool(settings, "encryption.enabled")),
+        )
+
+
+def _positive_int(settings: Mapping[str, str], key: str, default: int) -> int:
+    text = settings.get(key)
+    if text is None:
+        return default
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError(f"rsm.config.{key} must be a number of bytes, got {text!r}") from None
+
+
+def _bool(settings: Mapping[str, str], key: str) -> bool:
+    text = settings.get(key, "false").strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError(f"rsm.config.{key} must be true or false, got {text!r}")
+    return text == "true"
+
+
+def _key_ring(settings: Mapping[str, str], *, required: bool) -> KeyRing | None:
+    ids = [i.strip() for i in settings.get("encryption.key.pairs", "").split(",") if i.strip()]
+    file_keys = sorted(k for k in settings if k.startswith(_KEY_PAIRS))
+    strays = [k for k in file_keys if k[len(_KEY_PAIRS) :].rsplit(".", 3)[0] not in ids]
+    if strays:
+        raise ValueError(
+            f"rsm.config.{strays[0]} names a key pair that rsm.config.encryption.key.pairs"
+            f" ({', '.join(ids) or 'empty'}) does not list"
+        )
+    active = settings.get("encryption.key.pair.id", "").strip()
+    if not ids:
+        if active:
+            raise ValueError(
+                f"rsm.config.encryption.key.pair.id={active} but rsm.config.encryption.key.pairs"
+                " lists no key pair"
+            )
+        return None
+    pairs = {}
+    for key_id in ids:
+        public = settings.get(f"{_KEY_PAIRS}{key_id}.public.key.file")
+        private = settings.get(f"{_KEY_PAIRS}{key_id}.private.key.file")
+        if not public:
+            raise ValueError(f"rsm.config.{_KEY_PAIRS}{key_id}.public.key.file is required")
+        pairs[key_id] = RsaKeyPair.from_pem_files(
+            key_id, Path(public), Path(private) if private else None
+        )
+    if not active:
+        if required:
+            raise ValueError(
+                "rsm.config.encryption.enabled=true needs rsm.config.encryption.key.pair.id"
+                f" (one of {', '.join(ids)})"
+            )
+        active = ids[0]  # never used to write: encryption is off
+    return KeyRing(active, pairs)

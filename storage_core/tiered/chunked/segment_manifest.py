@@ -1,0 +1,143 @@
+"""The segment manifest: the object written last beside a chunked segment's objects.
+
+JSON (UTF-8), so that an operator can read it with any tool::
+
+    {"format": "chunked", "version": 1,
+     "chunkSize": 4194304, "originalSize": 10485760,
+     "chunks": {"storedSizes": [...], "checksums": [...]},      per chunk, CRC32C of stored bytes
+     "compression": "zstd" | null,
+     "encryption": {"keyId": "k1", "wrappedDataKey": "<base64>", "aad": "<base64>"} | null,
+     "objects": {"index": {"storedSize": 80, "checksum": 123}, ...}}   the other objects
+
+A segment without a manifest was copied in the plain format (the objects are the local files
+as they were). A manifest of another format or of a later version is refused by name.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from storage_core.tiered.chunked.chunk_index import ChunkIndex
+from storage_core.tiered.chunked.errors import SegmentManifestError
+from storage_core.tiered.chunked.key_ring import WrappedDataKey
+
+FORMAT_NAME = "chunked"
+FORMAT_VERSION = 1
+COMPRESSION_ZSTD = "zstd"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ObjectDigest:
+    """An object other than the ``.log`` as stored: its size and the CRC32C of its bytes."""
+
+    stored_size: int
+    checksum: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EncryptionMetadata:
+    wrapped_data_key: WrappedDataKey
+    aad: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SegmentManifest:
+    chunk_index: ChunkIndex
+    compression: bool
+    encryption: EncryptionMetadata | None
+    objects: dict[str, ObjectDigest]  # by object suffix (``index``, ``timeindex``, ...)
+    version: int = FORMAT_VERSION
+
+    def to_bytes(self) -> bytes:
+        index = self.chunk_index
+        document: dict[str, Any] = {
+            "format": FORMAT_NAME,
+            "version": self.version,
+            "chunkSize": index.chunk_size,
+            "originalSize": index.original_size,
+            "chunks": {"storedSizes": list(index.stored_sizes), "checksums": list(index.checksums)},
+            "compression": COMPRESSION_ZSTD if self.compression else None,
+            "encryption": None
+            if self.encryption is None
+            else {
+                "keyId": self.encryption.wrapped_data_key.key_id,
+                "wrappedDataKey": _b64(self.encryption.wrapped_data_key.ciphertext),
+                "aad": _b64(self.encryption.aad),
+            },
+            "objects": {
+                name: {"storedSize": digest.stored_size, "checksum": digest.checksum}
+                for name, digest in sorted(self.objects.items())
+            },
+        }
+        return json.dumps(document, separators=(",", ":")).encode()
+
+    @staticmethod
+    def from_bytes(data: bytes, *, where: str) -> SegmentManifest:
+        """``SegmentManifestError`` naming ``where`` (the object) and what is wrong."""
+        try:
+            document = json.loads(data)
+            if not isinstance(document, dict):
+                raise TypeError("not a JSON object")
+            if document.get("format") != FORMAT_NAME:
+                raise ValueError(f"format {document.get('format')!r} is not {FORMAT_NAME!r}")
+            version = document.get("version")
+            if version != FORMAT_VERSION:
+                raise ValueError(
+                    f"format version {version!r} is not one this broker reads ({FORMAT_VERSION})"
+                )
+            chunks = document["chunks"]
+            index = ChunkIndex(
+                chunk_size=_int(document["chunkSize"]),
+                original_size=_int(document["originalSize"]),
+                stored_sizes=tuple(_int(size) for size in chunks["storedSizes"]),
+                checksums=tuple(_int(checksum) for checksum in chunks["checksums"]),
+            )
+            compression = document["compression"]
+            if compression not in (None, COMPRESSION_ZSTD):
+                raise ValueError(f"unknown compression {compression!r}")
+            encryption = document["encryption"]
+            objects = {
+                str(name): ObjectDigest(
+                    stored_size=_int(digest["storedSize"]), checksum=_int(digest["checksum"])
+                )
+                for name, digest in document["objects"].items()
+            }
+            return SegmentManifest(
+                chunk_index=index,
+                compression=compression is not None,
+                encryption=None
+                if encryption is None
+                else EncryptionMetadata(
+                    wrapped_data_key=WrappedDataKey(
+                        str(encryption["keyId"]), _unb64(encryption["wrappedDataKey"])
+                    ),
+                    aad=_unb64(encryption["aad"]),
+                ),
+                objects=objects,
+                version=version,
+            )
+        except (ValueError, TypeError, KeyError, AttributeError, binascii.Error) as exc:
+            detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise SegmentManifestError(
+                f"segment manifest {where} is unreadable: {detail}"
+            ) from None
+
+
+def _int(value: object) -> int:
+    if type(value) is not int:
+        raise TypeError(f"{value!r} is not an integer")
+    return value
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _unb64(text: object) -> bytes:
+    if not isinstance(text, str):
+        raise TypeError(f"{text!r} is not base64 text")
+    return base64.b64decode(text, validate=True)

@@ -1,0 +1,307 @@
+"""The chunked format on the local-directory store: every combination of chunk size,
+compression and encryption reads back byte for byte, key rotation, plain objects copied
+before, and what a bucket reader without the key sees."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from storage_core.errors import InvalidConfigError
+from storage_core.log.log import Log
+from storage_core.log.log_config import LogConfig
+from storage_core.records.compression import CompressionType
+from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
+from storage_core.tiered.chunked.errors import (
+    ChunkIntegrityError,
+    MissingEncryptionKeyError,
+    SegmentManifestError,
+)
+from storage_core.tiered.local_tiered_storage import LocalTieredStorage
+from storage_core.tiered.remote_object_keys import RemoteObjectSuffix, segment_keys
+from storage_core.tiered.remote_storage_manager import (
+    IndexType,
+    LogSegmentData,
+    RemoteResourceNotFoundError,
+    RemoteSegmentRef,
+)
+from storage_core.tiered.rsm_loader import load_remote_storage_manager
+from tests.chunked_support import (
+    MARKER,
+    closed_segment,
+    encryption_settings,
+    segment_ref,
+    write_key_pair,
+)
+from tests.conftest import make_batch
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
+    directory = tmp_path_factory.mktemp("keys")
+    return {key_id: write_key_pair(directory, key_id) for key_id in ("k1", "k2")}
+
+
+def chunked(tmp_path: Path, **settings: str) -> ChunkedRemoteStorageManager:
+    manager = load_remote_storage_manager(
+        "LocalTieredStorage",
+        {"rsm.config.local.storage.dir": str(tmp_path / "remote"), **settings},
+    )
+    assert isinstance(manager, ChunkedRemoteStorageManager)
+    return manager
+
+
+def read_all(
+    manager: ChunkedRemoteStorageManager, segment: RemoteSegmentRef, start: int, end: int | None
+) -> bytes:
+    with manager.fetch_log_segment(segment, start, end) as stream:
+        return stream.read()
+
+
+def stored_objects(tmp_path: Path) -> list[Path]:
+    return sorted(p for p in (tmp_path / "remote").rglob("*") if p.is_file())
+
+
+COMBINATIONS = list(itertools.product((100, 4096, 4 * 1024 * 1024), (False, True), (False, True)))
+
+
+@pytest.mark.parametrize(("chunk_size", "compression", "encryption"), COMBINATIONS)
+def test_every_combination_reads_back_byte_for_byte(
+    tmp_path: Path,
+    keys: dict[str, dict[str, str]],
+    chunk_size: int,
+    compression: bool,
+    encryption: bool,
+) -> None:
+    data = closed_segment(tmp_path)
+    original = data.log_segment.read_bytes()
+    settings = {
+        "rsm.config.chunk.size": str(chunk_size),
+        "rsm.config.compression.enabled": str(compression).lower(),
+        **(encryption_settings(keys, "k1") if encryption else {}),
+    }
+    writer = chunked(tmp_path, **settings)
+    segment = segment_ref()
+    custom = writer.copy_log_segment_data(segment, data)
+    assert custom is not None  # says "chunked" in the segment's metadata
+
+    reader = chunked(tmp_path, **settings)  # a fresh reader: nothing cached
+    manifest = reader.segment_manifest(segment)
+    assert manifest is not None
+    assert manifest.chunk_index.original_size == len(original)
+    assert len(manifest.chunk_index) == -(-len(original) // chunk_size)
+    assert manifest.compression is compression
+    assert (manifest.encryption is not None) is encryption
+    size = len(original)
+    for start, end in [
+        (0, None),
+        (0, size - 1),
+        (1, 1),
+        (99, 100),
+        (size // 2, None),
+        (size - 1, None),
+        (37, size // 3),
+        (4095, 4097),
+    ]:
+        expected = original[start : None if end is None else end + 1]
+        assert read_all(reader, segment, start, end) == expected, (start, end)
+    for index_type, path in [
+        (IndexType.OFFSET, data.offset_index),
+        (IndexType.TIMESTAMP, data.time_index),
+        (IndexType.PRODUCER_SNAPSHOT, data.producer_snapshot),
+    ]:
+        assert path is not None
+        with reader.fetch_index(segment, index_type) as stream:
+            assert stream.read() == path.read_bytes()
+    with reader.fetch_index(segment, IndexType.LEADER_EPOCH) as stream:
+        assert stream.read() == data.leader_epoch_index
+    with pytest.raises(RemoteResourceNotFoundError):
+        reader.fetch_index(segment, IndexType.TRANSACTION)  # the segment has none
+    stored_log = tmp_path / "remote" / segment_keys("", segment)[RemoteObjectSuffix.LOG]
+    if compression and chunk_size >= 4096:  # a frame per 100 bytes costs more than it saves
+        assert stored_log.stat().st_size < len(original) // 2  # the values repeat
+    if not compression and not encryption:
+        assert stored_log.read_bytes() == original  # chunking alone changes no byte
+
+
+def test_a_bucket_reader_without_the_key_sees_no_record_bytes(
+    tmp_path: Path, keys: dict[str, dict[str, str]]
+) -> None:
+    data = closed_segment(tmp_path)
+    assert MARKER in data.log_segment.read_bytes()
+    writer = chunked(tmp_path, **encryption_settings(keys, "k1"))
+    writer.copy_log_segment_data(segment_ref(), data)
+    objects = stored_objects(tmp_path)
+    assert {p.suffix for p in objects} >= {".log", ".index", ".timeindex", ".rsm-manifest"}
+    for path in objects:
+        content = path.read_bytes()
+        assert MARKER not in content, path
+        assert b"k1" not in content or path.suffix == ".rsm-manifest", path
+    # Neither do the indexes tell offsets or timestamps: they are encrypted too.
+    index = next(p for p in objects if p.suffix == ".index")
+    assert index.read_bytes() != data.offset_index.read_bytes()
+
+
+def test_key_rotation_keeps_old_segments_readable_and_a_missing_key_is_named(
+    tmp_path: Path, keys: dict[str, dict[str, str]]
+) -> None:
+    data = closed_segment(tmp_path)
+    original = data.log_segment.read_bytes()
+    old, new = segment_ref(), segment_ref()
+    chunked(tmp_path, **encryption_settings({"k1": keys["k1"]}, "k1")).copy_log_segment_data(
+        old, data
+    )
+    rotated = chunked(tmp_path, **encryption_settings(keys, "k2"))
+    rotated.copy_log_segment_data(new, data)
+    for segment, key_id in ((old, "k1"), (new, "k2")):
+        manifest = rotated.segment_manifest(segment)
+        assert manifest is not None and manifest.encryption is not None
+        assert manifest.encryption.wrapped_data_key.key_id == key_id
+        assert read_all(rotated, segment, 0, None) == original
+
+    without_k1 = chunked(tmp_path, **encryption_settings({"k2": keys["k2"]}, "k2"))
+    assert read_all(without_k1, new, 0, None) == original
+    with pytest.raises(MissingEncryptionKeyError, match="'k1'"):
+        without_k1.fetch_log_segment(old, 0)
+    no_ring = chunked(tmp_path)
+    with pytest.raises(MissingEncryptionKeyError, match="'k2'"):
+        no_ring.fetch_log_segment(new, 0)
+
+
+def test_plain_segments_copied_before_read_as_they_are(tmp_path: Path) -> None:
+    data = closed_segment(tmp_path)
+    plain = LocalTieredStorage(tmp_path / "remote")
+    segment = segment_ref()
+    assert plain.copy_log_segment_data(segment, data) is None
+    manager = chunked(tmp_path, **{"rsm.config.compression.enabled": "true"})
+    assert manager.segment_manifest(segment) is None
+    assert read_all(manager, segment, 5, None) == data.log_segment.read_bytes()[5:]
+    with manager.fetch_index(segment, IndexType.OFFSET) as stream:
+        assert stream.read() == data.offset_index.read_bytes()
+
+
+def flip_byte(path: Path, position: int) -> None:
+    content = bytearray(path.read_bytes())
+    content[position] ^= 0x01
+    path.write_bytes(bytes(content))
+
+
+@pytest.mark.parametrize("encryption", [False, True])
+def test_a_corrupt_chunk_is_never_served(
+    tmp_path: Path, keys: dict[str, dict[str, str]], encryption: bool
+) -> None:
+    data = closed_segment(tmp_path)
+    settings = {
+        "rsm.config.chunk.size": "1000",
+        **(encryption_settings(keys, "k1") if encryption else {}),
+    }
+    manager = chunked(tmp_path, **settings)
+    segment = segment_ref()
+    manager.copy_log_segment_data(segment, data)
+    stored_log = tmp_path / "remote" / segment_keys("", segment)[RemoteObjectSuffix.LOG]
+    flip_byte(stored_log, 2500)  # in the third chunk
+    reader = chunked(tmp_path, **settings)
+    assert read_all(reader, segment, 0, 1999) == data.log_segment.read_bytes()[:2000]
+    with pytest.raises(ChunkIntegrityError, match=r"chunk 2 \(original bytes 2000-2999\)"):
+        read_all(reader, segment, 0, None)
+
+
+def test_a_truncated_object_and_a_missing_manifest_are_errors(tmp_path: Path) -> None:
+    data = closed_segment(tmp_path)
+    manager = chunked(
+        tmp_path, **{"rsm.config.chunk.size": "1000", "rsm.config.compression.enabled": "true"}
+    )
+    segment = segment_ref()
+    custom = manager.copy_log_segment_data(segment, data)
+    keys = segment_keys("", segment)
+    stored_log = tmp_path / "remote" / keys[RemoteObjectSuffix.LOG]
+    stored_log.write_bytes(stored_log.read_bytes()[:-10])
+    reader = chunked(tmp_path)
+    with pytest.raises(Exception, match=r"early|truncated"):
+        read_all(reader, segment, 0, None)
+
+    (tmp_path / "remote" / keys[RemoteObjectSuffix.SEGMENT_MANIFEST]).unlink()
+    with_metadata = _with_custom_metadata(segment, custom)
+    with pytest.raises(SegmentManifestError, match="manifest object is missing"):
+        chunked(tmp_path).fetch_log_segment(with_metadata, 0)
+
+
+def test_an_unreadable_manifest_is_named(tmp_path: Path) -> None:
+    data = closed_segment(tmp_path)
+    manager = chunked(tmp_path)
+    segment = segment_ref()
+    manager.copy_log_segment_data(segment, data)
+    manifest = tmp_path / "remote" / segment_keys("", segment)[RemoteObjectSuffix.SEGMENT_MANIFEST]
+    manifest.write_bytes(manifest.read_bytes().replace(b'"version":1', b'"version":9'))
+    with pytest.raises(SegmentManifestError, match="version 9"):
+        chunked(tmp_path).fetch_log_segment(segment, 0)
+
+
+def test_settings_the_format_cannot_honour_are_refused_by_name(
+    tmp_path: Path, keys: dict[str, dict[str, str]]
+) -> None:
+    with pytest.raises(InvalidConfigError, match="needs a key ring"):
+        chunked(tmp_path, **{"rsm.config.encryption.enabled": "true"})
+    with pytest.raises(InvalidConfigError, match=r"chunk\.size"):
+        chunked(tmp_path, **{"rsm.config.chunk.size": "0"})
+    with pytest.raises(InvalidConfigError, match="'k3' is not in the key ring"):
+        chunked(tmp_path, **encryption_settings(keys, "k3"))
+    with pytest.raises(InvalidConfigError, match=r"k9\.public\.key\.file names a key pair"):
+        chunked(
+            tmp_path,
+            **encryption_settings(keys, "k1"),
+            **{"rsm.config.encryption.key.pairs.k9.public.key.file": "/nowhere"},
+        )
+    broken = tmp_path / "broken.pem"
+    broken.write_text("not a key")
+    with pytest.raises(InvalidConfigError, match=f"{broken} is not an unencrypted PEM public key"):
+        chunked(
+            tmp_path,
+            **encryption_settings(
+                {"k1": {"rsm.config.encryption.key.pairs.k1.public.key.file": str(broken)}}, "k1"
+            ),
+        )
+    with pytest.raises(InvalidConfigError, match=r"fetch\.chunk\.cache\.class"):
+        chunked(tmp_path, **{"rsm.config.fetch.chunk.cache.class": "disk"})
+
+
+def test_the_compression_heuristic_skips_segments_whose_batches_are_compressed(
+    tmp_path: Path,
+) -> None:
+    log = Log(tmp_path / "compressed-0", LogConfig())
+    try:
+        log.append_as_leader(
+            make_batch(50, value_size=200, compression=CompressionType.GZIP), leader_epoch=0
+        )
+        log.roll()
+        segment_file = log.segments[0]
+        data = LogSegmentData(
+            log_segment=segment_file.log.path,
+            offset_index=segment_file.offset_index.path,
+            time_index=segment_file.time_index.path,
+        )
+        settings = {
+            "rsm.config.compression.enabled": "true",
+            "rsm.config.compression.heuristic.enabled": "true",
+        }
+        manager = chunked(tmp_path, **settings)
+        compressed, plain = segment_ref(), segment_ref()
+        manager.copy_log_segment_data(compressed, data)
+        manifest = manager.segment_manifest(compressed)
+        assert manifest is not None and manifest.compression is False
+        manager.copy_log_segment_data(plain, closed_segment(tmp_path / "other"))
+        manifest = manager.segment_manifest(plain)
+        assert manifest is not None and manifest.compression is True
+    finally:
+        log.close()
+
+
+def _with_custom_metadata(segment: RemoteSegmentRef, custom: bytes | None) -> object:
+    class WithCustomMetadata:
+        remote_log_segment_id = segment.remote_log_segment_id
+        start_offset = segment.start_offset
+        custom_metadata = custom
+
+    return WithCustomMetadata()
