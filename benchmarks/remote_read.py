@@ -1,11 +1,16 @@
 """Consume from the remote tier against consume from the local log, on one broker process.
 
-Two topics get the same records (1 KiB records stamped now, in 64 KiB batches, lean Produce
-requests, 4 MiB segments): ``local`` keeps its log; ``tiered`` (remote.storage.enable,
-local.retention.ms=1) is fully offloaded: the RemoteLogManager task rolls the active
-segment, every segment is copied with the operations library (as a tiering job would), and
-local retention deletes the local copies until the local log start equals the log end offset.
-Every fetch of ``tiered`` is then a remote read.
+Four topics get the same records (1 KiB random records stamped now, in 64 KiB batches, lean
+Produce requests, 4 MiB segments): ``local`` keeps its log; the three others
+(remote.storage.enable, local.retention.ms=1) are fully offloaded: the RemoteLogManager task
+rolls the active segment, every segment is copied with the operations library (as a tiering
+job would), and local retention deletes the local copies until the local log start equals the
+log end offset. Every fetch of them is then a remote read. They differ in the format of their
+copies, all read by the same broker:
+
+  tiered    the plain format (the segment files as they are, no manifest)
+  chunked   the chunked format, 4 MiB chunks, neither compressed nor encrypted
+  sealed    the chunked format with zstd and AES-256-GCM (random records: zstd finds nothing)
 
   consume lean      raw-socket Fetch requests, one at a time from offset 0 to the end
                     (``lean_client.fetch``: batch headers checked, records never decoded),
@@ -17,6 +22,7 @@ Every fetch of ``tiered`` is then a remote read.
                              segment's offset index is downloaded first)
                       warm   the same offsets again (index cached on disk and mapped)
                     median and max in ms; the ratio is tiered/local of the medians
+  sealed/chunked    the ``sealed`` topic's consume as a ratio of ``chunked``'s in the same run
 
 The remote tier is ``LocalTieredStorage`` in a directory beside the log dir (same disk); with
 ``--s3`` it is ``S3RemoteStorageManager`` against a moto server on loopback (moto is a Python
@@ -46,8 +52,10 @@ from benchmarks import lean_client
 from storage_core.records import SimpleRecord, build_batch
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
 from storage_core.tiered.remote_storage_manager import RemoteStorageManager
+from storage_core.tiered.rsm_loader import load_remote_storage_manager
 from storage_core.tiered.s3_remote_storage_manager import S3RemoteStorageManager
 from tests.broker_process import BrokerProcess
+from tests.chunked_support import encryption_settings, write_key_pair
 from tests.integration import raw_wire
 from tests.s3_server import AWS_TEST_ENV, S3Server
 from tests.tiered_broker_support import (
@@ -67,7 +75,8 @@ SEGMENT_BYTES = 4 * 1024 * 1024
 FETCH_BYTES = (1024 * 1024, SEGMENT_BYTES)
 LATENCY_SEGMENTS = 8
 OFFLOAD_TIMEOUT_S = 300.0
-LOCAL, TIERED = "local", "tiered"
+LOCAL, TIERED, CHUNKED, SEALED = "local", "tiered", "chunked", "sealed"
+REMOTE_TOPICS = (TIERED, CHUNKED, SEALED)
 BUCKET = "bench-tiered"
 
 
@@ -79,46 +88,71 @@ def records_per_batch() -> int:
 @contextmanager
 def remote_tier(
     work_dir: Path, use_s3: bool
-) -> Iterator[tuple[dict[str, str], RemoteStorageManager]]:
-    """Broker overrides for the remote tier, and an RSM of the same store for the copies."""
+) -> Iterator[tuple[dict[str, str], dict[str, RemoteStorageManager]]]:
+    """Broker overrides for the remote tier (with the key ring, to read ``sealed``), and per
+    remote topic an RSM of the same store that copies in that topic's format."""
+    keys = work_dir / "keys"
+    keys.mkdir()
+    ring = encryption_settings({"bench": write_key_pair(keys, "bench")}, "bench", enabled=False)
+    sealed = {
+        **ring,
+        "rsm.config.encryption.enabled": "true",
+        "rsm.config.compression.enabled": "true",
+    }
     if not use_s3:
         storage_dir = work_dir / "remote-tier"
-        yield (
-            {
-                "remote.log.storage.manager.class.name": "LocalTieredStorage",
-                "rsm.config.local.storage.dir": str(storage_dir),
-                "rsm.config.local.fsync": "false",
-            },
-            LocalTieredStorage(storage_dir, fsync=False),
-        )
+        store = {
+            "rsm.config.local.storage.dir": str(storage_dir),
+            "rsm.config.local.fsync": "false",
+        }
+        class_name = "LocalTieredStorage"
+        plain: RemoteStorageManager = LocalTieredStorage(storage_dir, fsync=False)
+        yield from _tiers(class_name, store, ring, sealed, plain)
         return
     os.environ.update(AWS_TEST_ENV)  # the broker process inherits the credentials
     with S3Server(work_dir / "moto") as s3:
         s3.create_bucket(BUCKET)
-        config = {
+        store = {
             "rsm.config.s3.bucket.name": BUCKET,
             "rsm.config.s3.endpoint.url": s3.endpoint_url,
             "rsm.config.s3.path.style.access.enabled": "true",
         }
-        rsm = S3RemoteStorageManager.from_config(config)
-        try:
-            yield {"remote.log.storage.manager.class.name": "S3RemoteStorageManager", **config}, rsm
-        finally:
+        plain = S3RemoteStorageManager.from_config(store)
+        yield from _tiers("S3RemoteStorageManager", store, ring, sealed, plain)
+
+
+def _tiers(
+    class_name: str,
+    store: dict[str, str],
+    ring: dict[str, str],
+    sealed: dict[str, str],
+    plain: RemoteStorageManager,
+) -> Iterator[tuple[dict[str, str], dict[str, RemoteStorageManager]]]:
+    copiers = {
+        TIERED: plain,
+        CHUNKED: load_remote_storage_manager(class_name, store),
+        SEALED: load_remote_storage_manager(class_name, {**store, **sealed}),
+    }
+    try:
+        yield {"remote.log.storage.manager.class.name": class_name, **store, **ring}, copiers
+    finally:
+        for rsm in copiers.values():
             rsm.close()
 
 
 def create_topics(port: int) -> None:
     raw_wire.create_topic(port, LOCAL, configs={"segment.bytes": str(SEGMENT_BYTES)})
-    raw_wire.create_topic(
-        port,
-        TIERED,
-        configs={
-            "segment.bytes": str(SEGMENT_BYTES),
-            "remote.storage.enable": "true",
-            # Time, not size: size retention always keeps the newest closed segment.
-            "local.retention.ms": "1",
-        },
-    )
+    for topic in REMOTE_TOPICS:
+        raw_wire.create_topic(
+            port,
+            topic,
+            configs={
+                "segment.bytes": str(SEGMENT_BYTES),
+                "remote.storage.enable": "true",
+                # Time, not size: size retention always keeps the newest closed segment.
+                "local.retention.ms": "1",
+            },
+        )
 
 
 def produce_both(port: int, total_mib: int) -> int:
@@ -129,28 +163,28 @@ def produce_both(port: int, total_mib: int) -> int:
         * per_batch
     )
     batches = max(1, total_mib * 1024 * 1024 // len(batch))
-    for topic in (LOCAL, TIERED):
+    for topic in (LOCAL, *REMOTE_TOPICS):
         frame = lean_client.produce_frame(topic, batch, acks=1)
         lean_client.produce(port, frame, batches, in_flight=5)
     return batches * per_batch
 
 
-def offload(broker: BrokerProcess, rsm: RemoteStorageManager, total_records: int) -> int:
-    """Copy every segment of ``tiered`` until the local log is empty; returns segments copied."""
-    partition_dir = broker.log_dir / f"{TIERED}-0"
+def offload(
+    broker: BrokerProcess, topic: str, rsm: RemoteStorageManager, total_records: int
+) -> int:
+    """Copy every segment of ``topic`` until the local log is empty; returns segments copied."""
+    partition_dir = broker.log_dir / f"{topic}-0"
     copied = 0
     deadline = time.monotonic() + OFFLOAD_TIMEOUT_S
     with client_rlmm(broker.bootstrap) as rlmm:
-        while list_offset(broker.bootstrap, TIERED, LATEST_TIERED)[0] < total_records - 1:
+        while list_offset(broker.bootstrap, topic, LATEST_TIERED)[0] < total_records - 1:
             if time.monotonic() > deadline:
-                raise SystemExit(f"{TIERED}: not offloaded within {OFFLOAD_TIMEOUT_S}s")
+                raise SystemExit(f"{topic}: not offloaded within {OFFLOAD_TIMEOUT_S}s")
             # The RLM task rolls the active segment (it breaches local.retention.ms).
-            copied += len(
-                copy_eligible_segments(broker.bootstrap, partition_dir, TIERED, rsm, rlmm)
-            )
+            copied += len(copy_eligible_segments(broker.bootstrap, partition_dir, topic, rsm, rlmm))
             time.sleep(0.2)
     wait_until(
-        lambda: list_offset(broker.bootstrap, TIERED, EARLIEST_LOCAL)[0] == total_records,
+        lambda: list_offset(broker.bootstrap, topic, EARLIEST_LOCAL)[0] == total_records,
         "local retention to delete every copied segment",
         OFFLOAD_TIMEOUT_S,
     )
@@ -192,11 +226,14 @@ def restart_cold(broker: BrokerProcess, total_records: int) -> None:
     broker.stop()
     shutil.rmtree(broker.log_dir / "remote-log-index-cache", ignore_errors=True)
     broker.start()
-    wait_until(
-        lambda: list_offset(broker.bootstrap, TIERED, LATEST_TIERED)[0] == total_records - 1,
-        "remote metadata after the restart",
-        60,
-    )
+    for topic in REMOTE_TOPICS:
+        wait_until(
+            lambda topic=topic: (
+                list_offset(broker.bootstrap, topic, LATEST_TIERED)[0] == total_records - 1
+            ),
+            f"{topic}: remote metadata after the restart",
+            60,
+        )
 
 
 # ---------------------------------------------------------------------- the run
@@ -209,7 +246,7 @@ def mib_s(size: int, seconds: float) -> float:
 
 def run(work_dir: Path, total_mib: int, rounds: int, use_s3: bool) -> list[Row]:
     rows: list[Row] = []
-    with remote_tier(work_dir, use_s3) as (overrides, rsm):
+    with remote_tier(work_dir, use_s3) as (overrides, copiers):
         broker_overrides = {
             "remote.log.storage.system.enable": "true",
             "remote.log.metadata.topic.num.partitions": "1",
@@ -223,44 +260,49 @@ def run(work_dir: Path, total_mib: int, rounds: int, use_s3: bool) -> list[Row]:
             log_bytes = sum(p.stat().st_size for p in (broker.log_dir / f"{LOCAL}-0").glob("*.log"))
             if list_offset(broker.bootstrap, LOCAL, LATEST)[0] != total_records:
                 raise SystemExit(f"{LOCAL}: not every record was appended")
-            offload(broker, rsm, total_records)
+            for topic, rsm in copiers.items():
+                offload(broker, topic, rsm, total_records)
             offsets = segment_starts(broker)
 
             restart_cold(broker, total_records)
-            cold = first_batch_ms(broker.port, TIERED, offsets)
-            warm = first_batch_ms(broker.port, TIERED, offsets)
-            local_first = first_batch_ms(broker.port, LOCAL, offsets)
-            local_warm = first_batch_ms(broker.port, LOCAL, offsets)
-            base = statistics.median(local_warm)
-            for case, samples in (
-                ("first batch, cold index cache", cold),
-                ("first batch, warm index cache", warm),
-                ("first batch, local (first)", local_first),
-                ("first batch, local", local_warm),
-            ):
+            samples = {
+                f"{topic}, cold index cache": first_batch_ms(broker.port, topic, offsets)
+                for topic in REMOTE_TOPICS
+            }
+            samples.update(
+                {
+                    f"{topic}, warm index cache": first_batch_ms(broker.port, topic, offsets)
+                    for topic in REMOTE_TOPICS
+                }
+            )
+            samples["local (first)"] = first_batch_ms(broker.port, LOCAL, offsets)
+            samples["local"] = first_batch_ms(broker.port, LOCAL, offsets)
+            base = statistics.median(samples["local"])
+            for case, values in samples.items():
                 rows.append(
                     {
-                        "case": case,
-                        "topic": LOCAL if "local" in case else TIERED,
-                        "median_ms": round(statistics.median(samples), 2),
-                        "max_ms": round(max(samples), 2),
-                        "samples": len(samples),
+                        "case": f"first batch, {case}",
+                        "topic": case.split(",")[0].split(" ")[0],
+                        "median_ms": round(statistics.median(values), 2),
+                        "max_ms": round(max(values), 2),
+                        "samples": len(values),
                         "baseline_median_ms": round(base, 2),
-                        "ratio": round(statistics.median(samples) / base, 2),
+                        "ratio": round(statistics.median(values) / base, 2),
                     }
                 )
 
             for max_bytes in FETCH_BYTES:
-                best = {LOCAL: float("inf"), TIERED: float("inf")}
+                best = dict.fromkeys((LOCAL, *REMOTE_TOPICS), float("inf"))
                 for _ in range(rounds):
-                    for topic in (LOCAL, TIERED):
+                    for topic in best:
                         elapsed = lean_consume(broker.port, topic, total_records, max_bytes)
                         best[topic] = min(best[topic], elapsed)
                 local_mib_s = mib_s(log_bytes, best[LOCAL])
-                for topic in (LOCAL, TIERED):
+                case = f"consume lean, max_bytes {max_bytes // (1024 * 1024)} MiB"
+                for topic in best:
                     rows.append(
                         {
-                            "case": f"consume lean, max_bytes {max_bytes // (1024 * 1024)} MiB",
+                            "case": case,
                             "topic": topic,
                             "mib_s": mib_s(log_bytes, best[topic]),
                             "records_s": round(total_records / best[topic]),
@@ -268,6 +310,16 @@ def run(work_dir: Path, total_mib: int, rounds: int, use_s3: bool) -> list[Row]:
                             "ratio": round(mib_s(log_bytes, best[topic]) / local_mib_s, 3),
                         }
                     )
+                rows.append(
+                    {
+                        "case": f"{case}, sealed/chunked",
+                        "topic": SEALED,
+                        "mib_s": mib_s(log_bytes, best[SEALED]),
+                        "records_s": round(total_records / best[SEALED]),
+                        "baseline_mib_s": mib_s(log_bytes, best[CHUNKED]),
+                        "ratio": round(best[CHUNKED] / best[SEALED], 3),
+                    }
+                )
     return rows
 
 
@@ -288,18 +340,18 @@ def main() -> None:
         shutil.rmtree(args.dir, ignore_errors=True)
     tier = "S3 (moto)" if args.s3 else "LocalTieredStorage"
     print(f"remote tier: {tier}; baseline: the local topic in the same run")
-    print(f"{'case':<32} {'topic':<7} {'MiB/s':>8} {'rec/s':>9} {'base MiB/s':>11} {'ratio':>6}")
+    print(f"{'case':<46} {'topic':<7} {'MiB/s':>8} {'rec/s':>9} {'base MiB/s':>11} {'ratio':>6}")
     for r in rows:
         if "mib_s" in r:
             print(
-                f"{r['case']:<32} {r['topic']:<7} {r['mib_s']:>8} {r['records_s']:>9}"
+                f"{r['case']:<46} {r['topic']:<7} {r['mib_s']:>8} {r['records_s']:>9}"
                 f" {r['baseline_mib_s']:>11} {r['ratio']:>6}"
             )
-    print(f"{'case':<32} {'topic':<7} {'med ms':>8} {'max ms':>9} {'base med ms':>11} {'ratio':>6}")
+    print(f"{'case':<46} {'topic':<7} {'med ms':>8} {'max ms':>9} {'base med ms':>11} {'ratio':>6}")
     for r in rows:
         if "median_ms" in r:
             print(
-                f"{r['case']:<32} {r['topic']:<7} {r['median_ms']:>8} {r['max_ms']:>9}"
+                f"{r['case']:<46} {r['topic']:<7} {r['median_ms']:>8} {r['max_ms']:>9}"
                 f" {r['baseline_median_ms']:>11} {r['ratio']:>6}"
             )
     print(json.dumps({"benchmark": "remote_read", "command": command, "results": rows}))
