@@ -13,12 +13,15 @@ import pytest
 from crc32c import crc32c
 
 from storage_core.log.transaction_index import AbortedTxn
+from storage_core.replication.tier_state_machine import read_producer_snapshot
 from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
 from storage_core.tiered.chunked.errors import ChunkIntegrityError, SegmentManifestError
+from storage_core.tiered.remote_index_cache import RemoteIndexCache
 from storage_core.tiered.remote_object_keys import RemoteObjectSuffix, segment_keys
 from storage_core.tiered.remote_storage_manager import (
     IndexType,
     LogSegmentData,
+    RemoteResourceNotFoundError,
     RemoteSegmentRef,
     RemoteStorageError,
 )
@@ -275,6 +278,56 @@ def test_a_missing_manifest_of_a_segment_whose_metadata_says_chunked_is_refused(
         with pytest.raises(SegmentManifestError, match="manifest object is missing") as e:
             read()
         assert names_segment(e, copied)
+
+
+@pytest.mark.parametrize("encryption", [False, True])
+@pytest.mark.parametrize("index_type", list(IndexType))
+def test_a_deleted_index_object_is_an_error_not_an_absent_index(
+    tmp_path: Path,
+    keys: dict[str, dict[str, str]],
+    segment_data: LogSegmentData,
+    index_type: IndexType,
+    encryption: bool,
+) -> None:
+    """A segment without a transaction index or a producer snapshot has none (a reader takes
+    ``RemoteResourceNotFoundError`` for "no aborted transactions", "no producers"); a segment
+    whose manifest lists the object and whose object is gone is damaged, and must not pass
+    for one that has none."""
+    copied = Copied(tmp_path, segment_data, settings_of(keys, False, encryption))
+    copied.path(RemoteObjectSuffix.for_index(index_type)).unlink()
+    with pytest.raises(RemoteStorageError) as e:
+        copied.index(index_type)
+    assert names_segment(e, copied)
+    if index_type in (IndexType.TRANSACTION, IndexType.PRODUCER_SNAPSHOT):
+        assert not isinstance(e.value, RemoteResourceNotFoundError), e.value
+        assert "manifest lists" in str(e.value)
+
+
+def test_a_deleted_transaction_index_is_not_read_as_no_aborted_transactions(
+    tmp_path: Path, segment_data: LogSegmentData
+) -> None:
+    """What a read_committed consumer and a follower see: the remote index cache must not
+    answer "no aborted transactions" (the aborted records would be served as committed) and
+    the producer state built from the remote tier must not come out empty."""
+    copied = Copied(tmp_path, segment_data, {})
+    cache = RemoteIndexCache(copied.reader, tmp_path / "log-dir", max_size_bytes=1 << 20)
+    try:
+        with cache.acquire(copied.segment) as entry:
+            aborted = entry.collect_aborted_txns(0, 80).aborted_transactions
+            assert [txn.first_offset for txn in aborted] == [10, 40]
+        cache.remove(copied.segment.segment_id)
+
+        copied.path(RemoteObjectSuffix.TRANSACTION_INDEX).unlink()
+        with pytest.raises(ChunkIntegrityError, match=r"\.txnindex") as e:
+            cache.lookup_offset(copied.segment, 0)
+        assert names_segment(e, copied)
+    finally:
+        cache.close()
+
+    assert read_producer_snapshot(copied.reader, copied.segment, source="test") != []
+    copied.path(RemoteObjectSuffix.PRODUCER_SNAPSHOT).unlink()
+    with pytest.raises(ChunkIntegrityError, match=r"\.snapshot"):
+        read_producer_snapshot(copied.reader, copied.segment, source="test")
 
 
 def test_the_log_object_removed_between_the_manifest_read_and_the_chunk_read(

@@ -31,7 +31,11 @@ from storage_core.tiered.chunked.custom_metadata import (
     chunked_format_version,
     encode_custom_metadata,
 )
-from storage_core.tiered.chunked.errors import MissingEncryptionKeyError, SegmentManifestError
+from storage_core.tiered.chunked.errors import (
+    ChunkIntegrityError,
+    MissingEncryptionKeyError,
+    SegmentManifestError,
+)
 from storage_core.tiered.chunked.format_config import ChunkedFormatConfig
 from storage_core.tiered.chunked.segment_manifest import (
     EncryptionMetadata,
@@ -56,6 +60,9 @@ from storage_core.tiered.remote_storage_manager import (
 logger = logging.getLogger(__name__)
 
 MANIFEST_CACHE_ENTRIES = 4096
+# Objects whose absence readers take for an empty one (Kafka's RemoteIndexCache, a follower's
+# producer state): a missing one the manifest lists must not pass for that.
+_ABSENT_MEANS_EMPTY = frozenset({IndexType.TRANSACTION, IndexType.PRODUCER_SNAPSHOT})
 
 
 class _ReadableSegment:
@@ -209,7 +216,18 @@ class ChunkedRemoteStorageManager:
         digest = readable.manifest.objects.get(name)
         if digest is None:
             raise RemoteResourceNotFoundError(f"remote segment {segment} has no .{name} object")
-        with self.store.fetch_index(remote_log_segment_metadata, index_type) as stream:
+        try:
+            stream = self.store.fetch_index(remote_log_segment_metadata, index_type)
+        except RemoteResourceNotFoundError as exc:
+            if index_type not in _ABSENT_MEANS_EMPTY:
+                raise
+            # Readers take a missing one for "no aborted transactions", "no producers"; the
+            # manifest lists it, so the segment is damaged instead.
+            raise ChunkIntegrityError(
+                f"remote segment {segment} .{name}: the manifest lists the object and the"
+                f" store does not have it ({exc}): the segment is damaged"
+            ) from exc
+        with stream:
             content = stream.read()
         restored = readable.transform.restore_object(
             name, content, checksum=digest.checksum, where=f"remote segment {segment} .{name}"

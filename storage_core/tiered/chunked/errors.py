@@ -7,8 +7,9 @@ from storage_core.tiered.remote_storage_manager import RemoteStorageError
 
 
 class ChunkIntegrityError(RemoteStorageError):
-    """A stored chunk (or index object) failed its checksum or authentication tag, or ended
-    early: the message names the object, the chunk and its original position."""
+    """A stored chunk (or index object) failed its checksum or authentication tag, ended
+    early, or is missing while the manifest lists it: the message names the object, the chunk
+    and its original position."""
 
 
 class SegmentManifestError(RemoteStorageError):
