@@ -55,6 +55,7 @@ from storage_core.log.log import Log, TimestampAndOffset
 from storage_core.log.retention import SegmentSummary
 from storage_core.metrics import BrokerTopicStats
 from storage_core.records import NO_TIMESTAMP
+from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
 from storage_core.tiered.metadata.metadata import RemotePartitionDeleteMetadata
 from storage_core.tiered.metadata.states import RemotePartitionDeleteState
 from storage_core.tiered.operations.copy import is_copy_enabled
@@ -66,6 +67,7 @@ from storage_core.tiered.remote_log_metrics import (
     RemoteLogMetrics,
     RemoteLogSize,
     copy_lag,
+    register_chunk_cache,
 )
 from storage_core.tiered.remote_log_reader import (
     RemoteFetchData,
@@ -165,6 +167,8 @@ class RemoteLogManager:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.metrics = RemoteLogMetrics(topic_stats) if topic_stats is not None else None
+        if topic_stats is not None and isinstance(rsm, ChunkedRemoteStorageManager):
+            register_chunk_cache(topic_stats.registry, rsm.fetcher)
 
     @staticmethod
     def from_config(

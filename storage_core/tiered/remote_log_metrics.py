@@ -22,6 +22,13 @@ the ``RemoteLogManager`` task (``update_partition``)::
                              state (a stale COPY_SEGMENT_STARTED left by a killed copy counts:
                              it is work for the reconcile job)
 
+The chunk cache of the chunked format (``register_chunk_cache``) is sampled at scrape time
+under Aiven's names, ``aiven.kafka.server.tieredstorage.cache:type=chunk-cache``::
+
+    cache-hits-total / cache-misses-total / cache-eviction-total   counts since start
+    cache-size-total                                               bytes held
+    prefetched-chunks-total                                        chunks read ahead
+
 The gauges are per-partition values summed per topic and broker-wide by ``BrokerTopicStats``;
 a partition the broker stops leading or hosting is forgotten.
 
@@ -35,7 +42,7 @@ from dataclasses import dataclass
 
 from storage_core.common import TopicPartition
 from storage_core.log.retention import SegmentSummary
-from storage_core.metrics import BrokerTopicStats
+from storage_core.metrics import BrokerTopicStats, KafkaMetricsRegistry, MetricName
 from storage_core.metrics.broker_topic_stats import (
     REMOTE_COPY_LAG_BYTES,
     REMOTE_COPY_LAG_SEGMENTS,
@@ -45,6 +52,7 @@ from storage_core.metrics.broker_topic_stats import (
     REMOTE_LOG_METADATA_COUNT,
     REMOTE_LOG_SIZE_BYTES,
 )
+from storage_core.tiered.chunked.chunk_fetcher import ChunkFetcher
 from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
 
@@ -136,3 +144,20 @@ class RemoteLogMetrics:
 
     def remove_partition(self, tp: TopicPartition) -> None:
         self.topic_stats.remove_partition(tp.topic, tp.partition)
+
+
+CHUNK_CACHE_GROUP = "aiven.kafka.server.tieredstorage.cache"
+
+
+def register_chunk_cache(registry: KafkaMetricsRegistry, fetcher: ChunkFetcher) -> None:
+    """The chunk cache's gauges (module docstring), sampled from ``fetcher`` at scrape time."""
+
+    def name(metric: str) -> MetricName:
+        return MetricName(group=CHUNK_CACHE_GROUP, type="chunk-cache", name=metric)
+
+    cache = fetcher.cache
+    registry.gauge(name("cache-hits-total"), lambda: cache.stats().hits)
+    registry.gauge(name("cache-misses-total"), lambda: cache.stats().misses)
+    registry.gauge(name("cache-eviction-total"), lambda: cache.stats().evictions)
+    registry.gauge(name("cache-size-total"), lambda: cache.stats().size_bytes)
+    registry.gauge(name("prefetched-chunks-total"), lambda: fetcher.prefetched_chunks)

@@ -51,8 +51,10 @@ from storage_core.log.leader_epoch_cache import EpochEntry
 from storage_core.log.log import TimestampAndOffset
 from storage_core.log.transaction_index import AbortedTxn
 from storage_core.records.batch import LOG_OVERHEAD, MIN_BATCH_LENGTH, RecordBatch
+from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
 from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
+from storage_core.tiered.next_remote_segment import NextRemoteSegment
 from storage_core.tiered.remote_aborted_txns import (
     LocalAbortedTxns,
     collect_aborted_transactions,
@@ -139,6 +141,9 @@ class RemoteLogReader:
         self._rsm = rsm
         self._rlmm = rlmm
         self.index_cache = index_cache
+        self.next_segment = NextRemoteSegment(rlmm)
+        if isinstance(rsm, ChunkedRemoteStorageManager):  # prefetch reads across segments
+            rsm.fetcher.next_segment = self.next_segment
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="remote-reader")
         self._max_pending_reads = max_pending_reads
         self._pending_lock = threading.Lock()
@@ -188,6 +193,7 @@ class RemoteLogReader:
         ``local_log`` is the partition's log, searched last for aborted transactions."""
         tip = info.topic_id_partition
         offset = info.fetch_offset
+        self.next_segment.remember(tip, epochs)
         epoch = epochs.epoch_for_offset(offset)
         if epoch is None:
             raise OffsetOutOfRangeError(

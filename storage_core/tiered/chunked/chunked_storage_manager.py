@@ -10,6 +10,7 @@ format and is read as it is, so a tier that holds both formats reads transparent
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import logging
 import tempfile
@@ -19,6 +20,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from storage_core.tiered.chunked.chunk_cache import ChunkCache, DiskChunkCache, MemoryChunkCache
+from storage_core.tiered.chunked.chunk_fetcher import ChunkFetcher, ReadableSegment
 from storage_core.tiered.chunked.chunk_index import ChunkIndex
 from storage_core.tiered.chunked.chunk_stream import ChunkStream
 from storage_core.tiered.chunked.chunk_transform import (
@@ -36,7 +39,7 @@ from storage_core.tiered.chunked.errors import (
     MissingEncryptionKeyError,
     SegmentManifestError,
 )
-from storage_core.tiered.chunked.format_config import ChunkedFormatConfig
+from storage_core.tiered.chunked.format_config import ChunkCacheConfig, ChunkedFormatConfig
 from storage_core.tiered.chunked.segment_manifest import (
     EncryptionMetadata,
     ObjectDigest,
@@ -65,14 +68,6 @@ MANIFEST_CACHE_ENTRIES = 4096
 _ABSENT_MEANS_EMPTY = frozenset({IndexType.TRANSACTION, IndexType.PRODUCER_SNAPSHOT})
 
 
-class _ReadableSegment:
-    """A chunked segment as a reader needs it: its manifest and its transformation."""
-
-    def __init__(self, manifest: SegmentManifest, transform: ChunkTransform) -> None:
-        self.manifest = manifest
-        self.transform = transform
-
-
 class ChunkedRemoteStorageManager:
     """A ``RemoteStorageManager`` (and ``RemoteObjectStore``) writing the chunked format
     through ``store``; thread safe as the store is."""
@@ -82,8 +77,14 @@ class ChunkedRemoteStorageManager:
             raise TypeError(f"{store!r} cannot store segment manifests")
         self.store = store
         self.config = config
-        self._readable: OrderedDict[str, _ReadableSegment | None] = OrderedDict()
+        self._readable: OrderedDict[str, ReadableSegment | None] = OrderedDict()
         self._lock = threading.Lock()
+        self.fetcher = ChunkFetcher(
+            store,
+            _chunk_cache(config.cache),
+            prefetch_max_bytes=config.cache.prefetch_max_bytes,
+            readable_segment=self._readable_segment,
+        )
 
     def __repr__(self) -> str:
         return f"ChunkedRemoteStorageManager({self.store!r})"
@@ -158,7 +159,10 @@ class ChunkedRemoteStorageManager:
                 ),
             )
         segment = RemoteSegmentRef.of(remote_log_segment_metadata)
-        self._remember(str(segment.segment_id), _ReadableSegment(manifest, transform))
+        self._remember(
+            str(segment.segment_id),
+            ReadableSegment(remote_log_segment_metadata, segment, manifest, transform),
+        )
         if custom_metadata is not None:
             return custom_metadata
         stored_size = (
@@ -189,19 +193,14 @@ class ChunkedRemoteStorageManager:
         except ValueError as exc:
             raise RemoteStorageError(f"{segment}: {exc}") from None
         if not chunks:
-            return io.BufferedReader(io.BytesIO(b""))
-        stored = self.store.fetch_log_segment(
-            remote_log_segment_metadata, chunks[0].stored_position, chunks[-1].stored_end - 1
-        )
+            return io.BytesIO(b"")
         last = index.original_size - 1 if end_position is None else end_position
         return io.BufferedReader(
             ChunkStream(
-                stored,
                 chunks,
-                readable.transform,
+                functools.partial(self.fetcher.chunk, readable),
                 start=start_position,
                 end=min(last, index.original_size - 1),
-                where=f"remote segment {segment} .log",
             )
         )
 
@@ -212,7 +211,7 @@ class ChunkedRemoteStorageManager:
         if readable is None:
             return self.store.fetch_index(remote_log_segment_metadata, index_type)
         name = RemoteObjectSuffix.for_index(index_type).value
-        segment = RemoteSegmentRef.of(remote_log_segment_metadata)
+        segment = readable.segment
         digest = readable.manifest.objects.get(name)
         if digest is None:
             raise RemoteResourceNotFoundError(f"remote segment {segment} has no .{name} object")
@@ -243,7 +242,7 @@ class ChunkedRemoteStorageManager:
 
     def _readable_segment(
         self, remote_log_segment_metadata: RemoteLogSegmentMetadataLike
-    ) -> _ReadableSegment | None:
+    ) -> ReadableSegment | None:
         segment = RemoteSegmentRef.of(remote_log_segment_metadata)
         key = str(segment.segment_id)
         with self._lock:
@@ -262,7 +261,8 @@ class ChunkedRemoteStorageManager:
                 )
         else:
             manifest = SegmentManifest.from_bytes(content, where=f"of remote segment {segment}")
-            readable = _ReadableSegment(manifest, self._transform_of(manifest, segment))
+            transform = self._transform_of(manifest, segment)
+            readable = ReadableSegment(remote_log_segment_metadata, segment, manifest, transform)
         self._remember(key, readable)
         return readable
 
@@ -280,7 +280,7 @@ class ChunkedRemoteStorageManager:
             encryption = SegmentEncryption(data_key, manifest.encryption.aad)
         return ChunkTransform(compression=manifest.compression, encryption=encryption)
 
-    def _remember(self, key: str, readable: _ReadableSegment | None) -> None:
+    def _remember(self, key: str, readable: ReadableSegment | None) -> None:
         with self._lock:
             self._readable[key] = readable
             self._readable.move_to_end(key)
@@ -296,6 +296,7 @@ class ChunkedRemoteStorageManager:
         segment = RemoteSegmentRef.of(remote_log_segment_metadata)
         with self._lock:
             self._readable.pop(str(segment.segment_id), None)
+        self.fetcher.cache.remove_segment(str(segment.segment_id))
 
     @property
     def prefix(self) -> str:
@@ -308,7 +309,17 @@ class ChunkedRemoteStorageManager:
         remote_object_store(self.store, "deleting objects by key").delete_objects(keys)
 
     def close(self) -> None:
+        self.fetcher.close()
         self.store.close()
+
+
+def _chunk_cache(config: ChunkCacheConfig) -> ChunkCache:
+    if config.kind == "disk":
+        assert config.path is not None
+        return DiskChunkCache(
+            config.path, max_bytes=config.size_bytes, retention_ms=config.retention_ms
+        )
+    return MemoryChunkCache(max_bytes=config.size_bytes, retention_ms=config.retention_ms)
 
 
 def _read(path: Path) -> bytes:

@@ -8,6 +8,12 @@
     encryption.key.pair.id           the active key pair (required with encryption)
     encryption.key.pairs             the key ring: comma-separated ids
     encryption.key.pairs.<id>.public.key.file / .private.key.file   PEM files
+    fetch.chunk.cache.class          memory (default) or disk (Aiven's class names accepted)
+    fetch.chunk.cache.path           the disk cache's directory (must exist; disk only)
+    fetch.chunk.cache.size           bytes of original chunks kept (default 64 MiB)
+    fetch.chunk.cache.retention.ms   an entry not read for this long goes (default 600000)
+    fetch.chunk.cache.prefetch.max.size   original bytes read ahead of a sequential reader,
+                                     into the next segment too (default 0: none)
 
 The ring may be configured with encryption off: segments copied while it was on still read.
 Every other key belongs to the store (``split_format_config``).
@@ -34,6 +40,23 @@ _FLAT_KEYS = frozenset(
         "encryption.key.pairs",
     }
 )
+_CACHE_KEYS = frozenset(
+    {
+        "fetch.chunk.cache.class",
+        "fetch.chunk.cache.path",
+        "fetch.chunk.cache.size",
+        "fetch.chunk.cache.retention.ms",
+        "fetch.chunk.cache.prefetch.max.size",
+    }
+)
+CACHE_CLASSES = {
+    "memory": "memory",
+    "disk": "disk",
+    "io.aiven.kafka.tieredstorage.fetch.cache.MemoryChunkCache": "memory",
+    "io.aiven.kafka.tieredstorage.fetch.cache.DiskChunkCache": "disk",
+}
+DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
+DEFAULT_CACHE_RETENTION_MS = 600_000
 _KEY_PAIRS = "encryption.key.pairs."
 _KEY_FILES = (".public.key.file", ".private.key.file")
 
@@ -44,7 +67,11 @@ def _plain(key: str) -> str:
 
 def is_format_key(key: str) -> bool:
     plain = _plain(key)
-    return plain in _FLAT_KEYS or (plain.startswith(_KEY_PAIRS) and plain.endswith(_KEY_FILES))
+    return (
+        plain in _FLAT_KEYS
+        or plain in _CACHE_KEYS
+        or (plain.startswith(_KEY_PAIRS) and plain.endswith(_KEY_FILES))
+    )
 
 
 def split_format_config(config: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -55,12 +82,63 @@ def split_format_config(config: Mapping[str, str]) -> tuple[dict[str, str], dict
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ChunkCacheConfig:
+    kind: str = "memory"  # or "disk"
+    path: Path | None = None
+    size_bytes: int = DEFAULT_CACHE_BYTES
+    retention_ms: int = DEFAULT_CACHE_RETENTION_MS
+    prefetch_max_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("memory", "disk"):
+            raise ValueError(f"unknown chunk cache kind {self.kind!r}")
+        if (self.kind == "disk") != (self.path is not None):
+            raise ValueError(
+                "rsm.config.fetch.chunk.cache.path is required by the disk chunk cache and"
+                " read by no other"
+            )
+        if self.size_bytes <= 0:
+            raise ValueError(
+                f"rsm.config.fetch.chunk.cache.size must be > 0 bytes, got {self.size_bytes}"
+            )
+        if self.retention_ms <= 0:
+            raise ValueError(
+                f"rsm.config.fetch.chunk.cache.retention.ms must be > 0, got {self.retention_ms}"
+            )
+        if self.prefetch_max_bytes < 0:
+            raise ValueError(
+                "rsm.config.fetch.chunk.cache.prefetch.max.size must be >= 0, got"
+                f" {self.prefetch_max_bytes}"
+            )
+
+    @staticmethod
+    def from_settings(settings: Mapping[str, str]) -> ChunkCacheConfig:
+        name = settings.get("fetch.chunk.cache.class", "memory").strip()
+        if name not in CACHE_CLASSES:
+            raise ValueError(
+                f"rsm.config.fetch.chunk.cache.class={name} is none of"
+                f" {', '.join(sorted(CACHE_CLASSES))}"
+            )
+        path = settings.get("fetch.chunk.cache.path")
+        return ChunkCacheConfig(
+            kind=CACHE_CLASSES[name],
+            path=Path(path) if path else None,
+            size_bytes=_number(settings, "fetch.chunk.cache.size", DEFAULT_CACHE_BYTES),
+            retention_ms=_number(
+                settings, "fetch.chunk.cache.retention.ms", DEFAULT_CACHE_RETENTION_MS
+            ),
+            prefetch_max_bytes=_number(settings, "fetch.chunk.cache.prefetch.max.size", 0),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ChunkedFormatConfig:
     chunk_size: int = DEFAULT_CHUNK_SIZE
     compression: bool = False
     compression_heuristic: bool = False
     encryption: bool = False
     key_ring: KeyRing | None = None
+    cache: ChunkCacheConfig = ChunkCacheConfig()
 
     def __post_init__(self) -> None:
         if not 0 < self.chunk_size <= MAX_CHUNK_SIZE:
@@ -78,22 +156,23 @@ class ChunkedFormatConfig:
     def from_settings(settings: Mapping[str, str]) -> ChunkedFormatConfig:
         """From ``split_format_config``'s first half; ``ValueError`` naming the setting."""
         return ChunkedFormatConfig(
-            chunk_size=_positive_int(settings, "chunk.size", DEFAULT_CHUNK_SIZE),
+            chunk_size=_number(settings, "chunk.size", DEFAULT_CHUNK_SIZE),
             compression=_bool(settings, "compression.enabled"),
             compression_heuristic=_bool(settings, "compression.heuristic.enabled"),
             encryption=_bool(settings, "encryption.enabled"),
             key_ring=_key_ring(settings, required=_bool(settings, "encryption.enabled")),
+            cache=ChunkCacheConfig.from_settings(settings),
         )
 
 
-def _positive_int(settings: Mapping[str, str], key: str, default: int) -> int:
+def _number(settings: Mapping[str, str], key: str, default: int) -> int:
     text = settings.get(key)
     if text is None:
         return default
     try:
         return int(text.strip())
     except ValueError:
-        raise ValueError(f"rsm.config.{key} must be a number of bytes, got {text!r}") from None
+        raise ValueError(f"rsm.config.{key} must be a whole number, got {text!r}") from None
 
 
 def _bool(settings: Mapping[str, str], key: str) -> bool:

@@ -1,0 +1,213 @@
+"""Original chunks of remote segments, from the chunk cache or the store, with prefetch.
+
+A reader asks for one chunk: a cached chunk is served from the cache; a chunk another thread
+is already fetching (a prefetch) is awaited for a bounded time; otherwise the reader fetches
+it with one ranged read of the store, checks and restores it, and caches it. Each chunk a
+reader takes schedules the chunks after it, up to ``prefetch_max_bytes`` of original bytes,
+on the prefetch threads, one ranged read per run of uncached chunks; past the end of a
+segment the window goes on into the next segment of the same lineage when ``next_segment``
+knows it. A slow store then holds a prefetch thread, never the reader's other chunks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeoutError
+from dataclasses import dataclass
+from typing import Any
+
+from storage_core.tiered.chunked.chunk_cache import ChunkCache, ChunkKey
+from storage_core.tiered.chunked.chunk_index import Chunk
+from storage_core.tiered.chunked.chunk_transform import ChunkTransform
+from storage_core.tiered.chunked.errors import ChunkIntegrityError
+from storage_core.tiered.chunked.segment_manifest import SegmentManifest
+from storage_core.tiered.remote_storage_manager import (
+    RemoteLogSegmentMetadataLike,
+    RemoteSegmentRef,
+    RemoteStorageError,
+    RemoteStorageManager,
+)
+
+logger = logging.getLogger(__name__)
+
+PREFETCH_THREADS = 2
+IN_FLIGHT_WAIT_S = 2.0  # then the reader reads the chunk itself
+
+
+@dataclass(frozen=True, slots=True)
+class ReadableSegment:
+    """A chunked segment as a reader needs it: its metadata, manifest and transformation."""
+
+    metadata: RemoteLogSegmentMetadataLike
+    segment: RemoteSegmentRef
+    manifest: SegmentManifest
+    transform: ChunkTransform
+
+
+class ChunkFetcher:
+    """Thread safe; ``next_segment`` (set by the broker) names the segment after another."""
+
+    def __init__(
+        self,
+        store: RemoteStorageManager,
+        cache: ChunkCache,
+        *,
+        prefetch_max_bytes: int,
+        readable_segment: Callable[[RemoteLogSegmentMetadataLike], ReadableSegment | None],
+    ) -> None:
+        self._store = store
+        self.cache = cache
+        self.prefetch_max_bytes = prefetch_max_bytes
+        self._readable_segment = readable_segment
+        self.next_segment: Callable[[Any], RemoteLogSegmentMetadataLike | None] | None = None
+        self._lock = threading.Lock()
+        self._in_flight: dict[ChunkKey, Future[None]] = {}
+        self._executor: ThreadPoolExecutor | None = None
+        self.prefetched_chunks = 0
+
+    def chunk(self, readable: ReadableSegment, chunk: Chunk) -> bytes:
+        """The original bytes of ``chunk``; ``RemoteStorageError`` when the store fails or
+        the chunk fails its checks (never wrong bytes)."""
+        key = ChunkKey(str(readable.segment.segment_id), chunk.id)
+        data = self.cache.get(key)
+        if data is None:
+            with self._lock:
+                pending = self._in_flight.get(key)
+            if pending is not None:
+                # A prefetch that failed or hangs: read the chunk ourselves (a failure shows).
+                with contextlib.suppress(FutureTimeoutError, Exception):
+                    pending.result(timeout=IN_FLIGHT_WAIT_S)
+                data = self.cache.get(key)
+            if data is None:
+                data = self._fetch(readable, [chunk])[0]
+                self.cache.put(key, data)
+        if self.prefetch_max_bytes > 0:
+            self._prefetch_after(readable, chunk)
+        return data
+
+    def _fetch(self, readable: ReadableSegment, chunks: Sequence[Chunk]) -> list[bytes]:
+        """Consecutive ``chunks`` with one ranged read, checked and restored."""
+        where = f"remote segment {readable.segment} .log"
+        out = []
+        with self._store.fetch_log_segment(
+            readable.metadata, chunks[0].stored_position, chunks[-1].stored_end - 1
+        ) as stream:
+            for chunk in chunks:
+                chunk_where = (
+                    f"{where} chunk {chunk.id} (original bytes {chunk.original_position}"
+                    f"-{chunk.original_end - 1})"
+                )
+                stored = _read_exactly(stream, chunk.stored_size)
+                if len(stored) != chunk.stored_size:
+                    raise ChunkIntegrityError(
+                        f"{chunk_where}: the object ends {chunk.stored_size - len(stored)}"
+                        " bytes early (truncated?)"
+                    )
+                out.append(
+                    readable.transform.restore_chunk(
+                        chunk.id,
+                        stored,
+                        checksum=chunk.checksum,
+                        original_size=chunk.original_size,
+                        where=chunk_where,
+                    )
+                )
+        return out
+
+    # -- prefetch -----------------------------------------------------------------------------
+
+    def _prefetch_after(self, readable: ReadableSegment, chunk: Chunk) -> None:
+        budget = self.prefetch_max_bytes
+        current: ReadableSegment | None = readable
+        next_id = chunk.id + 1
+        while current is not None and budget > 0:
+            index = current.manifest.chunk_index
+            run: list[Chunk] = []
+            while next_id < len(index) and budget > 0:
+                candidate = index.chunk(next_id)
+                budget -= candidate.original_size
+                next_id += 1
+                if self._claim(current, candidate):
+                    run.append(candidate)
+                elif run:
+                    self._submit(current, run)
+                    run = []
+            if run:
+                self._submit(current, run)
+            if budget <= 0:
+                return
+            current = self._following(current)
+            next_id = 0
+
+    def _following(self, readable: ReadableSegment) -> ReadableSegment | None:
+        """The next segment of the lineage, when the broker can say which."""
+        if self.next_segment is None:
+            return None
+        try:
+            metadata = self.next_segment(readable.metadata)
+            return None if metadata is None else self._readable_segment(metadata)
+        except RemoteStorageError as exc:
+            logger.debug("no prefetch past %s: %s", readable.segment, exc)
+            return None
+
+    def _claim(self, readable: ReadableSegment, chunk: Chunk) -> bool:
+        """Whether ``chunk`` is neither cached nor in flight; if so it is now in flight."""
+        key = ChunkKey(str(readable.segment.segment_id), chunk.id)
+        if self.cache.contains(key):
+            return False
+        with self._lock:
+            if key in self._in_flight:
+                return False
+            self._in_flight[key] = Future()
+            return True
+
+    def _submit(self, readable: ReadableSegment, run: list[Chunk]) -> None:
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    PREFETCH_THREADS, thread_name_prefix="rsm-prefetch"
+                )
+            executor = self._executor
+        executor.submit(self._prefetch, readable, run)
+
+    def _prefetch(self, readable: ReadableSegment, run: list[Chunk]) -> None:
+        segment_id = str(readable.segment.segment_id)
+        keys = [ChunkKey(segment_id, chunk.id) for chunk in run]
+        error: BaseException | None = None
+        try:
+            for key, data in zip(keys, self._fetch(readable, run), strict=True):
+                self.cache.put(key, data)
+                self.prefetched_chunks += 1
+        except Exception as exc:  # a reader that needs the chunk reads it and sees why
+            error = exc
+            logger.debug("prefetch of %s chunks %s failed: %s", readable.segment, keys, exc)
+        with self._lock:
+            futures = [self._in_flight.pop(key) for key in keys if key in self._in_flight]
+        for future in futures:
+            if error is None:
+                future.set_result(None)
+            else:
+                future.set_exception(error)
+
+    def close(self) -> None:
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+        self.cache.close()
+
+
+def _read_exactly(stream: Any, size: int) -> bytes:
+    parts = []
+    remaining = size
+    while remaining > 0:
+        part = stream.read(remaining)
+        if not part:
+            break
+        parts.append(part)
+        remaining -= len(part)
+    return b"".join(parts)
