@@ -26,6 +26,7 @@ import boto3
 
 from embedded.ports import free_port
 
+BUCKET = "tiered-storage"  # the bucket of the ``s3`` fixture (tests/integration/conftest.py)
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
 

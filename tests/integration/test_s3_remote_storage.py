@@ -1,4 +1,5 @@
-"""S3RemoteStorageManager against moto's S3 server over HTTP on 127.0.0.1."""
+"""S3RemoteStorageManager against moto's S3 server over HTTP on 127.0.0.1 (the ``s3_server``
+and ``s3`` fixtures of ``tests/integration/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -40,36 +41,10 @@ from storage_core.tiered.rsm_loader import load_remote_storage_manager
 from storage_core.tiered.s3_integrity import CheckedBody
 from storage_core.tiered.s3_remote_storage_config import S3RemoteStorageConfig
 from storage_core.tiered.s3_remote_storage_manager import S3RemoteStorageManager
-from tests.s3_server import AWS_TEST_ENV, S3Server
+from tests.s3_server import BUCKET, S3Server
 
-BUCKET = "tiered-storage"
 PART_SIZE_BYTES = 4096
 THRESHOLD_BYTES = 10_000
-
-
-@pytest.fixture(scope="module")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    with S3Server(tmp_path_factory.mktemp("moto")) as server:
-        yield server
-
-
-@pytest.fixture
-def s3(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
-    """The running server with a fresh bucket; credentials only in the environment."""
-    for name in ("AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in AWS_TEST_ENV.items():
-        monkeypatch.setenv(name, value)
-    if s3_server.process is None:
-        s3_server.start()
-    client = s3_server.client()
-    existing = {b["Name"] for b in client.list_buckets().get("Buckets", [])}
-    if BUCKET in existing:
-        for obj in client.list_objects_v2(Bucket=BUCKET).get("Contents", []):
-            client.delete_object(Bucket=BUCKET, Key=obj["Key"])
-    else:
-        client.create_bucket(Bucket=BUCKET)
-    return s3_server
 
 
 def make_rsm(s3: S3Server, **overrides: str) -> S3RemoteStorageManager:
