@@ -1,9 +1,12 @@
 """Random reads of a chunked segment on the local-directory store against the original bytes:
 any chunk size (smaller than a batch, several a batch, one chunk for the whole segment), with
-compression and encryption on or off, any start and end, read at once or in pieces."""
+compression and encryption on or off, any start and end, read at once or in pieces, through
+the memory or the disk chunk cache, with or without prefetch."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +28,8 @@ class Read:
     """A read of original bytes ``[start, start + length]`` (inclusive; ``length`` None: to the
     end) of the segment copied with ``chunk_size``, ``compression`` and ``encryption``. A
     negative ``start`` counts from the end (-1: the last byte). ``piece``: read in pieces of
-    that many bytes instead of at once."""
+    that many bytes instead of at once. The reader's chunk cache is on disk or in memory and
+    prefetches ``prefetch`` bytes."""
 
     chunk_size: int
     compression: bool
@@ -33,6 +37,8 @@ class Read:
     start: int
     length: int | None
     piece: int | None = None
+    disk_cache: bool = False
+    prefetch: int = 0
 
 
 @st.composite
@@ -46,6 +52,8 @@ def reads(draw: st.DrawFn) -> Read:
         start=draw(st.one_of(st.integers(0, POSITION_MAX), st.integers(-200, -1))),
         length=draw(st.one_of(st.none(), st.integers(0, POSITION_MAX))),
         piece=draw(st.one_of(st.none(), st.integers(1, 5000))),
+        disk_cache=draw(st.booleans()),
+        prefetch=draw(st.one_of(st.just(0), st.integers(1, 8000))),
     )
 
 
@@ -59,6 +67,7 @@ class CopiedSegments:
         self.original = self.data.log_segment.read_bytes()
         self.keys = keys
         self._copies: dict[tuple[int, bool, bool], RemoteSegmentRef] = {}
+        self._cache_directories = itertools.count()
 
     def manager(self, **settings: str) -> ChunkedRemoteStorageManager:
         manager = load_remote_storage_manager(
@@ -82,9 +91,21 @@ class CopiedSegments:
             self._copies[key] = segment
         return self._copies[key]
 
-    def reader(self) -> ChunkedRemoteStorageManager:
+    def reader(self, read: Read) -> ChunkedRemoteStorageManager:
         """A reader that has seen nothing: manifests and chunks come from the store."""
-        return self.manager(**encryption_settings(self.keys, "k1", enabled=False))
+        cache: dict[str, str] = {}
+        if read.disk_cache:
+            path = self.directory / f"cache-{next(self._cache_directories)}"
+            path.mkdir()
+            cache = {
+                "rsm.config.fetch.chunk.cache.class": "disk",
+                "rsm.config.fetch.chunk.cache.path": str(path),
+            }
+        return self.manager(
+            **encryption_settings(self.keys, "k1", enabled=False),
+            **cache,
+            **{"rsm.config.fetch.chunk.cache.prefetch.max.size": str(read.prefetch)},
+        )
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +136,18 @@ def copies(tmp_path_factory: pytest.TempPathFactory) -> CopiedSegments:
 @example(
     read=Read(chunk_size=4096, compression=False, encryption=True, start=4095, length=1, piece=1)
 )
+@example(
+    read=Read(
+        chunk_size=1000,
+        compression=True,
+        encryption=True,
+        start=999,
+        length=None,
+        piece=1000,
+        disk_cache=True,
+        prefetch=3000,
+    )
+)
 def test_a_random_read_returns_the_original_bytes(copies: CopiedSegments, read: Read) -> None:
     size = len(copies.original)
     start = size + read.start if read.start < 0 else read.start
@@ -122,7 +155,8 @@ def test_a_random_read_returns_the_original_bytes(copies: CopiedSegments, read: 
     end = None if read.length is None else start + read.length
     segment = copies.copy(read)
 
-    with copies.reader().fetch_log_segment(segment, start, end) as stream:
+    reader = copies.reader(read)
+    with contextlib.closing(reader), reader.fetch_log_segment(segment, start, end) as stream:
         if read.piece is None:
             got = stream.read()
         else:
