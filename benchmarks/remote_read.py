@@ -23,6 +23,9 @@ copies, all read by the same broker:
                       warm   the same offsets again (index cached on disk and mapped)
                     median and max in ms; the ratio is tiered/local of the medians
   sealed/chunked    the ``sealed`` topic's consume as a ratio of ``chunked``'s in the same run
+  cold caches       the first consume after a restart (chunk cache and index cache empty;
+                    prefetch reads two chunks ahead); the others are the best of ``--rounds``
+                    with a chunk cache that holds every chunk (warm)
 
 The remote tier is ``LocalTieredStorage`` in a directory beside the log dir (same disk); with
 ``--s3`` it is ``S3RemoteStorageManager`` against a moto server on loopback (moto is a Python
@@ -74,6 +77,8 @@ BATCH_BYTES = 64 * 1024
 SEGMENT_BYTES = 4 * 1024 * 1024
 FETCH_BYTES = (1024 * 1024, SEGMENT_BYTES)
 LATENCY_SEGMENTS = 8
+CHUNK_CACHE_BYTES = 512 * 1024 * 1024  # holds both chunked topics: warm reads hit
+PREFETCH_BYTES = 8 * 1024 * 1024  # two chunks ahead
 OFFLOAD_TIMEOUT_S = 300.0
 LOCAL, TIERED, CHUNKED, SEALED = "local", "tiered", "chunked", "sealed"
 REMOTE_TOPICS = (TIERED, CHUNKED, SEALED)
@@ -252,6 +257,8 @@ def run(work_dir: Path, total_mib: int, rounds: int, use_s3: bool) -> list[Row]:
             "remote.log.metadata.topic.num.partitions": "1",
             "remote.log.manager.task.interval.ms": "200",
             "log.retention.check.interval.ms": "200",
+            "rsm.config.fetch.chunk.cache.size": str(CHUNK_CACHE_BYTES),
+            "rsm.config.fetch.chunk.cache.prefetch.max.size": str(PREFETCH_BYTES),
             **overrides,
         }
         with BrokerProcess(work_dir / "broker", overrides=broker_overrides) as broker:
@@ -263,6 +270,25 @@ def run(work_dir: Path, total_mib: int, rounds: int, use_s3: bool) -> list[Row]:
             for topic, rsm in copiers.items():
                 offload(broker, topic, rsm, total_records)
             offsets = segment_starts(broker)
+
+            # Cold: a restarted broker (empty chunk and index caches) reads each topic once.
+            restart_cold(broker, total_records)
+            cold_s = {
+                topic: lean_consume(broker.port, topic, total_records, FETCH_BYTES[0])
+                for topic in (LOCAL, *REMOTE_TOPICS)
+            }
+            local_cold = mib_s(log_bytes, cold_s[LOCAL])
+            for topic, seconds in cold_s.items():
+                rows.append(
+                    {
+                        "case": "consume lean, 1 MiB, cold caches",
+                        "topic": topic,
+                        "mib_s": mib_s(log_bytes, seconds),
+                        "records_s": round(total_records / seconds),
+                        "baseline_mib_s": local_cold,
+                        "ratio": round(mib_s(log_bytes, seconds) / local_cold, 3),
+                    }
+                )
 
             restart_cold(broker, total_records)
             samples = {

@@ -299,7 +299,10 @@ class RemoteLogReader:
     ) -> RemoteFetchData | None:
         """Whole batches from ``position`` holding offsets >= the fetch offset, ending below
         ``epoch_end`` (exclusive; ``None``: the epoch is the latest one, no bound)."""
-        out = bytearray()
+        # The batches are joined once at the end: growing one buffer batch by batch costs a
+        # copy (and fresh pages) per batch, which made remote reads a third of local ones.
+        out: list[bytearray] = []
+        out_size = 0
         first_position = position
         stream = self._rsm.fetch_log_segment(metadata, position)
         with stream:
@@ -314,15 +317,18 @@ class RemoteLogReader:
                     return RemoteFetchData(
                         fetch_offset=info.fetch_offset, records=b"", first_entry_incomplete=True
                     )
-                if out and len(out) + size > info.max_bytes:
+                if out and out_size + size > info.max_bytes:
                     break
-                out += batch_bytes
-                if len(out) >= info.max_bytes:
+                out.append(batch_bytes)
+                out_size += size
+                if out_size >= info.max_bytes:
                     break
         if not out:
             return None
         return RemoteFetchData(
-            fetch_offset=info.fetch_offset, records=bytes(out), first_batch_position=first_position
+            fetch_offset=info.fetch_offset,
+            records=b"".join(out),
+            first_batch_position=first_position,
         )
 
     # ------------------------------------------------------------------ timestamps
@@ -390,7 +396,7 @@ def epoch_end_offset(entries: list[EpochEntry], epoch: int) -> int | None:
 
 def _batches(
     stream: RemoteStream, metadata: RemoteLogSegmentMetadata, position: int
-) -> Iterator[tuple[bytes, RecordBatch]]:
+) -> Iterator[tuple[bytearray, RecordBatch]]:
     """Each whole, CRC-checked batch of a remote ``.log`` stream starting at a batch."""
     where = f"remote segment {metadata.remote_log_segment_id}"
     limit = min(max(metadata.segment_size_in_bytes, MIN_BATCH_LENGTH), MAX_BATCH_BYTES)
@@ -409,12 +415,13 @@ def _batches(
                 f"{where}: batch at position {position} has length {length}, outside"
                 f" [{MIN_BATCH_LENGTH}, {limit}]"
             )
-        body = _read_exact(stream, length)
-        if len(body) < length:
+        data = bytearray(LOG_OVERHEAD + length)  # the batch is read into place: one copy
+        data[:LOG_OVERHEAD] = head
+        read = _read_into(stream, memoryview(data)[LOG_OVERHEAD:])
+        if read < length:
             raise CorruptRecordError(
-                f"{where}: batch at position {position} ends after {len(body)} of {length} bytes"
+                f"{where}: batch at position {position} ends after {read} of {length} bytes"
             )
-        data = head + body
         batch = RecordBatch.from_buffer(data, file=where)
         batch.ensure_valid()
         yield data, batch
@@ -436,3 +443,18 @@ def _read_exact(stream: RemoteStream, size: int) -> bytes:
     except OSError as exc:
         raise RemoteStorageError(f"reading a remote segment failed: {exc}") from exc
     return b"".join(parts)
+
+
+def _read_into(stream: RemoteStream, target: memoryview) -> int:
+    """Fill ``target`` from ``stream``; the bytes read (fewer only at the end of the
+    stream); store failures are ``RemoteStorageError``."""
+    filled = 0
+    try:
+        while filled < len(target):
+            count = stream.readinto(target[filled:])  # type: ignore[attr-defined]
+            if not count:
+                break
+            filled += count
+    except OSError as exc:
+        raise RemoteStorageError(f"reading a remote segment failed: {exc}") from exc
+    return filled
