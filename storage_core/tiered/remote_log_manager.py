@@ -56,6 +56,7 @@ from storage_core.log.retention import SegmentSummary
 from storage_core.metrics import BrokerTopicStats
 from storage_core.records import NO_TIMESTAMP
 from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
+from storage_core.tiered.chunked.errors import ChunkIntegrityError
 from storage_core.tiered.metadata.metadata import RemotePartitionDeleteMetadata
 from storage_core.tiered.metadata.states import RemotePartitionDeleteState
 from storage_core.tiered.operations.copy import is_copy_enabled
@@ -466,6 +467,13 @@ class RemoteLogManager:
                 if metrics is not None:
                     metrics.mark_fetch_error(topic)
                 self._maybe_warn(("missing", exc.segment_id), "remote segment lost", tp, exc)
+                raise
+            except ChunkIntegrityError as exc:
+                if metrics is not None:
+                    metrics.mark_fetch_error(topic)
+                # Never served: KAFKA_STORAGE_ERROR, one WARN per damaged object, not per fetch.
+                what = f"remote segment damaged fetch_offset={fetch_offset}"
+                self._maybe_warn(("damaged", str(exc)), what, tp, exc)
                 raise
             except RemoteStorageError:
                 if metrics is not None:
