@@ -77,6 +77,10 @@ _LOG_OVERHEAD = struct.Struct(">qi")
 MAX_PENDING_READS = 100  # Kafka's remote.log.reader.max.pending.tasks default
 MAX_SEGMENTS_PER_READ = 8
 MAX_BATCH_BYTES = (1 << 31) - 1
+# A fetch reads max_bytes and this much more in one go: the batches before the fetch offset
+# (at most an index interval) and the part of a batch that crosses max_bytes.
+READ_AHEAD_BYTES = 64 * 1024
+DEFAULT_WINDOW_BYTES = 1 << 20
 
 
 class RemoteReadQueueFullError(KafkaStorageError):
@@ -301,12 +305,13 @@ class RemoteLogReader:
         ``epoch_end`` (exclusive; ``None``: the epoch is the latest one, no bound)."""
         # The batches are joined once at the end: growing one buffer batch by batch costs a
         # copy (and fresh pages) per batch, which made remote reads a third of local ones.
-        out: list[bytearray] = []
+        out: list[memoryview] = []
         out_size = 0
         first_position = position
         stream = self._rsm.fetch_log_segment(metadata, position)
         with stream:
-            for batch_bytes, batch in _batches(stream, metadata, position):
+            window = info.max_bytes + READ_AHEAD_BYTES
+            for batch_bytes, batch in _batches(stream, metadata, position, window):
                 if batch.last_offset < info.fetch_offset:
                     first_position += len(batch_bytes)
                     continue
@@ -395,40 +400,58 @@ def epoch_end_offset(entries: list[EpochEntry], epoch: int) -> int | None:
 
 
 def _batches(
-    stream: RemoteStream, metadata: RemoteLogSegmentMetadata, position: int
-) -> Iterator[tuple[bytearray, RecordBatch]]:
-    """Each whole, CRC-checked batch of a remote ``.log`` stream starting at a batch."""
+    stream: RemoteStream,
+    metadata: RemoteLogSegmentMetadata,
+    position: int,
+    window_bytes: int = DEFAULT_WINDOW_BYTES,
+) -> Iterator[tuple[memoryview, RecordBatch]]:
+    """Each whole, CRC-checked batch of a remote ``.log`` stream starting at a batch, as a
+    view of the window it was read in: the stream is read ``window_bytes`` at a time (a
+    fetch reads its ``max_bytes`` and a little more in one go) and batches are cut from the
+    window without copying them."""
     where = f"remote segment {metadata.remote_log_segment_id}"
     limit = min(max(metadata.segment_size_in_bytes, MIN_BATCH_LENGTH), MAX_BATCH_BYTES)
+    window = memoryview(_read_up_to(stream, window_bytes))
+    start = 0  # of the next batch in ``window``
     while True:
-        head = _read_exact(stream, LOG_OVERHEAD)
-        if not head:
-            return
-        if len(head) < LOG_OVERHEAD:
-            raise CorruptRecordError(
-                f"{where}: truncated batch header at position {position}"
-                f" ({len(head)} of {LOG_OVERHEAD} bytes)"
-            )
-        _base_offset, length = _LOG_OVERHEAD.unpack(head)
+        if len(window) - start < LOG_OVERHEAD:
+            window, start = _refill(stream, window, start, window_bytes), 0
+            if not window:
+                return
+            if len(window) < LOG_OVERHEAD:
+                raise CorruptRecordError(
+                    f"{where}: truncated batch header at position {position}"
+                    f" ({len(window)} of {LOG_OVERHEAD} bytes)"
+                )
+        _base_offset, length = _LOG_OVERHEAD.unpack_from(window, start)
         if not MIN_BATCH_LENGTH <= length <= limit:
             raise CorruptRecordError(
                 f"{where}: batch at position {position} has length {length}, outside"
                 f" [{MIN_BATCH_LENGTH}, {limit}]"
             )
-        data = bytearray(LOG_OVERHEAD + length)  # the batch is read into place: one copy
-        data[:LOG_OVERHEAD] = head
-        read = _read_into(stream, memoryview(data)[LOG_OVERHEAD:])
-        if read < length:
-            raise CorruptRecordError(
-                f"{where}: batch at position {position} ends after {read} of {length} bytes"
-            )
-        batch = RecordBatch.from_buffer(data, file=where)
+        size = LOG_OVERHEAD + length
+        if start + size > len(window):
+            missing = start + size - len(window)
+            # Only what the batch lacks: a fetch often stops at this very batch (max_bytes).
+            window, start = _refill(stream, window, start, missing), 0
+            if size > len(window):
+                raise CorruptRecordError(
+                    f"{where}: batch at position {position} ends after"
+                    f" {len(window) - LOG_OVERHEAD} of {length} bytes"
+                )
+        batch = RecordBatch.from_buffer(window[: start + size], start, file=where)
         batch.ensure_valid()
-        yield data, batch
-        position += len(data)
+        yield window[start : start + size], batch
+        start += size
+        position += size
 
 
-def _read_exact(stream: RemoteStream, size: int) -> bytes:
+def _refill(stream: RemoteStream, window: memoryview, start: int, more: int) -> memoryview:
+    """The unread tail of ``window`` followed by up to ``more`` bytes of ``stream``."""
+    return memoryview(bytes(window[start:]) + _read_up_to(stream, more))
+
+
+def _read_up_to(stream: RemoteStream, size: int) -> bytes:
     """``size`` bytes, fewer only at the end of the stream; store failures are
     ``RemoteStorageError``."""
     parts: list[bytes] = []
@@ -442,19 +465,4 @@ def _read_exact(stream: RemoteStream, size: int) -> bytes:
             remaining -= len(chunk)
     except OSError as exc:
         raise RemoteStorageError(f"reading a remote segment failed: {exc}") from exc
-    return b"".join(parts)
-
-
-def _read_into(stream: RemoteStream, target: memoryview) -> int:
-    """Fill ``target`` from ``stream``; the bytes read (fewer only at the end of the
-    stream); store failures are ``RemoteStorageError``."""
-    filled = 0
-    try:
-        while filled < len(target):
-            count = stream.readinto(target[filled:])  # type: ignore[attr-defined]
-            if not count:
-                break
-            filled += count
-    except OSError as exc:
-        raise RemoteStorageError(f"reading a remote segment failed: {exc}") from exc
-    return filled
+    return parts[0] if len(parts) == 1 else b"".join(parts)
