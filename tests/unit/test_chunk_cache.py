@@ -91,6 +91,18 @@ def test_the_disk_cache_starts_empty_and_survives_its_directory_being_deleted(
     assert cache.get(ChunkKey("s", 1)) == b"b"
 
 
+def test_a_disk_cache_file_cut_short_or_altered_is_a_miss(tmp_path: Path) -> None:
+    cache = DiskChunkCache(tmp_path, max_bytes=1000, retention_ms=10_000)
+    cache.put(ChunkKey("s", 0), b"a" * 100)
+    cache.put(ChunkKey("s", 1), b"b" * 100)
+    (cache.directory / "s-0").write_bytes(b"a" * 99)
+    (cache.directory / "s-1").write_bytes(b"c" * 100)
+    assert cache.get(ChunkKey("s", 0)) is None
+    assert cache.get(ChunkKey("s", 1)) is None
+    cache.put(ChunkKey("s", 1), b"b" * 100)  # read again from the store and cached anew
+    assert cache.get(ChunkKey("s", 1)) == b"b" * 100
+
+
 def test_a_full_disk_cache_skips_writes_and_reads_still_work(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

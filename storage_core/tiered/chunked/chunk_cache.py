@@ -4,8 +4,9 @@ by bytes, in memory or on disk (Aiven's ``MemoryChunkCache`` / ``DiskChunkCache`
 Consumer reads and follower aux-state builds share it. An entry not read for ``retention_ms``
 is dropped. The disk cache keeps one file per chunk under ``<path>/chunks`` (emptied at start:
 nothing in it outlives the broker process that wrote it) written to a temp file and renamed, so
-a reader never sees half a chunk; a directory that fills up or disappears while in use makes
-the cache miss and skip writes (logged once), never fails a read.
+a reader never sees half a chunk, and checked against the CRC32C it was written with, so a file
+cut short or altered on disk is a miss, never served; a directory that fills up or disappears
+while in use makes the cache miss and skip writes (logged once), never fails a read.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from crc32c import crc32c
 
 logger = logging.getLogger(__name__)
 
@@ -177,6 +180,7 @@ class DiskChunkCache(ChunkCache):
         shutil.rmtree(self.directory, ignore_errors=True)
         self.directory.mkdir()
         self._warned = False
+        self._checksums: dict[ChunkKey, int] = {}
 
     def _file(self, key: ChunkKey) -> Path:
         return self.directory / f"{key.segment_id}-{key.chunk_id}"
@@ -190,6 +194,7 @@ class DiskChunkCache(ChunkCache):
             except FileNotFoundError:  # the directory was removed: make it again, once
                 self.directory.mkdir(parents=True, exist_ok=True)
                 temp.write_bytes(data)
+            self._checksums[key] = crc32c(data)
             os.replace(temp, target)
         except OSError as exc:
             with contextlib.suppress(OSError):
@@ -206,11 +211,18 @@ class DiskChunkCache(ChunkCache):
 
     def _load(self, key: ChunkKey) -> bytes | None:
         try:
-            return self._file(key).read_bytes()
+            data = self._file(key).read_bytes()
         except OSError:
             return None
+        if crc32c(data) != self._checksums.get(key):
+            logger.warning(
+                "chunk cache file damaged, read from the remote store file=%s", self._file(key)
+            )
+            return None
+        return data
 
     def _discard(self, key: ChunkKey) -> None:
+        self._checksums.pop(key, None)
         with contextlib.suppress(OSError):
             self._file(key).unlink(missing_ok=True)
 
