@@ -1,6 +1,7 @@
 """The ``storage-core`` command.
 
 storage-core dump-log PATH... [--print-data] [--verify-index] [--json]
+    [--broker-config server.properties] [--rsm-config KEY=VALUE ...]  (remote objects)
 storage-core describe-log-dir DIR [--json]
 storage-core demo [--dir DIR] [--records N]
 storage-core broker --config server.properties [--override key=value ...]
@@ -20,6 +21,7 @@ storage-core tier [--bootstrap-server HOST:PORT] --log-dir DIR [--topic T] [--dr
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -46,6 +48,19 @@ def _build_parser() -> argparse.ArgumentParser:
         "--verify-index", action="store_true", help="check index entries against the .log file"
     )
     dump.add_argument("--json", action="store_true", help="one JSON object per line")
+    dump.add_argument(
+        "--broker-config",
+        type=Path,
+        metavar="server.properties",
+        help="its rsm.config.* key ring decrypts remote segments' objects",
+    )
+    dump.add_argument(
+        "--rsm-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="rsm.config.* (the key ring: encryption.key.pairs...), over the broker config's",
+    )
 
     describe = commands.add_parser(
         "describe-log-dir", help="partitions, segments, offsets and sizes of a log dir"
@@ -137,15 +152,30 @@ def _broker(args: argparse.Namespace) -> int:
 
 
 def _dump_log(args: argparse.Namespace) -> int:
+    from storage_core.tools import dump_remote  # noqa: PLC0415
     from storage_core.tools.dump_log import dump_path, format_row  # noqa: PLC0415
 
     status = 0
+    ring_of_settings = functools.cache(
+        lambda: dump_remote.key_ring_from_settings(args.broker_config, args.rsm_config)
+    )  # built for the first remote object only
     for path in args.paths:
         if not path.is_file():
             print(f"error: {path} is not a file", file=sys.stderr)
             status = 2
             continue
-        for row in dump_path(path, print_data=args.print_data, verify_index=args.verify_index):
+        key = dump_remote.remote_object_of(path)
+        if key is None:
+            rows = dump_path(path, print_data=args.print_data, verify_index=args.verify_index)
+        else:
+            rows = dump_remote.dump_remote_path(
+                path,
+                key,
+                key_ring=ring_of_settings(),
+                print_data=args.print_data,
+                verify_index=args.verify_index,
+            )
+        for row in rows:
             if row["type"] in ("error", "mismatch"):
                 status = 3
             print(json.dumps(row) if args.json else format_row(row))

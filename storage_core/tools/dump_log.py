@@ -283,6 +283,9 @@ def dump_leader_epoch_checkpoint(path: Path) -> Iterator[Row]:
 def format_row(row: Row) -> str:
     """Kafka-style text: ``key: value`` pairs, records prefixed with ``|``."""
     kind = row["type"]
+    if kind == "file" and "format" in row:  # a remote segment's object (``dump_remote``)
+        shown = ("format", "compression", "encryption_key_id")
+        return f"Dumping {row['file']} " + " ".join(f"{_camel(k)}: {_show(row[k])}" for k in shown)
     if kind == "file":
         return f"Dumping {row['file']}"
     if kind == "error" and "position" not in row:
