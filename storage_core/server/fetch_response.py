@@ -54,6 +54,7 @@ MIN_VERSION = 4
 MAX_VERSION = 16
 FIRST_FLEXIBLE_VERSION = 12
 FIRST_TOPIC_ID_VERSION = 13
+SEPARATE_RECORDS_BYTES = 64 * 1024  # in-memory record sets from this size are not copied
 
 _I32 = struct.Struct(">i")
 _TOP_V7 = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
@@ -154,6 +155,12 @@ def encode_fetch_response(
                 if isinstance(records, FileRegion):
                     parts.append_bytes(out)
                     parts.append_region(records)
+                    out = bytearray()
+                elif len(records) >= SEPARATE_RECORDS_BYTES:
+                    # Records read into memory (remote reads) go out as they are, not copied
+                    # into the frame.
+                    parts.append_bytes(out)
+                    parts.append_bytes(records)
                     out = bytearray()
                 else:
                     out += records
