@@ -22,6 +22,12 @@ other field: broker id, timestamps, leader epochs, size, custom metadata, txn in
     <id>  = {id:<uuid><sep>topicId:<uuid><sep>topicName:<name><sep>partition:<n>}
     <tip> = {topicId:<uuid><sep>topicName:<name><sep>partition:<n>}
 
+A segment copied in the chunked format (``storage_core.tiered.chunked``: its custom metadata
+says so, in the COPY_SEGMENT_FINISHED update) adds, before its state,
+``remote-format:chunked<sep>remote-format-version:<n><sep>remote-stored-size-in-bytes:<n>``
+(the stored size of all its objects); ``storage-core dump-log`` on its ``rsm-manifest`` shows
+the chunk size, compression and key id.
+
 A segment's ``leader-epoch`` is the last leader epoch with records in it. Updates and
 partition deletions carry no leader epoch in the version 0 records written here (Kafka adds
 it as a v1 tagged field), so theirs prints as -1. A record that does not decode prints
@@ -40,6 +46,7 @@ from storage_core.client.connection import ConnectionConfig
 from storage_core.client.consumer import KafkaConsumer
 from storage_core.common import TopicIdPartition
 from storage_core.errors import UnknownTopicOrPartitionError
+from storage_core.tiered.chunked.custom_metadata import chunked_format_version, remote_size
 from storage_core.tiered.metadata import serde
 from storage_core.tiered.metadata.errors import CorruptRemoteLogMetadataError
 from storage_core.tiered.metadata.metadata import (
@@ -172,6 +179,7 @@ class RemoteLogMetadataFormatter:
             ]
             if self.print_all_event_value_fields:
                 fields += self._segment_details(event)
+            fields += _remote_format(event.custom_metadata)
             fields.append(("remote-log-segment-state", event.state.name))
             return self._braces(fields)
         if isinstance(event, RemoteLogSegmentMetadataUpdate):
@@ -185,6 +193,7 @@ class RemoteLogMetadataFormatter:
                     ("event-timestamp-ms", event.event_timestamp_ms),
                     ("custom-metadata", _hex(event.custom_metadata)),
                 ]
+            fields += _remote_format(event.custom_metadata)
             fields.append(("remote-log-segment-state", event.state.name))
             return self._braces(fields)
         if isinstance(event, RemotePartitionDeleteMetadata):
@@ -226,6 +235,21 @@ class RemoteLogMetadataFormatter:
             fields += self._segment_details(event)
         fields.append(("remote-log-segment-state", event.state.name))
         return self._braces(fields)
+
+
+def _remote_format(custom_metadata: bytes | None) -> list[tuple[str, object]]:
+    """``remote-format:chunked``, its version and the stored size of the segment's objects
+    when the custom metadata says the chunked format (``storage_core.tiered.chunked``);
+    nothing for the plain format (Kafka's line as it is)."""
+    version = chunked_format_version(custom_metadata)
+    if version is None:
+        return []
+    size = remote_size(custom_metadata)
+    return [
+        ("remote-format", "chunked"),
+        ("remote-format-version", version),
+        ("remote-stored-size-in-bytes", -1 if size is None else size),
+    ]
 
 
 def _hex(data: bytes | None) -> str:
