@@ -4,7 +4,8 @@ The response budget (``max_bytes``) shrinks as partitions are read; the first no
 partition may exceed it by one batch (``min_one_message``). A follower's read (``replica_id
 >= 0``) goes up to the log end offset and records the follower's fetch state, which may move
 the high watermark; a consumer's stops at the high watermark. A fetch offset below the local
-log start of a remote-enabled log becomes a tiered read (``delayed_remote_fetch``). With
+log start of a remote-enabled log becomes a tiered read (``delayed_remote_fetch``), or for a
+consumer over the remote fetch quota no records and no error (KIP-956). With
 ``zero_copy``, large record sets come back as file regions of the segment, which the caller
 must send or close (``close_regions``).
 
@@ -200,12 +201,15 @@ def _read_each(
                 rlm = manager.remote_log_manager
                 if rlm is None or not rlm.needs_remote_read(partition, request.fetch_offset):
                     raise
+                # KIP-956: over the remote fetch quota, a consumer's tiered partition answers
+                # no records and no error, and the fetch waits as one without data does.
+                throttled = replica_id < 0 and rlm.quotas.maybe_throttle_fetch() > 0
                 results[tp] = tiered_fetch_result(
                     partition,
                     request.fetch_offset,
                     replica_id,
                     remote_read=None
-                    if any(r.remote_read is not None for r in results.values())
+                    if throttled or any(r.remote_read is not None for r in results.values())
                     else (request.fetch_offset, limit, budget == max_bytes),
                     isolation=isolation,
                 )

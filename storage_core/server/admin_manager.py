@@ -79,8 +79,25 @@ class AdminManager:
         self._topic_log_config = topic_log_config
         self._uses_zookeeper = uses_zookeeper
         self._topic_lock = threading.RLock()
+        self._reconfigurables: list[Callable[[Mapping[str, str]], None]] = []
 
     # ------------------------------------------------------------------ dynamic configs
+    def effective_broker_props(self) -> dict[str, str]:
+        """server.properties, then the cluster's dynamic defaults, then this broker's dynamic
+        configs, the last winning (Kafka's ``DynamicBrokerConfig`` order)."""
+        return {
+            **self.config.props,
+            **self.dynamic_broker_config.configs(per_broker=False),
+            **self.dynamic_broker_config.configs(per_broker=True),
+        }
+
+    def add_reconfigurable(self, reconfigure: Callable[[Mapping[str, str]], None]) -> None:
+        """Kafka's ``addBrokerReconfigurable``: ``reconfigure`` gets the effective broker
+        configs now and after every dynamic broker config change (it picks what it uses)."""
+        with self._topic_lock:
+            self._reconfigurables.append(reconfigure)
+            reconfigure(self.effective_broker_props())
+
     def alter_dynamic_broker_configs(self, configs: Mapping[str, str], *, per_broker: bool) -> None:
         """Persist a resource's new dynamic configs; topic defaults take effect at once on every
         topic without its own override (a new ``log.retention.ms`` at the next retention pass).
@@ -96,6 +113,9 @@ class AdminManager:
             except InvalidConfigError as error:
                 raise BrokerConfigUpdateError(str(error)) from None
             self.dynamic_broker_config.replace(configs, per_broker=per_broker)
+            effective = self.effective_broker_props()
+            for reconfigure in self._reconfigurables:
+                reconfigure(effective)
             if defaults == self.default_log_config:
                 return
             self.default_log_config = defaults

@@ -20,8 +20,10 @@ Every other name is accepted: Kafka's dynamic configs and, as Kafka allows, name
 know (custom configs). Accepted values are stored and shown by DescribeConfigs as
 DYNAMIC_BROKER_CONFIG (2) or DYNAMIC_DEFAULT_BROKER_CONFIG (3). Topic defaults (``log.*``,
 ``message.max.bytes``, ``min.insync.replicas``...) act at once on topics without their own
-override (``AdminManager.alter_dynamic_broker_configs``); the other accepted configs are kept
-but not acted on (no cleaner or thread pools to reconfigure here).
+override (``AdminManager.alter_dynamic_broker_configs``), and so do the KIP-956 remote copy and fetch
+quotas (``remote.log.manager.{copy,fetch}.max.bytes.per.second``, at least 1, applied by the
+reconfigurables the broker registers with the ``AdminManager``); the other accepted configs
+are kept but not acted on (no cleaner or thread pools to reconfigure here).
 
 File ``dynamic-broker-configs.json`` in the first log dir, rewritten atomically (temp file,
 fsync, rename, fsync dir) on every change:
@@ -207,6 +209,13 @@ _LONG_CONFIGS = (
     "remote.log.manager.fetch.max.bytes.per.second",
     "remote.list.offsets.request.timeout.ms",
 )
+_AT_LEAST_ONE_CONFIGS = frozenset(
+    {
+        "remote.log.index.file.cache.total.size.bytes",
+        "remote.log.manager.copy.max.bytes.per.second",
+        "remote.log.manager.fetch.max.bytes.per.second",
+    }
+)
 _DOUBLE_CONFIGS = (
     "log.cleaner.io.buffer.load.factor",
     "log.cleaner.io.max.bytes.per.second",
@@ -351,6 +360,11 @@ def _validate_type(name: str, value: str) -> None:
             number = int(text)
             if kind == "int" and not -(2**31) <= number < 2**31:
                 raise ValueError("not a 32-bit integer")
+            if name in _AT_LEAST_ONE_CONFIGS and number < 1:  # DynamicRemoteLogConfig
+                raise BrokerConfigUpdateError(
+                    f"Dynamic remote log manager config update validation failed for"
+                    f" {name}={number}, value should be at least 1"
+                )
         elif kind == "double":
             float(text)
         elif kind == "bool" and text.lower() not in ("true", "false"):

@@ -205,6 +205,8 @@ class KafkaBroker:
                     "tiered storage unavailable: the remote storage manager cannot be built;"
                     " set remote.log.storage.manager.class.name and its rsm.config.* settings"
                 )
+        if self.remote_log_manager is not None:  # KIP-956 quotas: dynamic broker configs
+            self.admin_manager.add_reconfigurable(self.remote_log_manager.quotas.reconfigure)
         self.replica_manager.remote_log_manager = self.remote_log_manager
         self.endpoint = BrokerEndpoint(node_id=self.broker_id, host="127.0.0.1", port=-1)
         """The advertised endpoint of the inter-broker listener (port -1 until it listens)."""

@@ -119,6 +119,13 @@ BROKER_CONFIG_DEFS: dict[str, tuple[str, Any]] = {
     "remote.log.reader.threads": ("int", 10),
     "remote.fetch.max.wait.ms": ("int", 500),
     "remote.log.manager.task.interval.ms": ("long", 30_000),
+    # KIP-956 quotas (Long.MAX_VALUE: none); the windows are read at start
+    "remote.log.manager.copy.max.bytes.per.second": ("long", 2**63 - 1),
+    "remote.log.manager.copy.quota.window.num": ("int", 11),
+    "remote.log.manager.copy.quota.window.size.seconds": ("int", 1),
+    "remote.log.manager.fetch.max.bytes.per.second": ("long", 2**63 - 1),
+    "remote.log.manager.fetch.quota.window.num": ("int", 11),
+    "remote.log.manager.fetch.quota.window.size.seconds": ("int", 1),
     "shutdown.timeout.ms": ("int", 30_000),
     # The cluster: brokers coordinate through Apache ZooKeeper (Kafka's ZooKeeper mode); an
     # empty zookeeper.connect runs the same controller over the single-node store

@@ -25,6 +25,9 @@ keeps its local log consistent with the remote tier and serves tiered offsets:
   timestamps searched in remote segments first) and publishes DELETE_PARTITION_MARKED for the
   partitions of a deleted remote-enabled topic.
 
+Remote reads count their record bytes against the broker's fetch quota (KIP-956,
+``quota.remote_log_quotas``); a consumer fetch of a tiered offset over it reads nothing.
+
 Reads of tiered offsets go through ``PendingRemoteReads`` (one read per partition, kept
 while the store is slow) and are waited for ``remote.fetch.max.wait.ms`` (KIP-1018, default
 500) by the fetch; a store that does not answer by then gives ``RemoteReadTimeoutError`` and
@@ -61,6 +64,7 @@ from storage_core.tiered.metadata.metadata import RemotePartitionDeleteMetadata
 from storage_core.tiered.metadata.states import RemotePartitionDeleteState
 from storage_core.tiered.operations.copy import is_copy_enabled
 from storage_core.tiered.pending_remote_reads import PendingRead, PendingRemoteReads
+from storage_core.tiered.quota.remote_log_quotas import RemoteLogQuotas
 from storage_core.tiered.remote_index_cache import RemoteIndexCache
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
 from storage_core.tiered.remote_log_metrics import (
@@ -142,6 +146,7 @@ class RemoteLogManager:
         remote_fetch_max_wait_ms: int = REMOTE_FETCH_MAX_WAIT_MS_DEFAULT,
         clock: Clock = SYSTEM_CLOCK,
         topic_stats: BrokerTopicStats | None = None,
+        quotas: RemoteLogQuotas | None = None,
     ) -> None:
         if task_interval_ms <= 0:
             raise ValueError(
@@ -168,6 +173,10 @@ class RemoteLogManager:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.metrics = RemoteLogMetrics(topic_stats) if topic_stats is not None else None
+        # KIP-956: remote reads count against the fetch quota (quota.remote_log_quotas)
+        self.quotas = quotas if quotas is not None else RemoteLogQuotas.from_config({}, clock=clock)
+        if topic_stats is not None:
+            self.quotas.register_metrics(topic_stats.registry)
         if topic_stats is not None and isinstance(rsm, ChunkedRemoteStorageManager):
             register_chunk_cache(topic_stats.registry, rsm.fetcher)
 
@@ -202,6 +211,7 @@ class RemoteLogManager:
             ),
             clock=clock,
             topic_stats=topic_stats,
+            quotas=RemoteLogQuotas.from_config(props, clock=clock),
         )
 
     # ------------------------------------------------------------------ wiring
@@ -451,6 +461,7 @@ class RemoteLogManager:
         epochs = log.leader_epoch_cache
         reader = self.reader
         metrics = self.metrics
+        quotas = self.quotas
         tp = partition.topic_partition
         topic = tp.topic
 
@@ -484,6 +495,7 @@ class RemoteLogManager:
                 if metrics is not None:
                     metrics.mark_fetch_error(topic)
                 raise
+            quotas.record_fetch(len(data.records))
             if metrics is not None:
                 metrics.mark_fetch(topic, len(data.records))
             return data
