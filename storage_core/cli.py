@@ -14,7 +14,7 @@ storage-core reassign-partitions [--bootstrap-server HOST:PORT] --list
 storage-core remote-log-metadata dump [--bootstrap-server HOST:PORT] [--partition N]
     [--from-beginning] [--property print.message.offset=true ...]
 storage-core tier [--bootstrap-server HOST:PORT] --log-dir DIR [--topic T] [--dry-run]
-    [--expire] [--delete-partitions] [--broker-config server.properties]
+    [--expire] [--delete-partitions] [--rewrite] [--broker-config server.properties]
     [--remote-storage-manager NAME] [--rsm-config key=value ...]
 """
 
@@ -427,6 +427,11 @@ def _add_tier_parser(
         help="delete the remote data of partitions marked deleted instead",
     )
     tier.add_argument(
+        "--rewrite",
+        action="store_true",
+        help="re-copy remote segments not in the configured rsm.config.* format (key rotation)",
+    )
+    tier.add_argument(
         "--broker-config", type=Path, metavar="server.properties", help="RSM and broker defaults"
     )
     tier.add_argument(
@@ -509,6 +514,7 @@ def _client_command(args: argparse.Namespace) -> int:
                     dry_run=args.dry_run,
                     expire=args.expire,
                     delete_partitions_marked=args.delete_partitions,
+                    rewrite=args.rewrite,
                     broker_config_path=args.broker_config,
                     broker_id=args.broker_id,
                     remote_storage_manager=args.remote_storage_manager,

@@ -74,8 +74,11 @@ class ChunkedTier:
         path.write_bytes(bytes(data))
 
 
-def tier_settings(directory: Path, key_ids: tuple[str, ...] = ("k1",)) -> dict[str, str]:
-    """``rsm.config.*`` of a chunked, compressed tier encrypted with the last of ``key_ids``."""
+def tier_settings(
+    directory: Path, key_ids: tuple[str, ...] = ("k1",), active: str = "k1"
+) -> dict[str, str]:
+    """``rsm.config.*`` of a chunked, compressed tier encrypted with ``active`` of the ring
+    ``key_ids`` (PEM files made once under ``<directory>/keys``)."""
     keys_dir = directory / "keys"
     keys_dir.mkdir(parents=True, exist_ok=True)
     pairs = {
@@ -91,7 +94,7 @@ def tier_settings(directory: Path, key_ids: tuple[str, ...] = ("k1",)) -> dict[s
         "rsm.config.local.fsync": "false",
         "rsm.config.chunk.size": str(CHUNK_BYTES),
         "rsm.config.compression.enabled": "true",
-        **encryption_settings(pairs, key_ids[-1]),
+        **encryption_settings(pairs, active),
     }
 
 
@@ -141,8 +144,12 @@ def produce(bootstrap: str, first: int, count: int) -> None:
 
 
 @contextlib.contextmanager
-def chunked_tier(directory: Path, *, log_level: str = "INFO") -> Iterator[ChunkedTier]:
-    settings = tier_settings(directory)
+def chunked_tier(
+    directory: Path, *, key_ids: tuple[str, ...] = ("k1",), log_level: str = "INFO"
+) -> Iterator[ChunkedTier]:
+    """The broker and its tier (see the module docstring); the broker's ring holds
+    ``key_ids``, segments are copied with ``k1``."""
+    settings = tier_settings(directory, key_ids, "k1")
     with BrokerProcess(
         directory / "broker", overrides=broker_overrides(settings), log_level=log_level
     ) as broker:

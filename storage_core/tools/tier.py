@@ -3,10 +3,11 @@
     storage-core tier --bootstrap-server HOST:PORT --log-dir DIR [--topic T] [--dry-run]
         [--broker-config server.properties] [--broker-id N]
         [--remote-storage-manager LocalTieredStorage|S3RemoteStorageManager]
-        [--rsm-config KEY=VALUE ...] [--expire] [--delete-partitions] [--progress]
-        [--run-timeout-s S]
+        [--rsm-config KEY=VALUE ...] [--expire] [--delete-partitions] [--rewrite]
+        [--progress] [--run-timeout-s S]
 
-Modes (the default is copy; ``--expire`` and ``--delete-partitions`` may be combined):
+Modes (the default is copy; ``--expire``, ``--delete-partitions`` and ``--rewrite`` may be
+combined):
 
 - **copy**: for every partition directory of the log dir whose topic has
   ``remote.storage.enable=true`` (read through DescribeConfigs) and whose leader is this
@@ -19,6 +20,13 @@ Modes (the default is copy; ``--expire`` and ``--delete-partitions`` may be comb
   whose latest deletion event on ``__remote_log_metadata`` is DELETE_PARTITION_MARKED or
   DELETE_PARTITION_STARTED by this broker (the partition's leader when its topic was
   deleted marks it; the log dir is not needed: a deleted topic has no directory).
+- **rewrite** (``--rewrite``): for the same partitions as copy, every COPY_SEGMENT_FINISHED
+  segment whose stored format is not the configured one (the plain format, another chunk
+  size, compression or encryption switched, or a data key wrapped by a key pair that is no
+  longer the active one: key rotation) is copied anew from its own remote bytes under a new
+  segment id, then the old copy is deleted: copy-then-swap with the metadata events, readers
+  served throughout (``storage_core.tiered.operations.rewrite``). Run it again after an
+  interruption: it converges.
 
 The broker id is ``--broker-id``, else ``--broker-config``'s, else the only broker of the
 cluster. The remote storage manager is ``--remote-storage-manager`` (default: the broker
@@ -35,6 +43,7 @@ Output on stdout, one ``key=value`` line per partition and per mode, then a summ
     partition=orders-1 action=copy status=skipped reason="leader is broker 2"
     partition=orders-0 action=expire status=ok deleted=2 failed=0 bytes=32768 log_start_offset=20
     partition=orders-0 action=delete-partition status=ok topic_id=... segments=5 finished=true
+    partition=orders-0 action=rewrite status=ok segments=3 bytes=49152 deleted=3 offsets=0..29
     summary action=copy partitions=2 segments=3 bytes=49152 errors=0 seconds=0.35
 
 ``--run-timeout-s`` (default 600) bounds the whole run: a store that hangs (each request runs
@@ -65,7 +74,12 @@ from storage_core.server.kafka_config import KafkaConfig
 from storage_core.tiered.operations import resolve_broker_id
 from storage_core.tools.key_values import rsm_settings
 from storage_core.tools.tier_context import Summary, TierContext, find_targets, log_dirs_of
-from storage_core.tools.tier_modes import copy_partitions, delete_partitions, expire_partitions
+from storage_core.tools.tier_modes import (
+    copy_partitions,
+    delete_partitions,
+    expire_partitions,
+    rewrite_partitions,
+)
 
 RUN_TIMEOUT_S_DEFAULT = 600.0
 RUN_TIMEOUT_S_MAX = 24 * 3600.0
@@ -97,6 +111,7 @@ def run_tier(
     err: TextIO,
     clock: Clock = SYSTEM_CLOCK,
     run_timeout_s: float = RUN_TIMEOUT_S_DEFAULT,
+    rewrite: bool = False,
 ) -> int:
     """Run the modes asked for (copy when neither ``expire`` nor ``delete_partitions_marked``);
     returns 1 if any partition failed. Raises ``TierRunTimeoutError`` past ``run_timeout_s``
@@ -119,6 +134,7 @@ def run_tier(
                     dry_run=dry_run,
                     expire=expire,
                     delete_partitions_marked=delete_partitions_marked,
+                    rewrite=rewrite,
                     broker_config_path=broker_config_path,
                     broker_id=broker_id,
                     remote_storage_manager=remote_storage_manager,
@@ -163,6 +179,7 @@ def _run_tier(
     dry_run: bool,
     expire: bool,
     delete_partitions_marked: bool,
+    rewrite: bool,
     broker_config_path: Path | None,
     broker_id: int | None,
     remote_storage_manager: str | None,
@@ -176,7 +193,7 @@ def _run_tier(
     rsm_class_name, rsm_config_values = rsm_settings(
         broker_config, remote_storage_manager, rsm_config
     )
-    copy = not expire and not delete_partitions_marked
+    copy = not expire and not delete_partitions_marked and not rewrite
     with KafkaCluster(bootstrap_server, config=connection_config) as cluster:
         ctx = TierContext(
             cluster=cluster,
@@ -192,9 +209,9 @@ def _run_tier(
         )
         summaries: list[Summary] = []
         try:
-            if copy or expire:
+            if copy or expire or rewrite:
                 dirs = log_dirs_of(log_dir, broker_config)
-                action = "copy" if copy else "expire"
+                action = "copy" if copy else "expire" if expire else "rewrite"
                 targets = find_targets(
                     cluster, dirs, topic=topic, broker_id=ctx.broker_id, out=out, action=action
                 )
@@ -202,6 +219,8 @@ def _run_tier(
                     summaries.append(copy_partitions(ctx, targets))
                 if expire:
                     summaries.append(expire_partitions(ctx, targets))
+                if rewrite:
+                    summaries.append(rewrite_partitions(ctx, targets))
             if delete_partitions_marked:
                 summaries.append(delete_partitions(ctx, topic))
         finally:

@@ -1,14 +1,17 @@
 """The modes of ``storage-core tier`` (described in ``storage_core.tools.tier``): copy,
-expire and delete partitions, each planning its partitions, printing its ``plan``/``status``
-lines and returning its ``Summary``; with ``--dry-run`` they print the plan and change nothing.
+expire, delete partitions and rewrite, each planning its partitions, printing its
+``plan``/``status`` lines and returning its ``Summary``; with ``--dry-run`` they print the
+plan and change nothing.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 
 from storage_core.client.consumer import KafkaConsumer
+from storage_core.common import TopicIdPartition
 from storage_core.errors import StorageError
 from storage_core.tiered.operations import (
     ExpiryPlan,
@@ -23,6 +26,15 @@ from storage_core.tiered.operations import (
     marked_partitions_by_broker,
     plan_expiry,
     read_view,
+)
+from storage_core.tiered.operations.rewrite import (
+    RewriteOutcome,
+    SegmentRewrite,
+    chunked_manager,
+    format_difference,
+    is_referenced_segment,
+    plan_rewrite,
+    rewrite_partition,
 )
 from storage_core.tools.tier_context import Summary, TierContext, TierProgress
 
@@ -252,3 +264,104 @@ def delete_partitions(ctx: TierContext, topic: str | None) -> Summary:
             }
         )
     return summary
+
+
+# ---------------------------------------------------------------------------- rewrite
+def rewrite_partitions(ctx: TierContext, targets: Sequence[PartitionTarget]) -> Summary:
+    """Rewrite mode (see ``storage_core.tools.tier`` and ``operations.rewrite``)."""
+    summary = Summary(action="rewrite")
+    try:
+        rsm = chunked_manager(ctx.rsm)
+    except StorageError as exc:
+        summary.errors += 1
+        for target in targets:
+            ctx.error(target.topic_partition, "rewrite", exc)
+        return summary
+    plans: list[tuple[PartitionTarget, list[SegmentRewrite]]] = []
+    for target in targets:
+        try:
+            tip = TopicIdPartition(target.topic_id, target.topic_partition)
+            plan = plan_rewrite(
+                list(ctx.rlmm.list_remote_log_segments(tip)),
+                lambda m: format_difference(rsm.segment_manifest(m), rsm.config),
+                lambda m: is_referenced_segment(ctx.rlmm, m),
+            )
+        except StorageError as exc:
+            summary.errors += 1
+            ctx.error(target.topic_partition, "rewrite", exc)
+            continue
+        plans.append((target, plan))
+    total = sum(1 for _, plan in plans for item in plan if item.source is not None)
+    bar = TierProgress(ctx.err, action="rewrite", total=total, enabled=ctx.progress)
+    for target, plan in plans:
+        tp = target.topic_partition
+        started = time.monotonic()
+        summary.partitions += 1
+        for item in plan:
+            shown = item.source if item.source is not None else item.keep
+            assert shown is not None  # SegmentRewrite holds one of them
+            ctx.print(
+                {
+                    "plan": "rewrite" if item.source is not None else "delete-superseded",
+                    "partition": tp,
+                    "segment_id": shown.remote_log_segment_id.id,
+                    "base_offset": shown.start_offset,
+                    "end_offset": shown.end_offset,
+                    "bytes": shown.segment_size_in_bytes,
+                    "obsolete": len(item.obsolete),
+                    "reason": item.reason,
+                }
+            )
+        to_rewrite = [item.source for item in plan if item.source is not None]
+        planned_bytes = sum(m.segment_size_in_bytes for m in to_rewrite)
+        if ctx.dry_run:
+            summary.segments += len(to_rewrite)
+            summary.size_bytes += planned_bytes
+            ctx.print(
+                {
+                    "partition": tp,
+                    "action": "rewrite",
+                    "status": "planned",
+                    "segments": len(to_rewrite),
+                    "bytes": planned_bytes,
+                    "obsolete": sum(len(item.obsolete) for item in plan),
+                }
+            )
+            continue
+        progressed = functools.partial(_show_progress, bar, summary.segments, summary.size_bytes)
+        try:
+            outcome = rewrite_partition(
+                plan,
+                rsm=rsm,
+                rlmm=ctx.rlmm,
+                fence=fence_for(ctx.cluster, target),
+                broker_id=ctx.broker_id,
+                clock=ctx.clock,
+                on_segment=progressed,
+            )
+        except StorageError as exc:
+            summary.errors += 1
+            ctx.error(tp, "rewrite", exc)
+            continue
+        summary.segments += outcome.rewritten
+        summary.size_bytes += outcome.size_bytes
+        ctx.print(
+            {
+                "partition": tp,
+                "action": "rewrite",
+                "status": "ok",
+                "segments": outcome.rewritten,
+                "bytes": outcome.size_bytes,
+                "deleted": outcome.deleted,
+                "offsets": "-"
+                if not to_rewrite
+                else f"{to_rewrite[0].start_offset}..{to_rewrite[-1].end_offset}",
+                "seconds": f"{time.monotonic() - started:.3f}",
+            }
+        )
+    bar.finish(summary.segments, summary.size_bytes)
+    return summary
+
+
+def _show_progress(bar: TierProgress, done: int, size_bytes: int, outcome: RewriteOutcome) -> None:
+    bar.update(done + outcome.rewritten, size_bytes + outcome.size_bytes)
