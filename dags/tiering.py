@@ -10,6 +10,10 @@ record a status snapshot per partition (offsets, local and remote bytes, copy la
 Tiered storage page of the UI.
 Runs never overlap (`max_active_runs=1`); a copy interrupted by a failure is rolled back by the
 job and finished by the next run. The cluster is the `tiered_storage_default` connection.
+The copies of a run hold the cluster's copy quota (KIP-956): the strictest broker's
+`remote.log.manager.copy.max.bytes.per.second` (`kafka-configs --entity-type brokers
+--entity-default --alter --add-config remote.log.manager.copy.max.bytes.per.second=N`), or
+the connection's extra `copy_max_bytes_per_second` when set.
 Another schedule: set `TIERED_STORAGE_TIERING_SCHEDULE`
 (a cron expression or a preset such as `@hourly`) for the scheduler and dag-processor.
 """

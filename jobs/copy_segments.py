@@ -39,6 +39,20 @@ planning to its last event; a second run waits ``--lock-wait-s`` and then report
 ``status=skipped``. Executors also skip a segment the metadata already shows as remote.
 Running it again copies nothing.
 
+Copy quota (KIP-956): the run copies at most ``remote.log.manager.copy.max.bytes.per.second``
+for the whole cluster: the strictest value of the brokers (DescribeConfigs of each BROKER
+resource: a broker's dynamic value, the cluster default set with ``kafka-configs
+--entity-default``, or server.properties), or ``--bytes-per-second`` when given (the tiering
+DAG's ``copy_max_bytes_per_second`` param); Kafka's default Long.MAX_VALUE is no quota. Kafka
+applies the setting per broker; here the copies of all brokers run in one job, so it bounds
+the run. Once Spark is up the rate is split over the units that run at once: each unit gets
+``rate / min(units, spark default parallelism)`` and waits before each upload as Kafka's
+RLMCopyTask waits on its quota (``storage_core.tiered.quota.copy_quota``, with the brokers'
+``remote.log.manager.copy.quota.window.*``). The summary's details note ``copy_quota`` (rate,
+source, units at once, each unit's share), ``copy_throttled_ms`` and the rates
+(``upload_rate``: ``upload_bytes_per_second`` from the first upload's start to the last one's
+end, ``copy_bytes_per_second`` over ``copy_s`` with the tasks' start-up).
+
 Output: ``partition=<tp> event=planned|copied ...`` lines on stdout, progress on stderr, a
 ``summary`` line, and the JSON summary (counts: partitions, segments_planned,
 segments_copied, segments_skipped, segments_fenced, segments_failed, partitions_skipped,
@@ -86,7 +100,7 @@ from jobs.common.clients import kafka_cluster, remote_log_metadata_client
 from jobs.common.copied_segments import copied_segments_path, write_copied_segments
 from jobs.common.discovery import lock_log_dirs, plan_led_partitions
 from jobs.common.located_rdd import located_rdd
-from jobs.planning.work_units import PlannedSegment, WorkUnit, plan_work_units, throttle_delay_s
+from jobs.planning.work_units import PlannedSegment, WorkUnit, plan_work_units, with_quota_shares
 from storage_core.client.metadata import NO_LEADER
 from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicPartition
@@ -101,6 +115,7 @@ from storage_core.tiered.operations import (
     current_leader_epoch,
     highest_remote_offset,
 )
+from storage_core.tiered.quota.copy_quota import CopyQuota, CopyRate, describe_copy_rate
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
 from storage_core.tiered.remote_storage_manager import (
     RemoteStorageManager,
@@ -121,6 +136,8 @@ class CopySettings(StoreSettings):
     """What an executor needs, as plain (picklable) data."""
 
     copy_timeout_s: float
+    # remote.log.manager.copy.quota.window.* as the brokers gave them (the quota's windows)
+    copy_quota_windows: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,6 +155,8 @@ class CopyOutcome:
     last_stable_offset_at_copy: int  # the LSO (exclusive) it was planned with: end_offset < it
     segment_id: str | None = None
     reason: str | None = None
+    started_at_ms: int = 0  # when its attempt started (the clock of its executor)
+    throttled_ms: int = 0  # waited on the copy quota before its upload
 
 
 @dataclass(slots=True)
@@ -214,22 +233,27 @@ def copy_chain(
     copy_timeout_s: float,
     unit: int = 0,
     clock: Clock = SYSTEM_CLOCK,
-    after_copy: Callable[[int], None] = lambda size_bytes: None,
+    before_copy: Callable[[int], int] = lambda size_bytes: 0,
 ) -> Iterator[CopyOutcome]:
     """Copy one partition's planned segments, oldest first, publishing as ``broker_id``; the
     first failure stops it, and so does a leader epoch that moved on (``fenced``: not a
-    failure, the new leader's run copies on)."""
+    failure, the new leader's run copies on). ``before_copy(size_bytes)`` runs right before
+    each upload (the copy quota's wait)."""
     view: LogView | None = None
     stop_reason: str | None = None
     for planned in chain:
         started = time.monotonic()
+        started_at_ms = clock.milliseconds()
 
         def outcome(
             status: str,
             reason: str | None = None,
+            *,
             segment_id: str | None = None,
+            throttled_ms: int = 0,
             planned: PlannedSegment = planned,
             started: float = started,
+            started_at_ms: int = started_at_ms,
         ) -> CopyOutcome:
             return CopyOutcome(
                 partition=planned.partition,
@@ -247,6 +271,8 @@ def copy_chain(
                 ),
                 segment_id=segment_id,
                 reason=reason,
+                started_at_ms=started_at_ms,
+                throttled_ms=throttled_ms,
             )
 
         if stop_reason is not None:
@@ -282,6 +308,7 @@ def copy_chain(
                 clock=clock,
                 what=f"the copy of segment {segment.base_offset}",
             )
+            throttled_ms = before_copy(segment.size_bytes)
             result = copy_segment(
                 view, segment, rsm=rsm, rlmm=rlmm, fence=fence, broker_id=broker_id, clock=clock
             )
@@ -294,26 +321,21 @@ def copy_chain(
             stop_reason = f"segment {planned.base_offset} of the partition failed"
             yield outcome("failed", f"{type(exc).__name__}: {' '.join(str(exc).split())}")
             continue
-        yield outcome("copied", segment_id=str(result.metadata.remote_log_segment_id.id))
-        after_copy(planned.size_bytes)
+        yield outcome(
+            "copied",
+            segment_id=str(result.metadata.remote_log_segment_id.id),
+            throttled_ms=throttled_ms,
+        )
 
 
 def copy_work_units(units: Iterable[WorkUnit], settings: CopySettings) -> Iterator[dict[str, Any]]:
-    """A Spark task: copy the segments of its work unit(s) with its own clients."""
+    """A Spark task: copy the segments of its work unit(s) with its own clients, each upload
+    waiting on the unit's share of the copy quota (``CopyQuota``) first."""
     for unit in units:
         rsm = settings.remote_storage_manager()
         cluster = kafka_cluster(settings)
         rlmm = remote_log_metadata_client(settings)
-        started = time.monotonic()
-        done_bytes = 0
-
-        def throttle(size_bytes: int, unit: WorkUnit = unit, started: float = started) -> None:
-            nonlocal done_bytes
-            done_bytes += size_bytes
-            time.sleep(
-                throttle_delay_s(done_bytes, time.monotonic() - started, unit.bytes_per_second)
-            )
-
+        quota = CopyQuota.of(unit.bytes_per_second, dict(settings.copy_quota_windows))
         try:
             chains: dict[str, list[PlannedSegment]] = {}
             for segment in unit.segments:
@@ -327,7 +349,7 @@ def copy_work_units(units: Iterable[WorkUnit], settings: CopySettings) -> Iterat
                     broker_id=chain[0].leader_id,
                     copy_timeout_s=settings.copy_timeout_s,
                     unit=unit.index,
-                    after_copy=throttle,
+                    before_copy=quota.acquire if quota is not None else lambda size_bytes: 0,
                 ):
                     yield asdict(outcome)
         finally:
@@ -342,20 +364,26 @@ def run_on_spark(
     settings: CopySettings,
     run_timeout_s: float,
     summary: RunSummary,
+    *,
+    copy_rate: CopyRate | None = None,
 ) -> list[dict[str, Any]]:
     """One Spark task per unit; progress from the status tracker (units done) and an
     accumulator (bytes copied, added as each task finishes); cancelled on timeout. The last
     progress line counts the bytes from the results (an accumulator counts a retried task's
     bytes twice).
 
-    Notes ``spark_start_s`` (until the session is up) and ``copy_s`` (the Spark job) in the
-    summary's details."""
+    The copy rate is split over the units Spark runs at once: each gets ``rate / min(units,
+    Spark's default parallelism)`` (its task slots), so the run as a whole copies at the rate.
+
+    Notes ``spark_start_s`` (until the session is up), ``copy_s`` (the Spark job),
+    ``copy_quota`` and the rates (``upload_rate``) in the summary's details."""
     progress = Progress(JOB, len(units))
     spark_started = time.monotonic()
     with spark_session(JOB, args.spark_master) as spark:
         copy_started = time.monotonic()
         summary.details["spark_start_s"] = round(copy_started - spark_started, 3)
         sc = spark.sparkContext
+        units = note_copy_quota(summary, units, copy_rate, sc.defaultParallelism)
         group = f"{JOB}-{uuid.uuid4().hex}"
         sc.setJobGroup(group, f"{JOB}: {len(units)} work units", interruptOnCancel=True)
         timed_out = threading.Event()
@@ -395,9 +423,48 @@ def run_on_spark(
             finished.set()
             watcher.join()
             summary.details["copy_s"] = round(time.monotonic() - copy_started, 3)
+    summary.details.update(upload_rate(results, summary.details["copy_s"]))
     progress.advance(len(units) - progress.done, bytes_copied(results) - progress.size_bytes)
     progress.finish()
     return results
+
+
+def upload_rate(outcomes: Sequence[Mapping[str, Any]], copy_s: float) -> dict[str, Any]:
+    """The run's copy rates: ``copy_bytes_per_second`` (bytes copied / the Spark job's time,
+    task start-up included), ``upload_s`` (from the first copy's start to the last one's end)
+    with ``upload_bytes_per_second``, and ``copy_throttled_ms`` (waits on the copy quota)."""
+    copied = [o for o in outcomes if o["status"] == "copied"]
+    size_bytes = bytes_copied(copied)
+    rates: dict[str, Any] = {"copy_throttled_ms": sum(o["throttled_ms"] for o in outcomes)}
+    if copy_s > 0:
+        rates["copy_bytes_per_second"] = round(size_bytes / copy_s, 1)
+    if copied:
+        first_ms = min(o["started_at_ms"] for o in copied)
+        last_ms = max(o["started_at_ms"] + o["seconds"] * 1000 for o in copied)
+        upload_s = (last_ms - first_ms) / 1000
+        rates["upload_s"] = round(upload_s, 3)
+        if upload_s > 0:
+            rates["upload_bytes_per_second"] = round(size_bytes / upload_s, 1)
+    return rates
+
+
+def note_copy_quota(
+    summary: RunSummary, units: Sequence[WorkUnit], copy_rate: CopyRate | None, task_slots: int
+) -> list[WorkUnit]:
+    """The units with their share of the copy rate (``with_quota_shares``), noted in the
+    summary's details (``copy_quota``, and each work unit's ``bytes_per_second``)."""
+    rate = None if copy_rate is None else copy_rate.bytes_per_second
+    concurrent_units = max(1, min(len(units), task_slots))
+    shared = with_quota_shares(units, rate, concurrent_units)
+    summary.details["copy_quota"] = {
+        "bytes_per_second": rate,
+        "source": "default" if copy_rate is None else copy_rate.source,
+        "concurrent_units": concurrent_units,
+        "unit_bytes_per_second": shared[0].bytes_per_second if shared else None,
+    }
+    for unit, detail in zip(shared, summary.details.get("work_units", []), strict=False):
+        detail["bytes_per_second"] = unit.bytes_per_second
+    return shared
 
 
 def counting_copied_bytes(
@@ -510,19 +577,24 @@ def run(args: JobArgs, summary: RunSummary) -> None:
         if not ours:
             return
         segments = extract_segments(args, summary)
+        with kafka_cluster(args) as cluster:
+            copy_rate = describe_copy_rate(cluster, args.optional_float_option("bytes_per_second"))
         units = plan_work_units(
-            segments,
-            args.int_option("num_work_units"),
-            args.optional_float_option("bytes_per_second"),
+            segments, args.int_option("num_work_units"), copy_rate.bytes_per_second
         )
         report_plan(summary, units)
         if args.dry_run or not units:
             return
         # Each chain publishes as its partition's leader (``PlannedSegment.leader_id``).
         settings = CopySettings.of(
-            args, NO_LEADER, copy_timeout_s=args.float_option("copy_timeout_s")
+            args,
+            NO_LEADER,
+            copy_timeout_s=args.float_option("copy_timeout_s"),
+            copy_quota_windows=tuple(sorted(copy_rate.window_props.items())),
         )
-        results = run_on_spark(args, units, settings, args.float_option("run_timeout_s"), summary)
+        results = run_on_spark(
+            args, units, settings, args.float_option("run_timeout_s"), summary, copy_rate=copy_rate
+        )
         record_results(summary, results)
         if args.summary_path is not None:
             path = copied_segments_path(args.summary_path)
@@ -549,7 +621,9 @@ def main(argv: list[str] | None = None) -> int:
         "--bytes-per-second",
         type=positive_float,
         default=None,
-        help="a quota on the whole run's upload rate (default: none)",
+        help="the whole run's upload rate, bytes per second, over the brokers'"
+        " remote.log.manager.copy.max.bytes.per.second (default: the strictest broker's value;"
+        " none when no broker sets one)",
     )
     own.add_argument(
         "--copy-timeout-s",

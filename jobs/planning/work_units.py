@@ -28,16 +28,19 @@ hosts were one, and a unit prefers its chains' hosts, most bytes first. With one
 (or none), it is LPT as above and no unit states a preference: there is nothing to choose.
 
 Within a unit, chains are ordered by partition and each chain by base offset. A
-``bytes_per_second_quota`` bounds the run: the units run in parallel, so each gets an equal
-share (``quota / units``) and throttles to it (``throttle_delay_s``); each unit's
-``estimated_seconds`` follows.
+``bytes_per_second_quota`` bounds the run (KIP-956's ``remote.log.manager.copy.max.bytes.per.
+second``, or the job's argument): the plan gives each unit ``quota / units``, the share when
+every unit runs at once; the copy job sets the shares again once it knows how many run at once
+(``with_quota_shares``: ``quota / min(units, task slots)``), and each unit paces its uploads to
+its share (``storage_core.tiered.quota.copy_quota``); each unit's ``estimated_seconds``
+follows.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -219,10 +222,14 @@ def preferred_hosts(
     return tuple(sorted(host_bytes, key=lambda host: (-host_bytes[host], host)))
 
 
-def throttle_delay_s(
-    size_bytes_done: int, elapsed_s: float, bytes_per_second: float | None
-) -> float:
-    """How long to sleep so that ``size_bytes_done`` in ``elapsed_s`` stays within the rate."""
-    if bytes_per_second is None:
-        return 0.0
-    return max(0.0, size_bytes_done / bytes_per_second - elapsed_s)
+def with_quota_shares(
+    units: Sequence[WorkUnit], bytes_per_second_quota: float | None, concurrent_units: int
+) -> list[WorkUnit]:
+    """``units``, each with ``quota / concurrent_units`` (None: unthrottled): the units that
+    run at the same time share the quota, so the run as a whole holds it."""
+    if concurrent_units < 1:
+        raise ValueError(f"concurrent_units must be >= 1, got {concurrent_units}")
+    if bytes_per_second_quota is not None and bytes_per_second_quota <= 0:
+        raise ValueError(f"bytes_per_second_quota must be > 0, got {bytes_per_second_quota}")
+    share = None if bytes_per_second_quota is None else bytes_per_second_quota / concurrent_units
+    return [replace(unit, bytes_per_second=share) for unit in units]

@@ -15,6 +15,10 @@ Connection (conn id ``tiered_storage_default`` unless told; conn type ``generic`
     extra.broker_config   path to server.properties (optional)
     extra.aws_conn_id     an ``aws`` connection whose credentials, region and endpoint reach
                           the job as the standard AWS environment variables (optional)
+    extra.copy_max_bytes_per_second   the copy job's upload rate for the whole cluster
+                          (bytes per second, > 0), over the brokers' KIP-956
+                          ``remote.log.manager.copy.max.bytes.per.second`` (optional: without
+                          it the job paces to the strictest broker's value)
     login, password, extra.security_protocol, extra.sasl_mechanism, extra.ssl_ca_location
                           how the jobs authenticate to a secured cluster (client_security)
 
@@ -73,6 +77,7 @@ class ClusterSettings:
     broker_config: str | None = None
     aws_conn_id: str | None = None
     security: ClientSecurity = field(default_factory=ClientSecurity)
+    copy_max_bytes_per_second: float | None = None
 
     def __post_init__(self) -> None:
         servers = self.bootstrap_server.split(",")
@@ -143,6 +148,9 @@ class ClusterSettings:
             broker_config=_optional_str(extra.get("broker_config")),
             aws_conn_id=_optional_str(extra.get("aws_conn_id")),
             security=security,
+            copy_max_bytes_per_second=_optional_rate(
+                extra.get("copy_max_bytes_per_second"), "copy_max_bytes_per_second"
+            ),
         )
 
 
@@ -281,6 +289,20 @@ def _check_broker_dirs(broker_id: int, dirs: tuple[str, ...]) -> None:
                 f"{where}: log dir {directory!r} holds ',' or ';', which separate the entries"
                 " of --broker-log-dirs: rename or mount it elsewhere"
             )
+
+
+def _optional_rate(value: Any, name: str) -> float | None:
+    if value is None or value == "":
+        return None
+    try:
+        rate = float(value)
+    except (TypeError, ValueError):
+        rate = 0.0
+    if not rate > 0 or isinstance(value, bool):
+        raise TieredStorageConnectionError(
+            f"connection extra {name!r} must be a number of bytes per second above 0, got {value!r}"
+        )
+    return rate
 
 
 def _optional_str(value: Any) -> str | None:

@@ -1,7 +1,8 @@
 """``TieringJobOperator``: run one ``jobs.<name>`` entry point as a subprocess.
 
 The command is ``python -m jobs.<job>`` with the hook's cluster arguments, a ``--summary-path``
-in the run's directory (keyed by the data interval, see ``paths``), ``--report-dir`` for the
+in the run's directory (keyed by the data interval, see ``paths``), ``--bytes-per-second`` for
+the copy job when the connection sets ``copy_max_bytes_per_second``, ``--report-dir`` for the
 quality job (and ``--copied-segments``, the record of the same run's copy task
 ``copied_segments_of``, when given), ``--dry-run`` when asked, then ``extra_args``. Every
 output line of the job goes to the task log as it comes, at the level it carries
@@ -153,7 +154,10 @@ class TieringJobOperator(BaseOperator):
     def command(
         self, hook: TieredStorageHook, task_dir: Path, run_name: str | None = None
     ) -> list[str]:
-        cmd = [self.python, "-m", f"jobs.{self.job}", *hook.settings().job_arguments()]
+        settings = hook.settings()
+        cmd = [self.python, "-m", f"jobs.{self.job}", *settings.job_arguments()]
+        if self.job == "copy_segments" and settings.copy_max_bytes_per_second is not None:
+            cmd += ["--bytes-per-second", repr(settings.copy_max_bytes_per_second)]
         cmd += ["--summary-path", str(task_dir / paths.SUMMARY_FILE)]
         if self.job == "quality":
             cmd += ["--report-dir", str(task_dir / "report")]

@@ -203,9 +203,16 @@ class KafkaAdminClient:
         resource_type: ConfigResourceType,
         name: str,
         keys: Sequence[str] | None = None,
+        *,
+        node_id: int | None = None,
     ) -> tuple[ConfigEntry, ...]:
-        """The configs of one resource (all of them, or only ``keys``)."""
-        session = self.cluster.any_session()
+        """The configs of one resource (all of them, or only ``keys``), asked of broker
+        ``node_id`` when given (a BROKER resource is described by that broker), else any."""
+        session = (
+            self.cluster.any_session()
+            if node_id is None
+            else self.cluster.session_for_node(node_id)
+        )
         version = session.version(ApiKey.DESCRIBE_CONFIGS)
         resource = f"{resource_type.name.lower()} {name!r}"
         response = session.send(

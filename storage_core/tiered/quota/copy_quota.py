@@ -22,17 +22,30 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
+from storage_core.client.admin import KafkaAdminClient
+from storage_core.client.cluster import KafkaCluster
 from storage_core.clock import SYSTEM_CLOCK, Clock
+from storage_core.protocol.config_resource import ConfigResourceType
 from storage_core.tiered.quota.remote_log_quotas import COPY_THROTTLE_TIME
 from storage_core.tiered.quota.rlm_quota_manager import (
+    COPY_MAX_BYTES_PER_SECOND,
+    COPY_QUOTA_WINDOW_NUM,
+    COPY_QUOTA_WINDOW_SIZE_SECONDS,
     LONG_MAX_VALUE,
     RLMQuotaManager,
     RLMQuotaManagerConfig,
     RLMQuotaMetrics,
+    bytes_per_second_setting,
 )
 
 QUOTA_TIMEOUT_MS = 1000  # Kafka's RemoteLogManager.quotaTimeout()
+COPY_QUOTA_CONFIGS = (
+    COPY_MAX_BYTES_PER_SECOND,
+    COPY_QUOTA_WINDOW_NUM,
+    COPY_QUOTA_WINDOW_SIZE_SECONDS,
+)
 
 
 def _sleep_ms(duration_ms: int) -> None:
@@ -102,3 +115,48 @@ class CopyQuota:
             self.quota_manager.record(size_bytes)
             self.throttled_ms += waited_ms
         return waited_ms
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CopyRate:
+    """The copy rate a run paces to: ``bytes_per_second`` (None: no quota), where it came
+    from (``argument``, ``broker <id>``, or ``default`` when no broker sets one) and the
+    quota windows (``remote.log.manager.copy.quota.window.*``)."""
+
+    bytes_per_second: float | None
+    source: str
+    window_props: Mapping[str, str]
+
+
+def describe_copy_rate(cluster: KafkaCluster, override: float | None = None) -> CopyRate:
+    """``override`` (a job argument), else the strictest ``remote.log.manager.copy.max.
+    bytes.per.second`` of the cluster's brokers (DescribeConfigs of each BROKER resource:
+    its own dynamic value, else the cluster default, else server.properties), as one rate
+    for all the copies of the run."""
+    admin = KafkaAdminClient(cluster)
+    best: CopyRate | None = None
+    for broker in sorted(cluster.metadata().brokers, key=lambda b: b.node_id):
+        entries = admin.describe_configs(
+            ConfigResourceType.BROKER,
+            str(broker.node_id),
+            COPY_QUOTA_CONFIGS,
+            node_id=broker.node_id,
+        )
+        props = {e.name: e.value for e in entries if e.value is not None}
+        rate = float(bytes_per_second_setting(props, COPY_MAX_BYTES_PER_SECOND))
+        if best is None or (
+            not is_unbounded(rate)
+            and (best.bytes_per_second is None or rate < best.bytes_per_second)
+        ):
+            best = CopyRate(
+                bytes_per_second=None if is_unbounded(rate) else rate,
+                source=f"broker {broker.node_id}" if not is_unbounded(rate) else "default",
+                window_props=props,
+            )
+    if best is None:
+        best = CopyRate(bytes_per_second=None, source="default", window_props={})
+    if override is not None:
+        return CopyRate(
+            bytes_per_second=override, source="argument", window_props=best.window_props
+        )
+    return best

@@ -76,6 +76,29 @@ def test_the_single_broker_connection_still_works() -> None:
     assert dict(parsed.log_dirs_by_broker(parsed.broker_id)) == {1: (Path("/data/a"),)}
 
 
+def test_the_copy_rate_of_the_connection_reaches_the_copy_job_only(tmp_path: Any) -> None:
+    """extra.copy_max_bytes_per_second -> the copy job's --bytes-per-second (KIP-956's copy
+    quota for the run); the other jobs do not take it."""
+    from tiered_storage_plugin.hooks import ClusterSettings
+    from tiered_storage_plugin.operators import TieringJobOperator
+
+    settings = ClusterSettings.from_connection(
+        host="b1:9092", port=None, extra={"copy_max_bytes_per_second": "8000"}
+    )
+
+    class Hook:
+        def settings(self) -> ClusterSettings:
+            return settings
+
+    copy = TieringJobOperator(task_id="copy_segments", job="copy_segments")
+    argv = copy.command(Hook(), tmp_path)  # type: ignore[arg-type]
+    assert argv[argv.index("--bytes-per-second") + 1] == "8000.0"
+    quality = TieringJobOperator(task_id="quality", job="quality")
+    assert "--bytes-per-second" not in quality.command(Hook(), tmp_path)  # type: ignore[arg-type]
+    without = ClusterSettings.from_connection(host="b1:9092", port=None, extra={})
+    assert without.copy_max_bytes_per_second is None
+
+
 @pytest.mark.parametrize(
     ("host", "port", "extra", "message"),
     [
@@ -90,6 +113,8 @@ def test_the_single_broker_connection_still_works() -> None:
         ("h", 1, {"broker_log_dirs": "1=/a;2"}, r"'2' is not ID=DIR"),
         ("h", 1, {"broker_log_dirs": "1=/a;1=/b"}, r"broker 1 is given twice"),
         ("h", 1, {"broker_log_dirs": ["1=/a"]}, r"'broker_log_dirs' must be an object"),
+        ("h", 1, {"copy_max_bytes_per_second": 0}, r"'copy_max_bytes_per_second' must be a"),
+        ("h", 1, {"copy_max_bytes_per_second": "fast"}, r"bytes per second above 0, got 'fast'"),
         (
             "h",
             1,

@@ -154,7 +154,9 @@ def test_tiering_checks_the_copies_of_its_own_copy_task(dagbag: Any, tmp_path: P
     dag = dagbag.dags["tiering"]
     copy_task, quality = dag.get_task("copy_segments"), dag.get_task("quality")
     run_dir = tmp_path / "runs" / "tiering" / "20260101T000000--20260101T000500"
-    hook = SimpleNamespace(settings=lambda: SimpleNamespace(job_arguments=list))
+    hook = SimpleNamespace(
+        settings=lambda: SimpleNamespace(job_arguments=list, copy_max_bytes_per_second=None)
+    )
     copy_cmd = copy_task.command(hook, run_dir / copy_task.task_id)
     quality_cmd = quality.command(hook, run_dir / quality.task_id)
     written = copied_segments_path(Path(copy_cmd[copy_cmd.index("--summary-path") + 1]))

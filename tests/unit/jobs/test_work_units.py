@@ -12,7 +12,7 @@ from jobs.planning.work_units import (
     WorkUnit,
     balance_by_bytes,
     plan_work_units,
-    throttle_delay_s,
+    with_quota_shares,
 )
 from tests.planned_segments import on, seg
 
@@ -57,10 +57,15 @@ def test_nothing_to_copy_is_no_unit_and_bad_arguments_are_refused() -> None:
         seg("a-0", 5, 1, count=0)
 
 
-def test_throttle_delay() -> None:
-    assert throttle_delay_s(1000, 0.5, None) == 0.0
-    assert throttle_delay_s(1000, 0.5, 1000.0) == pytest.approx(0.5)
-    assert throttle_delay_s(1000, 2.0, 1000.0) == 0.0
+def test_quota_shares_over_the_units_running_at_once() -> None:
+    units = plan_work_units([seg(f"t-{p}", 0, 10, 100) for p in range(4)], 4, 400.0)
+    assert [u.bytes_per_second for u in units] == [100.0] * 4  # the plan: all at once
+    two_slots = with_quota_shares(units, 400.0, 2)  # Spark runs two tasks at a time
+    assert [u.bytes_per_second for u in two_slots] == [200.0] * 4
+    assert [u.segments for u in two_slots] == [u.segments for u in units]
+    assert all(u.bytes_per_second is None for u in with_quota_shares(units, None, 2))
+    with pytest.raises(ValueError, match="concurrent_units"):
+        with_quota_shares(units, 400.0, 0)
 
 
 @given(
