@@ -17,6 +17,7 @@ remote_segments::
     expect_only_valid_segment_state_transitions           RemoteLogSegmentState machine
     expect_no_segment_stuck_in_started_state              STARTED states end in time
     expect_finished_segment_objects_complete              objects present, .log size
+                                                          (chunked: manifest, stored size)
     expect_no_objects_without_live_metadata               no orphaned objects
     expect_no_segment_older_than_twice_retention_ms       retention.ms + one period
     expect_remote_segment_epochs_on_leader_lineage        the current leader's lineage
@@ -190,7 +191,8 @@ class ExpectFinishedSegmentObjectsComplete(_RemoteSegmentRule, ExpectColumnValue
     rule: ClassVar[str] = (
         "every COPY_SEGMENT_FINISHED segment has its .log, .index, .timeindex and"
         " .leader-epoch-checkpoint objects (and .txnindex when it has one), the .log of the"
-        " recorded segment_size_bytes"
+        " recorded segment_size_bytes; a chunked copy its .rsm-manifest, its objects adding"
+        " up to the stored size its copy recorded"
     )
     column: str = "objects_problem"
 

@@ -3,7 +3,7 @@
     python -m jobs.reconcile --bootstrap-server HOST:PORT [--broker-config PATH]
         [--remote-storage-manager NAME] [--rsm-config K=V ...] [--summary-path PATH]
         [--dry-run] [--spark-master URL] [--copy-deadline-s S] [--delete-retry-grace-s S]
-        [--orphan-grace-s S]
+        [--orphan-grace-s S] [--verify-chunks]
 
 Steps::
 
@@ -16,6 +16,11 @@ Steps::
          objects of no live segment, older than the grace    -> delete them (orphans)
          COPY_SEGMENT_FINISHED missing its .log/.index/.timeindex object -> report it
            (lost segment): never changed, never deleted
+         COPY_SEGMENT_FINISHED chunked, its manifest missing or its listed objects not
+           adding up to the stored size its copy recorded -> report it (damaged segment)
+       with --verify-chunks, every other chunked COPY_SEGMENT_FINISHED segment is read
+       whole on the driver (each chunk's CRC32C and AES-GCM tag, each index object's):
+       one that fails is reported damaged too
     4. executors (one RLMM and RSM per task, ``jobs.common.remote_deletion``):
          roll back / retry: ``delete_segment`` (DELETE_SEGMENT_STARTED, objects,
          DELETE_SEGMENT_FINISHED, published on behalf of the broker that copied the
@@ -43,6 +48,15 @@ the records existed. What an operator does:
 - or accept the loss: delete the records up to the segment's end offset + 1 (DeleteRecords,
   e.g. ``kafka-delete-records``) so the log start offset passes the segment; consumers then
   skip it and ``expire_remote`` deletes its metadata as below the log start offset.
+
+Damaged segments (a chunked copy whose objects a reader cannot serve: brokers answer
+KAFKA_STORAGE_ERROR for their offsets) are reported the same way (``action=damaged_segment
+status=reported``, the count ``damaged_segments``, ``details.damaged_segments``, an error).
+Without ``--verify-chunks`` the check costs no request to the store: the listing's sizes
+against the custom metadata of the copy (``jobs.planning.chunked_objects``), which finds an
+object missing, cut short or grown, not a chunk changed in place; ``--verify-chunks`` reads
+every chunked segment (the whole tier: a run's cost is the tier's size), with the key ring
+of the ``rsm.config.*`` settings.
 
 ``--dry-run`` prints every planned action with its reason and changes nothing. Output: one
 ``partition=... event=reconcile action=...`` line per action, a ``summary`` line, and the
@@ -82,6 +96,7 @@ from jobs.common.remote_deletion import (
     DeletionOutcome,
     run_on_executors,
 )
+from jobs.planning.chunked_objects import chunked_stored_size
 from jobs.planning.reconcile_plan import (
     DELETE_RETRY_GRACE_MS_DEFAULT,
     ReconcileAction,
@@ -91,7 +106,8 @@ from jobs.planning.reconcile_plan import (
 )
 from storage_core.client.cluster import KafkaCluster
 from storage_core.clock import SYSTEM_CLOCK
-from storage_core.common import TopicIdPartition
+from storage_core.common import TopicIdPartition, Uuid
+from storage_core.tiered.chunked.errors import ChunkIntegrityError, SegmentManifestError
 from storage_core.tiered.metadata import serde
 from storage_core.tiered.metadata.cache import RemoteLogMetadataCache
 from storage_core.tiered.metadata.errors import (
@@ -103,7 +119,9 @@ from storage_core.tiered.metadata.metadata import (
     RemoteLogSegmentMetadataSnapshot,
 )
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
+from storage_core.tiered.remote_object_keys import RemoteObjectSuffix
 from storage_core.tiered.remote_storage_manager import (
+    IndexType,
     RemoteObjectInfo,
     RemoteStorageError,
     RemoteStorageManager,
@@ -119,6 +137,7 @@ COPY_DEADLINE_S_DEFAULT = COPY_TIMEOUT_S_DEFAULT + CLOCK_SKEW_S
 GRACE_S_MAX = 7 * 24 * 3600.0
 # Fetches per metadata partition while reading it (bounds a run on a huge topic).
 ACTIONS_IN_SUMMARY_MAX = 1000
+VERIFY_READ_BYTES = 1 << 20
 
 _ALLOWED_STATES = {
     ReconcileActionKind.ROLL_BACK_COPY: (RemoteLogSegmentState.COPY_SEGMENT_STARTED,),
@@ -243,6 +262,15 @@ def _reconcile(args: JobArgs, summary: RunSummary) -> None:
         )
         record_plan(plan, objects, summary)
         report_lost_segments(plan, summary)
+        damaged = list(plan.damaged)
+        if options.verify_chunks:
+            damaged += verify_chunked_segments(
+                rsm,
+                listing_of(caches),
+                {a.segment_id for a in (*plan.lost, *plan.damaged)},
+                summary,
+            )
+        report_damaged_segments(damaged, summary)
         if args.dry_run:
             for action in plan.actions:
                 print_action(action, "planned")
@@ -273,11 +301,17 @@ class ReconcileOptions:
     """The job's own options, in ms."""
 
     def __init__(
-        self, *, copy_deadline_ms: int, delete_retry_grace_ms: int, orphan_grace_ms: int
+        self,
+        *,
+        copy_deadline_ms: int,
+        delete_retry_grace_ms: int,
+        orphan_grace_ms: int,
+        verify_chunks: bool = False,
     ) -> None:
         self.copy_deadline_ms = copy_deadline_ms
         self.delete_retry_grace_ms = delete_retry_grace_ms
         self.orphan_grace_ms = orphan_grace_ms
+        self.verify_chunks = verify_chunks
 
     @staticmethod
     def of(args: JobArgs) -> ReconcileOptions:
@@ -298,6 +332,7 @@ class ReconcileOptions:
                 seconds("delete_retry_grace_s", DELETE_RETRY_GRACE_MS_DEFAULT / 1000) * 1000
             ),
             orphan_grace_ms=int(seconds("orphan_grace_s", copy_deadline_s) * 1000),
+            verify_chunks=bool(args.options.get("verify_chunks")),
         )
 
 
@@ -335,6 +370,80 @@ def report_lost_segments(plan: ReconcilePlan, summary: RunSummary) -> None:
             action.topic_id_partition.topic_partition,
         )
         print_action(action, "reported")
+
+
+def report_damaged_segments(damaged: Sequence[ReconcileAction], summary: RunSummary) -> None:
+    """As lost segments: one line and one error each, never repaired here."""
+    summary.count("damaged_segments", len(damaged))
+    summary.details["damaged_segments"] = [
+        {**action_fields(a), "partition": str(a.topic_id_partition.topic_partition)}
+        for a in damaged[:ACTIONS_IN_SUMMARY_MAX]
+    ]
+    for action in damaged:
+        segment = action.segment
+        offsets = (
+            "" if segment is None else f" (offsets {segment.start_offset}..{segment.end_offset})"
+        )
+        summary.error(
+            f"damaged segment {action.segment_id}{offsets}: {action.reason}",
+            action.topic_id_partition.topic_partition,
+        )
+        print_action(action, "reported")
+
+
+def verify_chunked_segments(
+    rsm: RemoteStorageManager,
+    listing: Mapping[TopicIdPartition, Sequence[RemoteLogSegmentMetadata]],
+    reported: set[Uuid],
+    summary: RunSummary,
+) -> list[ReconcileAction]:
+    """``--verify-chunks``: read every chunked COPY_SEGMENT_FINISHED segment not yet
+    reported, whole; those failing a check are damaged. A segment that cannot be read for
+    another reason (the store, a key the ring lacks) is an error of the run, not damage."""
+    damaged = []
+    verified = 0
+    for tip in sorted(listing, key=str):
+        for metadata in listing[tip]:
+            if (
+                metadata.state is not RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+                or chunked_stored_size(metadata.custom_metadata) is None
+                or metadata.remote_log_segment_id.id in reported
+            ):
+                continue
+            try:
+                read_whole_segment(rsm, metadata)
+            except (ChunkIntegrityError, SegmentManifestError) as exc:
+                damaged.append(
+                    ReconcileAction(
+                        kind=ReconcileActionKind.DAMAGED_SEGMENT,
+                        topic_id_partition=tip,
+                        segment_id=metadata.remote_log_segment_id.id,
+                        reason=f"COPY_SEGMENT_FINISHED but a read fails its checks: {exc}",
+                        segment=metadata,
+                    )
+                )
+            except RemoteStorageError as exc:
+                summary.error(
+                    f"cannot verify segment {metadata.remote_log_segment_id.id}: {exc}",
+                    tip.topic_partition,
+                )
+            verified += 1
+    summary.count("chunked_segments_verified", verified)
+    return damaged
+
+
+def read_whole_segment(rsm: RemoteStorageManager, metadata: RemoteLogSegmentMetadata) -> None:
+    """Read the ``.log`` and every index object the segment's manifest lists, through the
+    chunked manager (which checks each chunk and object as it restores it)."""
+    with rsm.fetch_log_segment(metadata, 0) as stream:
+        while stream.read(VERIFY_READ_BYTES):
+            pass
+    manifest = getattr(rsm, "segment_manifest", lambda _: None)(metadata)
+    listed = set() if manifest is None else set(manifest.objects)
+    for index_type in IndexType:
+        if RemoteObjectSuffix.for_index(index_type).value in listed:
+            with rsm.fetch_index(metadata, index_type) as stream:
+                stream.read()
 
 
 def record_outcomes(
@@ -411,6 +520,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="retry DELETE_SEGMENT_STARTED older than this"
         f" (default {DELETE_RETRY_GRACE_MS_DEFAULT / 1000:g})",
+    )
+    own.add_argument(
+        "--verify-chunks",
+        action="store_true",
+        help="read every chunked segment whole and report those failing a checksum or tag"
+        " (reads the whole tier)",
     )
     own.add_argument(
         "--orphan-grace-s",

@@ -12,6 +12,10 @@ time, the copy deadline. Actions, each with its reason::
     COPY_SEGMENT_FINISHED, its .log, .index or    LOST_SEGMENT     reported only, never
       .timeindex object not listed (and FINISHED                   acted on: the records
       longer than the orphan grace before listing)                 are gone from the store
+    COPY_SEGMENT_FINISHED chunked, its manifest   DAMAGED_SEGMENT  reported only, never
+      not listed or its objects' sizes not adding                  acted on: readers get
+      up to the stored size of its copy (the same                  KAFKA_STORAGE_ERROR
+      grace; ``jobs.planning.chunked_objects``)
     DELETE_SEGMENT_STARTED, older than the grace  RETRY_DELETE     objects, ..._FINISHED
     DELETE_SEGMENT_STARTED, within the grace      (kept: a deletion may be running)
     object of no listed segment, older than the   DELETE_ORPHANS   the objects only (no
@@ -39,6 +43,7 @@ import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from jobs.planning.chunked_objects import chunked_objects_problem, chunked_stored_size
 from storage_core.common import TopicIdPartition, Uuid
 from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
@@ -60,6 +65,7 @@ class ReconcileActionKind(enum.Enum):
     RETRY_DELETE = "retry_delete"
     DELETE_ORPHANS = "delete_orphans"
     LOST_SEGMENT = "lost_segment"  # reported, never executed
+    DAMAGED_SEGMENT = "damaged_segment"  # reported, never executed
 
 
 # What a reader needs of every COPY_SEGMENT_FINISHED segment.
@@ -100,7 +106,8 @@ class ReconcileAction:
 class ReconcilePlan:
     """The actions, in order (roll backs, retries, orphans; each by partition and offset),
     plus what was seen and deliberately kept. ``lost`` holds the LOST_SEGMENT reports (by
-    partition and offset), which are not actions: nothing is executed for them."""
+    partition and offset), which are not actions: nothing is executed for them; ``damaged``
+    the DAMAGED_SEGMENT reports likewise."""
 
     actions: tuple[ReconcileAction, ...]
     lost: tuple[ReconcileAction, ...]
@@ -109,6 +116,7 @@ class ReconcilePlan:
     deletes_in_progress: int
     young_orphan_objects: int
     foreign_keys: tuple[str, ...]
+    damaged: tuple[ReconcileAction, ...] = ()
 
     def of_kind(self, kind: ReconcileActionKind) -> list[ReconcileAction]:
         return [action for action in self.actions if action.kind is kind]
@@ -154,6 +162,7 @@ def plan_reconcile(
         partition_of_segment[segment_id] = parsed.segment.topic_id_partition
 
     lost: list[ReconcileAction] = []
+    damaged: list[ReconcileAction] = []
     roll_backs: list[ReconcileAction] = []
     retries: list[ReconcileAction] = []
     listed_ids: set[Uuid] = set()
@@ -169,7 +178,22 @@ def plan_reconcile(
                 live += 1
                 missing = missing_required_objects(metadata, found, key_prefix)
                 # Finished well before the listing began: every object was there to list.
-                if missing and listed_at - metadata.event_timestamp_ms > orphan_grace:
+                settled = listed_at - metadata.event_timestamp_ms > orphan_grace
+                problem = chunked_objects_problem(
+                    chunked_stored_size(metadata.custom_metadata),
+                    {parse_object_key(i.key, key_prefix).suffix.value: i.size_bytes for i in found},
+                )
+                if problem is not None and settled and not missing:
+                    damaged.append(
+                        _segment_action(
+                            ReconcileActionKind.DAMAGED_SEGMENT,
+                            metadata,
+                            found,
+                            f"COPY_SEGMENT_FINISHED but {problem}; restore the objects or"
+                            " accept the loss",
+                        )
+                    )
+                if missing and settled:
                     lost.append(
                         _segment_action(
                             ReconcileActionKind.LOST_SEGMENT,
@@ -238,6 +262,7 @@ def plan_reconcile(
     return ReconcilePlan(
         actions=(*roll_backs, *retries, *orphans),
         lost=tuple(lost),
+        damaged=tuple(damaged),
         live_segments=live,
         copies_in_progress=in_progress_copies,
         deletes_in_progress=in_progress_deletes,

@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from jobs.planning.chunked_objects import chunked_objects_problem, chunked_stored_size
 from jobs.tables.inputs import (
     CopyOffsets,
     MetadataRecord,
@@ -77,6 +78,7 @@ def _empty_row(topic: str, partition: int, topic_id: str, segment_id: str) -> Ro
         "segment_leader_epochs": [],
         "state_history": [],
         "objects": [],
+        "chunked_stored_size_bytes": None,
     }
 
 
@@ -126,6 +128,9 @@ def segment_base_rows(
         row["state_history"].append(
             {"state": event.state.name, "timestamp_ms": record.timestamp_ms}
         )
+        stored_size = chunked_stored_size(event.custom_metadata)
+        if stored_size is not None:
+            row["chunked_stored_size_bytes"] = stored_size
     for info in objects:
         try:
             parsed = parse_object_key(info.key, key_prefix)
@@ -230,18 +235,31 @@ def off_leader_lineage(row: Row, leader: ReplicaState | None) -> str | None:
 
 
 def objects_problem(
-    row: Row, missing: Sequence[str], log_size_bytes: int | None, *, chunked: bool = False
+    row: Row,
+    missing: Sequence[str],
+    log_size_bytes: int | None,
+    *,
+    chunked: bool = False,
+    sizes: Mapping[str, int] | None = None,
 ) -> str | None:
     """What is wrong with a COPY_SEGMENT_FINISHED segment's objects, or ``None``. The
     ``.log`` of a ``chunked`` segment (one with a segment manifest) holds its chunks as
-    stored, compressed or encrypted, so its size is not the segment's: its chunks' checksums
-    are checked where they are read."""
+    stored, compressed or encrypted, so its size is not the segment's: its objects' listed
+    ``sizes`` must add up to the stored size its copy recorded, with its manifest among them
+    (``jobs.planning.chunked_objects``); its chunks' checksums are checked where they are
+    read."""
     problems = []
     if missing:
         problems.append("missing " + ", ".join(f".{suffix}" for suffix in missing))
     expected = row["segment_size_bytes"]
-    if log_size_bytes is not None and log_size_bytes != expected and not chunked:
+    stored_size = row.get("chunked_stored_size_bytes")
+    plain = not chunked and stored_size is None
+    if log_size_bytes is not None and log_size_bytes != expected and plain:
         problems.append(f".log is {log_size_bytes} bytes, metadata says {expected}")
+    if not missing:
+        problem = chunked_objects_problem(stored_size, sizes or {})
+        if problem is not None:
+            problems.append(problem)
     return "; ".join(problems) or None
 
 
@@ -284,7 +302,9 @@ def derive_segment_checks(
         row["log_object_size_bytes"] = log_size
         chunked = RemoteObjectSuffix.SEGMENT_MANIFEST.value in sizes
         row["objects_problem"] = (
-            objects_problem(row, missing, log_size, chunked=chunked) if finished else None
+            objects_problem(row, missing, log_size, chunked=chunked, sizes=sizes)
+            if finished
+            else None
         )
         row["objects_without_live_metadata"] = bool(sizes) and (
             not row["has_metadata"] or state is None or state == DELETE_FINISHED

@@ -37,6 +37,8 @@ The suites in ``expectations/`` expect the flags false and the texts null.
                                     the segment in log order (publish time of the record)
     current_state          STRING   state after the valid transitions (null: no metadata)
     objects                ARRAY<STRUCT<suffix STRING, size_bytes BIGINT>>  objects listed
+    chunked_stored_size_bytes BIGINT  stored size of all the objects of a copy in the chunked
+                                    format, from its custom metadata (null: plain format)
     --------------------------------------------------------------------------------
     lineage                STRING   ON_LINEAGE / OFF_LINEAGE / BEFORE_LINEAGE / BEYOND_VIEW
                                     against the partition's leader-epoch chain (null: unknown)
@@ -59,7 +61,9 @@ The suites in ``expectations/`` expect the flags false and the texts null.
     missing_objects        ARRAY<STRING>  required suffixes absent (COPY_SEGMENT_FINISHED)
     log_object_size_bytes  BIGINT   listed size of the .log object (null if absent)
     objects_problem        STRING   what is wrong with a COPY_SEGMENT_FINISHED segment's
-                                    objects (missing ones, .log size vs segment_size_bytes)
+                                    objects (missing ones, .log size vs segment_size_bytes;
+                                    chunked: the manifest missing, the objects' sizes vs
+                                    chunked_stored_size_bytes)
     objects_without_live_metadata BOOLEAN  objects listed but no metadata, or the segment is
                                     DELETE_SEGMENT_FINISHED
     retention_ms           BIGINT   the topic's retention.ms (-1: unlimited; null: unknown)
@@ -163,6 +167,7 @@ REMOTE_SEGMENTS_COLUMNS: tuple[tuple[str, str], ...] = (
     ("state_history", _HISTORY),
     ("current_state", "STRING"),
     ("objects", "ARRAY<STRUCT<suffix: STRING, size_bytes: BIGINT>>"),
+    ("chunked_stored_size_bytes", "BIGINT"),
     ("lineage", "STRING"),
     ("previous_end_offset", "BIGINT"),
     ("gap_before", "BOOLEAN"),
