@@ -36,6 +36,7 @@ from storage_core.tiered.operations.rewrite import (
     plan_rewrite,
     rewrite_partition,
 )
+from storage_core.tiered.quota.copy_quota import CopyQuota, describe_copy_rate
 from storage_core.tools.tier_context import Summary, TierContext, TierProgress
 
 
@@ -63,9 +64,15 @@ def plan_copies(
 
 
 def copy_partitions(ctx: TierContext, targets: Sequence[PartitionTarget]) -> Summary:
-    """Copy mode (see ``storage_core.tools.tier``)."""
+    """Copy mode (see ``storage_core.tools.tier``); each upload first waits on the copy quota
+    (KIP-956: the strictest broker's ``remote.log.manager.copy.max.bytes.per.second``, as
+    ``storage_core.tiered.quota.copy_quota`` paces a copier)."""
     summary = Summary(action="copy")
     plans = plan_copies(ctx, targets, summary)
+    quota = None
+    if not ctx.dry_run and plans:
+        rate = describe_copy_rate(ctx.cluster)
+        quota = CopyQuota.of(rate.bytes_per_second, rate.window_props)
     total = sum(len(segments) for _, _, segments in plans)
     bar = TierProgress(ctx.err, action="copy", total=total, enabled=ctx.progress)
     for target, view, segments in plans:
@@ -101,6 +108,8 @@ def copy_partitions(ctx: TierContext, targets: Sequence[PartitionTarget]) -> Sum
         fence = fence_for(ctx.cluster, target)
         try:
             for segment in segments:
+                if quota is not None:
+                    quota.acquire(segment.size_bytes)
                 copy_segment(
                     view,
                     segment,

@@ -8,6 +8,9 @@ broker process (segments of 10 records of ~780 bytes, the scenarios' stage)::
       (local[2]: both units at once)           4000 B/s per unit; every segment copied; the
                                                run's bytes / its copy time within 10% of 8000
     --bytes-per-second 1e9 on a later topic    the argument overrides the broker's rate
+
+and ``storage-core tier`` (one copier) under a 4000 B/s default: 20 segments, ~15.6 KB, at
+the rate within 10% (its partition line's seconds: from the first copy to the last).
 """
 
 from __future__ import annotations
@@ -74,18 +77,22 @@ def job_args(stage: TieredStage, tmp_path: Path, summary: str, *extra: str) -> l
     ]
 
 
+def set_default_copy_quota(stage: TieredStage, bytes_per_second: int) -> None:
+    with KafkaCluster(stage.bootstrap) as cluster:
+        KafkaAdminClient(cluster).incremental_alter_configs(
+            ConfigResourceType.BROKER,
+            "",  # the cluster-wide default (kafka-configs --entity-default)
+            [AlterConfigOp(name=COPY_QUOTA, op=AlterConfigOpType.SET, value=str(bytes_per_second))],
+        )
+
+
 def test_copy_job_holds_the_brokers_copy_quota(
     spark: SparkSession, stage: TieredStage, tmp_path: Path
 ) -> None:
     for topic in ("quota-a", "quota-b"):
         stage.create_topic(topic, topic_configs(remote_storage_enable="true"))
         stage.produce(topic, RECORDS)
-    with KafkaCluster(stage.bootstrap) as cluster:
-        KafkaAdminClient(cluster).incremental_alter_configs(
-            ConfigResourceType.BROKER,
-            "",  # the cluster-wide default (kafka-configs --entity-default)
-            [AlterConfigOp(name=COPY_QUOTA, op=AlterConfigOpType.SET, value=str(RATE))],
-        )
+    set_default_copy_quota(stage, RATE)
 
     assert copy_segments.main(job_args(stage, tmp_path, "copy.json")) == 0
     summary = json.loads((tmp_path / "copy.json").read_text())
@@ -122,3 +129,17 @@ def test_copy_job_holds_the_brokers_copy_quota(
     assert summary["counts"]["segments_copied"] == 2
     assert summary["details"]["copy_quota"]["source"] == "argument"
     assert summary["details"]["copy_quota"]["bytes_per_second"] == 1e9
+
+
+def test_tier_command_holds_the_brokers_copy_quota(stage: TieredStage) -> None:
+    rate = 4000
+    stage.create_topic("quota-tier", topic_configs(remote_storage_enable="true"))
+    stage.produce("quota-tier", RECORDS)  # 20 closed segments
+    set_default_copy_quota(stage, rate)
+    lines = stage.tier("quota-tier")
+    (line,) = [line for line in lines if line.startswith("partition=quota-tier-0 ")]
+    fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+    assert (fields["status"], fields["segments"]) == ("ok", "20")
+    size_bytes, seconds = int(fields["bytes"]), float(fields["seconds"])
+    print(f"storage-core tier, copy quota {rate} B/s: {size_bytes} bytes in {seconds} s")
+    assert abs(size_bytes / seconds - rate) <= 0.1 * rate
