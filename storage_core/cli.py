@@ -1,6 +1,6 @@
 """The ``storage-core`` command.
 
-storage-core dump-log PATH... [--print-data] [--verify-index] [--json]
+storage-core dump-log PATH|s3://BUCKET/KEY... [--print-data] [--verify-index] [--json]
     [--broker-config server.properties] [--rsm-config KEY=VALUE ...]  (remote objects)
 storage-core describe-log-dir DIR [--json]
 storage-core demo [--dir DIR] [--records N]
@@ -42,7 +42,9 @@ def _build_parser() -> argparse.ArgumentParser:
     dump = commands.add_parser(
         "dump-log", help="print the batches, records, index entries or epochs of segment files"
     )
-    dump.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    dump.add_argument(
+        "paths", nargs="+", metavar="PATH", help="a file, or s3://BUCKET/KEY of a remote segment"
+    )
     dump.add_argument("--print-data", action="store_true", help="also print every record")
     dump.add_argument(
         "--verify-index", action="store_true", help="check index entries against the .log file"
@@ -159,13 +161,21 @@ def _dump_log(args: argparse.Namespace) -> int:
     ring_of_settings = functools.cache(
         lambda: dump_remote.key_ring_from_settings(args.broker_config, args.rsm_config)
     )  # built for the first remote object only
-    for path in args.paths:
-        if not path.is_file():
+    for name in args.paths:
+        path = Path(name)
+        if name.startswith(dump_remote.S3_SCHEME):
+            rows = dump_remote.dump_s3_object(
+                name,
+                broker_config_path=args.broker_config,
+                rsm_config=args.rsm_config,
+                print_data=args.print_data,
+                verify_index=args.verify_index,
+            )
+        elif not path.is_file():
             print(f"error: {path} is not a file", file=sys.stderr)
             status = 2
             continue
-        key = dump_remote.remote_object_of(path)
-        if key is None:
+        elif (key := dump_remote.remote_object_of(path)) is None:
             rows = dump_path(path, print_data=args.print_data, verify_index=args.verify_index)
         else:
             rows = dump_remote.dump_remote_path(

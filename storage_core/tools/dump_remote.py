@@ -1,4 +1,7 @@
-"""Dumping objects of a remote segment in a local-directory store (``LocalTieredStorage``).
+"""Dumping objects of a remote segment: a path in a local-directory store
+(``LocalTieredStorage``) or ``s3://<bucket>/<key>`` of an S3 store (``dump_s3_object``: read
+through the chunked manager the ``rsm.config.*`` settings build, which checks and restores
+the chunks the same way).
 
 A remote object's path ends ``<topic>-<topicId>/<partition>/<base offset>-<segmentId>.<suffix>``
 (``storage_core.tiered.remote_object_keys``). When the segment's ``rsm-manifest`` lies beside
@@ -28,7 +31,14 @@ from storage_core.errors import InvalidConfigError
 from storage_core.log import log_file_utils as files
 from storage_core.log.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILENAME
 from storage_core.tiered.chunked.chunk_transform import ChunkTransform, SegmentEncryption
-from storage_core.tiered.chunked.errors import ChunkIntegrityError, MissingEncryptionKeyError
+from storage_core.tiered.chunked.chunked_storage_manager import (
+    ChunkedRemoteStorageManager as Chunked,
+)
+from storage_core.tiered.chunked.errors import (
+    ChunkIntegrityError,
+    MissingEncryptionKeyError,
+    SegmentManifestError,
+)
 from storage_core.tiered.chunked.format_config import ChunkedFormatConfig, split_format_config
 from storage_core.tiered.chunked.key_ring import KeyRing
 from storage_core.tiered.chunked.segment_manifest import SegmentManifest
@@ -38,10 +48,19 @@ from storage_core.tiered.remote_object_keys import (
     RemoteObjectSuffix,
     parse_object_key,
 )
+from storage_core.tiered.remote_storage_manager import (
+    RSM_CONFIG_PREFIX,
+    IndexType,
+    RemoteStorageError,
+    RemoteStorageManager,
+)
 from storage_core.tools.dump_log import Row, dump_path
 from storage_core.tools.key_values import rsm_settings
 
 _KEY_PARTS = 3  # <topic>-<topicId>/<partition>/<file>
+S3_SCHEME = "s3://"
+COPY_BYTES = 1 << 20
+_INDEX_TYPES = {RemoteObjectSuffix.for_index(index_type): index_type for index_type in IndexType}
 _LOCAL_NAMES = {
     RemoteObjectSuffix.LOG: files.LOG_FILE_SUFFIX,
     RemoteObjectSuffix.OFFSET_INDEX: files.INDEX_FILE_SUFFIX,
@@ -103,21 +122,11 @@ def dump_remote_path(
         return
     where = f"remote segment {key.segment}"
     transform = segment_transform(manifest, key_ring, where=where)
-    local_suffix = _LOCAL_NAMES.get(key.suffix)
     with tempfile.TemporaryDirectory(prefix="dump-remote-") as scratch:
         directory = Path(scratch)
-        stem = files.filename_prefix_from_offset(key.segment.start_offset)
-        if key.suffix is RemoteObjectSuffix.LEADER_EPOCH_CHECKPOINT:
-            restored = directory / LEADER_EPOCH_CHECKPOINT_FILENAME
-        elif local_suffix is not None:
-            restored = directory / (stem + local_suffix)
-        else:
-            yield {"type": "file", "file": str(path)}
-            yield {
-                "type": "error",
-                "file": str(path),
-                "error": f".{key.suffix.value} objects are not dumped",
-            }
+        restored = _restored_path(directory, key)
+        if restored is None:
+            yield from _not_dumped(str(path), key)
             return
         failure = None
         if key.suffix is RemoteObjectSuffix.LOG:
@@ -127,21 +136,128 @@ def dump_remote_path(
             if key.suffix is RemoteObjectSuffix.OFFSET_INDEX and verify_index:
                 log_object = path.with_name(path.name.split(".", 1)[0] + ".log")
                 failure = _restore_log(
-                    log_object,
-                    manifest,
-                    transform,
-                    directory / (stem + files.LOG_FILE_SUFFIX),
-                    where,
+                    log_object, manifest, transform, _log_path(directory, key), where
                 )
-        for row in dump_path(restored, print_data=print_data, verify_index=verify_index):
-            shown = dict(row)
-            if shown.get("file") == str(restored):
-                shown["file"] = str(path)
-            if shown["type"] == "file":
-                shown.update(_format_fields(manifest))
-            yield shown
-        if failure is not None:
-            yield {"type": "error", "file": str(path), "error": str(failure)}
+        yield from _rows_of_restored(
+            str(path), restored, manifest, failure, print_data=print_data, verify_index=verify_index
+        )
+
+
+def dump_s3_object(
+    url: str,
+    *,
+    broker_config_path: Path | None,
+    rsm_config: Sequence[str],
+    print_data: bool = False,
+    verify_index: bool = False,
+) -> Iterator[Row]:
+    """Rows of one object of an S3 store, ``s3://<bucket>/<key>``, read through the
+    chunked manager built from the broker config's ``rsm.config.*`` settings (endpoint,
+    prefix, key ring) with ``--rsm-config`` on top, the bucket the URL's; the object
+    restored as for ``dump_remote_path`` (a plain one as it is)."""
+    from storage_core.server.kafka_config import KafkaConfig  # noqa: PLC0415 (a heavy import)
+    from storage_core.tiered.rsm_loader import load_remote_storage_manager  # noqa: PLC0415
+
+    bucket, _, object_key = url.removeprefix(S3_SCHEME).partition("/")
+    if not bucket or not object_key:
+        raise InvalidConfigError(f"{url} is not s3://<bucket>/<key>")
+    broker_config = None if broker_config_path is None else KafkaConfig.load(broker_config_path)
+    _, settings = rsm_settings(broker_config, "S3RemoteStorageManager", rsm_config)
+    settings[f"{RSM_CONFIG_PREFIX}s3.bucket.name"] = bucket
+    # A tool reads each chunk once: no disk cache (the broker's directory), no prefetch.
+    for name in ("class", "path", "prefetch.max.size"):
+        settings.pop(f"{RSM_CONFIG_PREFIX}fetch.chunk.cache.{name}", None)
+    prefix = settings.get(f"{RSM_CONFIG_PREFIX}s3.key.prefix", "")
+    try:
+        key = parse_object_key(object_key, prefix)
+    except InvalidRemoteObjectKeyError as exc:
+        raise InvalidConfigError(f"{url}: not an object of a remote segment ({exc})") from None
+    rsm = load_remote_storage_manager("S3RemoteStorageManager", settings)
+    try:
+        manifest = rsm.segment_manifest(key.segment) if isinstance(rsm, Chunked) else None
+        if key.suffix is RemoteObjectSuffix.SEGMENT_MANIFEST:
+            if manifest is None:
+                raise InvalidConfigError(f"{url}: the segment has no manifest (plain format)")
+            yield _manifest_row(url, manifest)
+            return
+        with tempfile.TemporaryDirectory(prefix="dump-remote-") as scratch:
+            directory = Path(scratch)
+            restored = _restored_path(directory, key)
+            if restored is None:
+                yield from _not_dumped(url, key)
+                return
+            failure = None
+            if key.suffix is RemoteObjectSuffix.LOG:
+                failure = _fetch_log(rsm, key, restored)
+            else:
+                index_type = _INDEX_TYPES[key.suffix]
+                with rsm.fetch_index(key.segment, index_type) as stream:
+                    restored.write_bytes(stream.read())
+                if key.suffix is RemoteObjectSuffix.OFFSET_INDEX and verify_index:
+                    failure = _fetch_log(rsm, key, _log_path(directory, key))
+            yield from _rows_of_restored(
+                url, restored, manifest, failure, print_data=print_data, verify_index=verify_index
+            )
+    finally:
+        rsm.close()
+
+
+def _fetch_log(
+    rsm: RemoteStorageManager, key: RemoteObjectKey, target: Path
+) -> RemoteStorageError | None:
+    """The original ``.log`` into ``target`` up to the first failure (returned)."""
+    with open(target, "wb") as out:
+        try:
+            with rsm.fetch_log_segment(key.segment, 0) as stream:
+                # read1: what the stream holds now (a chunk's bytes), so that the chunks
+                # before a bad one are written before it raises
+                read = getattr(stream, "read1", stream.read)
+                while block := read(COPY_BYTES):
+                    out.write(block)
+        except (ChunkIntegrityError, SegmentManifestError) as exc:
+            return exc
+    return None
+
+
+def _restored_path(directory: Path, key: RemoteObjectKey) -> Path | None:
+    """Where the restored object goes, named as the local file (``None``: not dumped)."""
+    if key.suffix is RemoteObjectSuffix.LEADER_EPOCH_CHECKPOINT:
+        return directory / LEADER_EPOCH_CHECKPOINT_FILENAME
+    local_suffix = _LOCAL_NAMES.get(key.suffix)
+    if local_suffix is None:
+        return None
+    return directory / (files.filename_prefix_from_offset(key.segment.start_offset) + local_suffix)
+
+
+def _log_path(directory: Path, key: RemoteObjectKey) -> Path:
+    return directory / (
+        files.filename_prefix_from_offset(key.segment.start_offset) + files.LOG_FILE_SUFFIX
+    )
+
+
+def _not_dumped(shown: str, key: RemoteObjectKey) -> Iterator[Row]:
+    yield {"type": "file", "file": shown}
+    yield {"type": "error", "file": shown, "error": f".{key.suffix.value} objects are not dumped"}
+
+
+def _rows_of_restored(
+    shown: str,
+    restored: Path,
+    manifest: SegmentManifest | None,
+    failure: Exception | None,
+    *,
+    print_data: bool,
+    verify_index: bool,
+) -> Iterator[Row]:
+    for row in dump_path(restored, print_data=print_data, verify_index=verify_index):
+        out = dict(row)
+        if out.get("file") == str(restored):
+            out["file"] = shown
+        if out["type"] == "file" and manifest is not None:
+            out.update(_format_fields(manifest))
+        yield out
+    if failure is not None:
+        yield {"type": "error", "file": shown, "error": str(failure)}
 
 
 def segment_transform(
@@ -231,11 +347,11 @@ def _format_fields(manifest: SegmentManifest) -> Row:
     }
 
 
-def _manifest_row(path: Path, manifest: SegmentManifest) -> Row:
+def _manifest_row(shown: Path | str, manifest: SegmentManifest) -> Row:
     index = manifest.chunk_index
     return {
         "type": "manifest",
-        "file": str(path),
+        "file": str(shown),
         "version": manifest.version,
         **_format_fields(manifest),
         "chunk_size": index.chunk_size,

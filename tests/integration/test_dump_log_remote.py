@@ -1,4 +1,5 @@
-"""``storage-core dump-log`` on the objects of remote segments in a local-directory store.
+"""``storage-core dump-log`` on the objects of remote segments in a local-directory store
+and in S3 (moto's server over HTTP, the ``s3`` fixture: ``s3://<bucket>/<key>``).
 
 A real closed segment (``tests/chunked_support.closed_segment``: 8 batches of 10 records of
 ~300 bytes, values holding a marker) is copied by ``ChunkedRemoteStorageManager`` over
@@ -19,6 +20,8 @@ from storage_core.tiered.chunked.format_config import ChunkedFormatConfig, split
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
 from storage_core.tiered.remote_object_keys import RemoteObjectSuffix, segment_key
 from storage_core.tiered.remote_storage_manager import LogSegmentData, RemoteSegmentRef
+from storage_core.tiered.rsm_loader import load_remote_storage_manager
+from storage_core.tiered.s3_remote_storage_manager import S3RemoteStorageManager
 from tests.chunked_support import (
     MARKER,
     closed_segment,
@@ -26,6 +29,7 @@ from tests.chunked_support import (
     segment_ref,
     write_key_pair,
 )
+from tests.s3_server import BUCKET, S3Server
 
 CHUNK_BYTES = 1000
 
@@ -219,3 +223,90 @@ def test_a_plain_remote_log_dumps_as_before(
     status, remote_out, _ = run(capsys, "dump-log", str(remote_log), "--print-data", "--json")
     assert status == 0
     assert without_file_rows(json_rows(remote_out)) == without_file_rows(json_rows(local_out))
+
+
+# ---------------------------------------------------------------------------- S3 (moto)
+S3_PREFIX = "cluster-a/tiered"
+
+
+def s3_args(s3: S3Server, settings: dict[str, str]) -> list[str]:
+    store = {
+        "rsm.config.s3.key.prefix": S3_PREFIX,
+        "rsm.config.s3.endpoint.url": s3.endpoint_url,
+        "rsm.config.s3.path.style.access.enabled": "true",
+        "rsm.config.s3.retry.max.attempts": "2",
+    }
+    return [arg for k, v in {**store, **settings}.items() for arg in ("--rsm-config", f"{k}={v}")]
+
+
+def copy_to_s3(s3: S3Server, tmp_path: Path, *, chunked: bool) -> tuple[Copied, str]:
+    """A segment copied to the bucket (chunked with the settings of ``Copied``, or plain by
+    the bare manager); returns it and the ``s3://`` URL of its ``.log``."""
+    copied = Copied(tmp_path, chunked=False)  # the local files, keys and settings
+    store = {
+        "rsm.config.s3.bucket.name": BUCKET,
+        "rsm.config.s3.key.prefix": S3_PREFIX,
+        "rsm.config.s3.endpoint.url": s3.endpoint_url,
+        "rsm.config.s3.path.style.access.enabled": "true",
+    }
+    if chunked:
+        rsm = load_remote_storage_manager("S3RemoteStorageManager", {**store, **copied.settings})
+    else:
+        rsm = S3RemoteStorageManager.from_config(store)
+    rsm.copy_log_segment_data(copied.segment, copied.data)
+    rsm.close()
+    key = segment_key(S3_PREFIX, copied.segment, RemoteObjectSuffix.LOG)
+    return copied, f"s3://{BUCKET}/{key}"
+
+
+def test_a_chunked_log_in_s3_dumps_as_the_local_segment(
+    s3: S3Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copied, url = copy_to_s3(s3, tmp_path, chunked=True)
+    _, local_out, _ = run(
+        capsys, "dump-log", str(copied.data.log_segment), "--print-data", "--json"
+    )
+    status, out, err = run(
+        capsys, "dump-log", url, "--print-data", "--json", *s3_args(s3, copied.settings)
+    )
+    assert status == 0, err
+    rows = json_rows(out)
+    assert without_file_rows(rows) == without_file_rows(json_rows(local_out))
+    assert rows[0]["file"] == url and rows[0]["encryption_key_id"] == "k1"
+    index_url = url.removesuffix(".log") + ".index"
+    status, out, err = run(
+        capsys, "dump-log", index_url, "--verify-index", "--json", *s3_args(s3, copied.settings)
+    )
+    assert status == 0, err
+    _, local_index, _ = run(
+        capsys, "dump-log", str(copied.data.offset_index), "--verify-index", "--json"
+    )
+    assert without_file_rows(json_rows(out)) == without_file_rows(json_rows(local_index))
+
+    status, out, err = run(capsys, "dump-log", url, *s3_args(s3, {}))
+    assert status == 2 and out == ""
+    assert "key pair 'k1'" in err
+
+
+def test_a_plain_log_in_s3_dumps_as_the_local_segment_and_a_bad_chunk_is_named(
+    s3: S3Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copied, url = copy_to_s3(s3, tmp_path / "plain", chunked=False)
+    _, local_out, _ = run(
+        capsys, "dump-log", str(copied.data.log_segment), "--print-data", "--json"
+    )
+    status, out, _ = run(capsys, "dump-log", url, "--print-data", "--json", *s3_args(s3, {}))
+    assert status == 0
+    assert without_file_rows(json_rows(out)) == without_file_rows(json_rows(local_out))
+
+    copied, url = copy_to_s3(s3, tmp_path / "chunked", chunked=True)
+    key = url.removeprefix(f"s3://{BUCKET}/")
+    client = s3.client()
+    data = bytearray(client.get_object(Bucket=BUCKET, Key=key)["Body"].read())
+    data[len(data) // 2] ^= 0x01
+    client.put_object(Bucket=BUCKET, Key=key, Body=bytes(data))
+    status, out, _ = run(capsys, "dump-log", url, "--json", *s3_args(s3, copied.settings))
+    assert status == 3
+    rows = json_rows(out)
+    assert [r for r in rows if r["type"] == "batch"]  # the chunks before are dumped
+    assert "chunk" in str(rows[-1]["error"]) and "CRC32C" in str(rows[-1]["error"])
