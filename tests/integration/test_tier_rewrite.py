@@ -105,6 +105,7 @@ class Reader(threading.Thread):
 
 
 def run_tier_rewrite(tier: ChunkedTier, *rsm_config: str) -> subprocess.CompletedProcess[str]:
+    """``storage-core tier --rewrite`` with ``--rsm-config`` items (or other ``--`` flags)."""
     argv = [
         sys.executable, "-m", "storage_core.cli", "tier", "--rewrite",
         "--bootstrap-server", tier.broker.bootstrap,
@@ -112,7 +113,7 @@ def run_tier_rewrite(tier: ChunkedTier, *rsm_config: str) -> subprocess.Complete
         "--broker-config", str(tier.broker.config_path),
     ]  # fmt: skip
     for item in rsm_config:
-        argv += ["--rsm-config", item]
+        argv += [item] if item.startswith("--") else ["--rsm-config", item]
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -136,6 +137,12 @@ def test_key_rotation_and_a_new_chunk_size_rewrite_every_segment_while_a_consume
 ) -> None:
     before = finished_segments(tier)
     assert ranges(before) == ranges(tier.copied)
+    planned = run_tier_rewrite(
+        tier, "encryption.key.pair.id=k2", f"chunk.size={NEW_CHUNK_BYTES}", "--dry-run"
+    )
+    assert planned.returncode == 0, planned.stderr
+    assert f"action=rewrite status=planned segments={len(before)} " in planned.stdout
+    assert finished_segments(tier) == before  # nothing changed
     reader = Reader(tier.broker.bootstrap)
     reader.start()
     while not reader.passes:  # reading before the rewrite starts
