@@ -11,6 +11,7 @@ topic, as the jobs discover remote-enabled topics themselves)::
     storage-core acls --add --allow-principal User:pipeline --operation Describe --topic '*'
     storage-core acls --add --allow-principal User:pipeline --operation DescribeConfigs --topic '*'
     storage-core acls --add --allow-principal User:pipeline --operation Describe --cluster
+    storage-core acls --add --allow-principal User:pipeline --operation DescribeConfigs --cluster
     storage-core acls --add --allow-principal User:pipeline --operation Read \\
         --topic __remote_log_metadata
     storage-core acls --add --allow-principal User:pipeline --operation Write \\
@@ -18,10 +19,10 @@ topic, as the jobs discover remote-enabled topics themselves)::
     storage-core acls --add --allow-principal User:pipeline --operation Delete --topic '*'
     storage-core acls --add --allow-principal User:pipeline --operation Alter --cluster
 
-The first five are ``PIPELINE_ACLS``, what the scheduled DAGs need; the last two only the
+The first six are ``PIPELINE_ACLS``, what the scheduled DAGs need; the last two only the
 on-demand ones: the partition_deletion DAG (DeleteTopics) and the preferred_leader_election
 DAG (ElectLeaders). As in Kafka, Delete on a topic implies Describe on it and Alter on the
-cluster Describe on it, so with all seven granted the first and third are implied.
+cluster Describe on it, so with all eight granted the first and third are implied.
 
 Nothing else is checked: no group (the jobs' consumers assign partitions and commit nothing),
 no IdempotentWrite (the metadata producer is not idempotent), no DeleteRecords (expiry moves
@@ -114,6 +115,12 @@ DESCRIBE_CLUSTER = PipelineAcl(
     reason="DescribeLogDirs: which broker's log dir holds each partition",
     needed_by=("copy_segments", "expire_remote"),
 )
+DESCRIBE_CLUSTER_CONFIGS = PipelineAcl(
+    operation="DescribeConfigs",
+    resource_type="cluster",
+    reason="each broker's remote.log.manager.copy.max.bytes.per.second (KIP-956 copy quota)",
+    needed_by=("copy_segments",),
+)
 READ_REMOTE_LOG_METADATA = PipelineAcl(
     operation="Read",
     resource_type="topic",
@@ -153,6 +160,7 @@ PIPELINE_ACLS: tuple[PipelineAcl, ...] = (
     DESCRIBE_TOPICS,
     DESCRIBE_TOPIC_CONFIGS,
     DESCRIBE_CLUSTER,
+    DESCRIBE_CLUSTER_CONFIGS,
     READ_REMOTE_LOG_METADATA,
     WRITE_REMOTE_LOG_METADATA,
 )
