@@ -7,6 +7,8 @@
     seg 1: one byte of chunk 3 flipped        same size: only a read shows it; reconcile
                                               --verify-chunks reads every chunk and reports
                                               it (CRC32C), the others verify clean
+    quality                                   exit 1: expect_finished_segment_objects_complete
+                                              fails on seg 0's row
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
 from jobs import quality, reconcile
 from jobs.common import job_parser, parse_job_args
@@ -40,7 +43,7 @@ def run_reconcile(tier: ChunkedTier, summary_path: Path, *extra: str) -> tuple[i
 
 
 def test_reconcile_and_quality_report_a_damaged_chunked_segment(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with chunked_tier(tmp_path / "tier") as tier:
         cut, flipped = tier.copied[0], tier.copied[1]
@@ -86,3 +89,14 @@ def test_reconcile_and_quality_report_a_damaged_chunked_segment(
         assert set(problems.values()) == {None}  # an in-place change needs a read to be seen
         chunked_rows = [r for r in rows["remote_segments"] if r["chunked_stored_size_bytes"]]
         assert len(chunked_rows) == len(tier.copied)
+
+        report_dir = tmp_path / "report"
+        code = quality.main(
+            [*args, "--spark-master", "local[1]", "--report-dir", str(report_dir),
+             "--summary-path", str(tmp_path / "quality.json")]
+        )  # fmt: skip
+        report = json.loads((report_dir / quality.SUMMARY_FILE).read_text())
+        assert code == 1
+        (failed,) = report["suites"]["remote_segments"]["failed_expectations"]
+        assert failed["expectation"] == "expect_finished_segment_objects_complete"
+        assert [row["segment_id"] for row in failed["rows"]] == [str(cut.remote_log_segment_id.id)]
