@@ -37,6 +37,11 @@ are deleted would fail once with a retriable storage error (the client fetches a
 gets the new copy); the grace between the FINISHED and the deletion (brokers apply the
 event within their consumer's poll) makes that a read slower than the grace.
 
+While both copies are FINISHED (at most ``SEGMENTS_PER_SWAP_MAX`` segments of a partition,
+for the grace and the deletions) sums over FINISHED segments count the segment twice: the
+remote size gauges, and a size-based expiry (``retention.bytes``) planned in that window,
+which may then expire the oldest segment one run early.
+
 A rewrite killed part way converges when run again: a new copy left COPY_SEGMENT_STARTED is
 never read and is rolled back by ``jobs.reconcile`` after its copy deadline (as any stale
 copy); a new copy left FINISHED beside the old is the kept member of its group and the old
