@@ -9,6 +9,10 @@ import math
 import pytest
 
 from storage_core.clock import ManualClock
+from storage_core.server.dynamic_broker_config import (
+    BrokerConfigUpdateError,
+    validate_broker_configs,
+)
 from storage_core.tiered.quota.copy_quota import CopyQuota, share_of
 from storage_core.tiered.quota.remote_log_quotas import RemoteLogQuotas
 from storage_core.tiered.quota.rlm_quota_manager import (
@@ -148,3 +152,17 @@ def test_copy_quota_unbounded_and_shares() -> None:
     assert share_of(1000.0, 4) == 250.0
     with pytest.raises(ValueError, match="concurrent_copiers"):
         share_of(1000.0, 0)
+
+
+def test_dynamic_broker_config_rules_of_the_quotas() -> None:
+    """The bounds change while the broker runs (at least 1, DynamicRemoteLogConfig's words);
+    the windows are read at start, so a dynamic change of one is refused as Kafka does."""
+    fetch = "remote.log.manager.fetch.max.bytes.per.second"
+    validate_broker_configs({fetch: "1048576"}, per_broker=False)
+    validate_broker_configs({"remote.log.manager.copy.max.bytes.per.second": "1"}, per_broker=True)
+    with pytest.raises(BrokerConfigUpdateError, match=f"failed for {fetch}=0, value should be"):
+        validate_broker_configs({fetch: "0"}, per_broker=False)
+    with pytest.raises(BrokerConfigUpdateError, match="Cannot update these configs dynamically"):
+        validate_broker_configs(
+            {"remote.log.manager.fetch.quota.window.num": "5"}, per_broker=False
+        )
