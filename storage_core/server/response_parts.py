@@ -124,9 +124,10 @@ async def send_response_parts(
     ``on_progress`` runs whenever the client has taken more of it."""
     try:
         if not response.has_regions:
-            in_memory = [p for p in response.parts if not isinstance(p, FileRegion)]
-            data = in_memory[0] if len(in_memory) == 1 else b"".join(in_memory)
-            await write_all(writer, data, on_progress)
+            # Each part as it is: joining them would copy a record set read into memory (a
+            # remote read's megabyte) once more on the event loop.
+            for part in response.parts:
+                await write_all(writer, part, on_progress)  # type: ignore[arg-type]
             return
         if not zero_copy:
             await _send_copied(writer, response.parts, run_io, on_progress)  # type: ignore[arg-type]

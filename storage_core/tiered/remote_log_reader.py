@@ -311,7 +311,10 @@ class RemoteLogReader:
         stream = self._rsm.fetch_log_segment(metadata, position)
         with stream:
             window = info.max_bytes + READ_AHEAD_BYTES
-            for batch_bytes, batch in _batches(stream, metadata, position, window):
+            batches = _batches(
+                stream, metadata, position, window, check_crc=not self._chunks_checked(metadata)
+            )
+            for batch_bytes, batch in batches:
                 if batch.last_offset < info.fetch_offset:
                     first_position += len(batch_bytes)
                     continue
@@ -334,6 +337,15 @@ class RemoteLogReader:
             fetch_offset=info.fetch_offset,
             records=b"".join(out),
             first_batch_position=first_position,
+        )
+
+    def _chunks_checked(self, metadata: RemoteLogSegmentMetadata) -> bool:
+        """Whether the segment's bytes reach the reader checked chunk by chunk (the chunked
+        format: a CRC32C per chunk, and the tag when encrypted), so that checking every
+        batch's CRC again is wasted work; plain segments have no other check."""
+        return (
+            isinstance(self._rsm, ChunkedRemoteStorageManager)
+            and self._rsm.segment_manifest(metadata) is not None
         )
 
     # ------------------------------------------------------------------ timestamps
@@ -404,11 +416,14 @@ def _batches(
     metadata: RemoteLogSegmentMetadata,
     position: int,
     window_bytes: int = DEFAULT_WINDOW_BYTES,
+    *,
+    check_crc: bool = True,
 ) -> Iterator[tuple[memoryview, RecordBatch]]:
     """Each whole, CRC-checked batch of a remote ``.log`` stream starting at a batch, as a
     view of the window it was read in: the stream is read ``window_bytes`` at a time (a
     fetch reads its ``max_bytes`` and a little more in one go) and batches are cut from the
-    window without copying them."""
+    window without copying them. ``check_crc`` False skips the batches' CRCs (their bytes
+    were checked as chunks)."""
     where = f"remote segment {metadata.remote_log_segment_id}"
     limit = min(max(metadata.segment_size_in_bytes, MIN_BATCH_LENGTH), MAX_BATCH_BYTES)
     window = memoryview(_read_up_to(stream, window_bytes))
@@ -440,7 +455,8 @@ def _batches(
                     f" {len(window) - LOG_OVERHEAD} of {length} bytes"
                 )
         batch = RecordBatch.from_buffer(window[: start + size], start, file=where)
-        batch.ensure_valid()
+        if check_crc:
+            batch.ensure_valid()
         yield window[start : start + size], batch
         start += size
         position += size
