@@ -20,9 +20,9 @@ Every other name is accepted: Kafka's dynamic configs and, as Kafka allows, name
 know (custom configs). Accepted values are stored and shown by DescribeConfigs as
 DYNAMIC_BROKER_CONFIG (2) or DYNAMIC_DEFAULT_BROKER_CONFIG (3). Topic defaults (``log.*``,
 ``message.max.bytes``, ``min.insync.replicas``...) act at once on topics without their own
-override (``AdminManager.alter_dynamic_broker_configs``), and so do the KIP-956 remote copy and fetch
-quotas (``remote.log.manager.{copy,fetch}.max.bytes.per.second``, at least 1, applied by the
-reconfigurables the broker registers with the ``AdminManager``); the other accepted configs
+override (``AdminManager.alter_dynamic_broker_configs``), and so do the KIP-956 remote copy and
+fetch quotas (``remote.log.manager.{copy,fetch}.max.bytes.per.second``, at least 1, applied by
+the reconfigurables the broker registers with the ``AdminManager``); the other accepted configs
 are kept but not acted on (no cleaner or thread pools to reconfigure here).
 
 File ``dynamic-broker-configs.json`` in the first log dir, rewritten atomically (temp file,
