@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -239,6 +240,37 @@ def test_segments_beyond_the_view_are_kept() -> None:
         now_ms=0,
     )
     assert plan.expired == ()
+
+
+def test_two_finished_copies_of_the_same_offsets_count_once_for_retention_bytes() -> None:
+    """A rewrite (tier --rewrite) keeps the old copy FINISHED until the new one is: the bytes
+    they both hold are retained once, so the oldest segment is not expired a run early."""
+    old = segment(0, 49, {0: 0})
+    rewritten = replace(
+        old,
+        remote_log_segment_id=RemoteLogSegmentId(
+            topic_id_partition=TOPIC_ID_PARTITION, id=Uuid(1, 10)
+        ),
+    )
+    common = {
+        "leader_epochs": [EpochEntry(0, 0)],
+        "log_start_offset": 0,
+        "log_end_offset": 100,
+        "local_only_size_bytes": 0,
+        "retention_ms": -1,
+        "now_ms": 0,
+    }
+    plan = expired_segments(
+        [old, rewritten, segment(50, 99, {0: 50})], retention_bytes=200, **common
+    )
+    assert plan.expired == ()
+    assert plan.remote_size_bytes == 200
+    plan = expired_segments(
+        [old, rewritten, segment(50, 99, {0: 50})], retention_bytes=100, **common
+    )
+    assert {(e.metadata.start_offset, e.reason) for e in plan.expired} == {
+        (0, ExpiryReason.RETENTION_BYTES)
+    }
 
 
 def test_a_failed_delete_stays_started_and_is_retried(tmp_path: Path, clock: ManualClock) -> None:

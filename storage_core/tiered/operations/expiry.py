@@ -173,10 +173,14 @@ def expired_segments(
         )
         for m in finished
     }
+    # Copies of the same offsets (a rewrite keeps the old one until the new one finished)
+    # hold the same bytes once.
     remote_size_bytes = sum(
-        m.segment_size_in_bytes
-        for m in finished
-        if checks[m.remote_log_segment_id] is LineageCheck.ON_LINEAGE
+        {
+            (m.start_offset, m.end_offset): m.segment_size_in_bytes
+            for m in finished
+            if checks[m.remote_log_segment_id] is LineageCheck.ON_LINEAGE
+        }.values()
     )
     budget = _SizeBudget()
     total_bytes = local_only_size_bytes + remote_size_bytes
