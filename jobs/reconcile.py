@@ -107,6 +107,7 @@ from jobs.planning.reconcile_plan import (
 from storage_core.client.cluster import KafkaCluster
 from storage_core.clock import SYSTEM_CLOCK
 from storage_core.common import TopicIdPartition, Uuid
+from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
 from storage_core.tiered.chunked.errors import ChunkIntegrityError, SegmentManifestError
 from storage_core.tiered.metadata import serde
 from storage_core.tiered.metadata.cache import RemoteLogMetadataCache
@@ -278,7 +279,7 @@ def _reconcile(args: JobArgs, summary: RunSummary) -> None:
                 {**action_fields(a), "partition": str(a.topic_id_partition.topic_partition)}
                 for a in plan.actions[:ACTIONS_IN_SUMMARY_MAX]
             ]
-            if hasattr(rsm, "abort_incomplete_multipart_uploads"):
+            if hasattr(underlying_store(rsm), "abort_incomplete_multipart_uploads"):
                 summary.details["multipart_uploads"] = (
                     f"would abort those started over {options.copy_deadline_ms} ms ago"
                 )
@@ -480,11 +481,16 @@ def record_outcomes(
     summary.details["actions"] = reported
 
 
+def underlying_store(rsm: RemoteStorageManager) -> RemoteStorageManager:
+    """The store under the chunked format (what S3-only operations are asked of)."""
+    return rsm.store if isinstance(rsm, ChunkedRemoteStorageManager) else rsm
+
+
 def maybe_abort_multipart_uploads(
     rsm: RemoteStorageManager, copy_deadline_ms: int, summary: RunSummary
 ) -> None:
     """S3: abort uploads older than the copy deadline (no copy can still be using them)."""
-    abort = getattr(rsm, "abort_incomplete_multipart_uploads", None)
+    abort = getattr(underlying_store(rsm), "abort_incomplete_multipart_uploads", None)
     if not callable(abort):
         return
     started = time.monotonic()

@@ -60,7 +60,7 @@ from storage_core.server.socket_server_config import SocketServerConfig
 from storage_core.server.topic_store import TopicInfo, TopicStore
 from storage_core.server.transaction_coordinator_setup import start_transaction_coordinator
 from storage_core.tiered.remote_log_manager import RemoteLogManager
-from storage_core.tiered.remote_storage_manager import UnknownRemoteStorageConfigError
+from storage_core.tiered.remote_storage_manager import RefusedRemoteStorageConfigError
 from storage_core.tiered.topic_based_rlmm.broker_setup import (
     RemoteLogMetadataManagerStartup,
 )
@@ -196,8 +196,8 @@ class KafkaBroker:
                     clock=clock,
                     topic_stats=self.replica_manager.topic_stats,
                 )
-            except UnknownRemoteStorageConfigError:
-                raise  # a setting it would ignore (encryption...): refuse to start, naming it
+            except RefusedRemoteStorageConfigError:
+                raise  # a setting it would ignore or cannot honour: refuse to start, naming it
             except InvalidConfigError:
                 # Local data stays safe without it: a remote-enabled log deletes no segment
                 # locally until a remote log manager guards it (retention.deletion_guard_for).

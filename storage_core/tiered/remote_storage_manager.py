@@ -56,7 +56,13 @@ from storage_core.errors import InvalidConfigError, KafkaStorageError
 RSM_CONFIG_PREFIX = "rsm.config."
 
 
-class UnknownRemoteStorageConfigError(InvalidConfigError):
+class RefusedRemoteStorageConfigError(InvalidConfigError):
+    """``rsm.config.*`` settings the broker refuses to start with (rather than run without
+    tiered storage): what they ask for would not be honoured, e.g. encryption without a
+    usable key ring."""
+
+
+class UnknownRemoteStorageConfigError(RefusedRemoteStorageConfigError):
     """``rsm.config.*`` settings that the remote storage manager does not read. Such a key
     would otherwise be ignored without a word (``rsm.config.encryption.enabled=true`` on a
     manager that has no encryption writes plaintext), so the manager is not built and a

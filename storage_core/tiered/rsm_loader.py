@@ -10,6 +10,7 @@ from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteSto
 from storage_core.tiered.chunked.format_config import ChunkedFormatConfig, split_format_config
 from storage_core.tiered.remote_storage_manager import (
     RSM_CONFIG_PREFIX,
+    RefusedRemoteStorageConfigError,
     RemoteStorageManager,
     SegmentManifestStore,
     UnknownRemoteStorageConfigError,
@@ -47,10 +48,14 @@ def load_remote_storage_manager(class_name: str, config: Mapping[str, str]) -> R
         raise InvalidConfigError(f"{path} has no from_config(config) static method")
     format_settings, store_settings = split_format_config(config)
     try:
-        format_config = ChunkedFormatConfig.from_settings(format_settings)
         manager = from_config(store_settings)  # UnknownRemoteStorageConfigError goes up as is
     except ValueError as exc:
         raise InvalidConfigError(f"invalid rsm.config.* for {path}: {exc}") from exc
+    try:
+        format_config = ChunkedFormatConfig.from_settings(format_settings)
+    except ValueError as exc:
+        # Compression, encryption or keys asked for and not usable: never copy without them.
+        raise RefusedRemoteStorageConfigError(f"invalid rsm.config.* for {path}: {exc}") from exc
     if not isinstance(manager, RemoteStorageManager):
         raise InvalidConfigError(f"{path} is not a RemoteStorageManager")
     if isinstance(manager, SegmentManifestStore):

@@ -1,6 +1,7 @@
 """A broker with tiered storage refuses ``rsm.config.*`` settings its remote storage manager
 does not read, rather than ignore them: ``rsm.config.encryption.enabled=true`` on a manager
-without encryption used to start and write plaintext objects.
+without encryption used to start and write plaintext objects. Encryption asked for without a
+usable key ring stops it too: it never copies in plaintext instead.
 
 The real ``storage-core broker`` command is started each time: with an unknown key it must
 exit non-zero before listening, with one ``error:`` line naming the key; with known keys only
@@ -46,8 +47,8 @@ def s3_settings(_tmp_path: Path) -> dict[str, str]:
 @pytest.mark.parametrize(
     "unknown",
     [
-        {"rsm.config.encryption.enabled": "true"},
-        {"rsm.config.encryption.enabled": "true", "rsm.config.s3.sse": "aws:kms"},
+        {"rsm.config.encryption.key.size": "256"},
+        {"rsm.config.encryption.key.size": "256", "rsm.config.s3.sse": "aws:kms"},
         {"rsm.config.local.storage.directory": "/elsewhere"},  # a misspelt key
     ],
     ids=["encryption", "two", "misspelt"],
@@ -62,6 +63,20 @@ def test_an_unknown_rsm_config_key_stops_the_broker_with_one_line_naming_it(
     for key in unknown:
         assert key in errors[0]
     assert "does not know" in errors[0]
+    assert not _listening(port)
+
+
+@pytest.mark.parametrize("settings", [local_settings, s3_settings], ids=["local", "s3"])
+def test_encryption_without_a_key_ring_stops_the_broker_naming_the_setting(
+    tmp_path: Path, settings: Settings
+) -> None:
+    code, errors, port = _start(
+        tmp_path, {**settings(tmp_path), "rsm.config.encryption.enabled": "true"}
+    )
+
+    assert code != 0
+    assert len(errors) == 1, errors
+    assert "rsm.config.encryption.enabled=true needs a key ring" in errors[0]
     assert not _listening(port)
 
 
