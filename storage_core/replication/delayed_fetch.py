@@ -62,7 +62,7 @@ class FetchResult:
     """
 
     read: LogReadResult | None = None
-    records: bytes | FileRegion = b""
+    records: bytes | memoryview | FileRegion = b""
     error: StorageError | None = None
     diverging_epoch: tuple[int, int] | None = None
     remote_read: tuple[int, int, bool] | None = None

@@ -82,7 +82,7 @@ class FetchPartitionResponse:
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset)
     aborted_transactions: tuple[tuple[int, int], ...] | None = None  # (producer id, first)
     preferred_read_replica: int = -1
-    records: bytes | FileRegion | None = b""
+    records: bytes | memoryview | FileRegion | None = b""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -53,10 +53,10 @@ class ResponseParts:
     """An encoded response frame: bytes and file regions, in wire order."""
 
     def __init__(self) -> None:
-        self.parts: list[bytes | bytearray | FileRegion] = []
+        self.parts: list[bytes | bytearray | memoryview | FileRegion] = []
         self.size_in_bytes = 0
 
-    def append_bytes(self, data: bytes | bytearray) -> None:
+    def append_bytes(self, data: bytes | bytearray | memoryview) -> None:
         """Add bytes; a ``bytearray`` is kept as it is, not copied: the caller hands it over
         (a fetch response's inline records are 64 KiB and more)."""
         if data:
@@ -166,7 +166,7 @@ async def send_response_parts(
 
 async def _send_copied(
     writer: asyncio.StreamWriter,
-    parts: list[bytes | bytearray | FileRegion],
+    parts: list[bytes | bytearray | memoryview | FileRegion],
     run_io: RunIo[bytes],
     on_progress: OnProgress,
 ) -> None:
@@ -199,7 +199,9 @@ async def _shielded_io(run_io: RunIo[T], call: Callable[[], T]) -> T:
         raise
 
 
-def _send_at_once(socket_fd: int, parts: list[bytes | bytearray | FileRegion]) -> tuple[int, int]:
+def _send_at_once(
+    socket_fd: int, parts: list[bytes | bytearray | memoryview | FileRegion]
+) -> tuple[int, int]:
     """Send ``parts`` to the socket until it is full or a region must be read from disk
     (not ``resident``); returns where sending stopped: (part index, bytes of it sent)."""
     for index, part in enumerate(parts):

@@ -326,6 +326,6 @@ def active_partitions(
 def close_regions_of(responses: Iterable[FetchPartitionResponse]) -> None:
     """Release the file regions of partition answers that will not be sent."""
     for response in responses:
-        records: bytes | FileRegion | None = response.records
+        records: bytes | memoryview | FileRegion | None = response.records
         if records is not None and not isinstance(records, bytes | bytearray | memoryview):
             records.close()

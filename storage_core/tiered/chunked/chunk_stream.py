@@ -31,15 +31,30 @@ class ChunkStream(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def read_view(self, size: int) -> memoryview:
+        """Up to ``size`` next bytes as a view of the chunk that holds them (no copy; empty at
+        the end). A reader uses either this or ``read``/``readinto``, never both."""
+        if not self._buffer and not self._next():
+            return memoryview(b"")
+        view = self._buffer[:size]
+        self._buffer = self._buffer[len(view) :]
+        self._position += len(view)
+        return view
+
+    def _next(self) -> bool:
+        """Load the part of the next chunk to hand out; ``False`` at the end."""
+        if self._position > self._end or self._next_chunk == len(self._chunks):
+            return False
+        chunk = self._chunks[self._next_chunk]
+        self._next_chunk += 1
+        first = self._position - chunk.original_position
+        last = min(self._end, chunk.original_end - 1) - chunk.original_position
+        self._buffer = memoryview(self._load(chunk))[first : last + 1]
+        return True
+
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        if not self._buffer:
-            if self._position > self._end or self._next_chunk == len(self._chunks):
-                return 0
-            chunk = self._chunks[self._next_chunk]
-            self._next_chunk += 1
-            first = self._position - chunk.original_position
-            last = min(self._end, chunk.original_end - 1) - chunk.original_position
-            self._buffer = memoryview(self._load(chunk))[first : last + 1]
+        if not self._buffer and not self._next():
+            return 0
         count = min(len(buffer), len(self._buffer))
         buffer[:count] = self._buffer[:count]
         self._buffer = self._buffer[count:]
