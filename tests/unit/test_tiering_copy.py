@@ -8,6 +8,7 @@ import pytest
 
 from storage_core.clock import ManualClock
 from storage_core.common import TopicPartition
+from storage_core.log.abstract_index import AbstractIndex
 from storage_core.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from storage_core.log.leader_epoch_cache import EpochEntry, LeaderEpochCheckpointFile
 from storage_core.tiered.in_memory_rlmm import InMemoryRemoteLogMetadataManager
@@ -373,3 +374,30 @@ def test_the_view_never_writes_to_the_partition_dir(
         log.dir.chmod(0o755)
     after = {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in log.dir.iterdir()}
     assert after == before
+
+
+def test_a_time_index_trimmed_while_the_view_maps_it_is_read_again(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker trims a segment's indexes when it rolls it: a view that took the time
+    index's size just before maps a file now shorter (mmap refuses) and reads the dir again."""
+    log = open_partition_log(tmp_path / "logs", clock)
+    append(log, 14, epoch=0)
+    log.roll()
+    partition_dir = log.dir
+    original_map = AbstractIndex._map
+    trimmed: list[Path] = []
+
+    def trim_then_map(index: AbstractIndex, length: int) -> None:
+        path = index.path
+        if not trimmed and path.suffix == ".timeindex" and length > 0:
+            trimmed.append(path)
+            with open(path, "r+b") as file:  # as the broker's roll does, at that moment
+                file.truncate(length - 1)
+        original_map(index, length)
+
+    monkeypatch.setattr(AbstractIndex, "_map", trim_then_map)
+    view = LogView.read(partition_dir, high_watermark=14)
+    assert trimmed
+    assert [segment.base_offset for segment in view.segments][:1] == [0]
+    log.close()

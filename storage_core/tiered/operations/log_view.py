@@ -221,7 +221,7 @@ class LogView:
                     log_start_offset=log_start_offset,
                     last_stable_offset=last_stable_offset,
                 )
-            except FileNotFoundError as exc:  # a segment deleted or renamed under us
+            except (FileNotFoundError, IndexChangedError) as exc:  # changed under us
                 last_error = exc
         raise PartitionDirChangedError(
             f"partition dir {partition_dir} changed during {READ_ATTEMPTS_MAX} reads"
@@ -310,14 +310,18 @@ def _segment_base_offsets(partition_dir: Path) -> list[int]:
     return sorted(offsets)
 
 
+class IndexChangedError(OSError):
+    """An index file shrank between its size and its mapping: the broker trimmed it when it
+    rolled the segment, so the view is read again."""
+
+
 def _largest_timestamp(partition_dir: Path, base_offset: int) -> int:
     """Kafka's ``LogSegment.largestTimestamp`` of a closed segment, read-only."""
-    index = TimeIndex(
-        files.time_index_file(partition_dir, base_offset),
-        base_offset,
-        max_index_size=TimeIndex.entry_size,
-        writable=False,
-    )
+    path = files.time_index_file(partition_dir, base_offset)
+    try:
+        index = TimeIndex(path, base_offset, max_index_size=TimeIndex.entry_size, writable=False)
+    except ValueError as exc:  # mmap: "length is greater than file size"
+        raise IndexChangedError(f"{path} changed while it was read: {exc}") from exc
     try:
         timestamp = index.last_entry.timestamp
     finally:
