@@ -81,7 +81,7 @@ bench-scale: $(STAMP)
 ## Soak: an hour of tiering, retention and topic drops on 300 partitions of one broker with a
 ## producer running; the broker's RSS, descriptors and __remote_log_metadata (bytes, records)
 ## sampled every minute, exit 1 unless flat after the first cycles (MINUTES=n, PARTITIONS=n;
-## `make test` runs the same code for 30 cycles, about 2 minutes, on 24 partitions).
+## `make test` runs the same code for 30 cycles, about 3 minutes, on 24 partitions).
 .PHONY: soak
 soak: $(STAMP)
 	$(BIN)/python -m tests.metadata_soak --minutes $${MINUTES:-60} --partitions $${PARTITIONS:-300}

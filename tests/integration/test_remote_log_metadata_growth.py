@@ -1,7 +1,7 @@
 """The soak's short variant (``tests.metadata_soak``, ``make soak`` runs it for an hour on 300
-partitions): 30 cycles (about 2 minutes) of tiering, retention and topic drops on 24
+partitions): 30 cycles (about 3 minutes) of tiering, retention and topic drops on 24
 partitions (6 topics, one deleted and created again every other cycle) with a producer
-writing two segments per partition and cycle, a cycle every 4 s, a sample after each.
+writing two segments per partition and cycle, a cycle every 6 s, a sample after each.
 
 Then, on what the history left: the broker's RSS, its descriptors and ``__remote_log_metadata``
 (bytes on disk, records from the log start) are flat after the first cycles; the jobs' readers
@@ -42,11 +42,11 @@ from tests.tiered_broker_support import (
 pytestmark = pytest.mark.timeout(900)
 
 CONFIG = SoakConfig(
-    duration_s=780,  # at most; 30 cycles take about 2 minutes on an idle machine
+    duration_s=780,  # at most; 30 cycles take about 3 minutes on an idle machine
     cycles=30,
     partitions=24,
     partitions_per_topic=4,
-    cycle_s=4,
+    cycle_s=6,
     sample_s=None,  # after each cycle
     drop_every=2,
 )
