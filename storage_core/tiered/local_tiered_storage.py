@@ -295,7 +295,16 @@ class LocalTieredStorage:
         paths = self._paths(segment)
         directory = paths[RemoteObjectSuffix.LOG].parent
         deleted = 0
+        # The manifest goes first: a deletion cut short leaves objects without one, which
+        # nothing reads back (a restore skips them, reconcile removes them), never a manifest
+        # naming objects that are gone.
+        manifest = paths.pop(RemoteObjectSuffix.SEGMENT_MANIFEST)
         try:
+            with contextlib.suppress(FileNotFoundError):
+                manifest.unlink()
+                deleted += 1
+                if self._fsync:
+                    fsync_directory(directory)
             for path in paths.values():
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()

@@ -391,8 +391,12 @@ class S3RemoteStorageManager:
         self, remote_log_segment_metadata: RemoteLogSegmentMetadataLike
     ) -> None:
         segment = RemoteSegmentRef.of(remote_log_segment_metadata)
-        keys = list(segment_keys(self.prefix, segment).values())
-        self._delete_keys(keys)
+        keys = segment_keys(self.prefix, segment)
+        # The manifest goes first, on its own: a deletion cut short leaves objects without
+        # one (nothing reads them back; reconcile removes them), never a manifest naming
+        # objects that are gone.
+        self._delete_keys([keys.pop(RemoteObjectSuffix.SEGMENT_MANIFEST)])
+        self._delete_keys(list(keys.values()))
         logger.info(
             "deleted remote segment partition=%s-%d segment_id=%s bucket=%s",
             segment.topic,

@@ -263,6 +263,32 @@ def test_delete_is_idempotent_and_removes_interrupted_copies(
             storage.fetch_index(ref(), index_type)
 
 
+def test_a_deletion_cut_short_leaves_objects_without_their_manifest(
+    storage: LocalTieredStorage, segment_data: LogSegmentData
+) -> None:
+    """The manifest goes first: what a failed deletion leaves is never described as whole."""
+    manifest = b'{"format":"chunked"}'
+    storage.copy_log_segment_data(
+        ref(),
+        LogSegmentData(
+            log_segment=segment_data.log_segment,
+            offset_index=segment_data.offset_index,
+            time_index=segment_data.time_index,
+            segment_manifest=manifest,
+        ),
+    )
+    assert storage.fetch_segment_manifest(ref()) == manifest
+    log_path = storage.storage_dir / segment_key("tiered", ref(), RemoteObjectSuffix.LOG)
+    log_path.unlink()
+    log_path.mkdir()  # unlink fails on it: the deletion stops there
+    with pytest.raises(RemoteStorageError, match=r"deleting remote segment"):
+        storage.delete_log_segment_data(ref())
+    assert storage.fetch_segment_manifest(ref()) is None
+    left = {parse_object_key(i.key, storage.prefix).suffix for i in storage.list_objects()}
+    assert RemoteObjectSuffix.SEGMENT_MANIFEST not in left
+    assert RemoteObjectSuffix.OFFSET_INDEX in left
+
+
 def test_copy_of_a_missing_file_fails_with_a_storage_error(
     storage: LocalTieredStorage, segment_data: LogSegmentData, tmp_path: Path
 ) -> None:
