@@ -5,11 +5,13 @@ before, and what a bucket reader without the key sees."""
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 
 import pytest
 
 from storage_core.errors import InvalidConfigError
+from storage_core.log.leader_epoch_cache import EpochEntry
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
 from storage_core.records.compression import CompressionType
@@ -19,7 +21,9 @@ from storage_core.tiered.chunked.errors import (
     MissingEncryptionKeyError,
     SegmentManifestError,
 )
+from storage_core.tiered.chunked.segment_manifest import SegmentManifest
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
+from storage_core.tiered.metadata import RemoteLogSegmentId, RemoteLogSegmentMetadata
 from storage_core.tiered.remote_object_keys import RemoteObjectSuffix, segment_keys
 from storage_core.tiered.remote_storage_manager import (
     IndexType,
@@ -310,3 +314,48 @@ def _with_custom_metadata(segment: RemoteSegmentRef, custom: bytes | None) -> ob
         custom_metadata = custom
 
     return WithCustomMetadata()
+
+
+def test_the_manifest_describes_the_segment_in_kafkas_serde(tmp_path: Path) -> None:
+    """A restore reads a segment's metadata and the partition's leader epochs from its
+    manifest alone; manifests written before the section existed still read."""
+    data = closed_segment(tmp_path)
+    manager = chunked(tmp_path, **{"rsm.config.chunk.size": "1000"})
+    ref = segment_ref()
+    metadata = RemoteLogSegmentMetadata(
+        remote_log_segment_id=RemoteLogSegmentId(
+            topic_id_partition=ref.topic_id_partition, id=ref.segment_id
+        ),
+        start_offset=0,
+        end_offset=79,
+        max_timestamp_ms=1_700_000_000_079,
+        broker_id=2,
+        event_timestamp_ms=1_700_000_000_100,
+        segment_size_in_bytes=data.log_segment.stat().st_size,
+        segment_leader_epochs={0: 0, 1: 30, 2: 60},
+    )
+    manager.copy_log_segment_data(metadata, data)
+    key = segment_keys("", ref)[RemoteObjectSuffix.SEGMENT_MANIFEST]
+    stored = (tmp_path / "remote" / key).read_bytes()
+    document = json.loads(stored)
+    assert document["segment"]["topic"] == "chunked-topic"
+    assert document["segment"]["endOffset"] == 79
+    assert document["segment"]["leaderEpochs"] == [[0, 0], [1, 30], [2, 60]]
+    manifest = SegmentManifest.from_bytes(stored, where=key)
+    assert manifest.segment is not None
+    assert manifest.segment.metadata == metadata
+    assert manifest.segment.metadata.segment_leader_epochs == {0: 0, 1: 30, 2: 60}
+    assert manifest.segment.leader_epochs == (
+        EpochEntry(0, 0),
+        EpochEntry(1, 30),
+        EpochEntry(2, 60),
+    )
+
+    del document["segment"]
+    older = SegmentManifest.from_bytes(json.dumps(document).encode(), where=key)
+    assert older.segment is None
+    assert older.chunk_index == manifest.chunk_index
+
+    document["segment"] = {"metadata": "AAAA", "leaderEpochs": []}
+    with pytest.raises(SegmentManifestError, match=rf"{key}.*segment metadata"):
+        SegmentManifest.from_bytes(json.dumps(document).encode(), where=key)

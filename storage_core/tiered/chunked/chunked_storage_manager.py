@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from storage_core.log.leader_epoch_cache import parse_leader_epoch_checkpoint
 from storage_core.tiered.chunked.chunk_cache import ChunkCache, DiskChunkCache, MemoryChunkCache
 from storage_core.tiered.chunked.chunk_fetcher import ChunkFetcher, ReadableSegment
 from storage_core.tiered.chunked.chunk_index import ChunkIndex
@@ -43,8 +44,10 @@ from storage_core.tiered.chunked.format_config import ChunkCacheConfig, ChunkedF
 from storage_core.tiered.chunked.segment_manifest import (
     EncryptionMetadata,
     ObjectDigest,
+    SegmentDescription,
     SegmentManifest,
 )
+from storage_core.tiered.metadata import RemoteLogSegmentMetadata
 from storage_core.tiered.remote_object_keys import RemoteObjectSuffix
 from storage_core.tiered.remote_storage_manager import (
     IndexType,
@@ -144,6 +147,7 @@ class ChunkedRemoteStorageManager:
                     aad=encryption.aad,
                 ),
                 objects=objects,
+                segment=_describe(remote_log_segment_metadata, data.leader_epoch_index),
             )
             manifest_bytes = manifest.to_bytes()
             custom_metadata = self.store.copy_log_segment_data(
@@ -308,6 +312,12 @@ class ChunkedRemoteStorageManager:
     def delete_objects(self, keys: Sequence[str]) -> None:
         remote_object_store(self.store, "deleting objects by key").delete_objects(keys)
 
+    def put_object(self, key: str, data: bytes) -> None:
+        remote_object_store(self.store, "writing an object by key").put_object(key, data)
+
+    def get_object(self, key: str) -> bytes:
+        return remote_object_store(self.store, "reading an object by key").get_object(key)
+
     def close(self) -> None:
         self.fetcher.close()
         self.store.close()
@@ -358,3 +368,17 @@ def _write_chunks(
         checksums=tuple(checksums),
     )
     return (source if transform.is_identity else target), index
+
+
+def _describe(
+    metadata: RemoteLogSegmentMetadataLike, leader_epoch_index: bytes
+) -> SegmentDescription | None:
+    """The manifest's ``segment`` section: the metadata the copy started with and the
+    partition's leader epochs up to the segment's end (none for a bare segment reference,
+    which only tests and tools hand over)."""
+    if not isinstance(metadata, RemoteLogSegmentMetadata):
+        return None
+    entries = parse_leader_epoch_checkpoint(
+        leader_epoch_index, source=f"the leader epochs of {metadata.remote_log_segment_id}"
+    )
+    return SegmentDescription(metadata=metadata, leader_epochs=tuple(entries))

@@ -7,7 +7,18 @@ JSON (UTF-8), so that an operator can read it with any tool::
      "chunks": {"storedSizes": [...], "checksums": [...]},      per chunk, CRC32C of stored bytes
      "compression": "zstd" | null,
      "encryption": {"keyId": "k1", "wrappedDataKey": "<base64>", "aad": "<base64>"} | null,
-     "objects": {"index": {"storedSize": 80, "checksum": 123}, ...}}   the other objects
+     "objects": {"index": {"storedSize": 80, "checksum": 123}, ...},  the other objects
+     "segment": {"metadata": "<base64>", "leaderEpochs": [[0, 0], [3, 1200]],
+                 "topic": "orders", "topicId": "...", "partition": 3, "segmentId": "...",
+                 "startOffset": 1200, "endOffset": 2399}}
+
+``segment`` makes the bucket self-describing (a restore reads a partition's log back from the
+manifests alone): ``metadata`` is the segment's ``RemoteLogSegmentMetadata`` as the copy
+started it, in Kafka's serde (the value of its COPY_SEGMENT_STARTED record in
+``__remote_log_metadata``), and ``leaderEpochs`` the partition's leader-epoch entries up to the
+segment's end (the ``leader-epoch-checkpoint`` object's, readable without its key). The other
+fields repeat the metadata for a person reading the object. Manifests written before the
+section existed have none (``segment`` is ``None``): they are read as before.
 
 A segment without a manifest was copied in the plain format (the objects are the local files
 as they were). A manifest of another format or of a later version is refused by name.
@@ -17,13 +28,17 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import json
 from dataclasses import dataclass
 from typing import Any
 
+from storage_core.log.leader_epoch_cache import EpochEntry
 from storage_core.tiered.chunked.chunk_index import ChunkIndex
 from storage_core.tiered.chunked.errors import SegmentManifestError
 from storage_core.tiered.chunked.key_ring import WrappedDataKey
+from storage_core.tiered.metadata import RemoteLogSegmentMetadata, serde
+from storage_core.tiered.metadata.errors import CorruptRemoteLogMetadataError
 
 FORMAT_NAME = "chunked"
 FORMAT_VERSION = 1
@@ -45,11 +60,60 @@ class EncryptionMetadata:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SegmentDescription:
+    """What a restore needs to know of the segment without ``__remote_log_metadata``."""
+
+    metadata: RemoteLogSegmentMetadata
+    leader_epochs: tuple[EpochEntry, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        metadata = self.metadata
+        segment_id = metadata.remote_log_segment_id
+        tip = segment_id.topic_id_partition
+        return {
+            "metadata": _b64(serde.serialize(metadata)),
+            "leaderEpochs": [[e.epoch, e.start_offset] for e in self.leader_epochs],
+            "topic": tip.topic_partition.topic,
+            "topicId": str(tip.topic_id),
+            "partition": tip.topic_partition.partition,
+            "segmentId": str(segment_id.id),
+            "startOffset": metadata.start_offset,
+            "endOffset": metadata.end_offset,
+        }
+
+    @staticmethod
+    def from_json(document: object) -> SegmentDescription:
+        if not isinstance(document, dict):
+            raise TypeError("segment is not a JSON object")
+        try:
+            metadata = serde.deserialize(_unb64(document["metadata"]))
+        except CorruptRemoteLogMetadataError as exc:
+            raise ValueError(f"segment metadata: {exc}") from None
+        if not isinstance(metadata, RemoteLogSegmentMetadata):
+            raise ValueError(f"segment metadata is a {type(metadata).__name__}")
+        epochs = document["leaderEpochs"]
+        if not isinstance(epochs, list):
+            raise TypeError("leaderEpochs is not a list")
+        entries = []
+        for pair in epochs:
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise TypeError(f"leader epoch entry {pair!r} is not [epoch, startOffset]")
+            entries.append(EpochEntry(_int(pair[0]), _int(pair[1])))
+        if any(
+            a.epoch >= b.epoch or a.start_offset > b.start_offset
+            for a, b in itertools.pairwise(entries)
+        ):
+            raise ValueError(f"leaderEpochs {epochs!r} do not increase")
+        return SegmentDescription(metadata=metadata, leader_epochs=tuple(entries))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SegmentManifest:
     chunk_index: ChunkIndex
     compression: bool
     encryption: EncryptionMetadata | None
     objects: dict[str, ObjectDigest]  # by object suffix (``index``, ``timeindex``, ...)
+    segment: SegmentDescription | None = None
     version: int = FORMAT_VERSION
 
     def to_bytes(self) -> bytes:
@@ -73,6 +137,8 @@ class SegmentManifest:
                 for name, digest in sorted(self.objects.items())
             },
         }
+        if self.segment is not None:
+            document["segment"] = self.segment.to_json()
         return json.dumps(document, separators=(",", ":")).encode()
 
     @staticmethod
@@ -106,6 +172,7 @@ class SegmentManifest:
                 )
                 for name, digest in document["objects"].items()
             }
+            segment = document.get("segment")
             return SegmentManifest(
                 chunk_index=index,
                 compression=compression is not None,
@@ -118,6 +185,7 @@ class SegmentManifest:
                     aad=_unb64(encryption["aad"]),
                 ),
                 objects=objects,
+                segment=None if segment is None else SegmentDescription.from_json(segment),
                 version=version,
             )
         except (ValueError, TypeError, KeyError, AttributeError, binascii.Error) as exc:
