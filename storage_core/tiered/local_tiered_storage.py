@@ -11,7 +11,8 @@ Layout: ``<storage dir>/<key>`` for every object key of ``remote_object_keys``, 
 
 Every object is written to a unique ``<name>.<random>.tmp`` next to it, fsynced, checked
 against the source's size, renamed into place, and the directory is fsynced once all files
-of the segment are in place; a reader therefore sees either no object or a complete one. A
+of the segment are in place; a reader therefore sees either no object or a complete one (a
+topic manifest or an offsets backup, ``put_object``, is written the same way). A
 leftover ``.tmp`` (a copy interrupted by a crash) is never listed and is removed by the next
 delete of that segment. Config (``rsm.config.`` prefix optional): ``local.storage.dir``
 (required), ``local.key.prefix`` (default empty), ``local.fsync`` (default true).
@@ -31,6 +32,7 @@ from typing import BinaryIO, ClassVar
 from storage_core.atomic_file import fsync_directory
 from storage_core.tiered.remote_object_keys import (
     RemoteObjectSuffix,
+    check_bucket_manifest_key,
     check_keys_to_delete,
     normalize_prefix,
     segment_keys,
@@ -358,6 +360,32 @@ class LocalTieredStorage:
             len(checked),
             deleted,
         )
+
+    # -- whole objects by key (topic manifests, offsets backups) ----------------------------
+
+    def put_object(self, key: str, data: bytes) -> None:
+        """``RemoteObjectStore.put_object``: a temp file beside the object, fsynced, renamed
+        over it, the directory fsynced."""
+        target = self.storage_dir / check_bucket_manifest_key(key, self.prefix, repr(self))
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RemoteStorageError(
+                f"cannot create remote directory {target.parent}: {exc}"
+            ) from exc
+        self._write_object(target, bytes(data))
+        self._fsync_directory(target.parent)
+        logger.info("wrote remote object key=%s bytes=%d dir=%s", key, len(data), self.storage_dir)
+
+    def get_object(self, key: str) -> bytes:
+        """``RemoteObjectStore.get_object``."""
+        path = self.storage_dir / check_bucket_manifest_key(key, self.prefix, repr(self))
+        try:
+            return path.read_bytes()
+        except FileNotFoundError as exc:
+            raise RemoteResourceNotFoundError(f"remote object {path} does not exist") from exc
+        except OSError as exc:
+            raise RemoteStorageError(f"cannot read remote object {path}: {exc}") from exc
 
     # -- listing (reconcile, quality) -------------------------------------------------------
 

@@ -17,6 +17,22 @@ One object per file of a remote segment::
   ``leader-epoch-checkpoint`` and ``rsm-manifest`` (the chunked format's segment manifest,
   written last: see ``storage_core.tiered.chunked``).
 
+Besides the segments, two kinds of objects make the bucket enough to restore topics
+(``storage_core.tiered.recovery``), written and read whole with ``RemoteObjectStore.put_object``
+and ``get_object``, which accept only these keys (the "bucket manifest" keys)::
+
+    <prefix>/<topic>-<topicId>/topic-manifest.json           the topic manifest: the topic's
+                                                             configs and partitions' offsets
+    <prefix>/_consumer-offsets/<20-digit ms since epoch>.json  a consumer offsets backup
+
+    e.g.  tiered/orders-fQZ8ZtKuRjqUmbdf4t1OyQ/topic-manifest.json
+          tiered/_consumer-offsets/00000001764454800000.json
+
+Neither parses as a segment object (two path components where a segment's key has three),
+and ``_consumer-offsets`` can not be a topic directory (it does not end in ``-<Uuid>``). A
+topic manifest is never deleted by key; an offsets backup may be (``check_keys_to_delete``:
+the backup job keeps the newest N).
+
 The topic id keeps a re-created topic of the same name apart; the segment id (fresh per copy
 attempt) keeps two copies of the same local segment apart, and lets the reconcile job map an
 object back to the segment metadata it belongs to (``parse_object_key``).
@@ -142,19 +158,133 @@ def parse_object_key(key: str, prefix: str = "") -> RemoteObjectKey:
 
 
 def check_keys_to_delete(keys: Sequence[str], prefix: str, store: str) -> list[str]:
-    """``keys`` as a list once every one parses as an object key under ``prefix``; else
+    """``keys`` as a list once every one parses as an object key under ``prefix`` (or as a
+    consumer offsets backup key: ``parse_offsets_backup_key``); else
     ``InvalidRemoteObjectKeyError`` naming the first bad key and ``store`` (a deletion by key
-    refuses the whole batch, so a bad key never costs an object)."""
+    refuses the whole batch, so a bad key never costs an object). Topic manifests are never
+    deleted by key."""
     checked = list(keys)
     for key in checked:
         try:
             parse_object_key(key, prefix)
         except InvalidRemoteObjectKeyError as exc:
+            try:
+                parse_offsets_backup_key(key, prefix)
+            except InvalidRemoteObjectKeyError:
+                pass
+            else:
+                continue
             raise InvalidRemoteObjectKeyError(
                 f"refusing to delete {len(checked)} object(s) of {store}: {exc}; only objects"
                 " of the remote tier under the key prefix are deleted by key, nothing was deleted"
             ) from exc
     return checked
+
+
+# -- bucket manifests: topic manifests and consumer offsets backups ----------------------------
+
+TOPIC_MANIFEST_FILE_NAME = "topic-manifest.json"
+OFFSETS_BACKUP_DIRECTORY = "_consumer-offsets"
+_OFFSETS_BACKUP_SUFFIX = ".json"
+
+
+def _under_prefix(prefix: str, path: str) -> str:
+    head = normalize_prefix(prefix)
+    return f"{head}/{path}" if head else path
+
+
+def topic_manifest_key(prefix: str, topic: str, topic_id: Uuid) -> str:
+    """``<prefix>/<topic>-<topicId>/topic-manifest.json``."""
+    validate_topic_name(topic)
+    return _under_prefix(prefix, f"{topic}-{topic_id}/{TOPIC_MANIFEST_FILE_NAME}")
+
+
+def offsets_backups_prefix(prefix: str) -> str:
+    """``<prefix>/_consumer-offsets/``: the key prefix that lists every offsets backup."""
+    return _under_prefix(prefix, f"{OFFSETS_BACKUP_DIRECTORY}/")
+
+
+def offsets_backup_key(prefix: str, taken_at_ms: int) -> str:
+    """``<prefix>/_consumer-offsets/<20-digit taken_at_ms>.json`` (keys sort by time)."""
+    if not 0 <= taken_at_ms < 10**_OFFSET_DIGITS:
+        raise ValueError(f"taken_at_ms must be within [0, 10^20), got {taken_at_ms}")
+    return offsets_backups_prefix(prefix) + f"{taken_at_ms:0{_OFFSET_DIGITS}d}.json"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicManifestKey:
+    """A parsed topic manifest key: whose topic (name and id) it describes."""
+
+    topic: str
+    topic_id: Uuid
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetsBackupKey:
+    """A parsed consumer offsets backup key: when the backup was taken (ms since epoch)."""
+
+    taken_at_ms: int
+
+
+def _relative(key: str, prefix: str) -> str:
+    head = normalize_prefix(prefix)
+    if not head:
+        return key
+    if not key.startswith(head + "/"):
+        raise InvalidRemoteObjectKeyError(f"key {key!r} is not under prefix {head!r}")
+    return key[len(head) + 1 :]
+
+
+def parse_topic_manifest_key(key: str, prefix: str = "") -> TopicManifestKey:
+    """Inverse of ``topic_manifest_key``; ``InvalidRemoteObjectKeyError`` for other keys."""
+    parts = _relative(key, prefix).split("/")
+    if len(parts) != 2 or parts[1] != TOPIC_MANIFEST_FILE_NAME:
+        raise InvalidRemoteObjectKeyError(
+            f"key {key!r} is not <prefix>/<topic>-<topicId>/{TOPIC_MANIFEST_FILE_NAME}"
+        )
+    try:
+        topic, topic_id = _split_id(parts[0], "topic directory")
+        validate_topic_name(topic)
+    except (InvalidTopicError, ValueError) as exc:
+        raise InvalidRemoteObjectKeyError(f"key {key!r}: {exc}") from exc
+    return TopicManifestKey(topic=topic, topic_id=topic_id)
+
+
+def parse_offsets_backup_key(key: str, prefix: str = "") -> OffsetsBackupKey:
+    """Inverse of ``offsets_backup_key``; ``InvalidRemoteObjectKeyError`` for other keys."""
+    parts = _relative(key, prefix).split("/")
+    stem = parts[-1].removesuffix(_OFFSETS_BACKUP_SUFFIX)
+    if (
+        len(parts) != 2
+        or parts[0] != OFFSETS_BACKUP_DIRECTORY
+        or not parts[1].endswith(_OFFSETS_BACKUP_SUFFIX)
+        or len(stem) != _OFFSET_DIGITS
+        or not (stem.isdigit() and stem.isascii())
+    ):
+        raise InvalidRemoteObjectKeyError(
+            f"key {key!r} is not <prefix>/{OFFSETS_BACKUP_DIRECTORY}/<20-digit ms since epoch>.json"
+        )
+    return OffsetsBackupKey(taken_at_ms=int(stem))
+
+
+def check_bucket_manifest_key(key: str, prefix: str, store: str) -> str:
+    """``key`` when it is a topic manifest or an offsets backup key under ``prefix`` (what
+    ``put_object``/``get_object`` accept); else ``InvalidRemoteObjectKeyError`` naming the key
+    and ``store``: those calls never write or read a segment's object."""
+    try:
+        parse_topic_manifest_key(key, prefix)
+    except InvalidRemoteObjectKeyError:
+        try:
+            parse_offsets_backup_key(key, prefix)
+        except InvalidRemoteObjectKeyError:
+            raise InvalidRemoteObjectKeyError(
+                f"key {key!r} of {store} is neither a topic manifest"
+                f" (<prefix>/<topic>-<topicId>/{TOPIC_MANIFEST_FILE_NAME}) nor a consumer"
+                f" offsets backup (<prefix>/{OFFSETS_BACKUP_DIRECTORY}/<20-digit ms>.json) under"
+                f" the key prefix {normalize_prefix(prefix)!r}: only those are written or read"
+                " whole by key"
+            ) from None
+    return key
 
 
 def _split_id(text: str, what: str) -> tuple[str, Uuid]:

@@ -38,6 +38,13 @@ any: a key that is not an object of the remote tier's layout under the store's k
 (``remote_object_keys``) raises ``InvalidRemoteObjectKeyError`` and nothing is deleted. A
 store that can not be reached raises ``RemoteStorageError`` naming the store and the endpoint;
 a listing is never returned partial.
+
+``RemoteObjectStore`` also writes and reads small whole objects by key, for what makes the
+bucket enough to restore topics (``storage_core.tiered.recovery``): ``put_object`` (atomic: a
+reader sees the old object or the new one whole) and ``get_object`` (``RemoteResourceNotFoundError``
+when absent). They accept only the keys of a topic manifest or a consumer offsets backup
+(``remote_object_keys.check_bucket_manifest_key``), so they never write a segment's object;
+``delete_objects`` deletes offsets backups too, never a topic manifest.
 """
 
 from __future__ import annotations
@@ -310,8 +317,19 @@ class RemoteObjectStore(Protocol):
 
     def delete_objects(self, keys: Sequence[str]) -> None:
         """Delete the objects ``keys``; keys already gone are fine. Every key is checked
-        first: one that is not an object of the remote tier under ``prefix`` raises
-        ``InvalidRemoteObjectKeyError`` and nothing is deleted."""
+        first: one that is not an object of the remote tier (or an offsets backup) under
+        ``prefix`` raises ``InvalidRemoteObjectKeyError`` and nothing is deleted."""
+        ...
+
+    def put_object(self, key: str, data: bytes) -> None:
+        """Write ``data`` as the whole object ``key`` (a topic manifest or an offsets backup
+        key, else ``InvalidRemoteObjectKeyError``); readers see the old object or the new one
+        whole, never a part."""
+        ...
+
+    def get_object(self, key: str) -> bytes:
+        """The whole object ``key`` (a topic manifest or an offsets backup key, else
+        ``InvalidRemoteObjectKeyError``); ``RemoteResourceNotFoundError`` when absent."""
         ...
 
 
@@ -329,6 +347,7 @@ def remote_object_store(rsm: RemoteStorageManager, purpose: str) -> RemoteObject
         return rsm
     raise RemoteObjectStoreNotSupportedError(
         f"{purpose} needs a remote storage manager that lists its objects and deletes them by"
-        f" key (RemoteObjectStore: list_objects, delete_objects, prefix); {rsm!r} is not one:"
+        " key (RemoteObjectStore: list_objects, delete_objects, put_object, get_object,"
+        f" prefix); {rsm!r} is not one:"
         " configure LocalTieredStorage or S3RemoteStorageManager"
     )

@@ -62,6 +62,7 @@ import botocore.exceptions
 
 from storage_core.tiered.remote_object_keys import (
     RemoteObjectSuffix,
+    check_bucket_manifest_key,
     check_keys_to_delete,
     segment_keys,
 )
@@ -468,6 +469,21 @@ class S3RemoteStorageManager:
                     f"{exc}; {start} of {len(checked)} key(s) were deleted before, the others"
                     " remain: delete them again"
                 ) from exc
+
+    def put_object(self, key: str, data: bytes) -> None:
+        """``RemoteObjectStore.put_object``: one ``PutObject`` with its checksum (S3 shows a
+        reader the old object or the new one whole), then the ``HeadObject`` check."""
+        check_bucket_manifest_key(key, self.prefix, repr(self))
+        self._put_verified(key, bytes(data))
+        logger.info(
+            "wrote remote object key=%s bytes=%d bucket=%s", key, len(data), self.config.bucket
+        )
+
+    def get_object(self, key: str) -> bytes:
+        """``RemoteObjectStore.get_object``: one ``GetObject`` (its checksum checked)."""
+        check_bucket_manifest_key(key, self.prefix, repr(self))
+        with self._get(key, None) as body:
+            return body.read()
 
     def abort_incomplete_multipart_uploads(
         self, older_than: timedelta, *, now: datetime | None = None
