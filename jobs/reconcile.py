@@ -63,7 +63,10 @@ of the ``rsm.config.*`` settings.
 JSON summary with counts ``copies_rolled_back``, ``deletes_retried``, ``orphan_segments``,
 ``orphan_objects_deleted``, ``multipart_uploads_aborted``, ``lost_segments``, ``skipped``,
 ``errors`` (and the
-``planned_*`` counts), bytes ``orphans_deleted``, and ``details.actions``.
+``planned_*`` counts), bytes ``orphans_deleted``, and ``details.actions``. Topic manifests and
+consumer offsets backups (``remote_object_keys``) are counted as ``topic_manifests`` and
+``offset_backups`` and never deleted; any other key that is not a segment's object is
+``foreign_objects``, kept too.
 """
 
 from __future__ import annotations
@@ -346,6 +349,8 @@ def record_plan(
     summary.count("deletes_in_progress", plan.deletes_in_progress)
     summary.count("young_orphan_objects", plan.young_orphan_objects)
     summary.count("foreign_objects", len(plan.foreign_keys))
+    summary.count("topic_manifests", len(plan.topic_manifest_keys))
+    summary.count("offset_backups", len(plan.offsets_backup_keys))
     for kind, name in _DONE_COUNTS.items():
         summary.count(f"planned_{name}", len(plan.of_kind(kind)))
     summary.add_bytes(

@@ -21,7 +21,9 @@ time, the copy deadline. Actions, each with its reason::
     object of no listed segment, older than the   DELETE_ORPHANS   the objects only (no
       orphan grace (unknown id, DELETE_FINISHED)                   metadata to change)
     object of no listed segment, younger          (kept, counted: wait for the next run)
-    key that is not ours (``parse_object_key``)   (kept, counted as foreign)
+    topic manifest, consumer offsets backup       (kept, counted apart: topic_manifest_keys,
+      (``remote_object_keys``)                     offsets_backup_keys; never deleted here)
+    any other key that is not ours                (kept, counted as foreign)
 
 A lost segment is never rolled back or deleted here: its metadata is the only record that
 the data existed, and deleting it would hide the loss (and move no log start offset). The
@@ -51,6 +53,8 @@ from storage_core.tiered.remote_object_keys import (
     InvalidRemoteObjectKeyError,
     RemoteObjectSuffix,
     parse_object_key,
+    parse_offsets_backup_key,
+    parse_topic_manifest_key,
 )
 from storage_core.tiered.remote_storage_manager import RemoteObjectInfo
 
@@ -117,6 +121,8 @@ class ReconcilePlan:
     young_orphan_objects: int
     foreign_keys: tuple[str, ...]
     damaged: tuple[ReconcileAction, ...] = ()
+    topic_manifest_keys: tuple[str, ...] = ()
+    offsets_backup_keys: tuple[str, ...] = ()
 
     def of_kind(self, kind: ReconcileActionKind) -> list[ReconcileAction]:
         return [action for action in self.actions if action.kind is kind]
@@ -151,11 +157,13 @@ def plan_reconcile(
     objects_by_segment: dict[Uuid, list[RemoteObjectInfo]] = {}
     partition_of_segment: dict[Uuid, TopicIdPartition] = {}
     foreign: list[str] = []
+    topic_manifests: list[str] = []
+    offsets_backups: list[str] = []
     for info in objects:
         try:
             parsed = parse_object_key(info.key, key_prefix)
         except InvalidRemoteObjectKeyError:
-            foreign.append(info.key)
+            bucket_manifest_kind(info.key, key_prefix, topic_manifests, offsets_backups, foreign)
             continue
         segment_id = parsed.segment.segment_id
         objects_by_segment.setdefault(segment_id, []).append(info)
@@ -268,7 +276,30 @@ def plan_reconcile(
         deletes_in_progress=in_progress_deletes,
         young_orphan_objects=young,
         foreign_keys=tuple(sorted(foreign)),
+        topic_manifest_keys=tuple(sorted(topic_manifests)),
+        offsets_backup_keys=tuple(sorted(offsets_backups)),
     )
+
+
+def bucket_manifest_kind(
+    key: str,
+    key_prefix: str,
+    topic_manifests: list[str],
+    offsets_backups: list[str],
+    foreign: list[str],
+) -> None:
+    """Append ``key`` (not a segment object) to the list of its kind."""
+    for parse, found in (
+        (parse_topic_manifest_key, topic_manifests),
+        (parse_offsets_backup_key, offsets_backups),
+    ):
+        try:
+            parse(key, key_prefix)
+        except InvalidRemoteObjectKeyError:
+            continue
+        found.append(key)
+        return
+    foreign.append(key)
 
 
 def missing_required_objects(
