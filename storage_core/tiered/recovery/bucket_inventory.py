@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from storage_core.common import TopicIdPartition, Uuid
 from storage_core.log.leader_epoch_cache import EpochEntry
@@ -47,6 +47,7 @@ from storage_core.tiered.remote_storage_manager import (
 )
 
 
+@runtime_checkable
 class BucketStore(RemoteStorageManager, RemoteObjectStore, SegmentManifestStore, Protocol):
     """A store that lists its objects, reads segment manifests and serves objects as stored
     (both stores; not the chunked manager wrapping them, which serves them restored)."""
