@@ -41,6 +41,9 @@ class ApiKey(enum.IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -72,6 +75,9 @@ CLIENT_API_VERSIONS: Mapping[ApiKey, tuple[int, ...]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0,),
     ApiKey.DESCRIBE_PRODUCERS: (0,),  # flexible; there is no other
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0,),
+    ApiKey.OFFSET_FETCH: (8,),  # groups in a batch (KIP-709); storage_core.client.group_offsets
+    ApiKey.FIND_COORDINATOR: (4,),  # keys in a batch (KIP-699)
+    ApiKey.LIST_GROUPS: (4,),
 }
 
 _ERROR_CODE = struct.Struct(">h")
