@@ -7,7 +7,10 @@ tier (never a live topic, nor any broker's local log).
 Nightly at 02:00 UTC: finish or roll back transitions stuck in a STARTED state and delete
 orphaned objects (`jobs.reconcile`), apply remote retention (`jobs.expire_remote`: retention.ms,
 retention.bytes, log start offset, segments off the leader-epoch lineage), check offsets and
-epochs (`jobs.quality`), then write the run's report (`report.json` in the run's directory,
+epochs (`jobs.quality`); beside them, back up every consumer group's committed offsets in
+the remote-enabled topics, with the partitions' high watermarks, to the remote tier
+(`jobs.backup_consumer_offsets`: `<prefix>/_consumer-offsets/<ms>.json`, the newest 30 kept);
+then write the run's report (`report.json` in the run's directory,
 listing every job's summary; written even when a job failed, and the run then fails).
 A status snapshot per partition is recorded after the expiry for the Tiered storage page.
 Another schedule: set `TIERED_STORAGE_RETENTION_NIGHTLY_SCHEDULE`
@@ -31,7 +34,7 @@ from tiered_storage_plugin.dag_support import (
 )
 from tiered_storage_plugin.operators import TieringJobOperator
 
-JOB_TASKS = ("reconcile", "expire_remote", "quality")
+JOB_TASKS = ("reconcile", "expire_remote", "quality", "backup_consumer_offsets")
 
 
 @dag(
@@ -50,6 +53,7 @@ def retention_nightly() -> None:
     reconcile = TieringJobOperator(task_id="reconcile", job="reconcile", changes=REMOTE_TIER)
     expire = TieringJobOperator(task_id="expire_remote", job="expire_remote", changes=REMOTE_TIER)
     quality = TieringJobOperator(task_id="quality", job="quality")
+    backup = TieringJobOperator(task_id="backup_consumer_offsets", job="backup_consumer_offsets")
 
     @task(trigger_rule="all_done", retries=0)
     def report() -> dict[str, object]:
@@ -57,7 +61,9 @@ def retention_nightly() -> None:
 
         return write_run_report(get_current_context(), JOB_TASKS)
 
-    reconcile >> expire >> quality >> report()
+    done = report()
+    reconcile >> expire >> quality >> done
+    backup >> done
     expire >> tiering_status()
 
 

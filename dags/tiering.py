@@ -7,7 +7,11 @@ Every 5 minutes: copy every eligible closed segment of the partitions the broker
 remote tier (`jobs.copy_segments`), then check offsets and epochs (`jobs.quality`, which also
 checks that each copy of the run ended below the LSO it was planned with) and, beside it,
 record a status snapshot per partition (offsets, local and remote bytes, copy lag) for the
-Tiered storage page of the UI.
+Tiered storage page of the UI. Also beside the check, each remote-enabled topic's manifest is
+written to the remote tier (`jobs.topic_manifests`:
+`<prefix>/<topic>-<topicId>/topic-manifest.json`, with the topic's id, its own configs and per
+partition the remote log's offsets), so that the bucket alone says which topic each directory
+holds.
 Runs never overlap (`max_active_runs=1`); a copy interrupted by a failure is rolled back by the
 job and finished by the next run. The cluster is the `tiered_storage_default` connection.
 The copies of a run hold the cluster's copy quota (KIP-956): the strictest broker's
@@ -53,7 +57,9 @@ def tiering() -> None:
     quality = TieringJobOperator(
         task_id="quality", job="quality", copied_segments_of="copy_segments"
     )
+    manifests = TieringJobOperator(task_id="topic_manifests", job="topic_manifests")
     copy >> quality
+    copy >> manifests
     copy >> tiering_status()
 
 

@@ -54,6 +54,8 @@ JOBS = (
     "quality",
     "cluster_status",
     "preferred_leader_election",
+    "topic_manifests",
+    "backup_consumer_offsets",
 )
 # Jobs whose summary names the DAG run and task that wrote it (--dag-id, --run-id, --task-id).
 PROVENANCE_JOBS = frozenset({"cluster_status"})

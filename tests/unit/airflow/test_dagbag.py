@@ -30,13 +30,16 @@ def dagbag(airflow_home: Path) -> Any:
     return DagBag(dag_folder=str(DAGS))
 
 
+# Tasks beside the main chain: the status snapshot, and what the bucket needs for a restore.
+SIDE_TASKS = {"status", "topic_manifests", "backup_consumer_offsets"}
+
+
 def chain(dag: Any) -> list[str]:
-    """Task ids in dependency order along the main chain (the status snapshot, a side leaf,
-    is left out)."""
-    order = [t for t in dag.tasks if not t.upstream_task_ids and t.task_id != "status"]
+    """Task ids in dependency order along the main chain (the side tasks are left out)."""
+    order = [t for t in dag.tasks if not t.upstream_task_ids and t.task_id not in SIDE_TASKS]
     assert len(order) == 1, f"{dag.dag_id}: one root task expected"
     while True:
-        following = [t for t in order[-1].downstream_list if t.task_id != "status"]
+        following = [t for t in order[-1].downstream_list if t.task_id not in SIDE_TASKS]
         if not following:
             return [t.task_id for t in order]
         (nxt,) = following
@@ -144,6 +147,21 @@ def test_status_snapshot_follows_the_job_that_changed_the_tier(
     status = dagbag.dags[dag_id].get_task("status")
     assert status.upstream_task_ids == after and not status.downstream_task_ids
     assert status.retries >= 2
+
+
+def test_the_bucket_manifests_are_written_beside_the_chains(dagbag: Any) -> None:
+    """tiering writes the topic manifests after the copy, beside the check; retention_nightly
+    backs up the consumer offsets beside its chain, and its report lists that job too."""
+    tiering = dagbag.dags["tiering"]
+    manifests = tiering.get_task("topic_manifests")
+    assert manifests.upstream_task_ids == {"copy_segments"} and not manifests.downstream_task_ids
+    assert manifests.job == "topic_manifests" and manifests.retries >= 2
+    assert "topic_manifests" in tiering.doc_md
+    nightly = dagbag.dags["retention_nightly"]
+    backup = nightly.get_task("backup_consumer_offsets")
+    assert not backup.upstream_task_ids and backup.downstream_task_ids == {"report"}
+    assert backup.job == "backup_consumer_offsets" and backup.retries >= 2
+    assert "backup_consumer_offsets" in nightly.doc_md
 
 
 def test_tiering_checks_the_copies_of_its_own_copy_task(dagbag: Any, tmp_path: Path) -> None:
