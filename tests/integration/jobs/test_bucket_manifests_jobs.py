@@ -29,10 +29,12 @@ from kafka.structs import OffsetAndMetadata
 
 from jobs import backup_consumer_offsets, reconcile, topic_manifests
 from storage_core.client import KafkaAdminClient, KafkaCluster
+from storage_core.common import TopicIdPartition
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
 from storage_core.tiered.recovery.offsets_backup import OffsetsBackup
 from storage_core.tiered.recovery.topic_manifest import TopicManifest
 from storage_core.tiered.remote_object_keys import (
+    InvalidRemoteObjectKeyError,
     offsets_backups_prefix,
     parse_offsets_backup_key,
     topic_manifest_key,
@@ -129,6 +131,8 @@ def test_manifests_and_offsets_backups_describe_the_bucket(
         assert summary["counts"]["objects_written"] == 1
         key = topic_manifest_key(PREFIX, TOPIC, tips[0].topic_id)
         manifest = TopicManifest.from_bytes(store.get_object(key), where=key)
+        with pytest.raises(InvalidRemoteObjectKeyError, match="neither a topic manifest"):
+            store.put_object(copied_key(cluster, tips[0]), b"not a segment")
         assert manifest.topic == TOPIC and manifest.topic_id == tips[0].topic_id
         assert manifest.partition_count == 2 and manifest.replication_factor == 1
         assert manifest.configs == {
@@ -203,6 +207,11 @@ def test_manifests_and_offsets_backups_describe_the_bucket(
         ) == sorted([*backups, stray])
     finally:
         store.close()  # type: ignore[attr-defined]
+
+
+def copied_key(cluster: TieredCluster, tip: TopicIdPartition) -> str:
+    """The key of a copied segment's .log (which put_object must never overwrite)."""
+    return next(k for k in cluster.object_keys(tip) if k.endswith(".log"))
 
 
 def write_stray(cluster: TieredCluster, key: str) -> None:
