@@ -5,8 +5,10 @@ Story (one broker, remote storage on, ``LocalTieredStorage`` in a temp dir; the 
 
     produce 600 records to each partition of orders (2) and doomed (1)
                                      local: [seg 0]...[seg k][active]   remote: -
-    tiering                          copy_segments -> quality: every closed segment remote
-    retention_nightly                reconcile -> expire_remote -> quality -> report;
+    tiering                          copy_segments -> quality: every closed segment remote;
+                                     topic_manifests beside it: one manifest per topic
+    retention_nightly                reconcile -> expire_remote -> quality -> report, with
+                                     backup_consumer_offsets beside: one backup object;
                                      orders' retention.bytes shrunk first: the oldest remote
                                      segments are deleted and the log start offset moves
     partition_deletion, bad params   refused at run creation (ParamValidationError) or by the
@@ -171,7 +173,7 @@ def test_tiering_copies_every_closed_segment_then_checks(cluster: Any, dags: Any
     events = remote_tier_events()
     state, states = run(dags["tiering"])
     assert (state, ok(states)) == ("success", True), states
-    assert set(states) == {"copy_segments", "quality", "status"}
+    assert set(states) == {"copy_segments", "quality", "topic_manifests", "status"}
     assert remote_tier_events() == events + 1  # data_quality is due
     copy = latest_summary("tiering", "copy_segments")
     assert copy["job"] == "copy_segments" and copy["status"] == "ok"
@@ -201,9 +203,14 @@ def test_tiering_copies_every_closed_segment_then_checks(cluster: Any, dags: Any
     assert orders0["high_watermark"] == RECORDS and orders0["log_start_offset"] == 0
     assert orders0["remote_bytes"] == remote_bytes(cluster, ORDERS, 0) > 0
     assert orders0["copy_lag_segments"] == 0 and orders0["copy_lag_bytes"] == 0
+    # each remote-enabled topic's manifest is in the remote tier
+    manifests = latest_summary("tiering", "topic_manifests")
+    assert manifests["counts"]["objects_written"] == 2, manifests
+    written = sorted(p.parent.name for p in cluster.remote_dir.rglob("topic-manifest.json"))
+    assert [name[: -len("-") - 22] for name in written] == sorted([DOOMED, ORDERS])
     # a second run finds nothing more to copy, and does not make data_quality due (its
-    # quality and status tasks, checked above, are not run again)
-    assert run(dags["tiering"], mark_success="quality|status")[0] == "success"
+    # quality, manifests and status tasks, checked above, are not run again)
+    assert run(dags["tiering"], mark_success="quality|topic_manifests|status")[0] == "success"
     assert latest_summary("tiering", "copy_segments")["counts"].get("segments_copied", 0) == 0
     assert remote_tier_events() == events + 1
 
@@ -228,7 +235,15 @@ def test_retention_nightly_expires_and_reports(cluster: Any, dags: Any) -> None:
     reports = sorted((airflow_env.reports_dir() / "runs/retention_nightly").glob("*/report.json"))
     report = json.loads(reports[-1].read_text())
     assert report["failed"] == []
-    assert set(report["jobs"]) == {"reconcile", "expire_remote", "quality"}
+    assert set(report["jobs"]) == {
+        "reconcile",
+        "expire_remote",
+        "quality",
+        "backup_consumer_offsets",
+    }
+    backup = report["jobs"]["backup_consumer_offsets"]["summary"]
+    assert backup["counts"]["objects_written"] == 1, backup
+    assert backup["status"] == "ok" and backup["counts"]["topics"] >= 1
 
 
 def test_partition_deletion_refuses_bad_params_before_anything_runs(
