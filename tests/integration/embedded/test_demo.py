@@ -101,6 +101,7 @@ def test_demo_tiers_consumes_expires_and_reports(tmp_path: Path) -> None:
         "reconcile",
         "expire_remote",
         "quality",
+        "backup_consumer_offsets",
     }
 
     demo_summary = json.loads(
