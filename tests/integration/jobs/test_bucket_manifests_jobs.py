@@ -124,6 +124,12 @@ def test_manifests_and_offsets_backups_describe_the_bucket(
     store = store_of(cluster)
     try:
         # -- topic manifests
+        code, summary = run(topic_manifests, cluster, tmp_path / "dry.json", "--dry-run")
+        assert code == 0 and summary["counts"]["objects_written"] == 0, summary
+        assert summary["counts"]["partitions"] == 2
+        key = topic_manifest_key(PREFIX, TOPIC, tips[0].topic_id)
+        with pytest.raises(RemoteResourceNotFoundError):
+            store.get_object(key)
         code, summary = run(topic_manifests, cluster, tmp_path / "manifests.json")
         assert code == 0, summary
         assert summary["counts"]["topics"] == 1
@@ -158,6 +164,12 @@ def test_manifests_and_offsets_backups_describe_the_bucket(
         commit(cluster.bootstrap, "elsewhere", {(LOCAL_ONLY, 0): (3, "")})
         stray = offsets_backups_prefix(PREFIX) + "README.json"
         write_stray(cluster, stray)
+        code, summary = run(
+            backup_consumer_offsets, cluster, tmp_path / "backup-dry.json", "--dry-run"
+        )
+        assert code == 0 and summary["counts"]["objects_written"] == 0, summary
+        assert summary["counts"]["groups"] == 1
+        assert [i.key for i in store.list_objects(offsets_backups_prefix(PREFIX))] == [stray]
         for run_number in range(3):
             code, summary = run(
                 backup_consumer_offsets,
