@@ -138,14 +138,21 @@ def remove_replica_from_isr(
 
 
 def initial_leader_and_isr(
-    assignment: Sequence[int], live_brokers: Collection[int], *, controller_epoch: int
+    assignment: Sequence[int],
+    live_brokers: Collection[int],
+    *,
+    controller_epoch: int,
+    leader_epoch: int = 0,
 ) -> LeaderAndIsr | None:
-    """A new partition: its live assigned replicas form the ISR and the first leads at epoch 0.
-    None when no assigned replica is alive: as in Kafka, the partition stays new (no state
-    znode) until the controller retries."""
+    """A new partition: its live assigned replicas form the ISR and the first leads at
+    ``leader_epoch`` (0 but for a restored topic). None when no assigned replica is alive: as
+    in Kafka, the partition stays new (no state znode) until the controller retries."""
     live = [b for b in assignment if b in live_brokers]
     if not live:
         return None
     return LeaderAndIsr(
-        leader=live[0], leader_epoch=0, isr=tuple(live), controller_epoch=controller_epoch
+        leader=live[0],
+        leader_epoch=leader_epoch,
+        isr=tuple(live),
+        controller_epoch=controller_epoch,
     )

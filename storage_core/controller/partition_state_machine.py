@@ -27,6 +27,7 @@ from storage_core.zk.zk_data import NO_LEADER, LeaderAndIsr
 # the controller's lines keep the logger they had before its state machines had modules
 logger = logging.getLogger("storage_core.controller.kafka_controller")
 
+RESTORE_LEADER_EPOCH_CONFIG = "remote.log.restore.leader.epoch"
 MAX_STATE_WRITE_ATTEMPTS = 10  # rereads after a partition state moved under the controller
 ELECTION_NOT_NEEDED_MESSAGE = "Leader election not needed for topic partition."
 
@@ -76,14 +77,23 @@ class PartitionStateMachine:
 
     def _initialize_partitions(self, partitions: list[TopicPartition]) -> None:
         """First states: the live assigned replicas in sync, the first of them leading. A
-        state that already exists (written by a previous controller) is read as it is."""
+        state that already exists (written by a previous controller) is read as it is.
+
+        The first leader epoch is 0, or, for a topic restored from the remote tier, the one
+        after its ``remote.log.restore.leader.epoch`` (read from ZooKeeper, as Kafka's
+        controller reads a topic's unclean.leader.election.enable): the restored leader epochs
+        stay below every epoch the new leaders write."""
         ctx = self.context
+        first_epochs = {
+            topic: self._first_leader_epoch(topic) for topic in {tp.topic for tp in partitions}
+        }
         initial = {}
         for tp in partitions:
             state = election.initial_leader_and_isr(
                 ctx.assignments[tp].replicas,
                 ctx.live_broker_ids,
                 controller_epoch=self._epoch().epoch,
+                leader_epoch=first_epochs[tp.topic],
             )
             if state is None:
                 logger.warning(
@@ -96,6 +106,19 @@ class PartitionStateMachine:
         created = self.zk.create_partition_states(self._epoch(), initial)
         ctx.states.update(created)
         ctx.states.update(self.zk.get_partition_states([tp for tp in initial if tp not in created]))
+
+    def _first_leader_epoch(self, topic: str) -> int:
+        restored = self.zk.get_topic_config(topic).get(RESTORE_LEADER_EPOCH_CONFIG)
+        try:
+            return max(0, int(restored) + 1) if restored is not None else 0
+        except ValueError:
+            logger.warning(
+                "topic=%s has %s=%r, not an integer: its partitions start at leader epoch 0",
+                topic,
+                RESTORE_LEADER_EPOCH_CONFIG,
+                restored,
+            )
+            return 0
 
     def _offline_election(self, tp: TopicPartition, state: LeaderAndIsr) -> LeaderAndIsr | None:
         ctx = self.context

@@ -49,9 +49,12 @@ _TOPIC_CONFIGS: dict[str, tuple[str, int, int]] = {
     "compression.gzip.level": ("compression_gzip_level", -1, -1),
     "compression.lz4.level": ("compression_lz4_level", 9, 1),
     "compression.zstd.level": ("compression_zstd_level", 3, -131072),
+    # This product's, not Kafka's: set by a restore from the bucket while it runs.
+    "remote.log.restore.leader.epoch": ("remote_log_restore_leader_epoch", -1, -1),
 }
 # Kafka's INT configs (the others are LONG): at most 2**31 - 1, or the maximum given here.
 _INT_MAXIMUMS: dict[str, int] = {
+    "remote.log.restore.leader.epoch": INT_MAX,
     "segment.bytes": INT_MAX,
     "segment.index.bytes": INT_MAX,
     "index.interval.bytes": INT_MAX,
@@ -71,6 +74,7 @@ _BOOLEAN_CONFIGS: dict[str, tuple[str, bool]] = {
     "remote.storage.enable": ("remote_storage_enable", False),
     "remote.log.copy.disable": ("remote_log_copy_disable", False),
     "remote.log.delete.on.disable": ("remote_log_delete_on_disable", False),
+    "remote.log.restore.enable": ("remote_log_restore_enable", False),  # this product's
     "unclean.leader.election.enable": ("unclean_leader_election_enable", False),
     "message.downconversion.enable": ("message_downconversion_enable", True),
 }
@@ -120,6 +124,8 @@ BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
     "remote.storage.enable": (),
     "remote.log.copy.disable": (),
     "remote.log.delete.on.disable": (),
+    "remote.log.restore.enable": (),
+    "remote.log.restore.leader.epoch": (),
     "min.insync.replicas": ("min.insync.replicas",),
     "unclean.leader.election.enable": ("unclean.leader.election.enable",),
     "compression.type": ("compression.type",),
@@ -162,6 +168,11 @@ class LogConfig:
     remote_storage_enable: bool = False
     remote_log_copy_disable: bool = False
     remote_log_delete_on_disable: bool = False
+    # Set by a restore from the bucket while it runs (storage_core.replication.remote_log_restore):
+    # the restored lineage's last leader epoch (new partitions lead above it, new empty
+    # replicas wait for their data), then "enable" once the restored segments are published.
+    remote_log_restore_leader_epoch: int = -1
+    remote_log_restore_enable: bool = False
     unclean_leader_election_enable: bool = False
     cleanup_policy: str = "delete"
     message_timestamp_type: str = "CreateTime"

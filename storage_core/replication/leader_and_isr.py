@@ -21,13 +21,19 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from storage_core.clock import Clock
-from storage_core.common import ZERO_UUID, TopicPartition, Uuid
+from storage_core.common import ZERO_UUID, TopicIdPartition, TopicPartition, Uuid
 from storage_core.errors import InconsistentTopicIdError, StorageError
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
 from storage_core.replication.fetch_state import InitialFetchState
 from storage_core.replication.partition import IsrUpdateSubmitter, Partition
+from storage_core.replication.remote_log_restore import (
+    awaiting_restore,
+    needs_restore,
+    restore_from_remote_tier,
+)
 from storage_core.replication.replica_fetcher_thread import initial_fetch_offset
+from storage_core.tiered.remote_log_manager import RemoteLogManager
 
 # The lines keep the logger they were always written with.
 logger = logging.getLogger("storage_core.replication.replica_manager")
@@ -100,6 +106,7 @@ class LeaderAndIsrMixin:
     submit_isr_update: IsrUpdateSubmitter | None
     replica_fetcher_manager: FollowerFetchers | None
     is_broker_alive: Callable[[int], bool] | None
+    remote_log_manager: RemoteLogManager | None
     _lock: threading.RLock
     _partitions: dict[TopicPartition, Partition]
     _inconsistent_topic_ids: dict[TopicPartition, str]
@@ -190,6 +197,19 @@ class LeaderAndIsrMixin:
                 log = self.log_manager.get_or_create_log(
                     tp, topic_id=topic_id, config=log_config(tp.topic)
                 )
+                if awaiting_restore(log):
+                    logger.info(
+                        "partition=%s stays offline until its restore from the remote tier"
+                        " publishes its segments (remote.log.restore.enable)",
+                        tp,
+                    )
+                    return "failed", None
+                if needs_restore(log):
+                    restore_from_remote_tier(
+                        self.remote_log_manager,
+                        TopicIdPartition(topic_id or log.topic_id or ZERO_UUID, tp),
+                        log,
+                    )
                 partition = Partition(
                     tp,
                     topic_id or log.topic_id or ZERO_UUID,

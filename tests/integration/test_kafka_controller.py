@@ -368,3 +368,30 @@ def test_single_node_store_restart_keeps_leader_epochs(tmp_path: Path) -> None:
         assert {s.leader_epoch for s in after.values()} == {0}  # no bump at restart
     finally:
         restarted.stop()
+
+
+def test_a_restored_topic_leads_above_its_restored_epochs(tmp_path: Path) -> None:
+    """remote.log.restore.leader.epoch=E: the new partitions' first leader epoch is E + 1, so
+    the restored records' epochs stay below every epoch the new leaders write."""
+    node = Node(0, "single-node", tree=LocalZNodeTree(tmp_path)).start()
+    try:
+        assert active({0: node}) is node
+        assert node.controller is not None
+        for topic, configs in (
+            ("restored", {"remote.log.restore.leader.epoch": "7"}),
+            ("fresh", {}),
+            ("unreadable", {"remote.log.restore.leader.epoch": "seven"}),
+        ):
+            assignment = TopicAssignment(
+                topic=topic,
+                topic_id=Uuid.random(),
+                partitions={p: ReplicaAssignment(replicas=(0,)) for p in (0, 1)},
+            )
+            assert node.controller.create_topic(assignment, configs).result(timeout=10)
+        eventually(lambda: all(len(states(node, t, 2)) == 2 for t in ("restored", "fresh")))
+        eventually(lambda: len(states(node, "unreadable", 2)) == 2)
+        assert {s.leader_epoch for s in states(node, "restored", 2).values()} == {8}
+        assert {s.leader_epoch for s in states(node, "fresh", 2).values()} == {0}
+        assert {s.leader_epoch for s in states(node, "unreadable", 2).values()} == {0}
+    finally:
+        node.stop()

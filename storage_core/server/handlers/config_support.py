@@ -82,6 +82,8 @@ TOPIC_CONFIG_TYPES: dict[str, ConfigType] = {
     "message.downconversion.enable": ConfigType.BOOLEAN,
     "remote.log.copy.disable": ConfigType.BOOLEAN,
     "remote.log.delete.on.disable": ConfigType.BOOLEAN,
+    "remote.log.restore.enable": ConfigType.BOOLEAN,
+    "remote.log.restore.leader.epoch": ConfigType.INT,
     "leader.replication.throttled.replicas": ConfigType.LIST,
     "follower.replication.throttled.replicas": ConfigType.LIST,
 }
@@ -139,6 +141,12 @@ TOPIC_CONFIG_DOCS: dict[str, str] = {
     "remote.log.copy.disable": "Stop copying segments to remote storage while keeping remote"
     " data readable.",
     "remote.log.delete.on.disable": "Delete the remote data when remote storage is disabled.",
+    "remote.log.restore.enable": "Set by a restore from the remote tier's bucket (the"
+    " restore_topic job sets and removes it) once the restored segments are published: each"
+    " new replica then starts its log after them, with their leader epochs and producer state.",
+    "remote.log.restore.leader.epoch": "Set by a restore from the remote tier's bucket while it"
+    " runs: the restored partitions' last leader epoch. A new partition leads in the epoch"
+    " after it, and a new replica stays offline until remote.log.restore.enable is set.",
     "leader.replication.throttled.replicas": "Replicas to throttle on the leader side, as"
     " partitionId:brokerId pairs or '*' (stored; no replication quotas here).",
     "follower.replication.throttled.replicas": "Replicas to throttle on the follower side, as"
