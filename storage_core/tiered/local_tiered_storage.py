@@ -47,6 +47,7 @@ from storage_core.tiered.remote_storage_manager import (
     RemoteSegmentRef,
     RemoteStorageError,
     check_positions,
+    check_restore_target,
     refuse_unknown_rsm_config,
 )
 
@@ -386,6 +387,41 @@ class LocalTieredStorage:
             raise RemoteResourceNotFoundError(f"remote object {path} does not exist") from exc
         except OSError as exc:
             raise RemoteStorageError(f"cannot read remote object {path}: {exc}") from exc
+
+    # -- restore (a copied segment's objects under another topic id) ------------------------
+
+    def restore_segment_objects(
+        self,
+        source: RemoteSegmentRef,
+        target: RemoteSegmentRef,
+        suffixes: Sequence[RemoteObjectSuffix],
+        manifest: bytes,
+    ) -> int:
+        """``RemoteObjectStore.restore_segment_objects``: each object copied as stored (a temp
+        file fsynced and renamed), the directory fsynced, then the manifest the same way."""
+        check_restore_target(source, target)
+        sources, targets = self._paths(source), self._paths(target)
+        directory = targets[RemoteObjectSuffix.LOG].parent
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RemoteStorageError(f"cannot create remote directory {directory}: {exc}") from exc
+        stored = 0
+        for suffix in suffixes:
+            if not sources[suffix].exists():
+                raise RemoteResourceNotFoundError(f"remote object {sources[suffix]} does not exist")
+            stored += self._write_object(targets[suffix], sources[suffix])
+        self._fsync_directory(directory)
+        stored += self._write_object(targets[RemoteObjectSuffix.SEGMENT_MANIFEST], manifest)
+        self._fsync_directory(directory)
+        logger.info(
+            "restored remote segment objects source=%s target=%s objects=%d bytes=%d",
+            source.segment_id,
+            target,
+            len(suffixes) + 1,
+            stored,
+        )
+        return stored
 
     # -- listing (reconcile, quality) -------------------------------------------------------
 

@@ -53,10 +53,13 @@ import enum
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, BinaryIO, ClassVar, Protocol, runtime_checkable
 
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid, validate_topic_name
 from storage_core.errors import InvalidConfigError, KafkaStorageError
+
+if TYPE_CHECKING:  # remote_object_keys imports this module
+    from storage_core.tiered.remote_object_keys import RemoteObjectSuffix
 
 # Broker settings passed to the remote storage manager start with this (Kafka's
 # remote.log.storage.manager.impl.prefix default).
@@ -332,6 +335,19 @@ class RemoteObjectStore(Protocol):
         ``InvalidRemoteObjectKeyError``); ``RemoteResourceNotFoundError`` when absent."""
         ...
 
+    def restore_segment_objects(
+        self,
+        source: RemoteSegmentRef,
+        target: RemoteSegmentRef,
+        suffixes: Sequence[RemoteObjectSuffix],
+        manifest: bytes,
+    ) -> int:
+        """Copy ``source``'s objects ``suffixes``, as stored, to ``target``'s keys (a segment
+        of another topic id: ``check_restore_target``), then write ``manifest`` as
+        ``target``'s, last; the bytes now stored under ``target``. Idempotent: a copy cut
+        short is done again whole."""
+        ...
+
 
 class RemoteObjectStoreNotSupportedError(RemoteStorageError):
     """The configured remote storage manager can not list its objects or delete them by key
@@ -351,3 +367,12 @@ def remote_object_store(rsm: RemoteStorageManager, purpose: str) -> RemoteObject
         f" prefix); {rsm!r} is not one:"
         " configure LocalTieredStorage or S3RemoteStorageManager"
     )
+
+
+def check_restore_target(source: RemoteSegmentRef, target: RemoteSegmentRef) -> None:
+    """A restore copies objects to another topic id's keys only: it never writes over an
+    object of the source (``ValueError`` otherwise)."""
+    if target.topic_id == source.topic_id:
+        raise ValueError(
+            f"a restore writes the objects of {source} to another topic id, not to {target}"
+        )

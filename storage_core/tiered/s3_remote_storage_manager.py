@@ -75,6 +75,7 @@ from storage_core.tiered.remote_storage_manager import (
     RemoteSegmentRef,
     RemoteStorageError,
     check_positions,
+    check_restore_target,
 )
 from storage_core.tiered.s3_integrity import CheckedBody, Digest, check_read, composite_digest
 from storage_core.tiered.s3_remote_storage_config import DEFAULT_REGION, S3RemoteStorageConfig
@@ -484,6 +485,61 @@ class S3RemoteStorageManager:
         check_bucket_manifest_key(key, self.prefix, repr(self))
         with self._get(key, None) as body:
             return body.read()
+
+    def restore_segment_objects(
+        self,
+        source: RemoteSegmentRef,
+        target: RemoteSegmentRef,
+        suffixes: Sequence[RemoteObjectSuffix],
+        manifest: bytes,
+    ) -> int:
+        """``RemoteObjectStore.restore_segment_objects``: one server-side ``CopyObject`` per
+        object (the bytes never leave the bucket; S3 copies objects of up to 5 GB so), each
+        checked by ``HeadObject`` against the source's size, then the manifest put last."""
+        check_restore_target(source, target)
+        sources, targets = segment_keys(self.prefix, source), segment_keys(self.prefix, target)
+        bucket = self.config.bucket
+        stored = 0
+        for suffix in suffixes:
+            source_key, target_key = sources[suffix], targets[suffix]
+            head = self._call(
+                "HeadObject",
+                source_key,
+                functools.partial(self._client.head_object, Bucket=bucket, Key=source_key),
+            )
+            size = int(head["ContentLength"])
+            self._call(
+                "CopyObject",
+                target_key,
+                functools.partial(
+                    self._client.copy_object,
+                    Bucket=bucket,
+                    Key=target_key,
+                    CopySource={"Bucket": bucket, "Key": source_key},
+                ),
+            )
+            copied = self._call(
+                "HeadObject",
+                target_key,
+                functools.partial(self._client.head_object, Bucket=bucket, Key=target_key),
+            )
+            if int(copied["ContentLength"]) != size:
+                raise RemoteStorageError(
+                    f"s3://{bucket}/{target_key} holds {copied['ContentLength']} bytes after"
+                    f" its copy from {source_key}, expected {size}"
+                )
+            stored += size
+        self._put_verified(targets[RemoteObjectSuffix.SEGMENT_MANIFEST], manifest)
+        stored += len(manifest)
+        logger.info(
+            "restored remote segment objects source=%s target=%s objects=%d bytes=%d bucket=%s",
+            source.segment_id,
+            target,
+            len(suffixes) + 1,
+            stored,
+            bucket,
+        )
+        return stored
 
     def abort_incomplete_multipart_uploads(
         self, older_than: timedelta, *, now: datetime | None = None

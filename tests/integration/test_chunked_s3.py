@@ -8,6 +8,7 @@ naming the segment, never a wrong byte."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import signal
@@ -16,12 +17,17 @@ from typing import Any
 
 import pytest
 
+from storage_core.common import TopicIdPartition, TopicPartition, Uuid
 from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
 from storage_core.tiered.chunked.errors import (
     ChunkIntegrityError,
     MissingEncryptionKeyError,
     SegmentManifestError,
 )
+from storage_core.tiered.chunked.segment_manifest import SegmentDescription
+from storage_core.tiered.metadata import RemoteLogSegmentId, RemoteLogSegmentMetadata
+from storage_core.tiered.recovery.bucket_inventory import scan_bucket
+from storage_core.tiered.recovery.restore import restored_metadata
 from storage_core.tiered.remote_object_keys import RemoteObjectSuffix, segment_key
 from storage_core.tiered.remote_storage_manager import (
     IndexType,
@@ -471,3 +477,57 @@ class WithCustomMetadata:
         self.remote_log_segment_id = segment.remote_log_segment_id
         self.start_offset = segment.start_offset
         self.custom_metadata = custom_metadata
+
+
+def test_a_segment_restored_under_another_topic_id_is_copied_inside_the_bucket(
+    chunked: Chunked, segment_data: LogSegmentData, keys: dict[str, dict[str, str]]
+) -> None:
+    """The bucket read back from its manifests alone, the segment copied by CopyObject under
+    a new topic id with a manifest of its own, readable and decrypted as the source; the
+    source's objects are as they were and a copy onto the source's own keys is refused."""
+    manager = chunked(**encryption_settings(keys, "k1"))
+    source = segment_ref()
+    metadata = RemoteLogSegmentMetadata(
+        remote_log_segment_id=RemoteLogSegmentId(
+            topic_id_partition=source.topic_id_partition, id=source.segment_id
+        ),
+        start_offset=0,
+        end_offset=79,
+        max_timestamp_ms=1_700_000_000_079,
+        broker_id=1,
+        event_timestamp_ms=1_700_000_000_100,
+        segment_size_in_bytes=segment_data.log_segment.stat().st_size,
+        segment_leader_epochs={0: 0, 1: 30, 2: 60},
+    )
+    manager.copy_log_segment_data(metadata, segment_data)
+    store = manager.store
+    assert isinstance(store, S3RemoteStorageManager)
+    before = {info.key: info.size_bytes for info in store.list_objects()}
+
+    (found,) = scan_bucket(store, verify_checksums=True).partitions.values()
+    (segment,) = found.segments
+    assert segment.problems == () and segment.metadata == metadata
+    target = TopicIdPartition(Uuid.random(), TopicPartition("restored", 0))
+    started = restored_metadata(segment, target, now_ms=1)
+    described = dataclasses.replace(
+        segment.manifest,
+        segment=SegmentDescription(metadata=started, leader_epochs=segment.leader_epochs),
+    )
+    suffixes = [RemoteObjectSuffix.LOG] + [RemoteObjectSuffix(n) for n in described.objects]
+    stored = store.restore_segment_objects(
+        source, RemoteSegmentRef.of(started), suffixes, described.to_bytes()
+    )
+    assert stored == segment.stored_bytes - len(segment.manifest.to_bytes()) + len(
+        described.to_bytes()
+    )
+    after = {info.key: info.size_bytes for info in store.list_objects()}
+    assert {k: v for k, v in after.items() if k in before} == before
+    (copied,) = scan_bucket(store, topic="restored", verify_checksums=True).partitions.values()
+    assert [s.problems for s in copied.segments] == [()]
+    assert copied.segments[0].metadata == started
+    finished = dataclasses.replace(started, custom_metadata=copied.segments[0].custom_metadata())
+    reader = chunked(**encryption_settings(keys, "k1"))
+    with reader.fetch_log_segment(finished, 0) as stream:
+        assert stream.read() == segment_data.log_segment.read_bytes()
+    with pytest.raises(ValueError, match="another topic id"):
+        store.restore_segment_objects(source, source, suffixes, described.to_bytes())
