@@ -1,9 +1,9 @@
 """restore_topic: plan the restore of a topic from the remote tier's bucket alone.
 
     python -m jobs.restore_topic --topic NAME [--topic-id ID] [--target NAME]
-        [--partitions 0,1,...] [--allow-gaps] [--verify-checksums] [--restore-offsets]
-        --dry-run [--bootstrap-server HOST:PORT] [--broker-config PATH | --remote-storage-manager
-        CLASS --rsm-config KEY=VALUE ...] [--summary-path PATH]
+        [--partitions 0,1,...] [--allow-gaps] [--verify-checksums] [--replication-factor N]
+        [--wait-s S] [--dry-run] [--bootstrap-server HOST:PORT] [--broker-config PATH |
+        --remote-storage-manager CLASS --rsm-config KEY=VALUE ...] [--summary-path PATH]
 
 Reads the bucket (``storage_core.tiered.recovery.bucket_inventory``): every segment manifest
 of the topic, each checked against the objects it lists (``--verify-checksums`` also reads
@@ -19,11 +19,32 @@ is refused, naming it.
 
 ``--dry-run`` prints the plan: one ``plan`` line per partition (segments, offsets, the offset
 producers continue at, bytes, leader epochs), a ``left-out`` line per segment not restored
-and a ``stopped`` line per partition that is not. Restoring itself is not available yet:
-without ``--dry-run`` the run is refused and changes nothing.
+and a ``stopped`` line per partition that is not; a stopped partition stops the whole restore
+(nothing is created) unless ``--partitions`` leaves it out (it is then created empty).
+
+Restoring (``storage_core.tiered.recovery.restore`` and, on the brokers,
+``storage_core.replication.remote_log_restore``):
+
+1. the target is created (CreateTopics) with the topic manifest's partition count, replication
+   factor (``--replication-factor`` overrides it) and configs, remote storage on, and
+   ``remote.log.restore.leader.epoch`` = the restored lineages' last epoch: its partitions lead
+   in the epoch after it, and their replicas stay offline for now;
+2. each planned segment's objects are copied inside the store under the target's topic id
+   (S3: CopyObject), its manifest written last, and its COPY_SEGMENT_STARTED and _FINISHED
+   published to ``__remote_log_metadata``;
+3. ``remote.log.restore.enable`` is set: each replica starts its log after the restored
+   segments, with their leader epochs and producer state; the run waits until every partition
+   answers ListOffsets earliest = the restored log start and latest = the next offset
+   (``--wait-s``), then removes both configs.
+
+A run killed at any step and run again converges: a target that exists with
+``remote.log.restore.leader.epoch`` is a restore under way and is resumed (any other existing
+target is refused), segments already published are kept, copies cut short are made again.
+Only objects under the target's topic id are written; the source's are only read.
 
 Summary counts: partitions, partitions_stopped, segments_planned, segments_left_out,
-incarnations; bytes: planned. Exit code 0, 1 when a partition is stopped or the run failed,
+incarnations, segments_restored, segments_already_restored, partitions_restored; bytes:
+planned, restored. Exit code 0, 1 when a partition is stopped or the run failed,
 2 for a wrong option.
 """
 
@@ -31,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -38,20 +60,36 @@ from kio.schema.errors import ErrorCode
 
 from jobs.common import JobArgs, RunSummary, job_parser, log_line, parse_job_args, run_job
 from jobs.common.args import JobArgumentError
-from jobs.common.clients import kafka_cluster
-from storage_core.common import TopicIdPartition, Uuid
-from storage_core.errors import InvalidConfigError
+from jobs.common.clients import kafka_cluster, remote_log_metadata_client
+from storage_core.client.admin import KafkaAdminClient
+from storage_core.client.admin_requests import AlterConfigOp
+from storage_core.client.cluster import KafkaCluster
+from storage_core.client.consumer import KafkaConsumer
+from storage_core.clock import SYSTEM_CLOCK
+from storage_core.common import TopicIdPartition, TopicPartition, Uuid
+from storage_core.errors import InvalidConfigError, StorageError
+from storage_core.protocol.config_resource import AlterConfigOpType, ConfigResourceType
 from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
 from storage_core.tiered.recovery.bucket_inventory import (
+    BucketInventory,
     BucketStore,
     PartitionInBucket,
     scan_bucket,
 )
-from storage_core.tiered.recovery.restore_plan import PartitionRestorePlan, plan_partitions
-from storage_core.tiered.remote_storage_manager import RemoteStorageManager
+from storage_core.tiered.recovery.restore import SegmentRestore, restore_segment
+from storage_core.tiered.recovery.restore_plan import PartitionRestorePlan, plan_partition
+from storage_core.tiered.recovery.topic_manifest import TopicManifest
+from storage_core.tiered.remote_object_keys import topic_manifest_key
+from storage_core.tiered.remote_storage_manager import (
+    RemoteResourceNotFoundError,
+    RemoteStorageManager,
+)
 from storage_core.tiered.rsm_loader import load_remote_storage_manager
 
 JOB = "restore_topic"
+RESTORE_LEADER_EPOCH = "remote.log.restore.leader.epoch"
+RESTORE_ENABLE = "remote.log.restore.enable"
+WAIT_S_DEFAULT = 120.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,22 +102,25 @@ class RestoreRequest:
     partitions: frozenset[int] | None
     allow_gaps: bool
     verify_checksums: bool
-    restore_offsets: bool
+    replication_factor: int | None
+    wait_s: float
 
     @staticmethod
     def of(args: JobArgs) -> RestoreRequest:
         if args.topic is None:
             raise JobArgumentError("restore_topic needs --topic NAME (the topic to restore)")
-        if not args.dry_run:
-            raise JobArgumentError(
-                "restoring is not available yet: run with --dry-run to see what a restore would do"
-            )
         options = args.options
         topic_id = options.get("topic_id")
         try:
             parsed_id = None if topic_id is None else Uuid.from_string(str(topic_id))
         except ValueError:
             raise JobArgumentError(f"--topic-id {topic_id!r} is not a topic id") from None
+        replication_factor = options.get("replication_factor")
+        if replication_factor is not None and int(str(replication_factor)) < 1:
+            raise JobArgumentError(f"--replication-factor {replication_factor} is not positive")
+        wait_s = float(str(options.get("wait_s") or WAIT_S_DEFAULT))
+        if wait_s <= 0:
+            raise JobArgumentError(f"--wait-s {wait_s} is not positive")
         return RestoreRequest(
             topic=args.topic,
             topic_id=parsed_id,
@@ -87,7 +128,8 @@ class RestoreRequest:
             partitions=parse_partitions(options.get("partitions")),
             allow_gaps=bool(options.get("allow_gaps")),
             verify_checksums=bool(options.get("verify_checksums")),
-            restore_offsets=bool(options.get("restore_offsets")),
+            replication_factor=None if replication_factor is None else int(str(replication_factor)),
+            wait_s=wait_s,
         )
 
 
@@ -108,7 +150,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="read every object and compare its CRC32C with its manifest",
     )
     own.add_argument(
-        "--restore-offsets", action="store_true", help="restore the consumer groups' offsets"
+        "--replication-factor",
+        type=int,
+        default=None,
+        help="the target's (default: the topic manifest's)",
+    )
+    own.add_argument(
+        "--wait-s",
+        type=float,
+        default=WAIT_S_DEFAULT,
+        help="how long to wait for the partitions to serve the restored offsets (default"
+        f" {WAIT_S_DEFAULT:.0f})",
     )
     return parser
 
@@ -136,24 +188,76 @@ def bucket_store(rsm: RemoteStorageManager) -> BucketStore:
     return store
 
 
-def plan(args: JobArgs, request: RestoreRequest, summary: RunSummary) -> None:
-    with kafka_cluster(args) as cluster:
-        existing = cluster.refresh_metadata([request.target]).topic(request.target)
-    if existing is not None and existing.error == ErrorCode.none:
-        raise InvalidConfigError(
-            f"the target topic {request.target!r} exists on the cluster: restore into another"
-            " name (--target) or delete it first"
-        )
+# -- the run --------------------------------------------------------------------------------
+
+
+def run(args: JobArgs, request: RestoreRequest, summary: RunSummary) -> None:
     store = bucket_store(load_remote_storage_manager(args.rsm_class_name, args.rsm_config))
     try:
-        inventory = scan_bucket(
-            store,
-            topic=request.topic,
-            topic_id=request.topic_id,
-            verify_checksums=request.verify_checksums,
-        )
+        with kafka_cluster(args) as cluster:
+            resumed = target_under_restore(cluster, request.target)
+            inventory = scan_bucket(
+                store,
+                topic=request.topic,
+                topic_id=request.topic_id,
+                verify_checksums=request.verify_checksums,
+            )
+            source_id = incarnation(inventory, request, summary)
+            manifest = read_topic_manifest(store, request.topic, source_id)
+            plans = plan(inventory, manifest, request)
+            stopped = [report(p, request.target, plan, summary) for p, plan in plans.items()]
+            if any(stopped) and not args.dry_run:
+                raise StorageError(
+                    f"{sum(stopped)} partition(s) of {request.topic} cannot be restored (see"
+                    " their stopped lines): nothing was restored; leave them out (--partitions)"
+                    " or allow gaps (--allow-gaps)"
+                )
+            log_line(
+                "topic",
+                {
+                    "source": request.topic,
+                    "topic_id": source_id,
+                    "target": request.target,
+                    "partitions": manifest.partition_count,
+                    "replication_factor": request.replication_factor or manifest.replication_factor,
+                    "configs": ",".join(f"{k}={v}" for k, v in sorted(manifest.configs.items())),
+                    "resumed": resumed,
+                },
+            )
+            if args.dry_run:
+                return
+            restore(
+                args,
+                cluster,
+                store,
+                request=request,
+                manifest=manifest,
+                plans=plans,
+                resumed=resumed,
+                summary=summary,
+            )
     finally:
         store.close()
+
+
+def target_under_restore(cluster: KafkaCluster, target: str) -> bool:
+    """False for an absent target, True for one a restore created and did not finish;
+    ``InvalidConfigError`` naming any other target that exists."""
+    existing = cluster.refresh_metadata([target]).topic(target)
+    if existing is None or existing.error != ErrorCode.none:
+        return False
+    entries = KafkaAdminClient(cluster).describe_configs(
+        ConfigResourceType.TOPIC, target, [RESTORE_LEADER_EPOCH]
+    )
+    if any(e.name == RESTORE_LEADER_EPOCH and int(e.value or -1) >= 0 for e in entries):
+        return True
+    raise InvalidConfigError(
+        f"the target topic {target!r} exists on the cluster: restore into another name"
+        " (--target) or delete it first"
+    )
+
+
+def incarnation(inventory: BucketInventory, request: RestoreRequest, summary: RunSummary) -> Uuid:
     found = inventory.partitions
     incarnations = sorted({tip.topic_id for tip in found}, key=str)
     summary.count("incarnations", len(incarnations))
@@ -166,13 +270,7 @@ def plan(args: JobArgs, request: RestoreRequest, summary: RunSummary) -> None:
             f"the bucket holds {len(incarnations)} incarnations of topic {request.topic!r}:"
             f" pick one with --topic-id ({listed})"
         )
-    chosen = {
-        tip: partition
-        for tip, partition in found.items()
-        if request.partitions is None or tip.topic_partition.partition in request.partitions
-    }
-    for tip, partition_plan in plan_partitions(chosen, allow_gaps=request.allow_gaps).items():
-        report(tip, request.target, partition_plan, summary)
+    return incarnations[0]
 
 
 def _incarnation(found: Mapping[TopicIdPartition, PartitionInBucket], topic_id: Uuid) -> str:
@@ -181,17 +279,58 @@ def _incarnation(found: Mapping[TopicIdPartition, PartitionInBucket], topic_id: 
     return f"{topic_id}: {len(partitions)} partition(s), {segments} segment(s)"
 
 
-def report(
-    tip: TopicIdPartition, target: str, plan: PartitionRestorePlan, summary: RunSummary
-) -> None:
-    partition = tip.topic_partition
+def read_topic_manifest(store: BucketStore, topic: str, topic_id: Uuid) -> TopicManifest:
+    key = topic_manifest_key(store.prefix, topic, topic_id)
+    try:
+        data = store.get_object(key)
+    except RemoteResourceNotFoundError:
+        raise InvalidConfigError(
+            f"the bucket has no topic manifest for {topic} ({topic_id}) at {key}: the tiering"
+            " DAG writes it (jobs.topic_manifests); a restore needs it for the partition count"
+            " and the configs"
+        ) from None
+    manifest = TopicManifest.from_bytes(data, where=key)
+    if manifest.topic != topic or manifest.topic_id != topic_id:
+        raise InvalidConfigError(
+            f"topic manifest {key} describes {manifest.topic} ({manifest.topic_id})"
+        )
+    return manifest
+
+
+def plan(
+    inventory: BucketInventory, manifest: TopicManifest, request: RestoreRequest
+) -> dict[int, PartitionRestorePlan]:
+    """Every partition of the topic manifest (a partition never tiered is restored empty)."""
+    plans = {}
+    for partition in range(manifest.partition_count):
+        if request.partitions is not None and partition not in request.partitions:
+            continue
+        tip = TopicIdPartition(manifest.topic_id, TopicPartition(manifest.topic, partition))
+        found = inventory.partitions.get(tip, PartitionInBucket(tip))
+        plans[partition] = plan_partition(found, allow_gaps=request.allow_gaps)
+    beyond = sorted(
+        tip.topic_partition.partition
+        for tip in inventory.partitions
+        if tip.topic_partition.partition >= manifest.partition_count
+    )
+    if beyond:
+        raise InvalidConfigError(
+            f"the bucket holds partitions {beyond} of {manifest.topic}, beyond the"
+            f" {manifest.partition_count} of its topic manifest: the manifest is stale"
+        )
+    return plans
+
+
+def report(partition: int, target: str, plan: PartitionRestorePlan, summary: RunSummary) -> bool:
+    """Print and count one partition's plan; True when it is stopped."""
+    tp = plan.source.topic_partition
     summary.count("partitions")
     for item in plan.left_out:
         summary.count("segments_left_out")
         log_line(
             "left-out",
             {
-                "partition": partition,
+                "partition": tp,
                 "segment": item.ref.segment_id,
                 "start_offset": item.ref.start_offset,
                 "reason": item.reason,
@@ -199,15 +338,14 @@ def report(
         )
     if plan.stopped is not None:
         summary.count("partitions_stopped")
-        summary.error(plan.stopped, partition)
-        log_line("stopped", {"partition": partition, "reason": plan.stopped})
-        return
+        summary.error(plan.stopped, tp)
+        log_line("stopped", {"partition": tp, "reason": plan.stopped})
+        return True
     summary.count("segments_planned", len(plan.segments))
     summary.add_bytes("planned", plan.stored_bytes)
     fields: dict[str, object] = {
-        "partition": partition,
-        "target": f"{target}-{partition.partition}",
-        "topic_id": tip.topic_id,
+        "target": f"{target}-{partition}",
+        "topic_id": plan.source.topic_id,
         "segments": len(plan.segments),
         "log_start_offset": plan.log_start_offset,
         "end_offset": plan.end_offset,
@@ -217,10 +355,125 @@ def report(
     }
     if plan.gap is not None:
         fields["gap"] = str(plan.gap)
-    log_line("plan", fields)
-    summary.partition(
-        partition, "planned", **{k: str(v) for k, v in fields.items() if k != "partition"}
+    log_line("plan", {"partition": tp, **fields})
+    summary.partition(tp, "planned", **{k: str(v) for k, v in fields.items()})
+    return False
+
+
+def restore(
+    args: JobArgs,
+    cluster: KafkaCluster,
+    store: BucketStore,
+    *,
+    request: RestoreRequest,
+    manifest: TopicManifest,
+    plans: Mapping[int, PartitionRestorePlan],
+    resumed: bool,
+    summary: RunSummary,
+) -> None:
+    admin = KafkaAdminClient(cluster)
+    if not resumed:
+        last_epoch = max(
+            (p.leader_epochs[-1].epoch for p in plans.values() if p.leader_epochs), default=0
+        )
+        configs = {
+            name: value
+            for name, value in manifest.configs.items()
+            if name not in (RESTORE_LEADER_EPOCH, RESTORE_ENABLE)
+        }
+        configs |= {"remote.storage.enable": "true", RESTORE_LEADER_EPOCH: str(last_epoch)}
+        admin.create_topic(
+            request.target,
+            num_partitions=manifest.partition_count,
+            replication_factor=request.replication_factor or manifest.replication_factor,
+            configs=configs,
+        )
+    target_id = wait_for_topic_id(cluster, request.target, request.wait_s)
+    now_ms = SYSTEM_CLOCK.milliseconds()
+    with remote_log_metadata_client(args) as rlmm:
+        for partition, partition_plan in plans.items():
+            tip = TopicIdPartition(target_id, TopicPartition(request.target, partition))
+            known = {m.remote_log_segment_id.id: m for m in rlmm.list_remote_log_segments(tip)}
+            for segment in partition_plan.segments:
+                outcome, stored = restore_segment(
+                    store, rlmm, segment, tip, known=known, now_ms=now_ms
+                )
+                summary.count(f"segments_{outcome.value}")
+                if outcome is SegmentRestore.RESTORED:
+                    summary.add_bytes("restored", stored)
+    admin.incremental_alter_configs(
+        ConfigResourceType.TOPIC,
+        request.target,
+        [AlterConfigOp(name=RESTORE_ENABLE, op=AlterConfigOpType.SET, value="true")],
     )
+    wait_until_restored(cluster, request.target, plans, request.wait_s, summary)
+    admin.incremental_alter_configs(
+        ConfigResourceType.TOPIC,
+        request.target,
+        [
+            AlterConfigOp(name=RESTORE_ENABLE, op=AlterConfigOpType.DELETE),
+            AlterConfigOp(name=RESTORE_LEADER_EPOCH, op=AlterConfigOpType.DELETE),
+        ],
+    )
+    log_line("restored", {"target": request.target, "topic_id": target_id})
+
+
+def wait_for_topic_id(cluster: KafkaCluster, topic: str, wait_s: float) -> Uuid:
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = cluster.refresh_metadata([topic]).topic(topic)
+        if found is not None and found.error == ErrorCode.none and found.topic_id is not None:
+            return found.topic_id
+        if time.monotonic() >= deadline:
+            raise StorageError(f"topic {topic} has no topic id in Metadata after {wait_s:.0f} s")
+        time.sleep(0.2)
+
+
+def wait_until_restored(
+    cluster: KafkaCluster,
+    topic: str,
+    plans: Mapping[int, PartitionRestorePlan],
+    wait_s: float,
+    summary: RunSummary,
+) -> None:
+    """Until each partition's leader answers ListOffsets earliest = the restored log start
+    and latest = the next offset."""
+    consumer = KafkaConsumer(cluster)
+    pending = dict(plans)
+    deadline = time.monotonic() + wait_s
+    last: dict[int, str] = {}
+    while pending:
+        for partition, partition_plan in list(pending.items()):
+            try:
+                offsets = (
+                    consumer.earliest_offset(topic, partition),
+                    consumer.latest_offset(topic, partition),
+                )
+            except StorageError as exc:
+                last[partition] = str(exc)
+                continue
+            if offsets == (partition_plan.log_start_offset, partition_plan.next_offset):
+                del pending[partition]
+                summary.count("partitions_restored")
+                log_line(
+                    "restored",
+                    {
+                        "partition": f"{topic}-{partition}",
+                        "log_start_offset": offsets[0],
+                        "next_offset": offsets[1],
+                    },
+                )
+            else:
+                last[partition] = f"earliest {offsets[0]}, latest {offsets[1]}"
+        if pending and time.monotonic() >= deadline:
+            waiting = "; ".join(f"{topic}-{p}: {last.get(p, 'no answer')}" for p in pending)
+            raise StorageError(
+                f"{len(pending)} partition(s) did not serve their restored offsets within"
+                f" {wait_s:.0f} s ({waiting}); run the restore again to resume it"
+            )
+        if pending:
+            time.sleep(0.2)
+            cluster.invalidate_metadata()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -230,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
         request = RestoreRequest.of(args)
     except JobArgumentError as exc:
         parser.error(str(exc))
-    return run_job(args, lambda summary: plan(args, request, summary))
+    return run_job(args, lambda summary: run(args, request, summary))
 
 
 if __name__ == "__main__":

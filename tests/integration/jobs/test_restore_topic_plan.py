@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import restore_topic
+from jobs import restore_topic, topic_manifests
 from storage_core.tiered.remote_object_keys import RemoteObjectSuffix
 from tests.chunked_broker_support import TOPIC, ChunkedTier, chunked_tier
 
@@ -48,6 +48,11 @@ def test_the_plan_read_from_the_bucket_matches_the_clusters_metadata(
         copied = tier.copied
         assert len(copied) >= 3
         end = copied[-1].end_offset
+        argv = [
+            "--bootstrap-server", tier.broker.bootstrap,
+            "--broker-config", str(tier.broker.config_path),
+        ]  # fmt: skip
+        assert topic_manifests.main(argv) == 0
         capsys.readouterr()
 
         code, summary = dry_run(tier, tmp_path / "plan.json", "--target", "restored")
