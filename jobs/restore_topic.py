@@ -1,9 +1,10 @@
-"""restore_topic: plan the restore of a topic from the remote tier's bucket alone.
+"""restore_topic: restore a topic from the remote tier's bucket alone.
 
     python -m jobs.restore_topic --topic NAME [--topic-id ID] [--target NAME]
-        [--partitions 0,1,...] [--allow-gaps] [--verify-checksums] [--replication-factor N]
-        [--wait-s S] [--dry-run] [--bootstrap-server HOST:PORT] [--broker-config PATH |
-        --remote-storage-manager CLASS --rsm-config KEY=VALUE ...] [--summary-path PATH]
+        [--partitions 0,1,...] [--allow-gaps] [--verify-checksums] [--restore-offsets]
+        [--replication-factor N] [--wait-s S] [--dry-run] [--bootstrap-server HOST:PORT]
+        [--broker-config PATH | --remote-storage-manager CLASS --rsm-config KEY=VALUE ...]
+        [--summary-path PATH]
 
 Reads the bucket (``storage_core.tiered.recovery.bucket_inventory``): every segment manifest
 of the topic, each checked against the objects it lists (``--verify-checksums`` also reads
@@ -35,7 +36,11 @@ Restoring (``storage_core.tiered.recovery.restore`` and, on the brokers,
 3. ``remote.log.restore.enable`` is set: each replica starts its log after the restored
    segments, with their leader epochs and producer state; the run waits until every partition
    answers ListOffsets earliest = the restored log start and latest = the next offset
-   (``--wait-s``), then removes both configs.
+   (``--wait-s``), then removes both configs;
+4. with ``--restore-offsets``, each group's offsets in the source, from the newest consumer
+   offsets backup in the bucket, are committed in the target, clamped to the restored range
+   (``storage_core.tiered.recovery.offsets_restore``); a group with active members is
+   reported and left as it is (stop its consumers and run again).
 
 A run killed at any step and run again converges: a target that exists with
 ``remote.log.restore.leader.epoch`` is a restore under way and is resumed (any other existing
@@ -43,9 +48,10 @@ target is refused), segments already published are kept, copies cut short are ma
 Only objects under the target's topic id are written; the source's are only read.
 
 Summary counts: partitions, partitions_stopped, segments_planned, segments_left_out,
-incarnations, segments_restored, segments_already_restored, partitions_restored; bytes:
-planned, restored. Exit code 0, 1 when a partition is stopped or the run failed,
-2 for a wrong option.
+incarnations, segments_restored, segments_already_restored, partitions_restored,
+groups_restored, offsets_restored, offsets_clamped; bytes: planned, restored. Exit code 0, 1
+when a partition is stopped, a group's offsets were not restored or the run failed, 2 for a
+wrong option.
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ from storage_core.client.admin import KafkaAdminClient
 from storage_core.client.admin_requests import AlterConfigOp
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.consumer import KafkaConsumer
+from storage_core.client.group_offsets import commit_offsets
 from storage_core.clock import SYSTEM_CLOCK
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid
 from storage_core.errors import InvalidConfigError, StorageError
@@ -75,6 +82,11 @@ from storage_core.tiered.recovery.bucket_inventory import (
     BucketStore,
     PartitionInBucket,
     scan_bucket,
+)
+from storage_core.tiered.recovery.offsets_restore import (
+    RestoredOffset,
+    newest_backup,
+    plan_group_offsets,
 )
 from storage_core.tiered.recovery.restore import SegmentRestore, restore_segment
 from storage_core.tiered.recovery.restore_plan import PartitionRestorePlan, plan_partition
@@ -104,6 +116,7 @@ class RestoreRequest:
     verify_checksums: bool
     replication_factor: int | None
     wait_s: float
+    restore_offsets: bool
 
     @staticmethod
     def of(args: JobArgs) -> RestoreRequest:
@@ -130,6 +143,7 @@ class RestoreRequest:
             verify_checksums=bool(options.get("verify_checksums")),
             replication_factor=None if replication_factor is None else int(str(replication_factor)),
             wait_s=wait_s,
+            restore_offsets=bool(options.get("restore_offsets")),
         )
 
 
@@ -148,6 +162,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--verify-checksums",
         action="store_true",
         help="read every object and compare its CRC32C with its manifest",
+    )
+    own.add_argument(
+        "--restore-offsets",
+        action="store_true",
+        help="commit the groups' offsets from the newest backup, clamped to the restored range",
     )
     own.add_argument(
         "--replication-factor",
@@ -224,6 +243,11 @@ def run(args: JobArgs, request: RestoreRequest, summary: RunSummary) -> None:
                     "resumed": resumed,
                 },
             )
+            offsets = (
+                group_offsets(store, request, source_id, plans, summary)
+                if request.restore_offsets
+                else {}
+            )
             if args.dry_run:
                 return
             restore(
@@ -236,6 +260,7 @@ def run(args: JobArgs, request: RestoreRequest, summary: RunSummary) -> None:
                 resumed=resumed,
                 summary=summary,
             )
+            commit_group_offsets(cluster, offsets, summary)
     finally:
         store.close()
 
@@ -416,6 +441,59 @@ def restore(
         ],
     )
     log_line("restored", {"target": request.target, "topic_id": target_id})
+
+
+def group_offsets(
+    store: BucketStore,
+    request: RestoreRequest,
+    source_id: Uuid,
+    plans: Mapping[int, PartitionRestorePlan],
+    summary: RunSummary,
+) -> dict[str, list[RestoredOffset]]:
+    """The offsets to restore per group, printed (one ``offset`` line each)."""
+    found = newest_backup(store)
+    if found is None:
+        raise InvalidConfigError(
+            "--restore-offsets: the bucket holds no consumer offsets backup (retention_nightly"
+            " writes one, jobs.backup_consumer_offsets)"
+        )
+    key, backup = found
+    offsets = plan_group_offsets(
+        backup, source=request.topic, source_id=source_id, target=request.target, plans=plans
+    )
+    log_line(
+        "offsets-backup", {"key": key, "taken_at_ms": backup.taken_at_ms, "groups": len(offsets)}
+    )
+    for group_id, restored in sorted(offsets.items()):
+        for item in restored:
+            log_line(
+                "offset",
+                {
+                    "group": group_id,
+                    "partition": item.target,
+                    "offset": item.offset.offset,
+                    "backed_up": item.backed_up,
+                    "clamped": item.clamped,
+                },
+            )
+            summary.count("offsets_clamped", int(item.clamped))
+    return offsets
+
+
+def commit_group_offsets(
+    cluster: KafkaCluster, offsets: Mapping[str, list[RestoredOffset]], summary: RunSummary
+) -> None:
+    for group_id, restored in sorted(offsets.items()):
+        try:
+            commit_offsets(cluster, group_id, {item.target: item.offset for item in restored})
+        except StorageError as exc:
+            summary.error(
+                f"group {group_id!r}: its offsets were not restored ({exc}); a group with"
+                " active members keeps its own: stop its consumers and run the restore again"
+            )
+            continue
+        summary.count("groups_restored")
+        summary.count("offsets_restored", len(restored))
 
 
 def wait_for_topic_id(cluster: KafkaCluster, topic: str, wait_s: float) -> Uuid:

@@ -7,6 +7,9 @@
 - ``fetch_committed_offsets``: FindCoordinator (key 10, v4, keys in a batch, KIP-699) for the
   groups, then OffsetFetch (key 9, v8, groups in a batch, KIP-709) to each coordinator with
   ``topics`` null: every partition with a committed offset.
+- ``commit_offsets``: OffsetCommit (key 8, v8) to the group's coordinator as Kafka's
+  ``Admin.alterConsumerGroupOffsets`` sends it (generation -1, no member): the group must have
+  no active member (its coordinator answers UNKNOWN_MEMBER_ID otherwise).
 
 A coordinator still loading its partition (COORDINATOR_LOAD_IN_PROGRESS) or no longer the
 group's (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE) is asked again after a pause, at most
@@ -17,12 +20,12 @@ denied Describe on it names the ACL). Not thread-safe (it uses a ``KafkaCluster`
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 from kio.schema.types import GroupId
-from kio.static.primitive import i8
+from kio.static.primitive import i8, i32, i64
 
 from storage_core.client.cluster import KafkaCluster
 from storage_core.client.errors import BrokerResponseError, raise_for_error
@@ -178,3 +181,77 @@ def _offset_fetch(
                     metadata=p.metadata or "",
                 )
         result[group_id] = offsets
+
+
+def commit_offsets(
+    cluster: KafkaCluster, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+) -> None:
+    """Commit ``offsets`` for ``group_id``; ``BrokerResponseError`` for the first partition
+    or group refused (a group with active members: UNKNOWN_MEMBER_ID)."""
+    for attempt in range(1, ATTEMPTS_MAX + 1):
+        retry: list[str] = []
+        by_node = _coordinators(cluster, [group_id], retry)
+        if not retry:
+            (node_id,) = by_node
+            if _offset_commit(cluster, node_id, group_id, offsets):
+                return
+        if attempt == ATTEMPTS_MAX:
+            raise BrokerResponseError(
+                ErrorCode.coordinator_not_available,
+                resource=f"group {group_id!r}",
+                broker_message=f"no coordinator took the commit after {ATTEMPTS_MAX} attempts",
+            )
+        cluster.invalidate_metadata()
+        time.sleep(RETRY_BACKOFF_S)
+
+
+def _offset_commit(
+    cluster: KafkaCluster,
+    node_id: int,
+    group_id: str,
+    offsets: Mapping[TopicPartition, OffsetAndMetadata],
+) -> bool:
+    """One OffsetCommit; False when the coordinator moved (ask again)."""
+    session = cluster.session_for_node(node_id)
+    version = session.version(ApiKey.OFFSET_COMMIT)
+    m = request_module(ApiKey.OFFSET_COMMIT, version)
+    by_topic: dict[str, list[tuple[TopicPartition, OffsetAndMetadata]]] = {}
+    for tp, committed in sorted(offsets.items()):
+        by_topic.setdefault(tp.topic, []).append((tp, committed))
+    response = session.send(
+        build(
+            m.OffsetCommitRequest,
+            group_id=GroupId(group_id),
+            generation_id_or_member_epoch=i32(-1),
+            member_id="",
+            group_instance_id=None,
+            topics=tuple(
+                build(
+                    m.OffsetCommitRequestTopic,
+                    name=topic,
+                    partitions=tuple(
+                        build(
+                            m.OffsetCommitRequestPartition,
+                            partition_index=i32(tp.partition),
+                            committed_offset=i64(committed.offset),
+                            committed_leader_epoch=i32(committed.leader_epoch),
+                            committed_metadata=committed.metadata,
+                        )
+                        for tp, committed in partitions
+                    ),
+                )
+                for topic, partitions in by_topic.items()
+            ),
+        ),
+        response_schema(ApiKey.OFFSET_COMMIT, version),
+    )
+    for topic in response.topics:
+        for p in topic.partitions:
+            if p.error_code in _RETRIED:
+                return False
+            raise_for_error(
+                p.error_code,
+                resource=f"group {group_id!r} {topic.name}-{p.partition_index}",
+                operation="Read",
+            )
+    return True

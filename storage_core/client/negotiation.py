@@ -41,6 +41,7 @@ class ApiKey(enum.IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
     LIST_GROUPS = 16
@@ -75,6 +76,7 @@ CLIENT_API_VERSIONS: Mapping[ApiKey, tuple[int, ...]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0,),
     ApiKey.DESCRIBE_PRODUCERS: (0,),  # flexible; there is no other
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0,),
+    ApiKey.OFFSET_COMMIT: (8,),  # storage_core.client.group_offsets (a restore's commits)
     ApiKey.OFFSET_FETCH: (8,),  # groups in a batch (KIP-709); storage_core.client.group_offsets
     ApiKey.FIND_COORDINATOR: (4,),  # keys in a batch (KIP-699)
     ApiKey.LIST_GROUPS: (4,),

@@ -1,13 +1,17 @@
 """restore_topic on a broker's chunked, encrypted tier (``tests/chunked_broker_support``): the
 topic restored under another name, from the bucket's manifests alone, while the source lives.
 
-    source: records 0..299, segs 0..k copied       topic_manifests writes its manifest
+    source: records 0..299, segs 0..k copied       topic_manifests writes its manifest;
+    groups: "readers" at 100, "ahead" at 299        backup_consumer_offsets backs them up
     restore_topic --target restored                 a new topic id, the segments' objects
                                                     copied under it, its metadata published
     consume restored from offset 0                  every record of 0..E (E = seg k's end),
                                                     read from the remote tier, byte for byte
     produce to restored                             the record lands at E + 1
     configs                                         the source's, no restore marker left
+    --restore-offsets                               "readers" at 100 in restored (a consumer
+                                                    of the group resumes there), "ahead"
+                                                    clamped to E + 1 (the bucket ends at E)
     again                                           the target exists: refused by name
     a restore cut short (created, half published)   the next run finishes it
 
@@ -20,10 +24,12 @@ import json
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 
-from jobs import restore_topic, topic_manifests
+from jobs import backup_consumer_offsets, restore_topic, topic_manifests
 from storage_core.client import KafkaAdminClient, KafkaCluster
 from storage_core.client.consumer import KafkaConsumer as StorageConsumer
 from storage_core.common import TopicIdPartition, TopicPartition
@@ -66,6 +72,23 @@ def read_all(bootstrap: str, topic: str, end: int) -> list[tuple[int, bytes]]:
         consumer.close()
 
 
+def commit(bootstrap: str, group: str, topic: str, offset: int) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        consumer.commit(offsets=[ConfluentTopicPartition(topic, 0, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def committed(bootstrap: str, group: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        (answer,) = consumer.committed([ConfluentTopicPartition(topic, 0)], timeout=20)
+        return int(answer.offset)
+    finally:
+        consumer.close()
+
+
 def source_objects(tier: ChunkedTier) -> dict[Path, tuple[int, int]]:
     return {
         path: (path.stat().st_size, path.stat().st_mtime_ns)
@@ -81,10 +104,13 @@ def test_a_topic_restored_from_the_bucket_reads_back_whole_and_takes_new_records
         bootstrap = tier.broker.bootstrap
         end = tier.copied[-1].end_offset
         assert job(tier, topic_manifests) == 0
+        commit(bootstrap, "readers", TOPIC, 100)
+        commit(bootstrap, "ahead", TOPIC, 299)
+        assert job(tier, backup_consumer_offsets) == 0
         before = source_objects(tier)
         summary_path = tmp_path / "restore.json"
         code = job(
-            tier, restore_topic, "--topic", TOPIC, "--target", "restored",
+            tier, restore_topic, "--topic", TOPIC, "--target", "restored", "--restore-offsets",
             "--summary-path", str(summary_path),
         )  # fmt: skip
         out = capsys.readouterr().out
@@ -92,6 +118,19 @@ def test_a_topic_restored_from_the_bucket_reads_back_whole_and_takes_new_records
         summary = json.loads(summary_path.read_text())
         assert summary["counts"]["segments_restored"] == len(tier.copied)
         assert summary["counts"]["partitions_restored"] == 1
+        assert summary["counts"]["groups_restored"] == 2
+        assert summary["counts"]["offsets_clamped"] == 1
+        assert "group=ahead partition=restored-0" in out and f"offset={end + 1}" in out
+        assert committed(bootstrap, "readers", "restored") == 100
+        assert committed(bootstrap, "ahead", "restored") == end + 1
+        resumed = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "readers", "enable.auto.commit": False}
+        )
+        resumed.subscribe(["restored"])
+        first = resumed.poll(30)
+        resumed.close()
+        assert first is not None and first.error() is None
+        assert (first.offset(), first.value()) == (100, value_of(100))
         assert source_objects(tier) == before
 
         restored = read_all(bootstrap, "restored", end + 1)
