@@ -66,7 +66,10 @@ JSON summary with counts ``copies_rolled_back``, ``deletes_retried``, ``orphan_s
 ``planned_*`` counts), bytes ``orphans_deleted``, and ``details.actions``. Topic manifests and
 consumer offsets backups (``remote_object_keys``) are counted as ``topic_manifests`` and
 ``offset_backups`` and never deleted; any other key that is not a segment's object is
-``foreign_objects``, kept too.
+``foreign_objects``, kept too. Objects of partitions that ``__remote_log_metadata`` never
+mentions (a cluster that lost its metadata, or a new one on the same bucket) are counted as
+``unknown_partition_objects`` and never deleted: they are the bucket's history, what
+``jobs.restore_topic`` reads.
 """
 
 from __future__ import annotations
@@ -348,6 +351,7 @@ def record_plan(
     summary.count("copies_in_progress", plan.copies_in_progress)
     summary.count("deletes_in_progress", plan.deletes_in_progress)
     summary.count("young_orphan_objects", plan.young_orphan_objects)
+    summary.count("unknown_partition_objects", plan.unknown_partition_objects)
     summary.count("foreign_objects", len(plan.foreign_keys))
     summary.count("topic_manifests", len(plan.topic_manifest_keys))
     summary.count("offset_backups", len(plan.offsets_backup_keys))

@@ -21,6 +21,9 @@ time, the copy deadline. Actions, each with its reason::
     object of no listed segment, older than the   DELETE_ORPHANS   the objects only (no
       orphan grace (unknown id, DELETE_FINISHED)                   metadata to change)
     object of no listed segment, younger          (kept, counted: wait for the next run)
+    object of a partition the metadata never      (kept, counted: unknown_partition_objects;
+      mentions (another cluster's, or one that     never deleted here: they are what a
+      was lost: restore_topic reads them)          restore from the bucket reads)
     topic manifest, consumer offsets backup       (kept, counted apart: topic_manifest_keys,
       (``remote_object_keys``)                     offsets_backup_keys; never deleted here)
     any other key that is not ours                (kept, counted as foreign)
@@ -120,6 +123,7 @@ class ReconcilePlan:
     deletes_in_progress: int
     young_orphan_objects: int
     foreign_keys: tuple[str, ...]
+    unknown_partition_objects: int = 0
     damaged: tuple[ReconcileAction, ...] = ()
     topic_manifest_keys: tuple[str, ...] = ()
     offsets_backup_keys: tuple[str, ...] = ()
@@ -241,16 +245,20 @@ def plan_reconcile(
             # DELETE_SEGMENT_FINISHED is never listed by a cache; nothing to do for it.
 
     orphans: list[ReconcileAction] = []
-    young = 0
+    young = unknown_partition_objects = 0
     for segment_id in sorted(
         (s for s in objects_by_segment if s not in listed_ids),
         key=lambda s: (_partition_order(partition_of_segment[s]), str(s)),
     ):
         infos = sorted(objects_by_segment[segment_id], key=lambda info: info.key)
+        tip = partition_of_segment[segment_id]
+        if tip not in listing_by_partition:
+            # A cluster that lost its metadata (or a new one on the same bucket) sees every
+            # object as an orphan: these are the bucket's history, never deleted here.
+            unknown_partition_objects += len(infos)
+            continue
         old = [info for info in infos if now_ms - info.last_modified_ms > orphan_grace]
         young += len(infos) - len(old)
-        tip = partition_of_segment[segment_id]
-        known = tip in listing_by_partition
         for start in range(0, len(old), ORPHAN_KEYS_PER_ACTION_MAX):
             chunk = old[start : start + ORPHAN_KEYS_PER_ACTION_MAX]
             orphans.append(
@@ -259,9 +267,8 @@ def plan_reconcile(
                     topic_id_partition=tip,
                     segment_id=segment_id,
                     reason=(
-                        f"no live metadata references segment {segment_id}"
-                        + ("" if known else " (its partition has no metadata at all)")
-                        + f"; objects older than {orphan_grace} ms"
+                        f"no live metadata references segment {segment_id}; objects older"
+                        f" than {orphan_grace} ms"
                     ),
                     keys=tuple(info.key for info in chunk),
                     size_bytes=sum(info.size_bytes for info in chunk),
@@ -275,6 +282,7 @@ def plan_reconcile(
         copies_in_progress=in_progress_copies,
         deletes_in_progress=in_progress_deletes,
         young_orphan_objects=young,
+        unknown_partition_objects=unknown_partition_objects,
         foreign_keys=tuple(sorted(foreign)),
         topic_manifest_keys=tuple(sorted(topic_manifests)),
         offsets_backup_keys=tuple(sorted(offsets_backups)),

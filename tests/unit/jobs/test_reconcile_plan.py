@@ -113,18 +113,27 @@ def test_a_stuck_deletion_is_retried_after_its_grace() -> None:
 def test_objects_without_live_metadata_are_orphans_grouped_by_segment() -> None:
     finished = segment(0, RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
     dead = segment(10, RemoteLogSegmentState.COPY_SEGMENT_FINISHED)  # not listed: deleted
-    planted = segment(0, RemoteLogSegmentState.COPY_SEGMENT_FINISHED, tip=OTHER_TIP)
+    dead_too = segment(20, RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
     result = plan(
-        {TIP: [finished]}, [*objects_of(finished), *objects_of(dead), *objects_of(planted)]
+        {TIP: [finished]}, [*objects_of(finished), *objects_of(dead), *objects_of(dead_too)]
     )
     orphans = result.of_kind(ReconcileActionKind.DELETE_ORPHANS)
-    assert [(a.topic_id_partition, a.segment_id) for a in orphans] == [
-        (OTHER_TIP, planted.remote_log_segment_id.id),
-        (TIP, dead.remote_log_segment_id.id),
-    ]
+    assert [(a.topic_id_partition, a.segment_id) for a in orphans] == sorted(
+        [(TIP, dead.remote_log_segment_id.id), (TIP, dead_too.remote_log_segment_id.id)],
+        key=lambda item: str(item[1]),
+    )
     assert all(len(a.keys) == 3 and a.size_bytes == 30 for a in orphans)
-    assert "no metadata at all" in orphans[0].reason
-    assert "no metadata at all" not in orphans[1].reason
+
+
+def test_objects_of_a_partition_the_metadata_never_mentions_are_never_deleted() -> None:
+    """A cluster that lost its metadata, or a new one on the same bucket, must not take the
+    bucket's history for orphans: it is what a restore reads."""
+    finished = segment(0, RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+    lost_cluster = segment(0, RemoteLogSegmentState.COPY_SEGMENT_FINISHED, tip=OTHER_TIP)
+    result = plan({TIP: [finished]}, [*objects_of(finished), *objects_of(lost_cluster)])
+    assert result.actions == ()
+    assert result.unknown_partition_objects == 3
+    assert plan({}, objects_of(lost_cluster)).actions == ()
 
 
 def test_young_orphans_wait_for_a_later_run() -> None:
@@ -160,7 +169,7 @@ def test_orphan_actions_are_bounded_in_keys() -> None:
                 last_modified_ms=0,
             )
         )
-    orphans = plan({}, infos).of_kind(ReconcileActionKind.DELETE_ORPHANS)
+    orphans = plan({TIP: []}, infos).of_kind(ReconcileActionKind.DELETE_ORPHANS)
     assert [len(a.keys) for a in orphans] == [ORPHAN_KEYS_PER_ACTION_MAX, 5]
 
 
