@@ -17,7 +17,10 @@ point is finished by the next one)::
                segment's state first (a segment another run already finished only has its
                objects deleted again)
     driver:    with a fresh RLMM (which sees the executors' events), publish
-               DELETE_PARTITION_FINISHED for every partition with no segment left
+               DELETE_PARTITION_FINISHED for every partition with no segment left; a topic
+               whose partitions of the run all finished loses its topic manifest
+               (``<prefix>/<topic>-<topicId>/topic-manifest.json``): a restore of the whole
+               cluster must not bring a deleted topic back
 
 A segment whose objects can not be deleted stays DELETE_SEGMENT_STARTED and its partition
 DELETE_PARTITION_STARTED; the run reports it and exits 1, and the next run resumes there.
@@ -34,7 +37,8 @@ broker every partition is marked by that broker, as before.
 
 Output: one ``partition=... event=delete_partition`` line per partition, a ``summary`` line,
 and the JSON summary (``--summary-path``) with counts ``partitions``,
-``partitions_finished``, ``segments_deleted``, ``segments_failed`` and bytes ``deleted``.
+``partitions_finished``, ``segments_deleted``, ``segments_failed``, ``topic_manifests_deleted``
+and bytes ``deleted``.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from jobs.common import (
     exclusive_run,
     format_fields,
     job_parser,
+    log_line,
     log_partition,
     parse_job_args,
     run_job,
@@ -73,6 +78,8 @@ from storage_core.tiered.operations import (
     next_partition_deletion_step,
 )
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
+from storage_core.tiered.remote_object_keys import topic_manifest_key
+from storage_core.tiered.remote_storage_manager import remote_object_store
 
 JOB = "delete_partitions"
 
@@ -214,10 +221,32 @@ def _delete_marked_partitions(args: JobArgs, summary: RunSummary) -> None:
             progress.advance(1, outcome.size_bytes)
     progress.finish()
     # A fresh RLMM reads the executors' events from the topic.
+    finished: dict[tuple[str, Uuid], bool] = {}
     with remote_log_metadata_client(args) as rlmm:
         for report in reports.values():
             tip = report.plan.topic_id_partition
-            finish_partition(rlmm, report, marked_by[tip], summary, started)
+            done = finish_partition(rlmm, report, marked_by[tip], summary, started)
+            topic = (tip.topic_partition.topic, tip.topic_id)
+            finished[topic] = finished.get(topic, True) and done
+    delete_topic_manifests(settings, [t for t, done in finished.items() if done], summary)
+
+
+def delete_topic_manifests(
+    settings: StoreSettings, topics: Sequence[tuple[str, Uuid]], summary: RunSummary
+) -> None:
+    """The manifests of topics whose remote data is gone (a manifest already gone is fine)."""
+    summary.count("topic_manifests_deleted", 0)
+    if not topics:
+        return
+    rsm = settings.remote_storage_manager()
+    try:
+        store = remote_object_store(rsm, "deleting a deleted topic's manifest")
+        store.delete_objects([topic_manifest_key(store.prefix, name, tid) for name, tid in topics])
+    finally:
+        rsm.close()
+    summary.count("topic_manifests_deleted", len(topics))
+    for name, topic_id in topics:
+        log_line("topic_manifest_deleted", {"topic": name, "topic_id": topic_id})
 
 
 def finish_partition(
@@ -226,7 +255,9 @@ def finish_partition(
     broker_id: int,
     summary: RunSummary,
     started: float,
-) -> None:
+) -> bool:
+    """Publish DELETE_PARTITION_FINISHED if no segment is left; whether the partition's
+    deletion is finished."""
     tip = report.plan.topic_id_partition
     tp = tip.topic_partition
     remaining = list(rlmm.list_remote_log_segments(tip))
@@ -260,6 +291,7 @@ def finish_partition(
     summary.partition(
         tp, status, **{k: str(v) if isinstance(v, Uuid) else v for k, v in fields.items()}
     )
+    return finished
 
 
 def report_dry_run(

@@ -159,17 +159,17 @@ def parse_object_key(key: str, prefix: str = "") -> RemoteObjectKey:
 
 def check_keys_to_delete(keys: Sequence[str], prefix: str, store: str) -> list[str]:
     """``keys`` as a list once every one parses as an object key under ``prefix`` (or as a
-    consumer offsets backup key: ``parse_offsets_backup_key``); else
-    ``InvalidRemoteObjectKeyError`` naming the first bad key and ``store`` (a deletion by key
-    refuses the whole batch, so a bad key never costs an object). Topic manifests are never
-    deleted by key."""
+    consumer offsets backup or topic manifest key: the deletion job removes a deleted topic's
+    manifest once its remote data is gone); else ``InvalidRemoteObjectKeyError`` naming the
+    first bad key and ``store`` (a deletion by key refuses the whole batch, so a bad key never
+    costs an object)."""
     checked = list(keys)
     for key in checked:
         try:
             parse_object_key(key, prefix)
         except InvalidRemoteObjectKeyError as exc:
             try:
-                parse_offsets_backup_key(key, prefix)
+                check_bucket_manifest_key(key, prefix, store)
             except InvalidRemoteObjectKeyError:
                 pass
             else:

@@ -118,12 +118,22 @@ def test_backups_are_listed_under_their_prefix_and_deleted_by_key(
     assert [i.key for i in storage.list_objects(offsets_backups_prefix("tiered"))] == keys[2:]
 
 
-def test_a_topic_manifest_is_never_deleted_by_key(storage: LocalTieredStorage) -> None:
+def test_a_deleted_topics_manifest_is_deleted_by_key_and_a_foreign_key_is_not(
+    storage: LocalTieredStorage,
+) -> None:
+    """The partition deletion job removes a deleted topic's manifest with its remote data;
+    a key that is no object of the tier still refuses the whole batch."""
     key = topic_manifest_key("tiered", "orders", TOPIC_ID)
     storage.put_object(key, b"{}")
+    foreign = storage.storage_dir / "tiered" / "notes.txt"
+    foreign.write_bytes(b"kept")
     with pytest.raises(InvalidRemoteObjectKeyError, match="nothing was deleted"):
-        storage.delete_objects([key])
+        storage.delete_objects([key, "tiered/notes.txt"])
     assert storage.get_object(key) == b"{}"
+    storage.delete_objects([key])
+    with pytest.raises(RemoteResourceNotFoundError):
+        storage.get_object(key)
+    assert foreign.read_bytes() == b"kept"
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,11 @@ every remote object and reaches DELETE_PARTITION_FINISHED, on a local directory 
 (moto); a run SIGKILLed between segments is finished by the next run with nothing orphaned.
 
     produce, copy              remote: [seg][seg][seg]... per partition (FINISHED)
+    topic_manifests            the topic's manifest beside its segments
     delete the topic           DELETE_PARTITION_MARKED, objects stay
     delete_partitions --dry-run    plans every segment, changes nothing
-    delete_partitions          remote: - ; DELETE_PARTITION_FINISHED; summary counts
+    delete_partitions          remote: - ; DELETE_PARTITION_FINISHED; summary counts; the
+                               topic manifest gone (a cluster restore must not bring it back)
     delete_partitions          nothing to do
 """
 
@@ -24,9 +26,10 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs import delete_partitions
+from jobs import delete_partitions, topic_manifests
 from storage_core.common import TopicIdPartition
 from storage_core.tiered.metadata.states import RemoteLogSegmentState, RemotePartitionDeleteState
+from storage_core.tiered.remote_object_keys import topic_manifest_key
 from tests.broker_process import BrokerProcess
 from tests.integration.jobs.tiered_cluster import (
     BROKER_SETTINGS,
@@ -79,6 +82,9 @@ def test_deleted_topic_loses_every_remote_object(
 ) -> None:
     topic = "deleted-two-partitions"
     tips = tiered_topic(local_cluster, topic, 2)
+    assert topic_manifests.main(local_cluster.job_args("--topic", topic)) == 0
+    manifest = topic_manifest_key("", topic, tips[0].topic_id)
+    assert manifest in local_cluster.object_keys()
     segments = {tip: local_cluster.segments(tip) for tip in tips}
     stored = {tip: local_cluster.object_keys(tip) for tip in tips}
     local_cluster.delete_topic(topic, tips)
@@ -110,6 +116,8 @@ def test_deleted_topic_loses_every_remote_object(
     ]
     assert any(line.startswith(f"partition={topic}-0 ") and "status=ok" in line for line in lines)
     assert_all_gone(local_cluster, tips)
+    assert summary["counts"]["topic_manifests_deleted"] == 1
+    assert manifest not in local_cluster.object_keys()
 
     code, again = run_job(local_cluster, tmp_path / "again.json", topic)
     assert code == 0
