@@ -10,6 +10,9 @@
 - ``commit_offsets``: OffsetCommit (key 8, v8) to the group's coordinator as Kafka's
   ``Admin.alterConsumerGroupOffsets`` sends it (generation -1, no member): the group must have
   no active member (its coordinator answers UNKNOWN_MEMBER_ID otherwise).
+- ``delete_offsets``: OffsetDelete (key 47, v0) to the group's coordinator, as Kafka's
+  ``Admin.deleteConsumerGroupOffsets`` (a restore drill removes its scratch topic's offsets:
+  unlike Kafka's coordinator, this broker keeps a deleted topic's committed offsets).
 
 A coordinator still loading its partition (COORDINATOR_LOAD_IN_PROGRESS) or no longer the
 group's (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE) is asked again after a pause, at most
@@ -249,6 +252,71 @@ def _offset_commit(
         for p in topic.partitions:
             if p.error_code in _RETRIED:
                 return False
+            raise_for_error(
+                p.error_code,
+                resource=f"group {group_id!r} {topic.name}-{p.partition_index}",
+                operation="Read",
+            )
+    return True
+
+
+def delete_offsets(
+    cluster: KafkaCluster, group_id: str, partitions: Sequence[TopicPartition]
+) -> None:
+    """Delete ``group_id``'s committed offsets of ``partitions`` (OffsetDelete, key 47, v0,
+    as Kafka's ``Admin.deleteConsumerGroupOffsets``); ``BrokerResponseError`` for the group
+    or the first partition refused (a partition of a topic an active member subscribes to:
+    GROUP_SUBSCRIBED_TO_TOPIC). Partitions without an offset are answered without error."""
+    for attempt in range(1, ATTEMPTS_MAX + 1):
+        retry: list[str] = []
+        by_node = _coordinators(cluster, [group_id], retry)
+        if not retry:
+            (node_id,) = by_node
+            if _offset_delete(cluster, node_id, group_id, partitions):
+                return
+        if attempt == ATTEMPTS_MAX:
+            raise BrokerResponseError(
+                ErrorCode.coordinator_not_available,
+                resource=f"group {group_id!r}",
+                broker_message=f"no coordinator took the deletion after {ATTEMPTS_MAX} attempts",
+            )
+        cluster.invalidate_metadata()
+        time.sleep(RETRY_BACKOFF_S)
+
+
+def _offset_delete(
+    cluster: KafkaCluster, node_id: int, group_id: str, partitions: Sequence[TopicPartition]
+) -> bool:
+    """One OffsetDelete; False when the coordinator moved (ask again)."""
+    session = cluster.session_for_node(node_id)
+    version = session.version(ApiKey.OFFSET_DELETE)
+    m = request_module(ApiKey.OFFSET_DELETE, version)
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(set(partitions)):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    response = session.send(
+        build(
+            m.OffsetDeleteRequest,
+            group_id=GroupId(group_id),
+            topics=tuple(
+                build(
+                    m.OffsetDeleteRequestTopic,
+                    name=topic,
+                    partitions=tuple(
+                        build(m.OffsetDeleteRequestPartition, partition_index=i32(p))
+                        for p in numbers
+                    ),
+                )
+                for topic, numbers in by_topic.items()
+            ),
+        ),
+        response_schema(ApiKey.OFFSET_DELETE, version),
+    )
+    if response.error_code in _RETRIED:
+        return False
+    raise_for_error(response.error_code, resource=f"group {group_id!r}", operation="Delete")
+    for topic in response.topics:
+        for p in topic.partitions:
             raise_for_error(
                 p.error_code,
                 resource=f"group {group_id!r} {topic.name}-{p.partition_index}",

@@ -54,6 +54,7 @@ class ApiKey(enum.IntEnum):
     INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
+    OFFSET_DELETE = 47
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TOPIC_PARTITIONS = 75
 
@@ -80,6 +81,7 @@ CLIENT_API_VERSIONS: Mapping[ApiKey, tuple[int, ...]] = {
     ApiKey.OFFSET_FETCH: (8,),  # groups in a batch (KIP-709); storage_core.client.group_offsets
     ApiKey.FIND_COORDINATOR: (4,),  # keys in a batch (KIP-699)
     ApiKey.LIST_GROUPS: (4,),
+    ApiKey.OFFSET_DELETE: (0,),  # the only version; storage_core.client.group_offsets
 }
 
 _ERROR_CODE = struct.Struct(">h")
