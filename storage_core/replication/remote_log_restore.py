@@ -9,6 +9,7 @@ it leads or follows, it takes the state the restored segments give it, as a foll
 its leader's log starts in the remote tier (``TierStateMachine``)::
 
     the RLMM has read this partition's metadata    wait (bounded) until it has caught up
+                                                   with everything published before now
     no COPY_SEGMENT_FINISHED segment               nothing restored: the log starts at 0
     segment with the highest end offset E          next offset E + 1, its leader-epoch
                                                    entries and producer snapshot (checked)
@@ -94,6 +95,18 @@ def restore_from_remote_tier(
                 f" its remote log metadata was not read within {timeout_s:.0f} s"
             )
         time.sleep(_POLL_S)
+    # Ready means read up to where the metadata partition ended when the partition was
+    # tracked: at its creation, before the restore published its segments. Catch up with
+    # what was published since (all of it, once remote.log.restore.enable is seen).
+    catch_up = getattr(rlmm, "wait_until_caught_up", None)
+    if catch_up is not None:
+        try:
+            catch_up(tip, max(1, int((deadline - clock()) * 1000)))
+        except StorageError as exc:
+            raise RemoteLogRestoreError(
+                f"partition {tip.topic_partition} is being restored from the remote tier but"
+                f" its remote log metadata did not catch up: {exc}"
+            ) from exc
     finished = [
         segment
         for segment in rlmm.list_remote_log_segments(tip)

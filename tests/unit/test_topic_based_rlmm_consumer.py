@@ -307,3 +307,36 @@ def test_manager_publishes_and_reads_its_own_writes(topic: MetadataTopic) -> Non
         assert topic.logs[1].log_end_offset == 3
     finally:
         manager.close()
+
+
+def test_catching_up_reads_what_was_published_after_the_partition_became_ready(
+    topic: MetadataTopic,
+) -> None:
+    """``is_ready`` covers what the metadata partition held when the partition was tracked;
+    a restore enabled later needs everything published since, including records a hosted
+    follower holds while its high watermark still lags the leader's."""
+    (a,) = partitions_on(2, 1)
+    task, _ = consumer_for(topic, None, idle_poll_ms=2_000)
+    task.track([a])
+    task.start()
+    try:
+        task.wait_until_ready(a, timeout_ms=5_000)
+        _, first = topic.publish(copy_started(a, 0, 9))  # committed, the consumer asleep
+        log = topic.logs[2]
+        second = log.append_as_leader(
+            build_batch(
+                [SimpleRecord(value=RemoteLogMetadataSerde.serialize(copy_started(a, 10, 19)))]
+            ),
+            leader_epoch=0,
+        ).last_offset  # held, not committed yet: the follower's HW lags
+        task.wait_until_caught_up(a, at_least=first + 1, timeout_ms=5_000)
+        cache = task.cache(a)
+        assert cache is not None
+        assert [m.start_offset for m in cache.list_all_remote_log_segments()] == [0]
+        with pytest.raises(RemoteLogMetadataConsumeTimeoutError, match="catching up"):
+            task.wait_until_caught_up(a, at_least=second + 1, timeout_ms=300)
+        threading.Timer(0.2, lambda: log.update_high_watermark(log.log_end_offset)).start()
+        task.wait_until_caught_up(a, at_least=second + 1, timeout_ms=5_000)
+        assert [m.start_offset for m in cache.list_all_remote_log_segments()] == [0, 10]
+    finally:
+        task.close()

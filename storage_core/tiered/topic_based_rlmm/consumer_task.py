@@ -119,6 +119,8 @@ class ConsumerTask:
         self._lock = threading.Condition(threading.Lock())
         self._tracked: dict[TopicIdPartition, _TrackedPartition] = {}
         self._positions: dict[int, int] = {}
+        # per metadata partition: (reads applied so far, the high watermark of the last one)
+        self._reads: dict[int, tuple[int, int]] = {}
         self._rejections: collections.OrderedDict[tuple[int, int], StorageError] = (
             collections.OrderedDict()
         )
@@ -350,6 +352,47 @@ class ConsumerTask:
                     )
                 self._lock.wait(remaining)
 
+    def wait_until_caught_up(
+        self, tip: TopicIdPartition, *, at_least: int, timeout_ms: int
+    ) -> None:
+        """Block until ``tip``'s cache reflects its metadata partition up to the high
+        watermark of a read that began after this call, and up to ``at_least`` (exclusive):
+        every event published before the call, where ``is_ready`` only promises those
+        published before ``tip`` was tracked. Reads of one metadata partition follow each
+        other on the consumer thread, so the second read applied after the call began after
+        it. The same errors as ``wait_until_applied``."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        target: int | None = None
+        with self._lock:
+            state = self._tracked.get(tip)
+            if state is None:
+                raise RemoteResourceNotFoundError(f"partition {tip} is not tracked")
+            metadata_partition = state.metadata_partition
+            first, _ = self._reads.get(metadata_partition, (0, -1))
+        self.wakeup()
+        with self._lock:
+            while True:
+                if self._closed:
+                    raise RemoteLogMetadataManagerClosedError(f"closed while catching up {tip}")
+                state = self._tracked.get(tip)
+                if state is None:
+                    raise RemoteResourceNotFoundError(f"partition {tip} is not tracked")
+                reads, high_watermark = self._reads.get(metadata_partition, (0, -1))
+                if target is None and reads >= first + 2:
+                    target = max(at_least, high_watermark)
+                if target is not None and state.applied_offset + 1 >= target:
+                    return
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise RemoteLogMetadataConsumeTimeoutError(
+                        f"Timed out after {timeout_ms} ms catching up with the remote log"
+                        f" metadata of {tip} in {REMOTE_LOG_METADATA_TOPIC_NAME}-"
+                        f"{metadata_partition} (applied up to {state.applied_offset}, target"
+                        f" {target}); check the metadata partition's leader"
+                    )
+                self._lock.wait(min(remaining, self.config.idle_poll_ms / 1000))
+                self.wakeup()
+
     # ------------------------------------------------------------------ consuming
     def poll_once(self) -> bool:
         """One round over the subscribed metadata partitions; True if anything was read."""
@@ -384,6 +427,8 @@ class ConsumerTask:
                     self._apply_record(metadata_partition, record.offset, record.value)
             next_offset = max(read.next_offset, position)
             self._positions[metadata_partition] = next_offset
+            reads, _ = self._reads.get(metadata_partition, (0, -1))
+            self._reads[metadata_partition] = (reads + 1, read.high_watermark)
             for state in self._tracked.values():
                 if state.metadata_partition != metadata_partition:
                     continue

@@ -108,6 +108,7 @@ class TopicBasedRemoteLogMetadataManager:
         self.consume_wait_ms = consume_wait_ms
         self.track_on_demand = track_on_demand
         self._publisher = publisher
+        self._reader = reader
         self._on_close = on_close
         self._closed = False
         self.consumer = ConsumerTask(
@@ -350,6 +351,21 @@ class TopicBasedRemoteLogMetadataManager:
 
     def is_ready(self, topic_id_partition: TopicIdPartition) -> bool:
         return self.consumer.is_ready(topic_id_partition)
+
+    def wait_until_caught_up(self, topic_id_partition: TopicIdPartition, timeout_ms: int) -> None:
+        """Block until the partition's metadata reflects every event published to its
+        metadata partition before the call (an acks=all publish once acknowledged): up to
+        the local replica's log end when it is hosted here (its high watermark may lag the
+        leader's), else up to the leader's high watermark read after the call
+        (``ConsumerTask.wait_until_caught_up``)."""
+        self._ensure_open()
+        self.consumer.track([topic_id_partition])
+        metadata_partition = self.partitioner.metadata_partition(topic_id_partition)
+        hosted_log_end = getattr(self._reader, "hosted_log_end_offset", None)
+        at_least = hosted_log_end(metadata_partition) if hosted_log_end is not None else None
+        self.consumer.wait_until_caught_up(
+            topic_id_partition, at_least=at_least or 0, timeout_ms=timeout_ms
+        )
 
     def _ensure_open(self) -> None:
         if self._closed:

@@ -109,6 +109,11 @@ class LocalLogMetadataReader:
             records=tuple(records), next_offset=next_offset, high_watermark=high_watermark
         )
 
+    def log_end_offset(self, metadata_partition: int) -> int:
+        """The local replica's log end offset (exclusive): every record it holds, committed
+        or not (an acks=all record once acknowledged, on every in-sync replica)."""
+        return self._log_for(metadata_partition).log_end_offset
+
     def read_appended(
         self, metadata_partition: int, offset: int
     ) -> tuple[Iterator[MetadataEntry], int]:
@@ -225,6 +230,13 @@ class HostedFirstMetadataReader:
                 self._client = self._client_factory()
             client = self._client
         return client.read(metadata_partition, offset, max_records)
+
+    def hosted_log_end_offset(self, metadata_partition: int) -> int | None:
+        """The local replica's log end offset (exclusive) when the partition is hosted here,
+        else ``None`` (reads come from the leader, whose high watermark is current)."""
+        if not self._is_hosted(metadata_partition):
+            return None
+        return self._local.log_end_offset(metadata_partition)
 
     def close(self) -> None:
         with self._lock:
