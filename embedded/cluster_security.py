@@ -14,7 +14,8 @@ with the ``admin`` certificate, which needs no SCRAM credential to exist first):
 
     admin       super user: creates topics, users and ACLs, reads the cluster's state
     pipeline    the tiering pipeline (the Airflow connection's Login): its least ACLs
-                (jobs/common/pipeline_acls.py; Delete on the demo's topic only), created with
+                (jobs/common/pipeline_acls.py, restore_topic's included; Delete on the demo's
+                topic only), created with
                 ``storage-core acls``
     demo        the demo's producer and consumer: ``--producer`` and ``--consumer`` on its topic
     stranger    authenticates, has no ACL: every topic is closed to it
@@ -42,7 +43,13 @@ from typing import Any
 
 from embedded.certificates import CertificateAuthority, ssl_principal_mapping_rules
 from embedded.zookeeper import write_private_file
-from jobs.common.pipeline_acls import DELETE_TOPICS, LEADER_ELECTION_ACLS, PIPELINE_ACLS
+from jobs.common.pipeline_acls import (
+    DELETE_TOPICS,
+    LEADER_ELECTION_ACLS,
+    PIPELINE_ACLS,
+    RESTORE_OFFSETS_ACLS,
+    RESTORE_TOPIC_ACLS,
+)
 from storage_core.client.client_properties import write_client_properties
 from storage_core.client.connection import ConnectionConfig
 from storage_core.security.client_transport import ClientSecurityConfig
@@ -62,9 +69,11 @@ USERS = (ADMIN, PIPELINE, DEMO_CLIENT, STRANGER)
 
 def pipeline_acl_arguments(topic: str) -> list[list[str]]:
     """``storage-core acls`` arguments of the pipeline's least ACLs (jobs/common/pipeline_acls:
-    what the scheduled DAGs need, Alter on the cluster for preferred_leader_election) and
+    what the scheduled DAGs need, Alter on the cluster for preferred_leader_election, Create,
+    AlterConfigs and Read for restore_topic, whose target is named at trigger time) and
     Delete on ``topic`` only, for partition_deletion."""
-    acls = [acl.acls_arguments() for acl in (*PIPELINE_ACLS, *LEADER_ELECTION_ACLS)]
+    on_demand = (*LEADER_ELECTION_ACLS, *RESTORE_TOPIC_ACLS, *RESTORE_OFFSETS_ACLS)
+    acls = [acl.acls_arguments() for acl in (*PIPELINE_ACLS, *on_demand)]
     delete = dataclasses.replace(DELETE_TOPICS, name=topic)
     return [*acls, delete.acls_arguments()]
 

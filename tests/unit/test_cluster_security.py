@@ -88,4 +88,8 @@ def test_the_pipelines_acls_are_its_least_and_delete_on_the_topic_only() -> None
     arguments = pipeline_acl_arguments("events")
     assert [acl.acls_arguments() for acl in PIPELINE_ACLS] == arguments[: len(PIPELINE_ACLS)]
     assert ["--operation", "Delete", "--topic", "events"] in arguments
+    # retention_nightly's consumer offsets backup, and the restore_topic DAG from the UI
+    assert ["--operation", "Describe", "--group", "*"] in arguments
+    assert ["--operation", "Create", "--topic", "*"] in arguments
+    assert ["--operation", "Read", "--group", "*"] in arguments
     assert not any("Delete" in a and "*" in a for a in arguments)

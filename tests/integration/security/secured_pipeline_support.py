@@ -33,7 +33,11 @@ MECHANISM = "SCRAM-SHA-512"
 TOOL_TIMEOUT_S = 60
 
 
-def secured_overrides(port: int, pki: TestPki, remote_dir: Path) -> dict[str, str]:
+def secured_overrides(
+    port: int, pki: TestPki, remote_dir: Path, *, chunk_bytes: int | None = None
+) -> dict[str, str]:
+    """The broker's settings; with ``chunk_bytes`` its remote tier is chunked (each copy
+    writes its segment manifest, which restore_topic reads)."""
     broker_certificate = pki.issue("broker", "CN=localhost,OU=brokers,O=test")
     return {
         "listeners": f"SASL_SSL://127.0.0.1:{port}",
@@ -52,6 +56,7 @@ def secured_overrides(port: int, pki: TestPki, remote_dir: Path) -> dict[str, st
         "remote.log.storage.manager.class.name": "LocalTieredStorage",
         "rsm.config.local.storage.dir": str(remote_dir),
         "rsm.config.local.fsync": "false",
+        **({} if chunk_bytes is None else {"rsm.config.chunk.size": str(chunk_bytes)}),
         "remote.log.metadata.topic.num.partitions": "3",
         "remote.log.manager.task.interval.ms": "200",
         "log.retention.check.interval.ms": "200",
@@ -64,10 +69,17 @@ class SecuredBroker:
     pki: TestPki
     remote_dir: Path
     directory: Path
+    chunk_bytes: int | None = None
 
     @property
     def bootstrap(self) -> str:
         return self.broker.bootstrap
+
+    @property
+    def rsm_config(self) -> dict[str, str]:
+        """The remote storage manager's settings as the jobs take them (``--rsm-config``)."""
+        chunked = {} if self.chunk_bytes is None else {"chunk.size": str(self.chunk_bytes)}
+        return {"local.storage.dir": str(self.remote_dir), **chunked}
 
     def client_properties(self, user: str, password: str, *, mechanism: str = MECHANISM) -> Path:
         """A 0600 client.properties for ``user`` (the form ``--command-config`` takes)."""
@@ -155,15 +167,23 @@ class SecuredBroker:
 
 
 @contextmanager
-def secured_broker(directory: Path, *, log_level: str = "INFO") -> Iterator[SecuredBroker]:
+def secured_broker(
+    directory: Path, *, log_level: str = "INFO", chunk_bytes: int | None = None
+) -> Iterator[SecuredBroker]:
     pki = TestPki(directory)
     remote_dir = directory / "remote-tier"
     port = free_port()
     broker = BrokerProcess(
         directory / "broker",
         port=port,
-        overrides=secured_overrides(port, pki, remote_dir),
+        overrides=secured_overrides(port, pki, remote_dir, chunk_bytes=chunk_bytes),
         log_level=log_level,
     )
     with broker:
-        yield SecuredBroker(broker=broker, pki=pki, remote_dir=remote_dir, directory=directory)
+        yield SecuredBroker(
+            broker=broker,
+            pki=pki,
+            remote_dir=remote_dir,
+            directory=directory,
+            chunk_bytes=chunk_bytes,
+        )

@@ -13,12 +13,20 @@ own fields and security_protocol, sasl_mechanism and ssl_ca_location in its extr
 
 Story::
 
-    orders (2 partitions), doomed (1): 600 records each, 16 KiB segments, remote-enabled
-    tiering                      copy_segments -> quality -> status: segments remote
-    retention_nightly            orders' retention.bytes shrunk: remote segments deleted
+    orders (2 partitions), doomed (1): 600 records each, 16 KiB segments, remote-enabled,
+                                 a chunked remote tier (each copy writes its manifest)
+    tiering                      copy_segments -> quality -> status: segments remote, and
+                                 the topic manifests
+    group "billing" on orders    committed at 450 and 600 (the administrator commits)
+    retention_nightly            orders' retention.bytes shrunk: remote segments deleted;
+                                 backup_consumer_offsets backs billing up (Describe on groups)
     data_quality                 green, with its Data Docs
     partition_deletion (doomed)  DeleteTopics, then delete_partitions: nothing of doomed left
     preferred_leader_election    ElectLeaders (ALTER on the cluster): already preferred
+    restore_topic orders         --dry-run, then restored into orders-restored with
+                                 --restore-offsets: every record the bucket holds reads back,
+                                 billing's offsets committed there (Create and AlterConfigs
+                                 on topics, Read on groups and topics)
     each ACL revoked in turn     the job (or the DAG's task function) that needs it fails
                                  naming that ACL as storage-core acls takes it
     no Describe on topics        copy_segments sees none: it skips the partitions of the log
@@ -39,7 +47,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -50,8 +59,14 @@ from confluent_kafka.admin import (
 
 from jobs.common.pipeline_acls import (
     ALL_PIPELINE_ACLS,
+    ALTER_TOPIC_CONFIGS,
+    CREATE_TOPICS,
+    DESCRIBE_GROUPS,
     DESCRIBE_TOPICS,
     IMPLIED_BY,
+    READ_GROUPS,
+    READ_REMOTE_LOG_METADATA,
+    READ_TOPICS,
     PipelineAcl,
 )
 from storage_core.client.errors import BrokerResponseError
@@ -72,7 +87,10 @@ PRINCIPAL = f"User:{LOGIN}"
 ORDERS, DOOMED = "orders", "doomed"
 RECORDS = 600
 SEGMENT_BYTES = 16 * 1024
+CHUNK_BYTES = 4096
 JOB_TIMEOUT_S = 600
+GROUP = "billing"
+COMMITTED = {0: 450, 1: RECORDS}  # billing's offsets in orders, per partition
 
 
 def value_of(i: int) -> bytes:
@@ -111,7 +129,7 @@ def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def secured(airflow_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     root = tmp_path_factory.mktemp("secured-pipeline")
-    with secured_broker(root) as broker:
+    with secured_broker(root, chunk_bytes=CHUNK_BYTES) as broker:
         broker.add_scram_user(LOGIN, PASSWORD)
         broker.grant(PRINCIPAL, ALL_PIPELINE_ACLS)
         for topic, partitions in ((ORDERS, 2), (DOOMED, 1)):
@@ -128,7 +146,7 @@ def secured(airflow_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
                     "log_dirs": [str(broker.broker.log_dir)],
                     "broker_config": str(broker.broker.config_path),
                     "remote_storage_manager": "LocalTieredStorage",
-                    "rsm_config": {"local.storage.dir": str(broker.remote_dir)},
+                    "rsm_config": broker.rsm_config,
                     "security_protocol": "SASL_SSL",
                     "sasl_mechanism": MECHANISM,
                     "ssl_ca_location": str(broker.pki.ca_pem),
@@ -210,8 +228,7 @@ def run_job(secured: SecuredBroker, job: str, *args: str) -> tuple[int, str]:
         str(secured.broker.config_path),
         "--remote-storage-manager",
         "LocalTieredStorage",
-        "--rsm-config",
-        f"local.storage.dir={secured.remote_dir}",
+        *(arg for k, v in secured.rsm_config.items() for arg in ("--rsm-config", f"{k}={v}")),
         "--summary-path",
         str(summary_path),
         "--spark-master",
@@ -233,6 +250,53 @@ def run_job(secured: SecuredBroker, job: str, *args: str) -> tuple[int, str]:
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
     message = failure_message(job, result.returncode, result.stderr.splitlines(), summary)
     return result.returncode, message
+
+
+def commit_group(secured: SecuredBroker, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """The group's offsets in ``topic``, committed by the administrator (no member left)."""
+    consumer = Consumer({**secured.confluent(), "group.id": group})
+    try:
+        consumer.commit(
+            offsets=[ConfluentTopicPartition(topic, p, o) for p, o in offsets.items()],
+            asynchronous=False,
+        )
+    finally:
+        consumer.close()
+
+
+def committed_offsets(secured: SecuredBroker, group: str, topic: str, partitions: int) -> list[int]:
+    consumer = Consumer({**secured.confluent(), "group.id": group})
+    try:
+        answers = consumer.committed(
+            [ConfluentTopicPartition(topic, p) for p in range(partitions)], timeout=30
+        )
+        return [int(a.offset) for a in answers]
+    finally:
+        consumer.close()
+
+
+def read_back(
+    secured: SecuredBroker, topic: str, partition: int, start: int, end: int
+) -> list[Any]:
+    """Records ``start..end - 1`` of a partition as (offset, value), as the administrator."""
+    consumer = Consumer(
+        {**secured.confluent(), "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+         "enable.auto.commit": False}
+    )  # fmt: skip
+    records: list[Any] = []
+    try:
+        consumer.assign([ConfluentTopicPartition(topic, partition, start)])
+        misses = 0
+        while len(records) < end - start and misses < 30:
+            message = consumer.poll(2)
+            if message is None:
+                misses += 1
+                continue
+            assert message.error() is None, message.error()
+            records.append((message.offset(), message.value()))
+    finally:
+        consumer.close()
+    return records
 
 
 def ok(states: dict[str, str]) -> bool:
@@ -266,10 +330,14 @@ def test_retention_nightly_runs_green_as_the_pipeline_principal(
     )
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(timeout=30)
+    # a group in a remote-enabled topic: its offsets are backed up (Describe on the group)
+    commit_group(secured, GROUP, ORDERS, COMMITTED)
     state, states = run_dag(secured, capfd, dags["retention_nightly"])
     assert (state, ok(states)) == ("success", True), states
     assert latest_summary("retention_nightly", "expire_remote")["counts"]["segments_deleted"] > 0
     assert len(remote_logs(secured, ORDERS)) < len(before)
+    backup = latest_summary("retention_nightly", "backup_consumer_offsets")
+    assert backup["counts"]["groups"] == 1 and backup["counts"]["offsets"] == 2, backup
 
 
 def test_data_quality_runs_green_as_the_pipeline_principal(
@@ -306,10 +374,50 @@ def test_preferred_leader_election_runs_green_as_the_pipeline_principal(
     assert summary["counts"] == {"partitions": 2, "already_preferred": 2}, summary
 
 
+def test_restore_topic_runs_as_the_pipeline_principal(secured: SecuredBroker) -> None:
+    """The plan, then orders restored into orders-restored with billing's offsets: each
+    partition reads back from its restored log start, record for record."""
+    target = f"{ORDERS}-restored"
+    code, message = run_job(
+        secured, "restore_topic", "--topic", ORDERS, "--target", target, "--dry-run"
+    )
+    assert code == 0, message
+    summary_path = secured.directory / "outputs" / "restore.json"
+    code, message = run_job(
+        secured, "restore_topic", "--topic", ORDERS, "--target", target, "--restore-offsets",
+        "--summary-path", str(summary_path),
+    )  # fmt: skip
+    assert code == 0, message
+    summary = json.loads(summary_path.read_text())
+    counts = summary["counts"]
+    assert counts["partitions_restored"] == 2 and counts["segments_restored"] > 0, summary
+    assert counts["groups_restored"] == 1 and counts["offsets_restored"] == 2, summary
+    planned = {p["partition"]: p for p in summary["partitions"]}
+    for partition in range(2):
+        plan = planned[f"{ORDERS}-{partition}"]
+        start, end = int(plan["log_start_offset"]), int(plan["next_offset"])
+        assert 0 < start < end <= RECORDS, plan  # retention deleted the first segments
+        records = read_back(secured, target, partition, start, end)
+        assert records == [(i, value_of(i)) for i in range(start, end)]
+    # clamped to the restored range: at most the next offset of each partition
+    restored = committed_offsets(secured, GROUP, target, 2)
+    for partition, offset in enumerate(restored):
+        plan = planned[f"{ORDERS}-{partition}"]
+        expected = min(max(COMMITTED[partition], int(plan["log_start_offset"])),
+                       int(plan["next_offset"]))  # fmt: skip
+        assert offset == expected, (partition, restored, plan)
+
+
 def _expected_hint(acl: PipelineAcl) -> str:
     """The client's words for a denied request (storage_core.client.errors)."""
-    option = "--cluster" if acl.resource_type == "cluster" else "--topic <name>"
+    option = "--cluster" if acl.resource_type == "cluster" else f"--{acl.resource_type} <name>"
     return f"--operation {acl.operation} {option}"
+
+
+def _restore(secured: SecuredBroker, *args: str) -> tuple[int, str]:
+    """orders restored into a new name (the bucket's orders and billing's backup)."""
+    target = f"restored-{uuid.uuid4().hex[:6]}"
+    return run_job(secured, "restore_topic", "--topic", ORDERS, "--target", target, *args)
 
 
 def _fails_without(secured: SecuredBroker, acl: PipelineAcl) -> str:
@@ -325,7 +433,13 @@ def _fails_without(secured: SecuredBroker, acl: PipelineAcl) -> str:
         return str(denied.value)
     if acl.operation == "Alter":
         code, message = run_job(secured, "preferred_leader_election", "--topic", ORDERS)
-    elif acl.operation == "Read":
+    elif acl == DESCRIBE_GROUPS:
+        code, message = run_job(secured, "backup_consumer_offsets", "--dry-run")
+    elif acl in (CREATE_TOPICS, ALTER_TOPIC_CONFIGS):
+        code, message = _restore(secured)
+    elif acl in (READ_GROUPS, READ_TOPICS):
+        code, message = _restore(secured, "--restore-offsets")
+    elif acl == READ_REMOTE_LOG_METADATA:
         code, message = run_job(secured, "reconcile")
     elif acl.operation == "Write":
         late = f"late-{uuid.uuid4().hex[:6]}"  # closed segments to copy
@@ -350,12 +464,12 @@ def test_a_principal_lacking_one_acl_fails_naming_it(
 ) -> None:
     """The principal without ``acl`` (and without the on-demand DAG's ACL that implies it, as
     a principal for the scheduled DAGs only is)."""
-    if acl.operation == "Read":  # remote segments whose metadata reconcile must read
+    if acl == READ_REMOTE_LOG_METADATA:  # remote segments whose metadata reconcile reads
         tiered = f"tiered-{uuid.uuid4().hex[:6]}"
         create_remote_topic(secured, tiered, 1)
         produce(secured, tiered, 1, records=300)
         assert run_job(secured, "copy_segments", "--topic", tiered)[0] == 0
-    revoked = (acl, IMPLIED_BY[acl]) if acl in IMPLIED_BY else (acl,)
+    revoked = (acl, *IMPLIED_BY.get(acl, ()))
     for each in revoked:
         secured.revoke(PRINCIPAL, each)
     try:
@@ -373,7 +487,7 @@ def test_without_describe_the_jobs_skip_the_topics_saying_which_acl(
 ) -> None:
     """Metadata of every topic leaves out those the principal may not describe (as Kafka's
     does), so nothing can fail: the partitions in the log dirs are skipped, naming the ACL."""
-    revoked = (DESCRIBE_TOPICS, IMPLIED_BY[DESCRIBE_TOPICS])
+    revoked = (DESCRIBE_TOPICS, *IMPLIED_BY[DESCRIBE_TOPICS])
     for each in revoked:
         secured.revoke(PRINCIPAL, each)
     try:
