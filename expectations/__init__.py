@@ -3,6 +3,8 @@
 - ``definitions``: the named expectations and the suites (the list is there).
 - ``runner``: ``QualityContext`` (file-mode context, checkpoints with Data Docs) and the
   readable ``SuiteOutcome`` / ``FailedExpectation`` results.
+- ``restore_drill``: the restore drill's suites over its tables (``jobs.restore_drill``)
+  and ``DrillContext``, the same way on pandas.
 """
 
 from expectations.definitions import (
