@@ -56,6 +56,7 @@ JOBS = (
     "preferred_leader_election",
     "topic_manifests",
     "backup_consumer_offsets",
+    "restore_topic",
 )
 # Jobs whose summary names the DAG run and task that wrote it (--dag-id, --run-id, --task-id).
 PROVENANCE_JOBS = frozenset({"cluster_status"})
@@ -72,8 +73,9 @@ CHANGE_COUNTS = (
     "deletes_retried",
     "orphan_objects_deleted",
     "uploads_aborted",
+    "segments_restored",
 )
-CHANGE_BYTES = ("copied", "deleted")
+CHANGE_BYTES = ("copied", "deleted", "restored")
 # ``yy/MM/dd HH:mm:ss LEVEL Logger: message``: Spark's log4j layout (jobs/common/log4j2.properties)
 _LOG4J_LINE = re.compile(r"^\d{2}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} (?P<level>[A-Z]+) ")
 LOG4J_LEVELS = {

@@ -2,7 +2,8 @@
 
 For the DAGs of ``GUARDED_DAGS`` it refuses a trigger whose request ``parse_request`` refuses
 (``confirm`` not equal to ``topic``, partitions without a topic, ...; for
-``preferred_leader_election`` ``parse_election_request``: no topic, bad partitions) with 400 and
+``preferred_leader_election`` ``parse_election_request``: no topic, bad partitions; for
+``restore_topic`` ``parse_restore_request``: no topic, a bad topic id) with 400 and
 the reason, before a run exists (Airflow's own Param validation refuses bad types and patterns
 the same way). Every other request is passed to Airflow untouched, and so are requests without
 credentials (Airflow answers 401).
@@ -22,7 +23,7 @@ import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-GUARDED_DAGS = frozenset({"partition_deletion", "preferred_leader_election"})
+GUARDED_DAGS = frozenset({"partition_deletion", "preferred_leader_election", "restore_topic"})
 TRIGGER_PATH = re.compile(r"^/api/v2/dags/(?P<dag_id>[^/]+)/dagRuns/?$")
 BODY_BYTES_MAX = 1024 * 1024
 
@@ -77,6 +78,13 @@ def refusal(dag_id: str, body: bytes) -> str | None:
         try:
             parse_election_request(conf)
         except ElectionRequestError as exc:
+            return f"refused, no run created: {exc}"
+    if dag_id == "restore_topic":
+        from tiered_storage_plugin.restore import RestoreRequestError, parse_restore_request
+
+        try:
+            parse_restore_request(conf)
+        except RestoreRequestError as exc:
             return f"refused, no run created: {exc}"
     return None
 

@@ -190,6 +190,7 @@ def test_a_refused_trigger_with_unpause_on_trigger_leaves_no_run_of_any_dag(ui: 
         "partition_deletion_sweep",
         "data_quality",
         "preferred_leader_election",
+        "restore_topic",
     }
     assert all(d["is_paused"] for d in body["dags"])  # nothing runs until a user says so
 
@@ -200,6 +201,7 @@ def test_a_refused_trigger_with_unpause_on_trigger_leaves_no_run_of_any_dag(ui: 
         ("partition_deletion", {"topic": TOPIC, "confirm": "evnets"}, "confirm must equal"),
         ("partition_deletion", {"partitions": [0]}, "partitions and confirm need a topic"),
         ("preferred_leader_election", {"partitions": [0]}, "topic is required"),
+        ("restore_topic", {"topic_id": "x" * 22}, "topic is required"),
     ]
     for dag_id, conf, reason in refused:
         status, body = api.call(
@@ -232,6 +234,7 @@ def test_the_dag_list_says_what_each_dag_does_and_when_it_runs(ui: Ui) -> None:
         "data_quality": ("Asset", "Triggered by assets"),
         "partition_deletion": (None, "Never, external triggers only"),
         "preferred_leader_election": (None, "Never, external triggers only"),
+        "restore_topic": (None, "Never, external triggers only"),
     }
     descriptions = {d["dag_id"]: d["description"] for d in body["dags"]}
     assert all(descriptions.values()), descriptions
@@ -251,6 +254,7 @@ def test_the_remote_tier_asset_lists_the_tasks_that_change_it(ui: Ui) -> None:
         ("retention_nightly", "expire_remote"),
         ("partition_deletion", "delete_partitions"),
         ("partition_deletion_sweep", "delete_partitions"),
+        ("restore_topic", "restore_topic"),
     }
     assert {d["dag_id"] for d in asset["scheduled_dags"]} == {"data_quality"}
 

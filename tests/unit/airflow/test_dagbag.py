@@ -18,6 +18,7 @@ EXPECTED = {
     "partition_deletion_sweep": ["delete_partitions"],
     "data_quality": ["quality", "publish"],
     "preferred_leader_election": ["validate_request", "elect_leaders"],
+    "restore_topic": ["validate_request", "restore_topic"],
 }
 
 
@@ -84,6 +85,7 @@ def test_schedules_show_in_words(dagbag: Any) -> None:
         "data_quality": ("Asset", "Triggered by assets"),
         "partition_deletion": ("None", "Never, external triggers only"),
         "preferred_leader_election": ("None", "Never, external triggers only"),
+        "restore_topic": ("None", "Never, external triggers only"),
     }
     assert dagbag.dags["data_quality"].timetable.asset_condition.name == (
         "tiered_storage_remote_tier"
@@ -93,7 +95,7 @@ def test_schedules_show_in_words(dagbag: Any) -> None:
 # Unpausing a DAG with a schedule starts its latest scheduled run at once (catchup off): the
 # DAGs that a user triggers with params have none, so the trigger form's "Unpause on trigger"
 # never starts anything, whatever the trigger's answer.
-TRIGGERED_ONLY = {"partition_deletion", "preferred_leader_election"}
+TRIGGERED_ONLY = {"partition_deletion", "preferred_leader_election", "restore_topic"}
 
 
 @pytest.mark.parametrize("dag_id", sorted(TRIGGERED_ONLY))
@@ -130,6 +132,7 @@ def test_remote_tier_asset_is_produced_by_the_jobs_that_change_it(dagbag: Any) -
         ("retention_nightly", "expire_remote"),
         ("partition_deletion", "delete_partitions"),
         ("partition_deletion_sweep", "delete_partitions"),
+        ("restore_topic", "restore_topic"),
     }
 
 
