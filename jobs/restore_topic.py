@@ -42,6 +42,11 @@ Restoring (``storage_core.tiered.recovery.restore`` and, on the brokers,
    (``storage_core.tiered.recovery.offsets_restore``); a group with active members is
    reported and left as it is (stop its consumers and run again).
 
+One restore of a target at a time: a run holds a lock on the target (``--lock-dir``, keyed
+on the cluster and the target) from reading the bucket to its end; another run of the same
+target waits ``--lock-wait-s`` and is then refused (exit 1), naming the lock. Runs on other
+hosts share the lock only through a shared lock dir.
+
 A run killed at any step and run again converges: a target that exists with
 ``remote.log.restore.leader.epoch`` is a restore under way and is resumed (any other existing
 target is refused), segments already published are kept, copies cut short are made again.
@@ -61,10 +66,20 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
-from jobs.common import JobArgs, RunSummary, job_parser, log_line, parse_job_args, run_job
+from jobs.common import (
+    JobArgs,
+    RunSummary,
+    cluster_lock_key,
+    job_parser,
+    log_dir_locks,
+    log_line,
+    parse_job_args,
+    run_job,
+)
 from jobs.common.args import JobArgumentError
 from jobs.common.clients import kafka_cluster, remote_log_metadata_client
 from storage_core.client.admin import KafkaAdminClient
@@ -211,6 +226,26 @@ def bucket_store(rsm: RemoteStorageManager) -> BucketStore:
 
 
 def run(args: JobArgs, request: RestoreRequest, summary: RunSummary) -> None:
+    """One restore of a target at a time (``--lock-dir``): another is refused, naming it."""
+    if args.dry_run:
+        run_unlocked(args, request, summary)
+        return
+    key = restore_lock_key(args.bootstrap_server, request.target)
+    with log_dir_locks(args.lock_dir, JOB, [key], wait_s=args.lock_wait_s) as held_by:
+        if held_by is not None:
+            raise StorageError(
+                f"another restore of {request.target} is running (it holds {held_by}): let it"
+                " finish, and run the restore again if it fails"
+            )
+        run_unlocked(args, request, summary)
+
+
+def restore_lock_key(bootstrap_server: str, target: str) -> Path:
+    """The run lock's key: the target topic on its cluster."""
+    return cluster_lock_key(bootstrap_server) / "restore" / target
+
+
+def run_unlocked(args: JobArgs, request: RestoreRequest, summary: RunSummary) -> None:
     store = bucket_store(load_remote_storage_manager(args.rsm_class_name, args.rsm_config))
     try:
         with kafka_cluster(args) as cluster:
