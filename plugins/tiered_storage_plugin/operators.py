@@ -2,9 +2,10 @@
 
 The command is ``python -m jobs.<job>`` with the hook's cluster arguments, a ``--summary-path``
 in the run's directory (keyed by the data interval, see ``paths``), ``--bytes-per-second`` for
-the copy job when the connection sets ``copy_max_bytes_per_second``, ``--report-dir`` for the
-quality job (and ``--copied-segments``, the record of the same run's copy task
-``copied_segments_of``, when given), ``--dry-run`` when asked, then ``extra_args``. Every
+the copy job when the connection sets ``copy_max_bytes_per_second``, ``--report-dir`` and
+``--run-name`` for the quality and restore drill jobs (``REPORT_JOBS``; and
+``--copied-segments``, the record of the same run's copy task ``copied_segments_of``, when
+given), ``--dry-run`` when asked, then ``extra_args``. Every
 output line of the job goes to the task log as it comes, at the level it carries
 (``line_level``): a Spark (log4j) line at its log4j level, a JVM's or Python's warning as a
 warning, the notices Spark and the JVM print at every start whatever the job does
@@ -57,7 +58,11 @@ JOBS = (
     "topic_manifests",
     "backup_consumer_offsets",
     "restore_topic",
+    "restore_drill",
 )
+# Jobs that run Great Expectations suites and write Data Docs under --report-dir; a run whose
+# suites failed is a verdict on the data (``is_quality_verdict``).
+REPORT_JOBS = frozenset({"quality", "restore_drill"})
 # Jobs whose summary names the DAG run and task that wrote it (--dag-id, --run-id, --task-id).
 PROVENANCE_JOBS = frozenset({"cluster_status"})
 ERROR_LINES_MAX = 40
@@ -163,7 +168,7 @@ class TieringJobOperator(BaseOperator):
         if self.job == "copy_segments" and settings.copy_max_bytes_per_second is not None:
             cmd += ["--bytes-per-second", repr(settings.copy_max_bytes_per_second)]
         cmd += ["--summary-path", str(task_dir / paths.SUMMARY_FILE)]
-        if self.job == "quality":
+        if self.job in REPORT_JOBS:
             cmd += ["--report-dir", str(task_dir / "report")]
             if run_name:
                 cmd += ["--run-name", run_name]
@@ -333,8 +338,8 @@ def _positive(value: Any) -> bool:
 
 
 def is_quality_verdict(summary: Mapping[str, Any] | None) -> bool:
-    """The summary of a quality run whose suites ran and failed."""
-    if not summary or summary.get("job") != "quality":
+    """The summary of a quality (or restore drill) run whose suites ran and failed."""
+    if not summary or summary.get("job") not in REPORT_JOBS:
         return False
     details = summary.get("details")
     return isinstance(details, Mapping) and details.get("success") is False

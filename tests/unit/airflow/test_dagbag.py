@@ -19,6 +19,7 @@ EXPECTED = {
     "data_quality": ["quality", "publish"],
     "preferred_leader_election": ["validate_request", "elect_leaders"],
     "restore_topic": ["validate_request", "restore_topic"],
+    "restore_drill": ["restore_drill", "publish"],
 }
 
 
@@ -86,6 +87,7 @@ def test_schedules_show_in_words(dagbag: Any) -> None:
         "partition_deletion": ("None", "Never, external triggers only"),
         "preferred_leader_election": ("None", "Never, external triggers only"),
         "restore_topic": ("None", "Never, external triggers only"),
+        "restore_drill": ("At 03:00 UTC", "cron 0 3 * * * (UTC)"),
     }
     assert dagbag.dags["data_quality"].timetable.asset_condition.name == (
         "tiered_storage_remote_tier"

@@ -1,0 +1,130 @@
+"""The restore_drill DAG with ``dag.test()`` on a broker's chunked, encrypted tier
+(``tests/chunked_broker_support``; the cluster is the ``tiered_storage_default`` connection).
+
+Story::
+
+    chunked-tier: records 0..299, segments 0..k copied   topic_manifests writes its manifest;
+    group "readers" at 120                               backup_consumer_offsets backs it up
+    a night's run                  green: chunked-tier-0 drilled, the report names it and its
+                                   scratch topic; the Data Docs are where the quality job's
+                                   are (the latest the plugin serves); nothing of the drill left
+    one byte of the last copied    red at once (no retry), the failing expectation named in
+    segment's chunk flipped        the log; the report still written; the scratch topic gone
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
+
+from jobs import backup_consumer_offsets, topic_manifests
+from storage_core.client import KafkaAdminClient, KafkaCluster
+from tests.chunked_broker_support import TOPIC, ChunkedTier, chunked_tier
+from tests.unit.airflow import airflow_env
+
+pytestmark = pytest.mark.timeout(600)
+
+DAG_ID = "restore_drill"
+
+
+@pytest.fixture(scope="module")
+def tier(airflow_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChunkedTier]:
+    with chunked_tier(tmp_path_factory.mktemp("drill-dag")) as tier:
+        broker = tier.broker
+        common = [
+            "--bootstrap-server",
+            broker.bootstrap,
+            "--broker-config",
+            str(broker.config_path),
+        ]
+        assert topic_manifests.main(common) == 0
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "readers"})
+        consumer.commit(offsets=[ConfluentTopicPartition(TOPIC, 0, 120)], asynchronous=False)
+        consumer.close()
+        assert backup_consumer_offsets.main(common) == 0
+        os.environ["AIRFLOW_CONN_TIERED_STORAGE_DEFAULT"] = json.dumps(
+            {
+                "conn_type": "generic",
+                "host": "127.0.0.1",
+                "port": broker.port,
+                "extra": {
+                    "log_dirs": [str(broker.log_dir)],
+                    "broker_config": str(broker.config_path),
+                },
+            }
+        )
+        try:
+            yield tier
+        finally:
+            os.environ.pop("AIRFLOW_CONN_TIERED_STORAGE_DEFAULT", None)
+
+
+@pytest.fixture(scope="module")
+def dag(airflow_home: Path) -> Any:
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(airflow_env.DAGS))
+    assert bag.import_errors == {}
+    return bag.dags[DAG_ID]
+
+
+def drill_left(tier: ChunkedTier) -> list[str]:
+    with KafkaCluster(tier.broker.bootstrap) as kafka:
+        topics = KafkaAdminClient(kafka).list_topics()
+    objects = [
+        str(p)
+        for p in tier.remote_dir.rglob("*")
+        if p.is_file() and "restore-drill-" in str(p.relative_to(tier.remote_dir))
+    ]
+    return [t for t in topics if t.startswith("restore-drill-")] + objects
+
+
+def latest_report() -> dict[str, Any]:
+    runs = airflow_env.reports_dir() / "runs" / DAG_ID
+    reports = sorted(runs.glob("*/restore_drill_report.json"), key=lambda p: p.stat().st_mtime)
+    assert reports, "no restore_drill report"
+    return dict(json.loads(reports[-1].read_text()))
+
+
+def test_a_nightly_drill_is_green_then_red_on_a_tampered_segment(
+    tier: ChunkedTier, dag: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from tiered_storage_plugin import status
+
+    dag_run = dag.test()
+    states = {ti.task_id: str(ti.state) for ti in dag_run.get_task_instances()}
+    assert (str(dag_run.state), states) == (
+        "success",
+        {"restore_drill": "success", "publish": "success"},
+    )
+    report = latest_report()
+    summary = report["jobs"]["restore_drill"]["summary"]
+    (drilled,) = summary["details"]["drilled"]
+    assert (drilled["topic"], drilled["partition"]) == (TOPIC, 0)
+    assert drilled["scratch_topic"].startswith("restore-drill-")
+    assert drilled["restored_next_offset"] == tier.copied[-1].end_offset + 1
+    assert summary["counts"]["batches_compared"] > 0
+    docs = Path(summary["details"]["data_docs"])
+    assert docs.is_file()
+    assert status.latest_data_docs(airflow_env.reports_dir()) == docs.parent
+    assert drill_left(tier) == []
+
+    tier.corrupt_chunk(tier.copied[-1], 0)
+    capfd.readouterr()
+    dag_run = dag.test()
+    tries = {ti.task_id: (str(ti.state), ti.try_number) for ti in dag_run.get_task_instances()}
+    logged = "".join(capfd.readouterr())
+    assert str(dag_run.state) == "failed"
+    assert tries["restore_drill"] == ("failed", 1)  # a verdict: not retried
+    assert tries["publish"][0] == "failed"  # the report is written, and the run fails
+    assert "DataQualityFailedError" in logged and "failing checks:" in logged
+    assert "expect_every_source_batch_restored" in logged
+    assert latest_report()["failed"] == ["restore_drill"]
+    assert drill_left(tier) == []
