@@ -202,6 +202,64 @@ def test_an_unknown_topic_and_an_existing_target_are_refused_by_name(
     assert f"the target topic {SOURCE!r} exists on the cluster" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("damage", "partition", "which", "reason"),
+    [
+        ("newer-version", 0, -1, "format version 2 is not one this broker reads"),
+        ("checksum", 1, 0, "fails its checksum"),
+        ("missing-object", 2, -1, "which is missing"),
+    ],
+)
+def test_a_damaged_segment_stops_its_partition_and_nothing_is_created(
+    seeded: Seeded,
+    capsys: pytest.CaptureFixture[str],
+    damage: str,
+    partition: int,
+    which: int,
+    reason: str,
+) -> None:
+    brokers, source_id, _ = seeded
+    target = f"faults-{damage}"
+    segments = sorted(
+        remote_segments(brokers.bootstrap, source_id, SOURCE)[partition],
+        key=lambda m: m.start_offset,
+    )
+    segment = segments[which]
+    manifest = object_path(brokers, segment, RemoteObjectSuffix.SEGMENT_MANIFEST)
+    log = object_path(brokers, segment, RemoteObjectSuffix.LOG)
+    index = object_path(brokers, segment, RemoteObjectSuffix.OFFSET_INDEX)
+    saved = {path: path.read_bytes() for path in (manifest, log, index)}
+    try:
+        if damage == "newer-version":
+            text = manifest.read_bytes()
+            assert b'"version": 1' in text or b'"version":1' in text
+            manifest.write_bytes(
+                text.replace(b'"version": 1', b'"version": 2', 1).replace(
+                    b'"version":1', b'"version":2', 1
+                )
+            )
+        elif damage == "checksum":
+            data = bytearray(log.read_bytes())
+            data[len(data) // 2] ^= 0xFF
+            log.write_bytes(bytes(data))
+        else:
+            index.unlink()
+        code, summary = brokers.job(
+            restore_topic, "--topic", SOURCE, "--target", target, "--verify-checksums"
+        )
+        out, err = capsys.readouterr()
+    finally:
+        for path, data in saved.items():
+            path.write_bytes(data)
+    assert code == 1, (out, err)
+    assert summary["counts"]["partitions_stopped"] == 1, summary
+    stopped = [line for line in out.splitlines() if line.startswith("stopped ")]
+    assert len(stopped) == 1 and f"partition={SOURCE}-{partition}" in stopped[0], out
+    assert reason in stopped[0] and str(segment.remote_log_segment_id.id) in stopped[0], stopped
+    assert "cannot be restored" in err
+    assert topic_id(brokers.bootstrap, target) is None
+
+
 def test_a_second_restore_of_the_same_target_is_refused_while_the_first_runs(
     seeded: Seeded, capsys: pytest.CaptureFixture[str]
 ) -> None:

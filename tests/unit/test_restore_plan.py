@@ -136,12 +136,45 @@ def test_overlapping_segments_of_one_lineage_chain_through_the_overlap() -> None
     assert plan.end_offset == 149
 
 
-def test_segments_failing_their_checks_are_left_out_with_the_reason() -> None:
+def test_a_damaged_segment_below_the_readable_ones_stops_the_partition() -> None:
     a = segment(0, 99, {0: 0}, [(0, 0)], problems=("its .index object is missing",))
     b = segment(100, 199, {0: 100}, [(0, 0)])
-    plan = plan_partition(partition(a, b), allow_gaps=False)
-    assert offsets(plan.segments) == [(100, 199)]
+    stopped = plan_partition(partition(a, b), allow_gaps=False)
+    assert stopped.segments == ()
+    assert stopped.stopped is not None
+    assert f"segment {a.ref.segment_id} from offset 0: its .index object is missing" in (
+        stopped.stopped
+    )
+    assert "allow gaps to restore 100..199 only" in stopped.stopped
+    allowed = plan_partition(partition(a, b), allow_gaps=True)
+    assert offsets(allowed.segments) == [(100, 199)]
+    assert [item.reason for item in allowed.left_out] == ["its .index object is missing"]
+
+
+def test_a_damaged_newest_segment_stops_the_partition() -> None:
+    a = segment(0, 99, {0: 0}, [(0, 0)])
+    b = segment(100, 199, {0: 100}, [(0, 0)], problems=("chunk 3 of its .log fails",))
+    stopped = plan_partition(partition(a, b), allow_gaps=False)
+    assert stopped.segments == () and stopped.stopped is not None
+    assert f"segment {b.ref.segment_id} from offset 100" in stopped.stopped
+    assert offsets(plan_partition(partition(a, b), allow_gaps=True).segments) == [(0, 99)]
+
+
+def test_a_damaged_copy_of_offsets_the_chain_holds_is_only_left_out() -> None:
+    a = segment(0, 99, {0: 0}, [(0, 0)])
+    twin = segment(0, 99, {0: 0}, [(0, 0)], problems=("its .index object is missing",))
+    b = segment(100, 199, {0: 100}, [(0, 0)])
+    plan = plan_partition(partition(a, twin, b), allow_gaps=False)
+    assert plan.stopped is None
+    assert offsets(plan.segments) == [(0, 99), (100, 199)]
     assert [item.reason for item in plan.left_out] == ["its .index object is missing"]
+
+
+def test_a_partition_whose_only_segment_is_damaged_is_stopped() -> None:
+    a = segment(0, 99, {0: 0}, [(0, 0)], problems=("format version 2",))
+    stopped = plan_partition(partition(a), allow_gaps=False)
+    assert stopped.stopped is not None and "nothing else is readable" in stopped.stopped
+    assert plan_partition(partition(a), allow_gaps=True).stopped is None
 
 
 def test_a_partition_with_nothing_readable_restores_empty() -> None:

@@ -20,6 +20,14 @@ had it, so the plan follows one leader-epoch lineage, as Kafka's remote reads do
    are missing: the partition is stopped with the gap named, unless gaps are allowed, in which
    case the chain above the gap is restored (a log is one range of offsets, and the newest
    history is what consumers and producers continue from).
+5. A segment failing its checks (a manifest of a newer format version, objects missing or of
+   the wrong size, checksums that disagree) was copied whole (its manifest is written last),
+   so its records were part of the log: when it starts outside the chain's offsets (below its
+   start or above its end: the newest copy, say), restoring without it would silently lose
+   them, and the partition is stopped with the segment and its problems named, unless gaps
+   are allowed. One starting within the chain's offsets is another copy of what the chain
+   holds and is only left out. Segments without a manifest (copies cut short, plain copies
+   from before manifests) are only left out: the bucket cannot say what they hold.
 
 The restored partition's log starts at the chain's first offset and its leader epochs are the
 lineage's entries from there (Kafka's ``truncateFromStart``); producers continue at ``E + 1``.
@@ -94,9 +102,14 @@ def plan_partition(partition: PartitionInBucket, *, allow_gaps: bool) -> Partiti
     ]
     readable = partition.readable
     source = partition.topic_id_partition
+    damaged = [segment for segment in partition.segments if segment.problems]
     if not readable:
         return PartitionRestorePlan(
-            source=source, segments=(), leader_epochs=(), left_out=tuple(left_out)
+            source=source,
+            segments=(),
+            leader_epochs=(),
+            left_out=tuple(left_out),
+            stopped=None if not damaged or allow_gaps else _damaged_stop(damaged, None),
         )
     tip = max(readable, key=lambda s: (max(s.metadata.segment_leader_epochs), _end(s)))
     lineage, end = tip.leader_epochs, _end(tip)
@@ -130,12 +143,41 @@ def plan_partition(partition: PartitionInBucket, *, allow_gaps: bool) -> Partiti
             f" {chain[0].metadata.start_offset}..{end} only",
         )
     start = chain[0].metadata.start_offset
+    lost = [s for s in damaged if not start <= s.ref.start_offset <= end]
+    if lost and not allow_gaps:
+        return PartitionRestorePlan(
+            source=source,
+            segments=(),
+            leader_epochs=(),
+            left_out=left,
+            gap=gap,
+            stopped=_damaged_stop(lost, (start, end)),
+        )
     return PartitionRestorePlan(
         source=source,
         segments=tuple(chain),
         leader_epochs=epochs_from(lineage, start),
         left_out=left,
         gap=gap,
+    )
+
+
+def _damaged_stop(lost: Sequence[BucketSegment], restorable: tuple[int, int] | None) -> str:
+    """Why a partition stops: segments whose manifests were written (their copies finished)
+    fail their checks, and no segment restored holds their offsets."""
+    named = "; ".join(
+        f"segment {s.ref.segment_id} from offset {s.ref.start_offset}: {'; '.join(s.problems)}"
+        for s in sorted(lost, key=lambda s: s.ref.start_offset)
+    )
+    then = (
+        "nothing else is readable"
+        if restorable is None
+        else f"allow gaps to restore {restorable[0]}..{restorable[1]} only"
+    )
+    return (
+        f"{len(lost)} segment(s) outside the offsets the readable segments hold fail their"
+        f" checks ({named}); restoring without them would lose their records: repair them"
+        f" in the bucket, or {then}"
     )
 
 
