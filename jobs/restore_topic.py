@@ -455,9 +455,17 @@ def restore(
             tip = TopicIdPartition(target_id, TopicPartition(request.target, partition))
             known = {m.remote_log_segment_id.id: m for m in rlmm.list_remote_log_segments(tip)}
             for segment in partition_plan.segments:
-                outcome, stored = restore_segment(
-                    store, rlmm, segment, tip, known=known, now_ms=now_ms
-                )
+                try:
+                    outcome, stored = restore_segment(
+                        store, rlmm, segment, tip, known=known, now_ms=now_ms
+                    )
+                except StorageError as exc:
+                    raise StorageError(
+                        f"restoring {tip.topic_partition} stopped at segment"
+                        f" {segment.ref.segment_id} (from offset {segment.ref.start_offset}):"
+                        f" {exc}; {request.target} stays marked as under restore"
+                        f" ({RESTORE_LEADER_EPOCH}): run the restore again to finish it"
+                    ) from exc
                 summary.count(f"segments_{outcome.value}")
                 if outcome is SegmentRestore.RESTORED:
                     summary.add_bytes("restored", stored)

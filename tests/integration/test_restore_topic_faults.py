@@ -29,8 +29,9 @@ import pytest
 
 from embedded.zookeeper import ZooKeeperEnsemble
 from jobs import restore_topic, topic_manifests
-from storage_core.client import KafkaCluster
+from storage_core.client import KafkaAdminClient, KafkaCluster
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid
+from storage_core.protocol.config_resource import ConfigResourceType
 from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
 from storage_core.tiered.remote_object_keys import (
@@ -349,8 +350,15 @@ def test_the_store_stopped_mid_restore_fails_the_run_naming_it_and_a_rerun_finis
     finally:
         process.kill()
     assert process.returncode == 1, (out, err)
-    assert s3.endpoint_url in err, err
-    assert "restore_topic: error:" in err
+    (error,) = [line for line in err.splitlines() if line.startswith("restore_topic: error:")]
+    assert s3.endpoint_url in error and "is the object store reachable?" in error, error
+    assert "on-s3-restored stays marked as under restore" in error, error
+    assert "run the restore again to finish it" in error, error
+    with KafkaCluster(s3_tier.bootstrap) as client:
+        entries = KafkaAdminClient(client).describe_configs(
+            ConfigResourceType.TOPIC, "on-s3-restored", ["remote.log.restore.leader.epoch"]
+        )
+    assert [int(e.value or -1) for e in entries] == [0]  # the half-made target is marked
     after = bucket_objects(s3)
     assert {k: v for k, v in after.items() if k in before} == before  # the source untouched
 
