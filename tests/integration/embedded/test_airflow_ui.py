@@ -191,6 +191,7 @@ def test_a_refused_trigger_with_unpause_on_trigger_leaves_no_run_of_any_dag(ui: 
         "data_quality",
         "preferred_leader_election",
         "restore_topic",
+        "restore_drill",
     }
     assert all(d["is_paused"] for d in body["dags"])  # nothing runs until a user says so
 
@@ -235,6 +236,7 @@ def test_the_dag_list_says_what_each_dag_does_and_when_it_runs(ui: Ui) -> None:
         "partition_deletion": (None, "Never, external triggers only"),
         "preferred_leader_election": (None, "Never, external triggers only"),
         "restore_topic": (None, "Never, external triggers only"),
+        "restore_drill": ("At 03:00 UTC", "cron 0 3 * * * (UTC)"),
     }
     descriptions = {d["dag_id"]: d["description"] for d in body["dags"]}
     assert all(descriptions.values()), descriptions
