@@ -39,6 +39,13 @@ AlterConfigs implies DescribeConfigs (``IMPLIED_BY``): with every ACL here grant
 topics, groups and the cluster, DescribeConfigs on topics and Read on ``__remote_log_metadata``
 add nothing.
 
+The restore_drill DAG (``RESTORE_DRILL_ACLS``) creates, alters and deletes only its scratch
+topics, so those three are PREFIXED ACLs on ``restore-drill-``
+(``--resource-pattern-type PREFIXED``), never on every topic; it also needs Delete on groups
+(OffsetDelete of the offsets its restore committed) and Read on groups and topics
+(tests/integration/security/test_restore_drill_acls.py runs it green with these and the
+scheduled DAGs' ACLs, and fails naming Create or Delete on ``restore-drill-`` without them).
+
 Nothing else is checked: no IdempotentWrite (the metadata producer is not idempotent), no
 DeleteRecords (expiry moves the log start through the metadata topic, which the brokers read),
 no Create on the cluster (the brokers create the metadata topic), no group but for the offsets
@@ -75,6 +82,8 @@ class PipelineAcl:
     reason: str = ""
     needed_by: tuple[str, ...] = ()
     """The jobs (and DAG tasks) whose requests the broker checks against it."""
+    prefixed: bool = False
+    """A PREFIXED pattern: every name that starts with ``name`` (LITERAL otherwise)."""
 
     def __post_init__(self) -> None:
         if self.resource_type not in RESOURCE_TYPES:
@@ -90,7 +99,8 @@ class PipelineAcl:
         """The resource and operation as ``storage-core acls`` (kafka-acls.sh) takes them."""
         if self.resource_type == "cluster":
             return ["--operation", self.operation, "--cluster"]
-        return ["--operation", self.operation, f"--{self.resource_type}", self.name]
+        pattern = ["--resource-pattern-type", "PREFIXED"] if self.prefixed else []
+        return ["--operation", self.operation, f"--{self.resource_type}", self.name, *pattern]
 
     def command(self, principal: str = "User:pipeline") -> str:
         """The ``storage-core acls --add`` command line that grants it to ``principal``."""
@@ -235,6 +245,52 @@ RESTORE_TOPIC_ACLS: tuple[PipelineAcl, ...] = (CREATE_TOPICS, ALTER_TOPIC_CONFIG
 """The restore_topic DAG's (its dry run needs none of them)."""
 RESTORE_OFFSETS_ACLS: tuple[PipelineAcl, ...] = (READ_GROUPS, READ_TOPICS)
 """The restore_topic DAG's with ``restore_offsets`` (its default)."""
+
+DRILL_SCRATCH_PREFIX = "restore-drill-"  # jobs.planning.restore_drill.SCRATCH_PREFIX
+CREATE_DRILL_TOPICS = PipelineAcl(
+    operation="Create",
+    resource_type="topic",
+    name=DRILL_SCRATCH_PREFIX,
+    prefixed=True,
+    reason="CreateTopics of the restore drill's scratch topics",
+    needed_by=("restore_drill",),
+)
+ALTER_DRILL_TOPIC_CONFIGS = PipelineAcl(
+    operation="AlterConfigs",
+    resource_type="topic",
+    name=DRILL_SCRATCH_PREFIX,
+    prefixed=True,
+    reason="IncrementalAlterConfigs: a scratch topic's remote.log.restore.* configs",
+    needed_by=("restore_drill",),
+)
+DELETE_DRILL_TOPICS = PipelineAcl(
+    operation="Delete",
+    resource_type="topic",
+    name=DRILL_SCRATCH_PREFIX,
+    prefixed=True,
+    reason="DeleteTopics of the restore drill's scratch topics",
+    needed_by=("restore_drill",),
+)
+DELETE_GROUPS = PipelineAcl(
+    operation="Delete",
+    resource_type="group",
+    name=EVERY_GROUP,
+    reason="OffsetDelete: the groups' offsets the drill's restore committed under a scratch topic",
+    needed_by=("restore_drill",),
+)
+RESTORE_DRILL_ACLS: tuple[PipelineAcl, ...] = (
+    CREATE_DRILL_TOPICS,
+    ALTER_DRILL_TOPIC_CONFIGS,
+    DELETE_DRILL_TOPICS,
+    DELETE_GROUPS,
+    READ_GROUPS,
+    READ_TOPICS,
+)
+"""The restore_drill DAG's: Create, AlterConfigs and Delete on its scratch topics only (a
+PREFIXED ACL on ``restore-drill-``), Delete on groups (OffsetDelete, which Kafka checks as
+Delete on the group and Read on the topic), and Read on groups and topics: OffsetCommit of the
+restored offsets and the Fetches that compare every source partition drilled with its
+scratch copy (every topic: the sample rotates over all of them)."""
 ALL_PIPELINE_ACLS: tuple[PipelineAcl, ...] = (
     PIPELINE_ACLS
     + PARTITION_DELETION_ACLS
