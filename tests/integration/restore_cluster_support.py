@@ -47,7 +47,7 @@ RECORDS = 40
 ASSIGNMENT = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
 CLIENT_TIMEOUT_S = 30.0
 
-Record = tuple[int, bytes | None, bytes | None, tuple[tuple[str, bytes], ...]]
+Record = tuple[int, int | None, bytes | None, bytes | None, tuple[tuple[str, bytes], ...]]
 
 
 def settings(remote_dir: Path) -> dict[str, str]:
@@ -222,10 +222,28 @@ def remote_segments(
         }
 
 
-def seed_topic(cluster: TieredBrokers, topic: str) -> tuple[Uuid, dict[int, int]]:
-    """The topic of the module docstring; its id and each partition's last copied offset."""
+def seed_topic(
+    cluster: TieredBrokers, topic: str, *, leader_change: bool = False
+) -> tuple[Uuid, dict[int, int]]:
+    """The topic of the module docstring; its id and each partition's last copied offset.
+    With ``leader_change`` broker 1 is shut down halfway (partition 0 goes on in epoch 1 on
+    broker 2) and started again before the copies."""
     topic_id = create_topic(cluster, topic)
-    acked = produce(cluster, topic, 0, RECORDS)
+    half = RECORDS // 2 if leader_change else RECORDS
+    acked = produce(cluster, topic, 0, half)
+    if leader_change:
+        cluster.brokers[1].stop()
+        cluster_support.eventually(
+            lambda: (
+                cluster_support.partition_states(cluster.brokers[2].bootstrap, topic)[0][:2]
+                == (2, 1)
+            ),
+            what=f"broker 2 to lead {topic}-0 in epoch 1",
+        )
+        more = produce(cluster, topic, half, RECORDS - half)
+        acked = {p: acked[p] + more[p] for p in acked}
+        cluster.brokers[1].start()
+        wait_for_isr(cluster, topic, 3)
     assert all(offsets == list(range(RECORDS)) for offsets in acked.values()), acked
     roll(cluster, topic)
     tier(cluster, topic)
@@ -239,7 +257,8 @@ def seed_topic(cluster: TieredBrokers, topic: str) -> tuple[Uuid, dict[int, int]
 def read(
     bootstrap: str, topic: str, partition: int, start: int, end: int, *, group: str | None = None
 ) -> list[Record]:
-    """Records ``start..end`` (inclusive) of the partition: offset, key, value, headers."""
+    """Records ``start..end`` (inclusive) of the partition: offset, leader epoch, key, value,
+    headers."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -259,7 +278,13 @@ def read(
                 continue
             assert message.error() is None, message.error()
             records.append(
-                (message.offset(), message.key(), message.value(), tuple(message.headers() or ()))
+                (
+                    message.offset(),
+                    message.leader_epoch(),
+                    message.key(),
+                    message.value(),
+                    tuple(message.headers() or ()),
+                )
             )
         return [r for r in records if r[0] <= end]
     finally:

@@ -5,10 +5,13 @@ tier, served by every replica, and surviving the loss of its leader.
     orders, ledger: 3 partitions, RF 3           keyed records with headers (acks=all), each
                                                  broker tiers what it leads; topic_manifests;
                                                  group "billing" committed, backed up
-    restore orders --target orders-copy          while orders lives: every record, key and
-                                                 header of the bucket reads back from the
-                                                 remote tier; ListOffsets earliest/latest on
-                                                 each leader = the restored range; ISR = 3
+    orders: broker 1 shut down halfway           orders-0 goes on in epoch 1 on broker 2
+    restore orders --target orders-copy          while orders lives: every record, key,
+                                                 header and leader epoch of the bucket reads
+                                                 back from the remote tier; ListOffsets
+                                                 earliest/latest on each leader = the
+                                                 restored range; ISR = 3; the target's
+                                                 partitions lead above the restored epochs
     SIGKILL a target partition's leader          the new leader serves the same history and
                                                  takes the next record at E + 1
     DeleteTopics ledger (objects kept)           restore ledger (same name) --restore-offsets:
@@ -57,7 +60,10 @@ def cluster(
     zookeeper: ZooKeeperEnsemble, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[TieredBrokers, dict[str, tuple[Uuid, dict[int, int]]]]]:
     with tiered_brokers(zookeeper, tmp_path_factory.mktemp("restore-cluster")) as brokers:
-        seeded = {topic: seed_topic(brokers, topic) for topic in (SOURCE, DELETED)}
+        seeded = {
+            SOURCE: seed_topic(brokers, SOURCE, leader_change=True),
+            DELETED: seed_topic(brokers, DELETED),
+        }
         code, summary = brokers.job(topic_manifests)
         assert code == 0, summary
         commit(brokers.bootstrap, "billing", DELETED, BACKED_UP)
@@ -86,7 +92,9 @@ def test_a_topic_restored_beside_its_source_is_served_by_every_replica_and_survi
         source = read(bootstrap, SOURCE, partition, 0, end)
         restored = read(bootstrap, target, partition, 0, end)
         assert [r[0] for r in restored] == list(range(end + 1))
-        assert restored == source  # every offset, key, value and header
+        assert restored == source  # every offset, leader epoch, key, value and header
+        if partition == 0:
+            assert {record[1] for record in restored} == {0, 1}
         assert list_offset(bootstrap, target, EARLIEST, partition=partition)[0] == 0
         assert list_offset(bootstrap, target, LATEST, partition=partition)[0] == end + 1
     # every replica follows the restored log: each partition's ISR is all three
@@ -98,6 +106,7 @@ def test_a_topic_restored_beside_its_source_is_served_by_every_replica_and_survi
             assert sum(path.stat().st_size for path in logs) == 0, logs
 
     states = cluster_support.partition_states(brokers.brokers[1].bootstrap, target)
+    assert all(epoch >= 2 for _leader, epoch, _isr in states.values()), states
     leader, epoch, _isr = states[0]
     brokers.brokers[leader].kill()
     try:
