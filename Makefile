@@ -69,6 +69,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/security_throughput.py
 	$(BIN)/python benchmarks/read_committed.py
 	$(BIN)/python benchmarks/transactional_produce.py
+	$(BIN)/python benchmarks/restore.py
 
 ## Production scale (issue 30): 300 / 1,000 / 3,000 partitions on three brokers and 10^3 / 10^4 /
 ## 10^5 remote segments, each figure per partition or segment with its ratio between sizes, and
