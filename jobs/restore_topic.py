@@ -35,8 +35,8 @@ Restoring (``storage_core.tiered.recovery.restore`` and, on the brokers,
    published to ``__remote_log_metadata``;
 3. ``remote.log.restore.enable`` is set: each replica starts its log after the restored
    segments, with their leader epochs and producer state; the run waits until every partition
-   answers ListOffsets earliest = the restored log start and latest = the next offset
-   (``--wait-s``), then removes both configs;
+   answers ListOffsets earliest = the restored log start and latest = the next offset, or
+   later once producers write (``--wait-s``), then removes both configs;
 4. with ``--restore-offsets``, each group's offsets in the source, from the newest consumer
    offsets backup in the bucket, are committed in the target, clamped to the restored range
    (``storage_core.tiered.recovery.offsets_restore``); a group with active members is
@@ -558,7 +558,9 @@ def wait_until_restored(
     summary: RunSummary,
 ) -> None:
     """Until each partition's leader answers ListOffsets earliest = the restored log start
-    and latest = the next offset."""
+    and latest at least the next offset: from the moment ``remote.log.restore.enable`` lets
+    the partitions online producers may write (a run killed after it and run again finds
+    their records); a replica that started below the restored segments answers less."""
     consumer = KafkaConsumer(cluster)
     pending = dict(plans)
     deadline = time.monotonic() + wait_s
@@ -573,7 +575,10 @@ def wait_until_restored(
             except StorageError as exc:
                 last[partition] = str(exc)
                 continue
-            if offsets == (partition_plan.log_start_offset, partition_plan.next_offset):
+            if (
+                offsets[0] == partition_plan.log_start_offset
+                and offsets[1] >= partition_plan.next_offset
+            ):
                 del pending[partition]
                 summary.count("partitions_restored")
                 log_line(
@@ -581,7 +586,8 @@ def wait_until_restored(
                     {
                         "partition": f"{topic}-{partition}",
                         "log_start_offset": offsets[0],
-                        "next_offset": offsets[1],
+                        "next_offset": partition_plan.next_offset,
+                        "latest": offsets[1],
                     },
                 )
             else:

@@ -29,8 +29,10 @@ from confluent_kafka import Consumer, Producer
 
 from embedded.zookeeper import ZooKeeperEnsemble
 from jobs import backup_consumer_offsets, restore_topic, topic_manifests
-from storage_core.client import KafkaCluster
+from storage_core.client import KafkaAdminClient, KafkaCluster
+from storage_core.client.admin_requests import AlterConfigOp
 from storage_core.common import Uuid
+from storage_core.protocol.config_resource import AlterConfigOpType, ConfigResourceType
 from tests import cluster_support
 from tests.integration.restore_cluster_support import (
     ASSIGNMENT,
@@ -190,3 +192,55 @@ def test_a_deleted_topic_restored_under_its_name_resumes_its_group(
         consumer.close()
     assert first == BACKED_UP
     assert all(BACKED_UP[p] <= CONSUMED_AFTER[p] < RECORDS for p in BACKED_UP)
+
+
+def test_a_restore_killed_after_its_partitions_came_online_finishes_with_records_written_since(
+    cluster: tuple[TieredBrokers, dict[str, tuple[Uuid, dict[int, int]]]],
+) -> None:
+    """Once remote.log.restore.enable is set the partitions are online and producers write
+    (a topic restored under its own name is written by the producers that wrote it before);
+    a run killed before it removed the restore configs is finished by the next run all the
+    same."""
+    brokers, seeded = cluster
+    _, ends = seeded[SOURCE]
+    target = "orders-online"
+    code, summary = brokers.job(
+        restore_topic, "--topic", SOURCE, "--target", target, "--partitions", "0"
+    )
+    assert code == 0, summary
+    # What a run killed after enabling the restore, before removing its configs, leaves.
+    with KafkaCluster(brokers.bootstrap) as client:
+        KafkaAdminClient(client).incremental_alter_configs(
+            ConfigResourceType.TOPIC,
+            target,
+            [
+                AlterConfigOp(name=name, op=AlterConfigOpType.SET, value=value)
+                for name, value in (
+                    ("remote.log.restore.leader.epoch", "1"),
+                    ("remote.log.restore.enable", "true"),
+                )
+            ],
+        )
+    producer = Producer({"bootstrap.servers": brokers.bootstrap, "acks": "all"})
+    offsets: list[int] = []
+    producer.produce(
+        target, value=b"written-while-restoring", partition=0,
+        on_delivery=lambda error, message: offsets.append(message.offset()),
+    )  # fmt: skip
+    assert producer.flush(30) == 0
+    assert offsets == [ends[0] + 1]
+
+    code, summary = brokers.job(
+        restore_topic, "--topic", SOURCE, "--target", target, "--partitions", "0",
+        "--wait-s", "10",
+    )  # fmt: skip
+    assert code == 0, summary
+    assert summary["counts"]["segments_already_restored"] == summary["counts"]["segments_planned"]
+    with KafkaCluster(brokers.bootstrap) as client:
+        configs = {
+            e.name: e.value
+            for e in KafkaAdminClient(client).describe_configs(ConfigResourceType.TOPIC, target)
+        }
+    assert configs["remote.log.restore.leader.epoch"] == "-1"
+    assert configs["remote.log.restore.enable"] == "false"
+    assert list_offset(brokers.bootstrap, target, LATEST)[0] == ends[0] + 2
