@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -39,6 +40,7 @@ from storage_core.tiered.remote_object_keys import (
     RemoteObjectSuffix,
     parse_object_key,
     segment_key,
+    topic_manifest_key,
 )
 from storage_core.tiered.remote_storage_manager import RemoteSegmentRef
 from tests import cluster_support
@@ -373,3 +375,23 @@ def test_the_store_stopped_mid_restore_fails_the_run_naming_it_and_a_rerun_finis
         s3_tier.bootstrap, "on-s3", 0, 0, end
     )
     assert {k: v for k, v in bucket_objects(s3).items() if k in before} == before
+
+
+def test_a_topic_manifest_of_a_newer_format_version_is_refused_by_name(
+    seeded: Seeded, capsys: pytest.CaptureFixture[str]
+) -> None:
+    brokers, source_id, _ = seeded
+    path = brokers.remote_dir / topic_manifest_key("", SOURCE, source_id)
+    saved = path.read_bytes()
+    document = json.loads(saved)
+    document["version"] += 1
+    path.write_text(json.dumps(document))
+    try:
+        code, _ = brokers.job(restore_topic, "--topic", SOURCE, "--target", "faults-manifest")
+        err = capsys.readouterr().err
+    finally:
+        path.write_bytes(saved)
+    assert code == 1
+    (error,) = [line for line in err.splitlines() if line.startswith("restore_topic: error:")]
+    assert topic_manifest_key("", SOURCE, source_id) in error and "version" in error, error
+    assert topic_id(brokers.bootstrap, "faults-manifest") is None
