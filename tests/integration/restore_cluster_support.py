@@ -13,8 +13,7 @@ tier``::
     local:   [seg 0..k][active: filler]
     remote:  seg 0..k (COPY_SEGMENT_FINISHED, chunked)  (every keyed record)
 
-Jobs run in process (``job``) or as a subprocess (``job_command``) with broker 1's config,
-which names the store.
+Jobs run in process (``job``) with broker 1's config, which names the store.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,9 +95,6 @@ class TieredBrokers:
         code = int(module.main(self.job_args(*extra, "--summary-path", str(summary_path))))
         summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
         return code, summary
-
-    def job_command(self, module: str, *extra: str) -> list[str]:
-        return [sys.executable, "-m", module, *self.job_args(*extra)]
 
 
 @contextlib.contextmanager
