@@ -25,7 +25,8 @@ the Data Docs, which the Tiered storage page of the UI serves (`/tiered-storage/
 partitions were drilled, into which scratch topic, their offsets and the number of batches
 compared. A failing check fails the run at once (no retry: the bucket will not change by
 retrying), naming the failing expectations (for instance
-`expect_every_source_batch_restored` when an object was tampered with) in the task's log.
+`expect_sampled_partition_restored` with the damaged chunk when an object was tampered with)
+in the task's log.
 """
 
 from __future__ import annotations

@@ -107,6 +107,7 @@ WAIT_S_DEFAULT = 120.0
 LATEST_TIERED_TIMESTAMP = -5  # ListOffsets: the highest offset in remote storage
 FETCH_MAX_WAIT_MS = 200
 FETCH_PARTITION_MAX_BYTES = 1024 * 1024
+MARKS_WAIT_S_MIN = 30.0  # for the deleted scratch partitions' DELETE_PARTITION_MARKED
 EMPTY_FETCHES_MAX = 50  # fetches in a row that return no whole batch before giving up
 _BATCH_LENGTH_OFFSET = 8
 
@@ -419,7 +420,15 @@ def clean_up(
                 summary.count("scratch_offsets_deleted", len(offsets))
                 log_line("cleaned", {"group": group_id, "offsets": len(offsets)})
             counts = delete_scratch_topics(cluster, scratch_ids, summary)
-            marked = wait_for_marks(cluster, scratch_ids, counts, wait_s)
+            marked = wait_for_marks(cluster, scratch_ids, counts, max(wait_s, MARKS_WAIT_S_MIN))
+        for name, count in sorted(counts.items()):
+            found = sum(1 for tip in marked if tip.topic_partition.topic == name)
+            if found < count:
+                summary.error(
+                    f"clean-up: {count - found} of {count} partitions of {name} were not marked"
+                    " for deletion in time: their remote data is left for"
+                    " partition_deletion_sweep once they are"
+                )
         delete_remote_data(args, marked, scratch_ids, summary)
     except Exception as exc:
         summary.error(

@@ -8,8 +8,8 @@ Story::
     a night's run                  green: chunked-tier-0 drilled, the report names it and its
                                    scratch topic; the Data Docs are where the quality job's
                                    are (the latest the plugin serves); nothing of the drill left
-    one byte of the last copied    red at once (no retry), the failing expectation named in
-    segment's chunk flipped        the log; the report still written; the scratch topic gone
+    one byte of the last copied    red at once (no retry), the failing expectation and the
+    segment's chunk flipped        damaged chunk named in the log; the report still written
 """
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ from confluent_kafka import TopicPartition as ConfluentTopicPartition
 
 from jobs import backup_consumer_offsets, topic_manifests
 from storage_core.client import KafkaAdminClient, KafkaCluster
+from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
+from storage_core.tiered.metadata.states import RemoteLogSegmentState
 from tests.chunked_broker_support import TOPIC, ChunkedTier, chunked_tier
+from tests.tiered_broker_support import client_rlmm
 from tests.unit.airflow import airflow_env
 
 pytestmark = pytest.mark.timeout(600)
@@ -86,6 +89,18 @@ def drill_left(tier: ChunkedTier) -> list[str]:
     return [t for t in topics if t.startswith("restore-drill-")] + objects
 
 
+def last_copied_segment(tier: ChunkedTier) -> RemoteLogSegmentMetadata:
+    """The source's highest COPY_SEGMENT_FINISHED segment now (the broker's own tiering may
+    have copied more than the fixture did)."""
+    with client_rlmm(tier.broker.bootstrap) as rlmm:
+        finished = [
+            m
+            for m in rlmm.list_remote_log_segments(tier.topic_id_partition)
+            if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+        ]
+    return max(finished, key=lambda m: m.end_offset)
+
+
 def latest_report() -> dict[str, Any]:
     runs = airflow_env.reports_dir() / "runs" / DAG_ID
     reports = sorted(runs.glob("*/restore_drill_report.json"), key=lambda p: p.stat().st_mtime)
@@ -109,14 +124,15 @@ def test_a_nightly_drill_is_green_then_red_on_a_tampered_segment(
     (drilled,) = summary["details"]["drilled"]
     assert (drilled["topic"], drilled["partition"]) == (TOPIC, 0)
     assert drilled["scratch_topic"].startswith("restore-drill-")
-    assert drilled["restored_next_offset"] == tier.copied[-1].end_offset + 1
+    assert drilled["restored_next_offset"] == last_copied_segment(tier).end_offset + 1
     assert summary["counts"]["batches_compared"] > 0
     docs = Path(summary["details"]["data_docs"])
     assert docs.is_file()
     assert status.latest_data_docs(airflow_env.reports_dir()) == docs.parent
     assert drill_left(tier) == []
 
-    tier.corrupt_chunk(tier.copied[-1], 0)
+    last = last_copied_segment(tier)
+    tier.corrupt_chunk(last, 0)
     capfd.readouterr()
     dag_run = dag.test()
     tries = {ti.task_id: (str(ti.state), ti.try_number) for ti in dag_run.get_task_instances()}
@@ -125,6 +141,7 @@ def test_a_nightly_drill_is_green_then_red_on_a_tampered_segment(
     assert tries["restore_drill"] == ("failed", 1)  # a verdict: not retried
     assert tries["publish"][0] == "failed"  # the report is written, and the run fails
     assert "DataQualityFailedError" in logged and "failing checks:" in logged
-    assert "expect_every_source_batch_restored" in logged
+    assert "expect_sampled_partition_restored" in logged
+    assert "chunk 0 of its .log fails its checksum" in logged
     assert latest_report()["failed"] == ["restore_drill"]
     assert drill_left(tier) == []

@@ -25,7 +25,10 @@ from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from jobs import backup_consumer_offsets, restore_drill, topic_manifests
 from storage_core.client import KafkaAdminClient, KafkaCluster
 from storage_core.client.group_offsets import fetch_committed_offsets
+from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
+from storage_core.tiered.metadata.states import RemoteLogSegmentState
 from tests.chunked_broker_support import TOPIC, ChunkedTier, chunked_tier
+from tests.tiered_broker_support import client_rlmm
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -50,6 +53,18 @@ def files_of(tier: ChunkedTier, marker: str) -> dict[Path, tuple[int, int]]:
     }
 
 
+def last_copied_segment(tier: ChunkedTier) -> RemoteLogSegmentMetadata:
+    """The source's highest COPY_SEGMENT_FINISHED segment now (the broker's own tiering may
+    have copied more than the fixture did)."""
+    with client_rlmm(tier.broker.bootstrap) as rlmm:
+        finished = [
+            m
+            for m in rlmm.list_remote_log_segments(tier.topic_id_partition)
+            if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+        ]
+    return max(finished, key=lambda m: m.end_offset)
+
+
 def drill(tier: ChunkedTier, tmp_path: Path, name: str) -> tuple[int, dict[str, object]]:
     summary_path = tmp_path / f"{name}.json"
     code = job(
@@ -69,11 +84,11 @@ def assert_cleaned_up(tier: ChunkedTier) -> None:
 
 
 def test_the_drill_is_green_on_a_healthy_bucket_and_red_on_a_tampered_segment(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with chunked_tier(tmp_path / "tier") as tier:
         bootstrap = tier.broker.bootstrap
-        end = tier.copied[-1].end_offset
+        end = last_copied_segment(tier).end_offset
         assert job(tier, topic_manifests) == 0
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "readers"})
         consumer.commit(offsets=[ConfluentTopicPartition(TOPIC, 0, 100)], asynchronous=False)
@@ -91,7 +106,7 @@ def test_the_drill_is_green_on_a_healthy_bucket_and_red_on_a_tampered_segment(
         assert counts["group_offsets_checked"] == 1
         assert counts.get("failed_expectations", 0) == 0
         assert counts["scratch_topics_deleted"] == 1 and counts["scratch_offsets_deleted"] == 1
-        assert counts["segments_deleted"] == len(tier.copied)
+        assert counts["segments_deleted"] >= len(tier.copied)  # the broker may have copied more
         details = summary["details"]
         (drilled,) = details["drilled"]
         assert drilled["scratch_topic"] == SCRATCH
@@ -102,19 +117,36 @@ def test_the_drill_is_green_on_a_healthy_bucket_and_red_on_a_tampered_segment(
         assert_cleaned_up(tier)
         assert files_of(tier, source_id) == before
 
-        # one byte of the last copied segment's first chunk flipped in the bucket
-        tier.corrupt_chunk(tier.copied[-1], 0)
+        # the drill fails once its scratch topic is restored (the checks raise): red, and the
+        # scratch topic, its remote data and the offsets under it are deleted all the same
+        def checks_raise(*_: object) -> None:
+            raise RuntimeError("the checks could not run")
+
+        monkeypatch.setattr(restore_drill, "validate", checks_raise)
+        code, summary = drill(tier, tmp_path, "checks-raise")
+        monkeypatch.undo()
+        assert code == 1
+        assert "the checks could not run" in summary["errors"][0]["error"]  # type: ignore[index]
+        counts = summary["counts"]
+        assert counts["scratch_topics_deleted"] == 1 and counts["scratch_offsets_deleted"] == 1
+        assert counts["segments_deleted"] >= len(tier.copied)
+        assert_cleaned_up(tier)
+        assert files_of(tier, source_id) == before
+
+        # one byte of the last copied segment's first chunk flipped in the bucket: the
+        # restore's --verify-checksums stops the partition, naming the chunk
+        last = last_copied_segment(tier)
+        tier.corrupt_chunk(last, 0)
         tampered = files_of(tier, source_id)
         code, summary = drill(tier, tmp_path, "tampered")
         out = capsys.readouterr()
         assert code == 1
         errors = " ".join(str(e["error"]) for e in summary["errors"])  # type: ignore[index]
-        assert "expect_restored_range_covers_source_remote_log" in errors
-        assert "expect_every_source_batch_restored" in errors
-        assert "the restore left out 1 segment(s)" in errors  # its left-out line says why
-        assert "FAILED drill_batches: expect_every_source_batch_restored" in out.err
+        assert "expect_sampled_partition_restored" in errors
+        assert f"segment {last.remote_log_segment_id.id}" in errors
+        assert "chunk 0 of its .log fails its checksum" in errors
+        assert "FAILED drill_partitions: expect_sampled_partition_restored" in out.err
         suites = summary["details"]["suites"]  # type: ignore[index]
         assert suites["drill_partitions"]["success"] is False
-        assert summary["counts"]["scratch_topics_deleted"] == 1  # type: ignore[index]
         assert_cleaned_up(tier)
         assert files_of(tier, source_id) == tampered
