@@ -103,7 +103,11 @@ from storage_core.tiered.recovery.offsets_restore import (
     newest_backup,
     plan_group_offsets,
 )
-from storage_core.tiered.recovery.restore import SegmentRestore, restore_segment
+from storage_core.tiered.recovery.restore import (
+    SegmentRestore,
+    restore_segment,
+    restored_segment_id,
+)
 from storage_core.tiered.recovery.restore_plan import PartitionRestorePlan, plan_partition
 from storage_core.tiered.recovery.topic_manifest import TopicManifest
 from storage_core.tiered.remote_object_keys import topic_manifest_key
@@ -454,6 +458,7 @@ def restore(
         for partition, partition_plan in plans.items():
             tip = TopicIdPartition(target_id, TopicPartition(request.target, partition))
             known = {m.remote_log_segment_id.id: m for m in rlmm.list_remote_log_segments(tip)}
+            check_same_restore(tip, known, partition_plan)
             for segment in partition_plan.segments:
                 try:
                     outcome, stored = restore_segment(
@@ -484,6 +489,28 @@ def restore(
         ],
     )
     log_line("restored", {"target": request.target, "topic_id": target_id})
+
+
+def check_same_restore(
+    tip: TopicIdPartition,
+    known: Mapping[Uuid, object],
+    plan: PartitionRestorePlan,
+) -> None:
+    """A restore under way is resumed only by the same restore: every segment the target
+    already holds must be one this plan restores (their ids derive from the target's topic id
+    and the source segments'), else ``InvalidConfigError`` naming the target."""
+    planned = {
+        restored_segment_id(tip.topic_id, segment.metadata.remote_log_segment_id.id)
+        for segment in plan.segments
+    }
+    foreign = sorted(str(segment_id) for segment_id in known if segment_id not in planned)
+    if foreign:
+        raise InvalidConfigError(
+            f"{tip.topic_partition} is under restore from other segments than this run's"
+            f" ({len(foreign)} of its segments, e.g. {foreign[0]}, are not in the plan): resume"
+            " it with the source and options it was started with, or delete the target and"
+            " restore again"
+        )
 
 
 def group_offsets(

@@ -39,6 +39,7 @@ from storage_core.tiered.recovery.bucket_inventory import scan_bucket
 from storage_core.tiered.recovery.restore import restore_segment
 from storage_core.tiered.recovery.restore_plan import plan_partition
 from tests.chunked_broker_support import TOPIC, ChunkedTier, chunked_tier, value_of
+from tests.remote_log_metadata_events import copy_started
 from tests.tiered_broker_support import client_rlmm
 
 pytestmark = pytest.mark.timeout(240)
@@ -199,3 +200,28 @@ def test_a_restore_cut_short_is_finished_by_the_next_run(
         assert "resumed=true" in out
         restored = read_all(bootstrap, "resumed", end + 1)
         assert [value for _, value in restored] == [value_of(i) for i in range(end + 1)]
+
+
+def test_a_restore_under_way_is_resumed_only_by_the_same_restore(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A target marked as under restore that holds segments this run would not restore (begun
+    from another source, or with other options) is refused, naming the partition."""
+    with chunked_tier(tmp_path / "tier") as tier:
+        bootstrap = tier.broker.bootstrap
+        assert job(tier, topic_manifests) == 0
+        with KafkaCluster(bootstrap) as cluster:
+            created = KafkaAdminClient(cluster).create_topic(
+                "elsewhere",
+                num_partitions=1,
+                replication_factor=1,
+                configs={"remote.storage.enable": "true", "remote.log.restore.leader.epoch": "0"},
+            )
+        assert created.topic_id is not None
+        target = TopicIdPartition(created.topic_id, TopicPartition("elsewhere", 0))
+        with client_rlmm(bootstrap) as rlmm:
+            rlmm.add_remote_log_segment_metadata(copy_started(target, 0, 9))
+        code = job(tier, restore_topic, "--topic", TOPIC, "--target", "elsewhere")
+        assert code == 2
+        err = capsys.readouterr().err
+        assert "elsewhere-0 is under restore from other segments than this run's" in err
