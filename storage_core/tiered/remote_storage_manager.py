@@ -53,13 +53,10 @@ import enum
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, ClassVar, Protocol, runtime_checkable
+from typing import BinaryIO, ClassVar, Protocol, runtime_checkable
 
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid, validate_topic_name
 from storage_core.errors import InvalidConfigError, KafkaStorageError
-
-if TYPE_CHECKING:  # remote_object_keys imports this module
-    from storage_core.tiered.remote_object_keys import RemoteObjectSuffix
 
 # Broker settings passed to the remote storage manager start with this (Kafka's
 # remote.log.storage.manager.impl.prefix default).
@@ -333,19 +330,6 @@ class RemoteObjectStore(Protocol):
     def get_object(self, key: str) -> bytes:
         """The whole object ``key`` (a topic manifest or an offsets backup key, else
         ``InvalidRemoteObjectKeyError``); ``RemoteResourceNotFoundError`` when absent."""
-        ...
-
-    def restore_segment_objects(
-        self,
-        source: RemoteSegmentRef,
-        target: RemoteSegmentRef,
-        suffixes: Sequence[RemoteObjectSuffix],
-        manifest: bytes,
-    ) -> int:
-        """Copy ``source``'s objects ``suffixes``, as stored, to ``target``'s keys (a segment
-        of another topic id: ``check_restore_target``), then write ``manifest`` as
-        ``target``'s, last; the bytes now stored under ``target``. Idempotent: a copy cut
-        short is done again whole."""
         ...
 
 

@@ -318,17 +318,6 @@ class ChunkedRemoteStorageManager:
     def get_object(self, key: str) -> bytes:
         return remote_object_store(self.store, "reading an object by key").get_object(key)
 
-    def restore_segment_objects(
-        self,
-        source: RemoteSegmentRef,
-        target: RemoteSegmentRef,
-        suffixes: Sequence[RemoteObjectSuffix],
-        manifest: bytes,
-    ) -> int:
-        return remote_object_store(self.store, "restoring a segment").restore_segment_objects(
-            source, target, suffixes, manifest
-        )
-
     def close(self) -> None:
         self.fetcher.close()
         self.store.close()

@@ -20,7 +20,7 @@ restore planner leaves it out and says why.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -49,8 +49,22 @@ from storage_core.tiered.remote_storage_manager import (
 
 @runtime_checkable
 class BucketStore(RemoteStorageManager, RemoteObjectStore, SegmentManifestStore, Protocol):
-    """A store that lists its objects, reads segment manifests and serves objects as stored
-    (both stores; not the chunked manager wrapping them, which serves them restored)."""
+    """A store that lists its objects, reads segment manifests, serves objects as stored and
+    copies a segment's objects for a restore (both stores; not the chunked manager wrapping
+    them, which serves them restored)."""
+
+    def restore_segment_objects(
+        self,
+        source: RemoteSegmentRef,
+        target: RemoteSegmentRef,
+        suffixes: Sequence[RemoteObjectSuffix],
+        manifest: bytes,
+    ) -> int:
+        """Copy ``source``'s objects ``suffixes``, as stored, to ``target``'s keys (a segment
+        of another topic id: ``check_restore_target``), then write ``manifest`` as
+        ``target``'s, last; the bytes now stored under ``target``. Idempotent: a copy cut
+        short is done again whole."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
