@@ -16,7 +16,7 @@ import functools
 import logging
 import signal
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from storage_core.client.connection import ConnectionConfig
 from storage_core.clock import SYSTEM_CLOCK, Clock
@@ -373,7 +373,9 @@ class KafkaBroker:
     def _on_topics_marked_for_deletion(self, image: MetadataImage, topics: set[str]) -> None:
         """Remove this broker's replicas of topics being deleted, then acknowledge (the role of
         StopReplica with delete in Kafka). A failure is retried until it succeeds: a topic is
-        never left half-deleted on disk."""
+        never left half-deleted on disk. The group coordinator drops the topics' offsets
+        first (Kafka's ``onPartitionsDeleted``; again on a retry, which finds none left)."""
+        self._remove_offsets_of_deleted(image, topics)
         for topic in sorted(topics):
             try:
                 self._delete_local_replicas(image, topic)
@@ -389,6 +391,21 @@ class KafkaBroker:
                 )
                 timer.daemon = True
                 timer.start()
+
+    def _remove_offsets_of_deleted(self, image: MetadataImage, topics: Iterable[str]) -> None:
+        """Every broker tells its group coordinator the partitions of topics being deleted:
+        the groups it coordinates drop their offsets of them with tombstones."""
+        coordinator = self.group_coordinator
+        if coordinator is None:
+            return  # not started: ``start`` tells it the topics marked by then
+        coordinator.on_partitions_deleted(
+            [
+                TopicPartition(name, p.partition)
+                for name in topics
+                if (metadata := image.topic(name)) is not None
+                for p in metadata.partitions
+            ]
+        )
 
     def _delete_local_replicas(self, image: MetadataImage, name: str) -> None:
         with self._hosting_lock:
@@ -511,6 +528,10 @@ class KafkaBroker:
                     tp,
                 )
         self.group_coordinator = await start_group_coordinator(self.services)
+        image = self.metadata_cache.image()
+        self._remove_offsets_of_deleted(
+            image, [t.name for t in image.topics.values() if t.marked_for_deletion]
+        )
         self.transaction_coordinator = await start_transaction_coordinator(
             self.services,
             inter_broker_listener_name=self.inter_broker_listener_name,

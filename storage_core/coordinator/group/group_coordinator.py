@@ -35,6 +35,10 @@ Where each part lives, in Kafka's terms:
 * ``group_metadata_manager``: the group cache and its partitions of ``__consumer_offsets``
   (loaded and unloaded here as leadership moves).
 
+Deleted topics: the broker tells ``on_partitions_deleted`` the partitions of each topic being
+deleted (Kafka's ``onPartitionsDeleted``, on every broker); the groups here drop their offsets
+of them with tombstones (``GroupMetadataManager.remove_deleted_partitions``).
+
 Transactional offset commits (TxnOffsetCommit) are pending until the transaction's marker is
 written on the group's partition: WriteTxnMarkers calls ``on_transaction_completed``
 (``txn_offsets``).
@@ -51,6 +55,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -133,6 +138,10 @@ class GroupCoordinator:
         self._offsets = OffsetManager(config, clock, self.manager, self._timers)
         self._active = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Deleted partitions told before ``startup`` finished loading: applied once it has.
+        # None once started. Guarded by ``_deleted_lock`` (told on the metadata thread).
+        self._deleted_before_start: set[TopicPartition] | None = set()
+        self._deleted_lock = threading.Lock()
 
     # ================================================================== lifecycle
     @property
@@ -162,6 +171,10 @@ class GroupCoordinator:
         await asyncio.to_thread(self.load, leads)
         for partition in range(self.config.offsets_topic_num_partitions):
             self.manager.complete_deferred(partition)
+        with self._deleted_lock:
+            deleted, self._deleted_before_start = self._deleted_before_start, None
+        if deleted:
+            self.manager.remove_deleted_partitions(deleted)
         self._timers.start(self.expire_deadlines)
         logger.info(
             "group coordinator started groups=%d partitions=%d",
@@ -180,6 +193,8 @@ class GroupCoordinator:
     async def _apply_leadership(self, elected: list[int], resigned: list[int]) -> None:
         for partition in resigned:
             self._unload_partition(partition)
+        for partition in elected:
+            self.manager.begin_loading(partition)
         for partition in elected:
             self._install(await asyncio.to_thread(self.manager.load_partition, partition))
             self.manager.complete_deferred(partition)
@@ -420,6 +435,46 @@ class GroupCoordinator:
         return self._offsets.fetch_offsets(
             group_id=group_id, partitions=partitions, require_stable=require_stable
         )
+
+    # ================================================================== deleted topics
+    def on_partitions_deleted(self, partitions: Collection[TopicPartition]) -> None:
+        """These partitions belong to topics being deleted (Kafka's ``onPartitionsDeleted``);
+        any thread. Their offsets are removed from every group here, on the coordinator's
+        loop; told before ``startup`` has loaded, they are removed once it has."""
+        deleted = set(partitions)
+        if not deleted:
+            return
+        with self._deleted_lock:
+            if self._deleted_before_start is not None:
+                self._deleted_before_start.update(deleted)
+                return
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        asyncio.run_coroutine_threadsafe(self.handle_deleted_partitions(deleted), loop)
+
+    async def handle_deleted_partitions(self, partitions: Collection[TopicPartition]) -> int:
+        """Remove the offsets of ``partitions`` (of deleted topics) from every group here
+        with tombstones (Kafka's ``handleDeletedPartitions``); returns how many were removed
+        once written. A write that fails (this broker lost the partition's leadership, say)
+        is logged: the group's new coordinator was told the deletion too."""
+        tasks = self.manager.remove_deleted_partitions(partitions)
+        removed = 0
+        for outcome in await asyncio.gather(*tasks, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                logger.error("cannot remove the offsets of deleted partitions: %r", outcome)
+                continue
+            count, error = outcome
+            removed += count
+            if error is not None:
+                logger.warning("offsets of deleted partitions not all removed error=%s", error)
+        logger.info(
+            "removed offsets of deleted partitions offsets=%d groups=%d partitions=%s",
+            removed,
+            len(tasks),
+            ",".join(str(tp) for tp in sorted(partitions)),
+        )
+        return removed
 
     # ================================================================== ListGroups, DescribeGroups
     def list_groups(self, *, states: Collection[str] = ()) -> ListGroupsResult:

@@ -16,7 +16,10 @@ in-sync replica has the batch:
 * deleting offsets (OffsetDelete) writes a tombstone (null value) per offset; deleting a group
   (DeleteGroups, or OffsetDelete of the last offsets of an Empty group) writes tombstones for
   every offset and, if the group ever had a generation (a group record may exist), one for
-  the group record after them, as Kafka's ``cleanupGroupMetadata`` does.
+  the group record after them, as Kafka's ``cleanupGroupMetadata`` does;
+* a topic's deletion (``remove_deleted_partitions``, Kafka's ``onPartitionsDeleted``) writes,
+  in every group holding offsets of its partitions, a tombstone per such offset, and for a
+  group left Empty without offsets the group record's tombstone too (the group is Dead).
 
 Loading a partition replays every batch from the log start (``offsets_replay``): the last
 record of each key wins, a null value (tombstone) deletes the key, transactional offsets are
@@ -136,6 +139,8 @@ class GroupMetadataManager:
         self._open_groups = OpenGroupsForProducer()
         # partition -> markers told while it was loading: (producer id, commit?)
         self._completions_while_loading: dict[int, list[tuple[int, bool]]] = {}
+        # partition -> partitions of deleted topics told while it was loading
+        self._deletions_while_loading: dict[int, set[TopicPartition]] = {}
 
     # ------------------------------------------------------------------ groups cache
     def partition_for(self, group_id: str) -> int:
@@ -166,6 +171,7 @@ class GroupMetadataManager:
         """Drop the partition's groups from the cache (its leadership moved); returns them."""
         self._partition_states.pop(partition, None)
         self._completions_while_loading.pop(partition, None)
+        self._deletions_while_loading.pop(partition, None)
         dropped = [g for g in self._groups.values() if self.partition_for(g.group_id) == partition]
         for group in dropped:
             del self._groups[group.group_id]
@@ -173,6 +179,11 @@ class GroupMetadataManager:
         return dropped
 
     # ------------------------------------------------------------------ loading
+    def begin_loading(self, partition: int) -> None:
+        """Mark ``partition`` as loading before its replay starts on another thread: what is
+        told meanwhile (markers, deleted topics) waits for its groups (``complete_deferred``)."""
+        self._partition_states[partition] = PartitionLoadState.LOADING
+
     def load_partition(self, partition: int) -> list[GroupMetadata]:
         """Replay partition ``partition`` and install its groups; returns them.
 
@@ -348,6 +359,14 @@ class GroupMetadataManager:
         groups are in the cache; on the coordinator's loop."""
         for producer_id, is_commit in self._completions_while_loading.pop(partition, []):
             self.handle_txn_completion(producer_id, [partition], is_commit=is_commit)
+        deleted = self._deletions_while_loading.pop(partition, set())
+        if deleted and self._partition_states.get(partition) is PartitionLoadState.LOADED:
+            self.remove_deleted_partitions(
+                deleted,
+                groups=[
+                    g for g in self._groups.values() if self.partition_for(g.group_id) == partition
+                ],
+            )
 
     def _complete_txn(self, group: GroupMetadata, producer_id: int, *, is_commit: bool) -> None:
         self._open_groups.remove(producer_id, group.group_id)
@@ -361,6 +380,50 @@ class GroupMetadataManager:
             is_commit,
             len(changed),
         )
+
+    def remove_deleted_partitions(
+        self,
+        partitions: Iterable[TopicPartition],
+        *,
+        groups: Iterable[GroupMetadata] | None = None,
+    ) -> list[asyncio.Task[tuple[int, StorageError | None]]]:
+        """``partitions`` belong to deleted topics (Kafka's ``onPartitionsDeleted``): every
+        group here holding their offsets (committed, or pending in a transaction) loses them
+        through tombstones, and a group left Empty without offsets is deleted (Dead, out of
+        the cache, the tombstone of its group record written if it ever had a generation),
+        as Kafka's ``cleanupGroupMetadata``. Groups without such offsets are left alone.
+
+        A partition still loading applies them once its groups are in (its replay may have
+        read the offsets before the tombstones of the previous leader, if any). One task per
+        group touched; each ends with how many offsets it removed and the write's error.
+        The tombstones are what keeps the offsets deleted: a coordinator loading the
+        partition later replays them.
+        """
+        deleted = frozenset(partitions)
+        if not deleted:
+            return []
+        if groups is None:
+            for partition, state in self._partition_states.items():
+                if state is PartitionLoadState.LOADING:
+                    self._deletions_while_loading.setdefault(partition, set()).update(deleted)
+            groups = self._groups.values()
+
+        def of_deleted_topics(group: GroupMetadata) -> list[TopicPartition]:
+            # Checked once the group's earlier writes are applied: a commit under way when
+            # the topic was deleted is in by then.
+            held = set(group.committed) | group.pending_txn_offsets.partitions()
+            return sorted(held & deleted)
+
+        return [
+            self.cleanup_group_metadata(group, of_deleted_topics)
+            for group in list(groups)
+            if not group.is_in(GroupState.DEAD)
+            and (
+                any(tp in deleted for tp in group.committed)
+                or any(tp in deleted for tp in group.pending_txn_offsets.partitions())
+                or any(tp in deleted for tp in group.pending_offset_commits)
+            )
+        ]
 
     def cleanup_group_metadata(
         self, group: GroupMetadata, select: SelectOffsets
