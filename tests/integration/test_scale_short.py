@@ -35,9 +35,9 @@ cluster_support.require_java()
 
 def test_per_unit_costs_grow_at_most_2x_between_sizes(tmp_path: Path) -> None:
     figures = tmp_path / "scale-short.json"
+    command = [sys.executable, "-m", "benchmarks.scale", "--short", "--json", str(figures)]
     completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.scale", "--short", "--json", str(figures)]
-        + ["--dir", str(tmp_path)],
+        [*command, "--dir", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=600,
