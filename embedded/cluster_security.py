@@ -63,6 +63,7 @@ ZOOKEEPER_USER = "kafka"
 ADMIN = "admin"
 PIPELINE = "pipeline"
 DEMO_CLIENT = "demo"
+DEMO_GROUP = "demo-readers"  # the demo's consumer group, whose offsets the bucket keeps
 STRANGER = "stranger"
 USERS = (ADMIN, PIPELINE, DEMO_CLIENT, STRANGER)
 
@@ -278,7 +279,8 @@ class ClusterSecurity:
 
     def acl_commands(self, bootstrap: str, *, topic: str) -> list[list[str]]:
         """``storage-core acls --add`` for the pipeline (least ACLs, Delete on ``topic``) and
-        the demo's producer and consumer on ``topic``, as the admin."""
+        the demo's producer and consumer on ``topic`` (and its group ``DEMO_GROUP``), as the
+        admin."""
         admin = str(self.client_config_path(ADMIN))
         common = ["acls", "--bootstrap-server", bootstrap, "--command-config", admin, "--add"]
         commands = [
@@ -297,6 +299,17 @@ class ClusterSecurity:
                 "Read",
                 "--topic",
                 topic,
+            ]
+        )
+        commands.append(
+            [
+                *common,
+                "--allow-principal",
+                f"User:{DEMO_CLIENT}",
+                "--operation",
+                "Read",
+                "--group",
+                DEMO_GROUP,
             ]
         )
         return commands

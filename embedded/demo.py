@@ -31,16 +31,37 @@
                                 report; the log start offset moves past the expired segments
     9. consume again            from the new log start, every acknowledged record (those
                                 written around the kill too) reads back as written
-   10. reports                  where the Data Docs, the JSON summaries and the demo's own
-                                summary (reports/demo-summary.json: the failover) are
+   10. a self-describing bucket the topic manifest the tiering DAG wrote is there; the
+                                consumer group demo-readers reads part of each partition and
+                                commits; backup_consumer_offsets and topic_manifests (the
+                                nightly's and the tiering DAG's jobs) run as User:pipeline:
+                                the bucket holds the group's offsets and the topic's configs
+   11. what the bucket holds    per partition, read from the bucket's manifests as a restore
+                                reads them: the remote log start, the highest tiered offset,
+                                the acknowledged records in the bucket and those only on the
+                                brokers' disks (the active segments: KIP-405 copies closed
+                                segments, so the remote tier's recovery point is the last copy)
+   12. disaster                 the cluster is stopped; ZooKeeper's data and every broker's
+                                log dir are removed (the remote tier, the security material
+                                and Airflow's directory stay)
+   13. whole-cluster restore    a new ZooKeeper and new brokers on the same directory, empty;
+                                ``python -m jobs.restore_cluster`` as User:pipeline restores
+                                every topic of the bucket with its groups' offsets
+   14. read the restore back    every record the bucket held reads back as written (from the
+                                remote tier), demo-readers resumes from its restored offsets,
+                                and a producer's next record lands at the restored next offset
+   15. reports                  where the Data Docs, the JSON summaries and the demo's own
+                                summary (reports/demo-summary.json: the failover, the restore)
+                                are
 
 The pipeline runs as User:pipeline with its least ACLs (the Airflow connection's Login and
 Password); no password reaches a log, summary or report.
 
-Every step is checked: a failed DAG run, a leader that does not move, a gap in the remote
-chain, a record that does not read back as written, or an offset that does not move exits
-non-zero with the reason. ZooKeeper, the brokers and every command the demo started are
-stopped when it ends, fails or is interrupted.
+Every step is checked: a failed DAG run or job, a leader that does not move, a gap in the
+remote chain, a bucket that disagrees with the brokers, a record that does not read back as
+written, or an offset that does not move or is not restored exits non-zero with the reason.
+ZooKeeper, the brokers (of both clusters) and every command the demo started are stopped
+when it ends, fails or is interrupted.
 
     python -m embedded.demo [--dir demo-data] [--records-per-partition N]
                             [--records-after-kill N]
@@ -61,9 +82,16 @@ from typing import Any, TypeVar
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
-from embedded import airflow_env
+from embedded import airflow_env, disaster
 from embedded.cluster import REPLICATION_FACTOR, EmbeddedCluster, prepare_directory
-from embedded.cluster_security import DEMO_CLIENT, PIPELINE, SASL_MECHANISM, STRANGER, USERS
+from embedded.cluster_security import (
+    DEMO_CLIENT,
+    DEMO_GROUP,
+    PIPELINE,
+    SASL_MECHANISM,
+    STRANGER,
+    USERS,
+)
 from embedded.leadership import TopicLeadership, topic_leadership
 from embedded.local_replica import read_local_replica, remove_local_replica
 from embedded.partition_view import PartitionView, partition_views
@@ -85,7 +113,8 @@ PARTITIONS = 3
 SEGMENT_BYTES = 256 * 1024
 LOCAL_RETENTION_BYTES = SEGMENT_BYTES  # keep about one closed segment locally
 FAILOVER_PARTITION = 0
-STEPS = 10
+STEPS = 15
+GROUP_RECORDS = 200  # what the demo's group reads of each partition before the disaster
 DAG_TIMEOUT_S = 20 * 60.0
 PRODUCE_TIMEOUT_S = 120.0
 MIGRATE_TIMEOUT_S = 5 * 60.0
@@ -131,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             records_per_partition=args.records_per_partition,
             records_after_kill=args.records_after_kill,
         )
-    except (DemoFailedError, OSError, RuntimeError) as e:
+    except (DemoFailedError, OSError, RuntimeError, KafkaError) as e:  # DisasterCheckError too
         print(f"\nDemo FAILED: {e}", file=sys.stderr, flush=True)
         return 1
     except KeyboardInterrupt:
@@ -246,15 +275,33 @@ def run_demo(directory: Path, *, records_per_partition: int, records_after_kill:
         summary["read_back"] = _check_read_back(cluster, expired, total)
         say(9, "read back from the new log start: every acknowledged record matches")
 
-        say(10, "reports")
-        summary_path = airflow_env.reports_dir(directory) / "demo-summary.json"
-        summary_path.write_text(json.dumps(summary, indent=2) + "\n")
-        for line in [*_report_lines(directory), f"demo summary:              {summary_path}"]:
-            print(f"    {line}", flush=True)
-        print(
-            f"    browse them in the Airflow UI: python -m embedded.airflow_ui --dir {directory}",
-            flush=True,
-        )
+        topic_id = _leadership(cluster).topic_id
+        if topic_id is None:
+            raise DemoFailedError(f"Metadata gave {TOPIC} no topic id")
+        committed = _make_bucket_ready(cluster, expired, topic_id, retained_bytes, say)
+        holdings = _record_bucket(cluster, topic_id, say)
+        _wipe_cluster(cluster, say)
+
+    with EmbeddedCluster(directory) as cluster:
+        summary["restore"] = _restore_cluster(cluster, holdings, committed, say)
+        summary["restore"]["group_committed_before"] = {
+            f"{TOPIC}-{p}": offset for p, offset in committed.items()
+        }
+
+    say(STEPS, "reports")
+    summary_path = airflow_env.reports_dir(directory) / "demo-summary.json"
+    summary_path.write_text(json.dumps(summary, indent=2) + "\n")
+    lines = [
+        *_report_lines(directory),
+        f"restore_cluster summary:   {_restore_summary_path(directory)}",
+        f"demo summary:              {summary_path}",
+    ]
+    for line in lines:
+        print(f"    {line}", flush=True)
+    print(
+        f"    browse them in the Airflow UI: python -m embedded.airflow_ui --dir {directory}",
+        flush=True,
+    )
     print(
         f"Demo succeeded in {time.monotonic() - started:.0f} s; the brokers and ZooKeeper"
         " are stopped."
@@ -405,6 +452,238 @@ def _restart_killed(cluster: EmbeddedCluster, broker_id: int) -> dict[str, Any]:
         "rebuilt_epochs": [list(e) for e in rebuilt.epochs],
         "leader_epochs": [list(e) for e in leader.epochs],
     }
+
+
+def _make_bucket_ready(
+    cluster: EmbeddedCluster,
+    views: list[PartitionView],
+    topic_id: Uuid,
+    retained_bytes: int,
+    say: Callable[[int, str], None],
+) -> dict[int, int]:
+    """The bucket made self-describing as the pipeline keeps it: the topic manifest the
+    tiering DAG wrote is there; ``DEMO_GROUP`` reads part of each partition and commits; the
+    jobs of the nightly and tiering DAGs (backup_consumer_offsets, topic_manifests) run now as
+    User:pipeline rather than at their next schedule, so the bucket holds the group's offsets
+    and the topic's configs since retention.bytes changed. Returns the committed offsets."""
+    manifest = disaster.read_topic_manifest(cluster, TOPIC, topic_id)
+    if manifest.partition_count != PARTITIONS:
+        raise DemoFailedError(
+            f"the topic manifest of {TOPIC} says {manifest.partition_count} partitions,"
+            f" not {PARTITIONS}"
+        )
+    print(
+        f"    {TOPIC}'s topic manifest, written by the tiering DAG at"
+        f" {_utc(manifest.written_at_ms)}: topic id {manifest.topic_id},"
+        f" {manifest.partition_count} partitions, replication factor"
+        f" {manifest.replication_factor}, retention.bytes"
+        f" {manifest.configs.get('retention.bytes', 'not set')}",
+        flush=True,
+    )
+    starts = {v.partition: v.log_start_offset for v in views}
+    committed = disaster.commit_group_offsets(cluster, TOPIC, starts, GROUP_RECORDS)
+    print(
+        f"    group {DEMO_GROUP} (User:{DEMO_CLIENT}) read {GROUP_RECORDS} records of each"
+        f" partition and committed {_offsets_text(committed)}",
+        flush=True,
+    )
+    reports = airflow_env.reports_dir(cluster.directory) / "disaster"
+    for job in ("backup_consumer_offsets", "topic_manifests"):
+        job_summary, _ = disaster.run_job(
+            disaster.job_command(cluster, job, reports / f"{job}.json"),
+            cluster.directory / "logs" / f"{job}.log",
+            reports / f"{job}.json",
+            airflow_env.REPO,
+        )
+        _print_summary_line(job, job_summary)
+    backed_up = disaster.backed_up_offsets(cluster, DEMO_GROUP, TOPIC)
+    if backed_up != committed:
+        raise DemoFailedError(
+            f"the newest offsets backup holds {_offsets_text(backed_up)} for group"
+            f" {DEMO_GROUP}, not the committed {_offsets_text(committed)}"
+        )
+    rewritten = disaster.read_topic_manifest(cluster, TOPIC, topic_id)
+    if rewritten.configs.get("retention.bytes") != str(retained_bytes):
+        raise DemoFailedError(
+            f"the rewritten topic manifest of {TOPIC} has retention.bytes"
+            f" {rewritten.configs.get('retention.bytes')}, not {retained_bytes}"
+        )
+    say(
+        10,
+        f"the bucket describes itself: {TOPIC}'s topic manifest (now with retention.bytes="
+        f"{retained_bytes}) and an offsets backup holding group {DEMO_GROUP}",
+    )
+    return committed
+
+
+def _record_bucket(
+    cluster: EmbeddedCluster, topic_id: Uuid, say: Callable[[int, str], None]
+) -> list[disaster.PartitionHolding]:
+    """Per partition, which acknowledged records the bucket holds (read back from its
+    manifests as a restore reads them) and which only the brokers' disks."""
+    views = partition_views(cluster, TOPIC, PARTITIONS)
+    holdings = disaster.bucket_holdings(cluster, TOPIC, topic_id, views)
+    for holding in holdings:
+        print(f"    {holding.line(TOPIC)}", flush=True)
+    in_bucket = sum(h.in_bucket for h in holdings)
+    on_disks = sum(h.only_on_disks for h in holdings)
+    say(
+        11,
+        f"the bucket holds {in_bucket} acknowledged records; {on_disks} sit in the active"
+        " segments, only on the brokers' disks (KIP-405 copies closed segments): the remote"
+        " tier's recovery point is the last copy",
+    )
+    return holdings
+
+
+def _wipe_cluster(cluster: EmbeddedCluster, say: Callable[[int, str], None]) -> None:
+    """Stop the cluster and remove what losing it loses: ZooKeeper's data and every broker's
+    log dir. The remote tier, the security material, Airflow's directory, the logs and the
+    reports stay."""
+    cluster.stop()
+    for path, files, size in disaster.wipe(cluster):
+        print(f"    removed {path} ({files} files, {size} bytes)", flush=True)
+    files, size = disaster.directory_size(cluster.remote_dir)
+    kept = [
+        cluster.remote_dir,
+        cluster.security.directory,
+        airflow_env.airflow_home(cluster.directory),
+    ]
+    print(f"    kept {', '.join(str(p) for p in kept)}", flush=True)
+    say(
+        12,
+        "disaster: the cluster is stopped, ZooKeeper's data and the brokers' log dirs are"
+        f" gone; the remote tier ({files} files, {size} bytes) is all that is left of {TOPIC}",
+    )
+
+
+def _restore_cluster(
+    cluster: EmbeddedCluster,
+    holdings: list[disaster.PartitionHolding],
+    committed: dict[int, int],
+    say: Callable[[int, str], None],
+) -> dict[str, Any]:
+    """On the new, empty cluster: ``jobs.restore_cluster`` as User:pipeline, then every
+    restored record read back, the group's resumption and a producer's next offset checked."""
+    with KafkaCluster(cluster.bootstrap_server, config=cluster.admin_config()) as kafka:
+        names = sorted(t.name for t in kafka.refresh_metadata(None).topics)
+    if TOPIC in names:
+        raise DemoFailedError(f"the new cluster already has {TOPIC}: it was not wiped")
+    print(
+        f"    new ZooKeeper and brokers {[b.broker_id for b in cluster.brokers]} on"
+        f" {cluster.bootstrap_server}; topics: {', '.join(names) or 'none'}",
+        flush=True,
+    )
+    summary_path = _restore_summary_path(cluster.directory)
+    command = disaster.job_command(cluster, "restore_cluster", summary_path)
+    print(f"    python -m jobs.restore_cluster as User:{PIPELINE} ...", flush=True)
+    job_summary, seconds = disaster.run_job(
+        command, cluster.directory / "logs" / "restore_cluster.log", summary_path, airflow_env.REPO
+    )
+    _print_summary_line("restore_cluster", job_summary)
+    counts = job_summary.get("counts", {})
+    if counts.get("topics_restored") != 1 or counts.get("topics_failed"):
+        raise DemoFailedError(f"restore_cluster restored {counts}, not {TOPIC} alone")
+    say(
+        13,
+        f"restore_cluster restored {counts.get('topics_restored')} topic from the bucket in"
+        f" {seconds:.1f} s (the command, from its start): {counts.get('segments_restored', 0)}"
+        " segments,"
+        f" {job_summary.get('bytes', {}).get('restored', 0)} bytes,"
+        f" {counts.get('offsets_restored', 0)} group offsets",
+    )
+
+    views = partition_views(cluster, TOPIC, PARTITIONS)
+    read_back_records = 0
+    for holding, view in zip(holdings, views, strict=True):
+        where = f"restored {TOPIC}-{view.partition}"
+        if (view.log_start_offset, view.high_watermark) != (
+            holding.bucket_start,
+            holding.bucket_next,
+        ):
+            raise DemoFailedError(
+                f"{where}: log start {view.log_start_offset} and high watermark"
+                f" {view.high_watermark}, expected {holding.bucket_start} and"
+                f" {holding.bucket_next} (the bucket's)"
+            )
+        got = read_back(
+            cluster.bootstrap_server,
+            TOPIC,
+            view.partition,
+            end_offset=view.high_watermark,
+            security=cluster.security.kafka_python(DEMO_CLIENT),
+        )
+        if got.records != holding.in_bucket or got.mismatches:
+            raise DemoFailedError(
+                f"{where}: read {got.records} records from {got.first_offset}"
+                f" ({got.mismatches} differ), expected {holding.in_bucket} from"
+                f" {holding.bucket_start} as written"
+            )
+        read_back_records += got.records
+        print(f"    {view.line()}", flush=True)
+
+    resumed = disaster.group_resumes(cluster, TOPIC, PARTITIONS)
+    for holding in holdings:
+        expected = min(max(committed[holding.partition], holding.bucket_start), holding.bucket_next)
+        got_resumed = resumed[holding.partition]
+        if got_resumed["committed"] != expected or got_resumed["first_offset"] != expected:
+            raise DemoFailedError(
+                f"group {DEMO_GROUP} on restored {TOPIC}-{holding.partition}: committed"
+                f" {got_resumed['committed']}, first record at {got_resumed['first_offset']};"
+                f" expected {expected} (committed {committed[holding.partition]} before)"
+            )
+    resumed_at = {p: r["committed"] for p, r in resumed.items()}
+    print(f"    group {DEMO_GROUP} resumes at {_offsets_text(resumed_at)}", flush=True)
+    next_offsets = {h.partition: h.bucket_next for h in holdings}
+    landed = disaster.produce_next(cluster, TOPIC, next_offsets)
+    if landed != next_offsets:
+        raise DemoFailedError(
+            f"a producer's next records landed at {_offsets_text(landed)}, not at the restored"
+            f" next offsets {_offsets_text(next_offsets)}"
+        )
+    lost = sum(h.only_on_disks for h in holdings)
+    say(
+        14,
+        f"read back all {read_back_records} records the bucket held, as written (the"
+        f" {lost} records only on the disks are lost); group {DEMO_GROUP} resumes from its"
+        f" restored offsets; the next records land at {_offsets_text(landed)}",
+    )
+    return {
+        "topics_restored": counts.get("topics_restored", 0),
+        "segments": counts.get("segments_restored", 0),
+        "bytes": job_summary.get("bytes", {}).get("restored", 0),
+        "seconds": round(seconds, 1),
+        "groups_restored": counts.get("groups_restored", 0),
+        "offsets_restored": counts.get("offsets_restored", 0),
+        "records_read_back": read_back_records,
+        "records_lost_with_disks": lost,
+        "partitions": {f"{TOPIC}-{h.partition}": h.as_json() for h in holdings},
+        "group": DEMO_GROUP,
+        "group_resumed_at": {f"{TOPIC}-{p}": r["committed"] for p, r in resumed.items()},
+        "next_offsets": {f"{TOPIC}-{p}": o for p, o in landed.items()},
+    }
+
+
+def _restore_summary_path(directory: Path) -> Path:
+    return airflow_env.reports_dir(directory) / "disaster" / "restore_cluster.json"
+
+
+def _print_summary_line(job: str, summary: dict[str, Any]) -> None:
+    figures = [f"{k}={v}" for k, v in summary.get("counts", {}).items() if v]
+    figures += [f"bytes_{k}={v}" for k, v in summary.get("bytes", {}).items() if v]
+    print(
+        f"    {job}: {summary['status']} in {summary.get('duration_s', 0):.1f} s;"
+        f" {' '.join(figures)}",
+        flush=True,
+    )
+
+
+def _offsets_text(offsets: dict[int, int]) -> str:
+    return ", ".join(f"{TOPIC}-{p}@{o}" for p, o in sorted(offsets.items()))
+
+
+def _utc(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
 
 
 def _leadership(cluster: EmbeddedCluster, bootstrap: str | None = None) -> TopicLeadership:

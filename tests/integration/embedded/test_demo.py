@@ -2,8 +2,12 @@
 ``make demo`` runs) succeeds end to end on its cluster (ZooKeeper, three brokers): the leader
 of a partition is SIGKILLed while a producer goes on, another replica leads at a higher
 epoch, the next tiering run copies from it without a gap, the killed broker rejoins the ISR,
-every acknowledged record reads back, the quality runs are green, the reports are where it
-says, and every process it started is stopped. The cluster is secured (SASL_SSL, SCRAM, ACLs,
+every acknowledged record reads back, the quality runs are green. Then the whole cluster is
+lost (ZooKeeper's data and the brokers' log dirs removed) and ``jobs.restore_cluster``
+restores it from the bucket on a new, empty cluster: every record the bucket held reads back,
+the ones only on the lost disks are counted, the consumer group resumes from its backed-up
+offsets and producers continue at the restored next offset. The reports are where it says,
+and every process it started is stopped. The cluster is secured (SASL_SSL, SCRAM, ACLs,
 ZooKeeper SASL): a client without credentials is refused, one without ACLs denied, and no
 password is in any file the demo wrote but the private ones that hold them."""
 
@@ -80,8 +84,8 @@ def test_demo_tiers_consumes_expires_and_reports(tmp_path: Path) -> None:
     assert demo.wait(60) == 0, output
     assert "Demo succeeded" in output
 
-    steps = re.findall(r"\] (\d+)/10 ", output)
-    assert steps == [str(i) for i in range(1, 11)], output
+    steps = re.findall(r"\] (\d+)/15 ", output)
+    assert steps == [str(i) for i in range(1, 16)], output
     from_remote = int(re.search(r"; (\d+) came from the remote tier", output).group(1))
     assert from_remote > 0
     assert len(re.findall(r"copy_segments: ok in [\d.]+ s; .*segments_copied=\d+", output)) == 2
@@ -93,7 +97,7 @@ def test_demo_tiers_consumes_expires_and_reports(tmp_path: Path) -> None:
     # the reports it names exist: Data Docs and summaries of both DAGs, the retention report,
     # the demo's own summary
     named = re.findall(r"(/\S+\.(?:html|json))", output)
-    assert len(named) == 6
+    assert len(named) == 7
     for path in map(Path, named):
         assert path.is_file() and path.is_relative_to(work)
     report = json.loads(Path(next(p for p in named if p.endswith("report.json"))).read_text())
@@ -133,6 +137,8 @@ def test_demo_tiers_consumes_expires_and_reports(tmp_path: Path) -> None:
             partition
         )
 
+    assert_restored_from_the_bucket(output, demo_summary, work)
+
     # every quality run (two of tiering, one of retention_nightly) is green
     quality = sorted((work / "reports" / "runs").glob("*/*/quality/summary.json"))
     assert len(quality) == 3, quality
@@ -151,6 +157,51 @@ def test_demo_tiers_consumes_expires_and_reports(tmp_path: Path) -> None:
     assert len(seen) >= 5
     assert alive(sorted(seen)) == []
     assert mentioning(str(work)) == []
+
+
+def assert_restored_from_the_bucket(output: str, demo_summary: dict, work: Path) -> None:
+    """Steps 10-14: the bucket made self-describing, what it holds, the wipe, the restore on a
+    new cluster and what reads back from it."""
+    assert re.search(r"backup_consumer_offsets: ok in [\d.]+ s; .*groups=1 offsets=3", output)
+    assert re.search(r"topic_manifests: ok in [\d.]+ s; .*topics=1", output)
+    in_bucket, on_disks = map(
+        int, re.search(r"the bucket holds (\d+) acknowledged records; (\d+) sit", output).groups()
+    )
+    # the wipe removed ZooKeeper's data and the three brokers' log dirs, nothing else
+    removed = re.findall(r"    removed (/\S+) \(\d+ files", output)
+    assert sorted(removed) == sorted(
+        [str(work / "zookeeper" / "zookeeper-1" / "data")]
+        + [str(work / f"broker-{b}" / "kafka-logs") for b in (1, 2, 3)]
+    )
+    assert re.search(r"topics: __consumer_offsets, __remote_log_metadata\n", output), output
+    assert re.search(r"\] 13/15 restore_cluster restored 1 topic from the bucket", output)
+
+    restore = demo_summary["restore"]
+    assert restore["topics_restored"] == 1
+    assert restore["segments"] > 0 and restore["bytes"] > 0 and restore["seconds"] > 0
+    assert restore["records_read_back"] == in_bucket > 0
+    assert restore["records_lost_with_disks"] == on_disks
+    total = demo_summary["records_per_partition"]
+    for partition, held in restore["partitions"].items():
+        before = demo_summary["read_back"][partition]
+        # the bucket starts at the log start after retention and ends at the last copy; what
+        # lies above it was acknowledged, in the active segments, and lost with the disks
+        assert held["remote_log_start_offset"] == before["first_offset"], partition
+        assert held["next_offset"] == held["highest_tiered_offset"] + 1, partition
+        assert held["high_watermark"] == total, partition
+        assert held["records_in_bucket"] == held["next_offset"] - held["remote_log_start_offset"]
+        assert held["records_only_on_disks"] == total - held["next_offset"], partition
+        # the group resumes where it committed before the disaster; producers continue at the
+        # restored next offset
+        assert (
+            restore["group_resumed_at"][partition] == restore["group_committed_before"][partition]
+        )
+        assert restore["next_offsets"][partition] == held["next_offset"], partition
+    assert restore["groups_restored"] == 1 and restore["offsets_restored"] == 3
+
+    job = json.loads((work / "reports" / "disaster" / "restore_cluster.json").read_text())
+    assert job["status"] == "ok" and job["errors"] == []
+    assert job["counts"]["segments_restored"] == restore["segments"]
 
 
 # The files that hold a secret by design, each readable by its owner only.
