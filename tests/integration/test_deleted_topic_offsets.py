@@ -45,12 +45,15 @@ def create_topic(
     servers: str, topic: str, partitions: int, replica_assignment: list[list[int]] | None = None
 ) -> None:
     admin = AdminClient({"bootstrap.servers": servers})
+    new = (
+        NewTopic(topic, num_partitions=partitions)
+        if replica_assignment is None
+        else NewTopic(topic, num_partitions=partitions, replica_assignment=replica_assignment)
+    )
 
     def created() -> bool:
         # A topic deleted a moment ago may still be marked: asked again until it is gone.
-        admin.create_topics(
-            [NewTopic(topic, num_partitions=partitions, replica_assignment=replica_assignment)]
-        )[topic].result(30)
+        admin.create_topics([new])[topic].result(30)
         return True
 
     eventually(created, timeout_s=30, what=f"{topic} created")
