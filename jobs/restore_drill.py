@@ -23,7 +23,7 @@
    CRC; the restored offsets are contiguous; the restored range covers what the source had
    tiered; each group offset committed under a scratch topic lies in the restored range.
 4. **Clean up**, whatever happened before (a failed restore or check included): the groups'
-   offsets under the scratch topics (OffsetDelete: this broker keeps a deleted topic's offsets),
+   offsets under the scratch topics (OffsetDelete; deleting a topic drops them too, as Kafka),
    the scratch topics (DeleteTopics), then, once their partitions are marked
    (DELETE_PARTITION_MARKED), their remote data, through ``jobs.delete_partitions``' steps
    (STARTED, each segment's deletion, FINISHED) run in this process. Deletion only ever

@@ -11,8 +11,8 @@
   ``Admin.alterConsumerGroupOffsets`` sends it (generation -1, no member): the group must have
   no active member (its coordinator answers UNKNOWN_MEMBER_ID otherwise).
 - ``delete_offsets``: OffsetDelete (key 47, v0) to the group's coordinator, as Kafka's
-  ``Admin.deleteConsumerGroupOffsets`` (a restore drill removes its scratch topic's offsets:
-  unlike Kafka's coordinator, this broker keeps a deleted topic's committed offsets).
+  ``Admin.deleteConsumerGroupOffsets`` (a restore drill removes its scratch topic's offsets
+  before deleting the topic, which would drop them too, as Kafka's coordinator does).
 
 A coordinator still loading its partition (COORDINATOR_LOAD_IN_PROGRESS) or no longer the
 group's (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE) is asked again after a pause, at most
