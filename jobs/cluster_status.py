@@ -37,6 +37,21 @@ are not given, or whose offsets cannot be read, is an error (exit 1). Counts: ``
 ``open_transactions`` (over the partitions listed); bytes:
 ``remote``, ``local``, ``copy_lag``. ``--dag-id``/``--run-id``/``--task-id`` name the run that
 wrote the snapshot (the status page shows them).
+
+Per remote-enabled topic (``details.topics``, by name), its topic manifest as the bucket holds
+it now, read (``get_object``, never written) from the store of the broker config
+(``--broker-config``, or ``--remote-storage-manager``/``--rsm-config``)::
+
+    topic_id                the topic's id (Metadata), null when the cluster gives none
+    manifest_key            <prefix>/<topic>-<topicId>/topic-manifest.json
+    manifest_written_at_ms  its writtenAtMs; null when there is none (or it is unreadable)
+    manifest_error          why it could not be read: unreadable, another topic id, the store
+                            failing, no store given; null when read or simply absent
+
+The bucket is read rather than the ``topic_manifests`` job's last summary: it is what a
+restore would find, whichever run (scheduled, manual, or one whose summary is gone) wrote it,
+and a run that failed or was missed shows as an old time here, not as a newer claim. A manifest
+that cannot be read is not an error of the snapshot (exit 0): the page says why.
 """
 
 from __future__ import annotations
@@ -48,20 +63,36 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from jobs.common import JobArgs, RunSummary, job_parser, log_partition, parse_job_args, run_job
+from jobs.common import (
+    JobArgs,
+    RunSummary,
+    job_parser,
+    log_line,
+    log_partition,
+    parse_job_args,
+    run_job,
+)
 from jobs.common.clients import kafka_cluster, remote_log_metadata_client
 from jobs.common.discovery import broker_log_dirs
 from jobs.planning.cluster_view import cluster_view, partition_replication
 from storage_core.client import KafkaAdminClient
 from storage_core.client.consumer import KafkaConsumer
 from storage_core.client.metadata import TopicMetadata
-from storage_core.common import TopicPartition
+from storage_core.common import TopicPartition, Uuid
 from storage_core.errors import StorageError
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
 from storage_core.tiered.operations import topic_log_config
 from storage_core.tiered.operations.discovery import found_partition_dirs
 from storage_core.tiered.operations.log_view import LogView
+from storage_core.tiered.recovery.topic_manifest import TopicManifest
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
+from storage_core.tiered.remote_object_keys import topic_manifest_key
+from storage_core.tiered.remote_storage_manager import (
+    RemoteObjectStore,
+    RemoteResourceNotFoundError,
+    remote_object_store,
+)
+from storage_core.tiered.rsm_loader import load_remote_storage_manager
 from storage_core.tools.open_transactions import partition_transactions, status_fields
 
 JOB = "cluster_status"
@@ -129,6 +160,70 @@ def transaction_fields(admin: KafkaAdminClient, tp: TopicPartition) -> dict[str,
     return fields
 
 
+def manifest_fields(store: RemoteObjectStore, topic: str, topic_id: Uuid | None) -> dict[str, Any]:
+    """``topic``'s manifest as the bucket holds it (see the module docstring)."""
+    if topic_id is None:
+        return {"manifest_error": "the cluster reports no topic id (Metadata v10 or later)"}
+    key = topic_manifest_key(store.prefix, topic, topic_id)
+    fields: dict[str, Any] = {"manifest_key": key}
+    try:
+        manifest = TopicManifest.from_bytes(store.get_object(key), where=key)
+    except RemoteResourceNotFoundError:
+        return fields
+    except StorageError as exc:  # TopicManifestError included: unreadable
+        return fields | {"manifest_error": f"{type(exc).__name__}: {exc}"}
+    if manifest.topic_id != topic_id or manifest.topic != topic:
+        return fields | {
+            "manifest_error": f"{key} names {manifest.topic} {manifest.topic_id}, not this topic"
+        }
+    return fields | {"manifest_written_at_ms": manifest.written_at_ms}
+
+
+def topic_fields(args: JobArgs, topics: list[TopicMetadata]) -> dict[str, dict[str, Any]]:
+    """Per topic its id and its manifest's fields; a store that cannot be used is said in each
+    topic's ``manifest_error``, never raised (the rest of the snapshot stands)."""
+    found: dict[str, dict[str, Any]] = {
+        t.name: {
+            "topic_id": None if t.topic_id is None else str(t.topic_id),
+            "manifest_key": None,
+            "manifest_written_at_ms": None,
+            "manifest_error": None,
+        }
+        for t in topics
+    }
+    if not found:
+        return found
+    if not args.rsm_class_name and not args.rsm_config:
+        for fields in found.values():
+            fields["manifest_error"] = (
+                "not read: the status job was given no remote storage manager"
+                " (--broker-config, or --remote-storage-manager and --rsm-config)"
+            )
+        return found
+    try:
+        rsm = load_remote_storage_manager(args.rsm_class_name, dict(args.rsm_config))
+    except StorageError as exc:
+        for fields in found.values():
+            fields["manifest_error"] = f"not read: {type(exc).__name__}: {exc}"
+        return found
+    try:
+        store = remote_object_store(rsm, JOB)
+        for t in topics:
+            found[t.name] |= manifest_fields(store, t.name, t.topic_id)
+    except StorageError as exc:
+        for fields in found.values():
+            if fields["manifest_written_at_ms"] is None and fields["manifest_error"] is None:
+                fields["manifest_error"] = f"not read: {type(exc).__name__}: {exc}"
+    finally:
+        rsm.close()
+    for name, fields in sorted(found.items()):
+        shown = {"job": JOB, "topic": name, "written_at_ms": fields["manifest_written_at_ms"]}
+        if fields["manifest_error"] is not None:
+            shown["problem"] = fields["manifest_error"]
+        log_line("manifest", {k: "-" if v is None else v for k, v in shown.items()})
+    return found
+
+
 def snapshot(args: JobArgs, summary: RunSummary) -> None:
     for name in PROVENANCE:
         value = args.options.get(name)
@@ -160,6 +255,9 @@ def snapshot(args: JobArgs, summary: RunSummary) -> None:
             for p in sorted(t.partitions, key=lambda p: p.partition)
         ]
         summary.count("partitions", len(targets))
+        summary.details["topics"] = topic_fields(
+            args, [t for t in sorted(topics, key=lambda t: t.name) if t.name in enabled]
+        )
         if not targets:
             return
         consumer = KafkaConsumer(cluster)

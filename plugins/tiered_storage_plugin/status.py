@@ -25,7 +25,7 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,6 +39,11 @@ from tiered_storage_plugin.cluster_page import (
     cluster_state,
 )
 from tiered_storage_plugin.durations import human_duration
+from tiered_storage_plugin.recovery_page import (
+    RECOVERY_CSS,
+    manifest_states,
+    recovery_section,
+)
 from tiered_storage_plugin.transactions_cell import transactions_cell
 
 RUNS_MAX = 50
@@ -167,8 +172,9 @@ def run_label(summary: RunSummary) -> str:
     return f"DAG {summary.dag_id}, run {summary.run_id}, task {summary.task_id}"
 
 
-def read_summaries(root: Path, limit: int = RUNS_MAX) -> list[RunSummary]:
-    """The ``limit`` most recent readable run summaries under ``root``, oldest first."""
+def read_summaries(root: Path, limit: int | None = RUNS_MAX) -> list[RunSummary]:
+    """The ``limit`` (None: all) most recent readable run summaries under ``root``, oldest
+    first."""
     found: list[RunSummary] = []
     runs = root / "runs"
     if not runs.is_dir():
@@ -187,7 +193,7 @@ def read_summaries(root: Path, limit: int = RUNS_MAX) -> list[RunSummary]:
             RunSummary(path=path, job=str(data.get("job", "?")), finished=finished, data=data)
         )
     found.sort(key=lambda s: (s.finished, s.path.stat().st_mtime))
-    return found[-limit:]
+    return found if limit is None else found[-limit:]
 
 
 def partition_statuses(summary: Mapping[str, Any]) -> list[PartitionStatus]:
@@ -352,19 +358,40 @@ def _text_width(text: str) -> int:
     return math.ceil(len(text) * CHART_FONT_PX * 0.62)
 
 
+def snapshot_topics(summary: RunSummary | None) -> list[str]:
+    """The remote-enabled topics of a ``cluster_status`` snapshot: its ``details.topics``,
+    else (an older job's) the topics of its partitions."""
+    if summary is None:
+        return []
+    manifests = manifest_states(summary.data)
+    if manifests is not None:
+        return sorted(manifests)
+    return sorted({s.partition.rpartition("-")[0] for s in summary.partitions()} - {""})
+
+
 def status_page(
     summaries: list[RunSummary],
     *,
     docs_href: str | None,
     now: datetime | None = None,
     tiering_interval_s: float | None = None,
+    drills: Sequence[RunSummary] = (),
 ) -> str:
+    """The page; ``drills`` are the ``restore_drill`` run summaries, oldest first (all of
+    them: the nightly drill's fall out of the last ``RUNS_MAX`` summaries within hours)."""
     now = now or datetime.now(UTC)
     latest, statuses = latest_statuses(summaries)
     cluster_source, cluster = latest_cluster(summaries)
     source = "" if cluster_source is None else _source(cluster_source)
     cluster_stale = (
         None if cluster_source is None else stale_as_of(cluster_source, now, tiering_interval_s)
+    )
+    recovery = recovery_section(
+        snapshot_topics(cluster_source),
+        None if cluster_source is None else manifest_states(cluster_source.data),
+        [(d, run_label(d)) for d in drills],
+        now=now,
+        interval_s=tiering_interval_s,
     )
     rows = "".join(_row(s) for s in statuses)
     points = chart_points(summaries)
@@ -377,10 +404,11 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child{{t
 th{{background:#f4f4f4}}.stale{{background:#fff3cd;border:1px solid #e0b100;padding:.6em}}
 .fresh{{color:#2b6e2b}}.note{{color:#555;font-size:.9em}}.lag,.txn{{text-align:left}}
 .txn-open{{text-align:left;background:#fff3cd}}
-{CLUSTER_CSS}</style></head><body>
+{CLUSTER_CSS}{RECOVERY_CSS}</style></head><body>
 <h1>Tiered storage status</h1>
 {_provenance(latest, now, tiering_interval_s)}{docs}
 {cluster_section(cluster, source, stale_as_of=cluster_stale)}
+{recovery}
 <h2>Tiering per partition</h2>
 <table id="tiering"><thead>
 <tr><th rowspan="2">partition</th><th colspan="2">leader</th><th colspan="4">offsets</th>

@@ -37,7 +37,7 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from tiered_storage_plugin import paths, status
+from tiered_storage_plugin import paths, recovery_page, status
 from tiered_storage_plugin.deletion import PLAN_FILE
 
 AIRFLOW_LOGIN_PATH = "/api/v2/auth/login"
@@ -95,16 +95,17 @@ def create_app(root: Path | None = None) -> FastAPI:
 
     @app.get("/", response_class=HTMLResponse)
     def status_page(request: Request) -> HTMLResponse:
-        summaries = status.read_summaries(reports())
+        every = status.read_summaries(reports(), limit=None)
         docs = status.latest_data_docs(reports())
         base = request.scope.get("root_path", "").rstrip("/")
         href = f"{base}/docs/latest/index.html" if docs is not None else None
         return HTMLResponse(
             status.status_page(
-                summaries,
+                every[-status.RUNS_MAX :],
                 docs_href=href,
                 now=datetime.now(UTC),
                 tiering_interval_s=tiering_interval_s(),
+                drills=recovery_page.drill_summaries(every),
             )
         )
 
