@@ -23,6 +23,7 @@ from storage_core.clock import SYSTEM_CLOCK, Clock
 from storage_core.common import TopicIdPartition, TopicPartition
 from storage_core.controller.producer_id_manager import ProducerIdManager
 from storage_core.coordinator.group.group_coordinator import GroupCoordinator
+from storage_core.coordinator.group.offsets_records import OFFSETS_TOPIC_NAME
 from storage_core.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from storage_core.errors import InvalidConfigError, StorageError
 from storage_core.log.log_config import LogConfig
@@ -348,6 +349,10 @@ class KafkaBroker:
                 for tp in result.stopped:
                     rlm.on_partition_removed(tp)
             notify_coordinators(result, self.group_coordinator, self.transaction_coordinator)
+            if any(p.topic_partition.topic == OFFSETS_TOPIC_NAME for p in result.leaders):
+                # Told after the election, so applied once the partitions are loaded: their
+                # previous leader may have lost them before its tombstones were written.
+                self._remove_offsets_of_deleted(image, _marked_for_deletion(image))
             self._delete_reassigned_away(previous, image, result.stopped)
 
     def _delete_reassigned_away(
@@ -529,9 +534,7 @@ class KafkaBroker:
                 )
         self.group_coordinator = await start_group_coordinator(self.services)
         image = self.metadata_cache.image()
-        self._remove_offsets_of_deleted(
-            image, [t.name for t in image.topics.values() if t.marked_for_deletion]
-        )
+        self._remove_offsets_of_deleted(image, _marked_for_deletion(image))
         self.transaction_coordinator = await start_transaction_coordinator(
             self.services,
             inter_broker_listener_name=self.inter_broker_listener_name,
@@ -610,3 +613,8 @@ async def run_until_signalled(config: KafkaConfig) -> None:
     await stop.wait()
     logger.info("shutdown requested broker_id=%d", broker.broker_id)
     await broker.stop()
+
+
+def _marked_for_deletion(image: MetadataImage) -> list[str]:
+    """The topics being deleted (marked, not yet removed from ZooKeeper)."""
+    return sorted(t.name for t in image.topics.values() if t.marked_for_deletion)
