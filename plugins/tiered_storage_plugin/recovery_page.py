@@ -243,6 +243,40 @@ def manifest_states(snapshot: Mapping[str, Any] | None) -> dict[str, ManifestSta
     return states
 
 
+def recovery_json(
+    topics: Sequence[str],
+    manifests: Mapping[str, ManifestState] | None,
+    drills: Sequence[tuple[Summary, str]],
+) -> dict[str, Any]:
+    """Per topic what the section shows, for ``status.json`` (times ISO 8601 UTC)."""
+    history = drill_history(d for summary, run in drills for d in topic_drills(summary, run))
+
+    def drill(d: TopicDrill | None) -> dict[str, Any] | None:
+        if d is None:
+            return None
+        return {
+            "finished": d.finished.isoformat(),
+            "run": d.run,
+            "partitions": list(d.partitions),
+            "passed": d.passed,
+            "problems": list(d.problems),
+        }
+
+    found = {}
+    for topic in topics:
+        state = None if manifests is None else manifests.get(topic)
+        drills_of = history.get(topic)
+        found[topic] = {
+            "manifest_written_at": None
+            if state is None or state.written_at is None
+            else state.written_at.isoformat(),
+            "manifest_error": None if state is None else state.error,
+            "last_successful_drill": drill(None if drills_of is None else drills_of.last_success),
+            "latest_drill": drill(None if drills_of is None else drills_of.latest),
+        }
+    return found
+
+
 # ---------------------------------------------------------------------------- rendering
 
 

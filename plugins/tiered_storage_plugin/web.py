@@ -111,7 +111,8 @@ def create_app(root: Path | None = None) -> FastAPI:
 
     @app.get("/status.json")
     def status_json() -> JSONResponse:
-        summaries = status.read_summaries(reports())
+        every = status.read_summaries(reports(), limit=None)
+        summaries = every[-status.RUNS_MAX :]
         latest, statuses = status.latest_statuses(summaries)
         cluster_source, _ = status.latest_cluster(summaries)
         return JSONResponse(
@@ -126,6 +127,14 @@ def create_app(root: Path | None = None) -> FastAPI:
                     for s in statuses
                 ],
                 "runs": [dataclasses.asdict(p) for p in status.chart_points(summaries)],
+                # per remote-enabled topic: its manifest and drills (recovery_page)
+                "recovery": recovery_page.recovery_json(
+                    status.snapshot_topics(cluster_source),
+                    None
+                    if cluster_source is None
+                    else recovery_page.manifest_states(cluster_source.data),
+                    [(d, status.run_label(d)) for d in recovery_page.drill_summaries(every)],
+                ),
             }
         )
 

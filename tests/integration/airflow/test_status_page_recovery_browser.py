@@ -24,6 +24,7 @@ import json
 import subprocess
 import sys
 import urllib.parse
+import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -204,3 +205,24 @@ def test_each_topics_manifest_and_drills_read_on_the_status_page(
         assert not severe_entries(driver)
     finally:
         driver.quit()
+
+    # the same per topic in status.json, for an API client (an alert on "not proven")
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    token = get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="admin", role="ADMIN"))
+    request = urllib.request.Request(
+        f"{page_url}status.json", headers={"Authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        recovery = json.load(answer)["recovery"]
+    assert recovery["events"]["latest_drill"]["passed"] is False
+    assert recovery["events"]["last_successful_drill"]["finished"] == first.isoformat()
+    assert recovery["events"]["last_successful_drill"]["partitions"] == [0]
+    assert recovery["orders"]["manifest_written_at"] == orders_manifest.isoformat()
+    assert recovery["fresh"] == {
+        "manifest_written_at": None,
+        "manifest_error": None,
+        "last_successful_drill": None,
+        "latest_drill": None,
+    }
