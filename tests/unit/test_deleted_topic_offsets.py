@@ -7,6 +7,7 @@ coordinator started, are applied once its groups are in.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -198,6 +199,36 @@ def test_a_deletion_told_before_startup_is_applied_once_loaded(
                 if ORDERS_0 not in committed(coordinator):
                     break
                 await settle()
+            assert committed(coordinator) == {AUDIT_0: 5}
+            assert tombstones(logs) == [OffsetCommitKey(group=GROUP, topic="orders", partition=0)]
+        finally:
+            await coordinator.shutdown()
+
+    run(scenario)
+
+
+def test_a_deletion_told_right_after_an_election_is_applied_once_loaded(
+    logs: OffsetsLogs, clock: ManualClock
+) -> None:
+    partition = partition_for(GROUP, NUM_PARTITIONS)
+
+    async def scenario() -> None:
+        writer = make_coordinator(logs, clock)
+        assert await Member(writer, "simple").commit({ORDERS_0: 30, AUDIT_0: 5}) == {
+            ORDERS_0: "none",
+            AUDIT_0: "none",
+        }
+        coordinator = make_coordinator(logs, clock, load=False)
+        await coordinator.startup(lambda p: p != partition)
+        try:
+            # As the broker tells them on one thread: the election, then the topics marked.
+            coordinator.on_leadership_changes(elected=[partition], resigned=[])
+            coordinator.on_partitions_deleted([ORDERS_0])
+            for _ in range(200):
+                group = coordinator.manager.get_group(GROUP)
+                if group is not None and ORDERS_0 not in group.committed:
+                    break
+                await asyncio.sleep(0.01)
             assert committed(coordinator) == {AUDIT_0: 5}
             assert tombstones(logs) == [OffsetCommitKey(group=GROUP, topic="orders", partition=0)]
         finally:
