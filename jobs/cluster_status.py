@@ -84,7 +84,7 @@ from storage_core.tiered.metadata.states import RemoteLogSegmentState
 from storage_core.tiered.operations import topic_log_config
 from storage_core.tiered.operations.discovery import found_partition_dirs
 from storage_core.tiered.operations.log_view import LogView
-from storage_core.tiered.recovery.topic_manifest import TopicManifest
+from storage_core.tiered.recovery.topic_manifest import TopicManifest, TopicManifestError
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
 from storage_core.tiered.remote_object_keys import topic_manifest_key
 from storage_core.tiered.remote_storage_manager import (
@@ -170,7 +170,7 @@ def manifest_fields(store: RemoteObjectStore, topic: str, topic_id: Uuid | None)
         manifest = TopicManifest.from_bytes(store.get_object(key), where=key)
     except RemoteResourceNotFoundError:
         return fields
-    except StorageError as exc:  # TopicManifestError included: unreadable
+    except TopicManifestError as exc:  # the store failing goes up: the next would fail alike
         return fields | {"manifest_error": f"{type(exc).__name__}: {exc}"}
     if manifest.topic_id != topic_id or manifest.topic != topic:
         return fields | {
@@ -206,13 +206,15 @@ def topic_fields(args: JobArgs, topics: list[TopicMetadata]) -> dict[str, dict[s
         for fields in found.values():
             fields["manifest_error"] = f"not read: {type(exc).__name__}: {exc}"
         return found
+    read: set[str] = set()
     try:
         store = remote_object_store(rsm, JOB)
         for t in topics:
             found[t.name] |= manifest_fields(store, t.name, t.topic_id)
+            read.add(t.name)
     except StorageError as exc:
-        for fields in found.values():
-            if fields["manifest_written_at_ms"] is None and fields["manifest_error"] is None:
+        for name, fields in found.items():
+            if name not in read:
                 fields["manifest_error"] = f"not read: {type(exc).__name__}: {exc}"
     finally:
         rsm.close()
