@@ -153,7 +153,8 @@ def bucket_holdings(
 ) -> list[PartitionHolding]:
     """Per partition, what a restore of ``topic`` would bring back (the bucket read and each
     manifest checked, as ``jobs.restore_topic`` plans it), checked against the brokers: the
-    bucket ends where the brokers say the last copy ended."""
+    bucket ends where the brokers say the last copy ended and starts at or below the log
+    start. Segments a restore leaves out (second copies, a deposed leader's) are printed."""
     store = bucket_store(cluster)
     try:
         inventory = scan_bucket(store, topic=topic, topic_id=topic_id)
@@ -189,9 +190,12 @@ def _check_plan(topic: str, view: PartitionView, plan: PartitionRestorePlan) -> 
     where = f"{topic}-{view.partition} in the bucket"
     if plan.stopped is not None:
         raise DisasterCheckError(f"{where} cannot be restored: {plan.stopped}")
-    if plan.left_out:
-        reasons = "; ".join(f"{item.ref.segment_id}: {item.reason}" for item in plan.left_out)
-        raise DisasterCheckError(f"{where}: segments left out of a restore ({reasons})")
+    for item in plan.left_out:  # a second copy or a deposed leader's: the lineage is whole
+        print(
+            f"    {where}: segment {item.ref.segment_id} (from offset"
+            f" {item.ref.start_offset}) is left out of a restore: {item.reason}",
+            flush=True,
+        )
     if plan.end_offset != view.highest_tiered_offset:
         raise DisasterCheckError(
             f"{where} ends at {plan.end_offset}, the brokers' highest tiered offset is"
