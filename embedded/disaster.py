@@ -300,18 +300,14 @@ def _group_consumer(cluster: EmbeddedCluster) -> KafkaConsumer:
 def produce_next(
     cluster: EmbeddedCluster, topic: str, next_offsets: dict[int, int]
 ) -> dict[int, int]:
-    """One record to each partition (acks=all, as User:demo); the offset each landed at.
-    Each is the record the workload writes at the offset it should land at, so a reader
-    checks it as any other.
-
-    Not idempotent: the new cluster hands out producer ids from 0 again, and the restored
-    partitions' producer state (from the bucket's producer snapshots) holds the old cluster's
-    ids, so a new idempotent producer given id 0 is refused OUT_OF_ORDER_SEQUENCE_NUMBER
-    against the old producer 0's sequence (a known gap of the whole-cluster restore)."""
+    """One record to each partition (acks=all, idempotent, as User:demo); the offset each
+    landed at. Each is the record the workload writes at the offset it should land at, so a
+    reader checks it as any other. The new cluster hands out producer ids from 0 again, the
+    lost cluster's: the restored partitions carry no producer state for them to meet."""
     producer = KafkaProducer(
         bootstrap_servers=cluster.bootstrap_server,
         acks="all",
-        enable_idempotence=False,
+        enable_idempotence=True,
         **cluster.security.kafka_python(DEMO_CLIENT),
     )
     try:

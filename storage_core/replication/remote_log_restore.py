@@ -12,9 +12,17 @@ its leader's log starts in the remote tier (``TierStateMachine``)::
                                                    with everything published before now
     no COPY_SEGMENT_FINISHED segment               nothing restored: the log starts at 0
     segment with the highest end offset E          next offset E + 1, its leader-epoch
-                                                   entries and producer snapshot (checked)
+                                                   entries (checked)
     log start offset                               the lowest restored start offset
-    truncate fully, start at E + 1, assign the entries, load the producer snapshot
+    truncate fully, start at E + 1, assign the entries
+
+Unlike a follower's, the restored replica takes no producer state from the segment's
+snapshot: the restored topic is a new incarnation, its producers are new producers, and on a
+cluster restored from the bucket alone the new controller hands out producer ids from 0 again,
+the lost cluster's: an idempotent producer given one of them would meet the restored state of
+another producer (OUT_OF_ORDER_SEQUENCE_NUMBER on its first record). The restored records keep
+their producer ids and sequences; only deduplication across the restore is lost, as it is when
+a producer's state expires.
 
 Only a log still empty (log end offset 0) is touched, so a broker restarted after the restore
 keeps what it has. Everything is read and checked before the log changes; a failure keeps the
@@ -30,11 +38,8 @@ from collections.abc import Callable
 from storage_core.common import TopicIdPartition
 from storage_core.errors import StorageError
 from storage_core.log.log import Log
-from storage_core.log.log_file_utils import producer_snapshot_file
-from storage_core.log.producer_snapshot import write_snapshot
 from storage_core.replication.tier_state_machine import (
     read_leader_epoch_entries,
-    read_producer_snapshot,
     restored_epoch_entries,
 )
 from storage_core.tiered.metadata import RemoteLogSegmentState
@@ -128,7 +133,6 @@ def restore_from_remote_tier(
             next_offset=next_offset,
             source=source,
         )
-        snapshot = read_producer_snapshot(rlm.rsm, last, source=source)
     except StorageError as exc:
         raise RemoteLogRestoreError(
             f"partition {tip.topic_partition} cannot be restored from the remote tier: {exc}"
@@ -138,17 +142,13 @@ def restore_from_remote_tier(
     for entry in entries:
         cache.assign(entry.epoch, entry.start_offset)
     cache.truncate_from_start(log_start_offset)
-    if snapshot is not None:
-        write_snapshot(producer_snapshot_file(log.dir, next_offset), snapshot)
-        log.load_producer_state(next_offset)
     logger.info(
         "restored from the remote tier partition=%s log_start_offset=%d next_offset=%d"
-        " remote_segments=%d epoch_entries=%d producers=%d",
+        " remote_segments=%d epoch_entries=%d",
         tip.topic_partition,
         log_start_offset,
         next_offset,
         len(finished),
         len(entries),
-        len(snapshot or ()),
     )
     return next_offset

@@ -5,7 +5,9 @@
     the broker is stopped; a new broker with a new log dir and metadata, same remote settings
     restore_cluster --dry-run       the plan, nothing created
     restore_cluster                 chunked-tier restored under its name: offsets 0..E read
-                                    back from the remote tier; "readers" resumes at 120
+                                    back from the remote tier; "readers" resumes at 120; an
+                                    idempotent producer (producer id 0 again, as the lost
+                                    broker's first) writes at E + 1
     restore_cluster again           the topic exists: skipped, nothing changed
 """
 
@@ -15,7 +17,7 @@ import json
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 
 from jobs import backup_consumer_offsets, restore_cluster, topic_manifests
@@ -80,6 +82,16 @@ def test_every_topic_of_the_bucket_comes_back_on_a_new_broker(
         resumed.close()
         assert first is not None and first.error() is None
         assert (first.offset(), first.value()) == (120, value_of(120))
+
+        # The new cluster's producer ids start again at 0, as the lost cluster's did: an
+        # idempotent producer's first record must not meet the restored producers' state.
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+        delivered: list[tuple[object, int]] = []
+        producer.produce(
+            TOPIC, b"after", partition=0, on_delivery=lambda e, m: delivered.append((e, m.offset()))
+        )
+        producer.flush(30)
+        assert delivered == [(None, end + 1)]
 
         assert job(broker, restore_cluster, "--summary-path", str(summary_path)) == 0
         counts = json.loads(summary_path.read_text())["counts"]
