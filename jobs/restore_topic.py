@@ -34,7 +34,8 @@ Restoring (``storage_core.tiered.recovery.restore`` and, on the brokers,
    (S3: CopyObject), its manifest written last, and its COPY_SEGMENT_STARTED and _FINISHED
    published to ``__remote_log_metadata``;
 3. ``remote.log.restore.enable`` is set: each replica starts its log after the restored
-   segments, with their leader epochs and producer state; the run waits until every partition
+   segments, with their leader epochs (no producer state: the target is a new incarnation,
+   ``storage_core.replication.remote_log_restore``); the run waits until every partition
    answers ListOffsets earliest = the restored log start and latest = the next offset, or
    later once producers write (``--wait-s``), then removes both configs;
 4. with ``--restore-offsets``, each group's offsets in the source, from the newest consumer

@@ -143,7 +143,7 @@ TOPIC_CONFIG_DOCS: dict[str, str] = {
     "remote.log.delete.on.disable": "Delete the remote data when remote storage is disabled.",
     "remote.log.restore.enable": "Set by a restore from the remote tier's bucket (the"
     " restore_topic job sets and removes it) once the restored segments are published: each"
-    " new replica then starts its log after them, with their leader epochs and producer state.",
+    " new replica then starts its log after them, with their leader epochs.",
     "remote.log.restore.leader.epoch": "Set by a restore from the remote tier's bucket while it"
     " runs: the restored partitions' last leader epoch. A new partition leads in the epoch"
     " after it, and a new replica stays offline until remote.log.restore.enable is set.",
