@@ -47,6 +47,7 @@ from jobs.common.pipeline_acls import (
     DELETE_TOPICS,
     LEADER_ELECTION_ACLS,
     PIPELINE_ACLS,
+    RESTORE_DRILL_ACLS,
     RESTORE_OFFSETS_ACLS,
     RESTORE_TOPIC_ACLS,
 )
@@ -71,9 +72,15 @@ USERS = (ADMIN, PIPELINE, DEMO_CLIENT, STRANGER)
 def pipeline_acl_arguments(topic: str) -> list[list[str]]:
     """``storage-core acls`` arguments of the pipeline's least ACLs (jobs/common/pipeline_acls:
     what the scheduled DAGs need, Alter on the cluster for preferred_leader_election, Create,
-    AlterConfigs and Read for restore_topic, whose target is named at trigger time) and
+    AlterConfigs and Read for restore_topic, whose target is named at trigger time, the restore
+    drill's on its restore-drill- scratch topics) and
     Delete on ``topic`` only, for partition_deletion."""
-    on_demand = (*LEADER_ELECTION_ACLS, *RESTORE_TOPIC_ACLS, *RESTORE_OFFSETS_ACLS)
+    on_demand = (
+        *LEADER_ELECTION_ACLS,
+        *RESTORE_TOPIC_ACLS,
+        *RESTORE_OFFSETS_ACLS,
+        *RESTORE_DRILL_ACLS,
+    )
     acls = [acl.acls_arguments() for acl in (*PIPELINE_ACLS, *on_demand)]
     delete = dataclasses.replace(DELETE_TOPICS, name=topic)
     return [*acls, delete.acls_arguments()]

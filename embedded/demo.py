@@ -36,23 +36,29 @@
                                 commits; backup_consumer_offsets and topic_manifests (the
                                 nightly's and the tiering DAG's jobs) run as User:pipeline:
                                 the bucket holds the group's offsets and the topic's configs
-   11. what the bucket holds    per partition, read from the bucket's manifests as a restore
+   11. restore drill DAG        ``airflow dags test restore_drill``: a sample of the
+                                partitions restored from the bucket into a scratch topic and
+                                checked by Great Expectations (every record batch's offsets,
+                                leader epoch and CRC equal the source's, offsets contiguous,
+                                the restored group offsets in range), then the scratch topic
+                                and its remote data deleted
+   12. what the bucket holds    per partition, read from the bucket's manifests as a restore
                                 reads them: the remote log start, the highest tiered offset,
                                 the acknowledged records in the bucket and those only on the
                                 brokers' disks (the active segments: KIP-405 copies closed
                                 segments, so the remote tier's recovery point is the last copy)
-   12. disaster                 the cluster is stopped; ZooKeeper's data and every broker's
+   13. disaster                 the cluster is stopped; ZooKeeper's data and every broker's
                                 log dir are removed (the remote tier, the security material
                                 and Airflow's directory stay)
-   13. whole-cluster restore    a new ZooKeeper and new brokers on the same directory, empty;
+   14. whole-cluster restore    a new ZooKeeper and new brokers on the same directory, empty;
                                 ``python -m jobs.restore_cluster`` as User:pipeline restores
                                 every topic of the bucket with its groups' offsets
-   14. read the restore back    every record the bucket held reads back as written (from the
+   15. read the restore back    every record the bucket held reads back as written (from the
                                 remote tier), demo-readers resumes from its restored offsets,
                                 and a producer's next record lands at the restored next offset
-   15. reports                  where the Data Docs, the JSON summaries and the demo's own
-                                summary (reports/demo-summary.json: the failover, the restore)
-                                are
+   16. reports                  where the Data Docs, the JSON summaries and the demo's own
+                                summary (reports/demo-summary.json: the failover, the drill,
+                                the restore) are
 
 The pipeline runs as User:pipeline with its least ACLs (the Airflow connection's Login and
 Password); no password reaches a log, summary or report.
@@ -113,7 +119,7 @@ PARTITIONS = 3
 SEGMENT_BYTES = 256 * 1024
 LOCAL_RETENTION_BYTES = SEGMENT_BYTES  # keep about one closed segment locally
 FAILOVER_PARTITION = 0
-STEPS = 15
+STEPS = 16
 GROUP_RECORDS = 200  # what the demo's group reads of each partition before the disaster
 DAG_TIMEOUT_S = 20 * 60.0
 PRODUCE_TIMEOUT_S = 120.0
@@ -279,6 +285,7 @@ def run_demo(directory: Path, *, records_per_partition: int, records_after_kill:
         if topic_id is None:
             raise DemoFailedError(f"Metadata gave {TOPIC} no topic id")
         committed = _make_bucket_ready(cluster, expired, topic_id, retained_bytes, say)
+        summary["drill"] = _restore_drill(directory, env, logs, say)
         holdings = _record_bucket(cluster, topic_id, say)
         _wipe_cluster(cluster, say)
 
@@ -516,6 +523,29 @@ def _make_bucket_ready(
     return committed
 
 
+def _restore_drill(
+    directory: Path, env: dict[str, str], logs: Path, say: Callable[[int, str], None]
+) -> dict[str, Any]:
+    """The nightly restore drill, once: a sample of the partitions restored from the bucket
+    into a scratch topic, checked batch by batch against the source by the Great Expectations
+    suite, then the scratch topic and its remote data deleted."""
+    _run_dag("restore_drill", env, logs)
+    _print_job_lines(directory, "restore_drill", ("restore_drill",))
+    runs = airflow_env.reports_dir(directory) / "runs" / "restore_drill"
+    paths = sorted(runs.glob("*/restore_drill/summary.json"), key=lambda p: p.stat().st_mtime)
+    details = json.loads(paths[-1].read_text()).get("details", {})
+    if not details.get("success"):
+        raise DemoFailedError(f"the restore drill did not pass: {details}")
+    drilled = sorted(f"{row['topic']}-{row['partition']}" for row in details.get("drilled", []))
+    say(
+        11,
+        f"restore drill DAG succeeded: {', '.join(drilled)} restored from the bucket into a"
+        " scratch topic, every record batch's offsets, leader epoch and CRC equal the"
+        " source's, the scratch topic and its remote data deleted",
+    )
+    return {"drilled": drilled, "data_docs": details.get("data_docs")}
+
+
 def _record_bucket(
     cluster: EmbeddedCluster, topic_id: Uuid, say: Callable[[int, str], None]
 ) -> list[disaster.PartitionHolding]:
@@ -528,7 +558,7 @@ def _record_bucket(
     in_bucket = sum(h.in_bucket for h in holdings)
     on_disks = sum(h.only_on_disks for h in holdings)
     say(
-        11,
+        12,
         f"the bucket holds {in_bucket} acknowledged records; {on_disks} sit in the active"
         " segments, only on the brokers' disks (KIP-405 copies closed segments): the remote"
         " tier's recovery point is the last copy",
@@ -551,7 +581,7 @@ def _wipe_cluster(cluster: EmbeddedCluster, say: Callable[[int, str], None]) -> 
     ]
     print(f"    kept {', '.join(str(p) for p in kept)}", flush=True)
     say(
-        12,
+        13,
         "disaster: the cluster is stopped, ZooKeeper's data and the brokers' log dirs are"
         f" gone; the remote tier ({files} files, {size} bytes) is all that is left of {TOPIC}",
     )
@@ -585,7 +615,7 @@ def _restore_cluster(
     if counts.get("topics_restored") != 1 or counts.get("topics_failed"):
         raise DemoFailedError(f"restore_cluster restored {counts}, not {TOPIC} alone")
     say(
-        13,
+        14,
         f"restore_cluster restored {counts.get('topics_restored')} topic from the bucket in"
         f" {seconds:.1f} s (the command, from its start): {counts.get('segments_restored', 0)}"
         " segments,"
@@ -643,7 +673,7 @@ def _restore_cluster(
         )
     lost = sum(h.only_on_disks for h in holdings)
     say(
-        14,
+        15,
         f"read back all {read_back_records} records the bucket held, as written (the"
         f" {lost} records only on the disks are lost); group {DEMO_GROUP} resumes from its"
         f" restored offsets; the next records land at {_offsets_text(landed)}",

@@ -84,8 +84,8 @@ def test_demo_tiers_consumes_expires_and_reports(tmp_path: Path) -> None:
     assert demo.wait(60) == 0, output
     assert "Demo succeeded" in output
 
-    steps = re.findall(r"\] (\d+)/15 ", output)
-    assert steps == [str(i) for i in range(1, 16)], output
+    steps = re.findall(r"\] (\d+)/16 ", output)
+    assert steps == [str(i) for i in range(1, 17)], output
     from_remote = int(re.search(r"; (\d+) came from the remote tier", output).group(1))
     assert from_remote > 0
     assert len(re.findall(r"copy_segments: ok in [\d.]+ s; .*segments_copied=\d+", output)) == 2
@@ -167,6 +167,12 @@ def assert_restored_from_the_bucket(output: str, demo_summary: dict, work: Path)
     in_bucket, on_disks = map(
         int, re.search(r"the bucket holds (\d+) acknowledged records; (\d+) sit", output).groups()
     )
+    # the nightly drill, once: every partition (a sample of 3 of 3) restored and checked
+    assert re.search(
+        r"\] 11/16 restore drill DAG succeeded: events-0, events-1, events-2 restored", output
+    ), output
+    assert demo_summary["drill"]["drilled"] == ["events-0", "events-1", "events-2"]
+
     # the wipe removed ZooKeeper's data and the three brokers' log dirs, nothing else
     removed = re.findall(r"    removed (/\S+) \(\d+ files", output)
     assert sorted(removed) == sorted(
@@ -174,7 +180,7 @@ def assert_restored_from_the_bucket(output: str, demo_summary: dict, work: Path)
         + [str(work / f"broker-{b}" / "kafka-logs") for b in (1, 2, 3)]
     )
     assert re.search(r"topics: __consumer_offsets, __remote_log_metadata\n", output), output
-    assert re.search(r"\] 13/15 restore_cluster restored 1 topic from the bucket", output)
+    assert re.search(r"\] 14/16 restore_cluster restored 1 topic from the bucket", output)
 
     restore = demo_summary["restore"]
     assert restore["topics_restored"] == 1
