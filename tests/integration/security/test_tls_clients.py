@@ -244,6 +244,7 @@ def test_plaintext_bytes_to_the_tls_port(broker: TlsBroker) -> None:
             bootstrap_servers=f"127.0.0.1:{broker.ssl_port}",
             request_timeout_ms=3000,
             max_block_ms=3000,
+            bootstrap_timeout_ms=3000,  # its bootstrap waits 30 s by default
         )
     shown = errors_of({"bootstrap.servers": f"127.0.0.1:{broker.ssl_port}"})
     assert any("Disconnected" in line or "transport" in line for line in shown), shown
