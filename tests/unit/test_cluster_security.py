@@ -92,4 +92,8 @@ def test_the_pipelines_acls_are_its_least_and_delete_on_the_topic_only() -> None
     assert ["--operation", "Describe", "--group", "*"] in arguments
     assert ["--operation", "Create", "--topic", "*"] in arguments
     assert ["--operation", "Read", "--group", "*"] in arguments
-    assert not any("Delete" in a and "*" in a for a in arguments)
+    # Delete on topics: the demo's topic and the drill's scratch topics (a prefixed ACL) only
+    deletes = [a for a in arguments if "Delete" in a and "--topic" in a]
+    assert ["--operation", "Delete", "--topic", "events"] in deletes
+    assert all("*" not in a for a in deletes), deletes
+    assert any("restore-drill-" in a and "PREFIXED" in a for a in deletes), deletes
