@@ -10,6 +10,7 @@
 from expectations.definitions import (
     DESCRIPTIONS,
     PARTITION_OFFSETS_SUITE,
+    QUALITY_EXPECTATIONS,
     REMOTE_SEGMENTS_SUITE,
     REPLICA_WARNINGS_SUITE,
     REPLICAS_SUITE,
@@ -30,6 +31,7 @@ from expectations.runner import (
 __all__ = [
     "DESCRIPTIONS",
     "PARTITION_OFFSETS_SUITE",
+    "QUALITY_EXPECTATIONS",
     "REMOTE_SEGMENTS_SUITE",
     "REPLICAS_SUITE",
     "REPLICA_WARNINGS_SUITE",

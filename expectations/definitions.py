@@ -442,3 +442,8 @@ def replica_warnings_suite() -> gx.ExpectationSuite:
         name=REPLICA_WARNINGS_SUITE,
         expectations=[ExpectNoUnderReplicatedPartition(severity=FailureSeverity.WARNING)],
     )
+
+
+QUALITY_EXPECTATIONS: frozenset[str] = frozenset(DESCRIPTIONS)
+"""The quality suites' named expectations (``DESCRIPTIONS`` also gains the restore drill's
+once ``expectations.restore_drill`` is imported)."""

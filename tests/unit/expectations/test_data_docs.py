@@ -13,6 +13,7 @@ import pytest
 from expectations import (
     DESCRIPTIONS,
     PARTITION_OFFSETS_SUITE,
+    QUALITY_EXPECTATIONS,
     REMOTE_SEGMENTS_SUITE,
     REPLICA_WARNINGS_SUITE,
     REPLICAS_SUITE,
@@ -191,7 +192,7 @@ def test_observed_values_say_what_was_counted(site: Path) -> None:
         **observed_values(replicas),
         **observed_values(warnings),
     }
-    assert set(observed) == set(DESCRIPTIONS), set(DESCRIPTIONS) ^ set(observed)
+    assert set(observed) == QUALITY_EXPECTATIONS, QUALITY_EXPECTATIONS ^ set(observed)
     for name, value in observed.items():
         assert value != "--" and "%" not in value, (name, value)
     # passed null checks (a problem text expected null), GE's "100% null"

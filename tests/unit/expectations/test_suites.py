@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from expectations import DESCRIPTIONS, PARTITION_OFFSETS_SUITE, REMOTE_SEGMENTS_SUITE
+from expectations import (
+    DESCRIPTIONS,
+    PARTITION_OFFSETS_SUITE,
+    QUALITY_EXPECTATIONS,
+    REMOTE_SEGMENTS_SUITE,
+)
 from expectations.definitions import STARTED_STATE_MAX_MS_DEFAULT
 from expectations.runner import QualityContext, SuiteOutcome, pandas_frame
 from jobs.tables.inputs import CopyOffsets
@@ -114,8 +119,8 @@ def test_a_run_stores_one_result_per_suite_listing_rows_only_where_it_failed(
 
 
 def test_every_expectation_has_a_rule() -> None:
-    assert len(DESCRIPTIONS) == 25
-    assert all(rule for rule in DESCRIPTIONS.values())
+    assert len(QUALITY_EXPECTATIONS) == 25
+    assert all(DESCRIPTIONS[name] for name in QUALITY_EXPECTATIONS)
 
 
 # ---------------------------------------------------------------------------- remote_segments
