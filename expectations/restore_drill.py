@@ -24,7 +24,7 @@ drill_group_offsets::
 
     expect_restored_group_offset_within_restored_range log start <= offset <= next offset
 
-``DrillContext`` is ``runner.QualityContext``'s pattern for these suites on the pandas
+``DrillContext`` is a ``runner.SuiteContext`` (as the quality job's) for these suites on the pandas
 engine (a drill's tables are a few hundred rows: a Spark session would cost more than the
 checks): a file-mode context under the report dir, one dataframe asset per table, a first pass
 (BASIC) and, when it fails, a detailed pass (COMPLETE, with the rows' ids), the result named by
@@ -34,14 +34,11 @@ run and by the drilled topics, and the Data Docs rebuilt under
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import great_expectations as gx
-from great_expectations.core.run_identifier import RunIdentifier
-from great_expectations.data_context.types.base import ProgressBarsConfig
 from great_expectations.expectations.core.expect_column_pair_values_to_be_equal import (
     ExpectColumnPairValuesToBeEqual,
 )
@@ -53,15 +50,8 @@ from great_expectations.expectations.core.expect_column_values_to_be_null import
 )
 
 from expectations.definitions import _described
-from expectations.offline_docs import make_offline
 from expectations.rendering import NamedExpectation
-from expectations.runner import (
-    ROWS_IN_REASON_MAX,
-    SuiteOutcome,
-    _run_name,
-    data_docs_index,
-    outcome_from_validation,
-)
+from expectations.runner import SuiteContext, SuiteOutcome
 from jobs.planning.restore_drill import TABLE_COLUMNS, TABLE_ROW_IDS
 
 DRILL_PARTITIONS_SUITE = "drill_partitions"
@@ -251,82 +241,33 @@ def drill_frame(table: str, rows: Sequence[Mapping[str, Any]]) -> Any:
     )
 
 
-class DrillContext:
-    """A file-mode GE context under ``root_dir`` with the drill's suites ready to run.
+class DrillContext(SuiteContext):
+    """The drill's suites (``DRILL_SUITE_TABLES``, pandas) in a ``runner.SuiteContext``;
+    ``validate`` takes the table's rows.
 
     Thread-safety: none; one context is used by one thread."""
 
     def __init__(self, root_dir: Path, *, data_docs: bool = True) -> None:
-        self.root_dir = Path(root_dir)
-        self.data_docs = data_docs
-        self.root_dir.mkdir(parents=True, exist_ok=True)
-        self.context = gx.get_context(mode="file", project_root_dir=str(self.root_dir))
-        self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
-        self.context.variables.save()
-        source = self.context.data_sources.add_or_update_pandas(DATA_SOURCE_NAME)
-        batches = {}
-        for table in sorted(set(DRILL_SUITE_TABLES.values())):
-            asset = source.add_dataframe_asset(name=table)
-            batches[table] = asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION_NAME)
-        self.checkpoints: dict[str, Any] = {}
-        self.first_pass_checkpoints: dict[str, Any] = {}
-        for name, suite in drill_suites().items():
-            table = DRILL_SUITE_TABLES[name]
-            saved = self.context.suites.add_or_update(suite)
-            validation = self.context.validation_definitions.add_or_update(
-                gx.ValidationDefinition(name=name, data=batches[table], suite=saved)
-            )
-            self.checkpoints[name] = self.context.checkpoints.add_or_update(
-                gx.Checkpoint(
-                    name=f"restore_drill_{name}",
-                    validation_definitions=[validation],
-                    actions=[],
-                    result_format={
-                        "result_format": "COMPLETE",
-                        "unexpected_index_column_names": list(TABLE_ROW_IDS[table]),
-                        "partial_unexpected_count": ROWS_IN_REASON_MAX,
-                    },
-                )
-            )
-            self.first_pass_checkpoints[name] = self.context.checkpoints.add_or_update(
-                gx.Checkpoint(
-                    name=f"restore_drill_{name}_first_pass",
-                    validation_definitions=[validation],
-                    actions=[],
-                    result_format={"result_format": "BASIC"},
-                )
-            )
-
-    @property
-    def data_docs_index(self) -> Path:
-        return data_docs_index(self.root_dir)
+        super().__init__(
+            root_dir,
+            suites=drill_suites(),
+            suite_tables=DRILL_SUITE_TABLES,
+            row_ids=TABLE_ROW_IDS,
+            checkpoint_prefix="restore_drill",
+            data_docs=data_docs,
+        )
 
     def validate(
         self,
         suite: str,
-        rows: Sequence[Mapping[str, Any]],
+        dataframe: Any,
         *,
         run_name: str | None = None,
         source: str | None = None,
     ) -> SuiteOutcome:
-        """Run ``suite`` on ``rows`` of its table; ``source`` (the drilled topics) is shown
-        with the table as its data asset in the Data Docs."""
-        if suite not in self.checkpoints:
-            raise ValueError(f"unknown suite {suite!r}; known: {sorted(self.checkpoints)}")
-        table = DRILL_SUITE_TABLES[suite]
-        run_id = RunIdentifier(
-            run_name=_run_name(run_name) if run_name else None,
-            run_time=datetime.datetime.now(datetime.UTC),
-        )
-        batch = {"dataframe": drill_frame(table, rows)}
-        result = self.first_pass_checkpoints[suite].run(batch_parameters=batch, run_id=run_id)
-        if not result.success:
-            result = self.checkpoints[suite].run(batch_parameters=batch, run_id=run_id)
-        ((key, validation),) = result.run_results.items()
-        asset = table if source is None else f"{table} of {source}"
-        validation.meta.setdefault("batch_spec", {})["data_asset_name"] = asset
-        self.context.validation_results_store.set(key, validation)
-        if self.data_docs:
-            self.context.build_data_docs()
-            make_offline(self.data_docs_index.parent)
-        return outcome_from_validation(suite, validation)
+        """Run ``suite`` on the rows of its table (``dataframe``: a sequence of mappings);
+        ``source`` (the drilled topics) is shown with the table as its data asset."""
+        if suite not in self.suite_tables:
+            raise ValueError(f"unknown suite {suite!r}; known: {sorted(self.suite_tables)}")
+        frame = drill_frame(self.suite_tables[suite], dataframe)
+        return super().validate(suite, frame, run_name=run_name, source=source)

@@ -191,21 +191,26 @@ def outcome_from_validation(suite: str, validation: Any) -> SuiteOutcome:
     )
 
 
-class QualityContext:
-    """A file-mode GE context under ``root_dir`` with every suite ready to run (one data
-    asset per table, one validation definition and checkpoint per suite)."""
+class SuiteContext:
+    """A file-mode GE context under ``root_dir`` with ``suites`` ready to run: one data asset
+    per table (``suite_tables``), one validation definition and two checkpoints per suite (a
+    cheap first pass, and a complete one naming the rows by ``row_ids`` when it failed).
+    The quality job's suites (``QualityContext``) and the restore drill's use it."""
 
     def __init__(
         self,
         root_dir: Path,
         *,
+        suites: Mapping[str, gx.ExpectationSuite],
+        suite_tables: Mapping[str, str],
+        row_ids: Mapping[str, Sequence[str]],
+        checkpoint_prefix: str,
         engine: Engine = "pandas",
-        started_state_max_ms: int = STARTED_STATE_MAX_MS_DEFAULT,
-        delete_pending_max_ms: int = DELETE_PENDING_MAX_MS_DEFAULT,
         data_docs: bool = True,
     ) -> None:
         self.root_dir = Path(root_dir)
         self.data_docs = data_docs
+        self.suite_tables = dict(suite_tables)
         self.root_dir.mkdir(parents=True, exist_ok=True)
         self.context = gx.get_context(mode="file", project_root_dir=str(self.root_dir))
         self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
@@ -215,42 +220,34 @@ class QualityContext:
             source = self.context.data_sources.add_or_update_pandas(DATA_SOURCE_NAME)
         else:
             source = self.context.data_sources.add_or_update_spark(DATA_SOURCE_NAME)
-        suites = {
-            REMOTE_SEGMENTS_SUITE: remote_segments_suite(started_state_max_ms=started_state_max_ms),
-            PARTITION_OFFSETS_SUITE: partition_offsets_suite(
-                delete_pending_max_ms=delete_pending_max_ms
-            ),
-            REPLICAS_SUITE: replicas_suite(),
-            REPLICA_WARNINGS_SUITE: replica_warnings_suite(),
-        }
         batches = {}
-        for table in sorted(set(SUITE_TABLES.values())):
+        for table in sorted(set(suite_tables.values())):
             asset = source.add_dataframe_asset(name=table)
             batches[table] = asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION_NAME)
         self.checkpoints: dict[str, Any] = {}
         self.first_pass_checkpoints: dict[str, Any] = {}
         for name, suite in suites.items():
-            table = SUITE_TABLES[name]
+            table = suite_tables[name]
             saved = self.context.suites.add_or_update(suite)
             validation = self.context.validation_definitions.add_or_update(
                 gx.ValidationDefinition(name=name, data=batches[table], suite=saved)
             )
             self.checkpoints[name] = self.context.checkpoints.add_or_update(
                 gx.Checkpoint(
-                    name=f"quality_{name}",
+                    name=f"{checkpoint_prefix}_{name}",
                     validation_definitions=[validation],
                     # Data Docs are built by ``validate`` once the result names its data
                     actions=[],
                     result_format={
                         "result_format": "COMPLETE",
-                        "unexpected_index_column_names": list(ROW_ID_COLUMNS[table]),
+                        "unexpected_index_column_names": list(row_ids[table]),
                         "partial_unexpected_count": ROWS_IN_REASON_MAX,
                     },
                 )
             )
             self.first_pass_checkpoints[name] = self.context.checkpoints.add_or_update(
                 gx.Checkpoint(
-                    name=f"quality_{name}_first_pass",
+                    name=f"{checkpoint_prefix}_{name}_first_pass",
                     validation_definitions=[validation],
                     actions=[],
                     result_format={"result_format": "BASIC"},
@@ -264,14 +261,14 @@ class QualityContext:
     def validate(
         self, suite: str, dataframe: Any, *, run_name: str | None = None, source: str | None = None
     ) -> SuiteOutcome:
-        """Run ``suite``'s checkpoint on ``dataframe``, a frame of its table
-        (``SUITE_TABLES``; pandas or Spark, as the engine).
+        """Run ``suite``'s checkpoint on ``dataframe``, a frame of its table (pandas or
+        Spark, as the engine).
 
-        ``run_name`` (the DAG run) is the result's run name; ``source`` (the cluster) is
-        shown with the table as its data asset."""
+        ``run_name`` (the DAG run) is the result's run name; ``source`` (the cluster, the
+        drilled topics) is shown with the table as its data asset."""
         if suite not in self.checkpoints:
             raise ValueError(f"unknown suite {suite!r}; known: {sorted(self.checkpoints)}")
-        table = SUITE_TABLES[suite]
+        table = self.suite_tables[suite]
         # One run id for both passes: the detailed result is stored under the first's key.
         run_id = RunIdentifier(
             run_name=_run_name(run_name) if run_name else None,
@@ -293,6 +290,38 @@ class QualityContext:
             self.context.build_data_docs()
             make_offline(self.data_docs_index.parent)
         return outcome_from_validation(suite, validation)
+
+
+class QualityContext(SuiteContext):
+    """The quality job's suites (``SUITE_TABLES``) in a ``SuiteContext``."""
+
+    def __init__(
+        self,
+        root_dir: Path,
+        *,
+        engine: Engine = "pandas",
+        started_state_max_ms: int = STARTED_STATE_MAX_MS_DEFAULT,
+        delete_pending_max_ms: int = DELETE_PENDING_MAX_MS_DEFAULT,
+        data_docs: bool = True,
+    ) -> None:
+        super().__init__(
+            root_dir,
+            suites={
+                REMOTE_SEGMENTS_SUITE: remote_segments_suite(
+                    started_state_max_ms=started_state_max_ms
+                ),
+                PARTITION_OFFSETS_SUITE: partition_offsets_suite(
+                    delete_pending_max_ms=delete_pending_max_ms
+                ),
+                REPLICAS_SUITE: replicas_suite(),
+                REPLICA_WARNINGS_SUITE: replica_warnings_suite(),
+            },
+            suite_tables=SUITE_TABLES,
+            row_ids=ROW_ID_COLUMNS,
+            checkpoint_prefix="quality",
+            engine=engine,
+            data_docs=data_docs,
+        )
 
 
 def _run_name(name: str) -> str:
