@@ -23,7 +23,7 @@ denied Describe on it names the ACL). Not thread-safe (it uses a ``KafkaCluster`
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -191,18 +191,32 @@ def commit_offsets(
 ) -> None:
     """Commit ``offsets`` for ``group_id``; ``BrokerResponseError`` for the first partition
     or group refused (a group with active members: UNKNOWN_MEMBER_ID)."""
+    _at_coordinator(
+        cluster,
+        group_id,
+        lambda node_id: _offset_commit(cluster, node_id, group_id, offsets),
+        what="the commit",
+    )
+
+
+def _at_coordinator(
+    cluster: KafkaCluster, group_id: str, request: Callable[[int], bool], *, what: str
+) -> None:
+    """``request(coordinator node id)`` until it returns True (False: the coordinator moved
+    or is loading), finding the group's coordinator again each time, at most
+    ``ATTEMPTS_MAX`` times."""
     for attempt in range(1, ATTEMPTS_MAX + 1):
         retry: list[str] = []
         by_node = _coordinators(cluster, [group_id], retry)
         if not retry:
             (node_id,) = by_node
-            if _offset_commit(cluster, node_id, group_id, offsets):
+            if request(node_id):
                 return
         if attempt == ATTEMPTS_MAX:
             raise BrokerResponseError(
                 ErrorCode.coordinator_not_available,
                 resource=f"group {group_id!r}",
-                broker_message=f"no coordinator took the commit after {ATTEMPTS_MAX} attempts",
+                broker_message=f"no coordinator took {what} after {ATTEMPTS_MAX} attempts",
             )
         cluster.invalidate_metadata()
         time.sleep(RETRY_BACKOFF_S)
@@ -267,21 +281,12 @@ def delete_offsets(
     as Kafka's ``Admin.deleteConsumerGroupOffsets``); ``BrokerResponseError`` for the group
     or the first partition refused (a partition of a topic an active member subscribes to:
     GROUP_SUBSCRIBED_TO_TOPIC). Partitions without an offset are answered without error."""
-    for attempt in range(1, ATTEMPTS_MAX + 1):
-        retry: list[str] = []
-        by_node = _coordinators(cluster, [group_id], retry)
-        if not retry:
-            (node_id,) = by_node
-            if _offset_delete(cluster, node_id, group_id, partitions):
-                return
-        if attempt == ATTEMPTS_MAX:
-            raise BrokerResponseError(
-                ErrorCode.coordinator_not_available,
-                resource=f"group {group_id!r}",
-                broker_message=f"no coordinator took the deletion after {ATTEMPTS_MAX} attempts",
-            )
-        cluster.invalidate_metadata()
-        time.sleep(RETRY_BACKOFF_S)
+    _at_coordinator(
+        cluster,
+        group_id,
+        lambda node_id: _offset_delete(cluster, node_id, group_id, partitions),
+        what="the deletion",
+    )
 
 
 def _offset_delete(
