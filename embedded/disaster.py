@@ -37,8 +37,8 @@ from embedded.partition_view import PartitionView
 from embedded.processes import run_to_completion
 from embedded.workload import POLL_TIMEOUT_MS, record_value
 from storage_core.common import Uuid
-from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
 from storage_core.tiered.recovery.bucket_inventory import BucketStore, scan_bucket
+from storage_core.tiered.recovery.bucket_inventory import bucket_store as recovered_store
 from storage_core.tiered.recovery.offsets_restore import newest_backup
 from storage_core.tiered.recovery.restore_plan import PartitionRestorePlan, plan_partition
 from storage_core.tiered.recovery.topic_manifest import TopicManifest
@@ -59,11 +59,7 @@ class DisasterCheckError(RuntimeError):
 
 def bucket_store(cluster: EmbeddedCluster) -> BucketStore:
     """The cluster's remote tier as stored (manifests and objects), as a restore reads it."""
-    rsm = load_remote_storage_manager("LocalTieredStorage", cluster.rsm_config())
-    store = rsm.store if isinstance(rsm, ChunkedRemoteStorageManager) else rsm
-    if not isinstance(store, BucketStore):
-        raise DisasterCheckError(f"the remote tier {cluster.remote_dir} cannot be listed")
-    return store
+    return recovered_store(load_remote_storage_manager("LocalTieredStorage", cluster.rsm_config()))
 
 
 def read_topic_manifest(cluster: EmbeddedCluster, topic: str, topic_id: Uuid) -> TopicManifest:

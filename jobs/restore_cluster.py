@@ -35,6 +35,7 @@ from jobs.common.clients import kafka_cluster
 from jobs.common.run import one_line
 from storage_core.common import Uuid
 from storage_core.errors import StorageError
+from storage_core.tiered.recovery.bucket_inventory import bucket_store
 from storage_core.tiered.recovery.topic_manifest import TopicManifest
 from storage_core.tiered.remote_object_keys import (
     InvalidRemoteObjectKeyError,
@@ -77,7 +78,7 @@ def newest_incarnations(manifests: Iterable[TopicManifest]) -> list[TopicManifes
 def topic_manifests(args: JobArgs) -> list[TopicManifest]:
     """Every topic manifest of the bucket, read and checked."""
     rsm = load_remote_storage_manager(args.rsm_class_name, args.rsm_config)
-    store = restore_topic.bucket_store(rsm)
+    store = bucket_store(rsm)
     try:
         found = []
         for info in store.list_objects():

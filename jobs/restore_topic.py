@@ -92,11 +92,11 @@ from storage_core.clock import SYSTEM_CLOCK
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid
 from storage_core.errors import InvalidConfigError, StorageError
 from storage_core.protocol.config_resource import AlterConfigOpType, ConfigResourceType
-from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
 from storage_core.tiered.recovery.bucket_inventory import (
     BucketInventory,
     BucketStore,
     PartitionInBucket,
+    bucket_store,
     scan_bucket,
 )
 from storage_core.tiered.recovery.offsets_restore import (
@@ -114,7 +114,6 @@ from storage_core.tiered.recovery.topic_manifest import TopicManifest
 from storage_core.tiered.remote_object_keys import topic_manifest_key
 from storage_core.tiered.remote_storage_manager import (
     RemoteResourceNotFoundError,
-    RemoteStorageManager,
 )
 from storage_core.tiered.rsm_loader import load_remote_storage_manager
 
@@ -214,17 +213,6 @@ def parse_partitions(text: object) -> frozenset[int] | None:
     if not partitions or min(partitions) < 0:
         raise JobArgumentError(f"--partitions {text!r} names no partition or a negative one")
     return partitions
-
-
-def bucket_store(rsm: RemoteStorageManager) -> BucketStore:
-    """The store under the chunked format (the objects as stored, manifests included)."""
-    store = rsm.store if isinstance(rsm, ChunkedRemoteStorageManager) else rsm
-    if not isinstance(store, BucketStore):
-        raise InvalidConfigError(
-            f"restoring reads the bucket's objects and manifests: {type(store).__name__} cannot"
-            " list them (configure LocalTieredStorage or S3RemoteStorageManager)"
-        )
-    return store
 
 
 # -- the run --------------------------------------------------------------------------------

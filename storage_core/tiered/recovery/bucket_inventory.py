@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from storage_core.common import TopicIdPartition, Uuid
+from storage_core.errors import InvalidConfigError
 from storage_core.log.leader_epoch_cache import EpochEntry
 from storage_core.tiered.chunked.chunk_transform import checksum_of
+from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
 from storage_core.tiered.chunked.custom_metadata import encode_custom_metadata
 from storage_core.tiered.chunked.errors import SegmentManifestError
 from storage_core.tiered.chunked.segment_manifest import SegmentManifest
@@ -65,6 +67,18 @@ class BucketStore(RemoteStorageManager, RemoteObjectStore, SegmentManifestStore,
         ``target``'s, last; the bytes now stored under ``target``. Idempotent: a copy cut
         short is done again whole."""
         ...
+
+
+def bucket_store(rsm: RemoteStorageManager) -> BucketStore:
+    """The store under the chunked format (the objects as stored, manifests included);
+    ``InvalidConfigError`` for a remote storage manager that cannot list them."""
+    store = rsm.store if isinstance(rsm, ChunkedRemoteStorageManager) else rsm
+    if not isinstance(store, BucketStore):
+        raise InvalidConfigError(
+            f"reading the bucket back needs its objects and manifests: {type(store).__name__}"
+            " cannot list them (configure LocalTieredStorage or S3RemoteStorageManager)"
+        )
+    return store
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

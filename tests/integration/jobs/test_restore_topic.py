@@ -35,7 +35,7 @@ from storage_core.client.consumer import KafkaConsumer as StorageConsumer
 from storage_core.common import TopicIdPartition, TopicPartition
 from storage_core.errors import StorageError
 from storage_core.protocol.config_resource import ConfigResourceType
-from storage_core.tiered.recovery.bucket_inventory import scan_bucket
+from storage_core.tiered.recovery.bucket_inventory import bucket_store, scan_bucket
 from storage_core.tiered.recovery.restore import restore_segment
 from storage_core.tiered.recovery.restore_plan import plan_partition
 from tests.chunked_broker_support import TOPIC, ChunkedTier, chunked_tier, value_of
@@ -182,7 +182,7 @@ def test_a_restore_cut_short_is_finished_by_the_next_run(
             )
         assert created.topic_id is not None
         rsm = restore_topic.load_remote_storage_manager("LocalTieredStorage", tier.rsm_config)
-        store = restore_topic.bucket_store(rsm)
+        store = bucket_store(rsm)
         inventory = scan_bucket(store, topic=TOPIC)
         plan = plan_partition(inventory.partitions[tier.topic_id_partition], allow_gaps=False)
         target = TopicIdPartition(created.topic_id, TopicPartition("resumed", 0))
