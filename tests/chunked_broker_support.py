@@ -15,12 +15,17 @@ that its offsets are served from the remote tier only::
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from kafka import KafkaProducer
 
+from jobs import backup_consumer_offsets, topic_manifests
 from storage_core.client import KafkaAdminClient, KafkaCluster
 from storage_core.common import TopicIdPartition, TopicPartition
 from storage_core.tiered.chunked.segment_manifest import SegmentManifest
@@ -176,3 +181,43 @@ def chunked_tier(
             topic_id_partition=tip,
             copied=copied,
         )
+
+
+@contextlib.contextmanager
+def restorable_tier_for_airflow(
+    directory: Path, *, group: str, group_offset: int
+) -> Iterator[ChunkedTier]:
+    """``chunked_tier`` made restorable as the pipeline keeps it (its topic manifest written,
+    ``group`` committed at ``group_offset`` and backed up), and named by Airflow's
+    ``tiered_storage_default`` connection (the broker's server.properties for the tier's
+    settings) while it lasts."""
+    with chunked_tier(directory) as tier:
+        broker = tier.broker
+        common = [
+            "--bootstrap-server",
+            broker.bootstrap,
+            "--broker-config",
+            str(broker.config_path),
+        ]
+        assert topic_manifests.main(common) == 0
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+        consumer.commit(
+            offsets=[ConfluentTopicPartition(TOPIC, 0, group_offset)], asynchronous=False
+        )
+        consumer.close()
+        assert backup_consumer_offsets.main(common) == 0
+        os.environ["AIRFLOW_CONN_TIERED_STORAGE_DEFAULT"] = json.dumps(
+            {
+                "conn_type": "generic",
+                "host": "127.0.0.1",
+                "port": broker.port,
+                "extra": {
+                    "log_dirs": [str(broker.log_dir)],
+                    "broker_config": str(broker.config_path),
+                },
+            }
+        )
+        try:
+            yield tier
+        finally:
+            os.environ.pop("AIRFLOW_CONN_TIERED_STORAGE_DEFAULT", None)

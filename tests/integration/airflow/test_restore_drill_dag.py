@@ -15,20 +15,16 @@ Story::
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
-from confluent_kafka import TopicPartition as ConfluentTopicPartition
 
-from jobs import backup_consumer_offsets, topic_manifests
 from storage_core.client import KafkaAdminClient, KafkaCluster
 from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
-from tests.chunked_broker_support import TOPIC, ChunkedTier, chunked_tier
+from tests.chunked_broker_support import TOPIC, ChunkedTier, restorable_tier_for_airflow
 from tests.tiered_broker_support import client_rlmm
 from tests.unit.airflow import airflow_env
 
@@ -39,34 +35,10 @@ DAG_ID = "restore_drill"
 
 @pytest.fixture(scope="module")
 def tier(airflow_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChunkedTier]:
-    with chunked_tier(tmp_path_factory.mktemp("drill-dag")) as tier:
-        broker = tier.broker
-        common = [
-            "--bootstrap-server",
-            broker.bootstrap,
-            "--broker-config",
-            str(broker.config_path),
-        ]
-        assert topic_manifests.main(common) == 0
-        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "readers"})
-        consumer.commit(offsets=[ConfluentTopicPartition(TOPIC, 0, 120)], asynchronous=False)
-        consumer.close()
-        assert backup_consumer_offsets.main(common) == 0
-        os.environ["AIRFLOW_CONN_TIERED_STORAGE_DEFAULT"] = json.dumps(
-            {
-                "conn_type": "generic",
-                "host": "127.0.0.1",
-                "port": broker.port,
-                "extra": {
-                    "log_dirs": [str(broker.log_dir)],
-                    "broker_config": str(broker.config_path),
-                },
-            }
-        )
-        try:
-            yield tier
-        finally:
-            os.environ.pop("AIRFLOW_CONN_TIERED_STORAGE_DEFAULT", None)
+    with restorable_tier_for_airflow(
+        tmp_path_factory.mktemp("drill-dag"), group="readers", group_offset=120
+    ) as tier:
+        yield tier
 
 
 @pytest.fixture(scope="module")
