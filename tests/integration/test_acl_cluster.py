@@ -65,6 +65,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         ) as (brokers, connect),
     ):
         create_topic(brokers[1].port, TOPIC)
+        # CreateTopics answers once the receiving broker knows the topic; the others learn
+        # of it from the controller a moment later.
+        for b_id, b in brokers.items():
+            cluster_support.eventually(
+                lambda b=b: _topic_error_from(b.port, "127.0.0.1") == 0,
+                timeout_s=15,
+                what=f"broker {b_id} knows {TOPIC}",
+                poll_s=0.05,
+            )
         yield Cluster(brokers, connect)
 
 
