@@ -79,7 +79,7 @@ from storage_core.tiered.operations import (
 )
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
 from storage_core.tiered.remote_object_keys import topic_manifest_key
-from storage_core.tiered.remote_storage_manager import remote_object_store
+from storage_core.tiered.remote_storage_manager import RemoteStorageManager, remote_object_store
 
 JOB = "delete_partitions"
 
@@ -240,10 +240,17 @@ def delete_topic_manifests(
         return
     rsm = settings.remote_storage_manager()
     try:
-        store = remote_object_store(rsm, "deleting a deleted topic's manifest")
-        store.delete_objects([topic_manifest_key(store.prefix, name, tid) for name, tid in topics])
+        delete_manifests_of(rsm, topics, summary)
     finally:
         rsm.close()
+
+
+def delete_manifests_of(
+    rsm: RemoteStorageManager, topics: Sequence[tuple[str, Uuid]], summary: RunSummary
+) -> None:
+    """Delete the manifests of ``topics`` (name, topic id) from ``rsm``'s store."""
+    store = remote_object_store(rsm, "deleting a deleted topic's manifest")
+    store.delete_objects([topic_manifest_key(store.prefix, name, tid) for name, tid in topics])
     summary.count("topic_manifests_deleted", len(topics))
     for name, topic_id in topics:
         log_line("topic_manifest_deleted", {"topic": name, "topic_id": topic_id})

@@ -60,8 +60,12 @@ from storage_core.server.socket_server import SocketServer
 from storage_core.server.socket_server_config import SocketServerConfig
 from storage_core.server.topic_store import TopicInfo, TopicStore
 from storage_core.server.transaction_coordinator_setup import start_transaction_coordinator
+from storage_core.tiered.recovery.topic_manifest_writer import TopicManifestWriter, TopicSettings
 from storage_core.tiered.remote_log_manager import RemoteLogManager
-from storage_core.tiered.remote_storage_manager import RefusedRemoteStorageConfigError
+from storage_core.tiered.remote_storage_manager import (
+    RefusedRemoteStorageConfigError,
+    RemoteObjectStore,
+)
 from storage_core.tiered.topic_based_rlmm.broker_setup import (
     RemoteLogMetadataManagerStartup,
 )
@@ -208,6 +212,11 @@ class KafkaBroker:
                 )
         if self.remote_log_manager is not None:  # KIP-956 quotas: dynamic broker configs
             self.admin_manager.add_reconfigurable(self.remote_log_manager.quotas.reconfigure)
+            rsm = self.remote_log_manager.rsm
+            if isinstance(rsm, RemoteObjectStore):  # whole objects: the topic manifests
+                self.remote_log_manager.topic_manifests = TopicManifestWriter(
+                    rsm, self._topic_settings, clock=clock
+                )
         self.replica_manager.remote_log_manager = self.remote_log_manager
         self.endpoint = BrokerEndpoint(node_id=self.broker_id, host="127.0.0.1", port=-1)
         """The advertised endpoint of the inter-broker listener (port -1 until it listens)."""
@@ -274,6 +283,18 @@ class KafkaBroker:
         if info is None:  # while logs load, before this broker's metadata is read
             return self._startup_topic_configs.get(topic, {})
         return info.configs
+
+    def _topic_settings(self, topic: str) -> TopicSettings | None:
+        """What the topic's manifest records of it, from this broker's metadata."""
+        info = self.topic_store.get(topic)
+        if info is None or not info.partitions:
+            return None
+        return TopicSettings(
+            topic_id=info.topic_id,
+            partition_count=len(info.partitions),
+            replication_factor=len(info.partitions[0].replicas),
+            configs=dict(info.configs),
+        )
 
     def topic_log_config(self, topic: str) -> LogConfig:
         return self.admin_manager.default_log_config.with_overrides(self._topic_overrides(topic))

@@ -21,6 +21,9 @@ keeps its local log consistent with the remote tier and serves tiered offsets:
 - feeds the remote series of ``BrokerTopicMetrics`` (``remote_log_metrics``): the remote
   read meters on the reader threads, and per led partition, every task interval, the copy
   lag and the remote log size and metadata count;
+- on the partitions 0 it leads, rewrites the topic's manifest in the bucket when the topic's
+  configs, partition count or replication factor changed (``TopicManifestWriter``, set as
+  ``topic_manifests`` by the broker when its store takes whole objects);
 - answers ListOffsets for tiered data (``latest-tiered`` = highest remote offset, -1 if none;
   timestamps searched in remote segments first) and publishes DELETE_PARTITION_MARKED for the
   partitions of a deleted remote-enabled topic.
@@ -65,6 +68,7 @@ from storage_core.tiered.metadata.states import RemotePartitionDeleteState
 from storage_core.tiered.operations.copy import is_copy_enabled
 from storage_core.tiered.pending_remote_reads import PendingRead, PendingRemoteReads
 from storage_core.tiered.quota.remote_log_quotas import RemoteLogQuotas
+from storage_core.tiered.recovery.topic_manifest_writer import TopicManifestWriter
 from storage_core.tiered.remote_index_cache import RemoteIndexCache
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
 from storage_core.tiered.remote_log_metrics import (
@@ -172,6 +176,7 @@ class RemoteLogManager:
         self._partitions: dict[TopicPartition, HostedPartition] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.topic_manifests: TopicManifestWriter | None = None
         self.metrics = RemoteLogMetrics(topic_stats) if topic_stats is not None else None
         # KIP-956: remote reads count against the fetch quota (quota.remote_log_quotas)
         self.quotas = quotas if quotas is not None else RemoteLogQuotas.from_config({}, clock=clock)
@@ -335,6 +340,8 @@ class RemoteLogManager:
             if not partition.is_leader or not self.is_remote_enabled(partition):
                 if self.metrics is not None:
                     self.metrics.remove_partition(partition.topic_partition)
+                if self.topic_manifests is not None and partition.topic_partition.partition == 0:
+                    self.topic_manifests.forget(partition.topic_id)
                 continue
             try:
                 self.maybe_roll_active_segment(partition.log)
@@ -346,6 +353,20 @@ class RemoteLogManager:
                     partition.topic_partition,
                     exc,
                 )
+            self.maybe_write_topic_manifest(partition)
+
+    def maybe_write_topic_manifest(self, partition: HostedPartition) -> bool:
+        """The leader of partition 0 rewrites its topic's manifest when the topic's settings
+        changed (``TopicManifestWriter``); a store error waits for the next pass."""
+        writer = self.topic_manifests
+        tp = partition.topic_partition
+        if writer is None or tp.partition != 0:
+            return False
+        try:
+            return writer.maybe_write(tp.topic)
+        except (StorageError, ValueError) as exc:
+            self._maybe_warn(("topic-manifest", tp.topic), "topic manifest not written", tp, exc)
+            return False
 
     def maybe_roll_active_segment(self, log: Log) -> bool:
         """Roll the active segment when it alone breaches local retention (time or size), so

@@ -27,6 +27,12 @@ One object per topic incarnation, ``<prefix>/<topic>-<topicId>/topic-manifest.js
   copies are both counted while both are finished).
 - ``writtenAtMs``: when the manifest was built (ms since the epoch).
 
+Two writers: the ``topic_manifests`` job (every tiering run) writes it whole from the cluster
+and the remote log metadata; the broker leading partition 0 rewrites it as soon as the topic's
+configs, partition count or replication factor change (``TopicManifestWriter``), keeping each
+partition's figures of the last manifest (``with_topic_settings``), so that a restore after a
+config change finds the new configs without waiting for the next tiering run.
+
 A manifest of another format or of a later version is refused by name; a malformed one with
 an error naming the object key and what is wrong (``TopicManifestError``).
 """
@@ -211,6 +217,64 @@ class TopicManifest:
         ) as exc:
             detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
             raise TopicManifestError(f"topic manifest {where} is unreadable: {detail}") from None
+
+
+def with_topic_settings(
+    previous: TopicManifest | None,
+    *,
+    topic: str,
+    topic_id: Uuid,
+    partition_count: int,
+    replication_factor: int,
+    configs: Mapping[str, str],
+    written_at_ms: int,
+) -> TopicManifest:
+    """The manifest after a change of the topic's configs, partition count or replication
+    factor, as a broker rewrites it: the new settings, and each partition's remote log as
+    ``previous`` recorded it (the ``topic_manifests`` job's figures; none for a partition it
+    did not list). Partitions only grow, so a partition of ``previous`` beyond the new count
+    means another topic: ``ValueError``."""
+    if previous is not None and previous.topic_id != topic_id:
+        raise ValueError(
+            f"the previous manifest is of topic id {previous.topic_id}, not {topic_id}"
+        )
+    kept = previous.partitions if previous is not None else ()
+    if len(kept) > partition_count:
+        raise ValueError(
+            f"the previous manifest lists {len(kept)} partitions, the topic has"
+            f" {partition_count}: partitions are never removed"
+        )
+    added = tuple(
+        PartitionRemoteLog(
+            partition=p,
+            remote_log_start_offset=None,
+            remote_log_end_offset=None,
+            remote_segments=0,
+            remote_bytes=0,
+        )
+        for p in range(len(kept), partition_count)
+    )
+    return TopicManifest(
+        topic=topic,
+        topic_id=topic_id,
+        partition_count=partition_count,
+        replication_factor=replication_factor,
+        configs=dict(configs),
+        partitions=kept + added,
+        written_at_ms=written_at_ms,
+    )
+
+
+def same_topic_settings(manifest: TopicManifest, other: TopicManifest) -> bool:
+    """Whether both record the same topic with the same configs, partition count and
+    replication factor (the per-partition figures and the time aside)."""
+    return (
+        manifest.topic == other.topic
+        and manifest.topic_id == other.topic_id
+        and manifest.partition_count == other.partition_count
+        and manifest.replication_factor == other.replication_factor
+        and dict(manifest.configs) == dict(other.configs)
+    )
 
 
 def check_format(document: Mapping[str, Any], name: str, version: int) -> None:

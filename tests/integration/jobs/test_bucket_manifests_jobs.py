@@ -18,11 +18,19 @@ the consumer groups were; reconcile keeps both kinds of object.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import boto3
 import pytest
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+)
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.structs import OffsetAndMetadata
@@ -123,13 +131,14 @@ def test_manifests_and_offsets_backups_describe_the_bucket(
     assert len(copied) >= 3
     store = store_of(cluster)
     try:
-        # -- topic manifests
+        # -- topic manifests: the broker wrote one at creation, without figures
+        key = topic_manifest_key(PREFIX, TOPIC, tips[0].topic_id)
+        by_broker = eventually_manifest(store, key, lambda m: True)
+        assert all(p.remote_segments == 0 for p in by_broker.partitions)
         code, summary = run(topic_manifests, cluster, tmp_path / "dry.json", "--dry-run")
         assert code == 0 and summary["counts"]["objects_written"] == 0, summary
         assert summary["counts"]["partitions"] == 2
-        key = topic_manifest_key(PREFIX, TOPIC, tips[0].topic_id)
-        with pytest.raises(RemoteResourceNotFoundError):
-            store.get_object(key)
+        assert TopicManifest.from_bytes(store.get_object(key), where=key) == by_broker
         code, summary = run(topic_manifests, cluster, tmp_path / "manifests.json")
         assert code == 0, summary
         assert summary["counts"]["topics"] == 1
@@ -219,6 +228,71 @@ def test_manifests_and_offsets_backups_describe_the_bucket(
         ) == sorted([*backups, stray])
     finally:
         store.close()  # type: ignore[attr-defined]
+
+
+def test_the_broker_rewrites_the_manifest_when_the_topic_changes(
+    cluster: TieredCluster, tmp_path: Path
+) -> None:
+    """A config change and added partitions reach the bucket's manifest within seconds, from
+    the broker, keeping the figures of the job's last run; the job's next run refreshes them."""
+    tips = cluster.create_topic(TOPIC, partitions=2)
+    cluster.produce(TOPIC, 150, partition=0)
+    copied = cluster.copy(tips[0])
+    store = store_of(cluster)
+    key = topic_manifest_key(PREFIX, TOPIC, tips[0].topic_id)
+    try:
+        code, summary = run(topic_manifests, cluster, tmp_path / "manifests.json")
+        assert code == 0, summary
+        by_job = TopicManifest.from_bytes(store.get_object(key), where=key)
+        assert by_job.partitions[0].remote_segments == len(copied)
+
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        resource = ConfigResource(
+            ConfigResource.Type.TOPIC,
+            TOPIC,
+            incremental_configs=[
+                ConfigEntry(
+                    "retention.ms",
+                    "3600000",
+                    incremental_operation=AlterConfigOpType.SET,
+                )
+            ],
+        )
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(timeout=15)
+        altered = eventually_manifest(
+            store, key, lambda m: m.configs.get("retention.ms") == "3600000"
+        )
+        assert altered.partitions == by_job.partitions
+        assert altered.written_at_ms >= by_job.written_at_ms
+
+        for future in admin.create_partitions([NewPartitions(TOPIC, 3)]).values():
+            future.result(timeout=15)
+        grown = eventually_manifest(store, key, lambda m: m.partition_count == 3)
+        assert grown.configs == altered.configs
+        assert grown.partitions[:2] == by_job.partitions
+        assert grown.partitions[2].remote_segments == 0
+    finally:
+        store.close()  # type: ignore[attr-defined]
+
+
+def eventually_manifest(
+    store: RemoteObjectStore, key: str, wanted: Callable[[TopicManifest], bool]
+) -> TopicManifest:
+    """The manifest at ``key`` once ``wanted`` holds of it (the broker's task runs every 200 ms)."""
+    last: object = None
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            manifest = TopicManifest.from_bytes(store.get_object(key), where=key)
+        except RemoteResourceNotFoundError as missing:
+            last = missing
+        else:
+            if wanted(manifest):
+                return manifest
+            last = manifest
+        time.sleep(0.1)
+    raise AssertionError(f"the manifest {key} never became what was wanted: {last!r}")
 
 
 def copied_key(cluster: TieredCluster, tip: TopicIdPartition) -> str:

@@ -139,7 +139,11 @@ def stored_segments(remote_dir: Path, tip: TopicIdPartition) -> set[object]:
     store = LocalTieredStorage(remote_dir, fsync=False)
     return {
         parsed.segment.segment_id
-        for parsed in (parse_object_key(i.key, store.prefix) for i in store.list_objects())
+        for parsed in (
+            parse_object_key(i.key, store.prefix)
+            for i in store.list_objects()
+            if not i.key.endswith("/topic-manifest.json")  # the topic's, not a segment's
+        )
         if parsed.segment.topic_id_partition == tip
     }
 

@@ -76,6 +76,8 @@ def stored_segments(
     store's ``keys``; each one must have its ``.log``."""
     objects: dict[tuple[int, Uuid], set[RemoteObjectSuffix]] = {}
     for key in keys:
+        if key.endswith("/topic-manifest.json"):
+            continue  # the topic's manifest, no segment's object
         parsed = parse_object_key(key, prefix)
         segment = parsed.segment
         if (segment.topic, segment.partition, segment.topic_id) == (topic, partition, topic_id):
