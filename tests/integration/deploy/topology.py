@@ -42,7 +42,7 @@ from embedded.cluster_security import run_tools
 from embedded.ports import free_port
 from embedded.processes import ProcessGroup, group_alive, process_table, run_to_completion
 from embedded.zookeeper import ZooKeeperEnsemble, write_private_file
-from jobs.common.pipeline_acls import LEADER_ELECTION_ACLS, PIPELINE_ACLS
+from jobs.common.pipeline_acls import LEADER_ELECTION_ACLS, PIPELINE_ACLS, RESTORE_DRILL_ACLS
 from storage_core.client import KafkaCluster
 from storage_core.client.client_properties import write_client_properties
 from storage_core.client.connection import ConnectionConfig
@@ -262,7 +262,7 @@ class ComposeTopology:
         acls = ["acls", "--bootstrap-server", internal, "--command-config", config, "--add"]
         commands += [
             [*acls, "--allow-principal", "User:pipeline", *acl.acls_arguments()]
-            for acl in (*PIPELINE_ACLS, *LEADER_ELECTION_ACLS)
+            for acl in (*PIPELINE_ACLS, *LEADER_ELECTION_ACLS, *RESTORE_DRILL_ACLS)
         ]
         run_tools(commands, log_path)
 

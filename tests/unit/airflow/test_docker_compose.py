@@ -34,7 +34,7 @@ import yaml
 from packaging.requirements import Requirement
 
 from embedded.certificates import main as certificates_main
-from jobs.common.pipeline_acls import LEADER_ELECTION_ACLS, PIPELINE_ACLS
+from jobs.common.pipeline_acls import LEADER_ELECTION_ACLS, PIPELINE_ACLS, RESTORE_DRILL_ACLS
 from storage_core.cli import _build_parser
 from storage_core.security.kafka_principal import SecurityProtocol
 from storage_core.security.ssl_principal_mapper import SslPrincipalMapper
@@ -790,12 +790,12 @@ def test_the_pipelines_connection_and_least_acls(services: dict[str, dict[str, A
     assert "for user in admin pipeline" in script and "--password-file" in script
     for service in (AIRFLOW_WORKER, "airflow-api-server", SPARK_WORKER):
         assert _mount_of(services[service], str(security.ssl_ca_location)) == "certificates"
-    # the pipeline's least ACLs (jobs/common/pipeline_acls.py), as the demo grants them; no
-    # Delete on every topic
+    # the pipeline's least ACLs (jobs/common/pipeline_acls.py), as the demo grants them, the
+    # nightly restore drill's included; no Delete on every topic
     granted = re.findall(r"\$acls (.*?)(?: &&|$)", script, re.S)
     expected = [
         " ".join("'*'" if arg == "*" else arg for arg in acl.acls_arguments())
-        for acl in (*PIPELINE_ACLS, *LEADER_ELECTION_ACLS)
+        for acl in (*PIPELINE_ACLS, *LEADER_ELECTION_ACLS, *RESTORE_DRILL_ACLS)
     ]
     assert [" ".join(g.split()) for g in granted] == expected
     assert "User:pipeline" in script
