@@ -113,6 +113,8 @@ class ReplicaManager(LeaderAndIsrMixin):
         self.submit_isr_update: IsrUpdateSubmitter | None = None
         self.replica_fetcher_manager: FollowerFetchers | None = None
         self.is_broker_alive: Callable[[int], bool] | None = None
+        # Whether the cluster's metadata has the partition (this broker may not host it).
+        self.metadata_contains: Callable[[TopicPartition], bool] | None = None
         # Set once this broker asked to leave (controlled shutdown): it follows no more.
         self._follower_fetching_stopped = False
         # Parked fetches: followers' until the leader's log end offset moves (they read
@@ -198,6 +200,13 @@ class ReplicaManager(LeaderAndIsrMixin):
                 raise KafkaStorageError(
                     f"partition {tp} is offline: its log in {offline.dir} could not be loaded"
                     f" ({offline.reason})"
+                )
+            contains = self.metadata_contains
+            if contains is not None and contains(tp):
+                # Kafka's getPartitionOrError: the partition exists but this broker is no
+                # replica of it (e.g. moved away): the client refreshes metadata and retries.
+                raise NotLeaderOrFollowerError(
+                    f"This server is not a replica of partition {tp}; it is hosted elsewhere."
                 )
             raise UnknownTopicOrPartitionError(f"This server does not host partition {tp}.")
         return partition

@@ -28,6 +28,7 @@ from tests.cluster_support import (
     admin,
     eventually,
 )
+from tests.integration import raw_wire
 
 cluster_support.require_java()
 
@@ -215,3 +216,76 @@ def test_sigterm_moves_leadership_away_before_the_broker_exits(
             assert p.leader_epoch == before[p.partition_index][1] + 1, p
     # it stopped following when it asked to leave: no leader takes it back into an ISR
     assert "follower fetching stopped for controlled shutdown" in output, output
+
+
+def test_a_broker_that_is_no_replica_answers_not_leader_as_kafka(
+    brokers: dict[int, BrokerProcess],
+) -> None:
+    """Kafka's ``getPartitionOrError``: a partition the cluster has but this broker does not
+    host is NOT_LEADER_OR_FOLLOWER (the client refreshes its metadata and goes to the leader);
+    only a partition the cluster does not have is UNKNOWN_TOPIC_OR_PARTITION."""
+    placed = NewTopic("placed", num_partitions=1, replica_assignment=[[1]])
+    client = admin(brokers)
+    [created] = client.create_topics([placed]).values()
+    created.result(timeout=15)
+    for b_id, b in brokers.items():
+        eventually(
+            lambda b=b: (
+                cluster_support.partition_leaders(b.bootstrap, "placed").get(0, (-1,))[0] == 1
+            ),
+            what=f"broker {b_id} knows placed-0 is led by broker 1",
+        )
+    not_replica = brokers[2]
+    assert list_offsets_error(not_replica.port, "placed", 0) == NOT_LEADER_OR_FOLLOWER
+    assert offset_for_leader_epoch_error(not_replica.port, "placed", 0) == NOT_LEADER_OR_FOLLOWER
+    assert list_offsets_error(not_replica.port, "placed", 5) == UNKNOWN_TOPIC_OR_PARTITION
+    assert list_offsets_error(brokers[1].port, "placed", 0) == 0
+
+
+NOT_LEADER_OR_FOLLOWER = 6
+UNKNOWN_TOPIC_OR_PARTITION = 3
+
+
+def list_offsets_error(port: int, topic: str, partition: int) -> int:
+    m = raw_wire.request_classes(2, 7)
+    with raw_wire.connect(port) as sock:
+        body = raw_wire.call(
+            sock,
+            2,
+            7,
+            replica_id=-1,
+            isolation_level=0,
+            topics=(
+                m.ListOffsetsTopic(
+                    name=topic,
+                    partitions=(
+                        m.ListOffsetsPartition(
+                            partition_index=partition, current_leader_epoch=-1, timestamp=-1
+                        ),
+                    ),
+                ),
+            ),
+        )
+    return int(body.topics[0].partitions[0].error_code.value)
+
+
+def offset_for_leader_epoch_error(port: int, topic: str, partition: int) -> int:
+    m = raw_wire.request_classes(23, 4)
+    with raw_wire.connect(port) as sock:
+        body = raw_wire.call(
+            sock,
+            23,
+            4,
+            replica_id=-1,
+            topics=(
+                m.OffsetForLeaderTopic(
+                    topic=topic,
+                    partitions=(
+                        m.OffsetForLeaderPartition(
+                            partition=partition, current_leader_epoch=-1, leader_epoch=0
+                        ),
+                    ),
+                ),
+            ),
+        )
+    return int(body.topics[0].partitions[0].error_code.value)
