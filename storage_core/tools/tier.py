@@ -19,7 +19,9 @@ combined):
 - **delete partitions** (``--delete-partitions``): ``delete_partition`` for every partition
   whose latest deletion event on ``__remote_log_metadata`` is DELETE_PARTITION_MARKED or
   DELETE_PARTITION_STARTED by this broker (the partition's leader when its topic was
-  deleted marks it; the log dir is not needed: a deleted topic has no directory).
+  deleted marks it; the log dir is not needed: a deleted topic has no directory). Once no
+  partition of a topic it finished is left marked or started, by any broker, the topic's
+  manifest goes too.
 - **rewrite** (``--rewrite``): for the same partitions as copy, every COPY_SEGMENT_FINISHED
   segment whose stored format is not the configured one (the plain format, another chunk
   size, compression or encryption switched, or a data key wrapped by a key pair that is no

@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 
 from storage_core.client.consumer import KafkaConsumer
-from storage_core.common import TopicIdPartition
+from storage_core.common import TopicIdPartition, Uuid
 from storage_core.errors import StorageError
 from storage_core.tiered.operations import (
     ExpiryPlan,
@@ -37,6 +37,8 @@ from storage_core.tiered.operations.rewrite import (
     rewrite_partition,
 )
 from storage_core.tiered.quota.copy_quota import CopyQuota, describe_copy_rate
+from storage_core.tiered.remote_object_keys import topic_manifest_key
+from storage_core.tiered.remote_storage_manager import RemoteObjectStore
 from storage_core.tools.tier_context import Summary, TierContext, TierProgress
 
 
@@ -230,6 +232,7 @@ def expire_partitions(ctx: TierContext, targets: Sequence[PartitionTarget]) -> S
 def delete_partitions(ctx: TierContext, topic: str | None) -> Summary:
     """Delete-partitions mode (see ``storage_core.tools.tier``)."""
     summary = Summary(action="delete-partition")
+    finished_topics: set[tuple[str, Uuid]] = set()
     for tip, marked_by in marked_partitions_by_broker(ctx.cluster, topic):
         common = {"partition": tip.topic_partition, "action": "delete-partition"}
         if marked_by != ctx.broker_id:
@@ -262,6 +265,8 @@ def delete_partitions(ctx: TierContext, topic: str | None) -> Summary:
         summary.segments += result.deleted_segments
         if not result.finished:
             summary.errors += 1
+        else:
+            finished_topics.add((tip.topic_partition.topic, tip.topic_id))
         ctx.print(
             {
                 **common,
@@ -272,7 +277,31 @@ def delete_partitions(ctx: TierContext, topic: str | None) -> Summary:
                 "seconds": f"{time.monotonic() - started:.3f}",
             }
         )
+    if finished_topics:
+        delete_gone_topic_manifests(ctx, topic, finished_topics, summary)
     return summary
+
+
+def delete_gone_topic_manifests(
+    ctx: TierContext, topic: str | None, topics: set[tuple[str, Uuid]], summary: Summary
+) -> None:
+    """The manifest of each of ``topics`` whose every partition's remote data is now deleted
+    (none left marked or started, by any broker): it would otherwise outlive the topic."""
+    pending = {tip.topic_id for tip, _ in marked_partitions_by_broker(ctx.cluster, topic)}
+    rsm = ctx.rsm
+    if not isinstance(rsm, RemoteObjectStore):
+        return  # a store without whole objects holds no topic manifest
+    for name, topic_id in sorted(topics - {t for t in topics if t[1] in pending}):
+        try:
+            rsm.delete_objects([topic_manifest_key(rsm.prefix, name, topic_id)])
+        except StorageError as exc:
+            summary.errors += 1
+            error = {"topic": name, "action": "delete-topic-manifest", "status": "error"}
+            ctx.print({**error, "error": exc})
+            continue
+        ctx.print(
+            {"topic": name, "action": "delete-topic-manifest", "status": "ok", "topic_id": topic_id}
+        )
 
 
 # ---------------------------------------------------------------------------- rewrite
