@@ -513,7 +513,14 @@ def test_fuzzed_connections_leave_the_broker_serving(broker: BrokerProcess) -> N
             sock.sendall(_request(17, 1, 1, mechanism="PLAIN"))
             sock.sendall(struct.pack(">i", 524_288) + b"\0" * 262_144)
     assert "Traceback" not in broker.output()
-    grown = rss_bytes(broker.process.pid) - rss_before
+    # A broker behind on a loaded machine may still be reading the dropped connections' bytes:
+    # it must let go of them within seconds (one that kept them never would).
+    pid = broker.process.pid
+    grown = rss_bytes(pid) - rss_before
+    deadline = time.monotonic() + 20
+    while grown >= FUZZ_RSS_GROWTH_MAX and time.monotonic() < deadline:
+        time.sleep(0.5)
+        grown = rss_bytes(pid) - rss_before
     assert grown < FUZZ_RSS_GROWTH_MAX, f"the broker grew by {grown >> 20} MiB"
     producer = Producer(confluent(broker, "PLAIN", "carol", "carol-secret"))
     producer.produce("after-fuzz", b"still serving")
