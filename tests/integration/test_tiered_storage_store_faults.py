@@ -104,6 +104,9 @@ def tiered_broker(tmp_path: Path, store: Store) -> Iterator[BrokerProcess]:
         )
         assert raw_fetch(broker.port, TOPIC, 0).error_code == ErrorCode.none
         yield broker
+        # The store back before the broker stops: its shutdown would otherwise wait out the
+        # reads hung on it (up to 10 s, as Kafka's remote reader pool), which is not under test.
+        store.relay.start()
 
 
 def empty_the_store(store: Store) -> None:
