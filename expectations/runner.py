@@ -26,6 +26,7 @@ Thread-safety: none; one context is used by one thread.
 from __future__ import annotations
 
 import datetime
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -155,8 +156,11 @@ class SuiteOutcome:
         }
 
 
-def outcome_from_validation(suite: str, validation: Any) -> SuiteOutcome:
-    """A ``SuiteOutcome`` from GE's ``ExpectationSuiteValidationResult``."""
+def outcome_from_validation(
+    suite: str, validation: Any, row_ids: Sequence[str] = ()
+) -> SuiteOutcome:
+    """A ``SuiteOutcome`` from GE's ``ExpectationSuiteValidationResult``; each failing row
+    names its ``row_ids`` columns first, in that order, as on either engine."""
     failed = []
     for result in validation.results:
         if result.success:
@@ -169,7 +173,7 @@ def outcome_from_validation(suite: str, validation: Any) -> SuiteOutcome:
         if not raised and "unexpected_count" not in details and "observed_value" not in details:
             error = "no result (the expectation could not run on this table)"
         rows = tuple(
-            {str(k): v for k, v in row.items()} if isinstance(row, dict) else {"row": row}
+            _ordered_row(row, row_ids) if isinstance(row, dict) else {"row": row}
             for row in (details.get("unexpected_index_list") or [])[:ROWS_KEPT_MAX]
         )
         failed.append(
@@ -189,6 +193,21 @@ def outcome_from_validation(suite: str, validation: Any) -> SuiteOutcome:
         failed=tuple(failed),
         warning=suite in WARNING_SUITES,
     )
+
+
+def _ordered_row(row: Mapping[Any, Any], row_ids: Sequence[str]) -> dict[str, Any]:
+    named = {str(k): _plain(v) for k, v in row.items()}
+    first = {k: named.pop(k) for k in row_ids if k in named}
+    return {**first, **named}
+
+
+def _plain(value: Any) -> Any:
+    """A row's value as the table holds it: pandas reports a null as NaN and numbers as numpy
+    scalars."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    item = getattr(value, "item", None)
+    return item() if callable(item) and type(value).__module__ == "numpy" else value
 
 
 class SuiteContext:
@@ -211,6 +230,7 @@ class SuiteContext:
         self.root_dir = Path(root_dir)
         self.data_docs = data_docs
         self.suite_tables = dict(suite_tables)
+        self.row_ids = {table: tuple(ids) for table, ids in row_ids.items()}
         self.root_dir.mkdir(parents=True, exist_ok=True)
         self.context = gx.get_context(mode="file", project_root_dir=str(self.root_dir))
         self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
@@ -289,7 +309,7 @@ class SuiteContext:
         if self.data_docs:
             self.context.build_data_docs()
             make_offline(self.data_docs_index.parent)
-        return outcome_from_validation(suite, validation)
+        return outcome_from_validation(suite, validation, self.row_ids.get(table, ()))
 
 
 class QualityContext(SuiteContext):
@@ -335,4 +355,9 @@ def pandas_frame(table: str, rows: Sequence[Mapping[str, Any]]) -> Any:
 
     from jobs.tables.schemas import column_names  # noqa: PLC0415
 
-    return pd.DataFrame(list(rows), columns=column_names(table))
+    columns = column_names(table)
+    # object dtype: ints stay ints and nulls None (not floats and NaN), so that the rows a
+    # failed expectation names read as on Spark
+    return pd.DataFrame([[row.get(c) for c in columns] for row in rows], columns=columns).astype(
+        object
+    )

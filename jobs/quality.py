@@ -14,15 +14,17 @@ before the events so that a copy running meanwhile cannot look like orphaned obj
 job after, not during, copy and delete jobs (the DAGs order them).
 
 Transform: the pure builders of ``jobs.tables`` (schemas in ``jobs.tables.schemas``); the rows
-become Spark DataFrames. Validate: the suites of ``expectations`` (``SUITE_TABLES``: two on
-``replicas``, one of them the WARNING suite ``replica_warnings``) in a file-mode GE context
-under ``--report-dir``; Data Docs at ``<report-dir>/gx/uncommitted/data_docs/local_site/
-index.html``. Output: ``<report-dir>/quality-summary.json`` (per suite: success and failed
-expectations with reasons) and the run summary (``--summary-path``) with the same under
-``details.suites``. Exit 1 if any suite but a WARNING one fails, printing the failing
-expectations and the Data Docs path on stderr; a WARNING suite's failures are printed as
-``quality: WARNING ...`` and listed under ``warnings`` (report and ``details``) and counted
-as ``counts.warnings``, and leave the exit code 0.
+become DataFrames: pandas while every table has at most ``PANDAS_ROWS_MAX`` rows, Spark
+beyond (``--validation-engine``; the suites are the same on both). Validate: the suites of
+``expectations`` (``SUITE_TABLES``: two on ``replicas``, one of them the WARNING suite
+``replica_warnings``) in a file-mode GE context under ``--report-dir``; Data Docs at
+``<report-dir>/gx/uncommitted/data_docs/local_site/index.html``. Output:
+``<report-dir>/quality-summary.json`` (per suite: success and failed expectations with
+reasons) and the run summary (``--summary-path``) with the same under ``details.suites``.
+Exit 1 if any suite but a WARNING one fails, printing the failing expectations and the Data
+Docs path on stderr; a WARNING suite's failures are printed as ``quality: WARNING ...`` and
+listed under ``warnings`` (report and ``details``) and counted as ``counts.warnings``, and
+leave the exit code 0.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any, Literal
 
 from jobs.common import (
     JobArgs,
@@ -84,6 +87,8 @@ JOB = "quality"
 LATEST_TIERED_TIMESTAMP = -5  # ListOffsets: the highest offset in remote storage
 DEFAULT_REPORT_DIR = Path("quality-report")
 SUMMARY_FILE = "quality-summary.json"
+VALIDATION_ENGINES = ("auto", "pandas", "spark")
+PANDAS_ROWS_MAX = 1_000_000  # per table; beyond, the suites run on Spark
 
 
 def read_metadata_records(cluster: KafkaCluster) -> list[MetadataRecord]:
@@ -262,32 +267,69 @@ def cluster_label(args: JobArgs) -> str:
     return f"cluster {cluster_id or '?'} ({args.bootstrap_server})"
 
 
+def validation_engine(
+    asked: str, tables: Mapping[str, Sequence[Row]]
+) -> Literal["pandas", "spark"]:
+    """The engine the suites run on: ``asked``, or for ``auto`` pandas while every table has
+    at most ``PANDAS_ROWS_MAX`` rows (the rows are in the driver's memory already, and a
+    checkpoint on pandas takes a fraction of a second where Spark takes seconds per suite),
+    Spark beyond."""
+    if asked not in VALIDATION_ENGINES:
+        raise ValueError(f"validation engine {asked!r}: expected one of {VALIDATION_ENGINES}")
+    if asked == "pandas":
+        return "pandas"
+    if asked == "spark":
+        return "spark"
+    largest = max((len(rows) for rows in tables.values()), default=0)
+    return "pandas" if largest <= PANDAS_ROWS_MAX else "spark"
+
+
 def run(args: JobArgs, summary: RunSummary) -> None:
     from expectations.definitions import SUITE_TABLES  # noqa: PLC0415
-    from expectations.runner import QualityContext  # noqa: PLC0415 - GE imports take seconds
+    from expectations.runner import (  # noqa: PLC0415 - GE imports take seconds
+        QualityContext,
+        pandas_frame,
+    )
 
     report_dir = Path(str(args.options.get("report_dir") or DEFAULT_REPORT_DIR)).resolve()
     tables = gather(args)
     summary.count("remote_segments", len(tables["remote_segments"]))
     summary.count("partitions", len(tables["partition_offsets"]))
     summary.count("replicas", len(tables["replicas"]))
-    with spark_session("quality", args.spark_master) as spark:
-        context = QualityContext(
-            report_dir,
-            engine="spark",
-            started_state_max_ms=int(str(args.options["started_state_max_ms"])),
-            delete_pending_max_ms=int(str(args.options["delete_pending_max_ms"])),
-        )
-        run_name = str(args.options.get("run_name") or "") or None
-        source = cluster_label(args)
-        frames = {
-            table: spark.createDataFrame(row_tuples(table, rows), spark_ddl(table))
-            for table, rows in tables.items()
-        }
-        outcomes = {
+    engine = validation_engine(str(args.options.get("validation_engine") or "auto"), tables)
+    summary.details["validation_engine"] = engine
+    run_name = str(args.options.get("run_name") or "") or None
+    source = cluster_label(args)
+
+    def validate_all(context: QualityContext, frames: Mapping[str, Any]) -> dict[str, Any]:
+        return {
             suite: context.validate(suite, frames[table], run_name=run_name, source=source)
             for suite, table in SUITE_TABLES.items()
         }
+
+    def quality_context() -> QualityContext:
+        return QualityContext(
+            report_dir,
+            engine=engine,
+            started_state_max_ms=int(str(args.options["started_state_max_ms"])),
+            delete_pending_max_ms=int(str(args.options["delete_pending_max_ms"])),
+        )
+
+    if engine == "spark":
+        with spark_session("quality", args.spark_master) as spark:
+            context = quality_context()
+            outcomes = validate_all(
+                context,
+                {
+                    table: spark.createDataFrame(row_tuples(table, rows), spark_ddl(table))
+                    for table, rows in tables.items()
+                },
+            )
+    else:
+        context = quality_context()
+        outcomes = validate_all(
+            context, {table: pandas_frame(table, rows) for table, rows in tables.items()}
+        )
     docs = context.data_docs_index
     warnings = [
         f"{o.suite}: {failed.reason}" for o in outcomes.values() if o.warning for failed in o.failed
@@ -342,6 +384,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="the copied-segments.json of the copy run to check (each copy ends below the LSO"
         " it was planned with; default: none)",
+    )
+    own.add_argument(
+        "--validation-engine",
+        choices=VALIDATION_ENGINES,
+        default="auto",
+        help="where the suites run: pandas, spark, or auto (pandas while every table has at"
+        f" most {PANDAS_ROWS_MAX:,} rows, Spark beyond; default)",
     )
     own.add_argument(
         "--run-name",

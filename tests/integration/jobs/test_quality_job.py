@@ -1,7 +1,9 @@
-"""``jobs.quality`` on the shared Spark session against a broker process with the remote tier
-in a local directory: green suites, the JSON summaries and the Data Docs after a clean
-copy; then an orphaned object planted in the store (a valid key of an unknown segment id)
-fails ``expect_no_objects_without_live_metadata`` with exit 1.
+"""``jobs.quality`` against a broker process with the remote tier in a local directory: green
+suites, the JSON summaries and the Data Docs after a clean copy; then an orphaned object
+planted in the store (a valid key of an unknown segment id) fails
+``expect_no_objects_without_live_metadata`` with exit 1. The suites run on pandas (a few
+rows) and, asked with ``--validation-engine spark``, on the shared Spark session, with the
+same outcome.
 
     produce quality-tiered 0..59   segments of ~4 KiB
     copy_segments                  remote: the closed segments (COPY_SEGMENT_FINISHED)
@@ -56,10 +58,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredCluster]
 
 
 def run_quality(
-    cluster: TieredCluster, report_dir: Path, summary_path: Path
+    cluster: TieredCluster, report_dir: Path, summary_path: Path, *engine: str
 ) -> tuple[int, dict[str, Any], dict[str, Any]]:
     code = quality.main(
-        cluster.job_args("--report-dir", str(report_dir), "--summary-path", str(summary_path))
+        cluster.job_args(
+            "--report-dir", str(report_dir), "--summary-path", str(summary_path), *engine
+        )
     )
     report = json.loads((report_dir / quality.SUMMARY_FILE).read_text())
     return code, report, json.loads(summary_path.read_text())
@@ -137,6 +141,14 @@ def test_quality_green_then_orphan_object_fails(
     pages = docs.parent / "validations"
     assert len(list(pages.rglob("*.html"))) == len(SUITES)  # one validation page per suite
     assert "quality: suites passed" in err
+    assert green["details"]["validation_engine"] == "pandas"  # a few rows: pandas
+    # the same suites on Spark (what tables beyond PANDAS_ROWS_MAX rows run on) agree
+    spark_dir = tmp_path / "report-spark"
+    engine = ("--validation-engine", "spark")
+    code, on_spark, _ = run_quality(cluster, spark_dir, tmp_path / "green-spark.json", *engine)
+    assert code == 0, on_spark
+    assert on_spark["suites"] == report["suites"]
+    capsys.readouterr()
 
     # an orphan: a .log under a valid key whose segment id no metadata names
     rsm = cluster.rsm()
@@ -176,6 +188,8 @@ def test_quality_green_then_orphan_object_fails(
     assert f"quality: FAILED remote_segments: {ORPHAN_EXPECTATION}" in err
     assert str(orphan_id) in err
     assert "quality: suites FAILED" in err
+    code, on_spark, _ = run_quality(cluster, spark_dir, tmp_path / "orphan-spark.json", *engine)
+    assert code == 1 and on_spark["suites"] == report["suites"], on_spark
     assert docs.is_file()
     assert len(list(pages.rglob("*.html"))) == 2 * len(SUITES)
     with capsys.disabled():
