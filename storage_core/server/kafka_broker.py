@@ -166,8 +166,8 @@ class KafkaBroker:
         self.alter_partition_manager.start()
         self.replica_manager.submit_isr_update = self.alter_partition_manager.submit
         self.replica_manager.is_broker_alive = lambda b: self.metadata_cache.image().is_alive(b)
-        self.replica_manager.metadata_contains = (
-            lambda tp: self.metadata_cache.image().partition(tp) is not None
+        self.replica_manager.metadata_contains = lambda tp: (
+            self.metadata_cache.image().partition(tp) is not None
         )
         self.replica_fetcher_manager = ReplicaFetcherManager(
             broker_id=self.broker_id,
