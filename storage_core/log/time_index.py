@@ -25,6 +25,7 @@ from storage_core.records.record import NO_TIMESTAMP
 __all__ = ["NO_TIMESTAMP", "TimeIndex", "TimestampOffset"]
 
 _ENTRY = struct.Struct(">qi")
+TIME_INDEX_ENTRY = _ENTRY  # (timestamp ms, offset relative to the base), big-endian
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -376,28 +377,36 @@ def test_the_view_never_writes_to_the_partition_dir(
     assert after == before
 
 
-def test_a_time_index_trimmed_while_the_view_maps_it_is_read_again(
+def test_a_time_index_trimmed_while_the_view_reads_it_is_read_again(
     tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The broker trims a segment's indexes when it rolls it: a view that took the time
-    index's size just before maps a file now shorter (mmap refuses) and reads the dir again."""
+    """The broker trims a segment's indexes when it rolls it. The view never maps the broker's
+    time index (a mapping of bytes cut off faults with SIGBUS): it reads the last entry, and a
+    file that shrank between its size and the read makes it read the dir again."""
     log = open_partition_log(tmp_path / "logs", clock)
     append(log, 14, epoch=0)
     log.roll()
     partition_dir = log.dir
     original_map = AbstractIndex._map
-    trimmed: list[Path] = []
+    mapped: list[Path] = []
 
-    def trim_then_map(index: AbstractIndex, length: int) -> None:
-        path = index.path
-        if not trimmed and path.suffix == ".timeindex" and length > 0:
-            trimmed.append(path)
-            with open(path, "r+b") as file:  # as the broker's roll does, at that moment
-                file.truncate(length - 1)
+    def record_map(index: AbstractIndex, length: int) -> None:
+        mapped.append(index.path)
         original_map(index, length)
 
-    monkeypatch.setattr(AbstractIndex, "_map", trim_then_map)
+    real_pread = os.pread
+    trimmed: list[int] = []
+
+    def trim_then_pread(fd: int, size: int, offset: int) -> bytes:
+        if not trimmed:
+            trimmed.append(fd)
+            os.truncate(os.readlink(f"/proc/self/fd/{fd}"), offset)  # as the broker's roll
+        return real_pread(fd, size, offset)
+
+    monkeypatch.setattr(AbstractIndex, "_map", record_map)
+    monkeypatch.setattr(os, "pread", trim_then_pread)
     view = LogView.read(partition_dir, high_watermark=14)
     assert trimmed
+    assert [p for p in mapped if p.suffix == ".timeindex"] == []
     assert [segment.base_offset for segment in view.segments][:1] == [0]
     log.close()

@@ -49,7 +49,7 @@ from storage_core.log.leader_epoch_cache import (
     LeaderEpochCheckpointFile,
 )
 from storage_core.log.partition_metadata import PARTITION_METADATA_FILENAME, PartitionMetadataFile
-from storage_core.log.time_index import TimeIndex
+from storage_core.log.time_index import TIME_INDEX_ENTRY, TimeIndex
 from storage_core.records import FileRecords
 from storage_core.records.record import NO_TIMESTAMP
 from storage_core.tiered.operations.errors import PartitionDirChangedError
@@ -315,17 +315,26 @@ class IndexChangedError(OSError):
     rolled the segment, so the view is read again."""
 
 
+def _last_time_index_timestamp(path: Path) -> int:
+    """The timestamp of the last entry of the time index at ``path`` (``NO_TIMESTAMP`` when
+    empty), read with one ``pread``, never mapped: the broker trims a rolled segment's index,
+    and a mapping of the bytes cut off faults with SIGBUS when read. A file that shrank
+    between its size and the read is ``IndexChangedError``."""
+    entry_size = TimeIndex.entry_size
+    with open(path, "rb") as f:
+        entries = os.fstat(f.fileno()).st_size // entry_size
+        if entries == 0:
+            return NO_TIMESTAMP
+        last = os.pread(f.fileno(), entry_size, (entries - 1) * entry_size)
+    if len(last) != entry_size:
+        raise IndexChangedError(f"{path} changed while it was read: it shrank")
+    timestamp, _relative_offset = TIME_INDEX_ENTRY.unpack(last)
+    return int(timestamp)
+
+
 def _largest_timestamp(partition_dir: Path, base_offset: int) -> int:
     """Kafka's ``LogSegment.largestTimestamp`` of a closed segment, read-only."""
-    path = files.time_index_file(partition_dir, base_offset)
-    try:
-        index = TimeIndex(path, base_offset, max_index_size=TimeIndex.entry_size, writable=False)
-    except ValueError as exc:  # mmap: "length is greater than file size"
-        raise IndexChangedError(f"{path} changed while it was read: {exc}") from exc
-    try:
-        timestamp = index.last_entry.timestamp
-    finally:
-        index.close()
+    timestamp = _last_time_index_timestamp(files.time_index_file(partition_dir, base_offset))
     if timestamp >= 0 and timestamp != NO_TIMESTAMP:
         return timestamp
     return os.stat(files.log_file(partition_dir, base_offset)).st_mtime_ns // 1_000_000
