@@ -16,9 +16,10 @@ Story::
       factor given (the file's default)      (min.insync.replicas as the file says), leaders
                                              spread over the brokers; records with acks=all
     Spark standalone master + worker         the scheduler's SPARK_MASTER points at the master
-    tiering through ``airflow dags test``    copy_segments and quality ran their executors
-      (the scheduler's connection: every     on the worker (the master's and the worker's
-      broker, broker_log_dirs)               JSON); copy_segments read each partition from
+    tiering through ``airflow dags test``    copy_segments ran its executors on the worker
+      (the scheduler's connection: every     (the master's and the worker's JSON), quality
+      broker, broker_log_dirs)               its suites on pandas in the driver (no Spark
+                                             application); copy_segments read each partition from
                                              its leader's log dirs (the connection's map):
                                              the one bucket and key prefix hold segments of
                                              every partition, led by several brokers;
@@ -188,17 +189,19 @@ def test_tiering_runs_its_jobs_on_the_standalone_worker_across_every_leader(
     assert code == 0, output
     master = fetch_json(f"{topology.spark_webui}/json/")
     worker = fetch_json(f"{topology.spark_worker_webui}/json/")
-    for job in ("copy_segments", "quality"):
-        apps = [app for app in master["completedapps"] if app["name"] == job]
-        assert len(apps) == 1, master["completedapps"]
-        assert apps[0]["state"] == "FINISHED"
-        executors = [e for e in worker["finishedexecutors"] if e["appid"] == apps[0]["id"]]
-        assert executors, f"no executor of {job} ({apps[0]['id']}) ran on the worker: {worker}"
+    apps = [app for app in master["completedapps"] if app["name"] == "copy_segments"]
+    assert len(apps) == 1, master["completedapps"]
+    assert apps[0]["state"] == "FINISHED"
+    executors = [e for e in worker["finishedexecutors"] if e["appid"] == apps[0]["id"]]
+    assert executors, f"no executor of copy_segments ({apps[0]['id']}) ran on the worker: {worker}"
+    # the quality suites ran on pandas in the driver (a few rows): no Spark application
+    assert "quality" not in [app["name"] for app in master["completedapps"]]
     copy = _summary(topology, "tiering", "copy_segments")
     assert copy["status"] == "ok", copy
     assert copy["counts"]["segments_copied"] > 0, copy
     quality = _summary(topology, "tiering", "quality")
     assert quality["status"] == "ok", quality
+    assert quality["details"]["validation_engine"] == "pandas"
     assert quality["counts"]["partitions"] == PARTITIONS
     assert quality["counts"]["replicas"] == PARTITIONS * 3, "every replica on every broker"
     props = next(iter(settings.broker_props.values()))
