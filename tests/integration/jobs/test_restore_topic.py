@@ -190,8 +190,11 @@ def test_a_restore_cut_short_is_finished_by_the_next_run(
             restore_segment(store, rlmm, plan.segments[0], target, known={}, now_ms=1)
         store.close()
         # offline until the restore has published every segment (not hosted: Kafka's
-        # getPartitionOrError would say NOT_LEADER_OR_FOLLOWER, this broker says unknown)
-        with KafkaCluster(bootstrap) as cluster, pytest.raises(StorageError, match=r"UNKNOWN"):
+        # getPartitionOrError answer, NOT_LEADER_OR_FOLLOWER)
+        with (
+            KafkaCluster(bootstrap) as cluster,
+            pytest.raises(StorageError, match=r"NOT_LEADER_OR_FOLLOWER"),
+        ):
             StorageConsumer(cluster).latest_offset("resumed", 0)
 
         code = job(tier, restore_topic, "--topic", TOPIC, "--target", "resumed")
