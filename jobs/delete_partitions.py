@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from jobs.common import (
@@ -221,14 +221,27 @@ def _delete_marked_partitions(args: JobArgs, summary: RunSummary) -> None:
             progress.advance(1, outcome.size_bytes)
     progress.finish()
     # A fresh RLMM reads the executors' events from the topic.
-    finished: dict[tuple[str, Uuid], bool] = {}
     with remote_log_metadata_client(args) as rlmm:
-        for report in reports.values():
-            tip = report.plan.topic_id_partition
-            done = finish_partition(rlmm, report, marked_by[tip], summary, started)
-            topic = (tip.topic_partition.topic, tip.topic_id)
-            finished[topic] = finished.get(topic, True) and done
-    delete_topic_manifests(settings, [t for t, done in finished.items() if done], summary)
+        finished = finish_partitions(rlmm, reports.values(), marked_by, summary, started)
+    delete_topic_manifests(settings, finished, summary)
+
+
+def finish_partitions(
+    rlmm: RemoteLogMetadataManager,
+    reports: Iterable[PartitionReport],
+    marked_by: Mapping[TopicIdPartition, int],
+    summary: RunSummary,
+    started: float,
+) -> list[tuple[str, Uuid]]:
+    """``finish_partition`` for each report; the topics (name, id) whose every partition
+    among them finished."""
+    finished: dict[tuple[str, Uuid], bool] = {}
+    for report in reports:
+        tip = report.plan.topic_id_partition
+        done = finish_partition(rlmm, report, marked_by[tip], summary, started)
+        topic = (tip.topic_partition.topic, tip.topic_id)
+        finished[topic] = finished.get(topic, True) and done
+    return [topic for topic, done in finished.items() if done]
 
 
 def delete_topic_manifests(

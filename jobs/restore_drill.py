@@ -64,7 +64,7 @@ from jobs.common.summary import write_json_atomically
 from jobs.delete_partitions import (
     PartitionReport,
     delete_manifests_of,
-    finish_partition,
+    finish_partitions,
     plan_partition_deletions,
     publish_partition_state,
 )
@@ -536,14 +536,10 @@ def delete_remote_data(
                     report.deleted += 1
                     report.size_bytes += outcome.size_bytes
         started = time.monotonic()
-        finished: dict[tuple[str, Uuid], bool] = {}
         with remote_log_metadata_client(args) as rlmm:  # a fresh one reads the events
-            for tip, report in reports.items():
-                done = finish_partition(rlmm, report, marked[tip], summary, started)
-                topic = (tip.topic_partition.topic, tip.topic_id)
-                finished[topic] = finished.get(topic, True) and done
+            finished = finish_partitions(rlmm, reports.values(), marked, summary, started)
         # The broker leading a scratch topic's partition 0 wrote its manifest; gone with it.
-        delete_manifests_of(rsm, [t for t, done in finished.items() if done], summary)
+        delete_manifests_of(rsm, finished, summary)
     finally:
         rsm.close()
 

@@ -287,11 +287,11 @@ def delete_gone_topic_manifests(
 ) -> None:
     """The manifest of each of ``topics`` whose every partition's remote data is now deleted
     (none left marked or started, by any broker): it would otherwise outlive the topic."""
-    pending = {tip.topic_id for tip, _ in marked_partitions_by_broker(ctx.cluster, topic)}
     rsm = ctx.rsm
     if not isinstance(rsm, RemoteObjectStore):
         return  # a store without whole objects holds no topic manifest
-    for name, topic_id in sorted(topics - {t for t in topics if t[1] in pending}):
+    pending = {tip.topic_id for tip, _ in marked_partitions_by_broker(ctx.cluster, topic)}
+    for name, topic_id in sorted(t for t in topics if t[1] not in pending):
         try:
             rsm.delete_objects([topic_manifest_key(rsm.prefix, name, topic_id)])
         except StorageError as exc:
