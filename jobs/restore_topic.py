@@ -448,11 +448,13 @@ def restore(
             tip = TopicIdPartition(target_id, TopicPartition(request.target, partition))
             known = {m.remote_log_segment_id.id: m for m in rlmm.list_remote_log_segments(tip)}
             check_same_restore(tip, known, partition_plan)
+            last = partition_plan.segments[-1] if partition_plan.segments else None
             for segment in partition_plan.segments:
                 try:
                     outcome, stored = restore_segment(
-                        store, rlmm, segment, tip, known=known, now_ms=now_ms
-                    )
+                        store, rlmm, segment, tip, known=known, now_ms=now_ms,
+                        ends_the_log=segment is last,
+                    )  # fmt: skip
                 except StorageError as exc:
                     raise StorageError(
                         f"restoring {tip.topic_partition} stopped at segment"

@@ -235,7 +235,10 @@ class TransactionIndex:
 
     def sanity_check(self) -> None:
         """``check_length``, then every entry: version 0, offsets in order, last offsets
-        increasing and not below the segment's base offset (Kafka's ``sanityCheck``).
+        not decreasing and not below the segment's base offset (Kafka's ``sanityCheck``).
+        Equal last offsets are accepted: a restored log's last remote segment closes the
+        aborts whose markers were never copied at its end, all at one offset
+        (``ChunkedRemoteStorageManager.fetch_index``); appends stay strictly increasing.
         ``CorruptIndexError`` naming the file otherwise. Leaves no descriptor open (a load
         checks files it may never read again)."""
         self.check_length()
@@ -244,10 +247,8 @@ class TransactionIndex:
             problem = None
             if txn.last_offset < self.start_offset:
                 problem = f"its last offset is below the segment's base offset {self.start_offset}"
-            elif previous is not None and txn.last_offset <= previous.last_offset:
-                problem = (
-                    f"its last offset is not above the previous entry's {previous.last_offset}"
-                )
+            elif previous is not None and txn.last_offset < previous.last_offset:
+                problem = f"its last offset is below the previous entry's {previous.last_offset}"
             if problem is not None:
                 raise CorruptIndexError(
                     f"Transaction index {self._path} is corrupt at byte {position}: {txn}:"
@@ -436,6 +437,17 @@ class TransactionIndex:
 
     def __repr__(self) -> str:
         return f"TransactionIndex({self._path}, start_offset={self.start_offset})"
+
+
+def read_aborted_txns(path: Path) -> list[AbortedTxn]:
+    """Every whole entry of the index file at ``path``, oldest first; none when there is no
+    file. For readers outside the broker (a tiering job reading its log dir): an entry still
+    being appended is left for the next read. ``CorruptIndexError`` naming the file."""
+    index = TransactionIndex(0, path)
+    try:
+        return [txn for _position, txn in index._read_entries(keep_open=False)]
+    except FileNotFoundError:
+        return []
 
 
 def _pread_fully(fd: int, size: int, path: Path) -> bytes:

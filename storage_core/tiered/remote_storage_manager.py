@@ -57,6 +57,7 @@ from typing import BinaryIO, ClassVar, Protocol, runtime_checkable
 
 from storage_core.common import TopicIdPartition, TopicPartition, Uuid, validate_topic_name
 from storage_core.errors import InvalidConfigError, KafkaStorageError
+from storage_core.log.transaction_index import AbortedTxn
 
 # Broker settings passed to the remote storage manager start with this (Kafka's
 # remote.log.storage.manager.impl.prefix default).
@@ -216,6 +217,9 @@ class LogSegmentData:
     no aborted transactions; ``leader_epoch_index`` is the content of a
     ``leader-epoch-checkpoint`` file holding the entries up to the segment's end;
     ``segment_manifest`` (the chunked format's manifest) is stored after every other object.
+    ``aborted_txns_past_end``: the aborted transactions with records in the segment whose
+    markers lie beyond its end (``LogView.aborted_txns_past``), for the chunked manifest;
+    ``None`` when not known (a segment rewritten from the tier).
     """
 
     log_segment: Path
@@ -225,6 +229,7 @@ class LogSegmentData:
     transaction_index: Path | None = None
     leader_epoch_index: bytes = field(default=b"", repr=False)
     segment_manifest: bytes | None = field(default=None, repr=False)
+    aborted_txns_past_end: tuple[AbortedTxn, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in ("log_segment", "offset_index", "time_index"):

@@ -4,6 +4,7 @@ before, and what a bucket reader without the key sees."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from pathlib import Path
@@ -14,6 +15,7 @@ from storage_core.errors import InvalidConfigError
 from storage_core.log.leader_epoch_cache import EpochEntry
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
+from storage_core.log.transaction_index import AbortedTxn, TransactionIndex
 from storage_core.records.compression import CompressionType
 from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
 from storage_core.tiered.chunked.errors import (
@@ -359,3 +361,74 @@ def test_the_manifest_describes_the_segment_in_kafkas_serde(tmp_path: Path) -> N
     document["segment"] = {"metadata": "AAAA", "leaderEpochs": []}
     with pytest.raises(SegmentManifestError, match=rf"{key}.*segment metadata"):
         SegmentManifest.from_bytes(json.dumps(document).encode(), where=key)
+
+
+def test_a_restored_logs_last_segment_closes_the_aborts_whose_markers_were_not_copied(
+    tmp_path: Path,
+) -> None:
+    """The copy records the aborts running past the segment's end; once a restore marks the
+    segment as ending the log, its transaction index is served with them closed at its end
+    (after its own entries), and a listed abort that does not run past the end is refused."""
+    data = closed_segment(tmp_path)
+    own = AbortedTxn(producer_id=3, first_offset=10, last_offset=20, last_stable_offset=10)
+    txn_index = tmp_path / "segment.txnindex"
+    txn_index.write_bytes(own.to_bytes())
+    past = (
+        AbortedTxn(producer_id=7, first_offset=70, last_offset=95, last_stable_offset=70),
+        AbortedTxn(producer_id=8, first_offset=40, last_offset=120, last_stable_offset=40),
+    )
+    data = dataclasses.replace(data, transaction_index=txn_index, aborted_txns_past_end=past)
+    manager = chunked(tmp_path, **{"rsm.config.chunk.size": "1000"})
+    ref = segment_ref()
+    metadata = RemoteLogSegmentMetadata(
+        remote_log_segment_id=RemoteLogSegmentId(
+            topic_id_partition=ref.topic_id_partition, id=ref.segment_id
+        ),
+        start_offset=0,
+        end_offset=79,
+        max_timestamp_ms=1_700_000_000_079,
+        broker_id=2,
+        event_timestamp_ms=1_700_000_000_100,
+        segment_size_in_bytes=data.log_segment.stat().st_size,
+        segment_leader_epochs={0: 0, 1: 30, 2: 60},
+    )
+    manager.copy_log_segment_data(metadata, data)
+    key = segment_keys("", ref)[RemoteObjectSuffix.SEGMENT_MANIFEST]
+    path = tmp_path / "remote" / key
+    document = json.loads(path.read_bytes())
+    assert document["segment"]["abortedPastEnd"] == [
+        {"producerId": 7, "firstOffset": 70, "lastOffset": 95, "lastStableOffset": 70},
+        {"producerId": 8, "firstOffset": 40, "lastOffset": 120, "lastStableOffset": 40},
+    ]
+    assert document["segment"]["abortsClosedAtEnd"] is False
+    with manager.fetch_index(metadata, IndexType.TRANSACTION) as stream:
+        assert stream.read() == own.to_bytes()  # the source's log has the markers
+
+    document["segment"]["abortsClosedAtEnd"] = True
+    path.write_text(json.dumps(document))
+    restored = chunked(tmp_path, **{"rsm.config.chunk.size": "1000"})
+    with restored.fetch_index(metadata, IndexType.TRANSACTION) as stream:
+        served = TransactionIndex(0, write_to(tmp_path / "served.txnindex", stream.read()))
+    served.sanity_check()
+    assert served.all_entries() == [
+        own,
+        AbortedTxn(producer_id=7, first_offset=70, last_offset=79, last_stable_offset=70),
+        AbortedTxn(producer_id=8, first_offset=40, last_offset=79, last_stable_offset=40),
+    ]
+    assert [t.producer_id for t in served.collect_aborted_txns(79, 80).aborted_transactions] == [
+        7,
+        8,
+    ]
+
+    document["segment"]["abortedPastEnd"][0]["lastOffset"] = 79
+    with pytest.raises(SegmentManifestError, match=r"producer 7 .* does not run past"):
+        SegmentManifest.from_bytes(json.dumps(document).encode(), where=key)
+    del document["segment"]["abortedPastEnd"]
+    unknown = SegmentManifest.from_bytes(json.dumps(document).encode(), where=key)
+    assert unknown.segment is not None and unknown.segment.aborted_past_end is None
+    assert unknown.segment.closing_aborts() == ()
+
+
+def write_to(path: Path, content: bytes) -> Path:
+    path.write_bytes(content)
+    return path

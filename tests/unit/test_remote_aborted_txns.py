@@ -36,6 +36,7 @@ from storage_core.tiered.in_memory_rlmm import InMemoryRemoteLogMetadataManager
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
 from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
 from storage_core.tiered.operations import LogView, candidate_segments, copy_segment
+from storage_core.tiered.operations.copy import build_log_segment_data
 from storage_core.tiered.remote_index_cache import RemoteIndexCache
 from storage_core.tiered.remote_log_reader import RemoteLogReader, RemoteStorageFetchInfo
 from storage_core.tiered.remote_storage_manager import (
@@ -180,6 +181,27 @@ def test_copies_stop_below_the_lso_and_carry_the_txn_index(log: Log, tmp_path: P
     # D commits: its segment becomes eligible.
     _end(log, D, commit=True)
     assert [m.start_offset for m in _copy(log, rsm, rlmm, below=1 << 62)] == [7, 8]
+
+
+def test_each_segment_knows_the_aborts_running_past_its_end(log: Log) -> None:
+    """What a copy records for a restore ending with the segment: the aborted transactions
+    with records in it whose markers lie in later segments (their ``.txnindex`` files)."""
+    view = _view(log)
+    past = {s.base_offset: view.aborted_txns_past(s) for s in view.segments[:-1]}
+    assert past == {
+        0: (ABORTED_A,),  # B's records begin at 1
+        1: (ABORTED_A, ABORTED_B),
+        2: (ABORTED_B,),  # A's marker is at 2, in this segment
+        3: (ABORTED_B,),
+        4: (),
+        5: (),
+        6: (),
+        7: (),  # D is still open
+    }
+    assert build_log_segment_data(view, view.segments[1]).aborted_txns_past_end == (
+        ABORTED_A,
+        ABORTED_B,
+    )
 
 
 def test_a_complete_search_stops_in_the_remote_tier_skipping_empty_indexes_unfetched(

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from storage_core.log.leader_epoch_cache import parse_leader_epoch_checkpoint
+from storage_core.log.transaction_index import AbortedTxn
 from storage_core.tiered.chunked.chunk_cache import ChunkCache, DiskChunkCache, MemoryChunkCache
 from storage_core.tiered.chunked.chunk_fetcher import ChunkFetcher, ReadableSegment
 from storage_core.tiered.chunked.chunk_index import ChunkIndex
@@ -147,7 +148,11 @@ class ChunkedRemoteStorageManager:
                     aad=encryption.aad,
                 ),
                 objects=objects,
-                segment=_describe(remote_log_segment_metadata, data.leader_epoch_index),
+                segment=_describe(
+                    remote_log_segment_metadata,
+                    data.leader_epoch_index,
+                    aborted_past_end=data.aborted_txns_past_end,
+                ),
             )
             manifest_bytes = manifest.to_bytes()
             custom_metadata = self.store.copy_log_segment_data(
@@ -217,7 +222,13 @@ class ChunkedRemoteStorageManager:
         name = RemoteObjectSuffix.for_index(index_type).value
         segment = readable.segment
         digest = readable.manifest.objects.get(name)
+        closing = b""
+        if index_type is IndexType.TRANSACTION and readable.manifest.segment is not None:
+            # A restored log's last segment: the aborts whose markers were never copied.
+            closing = b"".join(t.to_bytes() for t in readable.manifest.segment.closing_aborts())
         if digest is None:
+            if closing:
+                return io.BytesIO(closing)
             raise RemoteResourceNotFoundError(f"remote segment {segment} has no .{name} object")
         try:
             stream = self.store.fetch_index(remote_log_segment_metadata, index_type)
@@ -235,7 +246,7 @@ class ChunkedRemoteStorageManager:
         restored = readable.transform.restore_object(
             name, content, checksum=digest.checksum, where=f"remote segment {segment} .{name}"
         )
-        return io.BytesIO(restored)
+        return io.BytesIO(restored + closing)
 
     def segment_manifest(
         self, remote_log_segment_metadata: RemoteLogSegmentMetadataLike
@@ -371,14 +382,19 @@ def _write_chunks(
 
 
 def _describe(
-    metadata: RemoteLogSegmentMetadataLike, leader_epoch_index: bytes
+    metadata: RemoteLogSegmentMetadataLike,
+    leader_epoch_index: bytes,
+    *,
+    aborted_past_end: tuple[AbortedTxn, ...] | None,
 ) -> SegmentDescription | None:
-    """The manifest's ``segment`` section: the metadata the copy started with and the
-    partition's leader epochs up to the segment's end (none for a bare segment reference,
-    which only tests and tools hand over)."""
+    """The manifest's ``segment`` section: the metadata the copy started with, the
+    partition's leader epochs up to the segment's end and the aborts running past it (none
+    for a bare segment reference, which only tests and tools hand over)."""
     if not isinstance(metadata, RemoteLogSegmentMetadata):
         return None
     entries = parse_leader_epoch_checkpoint(
         leader_epoch_index, source=f"the leader epochs of {metadata.remote_log_segment_id}"
     )
-    return SegmentDescription(metadata=metadata, leader_epochs=tuple(entries))
+    return SegmentDescription(
+        metadata=metadata, leader_epochs=tuple(entries), aborted_past_end=aborted_past_end
+    )

@@ -10,7 +10,10 @@ JSON (UTF-8), so that an operator can read it with any tool::
      "objects": {"index": {"storedSize": 80, "checksum": 123}, ...},  the other objects
      "segment": {"metadata": "<base64>", "leaderEpochs": [[0, 0], [3, 1200]],
                  "topic": "orders", "topicId": "...", "partition": 3, "segmentId": "...",
-                 "startOffset": 1200, "endOffset": 2399}}
+                 "startOffset": 1200, "endOffset": 2399,
+                 "abortedPastEnd": [{"producerId": 7, "firstOffset": 2390,
+                                     "lastOffset": 2410, "lastStableOffset": 2390}],
+                 "abortsClosedAtEnd": false}}
 
 ``segment`` makes the bucket self-describing (a restore reads a partition's log back from the
 manifests alone): ``metadata`` is the segment's ``RemoteLogSegmentMetadata`` as the copy
@@ -19,6 +22,14 @@ started it, in Kafka's serde (the value of its COPY_SEGMENT_STARTED record in
 segment's end (the ``leader-epoch-checkpoint`` object's, readable without its key). The other
 fields repeat the metadata for a person reading the object. Manifests written before the
 section existed have none (``segment`` is ``None``): they are read as before.
+
+``abortedPastEnd`` lists the aborted transactions with records in the segment whose ABORT
+markers lie beyond its end (in a later segment's transaction index, where Kafka keeps them);
+absent when not known (copies made before it was recorded, segments rewritten from the tier).
+A log restored up to this segment lacks those markers: the restore sets ``abortsClosedAtEnd``
+on its last segment, and its transaction index is then served with those transactions closed
+at the segment's end offset, so that read_committed consumers still skip their records. The
+flag stays with the segment through later restores.
 
 A segment without a manifest was copied in the plain format (the objects are the local files
 as they were). A manifest of another format or of a later version is refused by name.
@@ -34,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from storage_core.log.leader_epoch_cache import EpochEntry
+from storage_core.log.transaction_index import AbortedTxn
 from storage_core.tiered.chunked.chunk_index import ChunkIndex
 from storage_core.tiered.chunked.errors import SegmentManifestError
 from storage_core.tiered.chunked.key_ring import WrappedDataKey
@@ -65,12 +77,30 @@ class SegmentDescription:
 
     metadata: RemoteLogSegmentMetadata
     leader_epochs: tuple[EpochEntry, ...]
+    aborted_past_end: tuple[AbortedTxn, ...] | None = None  # None: not known
+    aborts_closed_at_end: bool = False
+
+    def closing_aborts(self) -> tuple[AbortedTxn, ...]:
+        """The transaction index entries the segment's own index lacks: ``aborted_past_end``
+        closed at the segment's end offset when ``aborts_closed_at_end``, else none."""
+        if not self.aborts_closed_at_end or not self.aborted_past_end:
+            return ()
+        end = self.metadata.end_offset
+        return tuple(
+            AbortedTxn(
+                producer_id=txn.producer_id,
+                first_offset=txn.first_offset,
+                last_offset=end,
+                last_stable_offset=min(txn.last_stable_offset, end + 1),
+            )
+            for txn in self.aborted_past_end
+        )
 
     def to_json(self) -> dict[str, Any]:
         metadata = self.metadata
         segment_id = metadata.remote_log_segment_id
         tip = segment_id.topic_id_partition
-        return {
+        document: dict[str, Any] = {
             "metadata": _b64(serde.serialize(metadata)),
             "leaderEpochs": [[e.epoch, e.start_offset] for e in self.leader_epochs],
             "topic": tip.topic_partition.topic,
@@ -80,6 +110,18 @@ class SegmentDescription:
             "startOffset": metadata.start_offset,
             "endOffset": metadata.end_offset,
         }
+        if self.aborted_past_end is not None:
+            document["abortedPastEnd"] = [
+                {
+                    "producerId": txn.producer_id,
+                    "firstOffset": txn.first_offset,
+                    "lastOffset": txn.last_offset,
+                    "lastStableOffset": txn.last_stable_offset,
+                }
+                for txn in self.aborted_past_end
+            ]
+        document["abortsClosedAtEnd"] = self.aborts_closed_at_end
+        return document
 
     @staticmethod
     def from_json(document: object) -> SegmentDescription:
@@ -104,7 +146,44 @@ class SegmentDescription:
             for a, b in itertools.pairwise(entries)
         ):
             raise ValueError(f"leaderEpochs {epochs!r} do not increase")
-        return SegmentDescription(metadata=metadata, leader_epochs=tuple(entries))
+        closed = document.get("abortsClosedAtEnd", False)
+        if not isinstance(closed, bool):
+            raise TypeError(f"abortsClosedAtEnd {closed!r} is not a boolean")
+        return SegmentDescription(
+            metadata=metadata,
+            leader_epochs=tuple(entries),
+            aborted_past_end=_aborted_txns(document.get("abortedPastEnd"), metadata),
+            aborts_closed_at_end=closed,
+        )
+
+
+def _aborted_txns(
+    listed: object, metadata: RemoteLogSegmentMetadata
+) -> tuple[AbortedTxn, ...] | None:
+    """``abortedPastEnd``: each transaction must have records in the segment and its marker
+    beyond its end."""
+    if listed is None:
+        return None
+    if not isinstance(listed, list):
+        raise TypeError("abortedPastEnd is not a list")
+    found = []
+    for entry in listed:
+        if not isinstance(entry, dict):
+            raise TypeError(f"aborted transaction {entry!r} is not a JSON object")
+        txn = AbortedTxn(
+            producer_id=_int(entry["producerId"]),
+            first_offset=_int(entry["firstOffset"]),
+            last_offset=_int(entry["lastOffset"]),
+            last_stable_offset=_int(entry["lastStableOffset"]),
+        )
+        if not txn.first_offset <= metadata.end_offset < txn.last_offset:
+            raise ValueError(
+                f"aborted transaction of producer {txn.producer_id} at"
+                f" {txn.first_offset}..{txn.last_offset} does not run past the segment's end"
+                f" {metadata.end_offset}"
+            )
+        found.append(txn)
+    return tuple(found)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -161,6 +161,7 @@ def build_log_segment_data(view: LogView, segment: SegmentView) -> LogSegmentDat
         producer_snapshot=view.producer_snapshot(segment.next_base_offset),
         transaction_index=txn_index if _non_empty(txn_index) else None,
         leader_epoch_index=leader_epoch_checkpoint_bytes(epochs_up_to_end),
+        aborted_txns_past_end=view.aborted_txns_past(segment),
     )
 
 

@@ -50,6 +50,7 @@ from storage_core.log.leader_epoch_cache import (
 )
 from storage_core.log.partition_metadata import PARTITION_METADATA_FILENAME, PartitionMetadataFile
 from storage_core.log.time_index import TIME_INDEX_ENTRY, TimeIndex
+from storage_core.log.transaction_index import AbortedTxn, read_aborted_txns
 from storage_core.records import FileRecords
 from storage_core.records.record import NO_TIMESTAMP
 from storage_core.tiered.operations.errors import PartitionDirChangedError
@@ -137,6 +138,9 @@ class LogView:
     last_stable_offset: int | None = None
     """Kafka's LSO (exclusive): the leader's, learnt as the HW is; ``None`` builds the view
     with the HW (a log without open transactions)."""
+    _aborted_txns: list[tuple[AbortedTxn, ...]] = field(
+        default_factory=list, init=False, compare=False, repr=False
+    )  # every segment's .txnindex entries, read on first use (not carried by ``replace``)
 
     def __post_init__(self) -> None:
         if not self.segments:
@@ -187,6 +191,26 @@ class LogView:
             if segment.base_offset == base_offset:
                 return segment
         return None
+
+    def aborted_txns_past(self, segment: SegmentView) -> tuple[AbortedTxn, ...]:
+        """The aborted transactions with records in closed ``segment`` whose ABORT markers
+        lie beyond its end (first offset <= its end < last offset), from the later segments'
+        ``.txnindex`` files, where Kafka indexes a transaction with its marker. Once the
+        segment lies below the LSO every transaction in it is decided, so these markers are
+        in this log. A copy records them: a log restored up to ``segment`` lacks the markers.
+        The files are read once per view (a copy backlog asks for every segment)."""
+        end = segment.end_offset
+        if not self._aborted_txns:
+            self._aborted_txns.append(
+                tuple(
+                    txn
+                    for each in self.segments
+                    for txn in read_aborted_txns(each.transaction_index_path)
+                )
+            )
+        return tuple(
+            txn for txn in self._aborted_txns[0] if txn.first_offset <= end < txn.last_offset
+        )
 
     def producer_snapshot(self, offset: int) -> Path | None:
         """The producer snapshot at exactly ``offset``, if present."""

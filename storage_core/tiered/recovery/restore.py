@@ -17,6 +17,12 @@ it again:
   COPY_SEGMENT_STARTED (unless already published) and COPY_SEGMENT_FINISHED are published,
   with the custom metadata a chunked copy returns (the stored size of its objects, manifest
   included, and the format version).
+
+Aborted transactions: the restored log ends with its last segment, so the ABORT markers of
+transactions with records there and markers beyond it (never copied) are not in it. That
+segment's manifest is marked ``abortsClosedAtEnd``: its transaction index is served with those
+transactions (its manifest's ``abortedPastEnd``, recorded by the copy) closed at its end, and
+its metadata says the index is not empty, so read_committed consumers skip their records.
 """
 
 from __future__ import annotations
@@ -62,12 +68,32 @@ def restored_segment_id(target_topic_id: Uuid, source_segment_id: Uuid) -> Uuid:
 _RESERVED = {"AAAAAAAAAAAAAAAAAAAAAA", "AAAAAAAAAAAAAAAAAAAAAQ"}
 
 
+def restored_description(segment: BucketSegment, *, ends_the_log: bool) -> SegmentDescription:
+    """The source's description with ``aborts_closed_at_end`` set when the restored log ends
+    with ``segment`` and transactions aborted past its end have records in it (and kept
+    from an earlier restore)."""
+    manifest = segment.manifest
+    assert manifest is not None and manifest.segment is not None
+    source = manifest.segment
+    if ends_the_log and source.aborted_past_end is None:
+        logger.warning(
+            "segment %s ends the restored log and was copied before the aborted transactions"
+            " running past its end were recorded: records of a transaction aborted after it"
+            " was copied read as committed",
+            segment.ref,
+        )
+    closed = source.aborts_closed_at_end or (ends_the_log and bool(source.aborted_past_end))
+    return dataclasses.replace(source, aborts_closed_at_end=closed)
+
+
 def restored_metadata(
-    segment: BucketSegment, target: TopicIdPartition, *, now_ms: int
+    segment: BucketSegment, target: TopicIdPartition, *, now_ms: int, ends_the_log: bool = False
 ) -> RemoteLogSegmentMetadata:
     """The target segment as its restore starts it (COPY_SEGMENT_STARTED): the source's
-    offsets, timestamps, size, epochs and broker under the target's ids."""
+    offsets, timestamps, size, epochs and broker under the target's ids; its transaction
+    index is not empty when it closes aborts (``restored_description``)."""
     source = segment.metadata
+    closes_aborts = bool(restored_description(segment, ends_the_log=ends_the_log).closing_aborts())
     segment_id = RemoteLogSegmentId(
         topic_id_partition=target,
         id=restored_segment_id(target.topic_id, source.remote_log_segment_id.id),
@@ -78,6 +104,7 @@ def restored_metadata(
         event_timestamp_ms=now_ms,
         custom_metadata=None,
         state=RemoteLogSegmentState.COPY_SEGMENT_STARTED,
+        txn_idx_empty=source.txn_idx_empty and not closes_aborts,
     )
 
 
@@ -89,10 +116,12 @@ def restore_segment(
     *,
     known: Mapping[Uuid, RemoteLogSegmentMetadata],
     now_ms: int,
+    ends_the_log: bool = False,
 ) -> tuple[SegmentRestore, int]:
     """Copy ``segment`` to ``target`` and publish it; ``known``: the target's segments in
-    its metadata, by id. Returns what was done and the bytes the target segment holds."""
-    started = restored_metadata(segment, target, now_ms=now_ms)
+    its metadata, by id; ``ends_the_log``: the restored log ends with it. Returns what was
+    done and the bytes the target segment holds."""
+    started = restored_metadata(segment, target, now_ms=now_ms, ends_the_log=ends_the_log)
     segment_id = started.remote_log_segment_id
     already = known.get(segment_id.id)
     if already is not None and already.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
@@ -101,7 +130,9 @@ def restore_segment(
     assert manifest is not None
     described = dataclasses.replace(
         manifest,
-        segment=SegmentDescription(metadata=started, leader_epochs=segment.leader_epochs),
+        segment=dataclasses.replace(
+            restored_description(segment, ends_the_log=ends_the_log), metadata=started
+        ),
     )
     suffixes = [RemoteObjectSuffix.LOG] + [RemoteObjectSuffix(name) for name in manifest.objects]
     stored = store.restore_segment_objects(
