@@ -19,7 +19,9 @@ The target (``--target``, default the source's name) must not exist on the clust
 is refused, naming it.
 
 ``--dry-run`` prints the plan: one ``plan`` line per partition (segments, offsets, the offset
-producers continue at, bytes, leader epochs), a ``left-out`` line per segment not restored
+producers continue at, bytes, leader epochs, the aborted transactions running past the
+restored end, ``unknown`` for a segment copied before they were recorded), a ``left-out``
+line per segment not restored
 and a ``stopped`` line per partition that is not; a stopped partition stops the whole restore
 (nothing is created) unless ``--partitions`` leaves it out (it is then created empty).
 
@@ -408,6 +410,11 @@ def report(partition: int, target: str, plan: PartitionRestorePlan, summary: Run
     }
     if plan.gap is not None:
         fields["gap"] = str(plan.gap)
+    last = plan.segments[-1].manifest if plan.segments else None
+    if last is not None and last.segment is not None:
+        # Aborts whose markers lie past the restored end: closed there by the restore.
+        aborted = last.segment.aborted_past_end
+        fields["aborted_past_end"] = "unknown" if aborted is None else len(aborted)
     log_line("plan", {"partition": tp, **fields})
     summary.partition(tp, "planned", **{k: str(v) for k, v in fields.items()})
     return False

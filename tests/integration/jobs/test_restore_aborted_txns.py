@@ -4,7 +4,8 @@ stays aborted in a topic restored from the bucket (a chunked, encrypted tier on 
     source: plain 0..39 | txn T 40..44 | plain 45..194 | ABORT T (active segment)
     copy                 every closed segment; the last one's manifest lists T as aborted
                          past its end (its marker lies in the active segment, never copied)
-    restore_topic        the restored log ends with that segment: marked abortsClosedAtEnd
+    restore_topic        the plan counts T (aborted_past_end=1); the restored log ends with
+                         that segment: marked abortsClosedAtEnd
     read_committed       every plain record of the restored range, none of T's
     read_uncommitted     T's records are there (the restored bytes are the source's)
 """
@@ -106,6 +107,10 @@ def test_an_abort_whose_marker_was_not_copied_stays_aborted_after_a_restore(
 
         common = ["--bootstrap-server", bootstrap, "--broker-config", str(broker.config_path)]
         assert topic_manifests.main(common) == 0
+        capsys.readouterr()
+        code = restore_topic.main([*common, "--topic", TOPIC, "--target", "restored", "--dry-run"])
+        out = capsys.readouterr().out
+        assert code == 0 and "aborted_past_end=1" in out, out
         code = restore_topic.main([*common, "--topic", TOPIC, "--target", "restored"])
         assert code == 0, capsys.readouterr()
 
