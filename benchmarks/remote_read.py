@@ -16,11 +16,12 @@ copies, all read by the same broker:
                     (``lean_client.fetch``: batch headers checked, records never decoded),
                     partition max bytes 1 MiB and 4 MiB; the ratio is tiered/local MiB/s
   first batch       one Fetch (partition max bytes 1: the first batch, min-one-message) at
-                    the start offset of each of up to ``LATENCY_SEGMENTS`` segments, on a
-                    new connection:
-                      cold   broker restarted with ``remote-log-index-cache/`` cleared (the
-                             segment's offset index is downloaded first)
-                      warm   the same offsets again (index cached on disk and mapped)
+                    the start offset of each of up to ``LATENCY_SEGMENTS`` segments, then
+                    halfway through each, on a new connection:
+                      cold   broker restarted with ``remote-log-index-cache/`` cleared and an
+                             empty chunk cache (inside a segment, its offset index is
+                             downloaded first; at its start no index is needed)
+                      warm   the same offsets again (index and chunk cached)
                     median and max in ms; the ratio is tiered/local of the medians
   sealed/chunked    the ``sealed`` topic's consume as a ratio of ``chunked``'s in the same run
   cold caches       the first consume after a restart (chunk cache and index cache empty;
@@ -196,12 +197,17 @@ def offload(
     return copied
 
 
-def segment_starts(broker: BrokerProcess) -> list[int]:
-    """Start offsets of the local topic's segments (the tiered topic's are the same)."""
+def segment_offsets(broker: BrokerProcess) -> dict[str, list[int]]:
+    """Start offsets of up to ``LATENCY_SEGMENTS`` of the local topic's closed segments (the
+    tiered topics' are the same), and the offset halfway through each."""
     names = sorted(p.name for p in (broker.log_dir / f"{LOCAL}-0").glob("*.log"))
-    starts = [int(name.split(".")[0]) for name in names][:-1]
-    step = max(1, len(starts) // LATENCY_SEGMENTS)
-    return starts[::step][:LATENCY_SEGMENTS]
+    bases = [int(name.split(".")[0]) for name in names]
+    step = max(1, (len(bases) - 1) // LATENCY_SEGMENTS)
+    chosen = list(range(len(bases) - 1))[::step][:LATENCY_SEGMENTS]
+    return {
+        "start": [bases[i] for i in chosen],
+        "middle": [(bases[i] + bases[i + 1]) // 2 for i in chosen],
+    }
 
 
 # ---------------------------------------------------------------------- measurements
@@ -269,7 +275,7 @@ def run(work_dir: Path, total_mib: int, rounds: int, use_s3: bool) -> list[Row]:
                 raise SystemExit(f"{LOCAL}: not every record was appended")
             for topic, rsm in copiers.items():
                 offload(broker, topic, rsm, total_records)
-            offsets = segment_starts(broker)
+            offsets = segment_offsets(broker)
 
             # Cold: a restarted broker (empty chunk and index caches) reads each topic once.
             restart_cold(broker, total_records)
@@ -290,32 +296,34 @@ def run(work_dir: Path, total_mib: int, rounds: int, use_s3: bool) -> list[Row]:
                     }
                 )
 
-            restart_cold(broker, total_records)
-            samples = {
-                f"{topic}, cold index cache": first_batch_ms(broker.port, topic, offsets)
-                for topic in REMOTE_TOPICS
-            }
-            samples.update(
-                {
-                    f"{topic}, warm index cache": first_batch_ms(broker.port, topic, offsets)
+            for where, at in offsets.items():
+                # Cold: a restarted broker, no index and no chunk of these segments cached.
+                restart_cold(broker, total_records)
+                samples = {
+                    f"{topic}, cold caches": first_batch_ms(broker.port, topic, at)
                     for topic in REMOTE_TOPICS
                 }
-            )
-            samples["local (first)"] = first_batch_ms(broker.port, LOCAL, offsets)
-            samples["local"] = first_batch_ms(broker.port, LOCAL, offsets)
-            base = statistics.median(samples["local"])
-            for case, values in samples.items():
-                rows.append(
+                samples.update(
                     {
-                        "case": f"first batch, {case}",
-                        "topic": case.split(",")[0].split(" ")[0],
-                        "median_ms": round(statistics.median(values), 2),
-                        "max_ms": round(max(values), 2),
-                        "samples": len(values),
-                        "baseline_median_ms": round(base, 2),
-                        "ratio": round(statistics.median(values) / base, 2),
+                        f"{topic}, warm caches": first_batch_ms(broker.port, topic, at)
+                        for topic in REMOTE_TOPICS
                     }
                 )
+                samples["local (first)"] = first_batch_ms(broker.port, LOCAL, at)
+                samples["local"] = first_batch_ms(broker.port, LOCAL, at)
+                base = statistics.median(samples["local"])
+                for case, values in samples.items():
+                    rows.append(
+                        {
+                            "case": f"first batch at a segment's {where}, {case}",
+                            "topic": case.split(",")[0].split(" ")[0],
+                            "median_ms": round(statistics.median(values), 2),
+                            "max_ms": round(max(values), 2),
+                            "samples": len(values),
+                            "baseline_median_ms": round(base, 2),
+                            "ratio": round(statistics.median(values) / base, 2),
+                        }
+                    )
 
             for max_bytes in FETCH_BYTES:
                 best = dict.fromkeys((LOCAL, *REMOTE_TOPICS), float("inf"))
@@ -366,18 +374,18 @@ def main() -> None:
         shutil.rmtree(args.dir, ignore_errors=True)
     tier = "S3 (moto)" if args.s3 else "LocalTieredStorage"
     print(f"remote tier: {tier}; baseline: the local topic in the same run")
-    print(f"{'case':<46} {'topic':<7} {'MiB/s':>8} {'rec/s':>9} {'base MiB/s':>11} {'ratio':>6}")
+    print(f"{'case':<60} {'topic':<7} {'MiB/s':>8} {'rec/s':>9} {'base MiB/s':>11} {'ratio':>6}")
     for r in rows:
         if "mib_s" in r:
             print(
-                f"{r['case']:<46} {r['topic']:<7} {r['mib_s']:>8} {r['records_s']:>9}"
+                f"{r['case']:<60} {r['topic']:<7} {r['mib_s']:>8} {r['records_s']:>9}"
                 f" {r['baseline_mib_s']:>11} {r['ratio']:>6}"
             )
-    print(f"{'case':<46} {'topic':<7} {'med ms':>8} {'max ms':>9} {'base med ms':>11} {'ratio':>6}")
+    print(f"{'case':<60} {'topic':<7} {'med ms':>8} {'max ms':>9} {'base med ms':>11} {'ratio':>6}")
     for r in rows:
         if "median_ms" in r:
             print(
-                f"{r['case']:<46} {r['topic']:<7} {r['median_ms']:>8} {r['max_ms']:>9}"
+                f"{r['case']:<60} {r['topic']:<7} {r['median_ms']:>8} {r['max_ms']:>9}"
                 f" {r['baseline_median_ms']:>11} {r['ratio']:>6}"
             )
     print(json.dumps({"benchmark": "remote_read", "command": command, "results": rows}))

@@ -214,7 +214,7 @@ class RemoteLogReader:
         for _ in range(MAX_SEGMENTS_PER_READ):
             epoch_end = epoch_end_offset(epochs.epoch_entries(), epoch)
             try:
-                position = self.index_cache.lookup_offset(metadata, offset)
+                position = self._start_position(metadata, offset)
                 data = self._read_from_segment(metadata, position, info, epoch_end)
             except RemoteResourceNotFoundError as exc:
                 raise self._missing_object_error(metadata, exc) from exc
@@ -240,6 +240,15 @@ class RemoteLogReader:
             records=b"",
             aborted_transactions=() if info.include_aborted_txns else None,
         )
+
+    def _start_position(self, metadata: RemoteLogSegmentMetadata, offset: int) -> int:
+        """Where the batch holding ``offset`` starts in the segment's ``.log``. From the start
+        of the segment on, that is its first byte (what the offset index would say): a
+        sequential reader entering the next segment, or one reading from the earliest
+        offset, then needs no offset index, and a cold one downloads none."""
+        if offset <= metadata.start_offset:
+            return 0
+        return self.index_cache.lookup_offset(metadata, offset)
 
     def _add_aborted_transactions(
         self,

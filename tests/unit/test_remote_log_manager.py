@@ -213,7 +213,8 @@ def test_deleted_remote_segment_moves_the_log_start_offset(broker: Broker) -> No
     log = broker.tiered.log
     log.delete_old_segments()
     first, second = broker.tiered.copied[:2]
-    broker.fetch({TIP.topic_partition: 0})
+    assert first.end_offset > first.start_offset
+    broker.fetch({TIP.topic_partition: first.start_offset + 1})  # inside: the index is read
     assert first.remote_log_segment_id.id in broker.rlm.index_cache
     broker.tiered.rlmm.update_remote_log_segment_metadata(
         RemoteLogSegmentMetadataUpdate(

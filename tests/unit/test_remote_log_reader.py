@@ -157,6 +157,21 @@ def test_cached_indexes_still_need_the_log_object(
         read(reader, tiered, 3)
 
 
+def test_a_read_from_a_segments_start_downloads_no_index(
+    tiered: TieredLog, reader: RemoteLogReader
+) -> None:
+    """Its first byte is where the offset index would point: a sequential reader entering a
+    segment, or one from the earliest offset, waits for no index download."""
+    first, second = tiered.copied[:2]
+    assert split(read(reader, tiered, second.start_offset))[0].base_offset == second.start_offset
+    assert split(read(reader, tiered, first.start_offset))[0].base_offset == first.start_offset
+    cached = {m.remote_log_segment_id.id in reader.index_cache for m in (first, second)}
+    assert cached == {False}
+    inside = second.start_offset + 1
+    assert split(read(reader, tiered, inside))[0].last_offset >= inside
+    assert second.remote_log_segment_id.id in reader.index_cache
+
+
 def test_timestamp_lookup_finds_the_first_record_at_or_after(
     tiered: TieredLog, reader: RemoteLogReader
 ) -> None:
