@@ -56,6 +56,7 @@ from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteSto
 from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
 from storage_core.tiered.next_remote_segment import NextRemoteSegment
+from storage_core.tiered.read_positions import ReadPositions
 from storage_core.tiered.remote_aborted_txns import (
     LocalAbortedTxns,
     collect_aborted_transactions,
@@ -146,6 +147,7 @@ class RemoteLogReader:
         self._rsm = rsm
         self._rlmm = rlmm
         self.index_cache = index_cache
+        self.read_positions = ReadPositions()
         self.next_segment = NextRemoteSegment(rlmm)
         if isinstance(rsm, ChunkedRemoteStorageManager):  # prefetch reads across segments
             rsm.fetcher.next_segment = self.next_segment
@@ -242,12 +244,16 @@ class RemoteLogReader:
         )
 
     def _start_position(self, metadata: RemoteLogSegmentMetadata, offset: int) -> int:
-        """Where the batch holding ``offset`` starts in the segment's ``.log``. From the start
-        of the segment on, that is its first byte (what the offset index would say): a
-        sequential reader entering the next segment, or one reading from the earliest
-        offset, then needs no offset index, and a cold one downloads none."""
+        """Where to start reading ``offset`` in the segment's ``.log``: at or before the
+        batch holding it. From the segment's start on, its first byte (what the offset index
+        would say); where an earlier read ended, there (``ReadPositions``); otherwise the
+        offset index. A sequential reader, entering a segment or going on in it, then
+        needs no offset index, and a cold one downloads none."""
         if offset <= metadata.start_offset:
             return 0
+        remembered = self.read_positions.position(metadata.remote_log_segment_id.id, offset)
+        if remembered is not None:
+            return remembered
         return self.index_cache.lookup_offset(metadata, offset)
 
     def _add_aborted_transactions(
@@ -319,6 +325,7 @@ class RemoteLogReader:
         # which made remote reads a third of local ones.
         out: list[memoryview] = []
         out_size = out_end = 0
+        last_offset = -1
         first_position = position
         stream = self._rsm.fetch_log_segment(metadata, position)
         with stream:
@@ -345,10 +352,14 @@ class RemoteLogReader:
                     out.append(batch_bytes)
                 out_end = batch_start + size
                 out_size += size
+                last_offset = batch.last_offset
                 if out_size >= info.max_bytes:
                     break
         if not out:
             return None
+        self.read_positions.remember(
+            metadata.remote_log_segment_id.id, last_offset + 1, first_position + out_size
+        )
         return RemoteFetchData(
             fetch_offset=info.fetch_offset,
             records=out[0] if len(out) == 1 else b"".join(out),

@@ -157,18 +157,28 @@ def test_cached_indexes_still_need_the_log_object(
         read(reader, tiered, 3)
 
 
-def test_a_read_from_a_segments_start_downloads_no_index(
-    tiered: TieredLog, reader: RemoteLogReader
-) -> None:
-    """Its first byte is where the offset index would point: a sequential reader entering a
-    segment, or one from the earliest offset, waits for no index download."""
+def test_a_sequential_reader_downloads_no_index(tiered: TieredLog, reader: RemoteLogReader) -> None:
+    """A read from a segment's start begins at its first byte (where the offset index would
+    point), and a read at the offset after an earlier read's last batch begins where that
+    read ended: a consumer going through history, batch by batch, waits for no index
+    download. A seek elsewhere inside a segment uses the index."""
     first, second = tiered.copied[:2]
-    assert split(read(reader, tiered, second.start_offset))[0].base_offset == second.start_offset
-    assert split(read(reader, tiered, first.start_offset))[0].base_offset == first.start_offset
+    offset = first.start_offset
+    batches = []
+    while offset <= second.end_offset:
+        (batch,) = split(read(reader, tiered, offset, max_bytes=1))
+        assert batch.base_offset <= offset <= batch.last_offset
+        batches.append(batch)
+        offset = batch.last_offset + 1
     cached = {m.remote_log_segment_id.id in reader.index_cache for m in (first, second)}
     assert cached == {False}
-    inside = second.start_offset + 1
-    assert split(read(reader, tiered, inside))[0].last_offset >= inside
+    assert reader.read_positions.hits == len(batches) - 2  # all but each segment's first
+
+    inside = [b for b in batches if b.base_offset > second.start_offset][-1]
+    assert inside.last_offset > inside.base_offset
+    seek = inside.base_offset + 1
+    (batch,) = split(read(reader, tiered, seek, max_bytes=1))
+    assert (batch.base_offset, batch.last_offset) == (inside.base_offset, inside.last_offset)
     assert second.remote_log_segment_id.id in reader.index_cache
 
 
