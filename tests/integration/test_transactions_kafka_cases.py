@@ -16,9 +16,15 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from embedded.zookeeper import ZooKeeperEnsemble
+from storage_core.coordinator.transaction.transaction_log import (
+    TRANSACTION_STATE_TOPIC_NAME,
+    partition_for,
+)
 from tests import cluster_support
+from tests.cluster_support import eventually
 from tests.integration.raw_wire import connect
 from tests.integration.transactions_support import (
+    CLUSTER_SETTINGS,
     TIMEOUT_S,
     TxnCluster,
     consume,
@@ -382,18 +388,43 @@ def test_consecutively_run_init_transactions(cluster: TxnCluster) -> None:
     assert raised.value.args[0].code() == KafkaError._STATE, raised.value
 
 
+def completed(described: DescribedTransaction) -> DescribedTransaction | None:
+    return described if described.state == "CompleteCommit" else None
+
+
 def test_bump_transactional_epoch(cluster: TxnCluster) -> None:
     """KIP-360: after an abortable error the producer aborts, then keeps its producer id with
-    the next epoch (InitProducerId naming its current id and epoch)."""
-    (topic1,) = cluster.topics("topic1", partitions=1)
+    the next epoch (InitProducerId naming its current id and epoch).
+
+    The leader is stopped once the first transaction is complete, and it hosts no replica of
+    the transaction's ``__transaction_state`` partition: otherwise the second transaction's
+    AddPartitionsToTxn would wait for it past the record's timeout, and the client's abort
+    would race the registration it never heard back from (fenced or refused, as on
+    Kafka)."""
     producer = cluster.producer("bumped", **{"message.timeout.ms": 3000})
     producer.init_transactions(TIMEOUT_S)
+    state_partition = partition_for(
+        "bumped", int(CLUSTER_SETTINGS["transaction.state.log.num.partitions"])
+    )
+    _leader, _epoch, isr = cluster_support.partition_states(
+        cluster.bootstrap, TRANSACTION_STATE_TOPIC_NAME
+    )[state_partition]
+    (outside,) = set(cluster.brokers) - set(isr)
+    (topic1,) = cluster.topics("topic1", partitions=1, leader=outside)
     producer.begin_transaction()
     producer.produce(topic1, value="1")
     producer.commit_transaction(TIMEOUT_S)
-    before = described_by_coordinator(cluster, "bumped")
+    # The commit answers once PrepareCommit is written; its markers follow. Stopped before
+    # they are written, the leader would keep the transaction in PrepareCommit, and the next
+    # transaction's AddPartitionsToTxn would be refused CONCURRENT_TRANSACTIONS throughout.
+    before = eventually(
+        lambda: completed(described_by_coordinator(cluster, "bumped")),
+        what="the first transaction's markers written",
+    )
+    assert before is not None
 
     leader = cluster_support.partition_leaders(cluster.bootstrap, topic1)[0][0]
+    assert leader == outside
     stopped = cluster.brokers[leader].process
     assert stopped is not None
     producer.begin_transaction()

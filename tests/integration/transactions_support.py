@@ -61,14 +61,27 @@ class TxnCluster:
         *names: str,
         partitions: int = NUM_PARTITIONS,
         config: Mapping[str, str] | None = None,
+        leader: int | None = None,
     ) -> tuple[str, ...]:
-        """Fresh topics (a unique suffix) with 3 replicas, ``topic_config`` and ``config``."""
+        """Fresh topics (a unique suffix) with 3 replicas, ``topic_config`` and ``config``;
+        ``leader`` first in every partition's replicas (its preferred leader)."""
         suffix = uuid.uuid4().hex[:6]
         fresh = tuple(f"{name}-{suffix}" for name in names)
         settings = {**self.topic_config(), **(config or {})}
-        futures = self.admin.create_topics(
-            [NewTopic(name, partitions, 3, config=settings) for name in fresh]
-        )
+        if leader is None:
+            new_topics = [NewTopic(name, partitions, 3, config=settings) for name in fresh]
+        else:
+            replicas = [leader, *sorted(set(self.brokers) - {leader})]
+            new_topics = [
+                NewTopic(
+                    name,
+                    num_partitions=partitions,
+                    replica_assignment=[replicas] * partitions,
+                    config=settings,
+                )
+                for name in fresh
+            ]
+        futures = self.admin.create_topics(new_topics)
         for future in futures.values():
             future.result(TIMEOUT_S)
         for name in fresh:
