@@ -12,6 +12,7 @@ from storage_core.common import Uuid
 from storage_core.log.leader_epoch_cache import EpochEntry, LeaderEpochCheckpointFile
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
+from storage_core.tiered.metadata import RemoteLogSegmentId, RemoteLogSegmentMetadata
 from storage_core.tiered.remote_storage_manager import LogSegmentData, RemoteSegmentRef
 from tests.conftest import make_batch
 
@@ -61,6 +62,25 @@ def closed_segment(directory: Path, *, batches: int = 8) -> LogSegmentData:
         )
     finally:
         log.close()
+
+
+def closed_segment_metadata(
+    ref: RemoteSegmentRef, data: LogSegmentData, *, broker_id: int = 1
+) -> RemoteLogSegmentMetadata:
+    """The metadata a copy of ``closed_segment``'s files as ``ref`` starts with: offsets
+    0..79 in leader epochs 0, 1 and 2."""
+    return RemoteLogSegmentMetadata(
+        remote_log_segment_id=RemoteLogSegmentId(
+            topic_id_partition=ref.topic_id_partition, id=ref.segment_id
+        ),
+        start_offset=0,
+        end_offset=79,
+        max_timestamp_ms=1_700_000_000_079,
+        broker_id=broker_id,
+        event_timestamp_ms=1_700_000_000_100,
+        segment_size_in_bytes=data.log_segment.stat().st_size,
+        segment_leader_epochs={0: 0, 1: 30, 2: 60},
+    )
 
 
 def write_key_pair(directory: Path, key_id: str, *, bits: int = 2048) -> dict[str, str]:

@@ -25,7 +25,6 @@ from storage_core.tiered.chunked.errors import (
     SegmentManifestError,
 )
 from storage_core.tiered.chunked.segment_manifest import SegmentDescription
-from storage_core.tiered.metadata import RemoteLogSegmentId, RemoteLogSegmentMetadata
 from storage_core.tiered.recovery.bucket_inventory import scan_bucket
 from storage_core.tiered.recovery.restore import restored_metadata
 from storage_core.tiered.remote_object_keys import RemoteObjectSuffix, segment_key
@@ -41,6 +40,7 @@ from storage_core.tiered.s3_remote_storage_manager import S3RemoteStorageManager
 from tests.chunked_support import (
     MARKER,
     closed_segment,
+    closed_segment_metadata,
     encryption_settings,
     segment_ref,
     write_key_pair,
@@ -487,18 +487,7 @@ def test_a_segment_restored_under_another_topic_id_is_copied_inside_the_bucket(
     source's objects are as they were and a copy onto the source's own keys is refused."""
     manager = chunked(**encryption_settings(keys, "k1"))
     source = segment_ref()
-    metadata = RemoteLogSegmentMetadata(
-        remote_log_segment_id=RemoteLogSegmentId(
-            topic_id_partition=source.topic_id_partition, id=source.segment_id
-        ),
-        start_offset=0,
-        end_offset=79,
-        max_timestamp_ms=1_700_000_000_079,
-        broker_id=1,
-        event_timestamp_ms=1_700_000_000_100,
-        segment_size_in_bytes=segment_data.log_segment.stat().st_size,
-        segment_leader_epochs={0: 0, 1: 30, 2: 60},
-    )
+    metadata = closed_segment_metadata(source, segment_data)
     manager.copy_log_segment_data(metadata, segment_data)
     store = manager.store
     assert isinstance(store, S3RemoteStorageManager)

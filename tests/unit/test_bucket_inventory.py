@@ -11,13 +11,13 @@ import pytest
 from storage_core.common import Uuid
 from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
-from storage_core.tiered.metadata import RemoteLogSegmentId, RemoteLogSegmentMetadata
+from storage_core.tiered.metadata import RemoteLogSegmentMetadata
 from storage_core.tiered.recovery.bucket_inventory import scan_bucket
 from storage_core.tiered.recovery.restore_plan import plan_partition
 from storage_core.tiered.remote_object_keys import RemoteObjectSuffix, segment_keys
 from storage_core.tiered.remote_storage_manager import LogSegmentData, RemoteSegmentRef
 from storage_core.tiered.rsm_loader import load_remote_storage_manager
-from tests.chunked_support import closed_segment, segment_ref
+from tests.chunked_support import closed_segment, closed_segment_metadata, segment_ref
 
 
 @pytest.fixture
@@ -41,18 +41,7 @@ def chunked(tmp_path: Path) -> ChunkedRemoteStorageManager:
 def copy(
     manager: ChunkedRemoteStorageManager, data: LogSegmentData, ref: RemoteSegmentRef
 ) -> RemoteLogSegmentMetadata:
-    metadata = RemoteLogSegmentMetadata(
-        remote_log_segment_id=RemoteLogSegmentId(
-            topic_id_partition=ref.topic_id_partition, id=ref.segment_id
-        ),
-        start_offset=0,
-        end_offset=79,
-        max_timestamp_ms=1_700_000_000_079,
-        broker_id=1,
-        event_timestamp_ms=1_700_000_000_100,
-        segment_size_in_bytes=data.log_segment.stat().st_size,
-        segment_leader_epochs={0: 0, 1: 30, 2: 60},
-    )
+    metadata = closed_segment_metadata(ref, data)
     manager.copy_log_segment_data(metadata, data)
     return metadata
 

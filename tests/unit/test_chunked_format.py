@@ -25,7 +25,6 @@ from storage_core.tiered.chunked.errors import (
 )
 from storage_core.tiered.chunked.segment_manifest import SegmentManifest
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
-from storage_core.tiered.metadata import RemoteLogSegmentId, RemoteLogSegmentMetadata
 from storage_core.tiered.remote_object_keys import RemoteObjectSuffix, segment_keys
 from storage_core.tiered.remote_storage_manager import (
     IndexType,
@@ -37,6 +36,7 @@ from storage_core.tiered.rsm_loader import load_remote_storage_manager
 from tests.chunked_support import (
     MARKER,
     closed_segment,
+    closed_segment_metadata,
     encryption_settings,
     segment_ref,
     write_key_pair,
@@ -324,18 +324,7 @@ def test_the_manifest_describes_the_segment_in_kafkas_serde(tmp_path: Path) -> N
     data = closed_segment(tmp_path)
     manager = chunked(tmp_path, **{"rsm.config.chunk.size": "1000"})
     ref = segment_ref()
-    metadata = RemoteLogSegmentMetadata(
-        remote_log_segment_id=RemoteLogSegmentId(
-            topic_id_partition=ref.topic_id_partition, id=ref.segment_id
-        ),
-        start_offset=0,
-        end_offset=79,
-        max_timestamp_ms=1_700_000_000_079,
-        broker_id=2,
-        event_timestamp_ms=1_700_000_000_100,
-        segment_size_in_bytes=data.log_segment.stat().st_size,
-        segment_leader_epochs={0: 0, 1: 30, 2: 60},
-    )
+    metadata = closed_segment_metadata(ref, data, broker_id=2)
     manager.copy_log_segment_data(metadata, data)
     key = segment_keys("", ref)[RemoteObjectSuffix.SEGMENT_MANIFEST]
     stored = (tmp_path / "remote" / key).read_bytes()
@@ -380,18 +369,7 @@ def test_a_restored_logs_last_segment_closes_the_aborts_whose_markers_were_not_c
     data = dataclasses.replace(data, transaction_index=txn_index, aborted_txns_past_end=past)
     manager = chunked(tmp_path, **{"rsm.config.chunk.size": "1000"})
     ref = segment_ref()
-    metadata = RemoteLogSegmentMetadata(
-        remote_log_segment_id=RemoteLogSegmentId(
-            topic_id_partition=ref.topic_id_partition, id=ref.segment_id
-        ),
-        start_offset=0,
-        end_offset=79,
-        max_timestamp_ms=1_700_000_000_079,
-        broker_id=2,
-        event_timestamp_ms=1_700_000_000_100,
-        segment_size_in_bytes=data.log_segment.stat().st_size,
-        segment_leader_epochs={0: 0, 1: 30, 2: 60},
-    )
+    metadata = closed_segment_metadata(ref, data, broker_id=2)
     manager.copy_log_segment_data(metadata, data)
     key = segment_keys("", ref)[RemoteObjectSuffix.SEGMENT_MANIFEST]
     path = tmp_path / "remote" / key

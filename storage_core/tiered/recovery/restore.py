@@ -87,13 +87,12 @@ def restored_description(segment: BucketSegment, *, ends_the_log: bool) -> Segme
 
 
 def restored_metadata(
-    segment: BucketSegment, target: TopicIdPartition, *, now_ms: int, ends_the_log: bool = False
+    segment: BucketSegment, target: TopicIdPartition, *, now_ms: int, closes_aborts: bool = False
 ) -> RemoteLogSegmentMetadata:
     """The target segment as its restore starts it (COPY_SEGMENT_STARTED): the source's
     offsets, timestamps, size, epochs and broker under the target's ids; its transaction
-    index is not empty when it closes aborts (``restored_description``)."""
+    index is not empty when it ``closes_aborts`` (``SegmentDescription.closing_aborts``)."""
     source = segment.metadata
-    closes_aborts = bool(restored_description(segment, ends_the_log=ends_the_log).closing_aborts())
     segment_id = RemoteLogSegmentId(
         topic_id_partition=target,
         id=restored_segment_id(target.topic_id, source.remote_log_segment_id.id),
@@ -121,7 +120,10 @@ def restore_segment(
     """Copy ``segment`` to ``target`` and publish it; ``known``: the target's segments in
     its metadata, by id; ``ends_the_log``: the restored log ends with it. Returns what was
     done and the bytes the target segment holds."""
-    started = restored_metadata(segment, target, now_ms=now_ms, ends_the_log=ends_the_log)
+    description = restored_description(segment, ends_the_log=ends_the_log)
+    started = restored_metadata(
+        segment, target, now_ms=now_ms, closes_aborts=bool(description.closing_aborts())
+    )
     segment_id = started.remote_log_segment_id
     already = known.get(segment_id.id)
     if already is not None and already.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
@@ -129,10 +131,7 @@ def restore_segment(
     manifest = segment.manifest
     assert manifest is not None
     described = dataclasses.replace(
-        manifest,
-        segment=dataclasses.replace(
-            restored_description(segment, ends_the_log=ends_the_log), metadata=started
-        ),
+        manifest, segment=dataclasses.replace(description, metadata=started)
     )
     suffixes = [RemoteObjectSuffix.LOG] + [RemoteObjectSuffix(name) for name in manifest.objects]
     stored = store.restore_segment_objects(
