@@ -8,6 +8,7 @@ Watched (each watch is one-shot and set again when it fires):
     /brokers/ids                        live brokers and endpoints
     /brokers/topics                     topics created or removed
     /brokers/topics/<t>                 partitions added
+    /brokers/topics/<t>/partitions      partitions given their states (children)
     /brokers/topics/<t>/partitions/<p>/state   leader, leader epoch, ISR
     /config/topics/<t>                  topic configs
     /admin/delete_topics                topics marked for deletion
@@ -24,6 +25,15 @@ partition whose state says it has no leader (its replicas are down) is listed as
 partition none of whose replicas was alive at its creation gets no state until one returns
 (the controller leaves it new, as Kafka's does); its topic waits with it, where Kafka would
 list the other partitions and a client would see fewer partitions than were created.
+
+Only the partitions whose znode exists are read: the controller creates a partition's znode
+and its state in one transaction, so a partition without its znode has no state to read, and
+the children watch on ``partitions`` reports the ones given their states later. A broker that
+sees a new topic before the controller has written its states thus waits for them with one
+watch, instead of reading 1,000 missing states and watching each for its creation (3,000
+requests, queued on the session ahead of the controller's own writes when it is the
+controller's broker). A partition whose znode exists without its state (a controller that
+died between the two) is watched for its state's creation.
 
 All reads and the callbacks run on the listener's event thread, in the order ZooKeeper
 reported the changes. Partition state changes are applied as deltas and in batches (Kafka's
@@ -48,6 +58,8 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
+
+from kazoo.exceptions import NoNodeError
 
 from storage_core.common import TopicPartition
 from storage_core.controller.event_manager import EventManager
@@ -208,7 +220,10 @@ class ZkMetadataListener:
             zk_data.topic_config_path(name),
             watch=self._watch("TopicConfig", lambda: self._read_topic(name), name),
         )
-        states = self._read_states(TopicPartition(name, p) for p in assignment.partitions)
+        created = self._partitions_created(name)
+        states = self._read_states(
+            TopicPartition(name, p) for p in assignment.partitions if p in created
+        )
         partitions = []
         for partition, replicas in sorted(assignment.partitions.items()):
             state = states.get(TopicPartition(name, partition))
@@ -226,6 +241,39 @@ class ZkMetadataListener:
         return TopicMetadata(
             name=name, topic_id=assignment.topic_id, partitions=tuple(partitions), configs=configs
         )
+
+    def _partitions_created(self, name: str) -> set[int]:
+        """The topic's partitions whose znode exists (the controller has given them their
+        states), with the children watch set again; none while ``partitions`` is missing (its
+        creation is watched)."""
+        path = zk_data.partitions_path(name)
+        watch = self._watch("TopicPartitions", lambda: self._read_partitions_created(name), name)
+        for _attempt in range(2):
+            try:
+                children = self.zk.zk.get_children(path, watch=watch)
+            except NoNodeError:
+                if self.zk.zk.exists(path, watch=watch) is None:
+                    return set()
+                continue  # created between the two reads: list it now
+            return {int(child) for child in children if child.isdigit()}
+        return set()
+
+    def _read_partitions_created(self, name: str) -> None:
+        """Partitions of ``name`` given their znodes since the last look: their states are
+        read in one batch with every other pending state."""
+        known = self._read.get(name)
+        if known is None:
+            return  # removed meanwhile, or not read yet: the topic's own read lists them
+        created = self._partitions_created(name)
+        waiting = {
+            TopicPartition(name, p.partition)
+            for p in known.partitions
+            if not has_state(p) and p.partition in created
+        }
+        if waiting:
+            with self._pending_lock:
+                self._pending_states |= waiting
+            self._read_pending_states()
 
     def _read_states(
         self, partitions: Iterable[TopicPartition]

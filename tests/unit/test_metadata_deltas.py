@@ -196,3 +196,47 @@ def test_a_new_topic_read_before_its_states_exist_costs_a_few_round_trips(
         assert topic is not None and all(p.leader == 1 for p in topic.partitions)
     finally:
         listener.stop()
+
+
+def test_a_new_topic_waits_for_its_states_with_one_watch_and_reads_each_once(
+    zk: KafkaZkClient,
+) -> None:
+    """A broker that sees a new topic before the controller has given its partitions their
+    znodes reads no missing state: the children watch on ``partitions`` reports them, and
+    each state is then read once, in batches, as the controller's transactions land."""
+    listener = ZkMetadataListener(1, zk, MetadataCache(1))
+    listener.start()
+    try:
+        counter = RoundTrips.install(zk, thread_prefix="metadata-listener")
+        assignment = TopicAssignment(
+            topic="events",
+            topic_id=Uuid.random(),
+            partitions={p: ReplicaAssignment(replicas=(1, 2)) for p in range(PARTITIONS)},
+        )
+        assert zk.create_topic(None, assignment, {})
+        listener.sync()
+        assert listener.cache.image().topic("events") is None
+        # the topics, its assignment, config and config watch, its partitions and their watch
+        assert counter.requests <= 6, counter.requests
+
+        counter.reset()
+        zk.zk.ensure_path(zk_data.partitions_path("events"))
+        batches = [range(start, start + 100) for start in range(0, PARTITIONS, 100)]
+        for batch in batches:  # as the controller writes them: znode and state together
+            transaction = zk.zk.transaction()
+            for p in batch:
+                tp = TopicPartition("events", p)
+                transaction.create(zk_data.partition_state_path(tp).rsplit("/", 1)[0], b"")
+                transaction.create(
+                    zk_data.partition_state_path(tp),
+                    zk_data.encode_leader_and_isr(state(leader_epoch=0)),
+                )
+            assert all(not isinstance(r, Exception) for r in transaction.commit())
+        listener.sync()
+
+        topic = listener.cache.image().topic("events")
+        assert topic is not None and all(p.leader == 1 for p in topic.partitions)
+        # each state read once, plus one listing of the children per batch at most
+        assert counter.requests <= PARTITIONS + len(batches) + 2, counter.requests
+    finally:
+        listener.stop()
