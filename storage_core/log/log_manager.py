@@ -313,7 +313,8 @@ class LogManager:
             if other_creation is None:
                 log_dir = self._next_log_dir()
                 directory = log_dir / tp.dir_name
-                if directory.resolve().parent != log_dir:
+                # a valid topic name cannot leave the log dir; a symlink planted there could
+                if directory.is_symlink():
                     raise StorageError(f"partition dir {directory} would escape log dir {log_dir}")
                 created = threading.Event()
                 self._creating[tp] = (created, log_dir)

@@ -10,7 +10,12 @@ import pytest
 
 from storage_core.clock import ManualClock
 from storage_core.common import TopicPartition, Uuid
-from storage_core.errors import InvalidTopicError, KafkaStorageError, LogDirNotFoundError
+from storage_core.errors import (
+    InvalidTopicError,
+    KafkaStorageError,
+    LogDirNotFoundError,
+    StorageError,
+)
 from storage_core.log import log_file_utils as files
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
@@ -103,6 +108,18 @@ def test_illegal_topic_is_refused_and_nothing_is_created(tmp_path: Path) -> None
             manager.get_or_create_log(TopicPartition(bad, 0))
     assert sorted(p.name for p in dirs[0].iterdir()) == []
     assert not (tmp_path / "escape-0").exists()
+    manager.shutdown()
+
+
+def test_a_partition_dir_planted_as_a_symlink_is_refused(tmp_path: Path) -> None:
+    """A symlink in the log dir named as a partition would put its log elsewhere."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    manager = start([tmp_path / "a"])
+    (tmp_path / "a" / "events-0").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(StorageError, match="escape"):
+        manager.get_or_create_log(TopicPartition("events", 0))
+    assert list(elsewhere.iterdir()) == []
     manager.shutdown()
 
 
