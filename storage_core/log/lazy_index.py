@@ -13,6 +13,11 @@ entries when the segment rolled, so the file's length gives its entries (``Abstr
 A missing file is created (preallocated) on first use, as Kafka's ``LazyIndex.get`` does;
 ``delete_if_exists`` and ``rename_to`` of an index never loaded touch only the file.
 
+An index opened ``absent`` (a new log's first segment, whose files the segment's first append
+creates) is known empty: reading it (a follower's fetch of the empty log, a roll check)
+answers as an empty index and creates nothing, so a new partition costs one file, not three,
+until it takes records. A change creates the file as any first use does.
+
 Thread safety: as ``AbstractIndex``; pins keep an index mapped for the whole of one operation.
 """
 
@@ -27,7 +32,7 @@ from typing import Generic, Protocol, TypeVar
 from storage_core.errors import CorruptIndexError
 from storage_core.log.abstract_index import AbstractIndex
 from storage_core.log.offset_index import OffsetIndex, OffsetPosition
-from storage_core.log.time_index import TimeIndex, TimestampOffset
+from storage_core.log.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from storage_core.records.open_file_cache import CachedHandle, OpenFileCache
 
 IndexT = TypeVar("IndexT", bound=AbstractIndex)
@@ -54,9 +59,11 @@ class LazyIndex(CachedHandle[IndexT], Generic[IndexT]):
         cache: OpenFileCache | None,
         *,
         entry_size: int,
+        absent: bool = False,
     ) -> None:
         super().__init__()
         self._entry_size = entry_size
+        self._absent = absent
         self._path = path
         self.base_offset = base_offset
         self.max_index_size = max_index_size
@@ -68,12 +75,14 @@ class LazyIndex(CachedHandle[IndexT], Generic[IndexT]):
     def _open_handle(self) -> IndexT:
         # An inactive segment's index with no entry reopens empty, not preallocated: closing
         # it again then changes nothing on disk (and needs no descriptor to trim it).
-        return self._factory(
+        handle = self._factory(
             self._path,
             self.base_offset,
             self.max_index_size,
             preallocate_if_empty=not self._cache_evictable,
         )
+        self._absent = False
+        return handle
 
     def _close_handle(self, handle: IndexT) -> None:
         handle.close()  # an inactive segment's index is trimmed already: this only unmaps
@@ -102,6 +111,17 @@ class LazyIndex(CachedHandle[IndexT], Generic[IndexT]):
         """Whether the file is mapped now."""
         return self._handle is not None
 
+    @property
+    def is_absent(self) -> bool:
+        """Whether the file is not created yet (the index is empty)."""
+        return self._absent
+
+    def create_file(self) -> None:
+        """Create (preallocate) an absent index's file now; out of descriptors, idle segment
+        files are closed and it is tried again, then ``TooManyOpenFilesError``."""
+        with self._loaded():
+            pass
+
     def set_evictable(self, evictable: bool) -> None:
         if self._cache is not None:
             self._cache.set_evictable(self, evictable)
@@ -115,6 +135,8 @@ class LazyIndex(CachedHandle[IndexT], Generic[IndexT]):
 
     @property
     def entries(self) -> int:
+        if self._absent:
+            return 0
         with self._loaded() as index:
             return index.entries
 
@@ -129,17 +151,23 @@ class LazyIndex(CachedHandle[IndexT], Generic[IndexT]):
             return index.max_entries
 
     def is_full(self) -> bool:
+        if self._absent:
+            return self.max_index_size // self._entry_size == 0
         with self._loaded() as index:
             return index.is_full()
 
     def sanity_check(self) -> None:
         """The index's full check (maps it): see ``AbstractIndex.sanity_check``."""
+        if self._absent:
+            return
         with self._loaded() as index:
             index.sanity_check()
 
     def check_length(self) -> None:
         """The check that needs no mapping: the file holds a whole number of entries.
         ``CorruptIndexError`` naming the file otherwise."""
+        if self._absent:
+            return
         handle = self._handle
         length = handle.length if handle is not None else self._path.stat().st_size
         if length % self._entry_size != 0:
@@ -156,7 +184,11 @@ class LazyIndex(CachedHandle[IndexT], Generic[IndexT]):
     # ------------------------------------------------------------------ changes
     def resize(self, new_size: int) -> bool:
         """``AbstractIndex.resize``, which needs a descriptor for a moment: out of them, idle
-        segment files are closed and it is tried again (nothing changed if it failed)."""
+        segment files are closed and it is tried again (nothing changed if it failed). An
+        absent index keeps the size for the file it will be created with."""
+        if self._absent:
+            self.max_index_size = new_size
+            return False
         with self._loaded() as index:
             if self._cache is None:
                 return index.resize(new_size)
@@ -167,16 +199,20 @@ class LazyIndex(CachedHandle[IndexT], Generic[IndexT]):
             self.resize(index.entries * index.entry_size)
 
     def truncate(self) -> None:
+        if self._absent:
+            return
         with self._loaded() as index:
             index.truncate()
 
     def truncate_to(self, offset: int) -> None:
+        if self._absent:
+            return
         with self._loaded() as index:
             index.truncate_to(offset)
 
     def flush(self) -> None:
         """msync a mapped index; one that is not mapped has nothing unwritten."""
-        if self._cache is None or self._handle is not None:
+        if (self._cache is None and not self._absent) or self._handle is not None:
             with self._loaded() as index:
                 index.flush()
 
@@ -223,14 +259,28 @@ class LazyOffsetIndex(LazyIndex[OffsetIndex]):
     """A segment's ``.index``, mapped on first use."""
 
     def __init__(
-        self, path: Path, base_offset: int, max_index_size: int, cache: OpenFileCache | None
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_size: int,
+        cache: OpenFileCache | None,
+        *,
+        absent: bool = False,
     ) -> None:
         super().__init__(
-            path, base_offset, max_index_size, OffsetIndex, cache, entry_size=OffsetIndex.entry_size
+            path,
+            base_offset,
+            max_index_size,
+            OffsetIndex,
+            cache,
+            entry_size=OffsetIndex.entry_size,
+            absent=absent,
         )
 
     @property
     def last_offset(self) -> int:
+        if self._absent:
+            return self.base_offset
         with self._loaded() as index:
             return index.last_offset
 
@@ -247,12 +297,16 @@ class LazyOffsetIndex(LazyIndex[OffsetIndex]):
             index.append(offset, position)
 
     def lookup(self, target_offset: int) -> OffsetPosition:
+        if self._absent:
+            return OffsetPosition(self.base_offset, 0)
         with self._loaded() as index:
             return index.lookup(target_offset)
 
     def fetch_upper_bound_offset(
         self, fetch_offset: OffsetPosition, fetch_size: int
     ) -> OffsetPosition | None:
+        if self._absent:
+            return None
         with self._loaded() as index:
             return index.fetch_upper_bound_offset(fetch_offset, fetch_size)
 
@@ -261,14 +315,28 @@ class LazyTimeIndex(LazyIndex[TimeIndex]):
     """A segment's ``.timeindex``, mapped on first use."""
 
     def __init__(
-        self, path: Path, base_offset: int, max_index_size: int, cache: OpenFileCache | None
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_size: int,
+        cache: OpenFileCache | None,
+        *,
+        absent: bool = False,
     ) -> None:
         super().__init__(
-            path, base_offset, max_index_size, TimeIndex, cache, entry_size=TimeIndex.entry_size
+            path,
+            base_offset,
+            max_index_size,
+            TimeIndex,
+            cache,
+            entry_size=TimeIndex.entry_size,
+            absent=absent,
         )
 
     @property
     def last_entry(self) -> TimestampOffset:
+        if self._absent:
+            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
         with self._loaded() as index:
             return index.last_entry
 
@@ -285,5 +353,7 @@ class LazyTimeIndex(LazyIndex[TimeIndex]):
             index.maybe_append(timestamp, offset, skip_full_check)
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
+        if self._absent:
+            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
         with self._loaded() as index:
             return index.lookup(target_timestamp)

@@ -446,9 +446,12 @@ def create_segment(
     *,
     file_cache: OpenFileCache | None,
     topic_partition: TopicPartition | str,
+    create_index_files: bool = True,
 ) -> LogSegment:
-    """A new, empty segment at ``base_offset`` with its three files created; nothing is left
-    behind when that fails. Out of descriptors, ``TooManyOpenFilesError`` names the limit."""
+    """A new, empty segment at ``base_offset`` with its three files created (without
+    ``create_index_files``, a new log's first segment: only its ``.log``, the indexes at its
+    first append); nothing is left behind when that fails. Out of descriptors,
+    ``TooManyOpenFilesError`` names the limit."""
     segment = LogSegment.open(
         directory,
         base_offset,
@@ -457,10 +460,11 @@ def create_segment(
         roll_jitter_ms=config.segment_jitter_ms,
         clock=clock,
         file_cache=file_cache,
+        indexes_absent=not create_index_files,
     )
     try:
         segment.set_evictable(False)  # it is about to take appends
-        segment.resize_indexes(config.segment_index_bytes)  # creates the index files
+        segment.resize_indexes(config.segment_index_bytes)  # creates the index files if wanted
     except BaseException as exc:
         segment.delete_if_exists()
         if isinstance(exc, OSError) and is_out_of_descriptors(exc):

@@ -52,6 +52,7 @@ from storage_core.log.log_appender import AppendWouldWaitError as AppendWouldWai
 from storage_core.log.log_appender import LogAppender
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_loader import (
+    create_new_log,
     load_log,
     open_leader_epoch_cache,
     rebuild_leader_epoch_cache,
@@ -98,16 +99,20 @@ class Log:
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         file_cache: OpenFileCache | None = None,
         defer_metadata_flush: bool = False,
+        new_log: bool = False,
     ) -> None:
         """``file_cache``: the broker's LRU of open segment files (``LogManager``'s); without
         one every segment keeps its ``.log`` open (tools, tests). ``defer_metadata_flush``:
         a new ``topic_id`` is recorded but ``partition.metadata`` is written later, by
         ``maybe_flush_metadata_file`` (Kafka schedules that write rather than fsync while it
-        creates a log), or at the latest by ``flush`` or ``close``."""
+        creates a log), or at the latest by ``flush`` or ``close``. ``new_log``: the caller
+        has just created ``directory``, so there is nothing in it to load (``create_new_log`` of the
+        loader)."""
         self.topic_partition = TopicPartition.parse_dir_name(directory.name)
         self._clock = clock
         self._lock = threading.RLock()
-        directory.mkdir(parents=True, exist_ok=True)
+        if not new_log:
+            directory.mkdir(parents=True, exist_ok=True)
         self.leader_epoch_cache, epochs_lost = open_leader_epoch_cache(
             directory, self.topic_partition
         )
@@ -115,21 +120,30 @@ class Log:
             directory / PARTITION_METADATA_FILENAME
         )
         self.topic_id: Uuid | None = None
-        if self.partition_metadata_file.exists():
+        if not new_log and self.partition_metadata_file.exists():
             self.topic_id = self.partition_metadata_file.read()
         if topic_id is not None:
             self.assign_topic_id(topic_id, flush=not defer_metadata_flush)
-        loaded = load_log(
-            directory,
-            config,
-            partition=str(self.topic_partition),
-            log_start_offset_checkpoint=log_start_offset,
-            recovery_point_checkpoint=recovery_point,
-            had_clean_shutdown=had_clean_shutdown,
-            leader_epoch_cache=self.leader_epoch_cache,
-            clock=clock,
-            file_cache=file_cache,
-        )
+        if new_log:
+            loaded = create_new_log(
+                directory,
+                config,
+                partition=str(self.topic_partition),
+                clock=clock,
+                file_cache=file_cache,
+            )
+        else:
+            loaded = load_log(
+                directory,
+                config,
+                partition=str(self.topic_partition),
+                log_start_offset_checkpoint=log_start_offset,
+                recovery_point_checkpoint=recovery_point,
+                had_clean_shutdown=had_clean_shutdown,
+                leader_epoch_cache=self.leader_epoch_cache,
+                clock=clock,
+                file_cache=file_cache,
+            )
         self._offsets = LogOffsets(loaded.log_start_offset, loaded.log_start_offset)
         self._local_log = LocalLog(
             directory,
@@ -154,8 +168,12 @@ class Log:
             directory,
             str(self.topic_partition),
             producer_id_expiration_ms=producer_id_expiration_ms,
+            new_log=new_log,
         )
-        self.producer_state_manager.remove_stray_snapshots(self._local_log.segments.base_offsets())
+        if not new_log:
+            self.producer_state_manager.remove_stray_snapshots(
+                self._local_log.segments.base_offsets()
+            )
         self._retention = LogRetention(
             self._local_log,
             self._offsets,
@@ -173,6 +191,8 @@ class Log:
             lock=self._lock,
             check_open=self._check_open,
         )
+        if new_log:
+            return  # the manager's "created log" line says it
         self._rebuild_producer_state(self._local_log.log_end_offset)
         logger.info(
             "loaded log partition=%s segments=%d log_start_offset=%d log_end_offset=%d"

@@ -6,7 +6,9 @@ Steps (Kafka's ``LogLoader``):
    ``.swap`` (an interrupted rewrite), ``.tmp`` (an interrupted checkpoint write), and index
    files (``.index``, ``.timeindex``, ``.txnindex``) whose ``.log`` is gone.
 2. Open every segment. A missing or inconsistent index is rebuilt from its ``.log`` (a missing
-   ``.txnindex`` is not a problem: a segment without aborted transactions has none). Indexes
+   ``.txnindex`` is not a problem: a segment without aborted transactions has none; nor are
+   missing ``.index`` and ``.timeindex`` files of an empty last segment, a new log's first
+   segment before its first append, whose append creates them). Indexes
    are mapped lazily (``LazyIndex``): only those of the segments recovery will read (the active
    one, and after an unclean shutdown those from the recovery point on) are mapped and checked
    entry by entry here, as Kafka checks only what it recovers; the others are checked without
@@ -25,6 +27,9 @@ Steps (Kafka's ``LogLoader``):
    those bytes were once complete.
 4. Offsets: the log end offset comes from the last segment; the log start offset is the larger
    of its checkpoint and the first segment's base offset; the leader-epoch cache is cut to both.
+
+A log whose directory was just created (``create_new_log``) skips all of it: there is nothing to
+scan, and its first segment's index files wait for its first append.
 """
 
 from __future__ import annotations
@@ -94,6 +99,35 @@ def remove_stray_files(directory: Path, partition: str) -> list[Path]:
             removed.append(entry)
             logger.info("removed stray file partition=%s file=%s", partition, name)
     return removed
+
+
+def create_new_log(
+    directory: Path,
+    config: LogConfig,
+    *,
+    partition: str,
+    clock: Clock,
+    file_cache: OpenFileCache | None = None,
+) -> LoadedLog:
+    """A log in a directory the caller has just created, empty: one segment at offset 0,
+    whose ``.index`` and ``.timeindex`` its first append creates."""
+    segment = create_segment(
+        directory,
+        0,
+        config,
+        clock,
+        file_cache=file_cache,
+        topic_partition=partition,
+        create_index_files=False,
+    )
+    return LoadedLog(
+        segments=[segment],
+        log_start_offset=0,
+        recovery_point=0,
+        log_end_offset=0,
+        recovered_segments=0,
+        truncated_bytes=0,
+    )
 
 
 def load_log(
@@ -221,6 +255,8 @@ def _open_segment(
     config: LogConfig,
     clock: Clock,
     file_cache: OpenFileCache | None,
+    *,
+    indexes_absent: bool = False,
 ) -> LogSegment:
     return LogSegment.open(
         directory,
@@ -230,6 +266,7 @@ def _open_segment(
         roll_jitter_ms=config.segment_jitter_ms,
         clock=clock,
         file_cache=file_cache,
+        indexes_absent=indexes_absent,
     )
 
 
@@ -259,11 +296,19 @@ def _open_segments(
         check_entries = next_base is None or (
             check_entries_from is not None and next_base > check_entries_from
         )
-        index_missing = not (
-            files.offset_index_file(directory, base_offset).exists()
-            and files.time_index_file(directory, base_offset).exists()
+        offset_index_exists = files.offset_index_file(directory, base_offset).exists()
+        time_index_exists = files.time_index_file(directory, base_offset).exists()
+        # a new log's first segment before its first append: its append creates them
+        absent = (
+            next_base is None
+            and not offset_index_exists
+            and not time_index_exists
+            and files.log_file(directory, base_offset).stat().st_size == 0
         )
-        segment = _open_segment(directory, base_offset, config, clock, file_cache)
+        index_missing = not absent and not (offset_index_exists and time_index_exists)
+        segment = _open_segment(
+            directory, base_offset, config, clock, file_cache, indexes_absent=absent
+        )
         problem = "missing index file" if index_missing else None
         level = logging.WARNING
         corrupt: list[tuple[LazyOffsetIndex | LazyTimeIndex | TransactionIndex, CorruptIndexError]]

@@ -324,6 +324,11 @@ class LogManager:
         # Created outside the manager's lock, so that the logs of a batch of new partitions
         # are created side by side (their files and syscalls, not Python, take the time).
         try:
+            try:
+                directory.mkdir()
+                new_log = True  # made here, so empty: nothing to scan
+            except FileExistsError:
+                new_log = False
             log = Log(
                 directory,
                 config or self._config_for(tp.topic),
@@ -332,6 +337,7 @@ class LogManager:
                 producer_id_expiration_ms=self._producer_id_expiration_ms,
                 file_cache=self.file_cache,
                 defer_metadata_flush=self._background_tasks,
+                new_log=new_log,
             )
             with self._lock:
                 self._logs[tp] = log

@@ -114,10 +114,12 @@ class LogSegment:
         clock: Clock,
         file_suffix: str = "",
         file_cache: OpenFileCache | None = None,
+        indexes_absent: bool = False,
     ) -> LogSegment:
         """The segment's files; the ``.log`` is opened (created if missing), the indexes are
         mapped (the ``.txnindex`` opened) on first use. With ``file_cache`` its files join the
-        broker's LRU."""
+        broker's LRU. ``indexes_absent``: an empty segment whose index files do not exist yet;
+        its first append creates them (``LazyIndex``)."""
         return LogSegment(
             log=FileRecords.open(
                 files.log_file(directory, base_offset, file_suffix), cache=file_cache
@@ -127,12 +129,14 @@ class LogSegment:
                 base_offset,
                 max_index_size,
                 file_cache,
+                absent=indexes_absent,
             ),
             time_index=LazyTimeIndex(
                 files.time_index_file(directory, base_offset, file_suffix),
                 base_offset,
                 max_index_size,
                 file_cache,
+                absent=indexes_absent,
             ),
             txn_index=TransactionIndex(
                 base_offset,
@@ -248,6 +252,10 @@ class LogSegment:
                 f"offset {largest_offset} cannot be stored in segment {self.base_offset}"
                 " (relative offset out of 32-bit range)"
             )
+        if self.offset_index.is_absent or self.time_index.is_absent:
+            # before any byte is written: out of descriptors, the append fails whole
+            self.offset_index.create_file()
+            self.time_index.create_file()
         physical_position = self.log.size_in_bytes
         if physical_position == 0:
             self._rolling_based_timestamp = largest_timestamp

@@ -59,7 +59,9 @@ class ProducerStateManager:
         partition: str,
         *,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        new_log: bool = False,
     ) -> None:
+        """``new_log``: the directory was just created and holds no snapshot to list."""
         if producer_id_expiration_ms < 1:
             raise ValueError(
                 f"producer.id.expiration.ms must be >= 1, got {producer_id_expiration_ms}"
@@ -79,7 +81,7 @@ class ProducerStateManager:
         """First offset of the oldest transaction that is open or whose marker is not yet
         replicated (Kafka's ``firstUnstableOffset``): the LSO cannot pass it. Kept up to date
         by every change, so that readers without the log's lock see a whole value."""
-        self._snapshots: dict[int, SnapshotFile] = self._load_snapshots()
+        self._snapshots: dict[int, SnapshotFile] = {} if new_log else self._load_snapshots()
         self._last_map_offset = 0
         self._last_snap_offset = 0
 
