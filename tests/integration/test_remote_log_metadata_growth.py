@@ -1,5 +1,5 @@
 """The soak's short variant (``tests.metadata_soak``, ``make soak`` runs it for an hour on 300
-partitions): 30 cycles (about 3 minutes) of tiering, retention and topic drops on 24
+partitions): 21 cycles (about 2 minutes) of tiering, retention and topic drops on 24
 partitions (6 topics, one deleted and created again every other cycle) with a producer
 writing two segments per partition and cycle, a cycle every 6 s, a sample after each.
 
@@ -42,8 +42,8 @@ from tests.tiered_broker_support import (
 pytestmark = pytest.mark.timeout(900)
 
 CONFIG = SoakConfig(
-    duration_s=780,  # at most; 30 cycles take about 3 minutes on an idle machine
-    cycles=30,
+    duration_s=780,  # at most; 21 cycles take about 2 minutes on an idle machine
+    cycles=21,
     partitions=24,
     partitions_per_topic=4,
     cycle_s=6,
@@ -57,7 +57,7 @@ def test_history_comes_and_goes_and_everything_stays_flat(tmp_path: Path) -> Non
     with soak_broker(tmp_path, CONFIG) as broker:
         result, workload = run_soak(broker, CONFIG, report=lines.append)
         print("\n".join(lines))
-        assert result.cycles == 30, result
+        assert result.cycles == 21, result
         assert result.copied > 100 and result.expired > 50, result
         assert result.dropped_partitions >= 24, result
         assert flat_problems(result.samples) == []
