@@ -136,17 +136,26 @@ class LeaderEpochFileCache:
     """
 
     def __init__(
-        self, topic_partition: TopicPartition, checkpoint: LeaderEpochCheckpointFile
+        self,
+        topic_partition: TopicPartition,
+        checkpoint: LeaderEpochCheckpointFile,
+        *,
+        no_file: bool = False,
     ) -> None:
+        """``no_file``: the checkpoint is known not to exist (a directory just created), so
+        it is not looked for."""
         self.topic_partition = topic_partition
         self.checkpoint = checkpoint
         self._lock = threading.RLock()
         self._epochs: list[EpochEntry] = []
+        if no_file:
+            # the entries the file holds, None while it does not exist
+            self._written: list[EpochEntry] | None = None
+            return
         stored = checkpoint.read()
         for entry in stored:
             self._assign(entry)
-        # the entries the file holds, None while it does not exist
-        self._written: list[EpochEntry] | None = stored if checkpoint.path.exists() else None
+        self._written = stored if checkpoint.path.exists() else None
 
     # ------------------------------------------------------------------ changes
     def assign(self, epoch: int, start_offset: int) -> None:

@@ -114,7 +114,7 @@ class Log:
         if not new_log:
             directory.mkdir(parents=True, exist_ok=True)
         self.leader_epoch_cache, epochs_lost = open_leader_epoch_cache(
-            directory, self.topic_partition
+            directory, self.topic_partition, new_log=new_log
         )
         self.partition_metadata_file = PartitionMetadataFile(
             directory / PARTITION_METADATA_FILENAME

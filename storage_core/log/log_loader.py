@@ -529,15 +529,19 @@ _log_logger = logging.getLogger("storage_core.log.log")
 
 
 def open_leader_epoch_cache(
-    directory: Path, topic_partition: TopicPartition
+    directory: Path, topic_partition: TopicPartition, *, new_log: bool = False
 ) -> tuple[LeaderEpochFileCache, bool]:
     """The epoch cache; a corrupt checkpoint is set aside and rebuilt from the batches
     (Kafka's ``UnifiedLog.initializeLeaderEpochCache``). True when it must be rebuilt.
+    ``new_log``: ``directory`` was just created, there is no checkpoint to read.
 
     Every batch header carries its partition leader epoch, so the cache can always be
     recomputed; refusing to open the partition would be worse than rebuilding it.
     """
     path = directory / LEADER_EPOCH_CHECKPOINT_FILENAME
+    if new_log:
+        checkpoint = LeaderEpochCheckpointFile(path)
+        return LeaderEpochFileCache(topic_partition, checkpoint, no_file=True), False
     try:
         return LeaderEpochFileCache(topic_partition, LeaderEpochCheckpointFile(path)), False
     except CorruptCheckpointError as exc:

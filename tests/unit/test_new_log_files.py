@@ -105,3 +105,18 @@ def test_an_empty_new_log_rolls_and_truncates_like_any_other(tmp_path: Path) -> 
     log.append_as_leader(make_batch(1), leader_epoch=0)
     assert log.log_end_offset == 8
     manager.shutdown()
+
+
+def test_a_new_logs_first_leader_epoch_is_written_to_its_checkpoint(tmp_path: Path) -> None:
+    manager = start(tmp_path)
+    log = manager.get_or_create_log(TP)
+    assert not (log.dir / "leader-epoch-checkpoint").exists()
+    log.leader_epoch_cache.assign(0, 0)
+    assert (log.dir / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
+    log.append_as_leader(make_batch(1), leader_epoch=0)
+    manager.shutdown()
+
+    manager = start(tmp_path)
+    log = manager.get_log(TP)
+    assert log is not None and log.latest_epoch == 0
+    manager.shutdown()
