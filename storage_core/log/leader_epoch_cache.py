@@ -148,14 +148,13 @@ class LeaderEpochFileCache:
         self.checkpoint = checkpoint
         self._lock = threading.RLock()
         self._epochs: list[EpochEntry] = []
-        if no_file:
-            # the entries the file holds, None while it does not exist
-            self._written: list[EpochEntry] | None = None
-            return
-        stored = checkpoint.read()
+        stored = [] if no_file else checkpoint.read()
         for entry in stored:
             self._assign(entry)
-        self._written = stored if checkpoint.path.exists() else None
+        # the entries the file holds, None while it does not exist
+        self._written: list[EpochEntry] | None = (
+            None if no_file or not checkpoint.path.exists() else stored
+        )
 
     # ------------------------------------------------------------------ changes
     def assign(self, epoch: int, start_offset: int) -> None:

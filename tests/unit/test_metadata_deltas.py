@@ -63,13 +63,18 @@ def register(zk: KafkaZkClient, broker_id: int) -> None:
     zk.register_broker(BrokerRegistration(broker_id=broker_id, endpoints=(endpoint,)))
 
 
-def create_topic(zk: KafkaZkClient, name: str, partitions: int) -> None:
+def create_assignment(zk: KafkaZkClient, name: str, partitions: int) -> None:
+    """The topic's assignment (and configs), without its partitions' states."""
     assignment = TopicAssignment(
         topic=name,
         topic_id=Uuid.random(),
         partitions={p: ReplicaAssignment(replicas=(1, 2)) for p in range(partitions)},
     )
     assert zk.create_topic(None, assignment, {})
+
+
+def create_topic(zk: KafkaZkClient, name: str, partitions: int) -> None:
+    create_assignment(zk, name, partitions)
     for p in range(partitions):
         zk.zk.create(
             zk_data.partition_state_path(TopicPartition(name, p)),
@@ -169,18 +174,14 @@ def test_a_new_topic_read_before_its_states_exist_costs_a_few_round_trips(
     zk: KafkaZkClient,
 ) -> None:
     """The controller writes a topic's assignment before its partitions' states: a broker
-    that reads the topic in between watches each missing state for its creation, in a few
-    pipelined rounds of requests rather than one round trip per partition."""
+    that reads the topic in between waits for them in a few round trips, not one per
+    partition. Here each partition's znode is created before its state (as a controller that
+    died between the two would leave them): each state is still reported."""
     listener = ZkMetadataListener(1, zk, MetadataCache(1))
     listener.start()
     try:
         counter = RoundTrips.install(zk, thread_prefix="metadata-listener")
-        assignment = TopicAssignment(
-            topic="events",
-            topic_id=Uuid.random(),
-            partitions={p: ReplicaAssignment(replicas=(1, 2)) for p in range(PARTITIONS)},
-        )
-        assert zk.create_topic(None, assignment, {})
+        create_assignment(zk, "events", PARTITIONS)
         listener.sync()
         assert listener.cache.image().topic("events") is None  # not listed without states
         assert counter.round_trips <= 10, counter.round_trips
@@ -208,12 +209,7 @@ def test_a_new_topic_waits_for_its_states_with_one_watch_and_reads_each_once(
     listener.start()
     try:
         counter = RoundTrips.install(zk, thread_prefix="metadata-listener")
-        assignment = TopicAssignment(
-            topic="events",
-            topic_id=Uuid.random(),
-            partitions={p: ReplicaAssignment(replicas=(1, 2)) for p in range(PARTITIONS)},
-        )
-        assert zk.create_topic(None, assignment, {})
+        create_assignment(zk, "events", PARTITIONS)
         listener.sync()
         assert listener.cache.image().topic("events") is None
         # the topics, its assignment, config and config watch, its partitions and their watch
