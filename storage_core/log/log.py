@@ -57,10 +57,11 @@ from storage_core.log.log_loader import (
     open_leader_epoch_cache,
     rebuild_leader_epoch_cache,
 )
+from storage_core.log.log_offsets import LogOffsets
 from storage_core.log.log_producer_state import (
     rebuild_producer_state,
 )
-from storage_core.log.log_retention import LogOffsets, LogRetention
+from storage_core.log.log_retention import LogRetention
 from storage_core.log.log_segment import FetchDataInfo, LogSegment
 from storage_core.log.log_segments import LogSegments
 from storage_core.log.log_validator import (

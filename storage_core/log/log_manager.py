@@ -52,6 +52,7 @@ from storage_core.log.checkpoints import (
 )
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
+from storage_core.log.log_offsets import OFFSET_CHANGES
 from storage_core.records.open_file_cache import (
     DEFAULT_MAX_IDLE_FILES,
     OpenFileCache,
@@ -127,6 +128,10 @@ class LogManager:
         self._creating: dict[TopicPartition, tuple[threading.Event, Path]] = {}
         # (log dir, checkpoint file) -> the offsets last written there
         self._checkpointed: dict[tuple[Path, str], dict[TopicPartition, int]] = {}
+        # Logs removed so far, and the high watermarks' checkpoint's last look (see
+        # checkpoint_high_watermarks).
+        self._removed_logs = 0
+        self._high_watermarks_seen: tuple[int, int] | None = None
 
     # ------------------------------------------------------------------ startup / shutdown
     def startup(self, *, background_tasks: bool = True) -> None:
@@ -419,6 +424,7 @@ class LogManager:
             for tp, _current, target in moves:
                 self._offline.pop(tp, None)
                 log = self._logs.pop(tp, None)
+                self._removed_logs += 1
                 if log is not None:
                     log.release_deleted_files(target)
         for tp, _current, target in moves:
@@ -511,8 +517,15 @@ class LogManager:
         )
 
     def checkpoint_high_watermarks(self) -> None:
-        self._checkpoint(
-            REPLICATION_OFFSET_CHECKPOINT,
-            lambda log: log.high_watermark,
-            lambda o: o.high_watermark,
-        )
+        """Every few seconds: skipped while no high watermark moved and no log was created or
+        removed (``log_offsets``), so that an idle broker does not walk all its logs."""
+        with self._lock:
+            seen = (OFFSET_CHANGES.high_watermarks, self._removed_logs)
+            if seen == self._high_watermarks_seen:
+                return
+            self._checkpoint(
+                REPLICATION_OFFSET_CHECKPOINT,
+                lambda log: log.high_watermark,
+                lambda o: o.high_watermark,
+            )
+            self._high_watermarks_seen = seen

@@ -17,25 +17,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from storage_core.clock import Clock
 from storage_core.errors import OffsetOutOfRangeError
 from storage_core.log.leader_epoch_cache import LeaderEpochFileCache
 from storage_core.log.local_log import LocalLog
+from storage_core.log.log_offsets import LogOffsets
 from storage_core.log.producer_state import ProducerStateManager
 from storage_core.log.retention import RetentionReason, SegmentDeletionGuard, plan_local_retention
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class LogOffsets:
-    """The two offsets ``Log`` keeps above its ``LocalLog``: where the log starts (locally or
-    remotely) and how far it is replicated. Mutable; changed under the log's lock."""
-
-    log_start_offset: int
-    high_watermark: int
 
 
 class LogRetention:

@@ -17,6 +17,7 @@ from storage_core.errors import (
     StorageError,
 )
 from storage_core.log import log_file_utils as files
+from storage_core.log.checkpoints import OffsetCheckpointFile
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
@@ -319,6 +320,32 @@ def test_a_checkpoint_whose_offsets_did_not_change_is_not_written_again(tmp_path
     manager.checkpoint_high_watermarks()
     assert path.stat().st_ino != written
     assert "t 0 3" in path.read_text()
+    manager.shutdown()
+
+
+def test_the_high_watermark_checkpoint_follows_created_removed_and_moved_logs(
+    tmp_path: Path,
+) -> None:
+    """The checkpoint skips its walk over the logs while no high watermark moved: a log
+    created or removed since, or a high watermark moved by any log, is still written."""
+    manager = start([tmp_path / "a"])
+    path = tmp_path / "a" / "replication-offset-checkpoint"
+    first = manager.get_or_create_log(TopicPartition("t", 0), topic_id=Uuid.random())
+    manager.checkpoint_high_watermarks()
+    assert OffsetCheckpointFile(path).read() == {TopicPartition("t", 0): 0}
+
+    manager.get_or_create_log(TopicPartition("t", 1), topic_id=Uuid.random())
+    manager.checkpoint_high_watermarks()
+    assert set(OffsetCheckpointFile(path).read()) == {TopicPartition("t", p) for p in (0, 1)}
+
+    first.append_as_leader(make_batch(4), leader_epoch=0)
+    first.update_high_watermark(4)
+    manager.checkpoint_high_watermarks()
+    assert OffsetCheckpointFile(path).read()[TopicPartition("t", 0)] == 4
+
+    manager.delete_log(TopicPartition("t", 1))
+    manager.checkpoint_high_watermarks()
+    assert OffsetCheckpointFile(path).read() == {TopicPartition("t", 0): 4}
     manager.shutdown()
 
 
