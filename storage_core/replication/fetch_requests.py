@@ -6,12 +6,10 @@ sent, but the follower still builds its wanted partitions every round: with thou
 partitions that would be a loop over all of them every ``replica.fetch.wait.max.ms`` while
 nothing happens. So:
 
-- while the states did not change (``FetchStates.version``), no back-off ended and the last
-  build is younger than ``LOG_START_POLL_MS``, the last requests (the same dict object, which
-  the session recognises at a glance) are the answer; a log start offset moved by the
-  leader's answer (DeleteRecords) ``touch``es the states, one moved by local retention goes
-  out within ``LOG_START_POLL_MS`` (Kafka sends it every round; only the leader's
-  DeleteRecords waits for it, and that one is touched);
+- while the states did not change (``FetchStates.version``), no back-off ended and no log's
+  start offset moved in this process (``log_offsets.OFFSET_CHANGES``: the leader's
+  DeleteRecords, local retention), the last requests (the same dict object, which the session
+  recognises at a glance) are the answer;
 - otherwise each unchanged partition (the same ``PartitionFetchState`` object) reuses the
   request object and the log it was built with, reading only its log start offset again. A
   partition leaves its fetcher before it leaves the broker, so a log looked up once stays the
@@ -27,11 +25,12 @@ from collections.abc import Callable
 
 from storage_core.common import TopicPartition
 from storage_core.log.log import Log
+from storage_core.log.log_offsets import OFFSET_CHANGES
 from storage_core.replication.fetch_state import FetchStates, PartitionFetchState, ReplicaState
 from storage_core.replication.leader_end_point import FetchPartitionRequest
 
-LOG_START_POLL_MS = 5_000
 _SLACK_ENTRIES = 64
+_NEVER = float("inf")
 
 
 class FetchRequestBuilder:
@@ -44,7 +43,8 @@ class FetchRequestBuilder:
         ] = {}
         self._last: dict[TopicPartition, FetchPartitionRequest] | None = None
         self._last_version = -1
-        self._last_valid_until_ms = 0
+        self._last_log_start_changes = -1
+        self._last_valid_until_ms: float = 0
 
     def build(
         self,
@@ -54,14 +54,16 @@ class FetchRequestBuilder:
     ) -> dict[TopicPartition, FetchPartitionRequest]:
         """The requests of the partitions in ``Fetching`` and not backing off, in the order
         of ``states``; ``log_of`` answers None for a partition it has marked failed."""
+        log_start_changes = OFFSET_CHANGES.log_start_offsets
         if (
             self._last is not None
             and states.version == self._last_version
+            and log_start_changes == self._last_log_start_changes
             and now_ms < self._last_valid_until_ms
         ):
             return self._last
         version = states.version
-        valid_until_ms = now_ms + LOG_START_POLL_MS
+        valid_until_ms = _NEVER  # until a back-off ends
         built = self._built
         if len(built) > 2 * len(states) + _SLACK_ENTRIES:  # forget removed partitions
             self._built = built = {tp: built[tp] for tp in states if tp in built}
@@ -96,5 +98,6 @@ class FetchRequestBuilder:
             requests[tp] = request
         # log_of may have marked partitions failed (removing them): that is a change too.
         self._last, self._last_version = requests, states.version
+        self._last_log_start_changes = log_start_changes
         self._last_valid_until_ms = valid_until_ms if states.version == version else 0
         return requests

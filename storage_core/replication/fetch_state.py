@@ -176,9 +176,9 @@ class PartitionFetchState:
 
 class FetchStates(dict[TopicPartition, PartitionFetchState]):
     """A fetcher thread's partition states, in round-robin order, counting their changes:
-    ``version`` moves on at every state set or removed (and at ``touch``), so that what was
-    built from unchanged states can be reused (``FetchRequestBuilder``). Only ``[] =`` and
-    ``pop`` change it (the thread's only writes)."""
+    ``version`` moves on at every state set or removed, so that what was built from unchanged
+    states can be reused (``FetchRequestBuilder``, the fetcher's look for states other than
+    fetching). Only ``[] =`` and ``pop`` change it (the thread's only writes)."""
 
     __slots__ = ("version",)
 
@@ -193,7 +193,3 @@ class FetchStates(dict[TopicPartition, PartitionFetchState]):
     def pop(self, tp: TopicPartition, default: PartitionFetchState | None = None) -> Any:  # type: ignore[override]
         self.version += 1
         return super().pop(tp, default)
-
-    def touch(self) -> None:
-        """Something a state does not hold changed (a log start offset): rebuild."""
-        self.version += 1

@@ -142,6 +142,9 @@ class ReplicaFetcherThread(AbstractFetcherThread):
         )
         self._on_bytes_appended = on_bytes_appended
         self._request_builder = FetchRequestBuilder(truncation_on_fetch=truncation_on_fetch)
+        # whether a state other than fetching is held, as of that version of the states
+        self._others = False
+        self._others_looked_at = -1
 
     # ================================================================== partitions
     def add_partitions(self, initial_states: Mapping[TopicPartition, InitialFetchState]) -> None:
@@ -192,8 +195,13 @@ class ReplicaFetcherThread(AbstractFetcherThread):
     # ================================================================== the loop
     def do_work(self) -> None:
         with self._lock:
-            # Truncation and the remote log auxiliary state are rare: one look for them.
-            others = any(s.state is not ReplicaState.FETCHING for s in self._states.values())
+            # Truncation and the remote log auxiliary state are rare: one look for them,
+            # again only once the states changed.
+            states = self._states
+            if self._others_looked_at != states.version:
+                self._others = any(s.state is not ReplicaState.FETCHING for s in states.values())
+                self._others_looked_at = states.version
+            others = self._others
         if others:
             self._maybe_build_remote_log_aux_state()
             self._maybe_truncate()
@@ -405,10 +413,9 @@ class ReplicaFetcherThread(AbstractFetcherThread):
         """Append, then move HW, log start, offsets and lag (lock held). False: back off."""
         try:
             log = self._get_partition(tp).log
-            log_start_offset = log.log_start_offset
+            # A log start offset moved by the leader's DeleteRecords goes out in the next
+            # request (see fetch_requests): the leader waits for it.
             appended = process_partition_data(log, state.fetch_offset, data)
-            if log.log_start_offset != log_start_offset:
-                self._states.touch()  # the leader waits for it (DeleteRecords): send it now
         except (CorruptRecordError, InvalidRecordError) as error:
             # Maybe a transient state of the leader's log: retried after the back-off.
             logger.error(

@@ -1,8 +1,8 @@
 """The partitions of a follower's next Fetch: unchanged states give the very requests built
 before (the fetch session then sees the session unchanged at a glance), an unchanged partition
 reuses its request object, a moved log start offset or a new fetch state builds a new one,
-the end of a back-off and the log start poll interval rebuild, and partitions not fetching
-or backing off are left out."""
+the end of a back-off or a log start offset moved anywhere rebuilds, and partitions not
+fetching or backing off are left out."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from storage_core.common import TopicPartition
 from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
-from storage_core.replication.fetch_requests import LOG_START_POLL_MS, FetchRequestBuilder
+from storage_core.replication.fetch_requests import FetchRequestBuilder
 from storage_core.replication.fetch_state import FetchStates, PartitionFetchState, ReplicaState
 from tests.conftest import make_batch
 
@@ -53,15 +53,16 @@ def test_unchanged_partitions_reuse_their_requests(tmp_path: Path) -> None:
     assert moved is not first and moved[TP].fetch_offset == 5
     log.append_as_follower(make_batch(5))
     log.update_high_watermark(5)
-    states.touch()
+    states[TP] = states[TP]  # set again: a new version
     again = builder.build(states, 3, log_of)
     assert again is not moved and again[TP] is moved[TP]  # rebuilt, same request object
     assert looked_up == [TP, TP]  # the log looked up once per new state only
-    # DeleteRecords (or retention) moved the log start: touched, or within the poll interval.
+    assert builder.build(states, 3 + 3_600_000, log_of) is again  # idle: nothing to redo
+    # DeleteRecords (or retention) moved the log start: the next request carries it.
     assert log.maybe_increment_log_start_offset(3, "test")
-    assert builder.build(states, 4, log_of) is again
-    polled = builder.build(states, 3 + LOG_START_POLL_MS, log_of)
-    assert polled[TP] is not moved[TP] and polled[TP].log_start_offset == 3
+    moved_start = builder.build(states, 4, log_of)
+    assert moved_start[TP] is not moved[TP] and moved_start[TP].log_start_offset == 3
+    assert builder.build(states, 5, log_of) is moved_start
     # A back-off leaves the partition out until it ends, then it is back.
     states[TP] = dataclasses.replace(states[TP], delay_until_ms=10_000)
     assert builder.build(states, 9_000, log_of) == {}
