@@ -37,7 +37,7 @@ from storage_core.log.producer_append_info import AppendOrigin
 from storage_core.log.verification_guard import VerificationGuard
 from storage_core.replication.fetch_isolation import FetchIsolation
 from storage_core.replication.log_read import LogReadResult, read_log
-from storage_core.replication.replica import ReplicaState
+from storage_core.replication.replica import QuietFetches, ReplicaState
 
 logger = logging.getLogger(__name__)
 
@@ -163,6 +163,7 @@ class Partition:
                     state.last_fetch_leader_log_end_offset = start
                     state.last_fetch_time_ms = now if in_sync else 0
                     state.last_caught_up_time_ms = now if in_sync else 0
+                    state.quiet_fetches = None  # fetched in the previous epoch
                     self._followers[b] = state
                 self.leader_epoch = leader_epoch
                 self.leader_epoch_start_offset = start
@@ -291,6 +292,12 @@ class Partition:
                     f"partition {self.topic_partition}: {len(self.isr)} in-sync replica(s)"
                     f" {list(self.isr)}, fewer than min.insync.replicas={min_isr}"
                 )
+            # Followers idle at the log end: their last quiet fetch, taken before it moves.
+            quiet = [
+                (follower, fetched_ms)
+                for follower in self._followers.values()
+                if (fetched_ms := follower.quiet_fetch_ms()) is not None
+            ]
             info = self.log.append_as_leader(
                 records,
                 leader_epoch=self.leader_epoch,
@@ -298,6 +305,8 @@ class Partition:
                 origin=origin,
                 verification_guard=verification_guard,
             )
+            for follower, fetched_ms in quiet:
+                follower.record_quiet_fetches(fetched_ms)
             advanced = self._maybe_increment_high_watermark(self._clock.milliseconds())
         if advanced:
             self._on_hw_advanced(self.topic_partition)
@@ -395,6 +404,33 @@ class Partition:
         if advanced:
             self._on_hw_advanced(self.topic_partition)
         return advanced
+
+    def note_quiet_follower(
+        self, follower_id: int, fetches: QuietFetches, *, fetch_offset: int
+    ) -> bool:
+        """A follower's session found this partition quiet, the follower fetching at
+        ``fetch_offset``: if that is the log end and the follower is in the ISR, its session's
+        next fetches count as fetches at the log end (``replica``'s module docstring). False
+        when it cannot be taken now, and the fetch is to be read and recorded as any other:
+        the lock is busy (an append: the event loop does not wait for it), the follower is
+        not in the ISR (recording its fetches may add it, as at every fetch in Kafka), or
+        the log end or the leadership moved."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            follower = self._followers.get(follower_id)
+            if (
+                follower is None
+                or not self.is_leader
+                or follower_id not in self.isr
+                or follower.log_end_offset != fetch_offset
+                or self.log.log_end_offset != fetch_offset
+            ):
+                return False
+            follower.quiet_fetches = fetches
+            return True
+        finally:
+            self._lock.release()
 
     def low_watermark_if_leader(self) -> int:
         """Kafka's ``lowWatermarkIfLeader``: the lowest log start offset of this log and of

@@ -67,22 +67,24 @@ class Closeable(Protocol):
 class CachedPartition:
     """A partition of a session: the fetcher's last request parameters and what the last
     response told it (``high_watermark``: -1 after an error, so the next answer is sent;
-    ``local_log_start_offset``: this broker's log start offset). ``recorded_ms``: when the
-    fetcher's fetch state was last recorded on the partition, and ``partition`` the hosted
-    partition as of the session's ``partitions_generation`` (both kept by ``fetch_sessions``
-    for idle partitions)."""
+    ``local_log_start_offset``: this broker's log start offset). For idle partitions
+    ``fetch_sessions`` keeps ``partition``, the hosted partition as of the session's
+    ``partitions_generation``, and ``quiet``: the session's fetches of it, once the leader
+    counts them as fetches at its log end (``replica.QuietFetches``). ``forgotten``: the
+    fetcher removed it from the session."""
 
     __slots__ = (
         "answered_epoch",
         "fetch_offset",
         "fetcher_log_start_offset",
+        "forgotten",
         "high_watermark",
         "last_fetched_epoch",
         "leader_epoch",
         "local_log_start_offset",
         "max_bytes",
         "partition",
-        "recorded_ms",
+        "quiet",
         "topic_id",
         "topic_partition",
     )
@@ -91,9 +93,10 @@ class CachedPartition:
         self.topic_partition = tp
         self.high_watermark = -1
         self.local_log_start_offset = -1
-        self.recorded_ms = -1
         self.answered_epoch = -1  # the session epoch it last returned records in
         self.partition: object | None = None
+        self.quiet: SessionQuietFetches | None = None
+        self.forgotten = False
         self.update_request_params(request)
 
     def update_request_params(self, request: FetchRequestPartition) -> None:
@@ -136,6 +139,21 @@ class CachedPartition:
         return must_respond
 
 
+class SessionQuietFetches:
+    """``replica.QuietFetches`` of a partition of a session: the session's fetches (their
+    arrival: ``last_used_ms``) while the partition is in it."""
+
+    __slots__ = ("_partition", "_session")
+
+    def __init__(self, session: FetchSession, partition: CachedPartition) -> None:
+        self._session = session
+        self._partition = partition
+
+    @property
+    def quiet_fetch_ms(self) -> int:
+        return -1 if self._partition.forgotten else self._session.last_used_ms
+
+
 class FetchSession:
     """One fetcher's session: its partitions in round-robin order (a partition that returned
     records moves to the end, so the next response budget goes to the others first)."""
@@ -145,7 +163,6 @@ class FetchSession:
         "creation_ms",
         "epoch",
         "id",
-        "last_full_scan_ms",
         "last_used_ms",
         "partitions",
         "partitions_generation",
@@ -173,9 +190,8 @@ class FetchSession:
         self.cached_size = -1  # the size the cache accounted for; -1: not in the cache
         self.partitions_generation = -1  # see CachedPartition.partition
         # What watches the partitions for the session's fetches (fetch_sessions), closed
-        # when the session leaves the cache; when its partitions were last all looked at.
+        # when the session leaves the cache.
         self.watch: Closeable | None = None
-        self.last_full_scan_ms = -1
 
     def update(
         self,
@@ -193,7 +209,9 @@ class FetchSession:
                 cached.update_request_params(request)
                 updated += 1
         for tp in to_forget:
-            if self.partitions.pop(tp, None) is not None:
+            forgotten = self.partitions.pop(tp, None)
+            if forgotten is not None:
+                forgotten.forgotten = True
                 removed += 1
         return added, updated, removed
 

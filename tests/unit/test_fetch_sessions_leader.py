@@ -2,7 +2,8 @@
 Fetch handler and the follower fast path alike: the full fetch opens the session, an idle
 incremental fetch waits and answers no partition, an append wakes it at once with the new
 records, a moved high watermark is answered, and a follower that keeps fetching idle stays
-caught up (its fetch state is still recorded, every replica.lag.time.max.ms / 4)."""
+caught up (its session's fetches count as fetches at the log end while the partition is
+quiet), while one that stops fetching, or whose session forgets the partition, does not."""
 
 from __future__ import annotations
 
@@ -39,7 +40,13 @@ LEADER, FOLLOWER = 0, 1
 EPOCH = 5
 
 
-def frame(*partitions: PartitionFetch, session_id: int, session_epoch: int, wait_ms: int) -> bytes:
+def frame(
+    *partitions: PartitionFetch,
+    session_id: int,
+    session_epoch: int,
+    wait_ms: int,
+    forgotten: tuple[TopicPartition, ...] = (),
+) -> bytes:
     body = encode_fetch_request(
         replica_id=FOLLOWER,
         max_wait_ms=wait_ms,
@@ -49,6 +56,7 @@ def frame(*partitions: PartitionFetch, session_id: int, session_epoch: int, wait
         session_id=session_id,
         session_epoch=session_epoch,
         partitions=partitions,
+        forgotten=[(tp.topic, tp.partition) for tp in forgotten],
     )
     return b"\x00\x01\x00\x0c\x00\x00\x00\x07\x00\x01f\x00" + body
 
@@ -154,7 +162,7 @@ def test_a_session_answers_only_what_moved(tmp_path: Path, general: bool) -> Non
         ) == (0, session_id, {})
         assert time.monotonic() - started >= 0.25
         # Idle for longer than replica.lag.time.max.ms: the idle partitions are not read,
-        # but the follower's fetch state is recorded every replica.lag.time.max.ms / 4, so an
+        # but the session's fetches count as the follower's fetches at their log end, so an
         # append does not make it look stale before its next fetch.
         for epoch in range(3, 8):
             await leader.answer(
@@ -189,3 +197,77 @@ def test_a_session_answers_only_what_moved(tmp_path: Path, general: bool) -> Non
 
     asyncio.run(run())
     replicas.shutdown()
+
+
+def open_idle_session(leader: Leader) -> int:
+    """A session of the follower at the log end of both partitions (empty), looked at once
+    incrementally (which finds them quiet); its id."""
+
+    async def run() -> int:
+        leader.replicas.bind_loop(asyncio.get_running_loop())
+        error, session_id, _answered = await leader.answer(
+            frame(at(TP, 0), at(OTHER, 0), session_id=0, session_epoch=0, wait_ms=0),
+            general=True,
+        )
+        assert error == 0 and session_id != 0
+        assert await leader.answer(
+            frame(session_id=session_id, session_epoch=1, wait_ms=0), general=True
+        ) == (0, session_id, {})
+        return session_id
+
+    return asyncio.run(run())
+
+
+def isr_of(leader: Leader, tp: TopicPartition) -> tuple[int, ...]:
+    partition = leader.replicas.hosted_partition(tp)
+    assert isinstance(partition, Partition)
+    return tuple(partition.isr)
+
+
+def test_a_follower_that_stopped_fetching_leaves_the_isr_once_the_log_end_moves(
+    tmp_path: Path,
+) -> None:
+    """Idle partitions keep a silent follower in the ISR (it is at their log end, as in
+    Kafka); the first append shows it has not fetched for replica.lag.time.max.ms."""
+    leader = Leader(tmp_path)
+    open_idle_session(leader)
+    time.sleep(0.5)  # replica.lag.time.max.ms is 400 ms: no fetch since
+    assert leader.replicas.maybe_shrink_isr() == 0
+
+    async def append() -> None:
+        leader.replicas.bind_loop(asyncio.get_running_loop())
+        await leader.replicas.append_records({TP: make_batch(2)}, required_acks=1, timeout_ms=1000)
+
+    asyncio.run(append())
+    assert leader.replicas.maybe_shrink_isr() == 1
+    assert isr_of(leader, TP) == (LEADER,) and isr_of(leader, OTHER) == (LEADER, FOLLOWER)
+    leader.replicas.shutdown()
+
+
+def test_a_partition_its_session_forgot_is_not_fetched_by_the_sessions_later_fetches(
+    tmp_path: Path,
+) -> None:
+    """The follower keeps fetching OTHER in its session but removed TP from it: TP's
+    follower is stale once TP's log end moves."""
+    leader = Leader(tmp_path)
+    session_id = open_idle_session(leader)
+
+    async def run() -> None:
+        leader.replicas.bind_loop(asyncio.get_running_loop())
+        assert await leader.answer(
+            frame(session_id=session_id, session_epoch=2, wait_ms=0, forgotten=(TP,)),
+            general=True,
+        ) == (0, session_id, {})
+        for epoch in range(3, 9):  # 600 ms of fetches of OTHER alone
+            await leader.answer(
+                frame(session_id=session_id, session_epoch=epoch, wait_ms=100), general=True
+            )
+        for tp in (TP, OTHER):
+            await leader.replicas.append_records(
+                {tp: make_batch(2)}, required_acks=1, timeout_ms=1000
+            )
+
+    asyncio.run(run())
+    assert leader.replicas.maybe_shrink_isr() == 1
+    assert isr_of(leader, TP) == (LEADER,) and isr_of(leader, OTHER) == (LEADER, FOLLOWER)
+    leader.replicas.shutdown()

@@ -10,11 +10,15 @@ life) notes every partition that moves (records appended, log start offset or hi
 moved, leadership lost), so a fetch looks only at the partitions its request names, those
 noted as moved and those it found with something to answer before (until they are quiet:
 a fetcher may not take every record it is sent); it looks at all of them
-(a full scan) on the session's first incremental fetch, after partitions were added to or
-removed from the broker, and every ``replica.lag.time.max.ms`` / 4. A full scan also records
-the follower's fetch state of its quiet partitions (Kafka records every fetch): a follower at
-the log end counts as caught up anyway, and the record keeps its caught-up time recent enough
-that an append does not make it look stale before its next fetch.
+(a full scan) on the session's first incremental fetch and after partitions were added to or
+removed from the broker.
+
+Kafka records every fetch in the follower's state, and its caught-up time decides whether
+the follower stays in the ISR once the log end moves. A quiet partition's fetches are not
+looked at one by one: the first look that finds it quiet hands the leader's ``Partition`` the
+session's fetches (``note_quiet_follower``), which it records as the follower's last fetch
+at the log end when the partition next moves (``replica``'s module docstring). A follower that
+stops fetching, or whose session forgets the partition, stops counting as fetching.
 
 With nothing to answer, the fetch parks on the watch until one of its partitions moves or
 ``max_wait_ms`` passes, then looks again. The watch's waiter is parked before the partitions
@@ -32,7 +36,6 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from storage_core.common import TopicPartition
-from storage_core.errors import StorageError
 from storage_core.protocol.fetch_metadata import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
@@ -52,6 +55,7 @@ from storage_core.server.fetch_session import (
     FetchSession,
     IncrementalFetchContext,
     SessionlessFetchContext,
+    SessionQuietFetches,
 )
 from storage_core.server.handlers.fetch_reads import (
     MAX_WAIT_MS_MAX,
@@ -63,10 +67,6 @@ from storage_core.server.response_parts import ResponseParts
 if TYPE_CHECKING:
     from storage_core.records.file_region import FileRegion
     from storage_core.server.broker_services import BrokerServices
-
-# How often an idle partition's follower fetch state is recorded, as a share of
-# replica.lag.time.max.ms.
-RECORD_FRACTION_OF_LAG_TIME = 4
 
 
 def new_context(
@@ -243,13 +243,12 @@ async def _read_session(
         replica_id=replica_id,
         isolation_level=isolation_level,
     )
-    now_ms = services.clock.milliseconds()
     responses: dict[TopicPartition, FetchPartitionResponse] = {}
     for tp, result in results.items():
         responses[tp] = partition_response(tp.partition, result, None)
         cached = session.partitions.get(tp)
-        if cached is not None and result.error is None:
-            cached.recorded_ms = now_ms
+        if cached is not None:
+            cached.quiet = None  # its fetch was recorded: quiet again once looked at
     return responses
 
 
@@ -262,25 +261,20 @@ def active_partitions(
     replica_id: int,
 ) -> dict[TopicPartition, FetchRequestPartition]:
     """The partitions to read: those ``forced`` and, of ``candidates`` (of all the session's
-    partitions in a full scan, see the module docstring), those not quiet; a full scan
-    records the fetch state of quiet ones whose last record is older than
-    ``replica.lag.time.max.ms`` / 4."""
+    partitions in a full scan, see the module docstring), those not quiet. A quiet partition
+    whose leader has not yet taken the session's fetches as fetches at its log end
+    (``Partition.note_quiet_follower``) is read when it cannot take them now."""
     manager = services.replica_manager
     hosted = manager.hosted_partition
-    now_ms = services.clock.milliseconds()
-    record_every_ms = max(manager.replica_lag_time_max_ms // RECORD_FRACTION_OF_LAG_TIME, 1)
     session = context.session
     partitions = session.partitions
     # The Partition objects looked up before are still the hosted ones while no partition
     # was added to or removed from this broker: no look-up by name per idle partition.
     generation = manager.partitions_generation
     resolved = session.partitions_generation == generation
-    full_scan = not resolved or now_ms - session.last_full_scan_ms >= record_every_ms
     session.partitions_generation = generation
     looked_at: Iterable[TopicPartition] = partitions
-    if full_scan:
-        session.last_full_scan_ms = now_ms
-    else:
+    if resolved:
         # Those answered with records longest ago first (the session's round robin: the
         # first partitions read may exceed the response budget by one batch).
         looked_at = sorted(
@@ -293,7 +287,9 @@ def active_partitions(
         if tp not in forced:
             partition = cached.partition
             if partition is None or not resolved:
-                partition = cached.partition = hosted(tp)
+                partition = hosted(tp)
+                if partition is not cached.partition:
+                    cached.partition, cached.quiet = partition, None
             if (
                 isinstance(partition, Partition)
                 and partition.leader_id == partition.local_broker_id
@@ -305,20 +301,14 @@ def active_partitions(
                     and log.high_watermark == cached.high_watermark
                     and log.log_start_offset == cached.local_log_start_offset
                 ):
-                    if not full_scan or now_ms - cached.recorded_ms < record_every_ms:
+                    if cached.quiet is not None:
                         continue
-                    try:
-                        partition.update_follower_fetch_state(
-                            replica_id,
-                            fetch_offset=cached.fetch_offset,
-                            follower_log_start_offset=cached.fetcher_log_start_offset,
-                            leader_end_offset=cached.fetch_offset,
-                            fetch_time_ms=now_ms,
-                        )
-                        cached.recorded_ms = now_ms
+                    quiet = SessionQuietFetches(session, cached)
+                    if partition.note_quiet_follower(
+                        replica_id, quiet, fetch_offset=cached.fetch_offset
+                    ):
+                        cached.quiet = quiet
                         continue
-                    except StorageError:
-                        pass  # read: the read answers the error
         wanted[tp] = cached.request_data()
     return wanted
 
