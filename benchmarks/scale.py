@@ -69,6 +69,8 @@ PARTITION_ROWS = (
     ("session_expired", "  its ZooKeeper session expired", False, False),
     ("idle_cpu_percent_max", "idle CPU per broker, most of the three (% of a core)", False, False),
     ("idle_cpu_percent_per_1000_partitions", "  per 1,000 partitions (%)", True, False),
+    ("idle_empty_cpu_percent_max", "  the same brokers before the topic (%)", False, False),
+    ("idle_vs_empty", "  idle / before the topic", False, False),
     ("descriptors_max", "open descriptors per broker, most of the three", False, False),
     ("descriptors_per_partition", "  per partition", True, True),
 )

@@ -91,7 +91,12 @@ def _controlled_shutdown(r: dict[str, Any]) -> Judged:
 def _idle_cpu(r: dict[str, Any]) -> Judged:
     if r.get("idle_cpu_percent_max") is None:
         return None
-    return f"{r['idle_cpu_percent_max']}% (most of the three)", r["idle_cpu_percent_max"] < 2
+    empty = r.get("idle_empty_cpu_percent_max")
+    before = "" if empty is None else f"; {empty}% before the topic"
+    return (
+        f"{r['idle_cpu_percent_max']}% (most of the three{before})",
+        r["idle_cpu_percent_max"] < 2,
+    )
 
 
 def _serving(r: dict[str, Any]) -> Judged:

@@ -7,8 +7,10 @@ Steps, in order, on each cluster (``--only`` picks some; creation always runs):
              Metadata (raw frames, no client cache) shows a leader for each; against the same
              ZooKeeper writes done with kazoo in the same run (the assignment, then one state
              znode per partition, pipelined: ``cluster_metadata.zookeeper_create_baseline``)
-  idle       once every ISR is full, nothing produced: CPU (utime+stime, ``/proc/<pid>/stat``,
-             all threads) of each broker over ``window_s``, in percent of one core
+  idle       once every ISR is full and every partition.metadata written (the creation's
+             deferred writes), nothing produced: CPU (utime+stime, ``/proc/<pid>/stat``,
+             all threads) of each broker over ``window_s``, in percent of one core; against
+             the same brokers' before the topic was created (no partition)
   fds        open descriptors of each broker (``/proc/<pid>/fd``)
   shutdown   SIGTERM to a broker that is not the controller until its process exits: the
              leaderships it held (a survivor's Metadata), how many were not moved before it
@@ -88,6 +90,11 @@ def every_isr_holds(
     )
 
 
+def metadata_files(broker: BrokerProcess) -> int:
+    """How many of the topic's partitions have their partition.metadata on ``broker``."""
+    return sum(1 for _ in broker.log_dir.glob(f"{TOPIC}-*/partition.metadata"))
+
+
 def led_by(bootstrap: str, broker_id: int) -> int:
     return sum(
         1 for leader, _e, _i in partition_states(bootstrap, TOPIC).values() if leader == broker_id
@@ -133,14 +140,25 @@ def create(
     }
 
 
-def idle(brokers: dict[int, BrokerProcess], partitions: int, window_s: float) -> dict[str, Any]:
+def idle_cpu_max(brokers: dict[int, BrokerProcess], window_s: float) -> dict[int, float]:
     pids = {b: p.process.pid for b, p in brokers.items() if p.process is not None}
-    per_broker = idle_cpu_percent(pids, window_s)
+    return idle_cpu_percent(pids, window_s)
+
+
+def idle(
+    brokers: dict[int, BrokerProcess], partitions: int, window_s: float, empty_percent: float
+) -> dict[str, Any]:
+    """The brokers' idle CPU holding ``partitions``, against ``empty_percent``: the most of
+    the same brokers before the topic existed (the machine's speed of the moment, which moved
+    idle figures by 2-3x between runs hours apart)."""
+    per_broker = idle_cpu_max(brokers, window_s)
     worst = max(per_broker.values())
     return {
         "idle_cpu_percent_per_broker": {str(b): v for b, v in sorted(per_broker.items())},
         "idle_cpu_percent_max": worst,
         "idle_cpu_percent_per_1000_partitions": round(worst * 1000 / partitions, 3),
+        "idle_empty_cpu_percent_max": empty_percent,
+        "idle_vs_empty": round(worst / empty_percent, 1) if empty_percent else None,
         "idle_window_s": window_s,
     }
 
@@ -298,6 +316,10 @@ def measure_size(
     result: dict[str, Any] = {"partitions": partitions}
     directory = base / f"partitions-{partitions}-{uuid.uuid4().hex[:6]}"
     with three_brokers(zookeeper, directory) as (brokers, connect):
+        empty_percent = 0.0
+        if "idle" in only:  # the same brokers' idle before the topic: the run's baseline
+            time.sleep(2.0)
+            empty_percent = max(idle_cpu_max(brokers, idle_window_s).values())
         result.update(create(brokers, zookeeper, partitions))
         ids = tuple(brokers)
         if only & {"idle", "fds", "shutdown", "restart"}:
@@ -309,9 +331,17 @@ def measure_size(
                 timeout_for(partitions),
                 poll_s=poll_s(partitions),
             )
-            time.sleep(2.0)  # let the creation's aftermath (checkpoints, fetch backoffs) pass
+            # The creation's aftermath: each log's partition.metadata is written after it
+            # serves (deferred), then checkpoints and fetch back-offs pass.
+            wait_for(
+                lambda: all(metadata_files(b) == partitions for b in brokers.values()),
+                "every partition.metadata written",
+                timeout_for(partitions),
+                poll_s=poll_s(partitions),
+            )
+            time.sleep(2.0)
         if "idle" in only:
-            result.update(idle(brokers, partitions, idle_window_s))
+            result.update(idle(brokers, partitions, idle_window_s, empty_percent))
         if "fds" in only:
             result.update(descriptors(brokers, partitions))
         if only & {"shutdown", "restart"}:
