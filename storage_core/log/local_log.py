@@ -31,6 +31,7 @@ from storage_core.errors import KafkaStorageError, OffsetOutOfRangeError, TooMan
 from storage_core.log import log_file_utils as files
 from storage_core.log.leader_epoch_cache import LeaderEpochFileCache
 from storage_core.log.log_config import LogConfig
+from storage_core.log.log_offsets import OFFSET_CHANGES
 from storage_core.log.log_segment import FetchDataInfo, LogOffsetMetadata, LogSegment, RollParams
 from storage_core.log.log_segments import LogSegments
 from storage_core.log.log_validator import LogAppendInfo
@@ -85,13 +86,24 @@ class LocalLog:
         self.config = config
         self.topic_partition = topic_partition
         self.segments = segments
-        self.recovery_point = recovery_point
+        self._recovery_point = recovery_point
+        OFFSET_CHANGES.recovery_point_changed()
         self.log_end_offset = log_end_offset
         self.last_flush_ms = clock.milliseconds()
         self._clock = clock
         self._lock = lock
         self._log_start_offset = log_start_offset
         self.file_cache = file_cache
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @recovery_point.setter
+    def recovery_point(self, offset: int) -> None:
+        if offset != self._recovery_point:
+            self._recovery_point = offset
+            OFFSET_CHANGES.recovery_point_changed()  # for the checkpoint (log_offsets)
 
     @property
     def unflushed_messages(self) -> int:

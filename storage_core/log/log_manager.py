@@ -128,10 +128,9 @@ class LogManager:
         self._creating: dict[TopicPartition, tuple[threading.Event, Path]] = {}
         # (log dir, checkpoint file) -> the offsets last written there
         self._checkpointed: dict[tuple[Path, str], dict[TopicPartition, int]] = {}
-        # Logs removed so far, and the high watermarks' checkpoint's last look (see
-        # checkpoint_high_watermarks).
+        # Logs removed so far, and each checkpoint's last look (_checkpoint_if_changed).
         self._removed_logs = 0
-        self._high_watermarks_seen: tuple[int, int] | None = None
+        self._checkpoints_seen: dict[str, tuple[int, int]] = {}
 
     # ------------------------------------------------------------------ startup / shutdown
     def startup(self, *, background_tasks: bool = True) -> None:
@@ -505,27 +504,42 @@ class LogManager:
                 self._checkpointed[(log_dir, file_name)] = offsets
 
     def checkpoint_recovery_points(self) -> None:
-        self._checkpoint(
-            RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point, lambda o: o.recovery_point
+        self._checkpoint_if_changed(
+            RECOVERY_POINT_CHECKPOINT,
+            OFFSET_CHANGES.recovery_points,
+            lambda log: log.recovery_point,
+            lambda o: o.recovery_point,
         )
 
     def checkpoint_log_start_offsets(self) -> None:
-        self._checkpoint(
+        self._checkpoint_if_changed(
             LOG_START_OFFSET_CHECKPOINT,
+            OFFSET_CHANGES.log_start_offsets,
             lambda log: log.log_start_offset,
             lambda o: o.log_start_offset,
         )
 
     def checkpoint_high_watermarks(self) -> None:
-        """Every few seconds: skipped while no high watermark moved and no log was created or
-        removed (``log_offsets``), so that an idle broker does not walk all its logs."""
+        self._checkpoint_if_changed(
+            REPLICATION_OFFSET_CHECKPOINT,
+            OFFSET_CHANGES.high_watermarks,
+            lambda log: log.high_watermark,
+            lambda o: o.high_watermark,
+        )
+
+    def _checkpoint_if_changed(
+        self,
+        file_name: str,
+        changes: int,
+        value: Callable[[Log], int],
+        offline_value: Callable[[OfflineLog], int],
+    ) -> None:
+        """``_checkpoint``, skipped while no log's offset of this kind moved (``changes``,
+        read before the walk: ``log_offsets``) and no log was created or removed since the
+        last one, so that an idle broker does not walk all its logs every few seconds."""
         with self._lock:
-            seen = (OFFSET_CHANGES.high_watermarks, self._removed_logs)
-            if seen == self._high_watermarks_seen:
+            seen = (changes, self._removed_logs)
+            if self._checkpoints_seen.get(file_name) == seen:
                 return
-            self._checkpoint(
-                REPLICATION_OFFSET_CHECKPOINT,
-                lambda log: log.high_watermark,
-                lambda o: o.high_watermark,
-            )
-            self._high_watermarks_seen = seen
+            self._checkpoint(file_name, value, offline_value)
+            self._checkpoints_seen[file_name] = seen

@@ -1,11 +1,12 @@
 """The two offsets ``Log`` keeps above its ``LocalLog`` (where the log starts, locally or
-remotely, and how far it is replicated), and a process-wide count of their changes.
+remotely, and how far it is replicated), and a process-wide count of their changes and of the
+``LocalLog``'s recovery point.
 
-Tasks that walk every log for these offsets on a timer (the high-watermark checkpoint every
-few seconds, a follower's next fetch request) cost O(partitions) each time even on an idle
-broker of thousands of partitions; with ``OFFSET_CHANGES`` they skip the walk while no log's
-offset moved since the count they last saw. A count is read before the walk, so a change made
-during it is counted after the read and seen by the next one.
+Tasks that walk every log for these offsets on a timer (the checkpoints, a follower's next
+fetch request) cost O(partitions) each time even on an idle broker of thousands of
+partitions; with ``OFFSET_CHANGES`` they skip the walk while no log's offset moved since the
+count they last saw. A count is read before the walk, so a change made during it is counted
+after the read and seen by the next one.
 
 Thread-safety: the offsets are changed under their log's lock; the counts under their own.
 """
@@ -16,14 +17,16 @@ import threading
 
 
 class OffsetChanges:
-    """How many times any log's high watermark and log start offset changed (process-wide)."""
+    """How many times any log's high watermark, log start offset and recovery point changed
+    (process-wide)."""
 
-    __slots__ = ("_lock", "high_watermarks", "log_start_offsets")
+    __slots__ = ("_lock", "high_watermarks", "log_start_offsets", "recovery_points")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.high_watermarks = 0
         self.log_start_offsets = 0
+        self.recovery_points = 0
 
     def high_watermark_changed(self) -> None:
         with self._lock:
@@ -32,6 +35,10 @@ class OffsetChanges:
     def log_start_offset_changed(self) -> None:
         with self._lock:
             self.log_start_offsets += 1
+
+    def recovery_point_changed(self) -> None:
+        with self._lock:
+            self.recovery_points += 1
 
 
 OFFSET_CHANGES = OffsetChanges()

@@ -349,6 +349,32 @@ def test_the_high_watermark_checkpoint_follows_created_removed_and_moved_logs(
     manager.shutdown()
 
 
+def test_the_recovery_point_and_log_start_checkpoints_follow_moved_offsets(
+    tmp_path: Path,
+) -> None:
+    """Like the high watermarks', these checkpoints skip their walk while nothing moved, and
+    write a flushed log's recovery point and a moved log start offset."""
+    manager = start([tmp_path / "a"])
+    recovery = tmp_path / "a" / "recovery-point-offset-checkpoint"
+    starts = tmp_path / "a" / "log-start-offset-checkpoint"
+    log = manager.get_or_create_log(TopicPartition("t", 0), topic_id=Uuid.random())
+    manager.checkpoint_recovery_points()
+    manager.checkpoint_log_start_offsets()
+    assert OffsetCheckpointFile(recovery).read() == {TopicPartition("t", 0): 0}
+    assert OffsetCheckpointFile(starts).read() == {TopicPartition("t", 0): 0}
+
+    log.append_as_leader(make_batch(5), leader_epoch=0)
+    log.flush()
+    log.update_high_watermark(5)
+    manager.checkpoint_recovery_points()
+    assert OffsetCheckpointFile(recovery).read() == {TopicPartition("t", 0): 5}
+
+    assert log.maybe_increment_log_start_offset(2, "test")
+    manager.checkpoint_log_start_offsets()
+    assert OffsetCheckpointFile(starts).read() == {TopicPartition("t", 0): 2}
+    manager.shutdown()
+
+
 def test_logs_created_by_concurrent_threads_are_one_log_per_partition(tmp_path: Path) -> None:
     """A batch of new partitions is hosted by several threads: each partition gets one log,
     whichever threads ask for it, and the logs all load again after a restart."""
