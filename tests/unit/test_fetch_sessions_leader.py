@@ -25,7 +25,7 @@ from storage_core.common import TopicPartition, Uuid
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_manager import LogManager
 from storage_core.metrics.registry import KafkaMetricsRegistry
-from storage_core.replication.partition import Partition
+from storage_core.replication.partition import IsrUpdate, IsrUpdateSubmitter, Partition
 from storage_core.replication.replica_manager import ReplicaManager
 from storage_core.server.fetch_session import FetchManager
 from storage_core.server.handlers import fetch, follower_fetch
@@ -66,7 +66,13 @@ def at(tp: TopicPartition, offset: int) -> PartitionFetch:
 
 
 class Leader:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        *,
+        isr: tuple[int, ...] = (LEADER, FOLLOWER),
+        submit_isr_update: IsrUpdateSubmitter | None = None,
+    ) -> None:
         logs = LogManager([tmp_path / "logs"], LogConfig())
         logs.startup(background_tasks=False)
         self.replicas = ReplicaManager(logs, local_broker_id=LEADER, replica_lag_time_max_ms=400)
@@ -79,10 +85,9 @@ class Leader:
                 local_broker_id=LEADER,
                 on_high_watermark_advanced=self.replicas.on_high_watermark_advanced,
                 replica_lag_time_max_ms=400,
+                submit_isr_update=submit_isr_update,
             )
-            partition.make_leader(
-                leader_epoch=EPOCH, replicas=(LEADER, FOLLOWER), isr=(LEADER, FOLLOWER)
-            )
+            partition.make_leader(leader_epoch=EPOCH, replicas=(LEADER, FOLLOWER), isr=isr)
             self.replicas.add_partition(partition)
         self.services = SimpleNamespace(
             replica_manager=self.replicas,
@@ -270,4 +275,35 @@ def test_a_partition_its_session_forgot_is_not_fetched_by_the_sessions_later_fet
     asyncio.run(run())
     assert leader.replicas.maybe_shrink_isr() == 1
     assert isr_of(leader, TP) == (LEADER,) and isr_of(leader, OTHER) == (LEADER, FOLLOWER)
+    leader.replicas.shutdown()
+
+
+def test_a_follower_outside_the_isr_at_an_idle_log_end_joins_at_a_later_fetch(
+    tmp_path: Path,
+) -> None:
+    """Such a follower's fetches are read and recorded one by one, as at every fetch in
+    Kafka: an ISR expansion refused once (the state changed meanwhile) is proposed again at
+    the session's next idle fetch."""
+    proposed: list[IsrUpdate] = []
+    leader = Leader(
+        tmp_path, isr=(LEADER,), submit_isr_update=lambda _p, update: proposed.append(update)
+    )
+    session_id = open_idle_session(leader)  # its full fetch proposed the follower
+    partition = leader.replicas.hosted_partition(TP)
+    assert isinstance(partition, Partition)
+    first = [u for u in proposed if u.topic_partition == TP]
+    assert [u.isr for u in first] == [(LEADER, FOLLOWER)]
+    partition.complete_isr_update(first[0], new_partition_epoch=None)  # refused
+
+    async def idle_fetch(epoch: int) -> None:
+        leader.replicas.bind_loop(asyncio.get_running_loop())
+        assert await leader.answer(
+            frame(session_id=session_id, session_epoch=epoch, wait_ms=0), general=True
+        ) == (0, session_id, {})
+
+    asyncio.run(idle_fetch(2))
+    again = [u for u in proposed if u.topic_partition == TP][1:]
+    assert [u.isr for u in again] == [(LEADER, FOLLOWER)]
+    partition.complete_isr_update(again[0], new_partition_epoch=again[0].partition_epoch + 1)
+    assert isr_of(leader, TP) == (LEADER, FOLLOWER)
     leader.replicas.shutdown()
