@@ -140,7 +140,7 @@ def create(
     }
 
 
-def idle_cpu_max(brokers: dict[int, BrokerProcess], window_s: float) -> dict[int, float]:
+def idle_cpu_per_broker(brokers: dict[int, BrokerProcess], window_s: float) -> dict[int, float]:
     pids = {b: p.process.pid for b, p in brokers.items() if p.process is not None}
     return idle_cpu_percent(pids, window_s)
 
@@ -151,7 +151,7 @@ def idle(
     """The brokers' idle CPU holding ``partitions``, against ``empty_percent``: the most of
     the same brokers before the topic existed (the machine's speed of the moment, which moved
     idle figures by 2-3x between runs hours apart)."""
-    per_broker = idle_cpu_max(brokers, window_s)
+    per_broker = idle_cpu_per_broker(brokers, window_s)
     worst = max(per_broker.values())
     return {
         "idle_cpu_percent_per_broker": {str(b): v for b, v in sorted(per_broker.items())},
@@ -319,7 +319,7 @@ def measure_size(
         empty_percent = 0.0
         if "idle" in only:  # the same brokers' idle before the topic: the run's baseline
             time.sleep(2.0)
-            empty_percent = max(idle_cpu_max(brokers, idle_window_s).values())
+            empty_percent = max(idle_cpu_per_broker(brokers, idle_window_s).values())
         result.update(create(brokers, zookeeper, partitions))
         ids = tuple(brokers)
         if only & {"idle", "fds", "shutdown", "restart"}:

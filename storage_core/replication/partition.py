@@ -296,7 +296,7 @@ class Partition:
             quiet = [
                 (follower, fetched_ms)
                 for follower in self._followers.values()
-                if (fetched_ms := follower.quiet_fetch_ms()) is not None
+                if (fetched_ms := follower.last_quiet_fetch_ms()) is not None
             ]
             info = self.log.append_as_leader(
                 records,

@@ -69,7 +69,7 @@ class ReplicaState:
         )
         self.last_fetch_time_ms = fetch_time_ms
 
-    def quiet_fetch_ms(self) -> int | None:
+    def last_quiet_fetch_ms(self) -> int | None:
         """When the follower last fetched at the leader's log end in a session where this
         partition is quiet; None when it is not."""
         quiet = self.quiet_fetches
@@ -80,7 +80,7 @@ class ReplicaState:
         session's now) as a fetch at the leader's log end, which the follower's LEO is; then
         fetches are recorded one by one again."""
         if fetched_ms is None:
-            fetched_ms = self.quiet_fetch_ms()
+            fetched_ms = self.last_quiet_fetch_ms()
         self.quiet_fetches = None
         if fetched_ms is None or fetched_ms < 0:
             return

@@ -223,6 +223,19 @@ def open_idle_session(leader: Leader) -> int:
     return asyncio.run(run())
 
 
+def append_to(leader: Leader, *tps: TopicPartition) -> None:
+    """A batch appended to each of ``tps`` on the leader (acks=1)."""
+
+    async def run() -> None:
+        leader.replicas.bind_loop(asyncio.get_running_loop())
+        for tp in tps:
+            await leader.replicas.append_records(
+                {tp: make_batch(2)}, required_acks=1, timeout_ms=1000
+            )
+
+    asyncio.run(run())
+
+
 def isr_of(leader: Leader, tp: TopicPartition) -> tuple[int, ...]:
     partition = leader.replicas.hosted_partition(tp)
     assert isinstance(partition, Partition)
@@ -239,11 +252,7 @@ def test_a_follower_that_stopped_fetching_leaves_the_isr_once_the_log_end_moves(
     time.sleep(0.5)  # replica.lag.time.max.ms is 400 ms: no fetch since
     assert leader.replicas.maybe_shrink_isr() == 0
 
-    async def append() -> None:
-        leader.replicas.bind_loop(asyncio.get_running_loop())
-        await leader.replicas.append_records({TP: make_batch(2)}, required_acks=1, timeout_ms=1000)
-
-    asyncio.run(append())
+    append_to(leader, TP)
     assert leader.replicas.maybe_shrink_isr() == 1
     assert isr_of(leader, TP) == (LEADER,) and isr_of(leader, OTHER) == (LEADER, FOLLOWER)
     leader.replicas.shutdown()
@@ -267,12 +276,9 @@ def test_a_partition_its_session_forgot_is_not_fetched_by_the_sessions_later_fet
             await leader.answer(
                 frame(session_id=session_id, session_epoch=epoch, wait_ms=100), general=True
             )
-        for tp in (TP, OTHER):
-            await leader.replicas.append_records(
-                {tp: make_batch(2)}, required_acks=1, timeout_ms=1000
-            )
 
     asyncio.run(run())
+    append_to(leader, TP, OTHER)
     assert leader.replicas.maybe_shrink_isr() == 1
     assert isr_of(leader, TP) == (LEADER,) and isr_of(leader, OTHER) == (LEADER, FOLLOWER)
     leader.replicas.shutdown()
