@@ -26,6 +26,7 @@ from tests import cluster_support
 from tests.broker_process import BrokerProcess
 from tests.cluster_support import eventually, partition_leaders
 from tests.integration import raw_wire
+from tests.process_pause import pause
 from tests.tiered_broker_support import EARLIEST, list_offset
 
 cluster_support.require_java()
@@ -82,7 +83,7 @@ def test_delete_records_waits_for_the_followers_log_start_offset(
     producer.close()
 
     assert follower.process is not None
-    follower.process.send_signal(signal.SIGSTOP)
+    pause(follower.process.pid)
     try:
         assert delete_records(leader, 3, 1_500) == (ErrorCode.request_timed_out, 3)
     finally:

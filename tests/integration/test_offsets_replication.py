@@ -33,6 +33,7 @@ from tests import cluster_support
 from tests.broker_process import BrokerProcess
 from tests.cluster_support import SESSION_TIMEOUT_MS, eventually, partition_states
 from tests.integration.test_consumer_groups import committed_offsets, create_topic
+from tests.process_pause import pause
 
 cluster_support.require_java()
 
@@ -108,7 +109,7 @@ def test_a_commit_is_answered_only_once_the_offsets_partition_committed_it(
 
         paused = brokers[follower].process
         assert paused is not None
-        os.kill(paused.pid, signal.SIGSTOP)
+        pause(paused.pid)
         try:
             # with nothing appended a silent follower is not behind the leader's log end, so
             # it leaves when its session expires (a controller failover first if it was the

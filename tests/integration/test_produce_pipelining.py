@@ -2,8 +2,9 @@
 waits for its follower, and every response still comes back in request order.
 
 Brokers 1 and 2 on a real ZooKeeper; ``piped`` lives on both, led by 1, min.insync.replicas
-2. Broker 2 is stopped (SIGSTOP, well within its session and ``replica.lag.time.max.ms``), so
-no acks=-1 produce can complete. One raw connection then sends two produces and a ListOffsets
+2. Broker 2 is stopped (SIGSTOP, well within its session and ``replica.lag.time.max.ms``;
+every one of its threads stopped, see ``tests.process_pause``), so no acks=-1 produce can
+complete. One raw connection then sends two produces and a ListOffsets
 without waiting. Broker 1's log holds both produces' batches while no response has come (a
 Kafka broker, which mutes the connection, would have read only the first). Once broker 2 runs
 again the three answers arrive in request order, and ListOffsets, which waited behind the
@@ -35,6 +36,7 @@ from tests import cluster_support
 from tests.broker_process import BrokerProcess
 from tests.cluster_support import eventually, partition_states
 from tests.integration import raw_wire
+from tests.process_pause import pause
 
 cluster_support.require_java()
 
@@ -180,7 +182,7 @@ def pipeline_round(brokers: dict[int, BrokerProcess], connect: str, topic: str) 
 
         follower = brokers[2].process
         assert follower is not None
-        os.kill(follower.pid, signal.SIGSTOP)
+        pause(follower.pid)  # every thread stopped: no fetch from here on
         try:
             sock.sendall(first + second + list_offsets_frame(topic, 3))
             # Both produces are appended, though the first still waits for broker 2.

@@ -29,6 +29,7 @@ from tests import cluster_support
 from tests.broker_process import BrokerProcess
 from tests.cluster_support import SESSION_TIMEOUT_MS, eventually, partition_states
 from tests.integration import raw_wire
+from tests.process_pause import pause
 from tests.prometheus_text import parse_exposition
 
 cluster_support.require_java()
@@ -192,7 +193,7 @@ def test_isr_shrink_expand_offline_and_fetcher_lag(cluster: Metered) -> None:
     # broker 2 stands still (SIGSTOP, within its session) while records pile up on broker 1
     assert cluster.value(2, MAX_LAG, REPLICA) == 0
     pid = cluster.brokers[2].process.pid  # type: ignore[union-attr]
-    os.kill(pid, signal.SIGSTOP)
+    pause(pid)
     try:
         produce(cluster.bootstrap, "metered", 4, 4000, acks="1")  # ~2 MB
         # broker 1 drops broker 2 from the ISRs and its HW moves on (while broker 2 is in the

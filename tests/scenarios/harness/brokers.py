@@ -35,6 +35,7 @@ from storage_core.zk.kafka_zk_client import KafkaZkClient
 from storage_core.zk.zk_data import LeaderAndIsr
 from tests.broker_process import BrokerProcess
 from tests.cluster_support import eventually
+from tests.process_pause import pause
 
 
 class BrokerSet:
@@ -145,7 +146,7 @@ class BrokerSet:
         """SIGSTOP: the process keeps its sockets and (for a while) its ZooKeeper session."""
         process = self.brokers[broker_id].process
         if process is not None:
-            os.kill(process.pid, signal.SIGSTOP)
+            pause(process.pid)
             self.paused.add(broker_id)
 
     def resume(self, broker_id: int) -> None:
