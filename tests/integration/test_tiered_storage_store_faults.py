@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -68,12 +69,32 @@ FETCH_ANSWERED_WITHIN_S = 5.0
 CLIENT_WATCH_S = 6.0
 MAX_LOST_SEGMENT_WARNINGS = 3
 TIER_EXIT_SLACK_S = 15.0  # interpreter start, metadata, the first request
+PATIENT_REMOTE_FETCH_WAIT_MS = 30_000
 
 
 @pytest.fixture
 def tiered_broker(tmp_path: Path, store: Store) -> Iterator[BrokerProcess]:
     """A broker reading the store with its default S3 timeouts, and a topic whose copied
     segments are gone locally."""
+    with broker_with_tiered_topic(tmp_path, store) as broker:
+        yield broker
+
+
+@pytest.fixture
+def patient_tiered_broker(tmp_path: Path, store: Store) -> Iterator[BrokerProcess]:
+    """``tiered_broker`` waiting up to ``PATIENT_REMOTE_FETCH_WAIT_MS`` for a remote read: a
+    store that answers slowly (moto on a loaded machine) is then never taken for one that
+    does not answer (KAFKA_STORAGE_ERROR), so each fetch gets the answer of what the store
+    said."""
+    overrides = {"remote.fetch.max.wait.ms": str(PATIENT_REMOTE_FETCH_WAIT_MS)}
+    with broker_with_tiered_topic(tmp_path, store, overrides) as broker:
+        yield broker
+
+
+@contextmanager
+def broker_with_tiered_topic(
+    tmp_path: Path, store: Store, overrides: dict[str, str] | None = None
+) -> Iterator[BrokerProcess]:
     slow_defaults = {
         k: v
         for k, v in store.rsm_config().items()
@@ -88,6 +109,7 @@ def tiered_broker(tmp_path: Path, store: Store) -> Iterator[BrokerProcess]:
             "remote.log.metadata.topic.num.partitions": "1",
             "remote.log.manager.task.interval.ms": "200",
             "log.retention.check.interval.ms": "200",
+            **(overrides or {}),
         },
     ) as broker:
         bootstrap = broker.bootstrap
@@ -225,16 +247,18 @@ def test_hung_store_reaches_a_librdkafka_consumer_as_a_storage_error(
 
 
 def test_emptied_store_fails_tiered_fetches_for_the_client_and_warns_once_per_segment(
-    tiered_broker: BrokerProcess, store: Store
+    patient_tiered_broker: BrokerProcess, store: Store
 ) -> None:
     empty_the_store(store)
     started = time.monotonic()
-    results = [raw_fetch(tiered_broker.port, TOPIC, 0) for _ in range(200)]
+    results = [raw_fetch(patient_tiered_broker.port, TOPIC, 0) for _ in range(200)]
     per_fetch_s = (time.monotonic() - started) / len(results)
     print(f"emptied store: 200 raw fetches of offset 0, {per_fetch_s * 1000:.1f} ms each")
     assert {r.error_code for r in results} == {ErrorCode.unknown_server_error}
 
-    consumer = KafkaConsumer(bootstrap_servers=tiered_broker.bootstrap, enable_auto_commit=False)
+    consumer = KafkaConsumer(
+        bootstrap_servers=patient_tiered_broker.bootstrap, enable_auto_commit=False
+    )
     try:
         tp = TopicPartition(TOPIC, 0)
         consumer.assign([tp])
@@ -246,7 +270,7 @@ def test_emptied_store_fails_tiered_fetches_for_the_client_and_warns_once_per_se
     finally:
         consumer.close()
 
-    log = tiered_broker.output_path.read_text(errors="replace")
+    log = patient_tiered_broker.output_path.read_text(errors="replace")
     warnings = [line for line in log.splitlines() if "WARNING" in line and "remote segment" in line]
     print(f"emptied store: {len(warnings)} WARN lines about lost segments")
     assert 1 <= len(warnings) <= MAX_LOST_SEGMENT_WARNINGS, warnings
@@ -255,11 +279,11 @@ def test_emptied_store_fails_tiered_fetches_for_the_client_and_warns_once_per_se
 
 
 def test_emptied_store_reaches_a_librdkafka_consumer_as_an_error(
-    tiered_broker: BrokerProcess, store: Store
+    patient_tiered_broker: BrokerProcess, store: Store
 ) -> None:
     empty_the_store(store)
-    require_empty_record_sets_on_error_partitions(tiered_broker.port)
-    consumer = confluent_consumer(tiered_broker.bootstrap, quiet_logger())
+    require_empty_record_sets_on_error_partitions(patient_tiered_broker.port)
+    consumer = confluent_consumer(patient_tiered_broker.bootstrap, quiet_logger())
     try:
         error = None
         deadline = time.monotonic() + 10
