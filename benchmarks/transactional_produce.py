@@ -12,6 +12,13 @@ report (idempotent: ``flush``; transactional: the last ``commit_transaction``). 
 medians of ``--rounds``. Aim: transactional >= 0.8 of idempotent. Every round is checked: a
 read_committed consumer finds every record of it.
 
+A transactional run also splits each transaction's time into its three serial phases (the
+medians over its transactions): ``produce`` (the ``produce()`` calls; the AddPartitionsToTxn
+round trip overlaps them), ``flush`` (from the last ``produce()`` until every record is
+acknowledged: the Produce round trips, which ``commit_transaction`` would wait for anyway)
+and ``commit`` (``commit_transaction`` after that flush: EndTxn's round trip). An idempotent
+producer overlaps the first two and has no third.
+
     python benchmarks/transactional_produce.py [--records 200000] [--records-per-transaction 1000]
         [--partitions 4] [--value-bytes 100] [--rounds 5] [--short]
 """
@@ -46,11 +53,16 @@ BROKER_SETTINGS = {"auto.create.topics.enable": "false"}
 TIMEOUT_S = 120
 
 
+PHASES = ("produce", "flush", "commit")
+
+
 @dataclass(frozen=True, slots=True)
 class Run:
     seconds: float
     broker_cpu_s: float
     topic: str
+    # a transactional run: each phase's median ms per transaction (see the module docstring)
+    phase_ms: dict[str, float] | None = None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -95,11 +107,13 @@ def produce(broker: BrokerProcess, args: argparse.Namespace, mode: str) -> Run:
     value = b"v" * args.value_bytes
     per_txn = args.records_per_transaction if mode == "transactional" else args.records
     assert broker.process is not None
+    phases: dict[str, list[float]] = {phase: [] for phase in PHASES}
     with measure({"broker": broker.process.pid}) as cpu:
         started = time.perf_counter()
         for first in range(0, args.records, per_txn):
             if mode == "transactional":
                 producer.begin_transaction()
+            began = time.perf_counter()
             for i in range(first, min(first + per_txn, args.records)):
                 while True:
                     try:
@@ -109,11 +123,26 @@ def produce(broker: BrokerProcess, args: argparse.Namespace, mode: str) -> Run:
                         producer.poll(0.05)
                 producer.poll(0)
             if mode == "transactional":
+                produced = time.perf_counter()
+                producer.flush(TIMEOUT_S)
+                flushed = time.perf_counter()
                 producer.commit_transaction(TIMEOUT_S)
+                committed = time.perf_counter()
+                for phase, ms in zip(
+                    PHASES,
+                    (produced - began, flushed - produced, committed - flushed),
+                    strict=True,
+                ):
+                    phases[phase].append(ms * 1000)
         producer.flush(TIMEOUT_S)
         seconds = time.perf_counter() - started
     used = cpu.used["broker"]
-    return Run(seconds, used.user_s + used.system_s, topic)
+    phase_ms = (
+        {phase: round(statistics.median(ms), 3) for phase, ms in phases.items()}
+        if mode == "transactional"
+        else None
+    )
+    return Run(seconds, used.user_s + used.system_s, topic, phase_ms)
 
 
 def count_committed(broker: BrokerProcess, topic: str, partitions: int, expected: int) -> int:
@@ -155,6 +184,7 @@ def run(args: argparse.Namespace, work_dir: Path) -> dict[str, Any]:
                 runs[mode].append(measured)
     seconds = {m: statistics.median(r.seconds for r in rs) for m, rs in runs.items()}
     cpu_s = {m: statistics.median(r.broker_cpu_s for r in rs) for m, rs in runs.items()}
+    transactional_phases = [r.phase_ms for r in runs["transactional"] if r.phase_ms]
     return {
         "setup": {
             "records": args.records,
@@ -172,6 +202,13 @@ def run(args: argparse.Namespace, work_dir: Path) -> dict[str, Any]:
             }
             for mode, rs in runs.items()
         },
+        "transaction_ms": {
+            phase: round(statistics.median(p[phase] for p in transactional_phases), 3)
+            for phase in PHASES
+        },
+        "idempotent_ms_per_transaction_size": round(
+            seconds["idempotent"] * 1000 * args.records_per_transaction / args.records, 3
+        ),
         "ratio": round(seconds["idempotent"] / seconds["transactional"], 3),
         "aim": AIM,
         "errors": errors,
@@ -191,6 +228,13 @@ def format_result(result: dict[str, Any]) -> str:
             f"{mode:<14} {figures['records_per_s']:>10} {figures['median_s']:>9}"
             f" {figures['broker_cpu_ms']:>14}  {figures['runs_s']}"
         )
+    phases = result["transaction_ms"]
+    lines.append(
+        f"one transaction of {setup['records_per_transaction']}, ms (median): "
+        + ", ".join(f"{phase} {ms}" for phase, ms in phases.items())
+        + f"; in all {round(sum(phases.values()), 3)}, against"
+        f" {result['idempotent_ms_per_transaction_size']} for as many idempotent records"
+    )
     met = "met" if result["ratio"] >= result["aim"] else "NOT met"
     lines.append(f"transactional / idempotent: {result['ratio']} (aim >= {result['aim']}: {met})")
     lines += [f"ERROR: {error}" for error in result["errors"]]
