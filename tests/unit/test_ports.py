@@ -24,7 +24,11 @@ def test_a_free_port_lies_below_the_ephemeral_range_and_binds() -> None:
             server.listen()
 
 
-def test_a_port_something_listens_on_is_passed_over(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_port_something_listens_on_is_passed_over(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # a registry of its own: the machine's may hold 20,000, handed out in the last minutes
+    monkeypatch.setattr(ports, "REGISTRY", tmp_path / "registry")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
