@@ -13,15 +13,16 @@ import pytest
 
 from tests.process_pause import is_stopped, pause
 
-# Two threads each bump a counter file as fast as they can.
+# Two threads each bump a counter file as fast as they can, written in place (a file
+# truncated and written again is read empty more often than not).
 COUNTING = """
-import sys, threading
+import os, sys, threading
 def count(path):
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
     n = 0
     while True:
         n += 1
-        with open(path, "w") as f:
-            f.write(str(n))
+        os.pwrite(fd, str(n).rjust(20).encode(), 0)
 threads = [threading.Thread(target=count, args=(p,)) for p in sys.argv[1:]]
 for t in threads:
     t.start()
