@@ -153,6 +153,12 @@ class LazyIndex(CachedHandle[IndexT], Generic[IndexT]):
     def is_full(self) -> bool:
         if self._absent:
             return self.max_index_size // self._entry_size == 0
+        index = self._handle
+        if index is not None and not self._cache_evictable:
+            # The active segment's index, asked by every append's roll check: the cache never
+            # closes it, and only a roll (under the log's lock, as the check) makes it
+            # evictable, so it needs no pin (a pin and unpin cost more than the check).
+            return index.is_full()
         with self._loaded() as index:
             return index.is_full()
 

@@ -115,12 +115,16 @@ class LogAppender:
             if duplicate is not None:
                 return self._duplicate_append_info(assigned, duplicate)
             now_ms = self._clock.milliseconds()
-            if not disk_wait_allowed and self._append_waits_for_disk(assigned, now_ms):
-                raise AppendWouldWaitError(
-                    f"partition {self.topic_partition}: the append at offset"
-                    f" {self._local.log_end_offset} must roll, fsync or checkpoint an epoch"
-                )
-            self._append(parts, assigned, updates, completed, now_ms=now_ms)
+            if not disk_wait_allowed:
+                if self._append_waits_for_disk(assigned, now_ms):
+                    raise AppendWouldWaitError(
+                        f"partition {self.topic_partition}: the append at offset"
+                        f" {self._local.log_end_offset} must roll, fsync or checkpoint an epoch"
+                    )
+                # checked under the same lock, at the same time: the segment will not roll
+                self._append(parts, assigned, updates, completed, now_ms=now_ms, rolls=False)
+            else:
+                self._append(parts, assigned, updates, completed, now_ms=now_ms)
             return assigned
 
     def maybe_start_transaction_verification(
@@ -200,13 +204,19 @@ class LogAppender:
         completed_txns: list[CompletedTxn],
         *,
         now_ms: int | None = None,
+        rolls: bool | None = None,
     ) -> None:
+        """``rolls`` False: the caller found, under the lock, that the append does not roll
+        (``_append_waits_for_disk``); None: the roll check runs here."""
         for batch in info.batches:
             if self._is_new_epoch(batch.partition_leader_epoch):
                 self._epochs.assign(batch.partition_leader_epoch, batch.base_offset)
         now = self._clock.milliseconds() if now_ms is None else now_ms
         local = self._local
-        segment = self._maybe_roll(info.valid_bytes, info, now)
+        if rolls is False:
+            segment = local.segments.active_segment
+        else:
+            segment = self._maybe_roll(info.valid_bytes, info, now)
         local.append(segment, parts, info)
         manager = self._producer_state
         for update in producer_updates:
