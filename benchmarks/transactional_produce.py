@@ -19,6 +19,14 @@ acknowledged: the Produce round trips, which ``commit_transaction`` would wait f
 and ``commit`` (``commit_transaction`` after that flush: EndTxn's round trip). An idempotent
 producer overlaps the first two and has no third.
 
+The client's ceiling: each round also runs both producers, the same way, against librdkafka's
+mock cluster (``test.mock.num.brokers``: a broker inside the client process, on loopback,
+that answers every request at once and stores records in memory). Its transactional /
+idempotent ratio is what this client reaches when the broker costs nothing, so the aim is
+out of any broker's reach where it is below 0.8; the broker's ratio is also printed as a
+share of it. The mock cluster creates topics with ``MOCK_PARTITIONS`` partitions: the
+ceiling is measured when ``--partitions`` is that many, so that the keys spread alike.
+
     python benchmarks/transactional_produce.py [--records 200000] [--records-per-transaction 1000]
         [--partitions 4] [--value-bytes 100] [--rounds 5] [--short]
 """
@@ -54,6 +62,7 @@ TIMEOUT_S = 120
 
 
 PHASES = ("produce", "flush", "commit")
+MOCK_PARTITIONS = 4  # what librdkafka's mock cluster gives a topic it creates on first use
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,19 +92,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def produce(broker: BrokerProcess, args: argparse.Namespace, mode: str) -> Run:
-    """Write ``args.records`` to a fresh topic with one producer in ``mode``; timed."""
-    topic = f"{mode}-{uuid.uuid4().hex[:8]}"
-    raw_wire.create_topic(broker.port, topic, partitions=args.partitions)
+def client_config(broker: BrokerProcess | None, topic: str, mode: str) -> dict[str, Any]:
+    """The producer's settings; ``broker`` None: librdkafka's in-process mock cluster, which
+    answers every request at once (the client's ceiling, see the module docstring)."""
     config: dict[str, Any] = {
-        "bootstrap.servers": broker.bootstrap,
         "enable.idempotence": True,
         "acks": "all",
         "linger.ms": 5,
     }
+    if broker is None:
+        config["test.mock.num.brokers"] = 1
+    else:
+        config["bootstrap.servers"] = broker.bootstrap
     if mode == "transactional":
         config["transactional.id"] = f"bench-{topic}"
-    producer = Producer(config)
+    return config
+
+
+def produce(broker: BrokerProcess | None, args: argparse.Namespace, mode: str) -> Run:
+    """Write ``args.records`` to a fresh topic with one producer in ``mode``; timed. On the
+    broker the topic is created first; the mock cluster creates it on the first record with
+    ``MOCK_PARTITIONS`` partitions."""
+    topic = f"{mode}-{uuid.uuid4().hex[:8]}"
+    if broker is not None:
+        raw_wire.create_topic(broker.port, topic, partitions=args.partitions)
+    producer = Producer(client_config(broker, topic, mode))
     # connected, producer id taken, metadata known: one record before the clock starts
     if mode == "transactional":
         producer.init_transactions(TIMEOUT_S)
@@ -106,9 +127,9 @@ def produce(broker: BrokerProcess, args: argparse.Namespace, mode: str) -> Run:
     producer.flush(TIMEOUT_S)
     value = b"v" * args.value_bytes
     per_txn = args.records_per_transaction if mode == "transactional" else args.records
-    assert broker.process is not None
+    pids = {} if broker is None else {"broker": _pid(broker)}
     phases: dict[str, list[float]] = {phase: [] for phase in PHASES}
-    with measure({"broker": broker.process.pid}) as cpu:
+    with measure(pids) as cpu:
         started = time.perf_counter()
         for first in range(0, args.records, per_txn):
             if mode == "transactional":
@@ -136,13 +157,19 @@ def produce(broker: BrokerProcess, args: argparse.Namespace, mode: str) -> Run:
                     phases[phase].append(ms * 1000)
         producer.flush(TIMEOUT_S)
         seconds = time.perf_counter() - started
-    used = cpu.used["broker"]
+    used = cpu.used.get("broker")
     phase_ms = (
         {phase: round(statistics.median(ms), 3) for phase, ms in phases.items()}
         if mode == "transactional"
         else None
     )
-    return Run(seconds, used.user_s + used.system_s, topic, phase_ms)
+    broker_cpu_s = used.user_s + used.system_s if used is not None else 0.0
+    return Run(seconds, broker_cpu_s, topic, phase_ms)
+
+
+def _pid(broker: BrokerProcess) -> int:
+    assert broker.process is not None
+    return broker.process.pid
 
 
 def count_committed(broker: BrokerProcess, topic: str, partitions: int, expected: int) -> int:
@@ -169,6 +196,8 @@ def count_committed(broker: BrokerProcess, topic: str, partitions: int, expected
 def run(args: argparse.Namespace, work_dir: Path) -> dict[str, Any]:
     broker = BrokerProcess(work_dir / "broker", overrides=BROKER_SETTINGS)
     runs: dict[str, list[Run]] = {mode: [] for mode in MODES}
+    ceiling_runs: dict[str, list[Run]] = {mode: [] for mode in MODES}
+    with_ceiling = args.partitions == MOCK_PARTITIONS
     errors: list[str] = []
     with broker:
         for mode in MODES:  # warm-up, not measured
@@ -182,7 +211,20 @@ def run(args: argparse.Namespace, work_dir: Path) -> dict[str, Any]:
                 if found != expected:
                     errors.append(f"{mode} round {round_index}: {found} of {expected} read")
                 runs[mode].append(measured)
+            if with_ceiling:
+                for mode in order:
+                    ceiling_runs[mode].append(produce(None, args, mode))
     seconds = {m: statistics.median(r.seconds for r in rs) for m, rs in runs.items()}
+    ratio = seconds["idempotent"] / seconds["transactional"]
+    ceiling = None
+    if with_ceiling:
+        ceiling_s = {m: statistics.median(r.seconds for r in rs) for m, rs in ceiling_runs.items()}
+        ceiling_ratio = ceiling_s["idempotent"] / ceiling_s["transactional"]
+        ceiling = {
+            "records_per_s": {m: round(args.records / ceiling_s[m]) for m in MODES},
+            "ratio": round(ceiling_ratio, 3),
+            "broker_share_of_ceiling": round(ratio / ceiling_ratio, 3),
+        }
     cpu_s = {m: statistics.median(r.broker_cpu_s for r in rs) for m, rs in runs.items()}
     transactional_phases = [r.phase_ms for r in runs["transactional"] if r.phase_ms]
     return {
@@ -209,8 +251,9 @@ def run(args: argparse.Namespace, work_dir: Path) -> dict[str, Any]:
         "idempotent_ms_per_transaction_size": round(
             seconds["idempotent"] * 1000 * args.records_per_transaction / args.records, 3
         ),
-        "ratio": round(seconds["idempotent"] / seconds["transactional"], 3),
+        "ratio": round(ratio, 3),
         "aim": AIM,
+        "client_ceiling": ceiling,
         "errors": errors,
     }
 
@@ -237,6 +280,20 @@ def format_result(result: dict[str, Any]) -> str:
     )
     met = "met" if result["ratio"] >= result["aim"] else "NOT met"
     lines.append(f"transactional / idempotent: {result['ratio']} (aim >= {result['aim']}: {met})")
+    ceiling = result["client_ceiling"]
+    if ceiling is None:
+        lines.append(
+            f"client ceiling: not measured (the mock cluster's topics have {MOCK_PARTITIONS}"
+            f" partitions, not {setup['partitions']})"
+        )
+    else:
+        rates = ceiling["records_per_s"]
+        lines.append(
+            "client ceiling, the same producers against librdkafka's mock cluster:"
+            f" idempotent {rates['idempotent']} records/s, transactional"
+            f" {rates['transactional']}; transactional / idempotent {ceiling['ratio']}"
+            f" (the broker reaches {ceiling['broker_share_of_ceiling']} of it)"
+        )
     lines += [f"ERROR: {error}" for error in result["errors"]]
     return "\n".join(lines)
 

@@ -2,8 +2,8 @@
 --short``): one broker process, 20,000 records written by an idempotent and by a transactional
 confluent-kafka producer (transactions of 1,000), two rounds. Checked: every round's records are
 all read back by a read_committed consumer and every figure is measured, a transaction's phases
-included. The ratio is printed, not checked: speed aims live in the benchmark's full run
-(README)."""
+and the client's ceiling (both producers against librdkafka's mock cluster) included. The
+ratios are printed, not checked: speed aims live in the benchmark's full run (README)."""
 
 from __future__ import annotations
 
@@ -30,3 +30,8 @@ def test_the_short_run_commits_every_record_and_measures_both_producers(
     assert result["ratio"] > 0
     assert set(result["transaction_ms"]) == {"produce", "flush", "commit"}, table
     assert all(ms > 0 for ms in result["transaction_ms"].values()), table
+    ceiling = result["client_ceiling"]
+    assert ceiling is not None, table
+    assert all(rate > 0 for rate in ceiling["records_per_s"].values()), table
+    assert ceiling["ratio"] > 0 and ceiling["broker_share_of_ceiling"] > 0, table
+    assert "client ceiling" in table
