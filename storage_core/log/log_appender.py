@@ -115,16 +115,16 @@ class LogAppender:
             if duplicate is not None:
                 return self._duplicate_append_info(assigned, duplicate)
             now_ms = self._clock.milliseconds()
-            if not disk_wait_allowed:
-                if self._append_waits_for_disk(assigned, now_ms):
-                    raise AppendWouldWaitError(
-                        f"partition {self.topic_partition}: the append at offset"
-                        f" {self._local.log_end_offset} must roll, fsync or checkpoint an epoch"
-                    )
-                # checked under the same lock, at the same time: the segment will not roll
-                self._append(parts, assigned, updates, completed, now_ms=now_ms, rolls=False)
-            else:
-                self._append(parts, assigned, updates, completed, now_ms=now_ms)
+            if not disk_wait_allowed and self._append_waits_for_disk(assigned, now_ms):
+                raise AppendWouldWaitError(
+                    f"partition {self.topic_partition}: the append at offset"
+                    f" {self._local.log_end_offset} must roll, fsync or checkpoint an epoch"
+                )
+            # without disk waits the check above, under this lock and at this time, found
+            # that the segment does not roll
+            self._append(
+                parts, assigned, updates, completed, now_ms=now_ms, roll_check=disk_wait_allowed
+            )
             return assigned
 
     def maybe_start_transaction_verification(
@@ -204,19 +204,19 @@ class LogAppender:
         completed_txns: list[CompletedTxn],
         *,
         now_ms: int | None = None,
-        rolls: bool | None = None,
+        roll_check: bool = True,
     ) -> None:
-        """``rolls`` False: the caller found, under the lock, that the append does not roll
-        (``_append_waits_for_disk``); None: the roll check runs here."""
+        """``roll_check`` False: the caller found, under the lock, that the append does not roll
+        (``_append_waits_for_disk``), so the roll check is not run again."""
         for batch in info.batches:
             if self._is_new_epoch(batch.partition_leader_epoch):
                 self._epochs.assign(batch.partition_leader_epoch, batch.base_offset)
         now = self._clock.milliseconds() if now_ms is None else now_ms
         local = self._local
-        if rolls is False:
-            segment = local.segments.active_segment
-        else:
+        if roll_check:
             segment = self._maybe_roll(info.valid_bytes, info, now)
+        else:
+            segment = local.segments.active_segment
         local.append(segment, parts, info)
         manager = self._producer_state
         for update in producer_updates:
