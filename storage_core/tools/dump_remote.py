@@ -297,20 +297,7 @@ def _restore_log(
             source.seek(chunk.stored_position)
             stored = source.read(chunk.stored_size)
             try:
-                if len(stored) != chunk.stored_size:
-                    raise ChunkIntegrityError(
-                        f"{chunk_where}: the object ends {chunk.stored_size - len(stored)}"
-                        " bytes early (truncated?)"
-                    )
-                out.write(
-                    transform.restore_chunk(
-                        chunk.id,
-                        stored,
-                        checksum=chunk.checksum,
-                        original_size=chunk.original_size,
-                        where=chunk_where,
-                    )
-                )
+                out.write(transform.restore_chunk(chunk, stored, where=chunk_where))
             except ChunkIntegrityError as exc:
                 return exc
     return None
@@ -356,6 +343,8 @@ def _manifest_row(shown: Path | str, manifest: SegmentManifest) -> Row:
         **_format_fields(manifest),
         "chunk_size": index.chunk_size,
         "chunks": len(index),
+        "frame_size": index.frame_size,
+        "frames": len(index.stored_sizes),
         "original_size": index.original_size,
         "stored_size": index.stored_size,
         "objects": ",".join(sorted(manifest.objects)),

@@ -158,7 +158,7 @@ def test_the_manifest_prints_its_format_and_key_id_and_no_secret(
     (row,) = json_rows(out)
     assert row["format"] == "chunked" and row["encryption_key_id"] == "k1"
     assert row["chunk_size"] == CHUNK_BYTES
-    assert row["chunks"] == len(manifest["chunks"]["storedSizes"]) > 8  # chunks < a batch
+    assert row["frames"] == len(manifest["frames"]["storedSizes"]) > 8  # chunks < a batch
     assert row["original_size"] == copied.data.log_segment.stat().st_size
     status, out, _ = run(
         capsys,
@@ -197,7 +197,7 @@ def test_a_corrupt_chunk_ends_the_dump_with_an_error_naming_it(
     copied = Copied(tmp_path, chunked=True)
     remote_log = copied.path(RemoteObjectSuffix.LOG)
     manifest = json.loads(copied.path(RemoteObjectSuffix.SEGMENT_MANIFEST).read_bytes())
-    sizes = manifest["chunks"]["storedSizes"]
+    sizes = manifest["frames"]["storedSizes"]
     data = bytearray(remote_log.read_bytes())
     data[sum(sizes[:5]) + sizes[5] // 2] ^= 0x01  # in chunk 5: original bytes 5000-5999
     remote_log.write_bytes(bytes(data))

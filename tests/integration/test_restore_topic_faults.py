@@ -208,7 +208,7 @@ def test_an_unknown_topic_and_an_existing_target_are_refused_by_name(
 @pytest.mark.parametrize(
     ("damage", "partition", "which", "reason"),
     [
-        ("newer-version", 0, -1, "format version 2 is not one this broker reads"),
+        ("newer-version", 0, -1, "format version 3 is not one this broker reads"),
         ("checksum", 1, 0, "fails its checksum"),
         ("missing-object", 2, -1, "which is missing"),
     ],
@@ -235,10 +235,10 @@ def test_a_damaged_segment_stops_its_partition_and_nothing_is_created(
     try:
         if damage == "newer-version":
             text = manifest.read_bytes()
-            assert b'"version": 1' in text or b'"version":1' in text
+            assert b'"version": 2' in text or b'"version":2' in text
             manifest.write_bytes(
-                text.replace(b'"version": 1', b'"version": 2', 1).replace(
-                    b'"version":1', b'"version":2', 1
+                text.replace(b'"version": 2', b'"version": 3', 1).replace(
+                    b'"version":2', b'"version":3', 1
                 )
             )
         elif damage == "checksum":

@@ -164,7 +164,7 @@ def test_a_corrupt_chunk_whose_checksum_was_rewritten_fails_its_tag(
     stored = log.read_bytes()[bad.stored_position : bad.stored_end]
 
     def fix_checksum(document: dict) -> None:
-        document["chunks"]["checksums"][2] = crc32c(stored)
+        document["frames"]["checksums"][2] = crc32c(stored)
 
     rewrite_manifest(copied, fix_checksum)
     with pytest.raises(ChunkIntegrityError, match="authentication tag") as e:
@@ -188,7 +188,7 @@ def test_chunks_swapped_in_the_store_fail_their_tags(
     log.write_bytes(content[: first.stored_position] + two + one + content[second.stored_end :])
 
     def swap_checksums(document: dict) -> None:
-        checksums = document["chunks"]["checksums"]
+        checksums = document["frames"]["checksums"]
         checksums[1], checksums[2] = checksums[2], checksums[1]
 
     rewrite_manifest(copied, swap_checksums)

@@ -17,6 +17,8 @@ from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
 from storage_core.log.transaction_index import AbortedTxn, TransactionIndex
 from storage_core.records.compression import CompressionType
+from storage_core.tiered.chunked.chunk_index import ChunkIndex, frame_context
+from storage_core.tiered.chunked.chunk_transform import checksum_of
 from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
 from storage_core.tiered.chunked.errors import (
     ChunkIntegrityError,
@@ -70,20 +72,24 @@ def stored_objects(tmp_path: Path) -> list[Path]:
     return sorted(p for p in (tmp_path / "remote").rglob("*") if p.is_file())
 
 
-COMBINATIONS = list(itertools.product((100, 4096, 4 * 1024 * 1024), (False, True), (False, True)))
+COMBINATIONS = list(
+    itertools.product((100, 4096, 4 * 1024 * 1024), (None, 1000), (False, True), (False, True))
+)
 
 
-@pytest.mark.parametrize(("chunk_size", "compression", "encryption"), COMBINATIONS)
+@pytest.mark.parametrize(("chunk_size", "frame_size", "compression", "encryption"), COMBINATIONS)
 def test_every_combination_reads_back_byte_for_byte(
     tmp_path: Path,
     keys: dict[str, dict[str, str]],
     chunk_size: int,
+    frame_size: int | None,
     compression: bool,
     encryption: bool,
 ) -> None:
     data = closed_segment(tmp_path)
     original = data.log_segment.read_bytes()
     settings = {
+        **({} if frame_size is None else {"rsm.config.chunk.frame.size": str(frame_size)}),
         "rsm.config.chunk.size": str(chunk_size),
         "rsm.config.compression.enabled": str(compression).lower(),
         **(encryption_settings(keys, "k1") if encryption else {}),
@@ -98,6 +104,8 @@ def test_every_combination_reads_back_byte_for_byte(
     assert manifest is not None
     assert manifest.chunk_index.original_size == len(original)
     assert len(manifest.chunk_index) == -(-len(original) // chunk_size)
+    assert manifest.chunk_index.frame_size == min(frame_size or 256 * 1024, chunk_size)
+    assert manifest.version == 2
     assert manifest.compression is compression
     assert (manifest.encryption is not None) is encryption
     size = len(original)
@@ -126,7 +134,7 @@ def test_every_combination_reads_back_byte_for_byte(
     with pytest.raises(RemoteResourceNotFoundError):
         reader.fetch_index(segment, IndexType.TRANSACTION)  # the segment has none
     stored_log = tmp_path / "remote" / segment_keys("", segment)[RemoteObjectSuffix.LOG]
-    if compression and chunk_size >= 4096:  # a frame per 100 bytes costs more than it saves
+    if compression and chunk_size >= 4096:  # a frame of 100 bytes costs more than it saves
         assert stored_log.stat().st_size < len(original) // 2  # the values repeat
     if not compression and not encryption:
         assert stored_log.read_bytes() == original  # chunking alone changes no byte
@@ -213,6 +221,103 @@ def test_a_corrupt_chunk_is_never_served(
         read_all(reader, segment, 0, None)
 
 
+@pytest.mark.parametrize("encryption", [False, True])
+def test_a_short_read_checks_the_frames_it_needs_and_a_corrupt_frame_is_never_served(
+    tmp_path: Path, keys: dict[str, dict[str, str]], encryption: bool
+) -> None:
+    """A read of a chunk's first bytes (as the broker reads: views) checks its first frames
+    only, so it is served while a later frame of the same chunk is damaged; any read that
+    reaches that frame fails naming it, and the prefetch of the whole chunk caches nothing."""
+    data = closed_segment(tmp_path)
+    original = data.log_segment.read_bytes()
+    settings = {
+        "rsm.config.chunk.size": "8000",
+        "rsm.config.chunk.frame.size": "1000",
+        "rsm.config.compression.enabled": "true",
+        **(encryption_settings(keys, "k1") if encryption else {}),
+    }
+    manager = chunked(tmp_path, **settings)
+    segment = segment_ref()
+    manager.copy_log_segment_data(segment, data)
+    manifest = manager.segment_manifest(segment)
+    assert manifest is not None
+    damaged = manifest.chunk_index.chunk(0).frames[5]  # original bytes 5000-5999
+    stored_log = tmp_path / "remote" / segment_keys("", segment)[RemoteObjectSuffix.LOG]
+    flip_byte(stored_log, damaged.stored_position + damaged.stored_size // 2)
+
+    reader = chunked(
+        tmp_path, **settings, **{"rsm.config.fetch.chunk.cache.prefetch.max.size": "16000"}
+    )
+    with reader.fetch_log_segment(segment, 100) as stream:
+        assert bytes(stream.raw.read_view(2000)) == original[100:2100]  # frames 0-2
+    with (
+        pytest.raises(
+            ChunkIntegrityError, match=r"chunk 0 .* frame 5 \(original bytes 5000-5999\)"
+        ),
+        reader.fetch_log_segment(segment, 4500) as stream,
+    ):
+        stream.raw.read_view(1000)
+    with pytest.raises(ChunkIntegrityError, match="frame 5"):
+        read_all(reader, segment, 0, None)
+    assert read_all(reader, segment, 8000, None) == original[8000:]  # the next chunk
+
+
+def test_segments_copied_in_format_version_1_still_read(
+    tmp_path: Path, keys: dict[str, dict[str, str]]
+) -> None:
+    """Copies made before frames existed: one check per chunk, each chunk's encryption
+    authenticating its number alone, a manifest listing ``chunks``."""
+    data = closed_segment(tmp_path)
+    original = data.log_segment.read_bytes()
+    settings = {
+        "rsm.config.chunk.size": "1000",
+        "rsm.config.compression.enabled": "true",
+        **encryption_settings(keys, "k1"),
+    }
+    writer = chunked(tmp_path, **settings)
+    segment = segment_ref()
+    writer.copy_log_segment_data(segment, data)
+    keys_of = segment_keys("", segment)
+    manifest_path = tmp_path / "remote" / keys_of[RemoteObjectSuffix.SEGMENT_MANIFEST]
+    log_path = tmp_path / "remote" / keys_of[RemoteObjectSuffix.LOG]
+    framed = SegmentManifest.from_bytes(manifest_path.read_bytes(), where="test")
+    readable = writer._readable_segment(segment)
+    assert readable is not None
+    transform = readable.transform
+    stored = log_path.read_bytes()
+    chunks = [framed.chunk_index.chunk(i) for i in range(len(framed.chunk_index))]
+    old_chunks = [
+        transform.transform_frame(
+            frame_context(chunk.id, 0, framed=False),
+            transform.restore_chunk(
+                chunk, stored[chunk.stored_position : chunk.stored_end], where="test"
+            ),
+        )
+        for chunk in chunks
+    ]
+    log_path.write_bytes(b"".join(old_chunks))
+    unframed = dataclasses.replace(
+        framed,
+        chunk_index=ChunkIndex(
+            chunk_size=1000,
+            original_size=len(original),
+            stored_sizes=tuple(len(c) for c in old_chunks),
+            checksums=tuple(checksum_of(c) for c in old_chunks),
+        ),
+    )
+    manifest_path.write_bytes(unframed.to_bytes())
+    document = json.loads(manifest_path.read_bytes())
+    assert document["version"] == 1 and "chunks" in document and "frames" not in document
+
+    reader = chunked(tmp_path, **settings)
+    assert read_all(reader, segment, 0, None) == original
+    with reader.fetch_log_segment(segment, 1500) as stream:
+        assert bytes(stream.raw.read_view(400)) == original[1500:1900]
+    reread = reader.segment_manifest(segment)
+    assert reread is not None and reread.version == 1
+    assert SegmentManifest.from_bytes(reread.to_bytes(), where="test") == reread  # kept as 1
+
+
 def test_a_truncated_object_and_a_missing_manifest_are_errors(tmp_path: Path) -> None:
     data = closed_segment(tmp_path)
     manager = chunked(
@@ -239,7 +344,7 @@ def test_an_unreadable_manifest_is_named(tmp_path: Path) -> None:
     segment = segment_ref()
     manager.copy_log_segment_data(segment, data)
     manifest = tmp_path / "remote" / segment_keys("", segment)[RemoteObjectSuffix.SEGMENT_MANIFEST]
-    manifest.write_bytes(manifest.read_bytes().replace(b'"version":1', b'"version":9'))
+    manifest.write_bytes(manifest.read_bytes().replace(b'"version":2', b'"version":9'))
     with pytest.raises(SegmentManifestError, match="version 9"):
         chunked(tmp_path).fetch_log_segment(segment, 0)
 

@@ -1,7 +1,9 @@
 """Random reads of a chunked segment on the local-directory store against the original bytes:
-any chunk size (smaller than a batch, several a batch, one chunk for the whole segment), with
-compression and encryption on or off, any start and end, read at once or in pieces, through
-the memory or the disk chunk cache, with or without prefetch."""
+any chunk size (smaller than a batch, several a batch, one chunk for the whole segment), any
+frame size within it, with compression and encryption on or off, any start and end, read at
+once or in pieces (copied, or as views of the chunks as the broker reads them, which check
+only the frames a piece needs), through the memory or the disk chunk cache, with or without
+prefetch."""
 
 from __future__ import annotations
 
@@ -28,8 +30,9 @@ class Read:
     """A read of original bytes ``[start, start + length]`` (inclusive; ``length`` None: to the
     end) of the segment copied with ``chunk_size``, ``compression`` and ``encryption``. A
     negative ``start`` counts from the end (-1: the last byte). ``piece``: read in pieces of
-    that many bytes instead of at once. The reader's chunk cache is on disk or in memory and
-    prefetches ``prefetch`` bytes."""
+    that many bytes instead of at once, as views when ``views``. The reader's chunk cache is
+    on disk or in memory and prefetches ``prefetch`` bytes. ``frame_size`` None: the
+    default (256 KiB, so one frame per chunk here)."""
 
     chunk_size: int
     compression: bool
@@ -39,6 +42,8 @@ class Read:
     piece: int | None = None
     disk_cache: bool = False
     prefetch: int = 0
+    frame_size: int | None = None
+    views: bool = False
 
 
 @st.composite
@@ -54,6 +59,8 @@ def reads(draw: st.DrawFn) -> Read:
         piece=draw(st.one_of(st.none(), st.integers(1, 5000))),
         disk_cache=draw(st.booleans()),
         prefetch=draw(st.one_of(st.just(0), st.integers(1, 8000))),
+        frame_size=draw(st.one_of(st.none(), st.integers(20, 3000))),
+        views=draw(st.booleans()),
     )
 
 
@@ -66,7 +73,7 @@ class CopiedSegments:
         self.data: LogSegmentData = closed_segment(directory / "segment")
         self.original = self.data.log_segment.read_bytes()
         self.keys = keys
-        self._copies: dict[tuple[int, bool, bool], RemoteSegmentRef] = {}
+        self._copies: dict[tuple[int, bool, bool, int | None], RemoteSegmentRef] = {}
         self._cache_directories = itertools.count()
 
     def manager(self, **settings: str) -> ChunkedRemoteStorageManager:
@@ -78,15 +85,21 @@ class CopiedSegments:
         return manager
 
     def copy(self, read: Read) -> RemoteSegmentRef:
-        key = (read.chunk_size, read.compression, read.encryption)
+        key = (read.chunk_size, read.compression, read.encryption, read.frame_size)
         if key not in self._copies:
             segment = segment_ref()
+            frames = (
+                {}
+                if read.frame_size is None
+                else {"rsm.config.chunk.frame.size": str(read.frame_size)}
+            )
             self.manager(
+                **frames,
                 **{
                     "rsm.config.chunk.size": str(read.chunk_size),
                     "rsm.config.compression.enabled": str(read.compression).lower(),
                     **encryption_settings(self.keys, "k1", enabled=read.encryption),
-                }
+                },
             ).copy_log_segment_data(segment, self.data)
             self._copies[key] = segment
         return self._copies[key]
@@ -148,6 +161,31 @@ def copies(tmp_path_factory: pytest.TempPathFactory) -> CopiedSegments:
         prefetch=3000,
     )
 )
+@example(
+    read=Read(
+        chunk_size=4096,
+        frame_size=1000,
+        compression=True,
+        encryption=True,
+        start=999,
+        length=None,
+        piece=1500,
+        prefetch=5000,
+        views=True,
+    )
+)
+@example(
+    read=Read(
+        chunk_size=4096,
+        frame_size=1000,
+        compression=False,
+        encryption=False,
+        start=4000,
+        length=200,
+        piece=1,
+        views=True,
+    )
+)
 def test_a_random_read_returns_the_original_bytes(copies: CopiedSegments, read: Read) -> None:
     size = len(copies.original)
     start = size + read.start if read.start < 0 else read.start
@@ -160,9 +198,10 @@ def test_a_random_read_returns_the_original_bytes(copies: CopiedSegments, read: 
         if read.piece is None:
             got = stream.read()
         else:
+            take = stream.raw.read_view if read.views else stream.read
             pieces = []
-            while piece := stream.read(read.piece):
+            while piece := take(read.piece):
                 assert len(piece) <= read.piece
-                pieces.append(piece)
+                pieces.append(bytes(piece))
             got = b"".join(pieces)
     assert got == copies.original[start : None if end is None else end + 1]

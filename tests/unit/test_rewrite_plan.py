@@ -37,11 +37,21 @@ def segment(
 
 
 def manifest(
-    *, chunk_size: int = 100, compression: bool = False, key_id: str | None = None
+    *,
+    chunk_size: int = 100,
+    frame_size: int = 0,
+    framed: bool = True,
+    compression: bool = False,
+    key_id: str | None = None,
 ) -> SegmentManifest:
     return SegmentManifest(
         chunk_index=ChunkIndex(
-            chunk_size=chunk_size, original_size=10, stored_sizes=(10,), checksums=(0,)
+            chunk_size=chunk_size,
+            frame_size=frame_size,
+            framed=framed,
+            original_size=10,
+            stored_sizes=(10,),
+            checksums=(0,),
         ),
         compression=compression,
         encryption=None
@@ -60,6 +70,12 @@ def test_format_difference_names_each_setting(tmp_path: Path) -> None:
     assert format_difference(manifest(), plain) is None
     assert format_difference(None, plain) == "plain format"
     assert format_difference(manifest(chunk_size=50), plain) == "chunk size 50, not 100"
+    assert format_difference(manifest(framed=False), plain) == (
+        "format version 1: one check per chunk"
+    )
+    framed = config(**{"rsm.config.chunk.size": "100", "rsm.config.chunk.frame.size": "25"})
+    assert format_difference(manifest(frame_size=25), framed) is None
+    assert format_difference(manifest(), framed) == "frame size 100, not 25"
     assert format_difference(manifest(compression=True), plain) == "compressed, compression is off"
     zstd = config(**{"rsm.config.chunk.size": "100", "rsm.config.compression.enabled": "true"})
     assert format_difference(manifest(), zstd) == "not compressed, compression is on"

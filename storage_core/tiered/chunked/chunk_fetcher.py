@@ -1,8 +1,11 @@
 """Original chunks of remote segments, from the chunk cache or the store, with prefetch.
 
-A reader asks for one chunk: a cached chunk is served from the cache; a chunk another thread
-is already fetching (a prefetch) is awaited for a bounded time; otherwise the reader fetches
-it with one ranged read of the store, checks and restores it, and caches it. Each chunk a
+A reader asks for part of one chunk: a cached chunk is served from the cache; a chunk another
+thread is already fetching (a prefetch) is awaited for a bounded time; otherwise the reader
+fetches it with one ranged read of the store, checks and restores it, and caches it, or, when
+it needs only some of the chunk's frames, reads and checks those alone and leaves the whole
+chunk to a prefetch thread (the first batch of a cold segment waits for one frame, not for
+4 MiB). Each chunk a
 reader takes schedules the chunks after it, up to ``prefetch_max_bytes`` of original bytes,
 on the prefetch threads, one ranged read per run of uncached chunks; past the end of a
 segment the window goes on into the next segment of the same lineage when ``next_segment``
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from storage_core.tiered.chunked.chunk_cache import ChunkCache, ChunkKey
-from storage_core.tiered.chunked.chunk_index import Chunk
+from storage_core.tiered.chunked.chunk_index import Chunk, Frame
 from storage_core.tiered.chunked.chunk_transform import ChunkTransform
 from storage_core.tiered.chunked.errors import ChunkIntegrityError
 from storage_core.tiered.chunked.segment_manifest import SegmentManifest
@@ -69,10 +72,30 @@ class ChunkFetcher:
         self._executor: ThreadPoolExecutor | None = None
         self.prefetched_chunks = 0
 
-    def chunk(self, readable: ReadableSegment, chunk: Chunk) -> bytes:
-        """The original bytes of ``chunk``; ``RemoteStorageError`` when the store fails or
-        the chunk fails its checks (never wrong bytes)."""
+    def chunk_part(
+        self, readable: ReadableSegment, chunk: Chunk, first: int, last: int
+    ) -> memoryview:
+        """The original bytes of ``chunk`` from ``first`` on (chunk-relative), at least
+        through ``last``; ``RemoteStorageError`` when the store fails or a frame fails its
+        checks (never wrong bytes). A chunk neither cached nor being prefetched is read whole
+        when the bytes wanted need all its frames; else only the frames holding them are read
+        and checked, and the whole chunk is left to a prefetch thread."""
         key = ChunkKey(str(readable.segment.segment_id), chunk.id)
+        data = self._cached(key)
+        if data is None:
+            frames = chunk.frames_for(first, last)
+            if len(frames) < len(chunk.frames):
+                part = self._fetch_frames(readable, chunk, frames)
+                self._schedule_prefetch(readable, chunk.id)  # this chunk whole, then the next
+                skipped = frames[0].original_position - chunk.original_position
+                return memoryview(part)[first - skipped :]
+            data = self._fetch(readable, [chunk])[0]
+            self.cache.put(key, data)
+        self._schedule_prefetch(readable, chunk.id + 1)
+        return memoryview(data)[first:]
+
+    def _cached(self, key: ChunkKey) -> bytes | None:
+        """The chunk from the cache, waiting a bounded time for a prefetch reading it."""
         data = self.cache.get(key)
         if data is None:
             with self._lock:
@@ -82,48 +105,43 @@ class ChunkFetcher:
                 with contextlib.suppress(FutureTimeoutError, Exception):
                     pending.result(timeout=IN_FLIGHT_WAIT_S)
                 data = self.cache.get(key)
-            if data is None:
-                data = self._fetch(readable, [chunk])[0]
-                self.cache.put(key, data)
-        if self.prefetch_max_bytes > 0:
-            self._prefetch_after(readable, chunk)
         return data
 
     def _fetch(self, readable: ReadableSegment, chunks: Sequence[Chunk]) -> list[bytes]:
         """Consecutive ``chunks`` with one ranged read, checked and restored."""
-        where = f"remote segment {readable.segment} .log"
         out = []
         with self._store.fetch_log_segment(
             readable.metadata, chunks[0].stored_position, chunks[-1].stored_end - 1
         ) as stream:
             for chunk in chunks:
-                chunk_where = (
-                    f"{where} chunk {chunk.id} (original bytes {chunk.original_position}"
-                    f"-{chunk.original_end - 1})"
-                )
-                stored = _read_exactly(stream, chunk.stored_size)
-                if len(stored) != chunk.stored_size:
-                    raise ChunkIntegrityError(
-                        f"{chunk_where}: the object ends {chunk.stored_size - len(stored)}"
-                        " bytes early (truncated?)"
-                    )
-                out.append(
-                    readable.transform.restore_chunk(
-                        chunk.id,
-                        stored,
-                        checksum=chunk.checksum,
-                        original_size=chunk.original_size,
-                        where=chunk_where,
-                    )
-                )
+                where = _chunk_where(readable, chunk)
+                stored = _read_exactly(stream, chunk.stored_size, where)
+                out.append(readable.transform.restore_chunk(chunk, stored, where=where))
         return out
+
+    def _fetch_frames(
+        self, readable: ReadableSegment, chunk: Chunk, frames: tuple[Frame, ...]
+    ) -> bytes:
+        """Consecutive ``frames`` of ``chunk`` with one ranged read, checked and restored."""
+        start, end = frames[0].stored_position, frames[-1].stored_position + frames[-1].stored_size
+        where = _chunk_where(readable, chunk)
+        with self._store.fetch_log_segment(readable.metadata, start, end - 1) as stream:
+            stored = _read_exactly(stream, end - start, where)
+        return readable.transform.restore_frames(frames, stored, where=where)
 
     # -- prefetch -----------------------------------------------------------------------------
 
-    def _prefetch_after(self, readable: ReadableSegment, chunk: Chunk) -> None:
+    def _schedule_prefetch(self, readable: ReadableSegment, first_id: int) -> None:
+        """Read ahead from chunk ``first_id`` of ``readable``, planned on a prefetch thread:
+        going on into the next segments loads their manifests (and unwraps their data keys),
+        which the reader must not wait for."""
+        if self.prefetch_max_bytes > 0:
+            self._prefetch_executor().submit(self._prefetch_from, readable, first_id)
+
+    def _prefetch_from(self, readable: ReadableSegment, first_id: int) -> None:
         budget = self.prefetch_max_bytes
         current: ReadableSegment | None = readable
-        next_id = chunk.id + 1
+        next_id = first_id
         while current is not None and budget > 0:
             index = current.manifest.chunk_index
             run: list[Chunk] = []
@@ -166,13 +184,15 @@ class ChunkFetcher:
             return True
 
     def _submit(self, readable: ReadableSegment, run: list[Chunk]) -> None:
+        self._prefetch_executor().submit(self._prefetch, readable, run)
+
+    def _prefetch_executor(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(
                     PREFETCH_THREADS, thread_name_prefix="rsm-prefetch"
                 )
-            executor = self._executor
-        executor.submit(self._prefetch, readable, run)
+            return self._executor
 
     def _prefetch(self, readable: ReadableSegment, run: list[Chunk]) -> None:
         segment_id = str(readable.segment.segment_id)
@@ -201,7 +221,14 @@ class ChunkFetcher:
         self.cache.close()
 
 
-def _read_exactly(stream: Any, size: int) -> bytes:
+def _chunk_where(readable: ReadableSegment, chunk: Chunk) -> str:
+    return (
+        f"remote segment {readable.segment} .log chunk {chunk.id} (original bytes"
+        f" {chunk.original_position}-{chunk.original_end - 1})"
+    )
+
+
+def _read_exactly(stream: Any, size: int, where: str) -> bytes:
     parts = []
     remaining = size
     while remaining > 0:
@@ -210,4 +237,6 @@ def _read_exactly(stream: Any, size: int) -> bytes:
             break
         parts.append(part)
         remaining -= len(part)
+    if remaining:
+        raise ChunkIntegrityError(f"{where}: the object ends {remaining} bytes early (truncated?)")
     return b"".join(parts)

@@ -10,8 +10,8 @@ format and is read as it is, so a tier that holds both formats reads transparent
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
+import itertools
 import logging
 import tempfile
 import threading
@@ -24,7 +24,7 @@ from storage_core.log.leader_epoch_cache import parse_leader_epoch_checkpoint
 from storage_core.log.transaction_index import AbortedTxn
 from storage_core.tiered.chunked.chunk_cache import ChunkCache, DiskChunkCache, MemoryChunkCache
 from storage_core.tiered.chunked.chunk_fetcher import ChunkFetcher, ReadableSegment
-from storage_core.tiered.chunked.chunk_index import ChunkIndex
+from storage_core.tiered.chunked.chunk_index import ChunkIndex, frame_context
 from storage_core.tiered.chunked.chunk_stream import ChunkStream
 from storage_core.tiered.chunked.chunk_transform import (
     ChunkTransform,
@@ -110,7 +110,11 @@ class ChunkedRemoteStorageManager:
         with tempfile.TemporaryDirectory(prefix="rsm-chunked-") as scratch:
             directory = Path(scratch)
             log_path, chunk_index = _write_chunks(
-                data.log_segment, directory / "log", transform, config.chunk_size
+                data.log_segment,
+                directory / "log",
+                transform,
+                chunk_size=config.chunk_size,
+                frame_size=min(config.frame_size, config.chunk_size),
             )
             objects: dict[str, ObjectDigest] = {}
 
@@ -207,7 +211,7 @@ class ChunkedRemoteStorageManager:
         return io.BufferedReader(
             ChunkStream(
                 chunks,
-                functools.partial(self.fetcher.chunk, readable),
+                lambda chunk, first, last: self.fetcher.chunk_part(readable, chunk, first, last),
                 start=start_position,
                 end=min(last, index.original_size - 1),
             )
@@ -351,7 +355,7 @@ def _read(path: Path) -> bytes:
 
 
 def _write_chunks(
-    source: Path, target: Path, transform: ChunkTransform, chunk_size: int
+    source: Path, target: Path, transform: ChunkTransform, *, chunk_size: int, frame_size: int
 ) -> tuple[Path, ChunkIndex]:
     """The stored ``.log`` (``source`` itself when the transformation is the identity) and
     its chunk index."""
@@ -363,17 +367,26 @@ def _write_chunks(
             open(source, "rb") as file,
             contextlib.nullcontext() if transform.is_identity else open(target, "wb") as out,
         ):
-            while chunk := file.read(chunk_size):
-                content = transform.transform_chunk(len(stored_sizes), chunk)
-                stored_sizes.append(len(content))
-                checksums.append(checksum_of(content))
+            for chunk_id in itertools.count():
+                chunk = file.read(chunk_size)
+                if not chunk:
+                    break
+                for number, start in enumerate(range(0, len(chunk), frame_size)):
+                    content = transform.transform_frame(
+                        frame_context(chunk_id, number, framed=True),
+                        chunk[start : start + frame_size],
+                    )
+                    stored_sizes.append(len(content))
+                    checksums.append(checksum_of(content))
+                    if out is not None:
+                        out.write(content)
                 original_size += len(chunk)
-                if out is not None:
-                    out.write(content)
     except OSError as exc:
         raise RemoteStorageError(f"cannot cut {source} into chunks: {exc}") from exc
     index = ChunkIndex(
         chunk_size=chunk_size,
+        frame_size=frame_size,
+        framed=True,
         original_size=original_size,
         stored_sizes=tuple(stored_sizes),
         checksums=tuple(checksums),

@@ -1,6 +1,9 @@
 """The chunked format's settings (Aiven's names, ``rsm.config.`` prefix optional)::
 
     chunk.size                       original bytes per chunk (default 4 MiB)
+    chunk.frame.size                 original bytes per frame, the unit each check covers: a
+                                     short read of an uncached chunk reads its frames only
+                                     (default 256 KiB; at most the chunk size is used)
     compression.enabled              zstd per chunk (default false)
     compression.heuristic.enabled    skip it for segments whose batches are compressed
                                      (default false)
@@ -29,10 +32,12 @@ from storage_core.tiered.chunked.key_ring import KeyRing, RsaKeyPair
 from storage_core.tiered.remote_storage_manager import RSM_CONFIG_PREFIX
 
 DEFAULT_CHUNK_SIZE = 4 * 1024 * 1024
+DEFAULT_FRAME_SIZE = 256 * 1024
 MAX_CHUNK_SIZE = 1 << 30
 _FLAT_KEYS = frozenset(
     {
         "chunk.size",
+        "chunk.frame.size",
         "compression.enabled",
         "compression.heuristic.enabled",
         "encryption.enabled",
@@ -134,6 +139,7 @@ class ChunkCacheConfig:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChunkedFormatConfig:
     chunk_size: int = DEFAULT_CHUNK_SIZE
+    frame_size: int = DEFAULT_FRAME_SIZE
     compression: bool = False
     compression_heuristic: bool = False
     encryption: bool = False
@@ -146,6 +152,11 @@ class ChunkedFormatConfig:
                 f"rsm.config.chunk.size must be between 1 and {MAX_CHUNK_SIZE}, got"
                 f" {self.chunk_size}"
             )
+        if not 0 < self.frame_size <= MAX_CHUNK_SIZE:
+            raise ValueError(
+                f"rsm.config.chunk.frame.size must be between 1 and {MAX_CHUNK_SIZE}, got"
+                f" {self.frame_size}"
+            )
         if self.encryption and self.key_ring is None:
             raise ValueError(
                 "rsm.config.encryption.enabled=true needs a key ring:"
@@ -157,6 +168,7 @@ class ChunkedFormatConfig:
         """From ``split_format_config``'s first half; ``ValueError`` naming the setting."""
         return ChunkedFormatConfig(
             chunk_size=_number(settings, "chunk.size", DEFAULT_CHUNK_SIZE),
+            frame_size=_number(settings, "chunk.frame.size", DEFAULT_FRAME_SIZE),
             compression=_bool(settings, "compression.enabled"),
             compression_heuristic=_bool(settings, "compression.heuristic.enabled"),
             encryption=_bool(settings, "encryption.enabled"),

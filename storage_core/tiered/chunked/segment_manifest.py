@@ -2,9 +2,9 @@
 
 JSON (UTF-8), so that an operator can read it with any tool::
 
-    {"format": "chunked", "version": 1,
-     "chunkSize": 4194304, "originalSize": 10485760,
-     "chunks": {"storedSizes": [...], "checksums": [...]},      per chunk, CRC32C of stored bytes
+    {"format": "chunked", "version": 2,
+     "chunkSize": 4194304, "frameSize": 262144, "originalSize": 10485760,
+     "frames": {"storedSizes": [...], "checksums": [...]},      per frame, CRC32C of stored bytes
      "compression": "zstd" | null,
      "encryption": {"keyId": "k1", "wrappedDataKey": "<base64>", "aad": "<base64>"} | null,
      "objects": {"index": {"storedSize": 80, "checksum": 123}, ...},  the other objects
@@ -31,6 +31,10 @@ on its last segment, and its transaction index is then served with those transac
 at the segment's end offset, so that read_committed consumers still skip their records. The
 flag stays with the segment through later restores.
 
+Version 1 (copies made before frames existed) has ``"chunks"`` instead of ``"frameSize"`` and
+``"frames"``: each chunk is one frame. Both are read; a manifest written again (a restore's
+``abortsClosedAtEnd``) keeps its version.
+
 A segment without a manifest was copied in the plain format (the objects are the local files
 as they were). A manifest of another format or of a later version is refused by name.
 """
@@ -53,7 +57,8 @@ from storage_core.tiered.metadata import RemoteLogSegmentMetadata, serde
 from storage_core.tiered.metadata.errors import CorruptRemoteLogMetadataError
 
 FORMAT_NAME = "chunked"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # written by new copies
+UNFRAMED_VERSION = 1  # still read: one frame per chunk
 COMPRESSION_ZSTD = "zstd"
 
 
@@ -193,16 +198,24 @@ class SegmentManifest:
     encryption: EncryptionMetadata | None
     objects: dict[str, ObjectDigest]  # by object suffix (``index``, ``timeindex``, ...)
     segment: SegmentDescription | None = None
-    version: int = FORMAT_VERSION
+
+    @property
+    def version(self) -> int:
+        return FORMAT_VERSION if self.chunk_index.framed else UNFRAMED_VERSION
 
     def to_bytes(self) -> bytes:
         index = self.chunk_index
+        framing = {"frameSize": index.frame_size} if index.framed else {}
         document: dict[str, Any] = {
             "format": FORMAT_NAME,
             "version": self.version,
             "chunkSize": index.chunk_size,
+            **framing,
             "originalSize": index.original_size,
-            "chunks": {"storedSizes": list(index.stored_sizes), "checksums": list(index.checksums)},
+            "frames" if index.framed else "chunks": {
+                "storedSizes": list(index.stored_sizes),
+                "checksums": list(index.checksums),
+            },
             "compression": COMPRESSION_ZSTD if self.compression else None,
             "encryption": None
             if self.encryption is None
@@ -230,16 +243,21 @@ class SegmentManifest:
             if document.get("format") != FORMAT_NAME:
                 raise ValueError(f"format {document.get('format')!r} is not {FORMAT_NAME!r}")
             version = document.get("version")
-            if version != FORMAT_VERSION:
+            if version not in (UNFRAMED_VERSION, FORMAT_VERSION):
                 raise ValueError(
-                    f"format version {version!r} is not one this broker reads ({FORMAT_VERSION})"
+                    f"format version {version!r} is not one this broker reads"
+                    f" ({UNFRAMED_VERSION} or {FORMAT_VERSION})"
                 )
-            chunks = document["chunks"]
+            framed = version == FORMAT_VERSION
+            chunk_size = _int(document["chunkSize"])
+            stored = document["frames" if framed else "chunks"]
             index = ChunkIndex(
-                chunk_size=_int(document["chunkSize"]),
+                chunk_size=chunk_size,
+                frame_size=_int(document["frameSize"]) if framed else chunk_size,
+                framed=framed,
                 original_size=_int(document["originalSize"]),
-                stored_sizes=tuple(_int(size) for size in chunks["storedSizes"]),
-                checksums=tuple(_int(checksum) for checksum in chunks["checksums"]),
+                stored_sizes=tuple(_int(size) for size in stored["storedSizes"]),
+                checksums=tuple(_int(checksum) for checksum in stored["checksums"]),
             )
             compression = document["compression"]
             if compression not in (None, COMPRESSION_ZSTD):
@@ -265,7 +283,6 @@ class SegmentManifest:
                 ),
                 objects=objects,
                 segment=None if segment is None else SegmentDescription.from_json(segment),
-                version=version,
             )
         except (ValueError, TypeError, KeyError, AttributeError, binascii.Error) as exc:
             detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)

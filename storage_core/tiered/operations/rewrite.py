@@ -105,8 +105,15 @@ def format_difference(manifest: SegmentManifest | None, config: ChunkedFormatCon
     if manifest is None:
         return "plain format"
     reasons = []
-    if manifest.chunk_index.chunk_size != config.chunk_size:
-        reasons.append(f"chunk size {manifest.chunk_index.chunk_size}, not {config.chunk_size}")
+    index = manifest.chunk_index
+    if index.chunk_size != config.chunk_size:
+        reasons.append(f"chunk size {index.chunk_size}, not {config.chunk_size}")
+    if not index.framed:
+        reasons.append(f"format version {manifest.version}: one check per chunk")
+    elif index.chunk_size == config.chunk_size:
+        frame_size = min(config.frame_size, config.chunk_size)
+        if index.frame_size != frame_size:
+            reasons.append(f"frame size {index.frame_size}, not {frame_size}")
     if manifest.compression and not config.compression:
         reasons.append("compressed, compression is off")
     if not manifest.compression and config.compression and not config.compression_heuristic:

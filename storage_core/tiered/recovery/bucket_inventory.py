@@ -253,13 +253,12 @@ def _checksum_problems(
     """Read every object whole and compare its CRC32C with the manifest's."""
     index = manifest.chunk_index
     with store.fetch_log_segment(ref, 0) as stream:
-        for number, (size, checksum) in enumerate(
-            zip(index.stored_sizes, index.checksums, strict=True)
-        ):
-            chunk = stream.read(size)
-            if len(chunk) != size or checksum_of(chunk) != checksum:
-                yield f"segment {ref}: chunk {number} of its .log fails its checksum"
-                return
+        for chunk in map(index.chunk, range(len(index))):
+            for frame in chunk.frames:
+                stored = stream.read(frame.stored_size)
+                if len(stored) != frame.stored_size or checksum_of(stored) != frame.checksum:
+                    yield f"segment {ref}: chunk {chunk.id} of its .log fails its checksum"
+                    return
     for name, digest in sorted(manifest.objects.items()):
         suffix = RemoteObjectSuffix(name)
         with store.fetch_index(ref, _INDEX_TYPES[suffix]) as stream:
