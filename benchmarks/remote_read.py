@@ -17,7 +17,8 @@ copies, all read by the same broker:
                     partition max bytes 1 MiB and 4 MiB; the ratio is tiered/local MiB/s
   first batch       one Fetch (partition max bytes 1: the first batch, min-one-message) at
                     the start offset of each of up to ``LATENCY_SEGMENTS`` segments, then
-                    halfway through each, on a new connection:
+                    halfway through each, on a new connection, the last segment first
+                    (prefetch runs forward: no sample finds its segment prefetched):
                       cold   broker restarted with ``remote-log-index-cache/`` cleared and an
                              empty chunk cache (inside a segment, its offset index is
                              downloaded first; at its start no index is needed)
@@ -55,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import lean_client
 from storage_core.records import SimpleRecord, build_batch
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
-from storage_core.tiered.remote_storage_manager import RemoteStorageManager
+from storage_core.tiered.remote_storage_manager import RemoteStorageManager, remote_object_store
 from storage_core.tiered.rsm_loader import load_remote_storage_manager
 from storage_core.tiered.s3_remote_storage_manager import S3RemoteStorageManager
 from tests.broker_process import BrokerProcess
@@ -78,6 +79,7 @@ BATCH_BYTES = 64 * 1024
 SEGMENT_BYTES = 4 * 1024 * 1024
 FETCH_BYTES = (1024 * 1024, SEGMENT_BYTES)
 LATENCY_SEGMENTS = 8
+SAMPLE_PAUSE_S = 0.05  # the previous sample's prefetch (12 MiB at most) is done by then
 CHUNK_CACHE_BYTES = 512 * 1024 * 1024  # holds both chunked topics: warm reads hit
 PREFETCH_BYTES = 8 * 1024 * 1024  # two chunks ahead
 OFFLOAD_TIMEOUT_S = 300.0
@@ -198,10 +200,26 @@ def offload(
 
 
 def segment_offsets(broker: BrokerProcess) -> dict[str, list[int]]:
-    """Start offsets of up to ``LATENCY_SEGMENTS`` of the local topic's closed segments (the
-    tiered topics' are the same), and the offset halfway through each."""
+    """Start offsets of up to ``LATENCY_SEGMENTS`` of the local topic's closed segments, and
+    the offset halfway through each."""
     names = sorted(p.name for p in (broker.log_dir / f"{LOCAL}-0").glob("*.log"))
-    bases = [int(name.split(".")[0]) for name in names]
+    return _spread([int(name.split(".")[0]) for name in names])
+
+
+def remote_segment_offsets(rsm: RemoteStorageManager, topic: str) -> dict[str, list[int]]:
+    """The same for a remote topic's segments, from its ``.log`` objects: the RemoteLogManager
+    rolled its active segment whenever local retention found it old, so its segments do not
+    start where the local topic's do."""
+    store = remote_object_store(rsm, "listing the benchmark's segments")
+    bases = sorted(
+        int(Path(info.key).name.split("-")[0])
+        for info in store.list_objects()
+        if f"/{topic}-" in f"/{info.key}" and info.key.endswith(".log")
+    )
+    return _spread(bases)
+
+
+def _spread(bases: list[int]) -> dict[str, list[int]]:
     step = max(1, (len(bases) - 1) // LATENCY_SEGMENTS)
     chosen = list(range(len(bases) - 1))[::step][:LATENCY_SEGMENTS]
     return {
@@ -222,14 +240,28 @@ def lean_consume(port: int, topic: str, total_records: int, max_bytes: int) -> f
 
 
 def first_batch_ms(port: int, topic: str, offsets: list[int]) -> list[float]:
+    """Last segment first: a reader's prefetch runs forward into the next segments, so in
+    ascending order each sample would find its chunk already read (or being read) by the
+    sample before, and measure no cold read. A pause before each sample lets the previous
+    one's prefetch end: each sample is one reader arriving at a broker that serves others but
+    reads nothing ahead. The pause is spent fetching from the local topic: on this machine an
+    idle pause makes the next request slower by about its own length (after 0.2 s idle a
+    local fetch takes 10-12 ms, not 1)."""
     out = []
-    for offset in offsets:
+    for offset in sorted(offsets, reverse=True):
+        _serve_local(port, SAMPLE_PAUSE_S)
         start = time.perf_counter()
         result = raw_fetch(port, topic, offset, max_bytes=1, max_wait_ms=30_000)
         out.append((time.perf_counter() - start) * 1000)
         if result.error_code != 0 or not result.records:
             raise SystemExit(f"{topic} at {offset}: {result.error_code!r}, no records")
     return out
+
+
+def _serve_local(port: int, seconds: float) -> None:
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        raw_fetch(port, LOCAL, 0, max_bytes=1)
 
 
 def restart_cold(broker: BrokerProcess, total_records: int) -> None:
@@ -275,7 +307,9 @@ def run(work_dir: Path, total_mib: int, rounds: int, use_s3: bool) -> list[Row]:
                 raise SystemExit(f"{LOCAL}: not every record was appended")
             for topic, rsm in copiers.items():
                 offload(broker, topic, rsm, total_records)
-            offsets = segment_offsets(broker)
+            offsets = {LOCAL: segment_offsets(broker)} | {
+                topic: remote_segment_offsets(rsm, topic) for topic, rsm in copiers.items()
+            }
 
             # Cold: a restarted broker (empty chunk and index caches) reads each topic once.
             restart_cold(broker, total_records)
@@ -296,21 +330,26 @@ def run(work_dir: Path, total_mib: int, rounds: int, use_s3: bool) -> list[Row]:
                     }
                 )
 
-            for where, at in offsets.items():
+            for where in ("start", "middle"):
                 # Cold: a restarted broker, no index and no chunk of these segments cached.
                 restart_cold(broker, total_records)
                 samples = {
-                    f"{topic}, cold caches": first_batch_ms(broker.port, topic, at)
+                    f"{topic}, cold caches": first_batch_ms(
+                        broker.port, topic, offsets[topic][where]
+                    )
                     for topic in REMOTE_TOPICS
                 }
                 samples.update(
                     {
-                        f"{topic}, warm caches": first_batch_ms(broker.port, topic, at)
+                        f"{topic}, warm caches": first_batch_ms(
+                            broker.port, topic, offsets[topic][where]
+                        )
                         for topic in REMOTE_TOPICS
                     }
                 )
-                samples["local (first)"] = first_batch_ms(broker.port, LOCAL, at)
-                samples["local"] = first_batch_ms(broker.port, LOCAL, at)
+                local_at = offsets[LOCAL][where]
+                samples["local (first)"] = first_batch_ms(broker.port, LOCAL, local_at)
+                samples["local"] = first_batch_ms(broker.port, LOCAL, local_at)
                 base = statistics.median(samples["local"])
                 for case, values in samples.items():
                     rows.append(
