@@ -220,9 +220,14 @@ def test_a_store_hanging_mid_prefetch_does_not_hold_the_reader(
 
     monkeypatch.setattr(rsm.store, "fetch_log_segment", hanging_after_the_first)
     monkeypatch.setattr("storage_core.tiered.chunked.chunk_fetcher.IN_FLIGHT_WAIT_S", 0.2)
+    with rsm.fetch_log_segment(refs[0], 0) as stream:
+        assert stream.read(10) == originals[0][:10]  # asks for read-ahead
+    deadline = time.monotonic() + 5
+    while not any(name.startswith("rsm-prefetch") for name in calls):
+        assert time.monotonic() < deadline, "no prefetch reached the store"
+        time.sleep(0.01)
     started = time.monotonic()
     assert read(rsm, refs[0], 0) == originals[0]
     assert time.monotonic() - started < 5  # each chunk waited at most 0.2 s for the prefetch
-    assert any(name.startswith("rsm-prefetch") for name in calls)
     release.set()
     rsm.close()

@@ -26,6 +26,7 @@ from typing import Any
 from storage_core.tiered.chunked.chunk_cache import ChunkCache, ChunkKey
 from storage_core.tiered.chunked.chunk_index import Chunk, Frame
 from storage_core.tiered.chunked.chunk_transform import ChunkTransform
+from storage_core.tiered.chunked.delayed_runner import DelayedRunner
 from storage_core.tiered.chunked.errors import ChunkIntegrityError
 from storage_core.tiered.chunked.segment_manifest import SegmentManifest
 from storage_core.tiered.remote_storage_manager import (
@@ -38,6 +39,9 @@ from storage_core.tiered.remote_storage_manager import (
 logger = logging.getLogger(__name__)
 
 PREFETCH_THREADS = 2
+# Read-ahead is planned this long after the read that asks for it: by then that read's answer
+# has left (1-2 ms on two cores), and the prefetch does not compete with it.
+PREFETCH_START_DELAY_S = 0.0015
 IN_FLIGHT_WAIT_S = 2.0  # then the reader reads the chunk itself
 
 
@@ -70,6 +74,8 @@ class ChunkFetcher:
         self._lock = threading.Lock()
         self._in_flight: dict[ChunkKey, Future[None]] = {}
         self._executor: ThreadPoolExecutor | None = None
+        self._planner = DelayedRunner(PREFETCH_START_DELAY_S, name="rsm-prefetch-planner")
+        self._closed = False
         self.prefetched_chunks = 0
 
     def chunk_part(
@@ -132,13 +138,15 @@ class ChunkFetcher:
     # -- prefetch -----------------------------------------------------------------------------
 
     def _schedule_prefetch(self, readable: ReadableSegment, first_id: int) -> None:
-        """Read ahead from chunk ``first_id`` of ``readable``, planned on a prefetch thread:
-        going on into the next segments loads their manifests (and unwraps their data keys),
-        which the reader must not wait for."""
+        """Read ahead from chunk ``first_id`` of ``readable``, planned on the planner thread
+        once this read's answer has left: going on into the next segments loads their
+        manifests (and unwraps their data keys), which the reader must not wait for."""
         if self.prefetch_max_bytes > 0:
-            self._prefetch_executor().submit(self._prefetch_from, readable, first_id)
+            self._planner.submit(self._prefetch_from, readable, first_id)
 
     def _prefetch_from(self, readable: ReadableSegment, first_id: int) -> None:
+        if self.prefetch_max_bytes <= 0:
+            return
         budget = self.prefetch_max_bytes
         current: ReadableSegment | None = readable
         next_id = first_id
@@ -184,27 +192,39 @@ class ChunkFetcher:
             return True
 
     def _submit(self, readable: ReadableSegment, run: list[Chunk]) -> None:
-        self._prefetch_executor().submit(self._prefetch, readable, run)
-
-    def _prefetch_executor(self) -> ThreadPoolExecutor:
+        """Fetch the claimed ``run`` on a prefetch thread (released at once when closed)."""
         with self._lock:
-            if self._executor is None:
+            closed = self._closed
+            if not closed and self._executor is None:
                 self._executor = ThreadPoolExecutor(
                     PREFETCH_THREADS, thread_name_prefix="rsm-prefetch"
                 )
-            return self._executor
+            executor = self._executor
+        if closed or executor is None:
+            self._release(readable, run, RemoteStorageError("the chunk fetcher is closed"))
+        else:
+            executor.submit(self._prefetch, readable, run)
 
     def _prefetch(self, readable: ReadableSegment, run: list[Chunk]) -> None:
-        segment_id = str(readable.segment.segment_id)
-        keys = [ChunkKey(segment_id, chunk.id) for chunk in run]
         error: BaseException | None = None
         try:
-            for key, data in zip(keys, self._fetch(readable, run), strict=True):
-                self.cache.put(key, data)
+            segment_id = str(readable.segment.segment_id)
+            for chunk, data in zip(run, self._fetch(readable, run), strict=True):
+                self.cache.put(ChunkKey(segment_id, chunk.id), data)
                 self.prefetched_chunks += 1
         except Exception as exc:  # a reader that needs the chunk reads it and sees why
             error = exc
-            logger.debug("prefetch of %s chunks %s failed: %s", readable.segment, keys, exc)
+            logger.debug(
+                "prefetch of %s chunks %s failed: %s", readable.segment, [c.id for c in run], exc
+            )
+        self._release(readable, run, error)
+
+    def _release(
+        self, readable: ReadableSegment, run: list[Chunk], error: BaseException | None
+    ) -> None:
+        """The claimed ``run`` is no longer in flight; its waiters learn how it went."""
+        segment_id = str(readable.segment.segment_id)
+        keys = [ChunkKey(segment_id, chunk.id) for chunk in run]
         with self._lock:
             futures = [self._in_flight.pop(key) for key in keys if key in self._in_flight]
         for future in futures:
@@ -214,7 +234,9 @@ class ChunkFetcher:
                 future.set_exception(error)
 
     def close(self) -> None:
+        self._planner.close()
         with self._lock:
+            self._closed = True
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
