@@ -5,11 +5,12 @@ thread is already fetching (a prefetch) is awaited for a bounded time; otherwise
 fetches it with one ranged read of the store, checks and restores it, and caches it, or, when
 it needs only some of the chunk's frames, reads and checks those alone and leaves the whole
 chunk to a prefetch thread (the first batch of a cold segment waits for one frame, not for
-4 MiB). Each chunk a
-reader takes schedules the chunks after it, up to ``prefetch_max_bytes`` of original bytes,
-on the prefetch threads, one ranged read per run of uncached chunks; past the end of a
-segment the window goes on into the next segment of the same lineage when ``next_segment``
-knows it. A slow store then holds a prefetch thread, never the reader's other chunks.
+4 MiB). Each read then asks for the chunks after it, up to ``prefetch_max_bytes`` of original
+bytes: the planner thread claims them shortly after (once the read's answer has left) and
+hands them to the prefetch threads, one ranged read per run of uncached chunks; past the end
+of a segment the window goes on into the next segment of the same lineage when
+``next_segment`` knows it. A slow store then holds the planner or a prefetch thread, never a
+reader's own reads.
 """
 
 from __future__ import annotations
