@@ -28,7 +28,6 @@ from storage_core.tiered.chunked.chunk_cache import ChunkCache, ChunkKey
 from storage_core.tiered.chunked.chunk_index import Chunk, Frame
 from storage_core.tiered.chunked.chunk_transform import ChunkTransform
 from storage_core.tiered.chunked.delayed_runner import DelayedRunner
-from storage_core.tiered.chunked.errors import ChunkIntegrityError
 from storage_core.tiered.chunked.segment_manifest import SegmentManifest
 from storage_core.tiered.remote_storage_manager import (
     RemoteLogSegmentMetadataLike,
@@ -122,7 +121,7 @@ class ChunkFetcher:
         ) as stream:
             for chunk in chunks:
                 where = _chunk_where(readable, chunk)
-                stored = _read_exactly(stream, chunk.stored_size, where)
+                stored = _read_up_to(stream, chunk.stored_size)
                 out.append(readable.transform.restore_chunk(chunk, stored, where=where))
         return out
 
@@ -133,7 +132,7 @@ class ChunkFetcher:
         start, end = frames[0].stored_position, frames[-1].stored_position + frames[-1].stored_size
         where = _chunk_where(readable, chunk)
         with self._store.fetch_log_segment(readable.metadata, start, end - 1) as stream:
-            stored = _read_exactly(stream, end - start, where)
+            stored = _read_up_to(stream, end - start)
         return readable.transform.restore_frames(frames, stored, where=where)
 
     # -- prefetch -----------------------------------------------------------------------------
@@ -251,7 +250,9 @@ def _chunk_where(readable: ReadableSegment, chunk: Chunk) -> str:
     )
 
 
-def _read_exactly(stream: Any, size: int, where: str) -> bytes:
+def _read_up_to(stream: Any, size: int) -> bytes:
+    """``size`` bytes, fewer only at the end of the object (each frame's check then names it
+    truncated)."""
     parts = []
     remaining = size
     while remaining > 0:
@@ -260,6 +261,4 @@ def _read_exactly(stream: Any, size: int, where: str) -> bytes:
             break
         parts.append(part)
         remaining -= len(part)
-    if remaining:
-        raise ChunkIntegrityError(f"{where}: the object ends {remaining} bytes early (truncated?)")
     return b"".join(parts)

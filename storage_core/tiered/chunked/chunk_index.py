@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import itertools
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 _CHUNK_NUMBER = struct.Struct(">q")
 _FRAME_NUMBER = struct.Struct(">qi")
@@ -29,7 +31,6 @@ class Frame:
     the stored object, the CRC32C of its stored bytes, and what its encryption authenticates
     beside the segment's AAD (``context``)."""
 
-    chunk_id: int
     number: int  # within its chunk
     original_position: int
     original_size: int
@@ -133,7 +134,6 @@ class ChunkIndex:
         first_frame = chunk_id * self._frames_per_chunk
         frames = tuple(
             Frame(
-                chunk_id=chunk_id,
                 number=number,
                 original_position=position + offset,
                 original_size=min(self.frame_size, size - offset),
@@ -156,19 +156,38 @@ class ChunkIndex:
             frames=frames,
         )
 
-    def chunks_for_range(self, start: int, end: int | None = None) -> list[Chunk]:
+    def chunks_for_range(self, start: int, end: int | None = None) -> Sequence[Chunk]:
         """The chunks holding original bytes ``[start, end]`` (inclusive; ``None``: to the
-        end). ``ValueError`` when ``start`` is past the end."""
+        end), each built when it is looked at: a fetch reads a few of a segment's hundreds.
+        ``ValueError`` when ``start`` is past the end."""
         if start < 0 or (start >= self.original_size and self.original_size > 0):
             raise ValueError(
                 f"start position {start} is beyond the segment's {self.original_size} bytes"
             )
         last = self.original_size - 1 if end is None else min(end, self.original_size - 1)
         if last < start:
-            return []
-        first_id = start // self.chunk_size
-        last_id = last // self.chunk_size
-        return [self.chunk(i) for i in range(first_id, last_id + 1)]
+            return ()
+        return _ChunkRange(self, range(start // self.chunk_size, last // self.chunk_size + 1))
+
+
+class _ChunkRange(Sequence[Chunk]):
+    def __init__(self, index: ChunkIndex, ids: range) -> None:
+        self._index = index
+        self._ids = ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @overload
+    def __getitem__(self, item: int) -> Chunk: ...
+
+    @overload
+    def __getitem__(self, item: slice) -> Sequence[Chunk]: ...
+
+    def __getitem__(self, item: int | slice) -> Chunk | Sequence[Chunk]:
+        if isinstance(item, slice):
+            return _ChunkRange(self._index, self._ids[item])
+        return self._index.chunk(self._ids[item])
 
 
 def frame_context(chunk_id: int, frame_number: int, *, framed: bool) -> bytes:

@@ -26,7 +26,7 @@ class ChunkStream(io.RawIOBase):
         start: int,
         end: int,
     ) -> None:
-        self._chunks = list(chunks)
+        self._chunks = chunks  # built as the reader reaches them (``chunks_for_range``)
         self._load = load
         self._position = start  # next original byte to hand out
         self._end = end  # last original byte (inclusive)
