@@ -10,6 +10,9 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip uv
 	UV_COMPILE_BYTECODE=1 $(BIN)/uv pip install --python $(BIN)/python --quiet -e '.[dev,pipeline]'
+	@# pyspark comes as a source archive, and each install left another ~1 GiB copy of it
+	@# in uv's cache until the disk filled: keep only what the cache can still reach.
+	$(BIN)/uv cache prune --quiet
 	touch $(STAMP)
 
 ## The main job on the embedded default: a broker, the tiering and retention DAGs through
