@@ -80,7 +80,11 @@ from storage_core.replication.partition import (
     IsrUpdateSubmitter,
     Partition,
 )
-from storage_core.replication.read_from_log import read_from_log, read_log_tail
+from storage_core.replication.read_from_log import (
+    read_from_log,
+    read_log_tail,
+    read_tiered_offsets,
+)
 from storage_core.scheduler import Scheduler
 from storage_core.tiered.remote_log_manager import (
     RemoteLogManager,
@@ -465,6 +469,20 @@ class ReplicaManager(LeaderAndIsrMixin):
                     # between this read and the parking below, which only a fetch that
                     # must wait pays for.
                     results = tail
+                    may_park = True
+                elif (
+                    tiered := read_tiered_offsets(
+                        self._hosted_partition,
+                        self._read_all,
+                        requests,
+                        remote_log_manager=self.remote_log_manager,
+                        max_bytes=max_bytes,
+                        isolation=isolation,
+                        replica_id=replica_id,
+                    )
+                ) is not None:
+                    # Read on the loop too: the records come from the remote log reader.
+                    results = tiered
                     may_park = True
                 else:
                     # Parked before reading: an append that lands while the read runs on

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -20,7 +21,7 @@ from storage_core.log.log_manager import LogManager
 from storage_core.records import RecordBatch
 from storage_core.replication.delayed_fetch import FetchRequestPartition
 from storage_core.replication.partition import Partition
-from storage_core.replication.replica_manager import ReplicaManager
+from storage_core.replication.replica_manager import IO_THREADS, ReplicaManager
 from storage_core.tiered.metadata.cache import RemoteLogMetadataCache
 from storage_core.tiered.metadata.metadata import (
     RemoteLogSegmentMetadata,
@@ -135,6 +136,49 @@ def test_consumer_fetch_below_local_start_reads_the_remote_tier(broker: Broker) 
     assert bytes(first.buffer) == broker.tiered.batch_at(0)
     assert tiered.read.log_start_offset == 0  # type: ignore[attr-defined]
     assert results[LOCAL_TP].records  # type: ignore[attr-defined]
+
+
+def test_a_consumer_reading_the_remote_tier_does_not_wait_for_busy_io_threads(
+    broker: Broker,
+) -> None:
+    """A fetch of tiered offsets only reads no local segment, so a local disk slow enough to
+    hold every I/O thread does not hold it; a fetch that also reads a local log waits."""
+    broker.tiered.log.delete_old_segments()
+    tp = TIP.topic_partition
+    requests = {
+        tp: FetchRequestPartition(fetch_offset=0, max_bytes=1 << 20),
+        LOCAL_TP: FetchRequestPartition(fetch_offset=0, max_bytes=1 << 20),
+    }
+    disk_free = threading.Event()
+
+    async def run() -> tuple[object, bool]:
+        replicas = broker.replicas
+        replicas.bind_loop(asyncio.get_running_loop())
+        stuck = [asyncio.ensure_future(replicas.run_io(disk_free.wait)) for _ in range(IO_THREADS)]
+        await asyncio.sleep(0.05)  # every I/O thread is in the slow disk now
+        try:
+            tiered = await asyncio.wait_for(
+                replicas.fetch_messages(
+                    {tp: requests[tp]}, max_wait_ms=500, min_bytes=1, max_bytes=1 << 20
+                ),
+                timeout=5,
+            )
+            mixed = asyncio.ensure_future(
+                replicas.fetch_messages(requests, max_wait_ms=500, min_bytes=1, max_bytes=1 << 20)
+            )
+            await asyncio.sleep(0.3)
+            mixed_waited = not mixed.done()
+        finally:
+            disk_free.set()
+            await asyncio.gather(*stuck)
+        await mixed
+        return tiered[tp], mixed_waited
+
+    result, mixed_waited = asyncio.run(run())
+    assert result.error is None  # type: ignore[attr-defined]
+    first = RecordBatch.from_buffer(result.records)  # type: ignore[attr-defined]
+    assert bytes(first.buffer) == broker.tiered.batch_at(0)
+    assert mixed_waited  # the same fetch with a local partition needs an I/O thread
 
 
 def test_replica_fetch_below_local_start_is_offset_moved_to_tiered_storage(
