@@ -35,6 +35,7 @@ from storage_core.tiered.remote_object_keys import (
     check_bucket_manifest_key,
     check_keys_to_delete,
     normalize_prefix,
+    segment_key,
     segment_keys,
 )
 from storage_core.tiered.remote_storage_manager import (
@@ -137,6 +138,10 @@ class LocalTieredStorage:
 
     def __repr__(self) -> str:
         return f"LocalTieredStorage({self.storage_dir}, prefix={self.prefix!r})"
+
+    def _path(self, segment: RemoteSegmentRef, suffix: RemoteObjectSuffix) -> Path:
+        """One object's path: a read needs one, not the seven ``_paths`` builds."""
+        return self.storage_dir / segment_key(self.prefix, segment, suffix)
 
     def _paths(self, segment: RemoteSegmentRef) -> dict[RemoteObjectSuffix, Path]:
         return {
@@ -245,22 +250,20 @@ class LocalTieredStorage:
     ) -> BinaryIO:
         check_positions(start_position, end_position)
         segment = RemoteSegmentRef.of(remote_log_segment_metadata)
-        return self._open(
-            self._paths(segment)[RemoteObjectSuffix.LOG], start_position, end_position
-        )
+        return self._open(self._path(segment, RemoteObjectSuffix.LOG), start_position, end_position)
 
     def fetch_index(
         self, remote_log_segment_metadata: RemoteLogSegmentMetadataLike, index_type: IndexType
     ) -> BinaryIO:
         segment = RemoteSegmentRef.of(remote_log_segment_metadata)
-        path = self._paths(segment)[RemoteObjectSuffix.for_index(index_type)]
+        path = self._path(segment, RemoteObjectSuffix.for_index(index_type))
         return self._open(path, 0, None)
 
     def fetch_segment_manifest(
         self, remote_log_segment_metadata: RemoteLogSegmentMetadataLike
     ) -> bytes | None:
         segment = RemoteSegmentRef.of(remote_log_segment_metadata)
-        path = self._paths(segment)[RemoteObjectSuffix.SEGMENT_MANIFEST]
+        path = self._path(segment, RemoteObjectSuffix.SEGMENT_MANIFEST)
         try:
             return path.read_bytes()
         except FileNotFoundError:

@@ -64,6 +64,7 @@ from storage_core.tiered.remote_object_keys import (
     RemoteObjectSuffix,
     check_bucket_manifest_key,
     check_keys_to_delete,
+    segment_key,
     segment_keys,
 )
 from storage_core.tiered.remote_storage_manager import (
@@ -333,7 +334,7 @@ class S3RemoteStorageManager:
     ) -> BinaryIO:
         check_positions(start_position, end_position)
         segment = RemoteSegmentRef.of(remote_log_segment_metadata)
-        key = segment_keys(self.prefix, segment)[RemoteObjectSuffix.LOG]
+        key = segment_key(self.prefix, segment, RemoteObjectSuffix.LOG)
         if start_position == 0 and end_position is None:
             return self._get(key, None)
         end = "" if end_position is None else str(end_position)
@@ -343,14 +344,14 @@ class S3RemoteStorageManager:
         self, remote_log_segment_metadata: RemoteLogSegmentMetadataLike, index_type: IndexType
     ) -> BinaryIO:
         segment = RemoteSegmentRef.of(remote_log_segment_metadata)
-        key = segment_keys(self.prefix, segment)[RemoteObjectSuffix.for_index(index_type)]
+        key = segment_key(self.prefix, segment, RemoteObjectSuffix.for_index(index_type))
         return self._get(key, None)
 
     def fetch_segment_manifest(
         self, remote_log_segment_metadata: RemoteLogSegmentMetadataLike
     ) -> bytes | None:
         segment = RemoteSegmentRef.of(remote_log_segment_metadata)
-        key = segment_keys(self.prefix, segment)[RemoteObjectSuffix.SEGMENT_MANIFEST]
+        key = segment_key(self.prefix, segment, RemoteObjectSuffix.SEGMENT_MANIFEST)
         try:
             with self._get(key, None) as body:
                 return body.read()
