@@ -172,6 +172,26 @@ def test_a_second_read_is_served_from_the_cache(
     assert rsm.fetcher.cache.stats().hits == len(originals[0]) // 1000  # chunks 1..last
 
 
+
+def test_without_prefetch_a_short_read_caches_its_chunk(tmp_path: Path) -> None:
+    """The broker reads views of the bytes it needs (a first batch, a fetch smaller than a
+    chunk). With prefetch off (the default) nothing reads the rest of the chunk later, so
+    the read takes the chunk whole and caches it: the next read of that chunk is a hit."""
+    framed = {"rsm.config.chunk.frame.size": "250"}
+    writer = manager(tmp_path, **framed)
+    data = closed_segment(tmp_path / "framed", batches=4)
+    segment = segment_ref(start_offset=200)
+    writer.copy_log_segment_data(segment, data)
+    original = data.log_segment.read_bytes()
+    rsm = manager(tmp_path, **framed)
+    with rsm.fetch_log_segment(segment, 10) as stream:
+        assert bytes(stream.raw.read_view(100)) == original[10:110]  # one frame of four
+    assert rsm.fetcher.cache.stats().entries == 1
+    with rsm.fetch_log_segment(segment, 600) as stream:
+        assert bytes(stream.raw.read_view(100)) == original[600:700]
+    stats = rsm.fetcher.cache.stats()
+    assert (stats.hits, stats.misses) == (1, 1)
+
 def wait_for(condition: object, timeout_s: float = 5.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():  # type: ignore[operator]

@@ -84,13 +84,14 @@ class ChunkFetcher:
         """The original bytes of ``chunk`` from ``first`` on (chunk-relative), at least
         through ``last``; ``RemoteStorageError`` when the store fails or a frame fails its
         checks (never wrong bytes). A chunk neither cached nor being prefetched is read whole
-        when the bytes wanted need all its frames; else only the frames holding them are read
-        and checked, and the whole chunk is left to a prefetch thread."""
+        when the bytes wanted need all its frames, or when prefetch is off (nothing else
+        would cache it); else only the frames holding them are read and checked, and the
+        whole chunk is left to a prefetch thread."""
         key = ChunkKey(str(readable.segment.segment_id), chunk.id)
         data = self._cached(key)
         if data is None:
             frames = chunk.frames_for(first, last)
-            if len(frames) < len(chunk.frames):
+            if len(frames) < len(chunk.frames) and self.prefetch_max_bytes > 0:
                 part = self._fetch_frames(readable, chunk, frames)
                 self._schedule_prefetch(readable, chunk.id)  # this chunk whole, then the next
                 skipped = frames[0].original_position - chunk.original_position
