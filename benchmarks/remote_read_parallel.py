@@ -11,6 +11,10 @@ them all. Then, each the best of ``--rounds``:
               partition's bytes over the time until the last one finished
   scaling     all / one (the aim: >= 3 with 8 partitions)
 
+and, for each, the cores kept busy (the broker's and the whole machine's, from /proc: CPU
+seconds over wall seconds of its rounds): a phase that keeps every core busy already, or
+whose broker keeps one core busy with its interpreter, has no room to scale.
+
     python benchmarks/remote_read_parallel.py [--partitions 8] [--mib-per-partition 8]
         [--rounds 3] [--dir bench-data]
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import shlex
 import shutil
 import sys
@@ -77,6 +82,36 @@ def consume_all(port: int, topics: list[str], total_records: int) -> float:
         return time.perf_counter() - start
 
 
+def _process_cpu_s(pid: int) -> float:
+    """utime + stime of one process (/proc/<pid>/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds every core spent neither idle nor waiting for I/O (/proc/stat)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle, iowait = values[3], values[4]
+    return (sum(values[:8]) - idle - iowait) / os.sysconf("SC_CLK_TCK")
+
+
+class CoresBusy:
+    """Cores kept busy during a block: the broker's and the machine's."""
+
+    def __init__(self, broker_pid: int) -> None:
+        self.broker_pid = broker_pid
+        self.broker = self.machine = 0.0
+
+    def __enter__(self) -> CoresBusy:
+        self._start = (time.perf_counter(), _process_cpu_s(self.broker_pid), _machine_busy_s())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        wall = time.perf_counter() - self._start[0]
+        self.broker = round((_process_cpu_s(self.broker_pid) - self._start[1]) / wall, 2)
+        self.machine = round((_machine_busy_s() - self._start[2]) / wall, 2)
+
+
 def run(work_dir: Path, partitions: int, mib: int, rounds: int) -> dict[str, object]:
     topics = [topic_of(i) for i in range(partitions)]
     with remote_tier(work_dir, False) as (overrides, copiers):
@@ -106,11 +141,16 @@ def run(work_dir: Path, partitions: int, mib: int, rounds: int) -> dict[str, obj
             for topic in topics:
                 offload(broker, topic, copiers[CHUNKED], total_records)
             consume_all(broker.port, topics, total_records)  # warms the chunk cache
-            one = min(
-                lean_consume(broker.port, topics[0], total_records, FETCH_BYTES)
-                for _ in range(rounds)
-            )
-            together = min(consume_all(broker.port, topics, total_records) for _ in range(rounds))
+            assert broker.process is not None
+            with CoresBusy(broker.process.pid) as one_busy:
+                one = min(
+                    lean_consume(broker.port, topics[0], total_records, FETCH_BYTES)
+                    for _ in range(rounds)
+                )
+            with CoresBusy(broker.process.pid) as all_busy:
+                together = min(
+                    consume_all(broker.port, topics, total_records) for _ in range(rounds)
+                )
     one_mib_s = mib_s(log_bytes, one)
     all_mib_s = mib_s(log_bytes * partitions, together)
     return {
@@ -119,6 +159,9 @@ def run(work_dir: Path, partitions: int, mib: int, rounds: int) -> dict[str, obj
         "one_mib_s": one_mib_s,
         "all_mib_s": all_mib_s,
         "scaling": round(all_mib_s / one_mib_s, 2),
+        "cores": os.cpu_count(),
+        "one_cores_busy": {"broker": one_busy.broker, "machine": one_busy.machine},
+        "all_cores_busy": {"broker": all_busy.broker, "machine": all_busy.machine},
     }
 
 
@@ -141,9 +184,17 @@ def main() -> None:
         f"remote tier: LocalTieredStorage, chunked format, warm chunk cache; {result['partitions']}"
         f" partitions of {result['mib_per_partition']} MiB"
     )
-    print(f"one partition         {result['one_mib_s']:>8} MiB/s")
-    print(f"all at once           {result['all_mib_s']:>8} MiB/s")
-    print(f"scaling (all / one)   {result['scaling']:>8}")
+    one_busy, all_busy = result["one_cores_busy"], result["all_cores_busy"]
+    print(f"                            MiB/s  cores busy: broker, machine (of {result['cores']})")
+    print(
+        f"one partition         {result['one_mib_s']:>9}  {one_busy['broker']:>14}"  # type: ignore[index]
+        f"  {one_busy['machine']:>8}"  # type: ignore[index]
+    )
+    print(
+        f"all at once           {result['all_mib_s']:>9}  {all_busy['broker']:>14}"  # type: ignore[index]
+        f"  {all_busy['machine']:>8}"  # type: ignore[index]
+    )
+    print(f"scaling (all / one)   {result['scaling']:>9}")
     print(json.dumps({"benchmark": "remote_read_parallel", "command": command, "result": result}))
 
 
