@@ -172,7 +172,6 @@ def test_a_second_read_is_served_from_the_cache(
     assert rsm.fetcher.cache.stats().hits == len(originals[0]) // 1000  # chunks 1..last
 
 
-
 def test_without_prefetch_a_short_read_caches_its_chunk(tmp_path: Path) -> None:
     """The broker reads views of the bytes it needs (a first batch, a fetch smaller than a
     chunk). With prefetch off (the default) nothing reads the rest of the chunk later, so
@@ -191,6 +190,7 @@ def test_without_prefetch_a_short_read_caches_its_chunk(tmp_path: Path) -> None:
         assert bytes(stream.raw.read_view(100)) == original[600:700]
     stats = rsm.fetcher.cache.stats()
     assert (stats.hits, stats.misses) == (1, 1)
+
 
 def wait_for(condition: object, timeout_s: float = 5.0) -> None:
     deadline = time.monotonic() + timeout_s
