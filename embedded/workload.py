@@ -8,6 +8,8 @@ from (a local segment or the remote tier), without keeping a copy of what was wr
 
 from __future__ import annotations
 
+import collections
+import logging
 import random
 import threading
 from collections.abc import Callable, Mapping
@@ -20,6 +22,11 @@ PAYLOAD_BYTES = 480
 POLL_TIMEOUT_MS = 1000
 IDLE_POLLS_MAX = 30
 PRODUCE_ACK_TIMEOUT_S = 60.0
+# A background producer's batches fail after this (kafka-python's delivery.timeout.ms), before
+# its caller stops waiting: a stall then ends with the client's own error, not a bare timeout.
+BACKGROUND_DELIVERY_TIMEOUT_MS = 60_000
+BACKGROUND_FLUSH_TIMEOUT_S = BACKGROUND_DELIVERY_TIMEOUT_MS / 1000 + 10
+CLIENT_WARNINGS_KEPT = 12
 
 
 def record_value(topic: str, partition: int, index: int) -> bytes:
@@ -71,7 +78,9 @@ class BackgroundProducer:
     """A producer that goes on while the cluster changes: ``records_per_partition`` more
     records to each partition (indexes from ``first_index``), in rounds of ``round_records``
     per partition, each round acknowledged (acks=all) before the next. ``acknowledged`` counts
-    the records acknowledged per partition so far; ``join`` re-raises what stopped it."""
+    the records acknowledged per partition so far; ``join`` re-raises what stopped it, with
+    the client's last warnings (its batches expire after ``BACKGROUND_DELIVERY_TIMEOUT_MS``,
+    so a stall ends with kafka-python's own error)."""
 
     def __init__(
         self,
@@ -84,9 +93,11 @@ class BackgroundProducer:
         round_records: int = 50,
         pause_s: float = 0.05,
         security: Mapping[str, Any] | None = None,
+        bootstrap_timeout_ms: int = 30_000,
     ) -> None:
         self.bootstrap_server = bootstrap_server
         self.security = dict(security or {})
+        self.bootstrap_timeout_ms = bootstrap_timeout_ms
         self.topic = topic
         self.partitions = partitions
         self.first_index = first_index
@@ -97,21 +108,26 @@ class BackgroundProducer:
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="background-producer", daemon=True)
+        self._client_warnings = _RecentClientWarnings(CLIENT_WARNINGS_KEPT)
 
     def start(self) -> BackgroundProducer:
+        logging.getLogger("kafka").addHandler(self._client_warnings)
         self._thread.start()
         return self
 
     def _run(self) -> None:
-        producer = KafkaProducer(
-            bootstrap_servers=self.bootstrap_server,
-            acks="all",
-            linger_ms=5,
-            compression_type=None,
-            reconnect_backoff_max_ms=1000,
-            **self.security,
-        )
+        producer: KafkaProducer | None = None
         try:
+            producer = KafkaProducer(
+                bootstrap_servers=self.bootstrap_server,
+                acks="all",
+                linger_ms=5,
+                compression_type=None,
+                reconnect_backoff_max_ms=1000,
+                delivery_timeout_ms=BACKGROUND_DELIVERY_TIMEOUT_MS,
+                bootstrap_timeout_ms=self.bootstrap_timeout_ms,
+                **self.security,
+            )
             while self.acknowledged < self.records_per_partition and not self._stop.is_set():
                 first = self.first_index + self.acknowledged
                 count = min(self.round_records, self.records_per_partition - self.acknowledged)
@@ -124,7 +140,7 @@ class BackgroundProducer:
                     for index in range(first, first + count)
                     for partition in range(self.partitions)
                 ]
-                producer.flush()
+                producer.flush(timeout=BACKGROUND_FLUSH_TIMEOUT_S)
                 for future in futures:
                     future.get(timeout=PRODUCE_ACK_TIMEOUT_S)
                 self.acknowledged += count
@@ -132,7 +148,8 @@ class BackgroundProducer:
         except BaseException as error:  # re-raised by join
             self.error = error
         finally:
-            producer.close(timeout=10)
+            if producer is not None:
+                producer.close(timeout=10)
 
     def done(self) -> bool:
         return not self._thread.is_alive()
@@ -146,18 +163,38 @@ class BackgroundProducer:
             self._thread.join(PRODUCE_ACK_TIMEOUT_S)
             raise ProduceStalledError(
                 f"{self.topic}: {self.acknowledged} of {self.records_per_partition} records per"
-                f" partition acknowledged after {timeout_s:.0f} s"
+                f" partition acknowledged after {timeout_s:.0f} s{self._client_said()}"
             )
         if self.error is not None:
             raise ProduceStalledError(
                 f"{self.topic}: producing stopped after {self.acknowledged} records per"
-                f" partition: {self.error!r}"
+                f" partition: {self.error!r}{self._client_said()}"
             ) from self.error
         return self.acknowledged
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(PRODUCE_ACK_TIMEOUT_S)
+        logging.getLogger("kafka").removeHandler(self._client_warnings)
+
+    def _client_said(self) -> str:
+        lines = list(self._client_warnings.lines)
+        if not lines:
+            return " (the client logged no warning)"
+        return "; the client's last warnings:\n  " + "\n  ".join(lines)
+
+
+class _RecentClientWarnings(logging.Handler):
+    """kafka-python's last warnings and errors (its retries, expired batches, lost
+    connections), for the message of a producer that stalled."""
+
+    def __init__(self, kept: int) -> None:
+        super().__init__(logging.WARNING)
+        self.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(name)s: %(message)s"))
+        self.lines: collections.deque[str] = collections.deque(maxlen=kept)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
 
 
 class ProduceStalledError(RuntimeError):
