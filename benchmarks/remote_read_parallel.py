@@ -11,9 +11,10 @@ them all. Then, each the best of ``--rounds``:
               partition's bytes over the time until the last one finished
   scaling     all / one (the aim: >= 3 with 8 partitions)
 
-and, for each, the cores kept busy (the broker's and the whole machine's, from /proc: CPU
-seconds over wall seconds of its rounds): a phase that keeps every core busy already, or
-whose broker keeps one core busy with its interpreter, has no room to scale.
+and, for each, the cores kept busy by the broker and by the clients (CPU seconds over the
+wall seconds of its rounds: the broker's from /proc/<pid>/stat, the clients' from this
+process and its finished children): what one partition already keeps busy bounds how far
+several can scale on this machine's cores.
 
     python benchmarks/remote_read_parallel.py [--partitions 8] [--mib-per-partition 8]
         [--rounds 3] [--dir bench-data]
@@ -25,6 +26,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import resource
 import shlex
 import shutil
 import sys
@@ -88,28 +90,28 @@ def _process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _machine_busy_s() -> float:
-    """CPU seconds every core spent neither idle nor waiting for I/O (/proc/stat)."""
-    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle, iowait = values[3], values[4]
-    return (sum(values[:8]) - idle - iowait) / os.sysconf("SC_CLK_TCK")
+def _clients_cpu_s() -> float:
+    """CPU seconds of this process (the one-partition client) and of its children that have
+    ended (the pool's clients; the broker runs until the end)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 class CoresBusy:
-    """Cores kept busy during a block: the broker's and the machine's."""
+    """Cores kept busy during a block: by the broker and by the clients."""
 
     def __init__(self, broker_pid: int) -> None:
         self.broker_pid = broker_pid
-        self.broker = self.machine = 0.0
+        self.broker = self.clients = 0.0
 
     def __enter__(self) -> CoresBusy:
-        self._start = (time.perf_counter(), _process_cpu_s(self.broker_pid), _machine_busy_s())
+        self._start = (time.perf_counter(), _process_cpu_s(self.broker_pid), _clients_cpu_s())
         return self
 
     def __exit__(self, *exc: object) -> None:
         wall = time.perf_counter() - self._start[0]
         self.broker = round((_process_cpu_s(self.broker_pid) - self._start[1]) / wall, 2)
-        self.machine = round((_machine_busy_s() - self._start[2]) / wall, 2)
+        self.clients = round((_clients_cpu_s() - self._start[2]) / wall, 2)
 
 
 def run(work_dir: Path, partitions: int, mib: int, rounds: int) -> dict[str, object]:
@@ -160,8 +162,8 @@ def run(work_dir: Path, partitions: int, mib: int, rounds: int) -> dict[str, obj
         "all_mib_s": all_mib_s,
         "scaling": round(all_mib_s / one_mib_s, 2),
         "cores": os.cpu_count(),
-        "one_cores_busy": {"broker": one_busy.broker, "machine": one_busy.machine},
-        "all_cores_busy": {"broker": all_busy.broker, "machine": all_busy.machine},
+        "one_cores_busy": {"broker": one_busy.broker, "clients": one_busy.clients},
+        "all_cores_busy": {"broker": all_busy.broker, "clients": all_busy.clients},
     }
 
 
@@ -185,14 +187,14 @@ def main() -> None:
         f" partitions of {result['mib_per_partition']} MiB"
     )
     one_busy, all_busy = result["one_cores_busy"], result["all_cores_busy"]
-    print(f"                            MiB/s  cores busy: broker, machine (of {result['cores']})")
+    print(f"                            MiB/s  cores busy: broker, clients (of {result['cores']})")
     print(
         f"one partition         {result['one_mib_s']:>9}  {one_busy['broker']:>14}"  # type: ignore[index]
-        f"  {one_busy['machine']:>8}"  # type: ignore[index]
+        f"  {one_busy['clients']:>8}"  # type: ignore[index]
     )
     print(
         f"all at once           {result['all_mib_s']:>9}  {all_busy['broker']:>14}"  # type: ignore[index]
-        f"  {all_busy['machine']:>8}"  # type: ignore[index]
+        f"  {all_busy['clients']:>8}"  # type: ignore[index]
     )
     print(f"scaling (all / one)   {result['scaling']:>9}")
     print(json.dumps({"benchmark": "remote_read_parallel", "command": command, "result": result}))
