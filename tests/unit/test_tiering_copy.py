@@ -19,12 +19,14 @@ from storage_core.tiered.metadata.states import RemoteLogSegmentState, RemotePar
 from storage_core.tiered.operations import (
     LogView,
     PartitionDeletedError,
+    PartitionDirChangedError,
     SegmentNotEligibleError,
     StaleLeaderEpochError,
     build_log_segment_data,
     candidate_segments,
     copy_segment,
     highest_remote_offset,
+    log_view,
 )
 from storage_core.tiered.remote_storage_manager import IndexType, RemoteStorageError
 from tests.tiering_support import (
@@ -409,4 +411,38 @@ def test_a_time_index_trimmed_while_the_view_reads_it_is_read_again(
     assert trimmed
     assert [p for p in mapped if p.suffix == ".timeindex"] == []
     assert [segment.base_offset for segment in view.segments][:1] == [0]
+    log.close()
+
+
+def test_a_segment_whose_roll_is_not_over_is_not_read_as_closed_with_timestamp_zero(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker's roll creates the next segment, then writes the closed segment's last time
+    index entry and trims the index. A view between the two saw a closed segment whose time
+    index was still preallocated, read its zeros as the last entry, and copied the segment
+    with a largest timestamp of 0 (remote retention by time would have expired it at once).
+    It now waits for the roll to end; a roll that never ends makes it give up, naming the
+    index."""
+    log = open_partition_log(tmp_path / "logs", clock)
+    append(log, 14, epoch=0)
+    largest = log.segments[-1].max_timestamp_so_far
+    assert largest > 0
+    (log.dir / f"{14:020d}.log").touch()  # the roll's first step: the next segment exists
+    pauses: list[int] = []
+    monkeypatch.setattr(log_view, "_pause_before_reading_again", pauses.append)
+    with pytest.raises(PartitionDirChangedError, match="timeindex is still preallocated"):
+        LogView.read(log.dir, high_watermark=14)
+    assert pauses == [1, 2]
+
+    def roll_ends(attempt: int) -> None:
+        pauses.append(attempt)
+        log.roll()
+
+    pauses.clear()
+    monkeypatch.setattr(log_view, "_pause_before_reading_again", roll_ends)
+    view = LogView.read(log.dir, high_watermark=14)
+    assert pauses == [1]
+    closed = [(s.base_offset, s.max_timestamp_so_far) for s in log.segments[:-1]]
+    assert closed[-1] == (log.segments[-2].base_offset, largest)
+    assert [(s.base_offset, s.max_timestamp_ms) for s in view.segments] == [*closed, (14, None)]
     log.close()

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,8 +58,10 @@ from storage_core.tiered.operations.errors import PartitionDirChangedError
 
 logger = logging.getLogger(__name__)
 
-# How many times ``LogView.read`` starts over when a file vanishes while it reads.
+# How many times ``LogView.read`` starts over when a file vanishes while it reads, or a
+# segment's roll is not over; the pause before each new attempt grows by this much.
 READ_ATTEMPTS_MAX = 3
+READ_RETRY_PAUSE_S = 0.05
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -237,7 +240,9 @@ class LogView:
         """
         partition_dir = Path(partition_dir)
         last_error: OSError | None = None
-        for _attempt in range(READ_ATTEMPTS_MAX):
+        for attempt in range(READ_ATTEMPTS_MAX):
+            if attempt > 0:
+                _pause_before_reading_again(attempt)
             try:
                 return _read_once(
                     partition_dir,
@@ -335,15 +340,25 @@ def _segment_base_offsets(partition_dir: Path) -> list[int]:
 
 
 class IndexChangedError(OSError):
-    """An index file shrank between its size and its mapping: the broker trimmed it when it
-    rolled the segment, so the view is read again."""
+    """A closed segment's time index is not final: it shrank while it was read, or it is
+    still preallocated (the broker creates the next segment before it writes the last entry
+    and trims the index), so the view is read again."""
+
+
+def _pause_before_reading_again(attempt: int) -> None:
+    """Long enough for a roll under way to finish (it trims the indexes right after it
+    creates the next segment)."""
+    time.sleep(READ_RETRY_PAUSE_S * attempt)
 
 
 def _last_time_index_timestamp(path: Path) -> int:
     """The timestamp of the last entry of the time index at ``path`` (``NO_TIMESTAMP`` when
     empty), read with one ``pread``, never mapped: the broker trims a rolled segment's index,
-    and a mapping of the bytes cut off faults with SIGBUS when read. A file that shrank
-    between its size and the read is ``IndexChangedError``."""
+    and a mapping of the bytes cut off faults with SIGBUS when read. ``IndexChangedError``
+    for a file that shrank between its size and the read, and for one still preallocated:
+    its last slot is zeros, which no entry after the first can be (timestamps increase). Read
+    as an entry, it gave the segment a largest timestamp of 0, so time-based retention would
+    have taken its remote copy for the oldest data there is."""
     entry_size = TimeIndex.entry_size
     with open(path, "rb") as f:
         entries = os.fstat(f.fileno()).st_size // entry_size
@@ -352,6 +367,8 @@ def _last_time_index_timestamp(path: Path) -> int:
         last = os.pread(f.fileno(), entry_size, (entries - 1) * entry_size)
     if len(last) != entry_size:
         raise IndexChangedError(f"{path} changed while it was read: it shrank")
+    if entries > 1 and last == bytes(entry_size):
+        raise IndexChangedError(f"{path} is still preallocated: the broker is rolling its segment")
     timestamp, _relative_offset = TIME_INDEX_ENTRY.unpack(last)
     return int(timestamp)
 
