@@ -56,6 +56,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import lean_client
 from storage_core.records import SimpleRecord, build_batch
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
+from storage_core.tiered.remote_object_keys import (
+    InvalidRemoteObjectKeyError,
+    RemoteObjectSuffix,
+    parse_object_key,
+)
 from storage_core.tiered.remote_storage_manager import RemoteStorageManager, remote_object_store
 from storage_core.tiered.rsm_loader import load_remote_storage_manager
 from storage_core.tiered.s3_remote_storage_manager import S3RemoteStorageManager
@@ -211,12 +216,15 @@ def remote_segment_offsets(rsm: RemoteStorageManager, topic: str) -> dict[str, l
     rolled its active segment whenever local retention found it old, so its segments do not
     start where the local topic's do."""
     store = remote_object_store(rsm, "listing the benchmark's segments")
-    bases = sorted(
-        int(Path(info.key).name.split("-")[0])
-        for info in store.list_objects()
-        if f"/{topic}-" in f"/{info.key}" and info.key.endswith(".log")
-    )
-    return _spread(bases)
+    bases = []
+    for info in store.list_objects():
+        try:
+            key = parse_object_key(info.key, store.prefix)
+        except InvalidRemoteObjectKeyError:
+            continue  # not a segment's object (a topic manifest)
+        if key.segment.topic == topic and key.suffix is RemoteObjectSuffix.LOG:
+            bases.append(key.segment.start_offset)
+    return _spread(sorted(bases))
 
 
 def _spread(bases: list[int]) -> dict[str, list[int]]:

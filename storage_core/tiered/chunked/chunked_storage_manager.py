@@ -114,7 +114,7 @@ class ChunkedRemoteStorageManager:
                 directory / "log",
                 transform,
                 chunk_size=config.chunk_size,
-                frame_size=min(config.frame_size, config.chunk_size),
+                frame_size=config.effective_frame_size,
             )
             objects: dict[str, ObjectDigest] = {}
 

@@ -163,6 +163,11 @@ class ChunkedFormatConfig:
                 " rsm.config.encryption.key.pairs and rsm.config.encryption.key.pair.id"
             )
 
+    @property
+    def effective_frame_size(self) -> int:
+        """The frame size new copies are cut with: ``frame_size``, at most the chunk size."""
+        return min(self.frame_size, self.chunk_size)
+
     @staticmethod
     def from_settings(settings: Mapping[str, str]) -> ChunkedFormatConfig:
         """From ``split_format_config``'s first half; ``ValueError`` naming the setting."""

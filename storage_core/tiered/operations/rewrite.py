@@ -110,10 +110,8 @@ def format_difference(manifest: SegmentManifest | None, config: ChunkedFormatCon
         reasons.append(f"chunk size {index.chunk_size}, not {config.chunk_size}")
     if not index.framed:
         reasons.append(f"format version {manifest.version}: one check per chunk")
-    elif index.chunk_size == config.chunk_size:
-        frame_size = min(config.frame_size, config.chunk_size)
-        if index.frame_size != frame_size:
-            reasons.append(f"frame size {index.frame_size}, not {frame_size}")
+    elif index.chunk_size == config.chunk_size and index.frame_size != config.effective_frame_size:
+        reasons.append(f"frame size {index.frame_size}, not {config.effective_frame_size}")
     if manifest.compression and not config.compression:
         reasons.append("compressed, compression is off")
     if not manifest.compression and config.compression and not config.compression_heuristic:
