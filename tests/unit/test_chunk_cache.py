@@ -174,8 +174,9 @@ def test_a_second_read_is_served_from_the_cache(
 
 def test_without_prefetch_a_short_read_caches_its_chunk(tmp_path: Path) -> None:
     """The broker reads views of the bytes it needs (a first batch, a fetch smaller than a
-    chunk). With prefetch off (the default) nothing reads the rest of the chunk later, so
-    the read takes the chunk whole and caches it: the next read of that chunk is a hit."""
+    chunk). With prefetch off (the default) the read waits for the frames it needs alone and
+    the chunk is then read whole in the background and cached: the next read of that chunk
+    is a hit."""
     framed = {"rsm.config.chunk.frame.size": "250"}
     writer = manager(tmp_path, **framed)
     data = closed_segment(tmp_path / "framed", batches=4)
@@ -185,7 +186,7 @@ def test_without_prefetch_a_short_read_caches_its_chunk(tmp_path: Path) -> None:
     rsm = manager(tmp_path, **framed)
     with rsm.fetch_log_segment(segment, 10) as stream:
         assert bytes(stream.raw.read_view(100)) == original[10:110]  # one frame of four
-    assert rsm.fetcher.cache.stats().entries == 1
+    wait_for(lambda: rsm.fetcher.cache.stats().entries == 1)
     with rsm.fetch_log_segment(segment, 600) as stream:
         assert bytes(stream.raw.read_view(100)) == original[600:700]
     stats = rsm.fetcher.cache.stats()

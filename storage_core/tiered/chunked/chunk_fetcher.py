@@ -4,13 +4,13 @@ A reader asks for part of one chunk: a cached chunk is served from the cache; a 
 thread is already fetching (a prefetch) is awaited for a bounded time; otherwise the reader
 fetches it with one ranged read of the store, checks and restores it, and caches it, or, when
 it needs only some of the chunk's frames, reads and checks those alone and leaves the whole
-chunk to a prefetch thread (the first batch of a cold segment waits for one frame, not for
-4 MiB). Each read then asks for the chunks after it, up to ``prefetch_max_bytes`` of original
-bytes: the planner thread claims them shortly after (once the read's answer has left) and
-hands them to the prefetch threads, one ranged read per run of uncached chunks; past the end
-of a segment the window goes on into the next segment of the same lineage when
-``next_segment`` knows it. A slow store then holds the planner or a prefetch thread, never a
-reader's own reads.
+chunk to a prefetch thread, prefetch on or off (the first batch of a cold segment waits for
+one frame, not for 4 MiB). Each read then asks for the chunks after it, up to
+``prefetch_max_bytes`` of original bytes: the planner thread claims them shortly after (once
+the read's answer has left) and hands them to the prefetch threads, one ranged read per run
+of uncached chunks; past the end of a segment the window goes on into the next segment of the
+same lineage when ``next_segment`` knows it. A slow store then holds the planner or a prefetch
+thread, never a reader's own reads.
 """
 
 from __future__ import annotations
@@ -84,21 +84,21 @@ class ChunkFetcher:
         """The original bytes of ``chunk`` from ``first`` on (chunk-relative), at least
         through ``last``; ``RemoteStorageError`` when the store fails or a frame fails its
         checks (never wrong bytes). A chunk neither cached nor being prefetched is read whole
-        when the bytes wanted need all its frames, or when prefetch is off (nothing else
-        would cache it); else only the frames holding them are read and checked, and the
-        whole chunk is left to a prefetch thread."""
+        when the bytes wanted need all its frames; else only the frames holding them are read
+        and checked, and the whole chunk is left to a prefetch thread (with prefetch off too:
+        nothing else would cache it)."""
         key = ChunkKey(str(readable.segment.segment_id), chunk.id)
         data = self._cached(key)
         if data is None:
             frames = chunk.frames_for(first, last)
-            if len(frames) < len(chunk.frames) and self.prefetch_max_bytes > 0:
+            if len(frames) < len(chunk.frames):
                 part = self._fetch_frames(readable, chunk, frames)
-                self._schedule_prefetch(readable, chunk.id)  # this chunk whole, then the next
+                self._schedule_read_ahead(readable, chunk.id, fill=True)
                 skipped = frames[0].original_position - chunk.original_position
                 return memoryview(part)[first - skipped :]
             data = self._fetch(readable, [chunk])[0]
             self.cache.put(key, data)
-        self._schedule_prefetch(readable, chunk.id + 1)
+        self._schedule_read_ahead(readable, chunk.id + 1)
         return memoryview(data)[first:]
 
     def _cached(self, key: ChunkKey) -> bytes | None:
@@ -138,16 +138,25 @@ class ChunkFetcher:
 
     # -- prefetch -----------------------------------------------------------------------------
 
-    def _schedule_prefetch(self, readable: ReadableSegment, first_id: int) -> None:
+    def _schedule_read_ahead(
+        self, readable: ReadableSegment, first_id: int, *, fill: bool = False
+    ) -> None:
         """Read ahead from chunk ``first_id`` of ``readable``, planned on the planner thread
         once this read's answer has left: going on into the next segments loads their
-        manifests (and unwraps their data keys), which the reader must not wait for."""
+        manifests (and unwraps their data keys), which the reader must not wait for. With
+        prefetch off, only the chunk a read took part of (``fill``) is read whole: nothing
+        else would cache it."""
         if self.prefetch_max_bytes > 0:
             self._planner.submit(self._prefetch_from, readable, first_id)
+        elif fill:
+            self._planner.submit(self._fill, readable, first_id)
+
+    def _fill(self, readable: ReadableSegment, chunk_id: int) -> None:
+        chunk = readable.manifest.chunk_index.chunk(chunk_id)
+        if self._claim(readable, chunk):
+            self._submit(readable, [chunk])
 
     def _prefetch_from(self, readable: ReadableSegment, first_id: int) -> None:
-        if self.prefetch_max_bytes <= 0:
-            return
         budget = self.prefetch_max_bytes
         current: ReadableSegment | None = readable
         next_id = first_id
