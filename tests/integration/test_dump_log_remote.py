@@ -9,7 +9,9 @@ key pair ``k1``; the oracle is the same command on the local segment's files.
 
 from __future__ import annotations
 
+import base64
 import json
+import struct
 from pathlib import Path
 
 import pytest
@@ -158,7 +160,8 @@ def test_the_manifest_prints_its_format_and_key_id_and_no_secret(
     (row,) = json_rows(out)
     assert row["format"] == "chunked" and row["encryption_key_id"] == "k1"
     assert row["chunk_size"] == CHUNK_BYTES
-    assert row["frames"] == len(manifest["frames"]["storedSizes"]) > 8  # chunks < a batch
+    frames = len(base64.b64decode(manifest["frames"]["storedSizes"])) // 4  # 32-bit sizes
+    assert row["frames"] == frames > 8  # chunks < a batch
     assert row["original_size"] == copied.data.log_segment.stat().st_size
     status, out, _ = run(
         capsys,
@@ -197,7 +200,8 @@ def test_a_corrupt_chunk_ends_the_dump_with_an_error_naming_it(
     copied = Copied(tmp_path, chunked=True)
     remote_log = copied.path(RemoteObjectSuffix.LOG)
     manifest = json.loads(copied.path(RemoteObjectSuffix.SEGMENT_MANIFEST).read_bytes())
-    sizes = manifest["frames"]["storedSizes"]
+    packed = base64.b64decode(manifest["frames"]["storedSizes"])
+    sizes = struct.unpack(f">{len(packed) // 4}I", packed)  # big-endian 32-bit sizes
     data = bytearray(remote_log.read_bytes())
     data[sum(sizes[:5]) + sizes[5] // 2] ^= 0x01  # in chunk 5: original bytes 5000-5999
     remote_log.write_bytes(bytes(data))

@@ -5,8 +5,10 @@ naming the segment; none returns a wrong byte, and chunks before a bad one are s
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
+import struct
 from pathlib import Path
 
 import pytest
@@ -126,6 +128,20 @@ def rewrite_manifest(copied: Copied, change: object) -> None:
     path.write_bytes(json.dumps(document).encode())
 
 
+def rewrite_frame_checksums(copied: Copied, change: object) -> None:
+    """Edit the manifest's frame checksums as a list (stored as base64 of big-endian 32-bit
+    integers), the way someone with write access to the bucket could."""
+
+    def edit(document: dict) -> None:
+        packed = base64.b64decode(document["frames"]["checksums"])
+        checksums = list(struct.unpack(f">{len(packed) // 4}I", packed))
+        change(checksums)  # type: ignore[operator]
+        packed = struct.pack(f">{len(checksums)}I", *checksums)
+        document["frames"]["checksums"] = base64.b64encode(packed).decode()
+
+    rewrite_manifest(copied, edit)
+
+
 @pytest.mark.parametrize(("compression", "encryption"), TRANSFORMS)
 def test_a_corrupt_chunk_is_never_served_and_the_chunks_around_it_are(
     tmp_path: Path,
@@ -163,10 +179,10 @@ def test_a_corrupt_chunk_whose_checksum_was_rewritten_fails_its_tag(
     flip_byte(log, bad.stored_position + 40)
     stored = log.read_bytes()[bad.stored_position : bad.stored_end]
 
-    def fix_checksum(document: dict) -> None:
-        document["frames"]["checksums"][2] = crc32c(stored)
+    def fix_checksum(checksums: list[int]) -> None:
+        checksums[2] = crc32c(stored)
 
-    rewrite_manifest(copied, fix_checksum)
+    rewrite_frame_checksums(copied, fix_checksum)
     with pytest.raises(ChunkIntegrityError, match="authentication tag") as e:
         copied.read(0)
     assert names_segment(e, copied) and "chunk 2 " in str(e.value)
@@ -187,11 +203,10 @@ def test_chunks_swapped_in_the_store_fail_their_tags(
     two = content[second.stored_position : second.stored_end]
     log.write_bytes(content[: first.stored_position] + two + one + content[second.stored_end :])
 
-    def swap_checksums(document: dict) -> None:
-        checksums = document["frames"]["checksums"]
+    def swap_checksums(checksums: list[int]) -> None:
         checksums[1], checksums[2] = checksums[2], checksums[1]
 
-    rewrite_manifest(copied, swap_checksums)
+    rewrite_frame_checksums(copied, swap_checksums)
     with pytest.raises(ChunkIntegrityError, match=r"chunk 1 .*authentication tag") as e:
         copied.read(first.original_position)
     assert names_segment(e, copied)

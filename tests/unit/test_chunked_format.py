@@ -4,6 +4,7 @@ before, and what a bucket reader without the key sees."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import itertools
 import json
@@ -105,7 +106,7 @@ def test_every_combination_reads_back_byte_for_byte(
     assert manifest.chunk_index.original_size == len(original)
     assert len(manifest.chunk_index) == -(-len(original) // chunk_size)
     assert manifest.chunk_index.frame_size == min(frame_size or 256 * 1024, chunk_size)
-    assert manifest.version == 2
+    assert manifest.version == 3
     assert manifest.compression is compression
     assert (manifest.encryption is not None) is encryption
     size = len(original)
@@ -318,6 +319,51 @@ def test_segments_copied_in_format_version_1_still_read(
     assert SegmentManifest.from_bytes(reread.to_bytes(), where="test") == reread  # kept as 1
 
 
+def test_segments_copied_in_format_version_2_still_read(tmp_path: Path) -> None:
+    """Version 2 wrote each frame's stored size and checksum as JSON numbers; version 3 packs
+    them (base64 of big-endian 32-bit integers). Both are read, and a version 2 manifest
+    written again keeps its version."""
+    data = closed_segment(tmp_path)
+    original = data.log_segment.read_bytes()
+    settings = {"rsm.config.chunk.size": "1000", "rsm.config.chunk.frame.size": "250"}
+    writer = chunked(tmp_path, **settings)
+    segment = segment_ref()
+    writer.copy_log_segment_data(segment, data)
+    manifest_path = (
+        tmp_path / "remote" / segment_keys("", segment)[RemoteObjectSuffix.SEGMENT_MANIFEST]
+    )
+    current = SegmentManifest.from_bytes(manifest_path.read_bytes(), where="test")
+    assert current.version == 3
+    packed = json.loads(manifest_path.read_bytes())["frames"]["storedSizes"]
+    assert isinstance(packed, str)
+    manifest_path.write_bytes(dataclasses.replace(current, packed_frames=False).to_bytes())
+    document = json.loads(manifest_path.read_bytes())
+    assert document["version"] == 2
+    assert document["frames"]["storedSizes"] == list(current.chunk_index.stored_sizes)
+
+    reader = chunked(tmp_path, **settings)
+    assert read_all(reader, segment, 0, None) == original
+    reread = reader.segment_manifest(segment)
+    assert reread is not None and reread.version == 2
+    assert reread.chunk_index == current.chunk_index
+    assert SegmentManifest.from_bytes(reread.to_bytes(), where="test") == reread  # kept as 2
+
+
+def test_packed_frame_sizes_that_are_not_whole_integers_are_named(tmp_path: Path) -> None:
+    data = closed_segment(tmp_path)
+    writer = chunked(tmp_path)
+    segment = segment_ref()
+    writer.copy_log_segment_data(segment, data)
+    manifest_path = (
+        tmp_path / "remote" / segment_keys("", segment)[RemoteObjectSuffix.SEGMENT_MANIFEST]
+    )
+    document = json.loads(manifest_path.read_bytes())
+    document["frames"]["storedSizes"] = base64.b64encode(b"\x00\x01\x02").decode()
+    manifest_path.write_bytes(json.dumps(document).encode())
+    with pytest.raises(SegmentManifestError, match="storedSizes holds 3 bytes"):
+        chunked(tmp_path).fetch_log_segment(segment, 0)
+
+
 def test_a_truncated_object_and_a_missing_manifest_are_errors(tmp_path: Path) -> None:
     data = closed_segment(tmp_path)
     manager = chunked(
@@ -344,7 +390,7 @@ def test_an_unreadable_manifest_is_named(tmp_path: Path) -> None:
     segment = segment_ref()
     manager.copy_log_segment_data(segment, data)
     manifest = tmp_path / "remote" / segment_keys("", segment)[RemoteObjectSuffix.SEGMENT_MANIFEST]
-    manifest.write_bytes(manifest.read_bytes().replace(b'"version":2', b'"version":9'))
+    manifest.write_bytes(manifest.read_bytes().replace(b'"version":3', b'"version":9'))
     with pytest.raises(SegmentManifestError, match="version 9"):
         chunked(tmp_path).fetch_log_segment(segment, 0)
 

@@ -108,7 +108,7 @@ class ChunkIndex:
                 f" {self.frame_size} make {expected} frames, the index lists"
                 f" {len(self.stored_sizes)} sizes and {len(self.checksums)} checksums"
             )
-        if any(size <= 0 for size in self.stored_sizes):
+        if min(self.stored_sizes, default=1) <= 0:
             raise ValueError("every stored frame size must be > 0")
         object.__setattr__(
             self, "_stored_positions", tuple(itertools.accumulate(self.stored_sizes, initial=0))

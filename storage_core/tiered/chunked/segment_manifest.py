@@ -2,9 +2,9 @@
 
 JSON (UTF-8), so that an operator can read it with any tool::
 
-    {"format": "chunked", "version": 2,
+    {"format": "chunked", "version": 3,
      "chunkSize": 4194304, "frameSize": 262144, "originalSize": 10485760,
-     "frames": {"storedSizes": [...], "checksums": [...]},      per frame, CRC32C of stored bytes
+     "frames": {"storedSizes": "<base64>", "checksums": "<base64>"},  per frame, CRC32C of stored
      "compression": "zstd" | null,
      "encryption": {"keyId": "k1", "wrappedDataKey": "<base64>", "aad": "<base64>"} | null,
      "objects": {"index": {"storedSize": 80, "checksum": 123}, ...},  the other objects
@@ -31,9 +31,12 @@ on its last segment, and its transaction index is then served with those transac
 at the segment's end offset, so that read_committed consumers still skip their records. The
 flag stays with the segment through later restores.
 
-Version 1 (copies made before frames existed) has ``"chunks"`` instead of ``"frameSize"`` and
-``"frames"``: each chunk is one frame. Both are read; a manifest written again (a restore's
-``abortsClosedAtEnd``) keeps its version.
+``frames`` holds one stored size and one checksum per frame, each list the base64 of
+big-endian unsigned 32-bit integers: a 1 GiB segment has 4,096 frames, and reading them as
+JSON numbers took 0.8 ms of every cold read of the segment (version 2, which wrote them so, is
+still read). Version 1 (copies made before frames existed) has ``"chunks"`` instead of
+``"frameSize"`` and ``"frames"``, as JSON numbers: each chunk is one frame. All three are read;
+a manifest written again (a restore's ``abortsClosedAtEnd``) keeps its version.
 
 A segment without a manifest was copied in the plain format (the objects are the local files
 as they were). A manifest of another format or of a later version is refused by name.
@@ -45,6 +48,7 @@ import base64
 import binascii
 import itertools
 import json
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,8 +61,10 @@ from storage_core.tiered.metadata import RemoteLogSegmentMetadata, serde
 from storage_core.tiered.metadata.errors import CorruptRemoteLogMetadataError
 
 FORMAT_NAME = "chunked"
-FORMAT_VERSION = 2  # written by new copies
-UNFRAMED_VERSION = 1  # still read: one frame per chunk
+FORMAT_VERSION = 3  # written by new copies
+NUMBERS_VERSION = 2  # still read: the frames' sizes and checksums as JSON numbers
+UNFRAMED_VERSION = 1  # still read: one frame per chunk, as JSON numbers
+_READ_VERSIONS = (UNFRAMED_VERSION, NUMBERS_VERSION, FORMAT_VERSION)
 COMPRESSION_ZSTD = "zstd"
 
 
@@ -198,23 +204,28 @@ class SegmentManifest:
     encryption: EncryptionMetadata | None
     objects: dict[str, ObjectDigest]  # by object suffix (``index``, ``timeindex``, ...)
     segment: SegmentDescription | None = None
+    packed_frames: bool = True  # False: a version 2 manifest (read, and written again as it was)
 
     @property
     def version(self) -> int:
-        return FORMAT_VERSION if self.chunk_index.framed else UNFRAMED_VERSION
+        if not self.chunk_index.framed:
+            return UNFRAMED_VERSION
+        return FORMAT_VERSION if self.packed_frames else NUMBERS_VERSION
 
     def to_bytes(self) -> bytes:
         index = self.chunk_index
         framing = {"frameSize": index.frame_size} if index.framed else {}
+        version = self.version
+        encode = _pack_u32 if version == FORMAT_VERSION else list
         document: dict[str, Any] = {
             "format": FORMAT_NAME,
-            "version": self.version,
+            "version": version,
             "chunkSize": index.chunk_size,
             **framing,
             "originalSize": index.original_size,
             "frames" if index.framed else "chunks": {
-                "storedSizes": list(index.stored_sizes),
-                "checksums": list(index.checksums),
+                "storedSizes": encode(index.stored_sizes),
+                "checksums": encode(index.checksums),
             },
             "compression": COMPRESSION_ZSTD if self.compression else None,
             "encryption": None
@@ -243,21 +254,22 @@ class SegmentManifest:
             if document.get("format") != FORMAT_NAME:
                 raise ValueError(f"format {document.get('format')!r} is not {FORMAT_NAME!r}")
             version = document.get("version")
-            if version not in (UNFRAMED_VERSION, FORMAT_VERSION):
+            if version not in _READ_VERSIONS:
                 raise ValueError(
                     f"format version {version!r} is not one this broker reads"
-                    f" ({UNFRAMED_VERSION} or {FORMAT_VERSION})"
+                    f" ({', '.join(map(str, _READ_VERSIONS))})"
                 )
-            framed = version == FORMAT_VERSION
+            framed = version != UNFRAMED_VERSION
             chunk_size = _int(document["chunkSize"])
             stored = document["frames" if framed else "chunks"]
+            decode = _unpack_u32 if version == FORMAT_VERSION else _ints
             index = ChunkIndex(
                 chunk_size=chunk_size,
                 frame_size=_int(document["frameSize"]) if framed else chunk_size,
                 framed=framed,
                 original_size=_int(document["originalSize"]),
-                stored_sizes=tuple(_int(size) for size in stored["storedSizes"]),
-                checksums=tuple(_int(checksum) for checksum in stored["checksums"]),
+                stored_sizes=decode(stored["storedSizes"], "storedSizes"),
+                checksums=decode(stored["checksums"], "checksums"),
             )
             compression = document["compression"]
             if compression not in (None, COMPRESSION_ZSTD):
@@ -283,6 +295,7 @@ class SegmentManifest:
                 ),
                 objects=objects,
                 segment=None if segment is None else SegmentDescription.from_json(segment),
+                packed_frames=version == FORMAT_VERSION,
             )
         except (ValueError, TypeError, KeyError, AttributeError, binascii.Error) as exc:
             detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
@@ -295,6 +308,23 @@ def _int(value: object) -> int:
     if type(value) is not int:
         raise TypeError(f"{value!r} is not an integer")
     return value
+
+
+def _ints(values: object, name: str) -> tuple[int, ...]:
+    if not isinstance(values, list):
+        raise TypeError(f"{name} is not a list")
+    return tuple(_int(value) for value in values)
+
+
+def _pack_u32(values: tuple[int, ...]) -> str:
+    return _b64(struct.pack(f">{len(values)}I", *values))
+
+
+def _unpack_u32(text: object, name: str) -> tuple[int, ...]:
+    packed = _unb64(text)
+    if len(packed) % 4:
+        raise ValueError(f"{name} holds {len(packed)} bytes, not a whole number of 32-bit integers")
+    return struct.unpack(f">{len(packed) // 4}I", packed)
 
 
 def _b64(data: bytes) -> str:
