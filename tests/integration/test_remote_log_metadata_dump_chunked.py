@@ -37,7 +37,7 @@ def test_finished_segments_show_the_chunked_format_and_stored_size(tmp_path: Pat
                 if tier.object_path(metadata, suffix).exists()
             )
             assert re.search(
-                rf",remote-format:chunked,remote-format-version:2,"
+                rf",remote-format:chunked,remote-format-version:3,"
                 rf"remote-stored-size-in-bytes:{stored},remote-log-segment-state:",
                 finished,
             ), finished
