@@ -110,6 +110,21 @@ def test_a_frame_of_one_bytearray_is_sealed_in_place_and_sent_whole() -> None:
     assert _serve_and_read(parts, slow_reader=True) == b"before" + bytes(head) + b"after"
 
 
+def test_record_sets_in_memory_arrive_whole_behind_a_slow_reader() -> None:
+    """A remote read's answer: views of cached chunks, megabytes of them, each sent as it is
+    (not joined into one copy first), arrive whole and in order."""
+    chunk = os.urandom(4 * 1024 * 1024)
+    parts = ResponseParts()
+    parts.append_bytes(b"\x00\x00\x00\x00" + b"header")
+    parts.append_bytes(memoryview(chunk)[3_000_000:])
+    parts.append_bytes(memoryview(chunk)[: 2 * 1024 * 1024])
+    parts.append_bytes(b"tail")
+    parts.seal()
+    expected = parts.to_bytes()
+    for slow in (False, True):
+        assert _serve_and_read(parts, slow_reader=slow) == b"before" + expected + b"after"
+
+
 def test_resident_regions_are_sent_from_the_event_loop(tmp_path: Path) -> None:
     """A region of bytes just written (the log's tail, in the page cache) goes out with
     sendfile from the loop itself, also when the socket fills many times; any other region
