@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import replace
 from typing import TypeVar
 
@@ -98,12 +99,11 @@ async def complete_remote_reads(
                 min_one_message=min_one_message,
                 include_aborted_txns=read_committed,
             )
-            reading = asyncio.wrap_future(pending.future)
-            reading.add_done_callback(_retrieve_outcome)  # a late failure is not "lost"
             try:
-                data = await asyncio.wait_for(
-                    asyncio.shield(reading), rlm.remote_fetch_max_wait_ms / 1000
-                )
+                if pending.future.done():  # read from memory as it was asked for
+                    data = pending.future.result()
+                else:
+                    data = await _outcome(pending.future, rlm.remote_fetch_max_wait_ms)
             except TimeoutError:
                 raise rlm.read_timed_out(tp, fetch_offset, pending) from None
             except StorageError:
@@ -119,6 +119,13 @@ async def complete_remote_reads(
             # fetches many times a second.
             logger.debug("remote fetch failed partition=%s error=%s", tp, error)
             results[tp] = FetchResult(error=error)
+
+
+async def _outcome(future: Future[T], max_wait_ms: int) -> T:
+    """The read's outcome, waited for at most ``max_wait_ms`` (``TimeoutError``)."""
+    reading = asyncio.wrap_future(future)
+    reading.add_done_callback(_retrieve_outcome)  # a late failure is not "lost"
+    return await asyncio.wait_for(asyncio.shield(reading), max_wait_ms / 1000)
 
 
 def _retrieve_outcome(future: asyncio.Future[T]) -> None:

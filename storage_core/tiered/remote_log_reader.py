@@ -65,6 +65,7 @@ from storage_core.tiered.remote_index_cache import RemoteIndexCache
 from storage_core.tiered.remote_log_metadata_manager import RemoteLogMetadataManager
 from storage_core.tiered.remote_read_faults import RemoteSegmentMissingError
 from storage_core.tiered.remote_storage_manager import (
+    RemoteReadNeedsStoreError,
     RemoteResourceNotFoundError,
     RemoteStorageError,
     RemoteStorageManager,
@@ -195,9 +196,19 @@ class RemoteLogReader:
         info: RemoteStorageFetchInfo,
         epochs: LeaderEpochLookup,
         local_log: LocalAbortedTxns | None = None,
+        *,
+        memory_only: bool = False,
     ) -> RemoteFetchData:
         """Kafka's ``RemoteLogManager.read`` (blocking; call it on a reader thread).
-        ``local_log`` is the partition's log, searched last for aborted transactions."""
+        ``local_log`` is the partition's log, searched last for aborted transactions.
+
+        ``memory_only``: the read may run on the event loop, for it touches neither the store
+        nor a file: it raises ``RemoteReadNeedsStoreError`` as soon as it would (a segment's
+        manifest or chunk not in memory, a plain segment, an offset index to look up, the
+        aborted transactions of a read_committed fetch), and is then run on a reader thread.
+        A consumer reading on through cached chunks thus skips two trips between threads."""
+        if memory_only and info.include_aborted_txns:
+            raise RemoteReadNeedsStoreError("a read_committed read looks up transaction indexes")
         tip = info.topic_id_partition
         offset = info.fetch_offset
         self.next_segment.remember(tip, epochs)
@@ -216,8 +227,8 @@ class RemoteLogReader:
         for _ in range(MAX_SEGMENTS_PER_READ):
             epoch_end = epoch_end_offset(epochs.epoch_entries(), epoch)
             try:
-                position = self._start_position(metadata, offset)
-                data = self._read_from_segment(metadata, position, info, epoch_end)
+                position = self._start_position(metadata, offset, memory_only)
+                data = self._read_from_segment(metadata, position, info, epoch_end, memory_only)
             except RemoteResourceNotFoundError as exc:
                 raise self._missing_object_error(metadata, exc) from exc
             if data is not None:
@@ -243,7 +254,9 @@ class RemoteLogReader:
             aborted_transactions=() if info.include_aborted_txns else None,
         )
 
-    def _start_position(self, metadata: RemoteLogSegmentMetadata, offset: int) -> int:
+    def _start_position(
+        self, metadata: RemoteLogSegmentMetadata, offset: int, memory_only: bool = False
+    ) -> int:
         """Where to start reading ``offset`` in the segment's ``.log``: at or before the
         batch holding it. From the segment's start on, its first byte (what the offset index
         would say); where an earlier read ended, there (``ReadPositions``); otherwise the
@@ -254,6 +267,8 @@ class RemoteLogReader:
         remembered = self.read_positions.position(metadata.remote_log_segment_id.id, offset)
         if remembered is not None:
             return remembered
+        if memory_only:
+            raise RemoteReadNeedsStoreError(f"offset {offset}: the offset index is looked up")
         return self.index_cache.lookup_offset(metadata, offset)
 
     def _add_aborted_transactions(
@@ -316,6 +331,7 @@ class RemoteLogReader:
         position: int,
         info: RemoteStorageFetchInfo,
         epoch_end: int | None,
+        memory_only: bool = False,
     ) -> RemoteFetchData | None:
         """Whole batches from ``position`` holding offsets >= the fetch offset, ending below
         ``epoch_end`` (exclusive; ``None``: the epoch is the latest one, no bound)."""
@@ -327,12 +343,17 @@ class RemoteLogReader:
         out_size = out_end = 0
         last_offset = -1
         first_position = position
-        stream = self._rsm.fetch_log_segment(metadata, position)
+        if memory_only:
+            if not isinstance(self._rsm, ChunkedRemoteStorageManager):
+                raise RemoteReadNeedsStoreError("the segments' bytes are the store's")
+            stream = self._rsm.fetch_cached_log_segment(metadata, position)
+            check_crc = False  # only a chunked segment's manifest is cached
+        else:
+            stream = self._rsm.fetch_log_segment(metadata, position)
+            check_crc = not self._chunks_checked(metadata)
         with stream:
             window = info.max_bytes + READ_AHEAD_BYTES
-            batches = _batches(
-                stream, metadata, position, window, check_crc=not self._chunks_checked(metadata)
-            )
+            batches = _batches(stream, metadata, position, window, check_crc=check_crc)
             for window_view, batch_start, batch_bytes, batch in batches:
                 if batch.last_offset < info.fetch_offset:
                     first_position += len(batch_bytes)

@@ -107,6 +107,12 @@ class RemoteStorageError(KafkaStorageError):
     error_code: ClassVar[str] = "kafka_storage_error"
 
 
+class RemoteReadNeedsStoreError(Exception):
+    """A read asked to answer from memory alone (on the event loop) would have to go to the
+    store, or wait for a thread that does: it runs on a remote reader thread instead. Not a
+    failure, and never a client's error."""
+
+
 class RemoteResourceNotFoundError(RemoteStorageError):
     """The requested remote object does not exist (e.g. a segment without a transaction index,
     or a segment already deleted)."""

@@ -22,6 +22,7 @@ from storage_core.records import RecordBatch
 from storage_core.replication.delayed_fetch import FetchRequestPartition
 from storage_core.replication.partition import Partition
 from storage_core.replication.replica_manager import IO_THREADS, ReplicaManager
+from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
 from storage_core.tiered.metadata.cache import RemoteLogMetadataCache
 from storage_core.tiered.metadata.metadata import (
     RemoteLogSegmentMetadata,
@@ -36,10 +37,12 @@ from storage_core.tiered.remote_log_manager import (
     OffsetMovedToTieredStorageError,
     RemoteLogManager,
 )
+from storage_core.tiered.rsm_loader import load_remote_storage_manager
 from tests.conftest import BASE_TIMESTAMP_MS, make_batch
 from tests.unit.tiered_fixtures import TIP, TOPIC_ID, TieredLog, build_tiered_log, copy_segment
 
 LOCAL_TP = TopicPartition("local-only", 0)
+READER_THREADS = 2
 
 
 class Broker:
@@ -54,7 +57,7 @@ class Broker:
             rlmm=tiered.rlmm,
             log_dir=tmp_path / "logs",
             index_cache_max_bytes=1 << 20,
-            reader_threads=2,
+            reader_threads=READER_THREADS,
             task_interval_ms=100,
         )
         self.replicas.remote_log_manager = self.rlm
@@ -179,6 +182,70 @@ def test_a_consumer_reading_the_remote_tier_does_not_wait_for_busy_io_threads(
     first = RecordBatch.from_buffer(result.records)  # type: ignore[attr-defined]
     assert bytes(first.buffer) == broker.tiered.batch_at(0)
     assert mixed_waited  # the same fetch with a local partition needs an I/O thread
+
+
+def test_a_consumer_reading_cached_chunks_needs_no_reader_thread(tmp_path: Path) -> None:
+    """A fetch whose bytes are all in the chunk cache is answered from memory where it
+    arrives, so it does not queue behind reads waiting for the store; a fetch that needs the
+    store (a segment nobody has read) still waits for a reader thread."""
+    rsm = load_remote_storage_manager(
+        "LocalTieredStorage",
+        {
+            "rsm.config.local.storage.dir": str(tmp_path / "remote"),
+            "rsm.config.local.fsync": "false",
+        },
+    )
+    assert isinstance(rsm, ChunkedRemoteStorageManager)
+    tiered = build_tiered_log(tmp_path, copy_segments=3, rsm=rsm)
+    broker = Broker(tmp_path, tiered)
+    try:
+        tiered.log.delete_old_segments()
+        tp = TIP.topic_partition
+        first = broker.fetch({tp: 0})[tp]  # read by a reader thread, which caches the chunk
+        assert bytes(RecordBatch.from_buffer(first.records).buffer) == tiered.batch_at(0)  # type: ignore[attr-defined]
+        unread = tiered.copied[2].start_offset
+        store_free = threading.Event()
+
+        async def run() -> tuple[object, bool]:
+            replicas = broker.replicas
+            replicas.bind_loop(asyncio.get_running_loop())
+            busy = [broker.rlm.reader.submit(store_free.wait) for _ in range(READER_THREADS)]
+            try:
+                cached = await asyncio.wait_for(
+                    replicas.fetch_messages(
+                        {tp: FetchRequestPartition(fetch_offset=0, max_bytes=1 << 20)},
+                        max_wait_ms=500,
+                        min_bytes=1,
+                        max_bytes=1 << 20,
+                    ),
+                    timeout=5,
+                )
+                uncached = asyncio.ensure_future(
+                    replicas.fetch_messages(
+                        {tp: FetchRequestPartition(fetch_offset=unread, max_bytes=1 << 20)},
+                        max_wait_ms=500,
+                        min_bytes=1,
+                        max_bytes=1 << 20,
+                    )
+                )
+                await asyncio.sleep(0.3)
+                uncached_waited = not uncached.done()
+            finally:
+                store_free.set()
+                for future in busy:
+                    future.result(timeout=5)
+            await uncached
+            return cached[tp], uncached_waited
+
+        result, uncached_waited = asyncio.run(run())
+        assert result.error is None  # type: ignore[attr-defined]
+        assert bytes(RecordBatch.from_buffer(result.records).buffer) == tiered.batch_at(0)  # type: ignore[attr-defined]
+        assert uncached_waited
+        again = broker.fetch({tp: unread})[tp]
+        assert bytes(RecordBatch.from_buffer(again.records).buffer) == tiered.batch_at(unread)  # type: ignore[attr-defined]
+    finally:
+        broker.close()
+        tiered.log.close()
 
 
 def test_replica_fetch_below_local_start_is_offset_moved_to_tiered_storage(

@@ -22,7 +22,11 @@ from storage_core.tiered.remote_log_reader import (
     RemoteStorageFetchInfo,
 )
 from storage_core.tiered.remote_read_faults import RemoteSegmentMissingError
-from storage_core.tiered.remote_storage_manager import RemoteStorageError
+from storage_core.tiered.remote_storage_manager import (
+    RemoteReadNeedsStoreError,
+    RemoteStorageError,
+)
+from storage_core.tiered.rsm_loader import load_remote_storage_manager
 from tests.conftest import BASE_TIMESTAMP_MS
 from tests.unit.tiered_fixtures import TIP, TieredLog, build_tiered_log
 
@@ -249,3 +253,63 @@ def test_a_read_stops_where_the_lineage_ends_the_epoch_of_the_segment(
     assert [b.base_offset for b in split(reader.read(at_the_end, lineage).records)] == [5]
     with pytest.raises(OffsetOutOfRangeError, match="leader epoch 2"):
         reader.read(dataclasses.replace(info, fetch_offset=10), lineage)
+
+
+def test_a_memory_only_read_answers_from_cached_chunks_alone(tmp_path: Path) -> None:
+    """What may run on the event loop: the same bytes as a reader thread's read once the
+    segment's manifest and chunks are cached; before that, and for whatever needs the store
+    or an index (a plain segment, an offset inside a segment nobody read up to, the aborted
+    transactions of read_committed), ``RemoteReadNeedsStoreError`` and nothing read."""
+    rsm = load_remote_storage_manager(
+        "LocalTieredStorage",
+        {
+            "rsm.config.local.storage.dir": str(tmp_path / "remote"),
+            "rsm.config.local.fsync": "false",
+        },
+    )
+    tiered = build_tiered_log(tmp_path, rsm=rsm)
+    cache = RemoteIndexCache(tiered.rsm, tmp_path / "logs", max_size_bytes=1 << 20)
+    reader = RemoteLogReader(rsm=tiered.rsm, rlmm=tiered.rlmm, index_cache=cache, threads=2)
+    epochs = tiered.log.leader_epoch_cache
+    second = tiered.copied[1]
+
+    def info(offset: int, *, read_committed: bool = False) -> RemoteStorageFetchInfo:
+        return RemoteStorageFetchInfo(
+            topic_id_partition=TIP,
+            fetch_offset=offset,
+            max_bytes=1 << 20,
+            min_one_message=True,
+            include_aborted_txns=read_committed,
+        )
+
+    try:
+        for offset in (0, second.start_offset):
+            with pytest.raises(RemoteReadNeedsStoreError):
+                reader.read(info(offset), epochs, memory_only=True)  # nothing cached yet
+        assert rsm.fetcher.cache.stats().misses == 0  # a look from memory is no miss
+        threaded = reader.read(info(second.start_offset), epochs)  # caches manifest and chunk
+        from_memory = reader.read(info(second.start_offset), epochs, memory_only=True)
+        assert bytes(from_memory.records) == bytes(threaded.records)
+        assert split(bytes(from_memory.records))[0].base_offset == second.start_offset
+        with pytest.raises(RemoteReadNeedsStoreError):
+            reader.read(info(second.start_offset + 3), epochs, memory_only=True)  # the index
+        with pytest.raises(RemoteReadNeedsStoreError):
+            reader.read(info(second.start_offset, read_committed=True), epochs, memory_only=True)
+        with pytest.raises(RemoteReadNeedsStoreError):
+            reader.read(info(0), epochs, memory_only=True)  # another segment: not cached
+    finally:
+        reader.close()
+        cache.close()
+        tiered.log.close()
+
+
+def test_a_plain_segment_is_never_read_from_memory(
+    tiered: TieredLog, reader: RemoteLogReader
+) -> None:
+    epochs = tiered.log.leader_epoch_cache
+    info = RemoteStorageFetchInfo(
+        topic_id_partition=TIP, fetch_offset=0, max_bytes=1 << 20, min_one_message=True
+    )
+    assert reader.read(info, epochs).records  # the store's bytes, read on a thread
+    with pytest.raises(RemoteReadNeedsStoreError):
+        reader.read(info, epochs, memory_only=True)

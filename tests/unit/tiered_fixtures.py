@@ -11,6 +11,7 @@ from storage_core.log.log import Log
 from storage_core.log.log_config import LogConfig
 from storage_core.log.log_segment import LogSegment
 from storage_core.records import RecordBatch
+from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
 from storage_core.tiered.in_memory_rlmm import InMemoryRemoteLogMetadataManager
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
 from storage_core.tiered.metadata.metadata import (
@@ -33,7 +34,7 @@ VALUE_BYTES = 100
 @dataclass
 class TieredLog:
     log: Log
-    rsm: LocalTieredStorage
+    rsm: LocalTieredStorage | ChunkedRemoteStorageManager
     rlmm: InMemoryRemoteLogMetadataManager
     copied: list[RemoteLogSegmentMetadata] = field(default_factory=list)
     # Every batch appended, by base offset (the oracle).
@@ -51,10 +52,12 @@ def build_tiered_log(
     segment_bytes: int = 4096,
     copy_segments: int | None = None,
     remote_storage_enable: bool = True,
+    rsm: ChunkedRemoteStorageManager | None = None,
 ) -> TieredLog:
     """A log of ``batches`` batches (5 records of 100 bytes each, timestamps increasing by 10
     per record) in several segments; the first ``copy_segments`` closed segments (all by
-    default) are copied and COPY_SEGMENT_FINISHED."""
+    default) are copied and COPY_SEGMENT_FINISHED, in the plain format unless ``rsm`` is
+    given."""
     config = LogConfig(
         segment_bytes=segment_bytes,
         index_interval_bytes=256,
@@ -64,7 +67,7 @@ def build_tiered_log(
     log = Log(tmp_path / "logs" / f"{TOPIC}-0", config, topic_id=TOPIC_ID)
     tiered = TieredLog(
         log=log,
-        rsm=LocalTieredStorage(tmp_path / "remote", fsync=False),
+        rsm=rsm or LocalTieredStorage(tmp_path / "remote", fsync=False),
         rlmm=InMemoryRemoteLogMetadataManager(),
     )
     for i in range(batches):

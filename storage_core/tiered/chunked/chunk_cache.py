@@ -65,7 +65,11 @@ class ChunkCache:
         self._size = 0
         self._hits = self._misses = self._evictions = 0
 
-    def get(self, key: ChunkKey) -> bytes | None:
+    in_memory = False  # whether ``get`` reads no file (the bytes are in this process)
+
+    def get(self, key: ChunkKey, *, count_miss: bool = True) -> bytes | None:
+        """The chunk's bytes, or None; ``count_miss`` False for a look that is retried
+        elsewhere when it misses (that retry counts it)."""
         now = self._clock()
         with self._lock:
             entry = self._entries.get(key)
@@ -73,7 +77,7 @@ class ChunkCache:
                 self._drop(key)
                 entry = None
             if entry is None:
-                self._misses += 1
+                self._misses += count_miss
                 return None
             self._entries[key] = (entry[0], now)
             self._entries.move_to_end(key)
@@ -141,6 +145,8 @@ class ChunkCache:
 
 
 class MemoryChunkCache(ChunkCache):
+    in_memory = True
+
     def __init__(
         self,
         *,

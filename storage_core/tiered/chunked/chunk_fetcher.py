@@ -31,6 +31,7 @@ from storage_core.tiered.chunked.delayed_runner import DelayedRunner
 from storage_core.tiered.chunked.segment_manifest import SegmentManifest
 from storage_core.tiered.remote_storage_manager import (
     RemoteLogSegmentMetadataLike,
+    RemoteReadNeedsStoreError,
     RemoteSegmentRef,
     RemoteStorageError,
     RemoteStorageManager,
@@ -98,6 +99,22 @@ class ChunkFetcher:
                 return memoryview(part)[first - skipped :]
             data = self._fetch(readable, [chunk])[0]
             self.cache.put(key, data)
+        self._schedule_read_ahead(readable, chunk.id + 1)
+        return memoryview(data)[first:]
+
+    def cached_chunk_part(
+        self, readable: ReadableSegment, chunk: Chunk, first: int, last: int
+    ) -> memoryview:
+        """``chunk_part`` from a chunk cache in memory alone: ``RemoteReadNeedsStoreError``
+        when the chunk is not there (a chunk being prefetched is not waited for) or when the
+        cache keeps its chunks on disk."""
+        data = None
+        if self.cache.in_memory:
+            data = self.cache.get(
+                ChunkKey(str(readable.segment.segment_id), chunk.id), count_miss=False
+            )
+        if data is None:
+            raise RemoteReadNeedsStoreError(f"{_chunk_where(readable, chunk)} is not in memory")
         self._schedule_read_ahead(readable, chunk.id + 1)
         return memoryview(data)[first:]
 

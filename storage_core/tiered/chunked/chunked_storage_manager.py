@@ -16,7 +16,7 @@ import logging
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -24,7 +24,7 @@ from storage_core.log.leader_epoch_cache import parse_leader_epoch_checkpoint
 from storage_core.log.transaction_index import AbortedTxn
 from storage_core.tiered.chunked.chunk_cache import ChunkCache, DiskChunkCache, MemoryChunkCache
 from storage_core.tiered.chunked.chunk_fetcher import ChunkFetcher, ReadableSegment
-from storage_core.tiered.chunked.chunk_index import ChunkIndex, frame_context
+from storage_core.tiered.chunked.chunk_index import Chunk, ChunkIndex, frame_context
 from storage_core.tiered.chunked.chunk_stream import ChunkStream
 from storage_core.tiered.chunked.chunk_transform import (
     ChunkTransform,
@@ -55,6 +55,7 @@ from storage_core.tiered.remote_storage_manager import (
     LogSegmentData,
     RemoteLogSegmentMetadataLike,
     RemoteObjectInfo,
+    RemoteReadNeedsStoreError,
     RemoteResourceNotFoundError,
     RemoteSegmentRef,
     RemoteStorageError,
@@ -199,8 +200,43 @@ class ChunkedRemoteStorageManager:
             return self.store.fetch_log_segment(
                 remote_log_segment_metadata, start_position, end_position
             )
-        index = readable.manifest.chunk_index
+        return self._chunk_stream(readable, start_position, end_position, self.fetcher.chunk_part)
+
+    def fetch_cached_log_segment(
+        self, remote_log_segment_metadata: RemoteLogSegmentMetadataLike, start_position: int
+    ) -> BinaryIO:
+        """``fetch_log_segment`` from memory alone, for a read on the event loop: its stream
+        raises ``RemoteReadNeedsStoreError`` as soon as it reaches a chunk that is not in a
+        chunk cache in memory, and so does this call for a segment whose manifest is not
+        cached or that was copied in the plain format."""
+        check_positions(start_position, None)
+        readable = self.cached_readable_segment(remote_log_segment_metadata)
+        return self._chunk_stream(readable, start_position, None, self.fetcher.cached_chunk_part)
+
+    def cached_readable_segment(
+        self, remote_log_segment_metadata: RemoteLogSegmentMetadataLike
+    ) -> ReadableSegment:
+        """The segment's cached manifest; ``RemoteReadNeedsStoreError`` when it is not cached
+        or the segment is in the plain format (its bytes are the store's)."""
         segment = RemoteSegmentRef.of(remote_log_segment_metadata)
+        key = str(segment.segment_id)
+        with self._lock:
+            readable = self._readable.get(key)
+            if readable is not None:
+                self._readable.move_to_end(key)
+        if readable is None:
+            raise RemoteReadNeedsStoreError(f"remote segment {segment}: no cached manifest")
+        return readable
+
+    def _chunk_stream(
+        self,
+        readable: ReadableSegment,
+        start_position: int,
+        end_position: int | None,
+        load: Callable[[ReadableSegment, Chunk, int, int], memoryview],
+    ) -> BinaryIO:
+        index = readable.manifest.chunk_index
+        segment = readable.segment
         try:
             chunks = index.chunks_for_range(start_position, end_position)
         except ValueError as exc:
@@ -211,7 +247,7 @@ class ChunkedRemoteStorageManager:
         return io.BufferedReader(
             ChunkStream(
                 chunks,
-                lambda chunk, first, last: self.fetcher.chunk_part(readable, chunk, first, last),
+                lambda chunk, first, last: load(readable, chunk, first, last),
                 start=start_position,
                 end=min(last, index.original_size - 1),
             )
