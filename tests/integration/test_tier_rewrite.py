@@ -23,6 +23,7 @@ Interrupted (``test_a_rewrite_interrupted_...``)::
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -34,14 +35,20 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from jobs.planning.reconcile_plan import ReconcileActionKind, plan_reconcile
-from storage_core.tiered.metadata.metadata import RemoteLogSegmentId, RemoteLogSegmentMetadata
+from storage_core.tiered.metadata.metadata import (
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+)
 from storage_core.tiered.metadata.states import RemoteLogSegmentState
 from storage_core.tiered.operations.fencing import LeaderEpochFence
 from storage_core.tiered.operations.rewrite import (
     chunked_manager,
     format_difference,
     is_referenced_segment,
+    largest_timestamp,
     plan_rewrite,
+    read_original_segment,
     rewrite_segment,
 )
 from storage_core.tiered.remote_object_keys import RemoteObjectSuffix
@@ -259,3 +266,55 @@ def test_a_rewrite_interrupted_before_the_swap_or_after_a_start_converges_when_r
     )
     roll_backs = reconcile.of_kind(ReconcileActionKind.ROLL_BACK_COPY)
     assert [a.segment_id for a in roll_backs] == [stale.remote_log_segment_id.id]
+
+
+def test_a_segment_recorded_with_largest_timestamp_0_is_rewritten_with_its_batches_largest(
+    tier: ChunkedTier, tmp_path: Path
+) -> None:
+    """Copies made while the broker rolled their segment recorded a largest timestamp of 0
+    (remote retention by time would have expired them at once). ``tier --rewrite`` finds
+    them by their time index and rewrites them with the largest timestamp of their batches;
+    run again, it rewrites nothing."""
+    rsm = chunked_manager(load_remote_storage_manager("LocalTieredStorage", tier.rsm_config))
+    good = tier.copied[1]
+    assert good.max_timestamp_ms > 0
+    with client_rlmm(tier.broker.bootstrap) as rlmm:
+        data = read_original_segment(rsm, good, tmp_path)
+        assert largest_timestamp(data.log_segment) == good.max_timestamp_ms
+        wrong = dataclasses.replace(
+            good,
+            remote_log_segment_id=RemoteLogSegmentId.generate_new(tier.topic_id_partition),
+            max_timestamp_ms=0,
+            state=RemoteLogSegmentState.COPY_SEGMENT_STARTED,
+            custom_metadata=None,
+        )
+        rlmm.add_remote_log_segment_metadata(wrong)
+        custom = rsm.copy_log_segment_data(wrong, data)
+        rlmm.update_remote_log_segment_metadata(
+            RemoteLogSegmentMetadataUpdate(
+                remote_log_segment_id=wrong.remote_log_segment_id,
+                event_timestamp_ms=wrong.event_timestamp_ms,
+                state=FINISHED,
+                broker_id=0,
+                custom_metadata=custom,
+            )
+        )
+    rsm.close()
+    timestamps = {m.remote_log_segment_id: m.max_timestamp_ms for m in finished_segments(tier)}
+    assert timestamps[wrong.remote_log_segment_id] == 0  # the copy readers now resolve
+
+    result = run_tier_rewrite(tier, "--dry-run")
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "largest timestamp recorded as 0, its time index holds" in result.stdout
+    result = run_tier_rewrite(tier)
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "action=rewrite status=ok segments=1 " in result.stdout, result.stdout
+
+    after = finished_segments(tier)
+    assert ranges(after) == ranges(tier.copied)  # one copy per segment, the others deleted
+    assert all(m.max_timestamp_ms > 0 for m in after)
+    (repaired,) = [m for m in after if m.start_offset == good.start_offset]
+    assert repaired.max_timestamp_ms == good.max_timestamp_ms
+    assert consume_all(tier.broker.bootstrap) == EXPECTED
+    again = run_tier_rewrite(tier)
+    assert "action=rewrite status=ok segments=0 " in again.stdout, again.stdout

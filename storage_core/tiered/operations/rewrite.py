@@ -12,15 +12,16 @@ Planning (``plan_rewrite``, pure over the listing and each segment's manifest)::
 
     in the configured format = chunked, chunk size, compression (with the heuristic on, a
     segment stored uncompressed also matches), encryption on or off, and when on, the data
-    key wrapped by the ring's active key pair
+    key wrapped by the ring's active key pair; and its largest timestamp is not the 0 that
+    copies made during a segment roll recorded (``timestamp_difference``)
 
 Rewriting one segment (``rewrite_segment``)::
 
     read the original bytes through the chunked RSM (checked and restored: .log, indexes,
     producer snapshot, transaction index, leader-epoch checkpoint) into scratch files
     fence check -> COPY_SEGMENT_STARTED (new segment id; offsets, epochs, size, max
-    timestamp and transaction-index flag of the old) -> RSM copy -> verify -> fence check
-    -> COPY_SEGMENT_FINISHED
+    timestamp and transaction-index flag of the old; a max timestamp of 0 taken again from
+    the batches read back) -> RSM copy -> verify -> fence check -> COPY_SEGMENT_FINISHED
 
 then, per batch of segments (``swap_grace_s`` after the last FINISHED of the batch),
 ``delete_segment`` of the old copies: DELETE_SEGMENT_STARTED -> objects -> FINISHED.
@@ -60,6 +61,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage_core.clock import SYSTEM_CLOCK, Clock
+from storage_core.log.time_index import TIME_INDEX_ENTRY
+from storage_core.records import FileRecords
 from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
 from storage_core.tiered.chunked.format_config import ChunkedFormatConfig
 from storage_core.tiered.chunked.segment_manifest import SegmentManifest
@@ -125,6 +128,33 @@ def format_difference(manifest: SegmentManifest | None, config: ChunkedFormatCon
         if key_id != config.key_ring.active_key_id:
             reasons.append(f"key pair {key_id}, not the active {config.key_ring.active_key_id}")
     return "; ".join(reasons) or None
+
+
+def timestamp_difference(
+    metadata: RemoteLogSegmentMetadata, time_index: Callable[[], bytes]
+) -> str | None:
+    """Why ``metadata`` records a wrong largest timestamp, or ``None``. A copy that read its
+    segment while the broker was rolling it took the roll's still zero-filled time index for
+    the last entry and recorded 0 (fixed in 89e4435): remote retention by time would expire
+    such a segment at once. A largest timestamp of 0 is wrong when the segment's time index
+    (``time_index``, read only then) holds a later one."""
+    if metadata.max_timestamp_ms != 0:
+        return None
+    content = time_index()
+    whole = len(content) - len(content) % TIME_INDEX_ENTRY.size
+    indexed = max(
+        (timestamp for timestamp, _ in TIME_INDEX_ENTRY.iter_unpack(content[:whole])), default=0
+    )
+    if indexed <= 0:
+        return None
+    return f"largest timestamp recorded as 0, its time index holds {indexed}"
+
+
+def largest_timestamp(log_segment: Path) -> int:
+    """The largest batch timestamp of a ``.log`` (Kafka's ``maxTimestampSoFar`` as a segment's
+    recovery rebuilds it); -1 (no timestamp) for a segment without batches."""
+    with FileRecords.open(log_segment, mutable=False) as records:
+        return max((header.max_timestamp for _, header in records.batches()), default=-1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -280,7 +310,7 @@ def rewrite_segment(
             remote_log_segment_id=RemoteLogSegmentId.generate_new(old.topic_id_partition),
             start_offset=old.start_offset,
             end_offset=old.end_offset,
-            max_timestamp_ms=old.max_timestamp_ms,
+            max_timestamp_ms=old.max_timestamp_ms or largest_timestamp(data.log_segment),
             broker_id=broker_id,
             event_timestamp_ms=clock.milliseconds(),
             segment_size_in_bytes=old.segment_size_in_bytes,
