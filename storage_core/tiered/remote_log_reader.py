@@ -88,6 +88,9 @@ MAX_BATCH_BYTES = (1 << 31) - 1
 # (at most an index interval) and the part of a batch that crosses max_bytes.
 READ_AHEAD_BYTES = 64 * 1024
 DEFAULT_WINDOW_BYTES = 1 << 20
+# A read from memory runs on the event loop: one of more batches than this (each costs a few
+# microseconds, and a fetch of small batches holds tens of thousands) goes to a reader thread.
+MEMORY_READ_MAX_BATCHES = 256
 
 
 class RemoteReadQueueFullError(KafkaStorageError):
@@ -358,7 +361,12 @@ class RemoteLogReader:
         with stream:
             window = info.max_bytes + READ_AHEAD_BYTES
             batches = _batches(stream, metadata, position, window, check_crc=check_crc)
-            for window_view, batch_start, batch_bytes, batch in batches:
+            limit = MEMORY_READ_MAX_BATCHES if memory_only else None
+            for count, (window_view, batch_start, batch_bytes, batch) in enumerate(batches, 1):
+                if limit is not None and count > limit:
+                    raise RemoteReadNeedsStoreError(
+                        f"more than {limit} batches: too long a read for the event loop"
+                    )
                 if batch.last_offset < info.fetch_offset:
                     first_position += len(batch_bytes)
                     continue

@@ -15,6 +15,7 @@ import pytest
 from storage_core.errors import KafkaStorageError, OffsetOutOfRangeError
 from storage_core.log.leader_epoch_cache import EpochEntry
 from storage_core.records import RecordBatch
+from storage_core.tiered import remote_log_reader
 from storage_core.tiered.remote_index_cache import RemoteIndexCache
 from storage_core.tiered.remote_log_reader import (
     RemoteLogReader,
@@ -255,11 +256,14 @@ def test_a_read_stops_where_the_lineage_ends_the_epoch_of_the_segment(
         reader.read(dataclasses.replace(info, fetch_offset=10), lineage)
 
 
-def test_a_memory_only_read_answers_from_cached_chunks_alone(tmp_path: Path) -> None:
+def test_a_memory_only_read_answers_from_cached_chunks_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What may run on the event loop: the same bytes as a reader thread's read once the
     segment's manifest and chunks are cached; before that, and for whatever needs the store
     or an index (a plain segment, an offset inside a segment nobody read up to, the aborted
-    transactions of read_committed), ``RemoteReadNeedsStoreError`` and nothing read."""
+    transactions of read_committed), ``RemoteReadNeedsStoreError`` and nothing read. A read
+    of more batches than the event loop may walk goes to a reader thread too."""
     rsm = load_remote_storage_manager(
         "LocalTieredStorage",
         {
@@ -297,6 +301,13 @@ def test_a_memory_only_read_answers_from_cached_chunks_alone(tmp_path: Path) -> 
             reader.read(info(second.start_offset, read_committed=True), epochs, memory_only=True)
         with pytest.raises(RemoteReadNeedsStoreError):
             reader.read(info(0), epochs, memory_only=True)  # another segment: not cached
+        batches = len(split(bytes(threaded.records)))
+        assert batches > 2
+        monkeypatch.setattr(remote_log_reader, "MEMORY_READ_MAX_BATCHES", batches - 1)
+        with pytest.raises(RemoteReadNeedsStoreError, match="too long a read for the event"):
+            reader.read(info(second.start_offset), epochs, memory_only=True)
+        monkeypatch.setattr(remote_log_reader, "MEMORY_READ_MAX_BATCHES", batches)
+        assert reader.read(info(second.start_offset), epochs, memory_only=True).records
     finally:
         reader.close()
         cache.close()
