@@ -529,14 +529,15 @@ class RemoteLogManager:
             # First from memory, here: a consumer reading on through cached chunks then needs
             # no trip to a reader thread and back (0.1-0.2 ms a fetch on two cores). A read
             # that needs the store, or fails, runs on a reader thread, which reports failures.
-            try:
-                data = reader.read(info, epochs, log, memory_only=True)
-            except (RemoteReadNeedsStoreError, StorageError):
-                pass
-            else:
-                answered: Future[RemoteFetchData] = Future()
-                answered.set_result(served(data))
-                return answered
+            if reader.reads_from_memory and not include_aborted_txns:
+                try:
+                    data = reader.read(info, epochs, log, memory_only=True)
+                except (RemoteReadNeedsStoreError, StorageError):
+                    pass
+                else:
+                    answered: Future[RemoteFetchData] = Future()
+                    answered.set_result(served(data))
+                    return answered
             try:
                 return reader.submit(read)
             except StorageError:  # the reader queue is full

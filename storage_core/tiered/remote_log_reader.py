@@ -164,6 +164,13 @@ class RemoteLogReader:
         self._pending_lock = threading.Lock()
         self._pending = 0
 
+    @property
+    def reads_from_memory(self) -> bool:
+        """Whether a read can be answered from memory at all (``read(memory_only=True)``):
+        chunked segments over a chunk cache kept in memory."""
+        rsm = self._rsm
+        return isinstance(rsm, ChunkedRemoteStorageManager) and rsm.fetcher.cache.in_memory
+
     # ------------------------------------------------------------------ the pool
     def submit(self, task: Callable[[], T]) -> Future[T]:
         """Run ``task`` on a reader thread; ``RemoteReadQueueFullError`` when saturated."""

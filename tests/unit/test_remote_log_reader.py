@@ -276,6 +276,7 @@ def test_a_memory_only_read_answers_from_cached_chunks_alone(
     reader = RemoteLogReader(rsm=tiered.rsm, rlmm=tiered.rlmm, index_cache=cache, threads=2)
     epochs = tiered.log.leader_epoch_cache
     second = tiered.copied[1]
+    assert reader.reads_from_memory  # chunked, over the default chunk cache (memory)
 
     def info(offset: int, *, read_committed: bool = False) -> RemoteStorageFetchInfo:
         return RemoteStorageFetchInfo(
@@ -321,6 +322,7 @@ def test_a_plain_segment_is_never_read_from_memory(
     info = RemoteStorageFetchInfo(
         topic_id_partition=TIP, fetch_offset=0, max_bytes=1 << 20, min_one_message=True
     )
+    assert not reader.reads_from_memory
     assert reader.read(info, epochs).records  # the store's bytes, read on a thread
     with pytest.raises(RemoteReadNeedsStoreError):
         reader.read(info, epochs, memory_only=True)
