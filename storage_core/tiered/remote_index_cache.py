@@ -53,6 +53,7 @@ from storage_core.log.transaction_index import AbortedTxn, TransactionIndex, Txn
 from storage_core.tiered.remote_storage_manager import (
     IndexType,
     RemoteLogSegmentMetadataLike,
+    RemoteReadNeedsStoreError,
     RemoteResourceNotFoundError,
     RemoteSegmentRef,
     RemoteStorageError,
@@ -282,6 +283,23 @@ class RemoteIndexCache:
         ``offset``'s batch."""
         with self.acquire(metadata) as entry:
             return entry.lookup_offset(offset)
+
+    def cached_lookup_offset(self, metadata: RemoteLogSegmentMetadataLike, offset: int) -> int:
+        """``lookup_offset`` from an entry already cached (its indexes mapped in memory), for a
+        read on the event loop: ``RemoteReadNeedsStoreError`` when the segment's indexes are
+        not cached (or still being downloaded), never a download or a wait."""
+        key = RemoteSegmentRef.of(metadata).segment_id
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or self._closed:
+                raise RemoteReadNeedsStoreError(f"remote segment {key}: indexes not cached")
+            self._entries.move_to_end(key)
+            entry.users += 1
+            self._hits += 1
+        try:
+            return entry.lookup_offset(offset)
+        finally:
+            self._release(entry)
 
     def lookup_timestamp(
         self, metadata: RemoteLogSegmentMetadataLike, timestamp: int, starting_offset: int

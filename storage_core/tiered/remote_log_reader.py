@@ -218,8 +218,8 @@ class RemoteLogReader:
 
         ``memory_only``: the read may run on the event loop, for it touches neither the store
         nor a file: it raises ``RemoteReadNeedsStoreError`` as soon as it would (a segment's
-        manifest or chunk not in memory, a plain segment, an offset index to look up, the
-        aborted transactions of a read_committed fetch), and is then run on a reader thread.
+        manifest, chunk or offset index not in memory, a plain segment, the aborted
+        transactions of a read_committed fetch), and is then run on a reader thread.
         A consumer reading on through cached chunks thus skips two trips between threads."""
         if memory_only and info.include_aborted_txns:
             raise RemoteReadNeedsStoreError("a read_committed read looks up transaction indexes")
@@ -282,7 +282,7 @@ class RemoteLogReader:
         if remembered is not None:
             return remembered
         if memory_only:
-            raise RemoteReadNeedsStoreError(f"offset {offset}: the offset index is looked up")
+            return self.index_cache.cached_lookup_offset(metadata, offset)
         return self.index_cache.lookup_offset(metadata, offset)
 
     def _add_aborted_transactions(

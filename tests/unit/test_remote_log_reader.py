@@ -261,9 +261,10 @@ def test_a_memory_only_read_answers_from_cached_chunks_alone(
 ) -> None:
     """What may run on the event loop: the same bytes as a reader thread's read once the
     segment's manifest and chunks are cached; before that, and for whatever needs the store
-    or an index (a plain segment, an offset inside a segment nobody read up to, the aborted
-    transactions of read_committed), ``RemoteReadNeedsStoreError`` and nothing read. A read
-    of more batches than the event loop may walk goes to a reader thread too."""
+    or an index not cached (a plain segment, an offset inside a segment whose offset index
+    was never downloaded, the aborted transactions of read_committed),
+    ``RemoteReadNeedsStoreError`` and nothing read. A read of more batches than the event
+    loop may walk goes to a reader thread too."""
     rsm = load_remote_storage_manager(
         "LocalTieredStorage",
         {
@@ -296,8 +297,14 @@ def test_a_memory_only_read_answers_from_cached_chunks_alone(
         from_memory = reader.read(info(second.start_offset), epochs, memory_only=True)
         assert bytes(from_memory.records) == bytes(threaded.records)
         assert split(bytes(from_memory.records))[0].base_offset == second.start_offset
+        inside = second.start_offset + 7  # a seek inside the segment: its offset index
         with pytest.raises(RemoteReadNeedsStoreError):
-            reader.read(info(second.start_offset + 3), epochs, memory_only=True)  # the index
+            reader.read(info(inside), epochs, memory_only=True)  # not downloaded yet
+        seeked = reader.read(info(inside), epochs)  # downloads it
+        assert bytes(reader.read(info(inside), epochs, memory_only=True).records) == bytes(
+            seeked.records
+        )
+        assert split(bytes(seeked.records))[0].last_offset >= inside
         with pytest.raises(RemoteReadNeedsStoreError):
             reader.read(info(second.start_offset, read_committed=True), epochs, memory_only=True)
         with pytest.raises(RemoteReadNeedsStoreError):
