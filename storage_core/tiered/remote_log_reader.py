@@ -89,8 +89,10 @@ MAX_BATCH_BYTES = (1 << 31) - 1
 READ_AHEAD_BYTES = 64 * 1024
 DEFAULT_WINDOW_BYTES = 1 << 20
 # A read from memory runs on the event loop: one of more batches than this (each costs a few
-# microseconds, and a fetch of small batches holds tens of thousands) goes to a reader thread.
+# microseconds, and a fetch of small batches holds tens of thousands), or asking for more
+# bytes (an answer that crosses chunks is joined into one copy), goes to a reader thread.
 MEMORY_READ_MAX_BATCHES = 256
+MEMORY_READ_MAX_BYTES = 4 << 20
 
 
 class RemoteReadQueueFullError(KafkaStorageError):
@@ -223,6 +225,8 @@ class RemoteLogReader:
         A consumer reading on through cached chunks thus skips two trips between threads."""
         if memory_only and info.include_aborted_txns:
             raise RemoteReadNeedsStoreError("a read_committed read looks up transaction indexes")
+        if memory_only and info.max_bytes > MEMORY_READ_MAX_BYTES:
+            raise RemoteReadNeedsStoreError(f"{info.max_bytes} bytes: too long a read for the loop")
         tip = info.topic_id_partition
         offset = info.fetch_offset
         self.next_segment.remember(tip, epochs)

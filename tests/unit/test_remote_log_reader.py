@@ -263,8 +263,8 @@ def test_a_memory_only_read_answers_from_cached_chunks_alone(
     segment's manifest and chunks are cached; before that, and for whatever needs the store
     or an index not cached (a plain segment, an offset inside a segment whose offset index
     was never downloaded, the aborted transactions of read_committed),
-    ``RemoteReadNeedsStoreError`` and nothing read. A read of more batches than the event
-    loop may walk goes to a reader thread too."""
+    ``RemoteReadNeedsStoreError`` and nothing read. A read of more batches or bytes than the
+    event loop may take goes to a reader thread too."""
     rsm = load_remote_storage_manager(
         "LocalTieredStorage",
         {
@@ -316,6 +316,9 @@ def test_a_memory_only_read_answers_from_cached_chunks_alone(
             reader.read(info(second.start_offset), epochs, memory_only=True)
         monkeypatch.setattr(remote_log_reader, "MEMORY_READ_MAX_BATCHES", batches)
         assert reader.read(info(second.start_offset), epochs, memory_only=True).records
+        monkeypatch.setattr(remote_log_reader, "MEMORY_READ_MAX_BYTES", (1 << 20) - 1)
+        with pytest.raises(RemoteReadNeedsStoreError, match="too long a read for the loop"):
+            reader.read(info(second.start_offset), epochs, memory_only=True)  # asks for 1 MiB
     finally:
         reader.close()
         cache.close()
