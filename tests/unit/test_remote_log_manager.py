@@ -206,28 +206,20 @@ def test_a_consumer_reading_cached_chunks_needs_no_reader_thread(tmp_path: Path)
         unread = tiered.copied[2].start_offset
         store_free = threading.Event()
 
+        async def fetch_at(offset: int) -> dict[TopicPartition, object]:
+            request = FetchRequestPartition(fetch_offset=offset, max_bytes=1 << 20)
+            return dict(
+                await broker.replicas.fetch_messages(
+                    {tp: request}, max_wait_ms=500, min_bytes=1, max_bytes=1 << 20
+                )
+            )
+
         async def run() -> tuple[object, bool]:
-            replicas = broker.replicas
-            replicas.bind_loop(asyncio.get_running_loop())
+            broker.replicas.bind_loop(asyncio.get_running_loop())
             busy = [broker.rlm.reader.submit(store_free.wait) for _ in range(READER_THREADS)]
             try:
-                cached = await asyncio.wait_for(
-                    replicas.fetch_messages(
-                        {tp: FetchRequestPartition(fetch_offset=0, max_bytes=1 << 20)},
-                        max_wait_ms=500,
-                        min_bytes=1,
-                        max_bytes=1 << 20,
-                    ),
-                    timeout=5,
-                )
-                uncached = asyncio.ensure_future(
-                    replicas.fetch_messages(
-                        {tp: FetchRequestPartition(fetch_offset=unread, max_bytes=1 << 20)},
-                        max_wait_ms=500,
-                        min_bytes=1,
-                        max_bytes=1 << 20,
-                    )
-                )
+                cached = await asyncio.wait_for(fetch_at(0), timeout=5)
+                uncached = asyncio.ensure_future(fetch_at(unread))
                 await asyncio.sleep(0.3)
                 uncached_waited = not uncached.done()
             finally:
