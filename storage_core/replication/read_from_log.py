@@ -163,8 +163,9 @@ def read_tiered_offsets(
     """A consumer's fetch of tiered offsets only, answered on the event loop (None: read on
     an I/O thread). Such a read touches no local segment: each partition becomes a remote read
     (or, over the remote fetch quota, no records), which runs on the remote log reader's
-    threads. Sending it through an I/O thread first only added a round trip between threads,
-    about a quarter of a millisecond here, to the first batch of every remote read.
+    threads unless its bytes are all in memory (``RemoteLogReader.read(memory_only=True)``).
+    Sending it through an I/O thread first only added a round trip between threads, about a
+    quarter of a millisecond here, to the first batch of every remote read.
 
     The same ``read_all`` runs, with every partition's locks taken without waiting, as in
     ``read_log_tail``. A consumer fetch (``replica_id < 0``) of up to
