@@ -3,10 +3,11 @@
 A consumer fetch at offset ``O`` below the local log start offset is served from the remote
 tier, never on the log I/O threads: ``RemoteLogReader`` owns a pool of
 ``remote.log.reader.threads`` threads with a bounded queue of pending reads. A read whose
-bytes are all in memory (a chunked segment's cached manifest and chunks, from its start or
-where an earlier read ended) is first tried where the fetch arrives, on the event loop
-(``memory_only``); anything that would touch the store, a file or another thread's work
-raises ``RemoteReadNeedsStoreError`` before doing so and goes to the pool. One read:
+bytes are all in memory (a chunked segment's cached manifest and chunks, and its cached
+offset index when the read starts inside it) is first tried where the fetch arrives, on the
+event loop (``memory_only``); anything that would touch the store, a file or another
+thread's work raises ``RemoteReadNeedsStoreError`` before doing so and goes to the pool.
+One read:
 
 1. ``epoch = leader_epoch_cache.epoch_for_offset(O)``; the RLMM gives the COPY_SEGMENT_FINISHED
    segment holding ``O`` in that epoch's lineage (``remote_log_segment_metadata(epoch, O)``);
