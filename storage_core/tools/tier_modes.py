@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from storage_core.client.consumer import KafkaConsumer
 from storage_core.common import TopicIdPartition, Uuid
 from storage_core.errors import StorageError
-from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
-from storage_core.tiered.metadata import RemoteLogSegmentMetadata
 from storage_core.tiered.operations import (
     ExpiryPlan,
     LogView,
@@ -33,15 +31,14 @@ from storage_core.tiered.operations.rewrite import (
     RewriteOutcome,
     SegmentRewrite,
     chunked_manager,
-    format_difference,
     is_referenced_segment,
     plan_rewrite,
     rewrite_partition,
-    timestamp_difference,
+    rewrite_reason,
 )
 from storage_core.tiered.quota.copy_quota import CopyQuota, describe_copy_rate
 from storage_core.tiered.remote_object_keys import topic_manifest_key
-from storage_core.tiered.remote_storage_manager import IndexType, RemoteObjectStore
+from storage_core.tiered.remote_storage_manager import RemoteObjectStore
 from storage_core.tools.tier_context import Summary, TierContext, TierProgress
 
 
@@ -308,23 +305,6 @@ def delete_gone_topic_manifests(
 
 
 # ---------------------------------------------------------------------------- rewrite
-def _rewrite_reason(
-    rsm: ChunkedRemoteStorageManager, metadata: RemoteLogSegmentMetadata
-) -> str | None:
-    """Why a segment is rewritten: not in the configured format, or a wrong largest
-    timestamp in its metadata (both, joined)."""
-
-    def time_index() -> bytes:
-        with rsm.fetch_index(metadata, IndexType.TIMESTAMP) as stream:
-            return stream.read()
-
-    reasons = (
-        format_difference(rsm.segment_manifest(metadata), rsm.config),
-        timestamp_difference(metadata, time_index),
-    )
-    return "; ".join(reason for reason in reasons if reason) or None
-
-
 def rewrite_partitions(ctx: TierContext, targets: Sequence[PartitionTarget]) -> Summary:
     """Rewrite mode (see ``storage_core.tools.tier`` and ``operations.rewrite``)."""
     summary = Summary(action="rewrite")
@@ -341,7 +321,7 @@ def rewrite_partitions(ctx: TierContext, targets: Sequence[PartitionTarget]) -> 
             tip = TopicIdPartition(target.topic_id, target.topic_partition)
             plan = plan_rewrite(
                 list(ctx.rlmm.list_remote_log_segments(tip)),
-                functools.partial(_rewrite_reason, rsm),
+                functools.partial(rewrite_reason, rsm),
                 lambda m: is_referenced_segment(ctx.rlmm, m),
             )
         except StorageError as exc:

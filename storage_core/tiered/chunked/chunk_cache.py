@@ -77,7 +77,8 @@ class ChunkCache:
                 self._drop(key)
                 entry = None
             if entry is None:
-                self._misses += count_miss
+                if count_miss:
+                    self._misses += 1
                 return None
             self._entries[key] = (entry[0], now)
             self._entries.move_to_end(key)

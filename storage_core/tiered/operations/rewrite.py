@@ -154,7 +154,24 @@ def largest_timestamp(log_segment: Path) -> int:
     """The largest batch timestamp of a ``.log`` (Kafka's ``maxTimestampSoFar`` as a segment's
     recovery rebuilds it); -1 (no timestamp) for a segment without batches."""
     with FileRecords.open(log_segment, mutable=False) as records:
-        return max((header.max_timestamp for _, header in records.batches()), default=-1)
+        return records.largest_timestamp_after(0)[0]
+
+
+def rewrite_reason(
+    rsm: ChunkedRemoteStorageManager, metadata: RemoteLogSegmentMetadata
+) -> str | None:
+    """Why ``plan_rewrite`` rewrites a segment: not in ``rsm``'s configured format, or a wrong
+    largest timestamp in its metadata (both, joined); ``None``: kept as it is."""
+
+    def time_index() -> bytes:
+        with rsm.fetch_index(metadata, IndexType.TIMESTAMP) as stream:
+            return stream.read()
+
+    reasons = (
+        format_difference(rsm.segment_manifest(metadata), rsm.config),
+        timestamp_difference(metadata, time_index),
+    )
+    return "; ".join(reason for reason in reasons if reason) or None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
