@@ -379,6 +379,21 @@ def run_job(
     seconds = time.monotonic() - started
     if code != 0 or not summary_path.is_file():
         tail = log_path.read_text(errors="replace")[-3000:]
-        raise DisasterCheckError(f"{name} exited {code}; end of {log_path}:\n{tail}")
+        raise DisasterCheckError(
+            f"{name} exited {code}; end of {log_path}:\n{tail}{_summary_errors(summary_path)}"
+        )
     summary: dict[str, Any] = json.loads(summary_path.read_text())
     return summary, seconds
+
+
+def _summary_errors(summary_path: Path) -> str:
+    """The errors a failed job recorded in its summary: its log shows what it did, not why
+    a step failed."""
+    try:
+        errors = json.loads(summary_path.read_text()).get("errors") or []
+    except (OSError, ValueError):
+        return ""
+    lines = [
+        f"  {e.get('partition') or 'job'}: {e.get('error')}" for e in errors if isinstance(e, dict)
+    ]
+    return "\nerrors in its summary:\n" + "\n".join(lines) if lines else ""

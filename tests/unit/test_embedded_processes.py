@@ -1,5 +1,5 @@
 """``ProcessGroup`` stops a child's whole group, grandchildren included, and the embedded
-working directory is never taken over from someone else."""
+working directory is never taken over from someone else; a failed job says why."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from embedded.cluster import MARKER, DirectoryInUseError, prepare_directory
+from embedded.disaster import DisasterCheckError, run_job
 from embedded.processes import ProcessGroup, group_alive, process_table
 
 # a shell that starts a grandchild ignoring SIGTERM, then waits forever
@@ -53,3 +54,19 @@ def test_prepare_directory_refuses_foreign_content_and_wipes_its_own(tmp_path: P
     assert (ours / "old-run.log").exists()  # kept for the UI command
     prepare_directory(ours, fresh=True)
     assert sorted(p.name for p in ours.iterdir()) == [MARKER]
+
+
+def test_a_failed_job_says_the_errors_its_summary_recorded(tmp_path: Path) -> None:
+    """A job's log shows what it did; why a step failed is in its summary's errors, and the
+    demo's failure message carries both."""
+    summary = tmp_path / "summary.json"
+    script = (
+        "import json, sys; print('restored partition=events-0', flush=True);"
+        f" json.dump({{'errors': [{{'partition': None, 'error': 'config change refused'}}]}},"
+        f" open({str(summary)!r}, 'w')); sys.exit(1)"
+    )
+    with pytest.raises(DisasterCheckError) as failed:
+        run_job([sys.executable, "-c", script], tmp_path / "job.log", summary, tmp_path)
+    message = str(failed.value)
+    assert "exited 1" in message and "restored partition=events-0" in message
+    assert "errors in its summary:\n  job: config change refused" in message
