@@ -67,7 +67,7 @@ def manifest(segment_bytes: int, *, packed: bool, seed: int = 1) -> SegmentManif
         compression=False,
         encryption=None,
         objects={},
-        segment=SegmentDescription(metadata=metadata, leader_epochs=(EpochEntry(0, 0),)),
+        description=SegmentDescription(metadata=metadata, leader_epochs=(EpochEntry(0, 0),)),
         packed_frames=packed,
     )
 

@@ -74,7 +74,7 @@ def strip_rsm_prefix(config: Mapping[str, str]) -> dict[str, str]:
 class _FileRange(io.RawIOBase):
     """``length`` bytes of an open file from its current position; owns the file."""
 
-    def __init__(self, file: BinaryIO, length: int, path: Path) -> None:
+    def __init__(self, file: BinaryIO, length: int, path: str) -> None:
         self._file = file
         self._remaining = length
         self._path = path
@@ -113,6 +113,7 @@ class LocalTieredStorage:
 
     def __init__(self, storage_dir: Path, *, prefix: str = "", fsync: bool = True) -> None:
         self.storage_dir = Path(storage_dir)
+        self._root = str(self.storage_dir)
         self.prefix = normalize_prefix(prefix)
         self._fsync = fsync
         self.storage_dir.mkdir(parents=True, exist_ok=True)
@@ -139,9 +140,10 @@ class LocalTieredStorage:
     def __repr__(self) -> str:
         return f"LocalTieredStorage({self.storage_dir}, prefix={self.prefix!r})"
 
-    def _path(self, segment: RemoteSegmentRef, suffix: RemoteObjectSuffix) -> Path:
-        """One object's path: a read needs one, not the seven ``_paths`` builds."""
-        return self.storage_dir / segment_key(self.prefix, segment, suffix)
+    def _path(self, segment: RemoteSegmentRef, suffix: RemoteObjectSuffix) -> str:
+        """One object's path, for a read: one, not the seven ``_paths`` builds, and as text
+        (a key holds several directories, which a ``Path`` would parse again on each read)."""
+        return f"{self._root}/{segment_key(self.prefix, segment, suffix)}"
 
     def _paths(self, segment: RemoteSegmentRef) -> dict[RemoteObjectSuffix, Path]:
         return {
@@ -265,13 +267,14 @@ class LocalTieredStorage:
         segment = RemoteSegmentRef.of(remote_log_segment_metadata)
         path = self._path(segment, RemoteObjectSuffix.SEGMENT_MANIFEST)
         try:
-            return path.read_bytes()
+            with open(path, "rb") as file:
+                return file.read()
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise RemoteStorageError(f"cannot read remote object {path}: {exc}") from exc
 
-    def _open(self, path: Path, start_position: int, end_position: int | None) -> BinaryIO:
+    def _open(self, path: str, start_position: int, end_position: int | None) -> BinaryIO:
         try:
             file = open(path, "rb")  # noqa: SIM115 (owned by the returned stream)
         except FileNotFoundError as exc:

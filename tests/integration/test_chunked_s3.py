@@ -500,7 +500,7 @@ def test_a_segment_restored_under_another_topic_id_is_copied_inside_the_bucket(
     started = restored_metadata(segment, target, now_ms=1)
     described = dataclasses.replace(
         segment.manifest,
-        segment=SegmentDescription(metadata=started, leader_epochs=segment.leader_epochs),
+        description=SegmentDescription(metadata=started, leader_epochs=segment.leader_epochs),
     )
     suffixes = [RemoteObjectSuffix.LOG] + [RemoteObjectSuffix(n) for n in described.objects]
     stored = store.restore_segment_objects(

@@ -8,6 +8,7 @@ import base64
 import dataclasses
 import itertools
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -501,6 +502,39 @@ def test_the_manifest_describes_the_segment_in_kafkas_serde(tmp_path: Path) -> N
     document["segment"] = {"metadata": "AAAA", "leaderEpochs": []}
     with pytest.raises(SegmentManifestError, match=rf"{key}.*segment metadata"):
         SegmentManifest.from_bytes(json.dumps(document).encode(), where=key)
+
+
+def test_a_reader_parses_the_segment_section_only_when_it_is_asked_for(tmp_path: Path) -> None:
+    """Reading records never needs the manifest's ``segment`` section: the storage manager
+    leaves it unparsed, so a damaged one fails only what reads it, naming the object, and a
+    manifest written again keeps the section as it was."""
+    data = closed_segment(tmp_path)
+    manager = chunked(tmp_path, **{"rsm.config.chunk.size": "1000"})
+    ref = segment_ref()
+    metadata = closed_segment_metadata(ref, data, broker_id=2)
+    manager.copy_log_segment_data(metadata, data)
+    key = segment_keys("", ref)[RemoteObjectSuffix.SEGMENT_MANIFEST]
+    path = tmp_path / "remote" / key
+    intact = path.read_bytes()
+    eager = SegmentManifest.from_bytes(intact, where=key)
+    lazy = SegmentManifest.from_bytes(intact, where=key, describe=False)
+    assert lazy == eager and lazy.segment == eager.segment is not None
+    document = json.loads(intact)
+    document["segment"]["metadata"] = "AAAA"
+    path.write_text(json.dumps(document))
+
+    reader = chunked(tmp_path, **{"rsm.config.chunk.size": "1000"})
+    with reader.fetch_log_segment(metadata, 0) as stream:
+        assert stream.read() == data.log_segment.read_bytes()
+    manifest = reader.segment_manifest(metadata)
+    assert manifest is not None
+    with pytest.raises(SegmentManifestError, match=rf"{re.escape(str(ref))}.*segment metadata"):
+        _ = manifest.segment
+    assert json.loads(manifest.to_bytes())["segment"] == document["segment"]
+    with pytest.raises(SegmentManifestError, match="segment metadata"):
+        _ = manifest == manifest  # equality compares the sections too
+    with pytest.raises(SegmentManifestError, match="segment metadata"):
+        SegmentManifest.from_bytes(path.read_bytes(), where=key)  # the tools read it eagerly
 
 
 def test_a_restored_logs_last_segment_closes_the_aborts_whose_markers_were_not_copied(

@@ -47,7 +47,7 @@ def segment(
         compression=False,
         encryption=None,
         objects={},
-        segment=SegmentDescription(
+        description=SegmentDescription(
             metadata=metadata, leader_epochs=tuple(EpochEntry(e, o) for e, o in lineage)
         ),
     )

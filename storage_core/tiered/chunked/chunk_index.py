@@ -23,6 +23,9 @@ from typing import overload
 
 _CHUNK_NUMBER = struct.Struct(">q")
 _FRAME_NUMBER = struct.Struct(">qi")
+# Chunks built lately, kept per index: every fetch looks its chunk up, and a sequential
+# reader's fetches (a chunk serves several) ask for the same one again.
+RECENT_CHUNKS = 8
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +89,7 @@ class ChunkIndex:
     framed: bool = False  # frames authenticate (chunk, frame); version 1: the chunk alone
     _stored_positions: tuple[int, ...] = field(init=False, repr=False, compare=False)
     _frames_per_chunk: int = field(init=False, repr=False, compare=False)
+    _recent: dict[int, Chunk] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.chunk_size <= 0:
@@ -113,6 +117,7 @@ class ChunkIndex:
         object.__setattr__(
             self, "_stored_positions", tuple(itertools.accumulate(self.stored_sizes, initial=0))
         )
+        object.__setattr__(self, "_recent", {})
 
     def _frame_count(self) -> int:
         full_chunks, rest = divmod(self.original_size, self.chunk_size)
@@ -127,6 +132,9 @@ class ChunkIndex:
         return (self.original_size + self.chunk_size - 1) // self.chunk_size
 
     def chunk(self, chunk_id: int) -> Chunk:
+        recent = self._recent.get(chunk_id)
+        if recent is not None:
+            return recent
         if not 0 <= chunk_id < len(self):
             raise IndexError(f"chunk {chunk_id} is not one of the {len(self)} chunks")
         position = chunk_id * self.chunk_size
@@ -144,7 +152,7 @@ class ChunkIndex:
             )
             for number, offset in enumerate(range(0, size, self.frame_size))
         )
-        return Chunk(
+        chunk = Chunk(
             id=chunk_id,
             original_position=position,
             original_size=size,
@@ -155,6 +163,10 @@ class ChunkIndex:
             frame_size=self.frame_size,
             frames=frames,
         )
+        if len(self._recent) >= RECENT_CHUNKS:
+            self._recent.clear()  # one call, safe beside other threads (unlike evicting one)
+        self._recent[chunk_id] = chunk
+        return chunk
 
     def chunks_for_range(self, start: int, end: int | None = None) -> Sequence[Chunk]:
         """The chunks holding original bytes ``[start, end]`` (inclusive; ``None``: to the

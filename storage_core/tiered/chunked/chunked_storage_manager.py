@@ -153,7 +153,7 @@ class ChunkedRemoteStorageManager:
                     aad=encryption.aad,
                 ),
                 objects=objects,
-                segment=_describe(
+                description=_describe(
                     remote_log_segment_metadata,
                     data.leader_epoch_index,
                     aborted_past_end=data.aborted_txns_past_end,
@@ -315,7 +315,9 @@ class ChunkedRemoteStorageManager:
                     " says so) and its manifest object is missing: its bytes are not served"
                 )
         else:
-            manifest = SegmentManifest.from_bytes(content, where=f"of remote segment {segment}")
+            manifest = SegmentManifest.from_bytes(
+                content, where=f"of remote segment {segment}", describe=False
+            )
             transform = self._transform_of(manifest, segment)
             readable = ReadableSegment(remote_log_segment_metadata, segment, manifest, transform)
         self._remember(key, readable)

@@ -49,7 +49,7 @@ import binascii
 import itertools
 import json
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from storage_core.log.leader_epoch_cache import EpochEntry
@@ -197,14 +197,49 @@ def _aborted_txns(
     return tuple(found)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class SegmentManifest:
     chunk_index: ChunkIndex
     compression: bool
     encryption: EncryptionMetadata | None
     objects: dict[str, ObjectDigest]  # by object suffix (``index``, ``timeindex``, ...)
-    segment: SegmentDescription | None = None
+    description: SegmentDescription | None = None  # read through ``segment``
     packed_frames: bool = True  # False: a version 2 manifest (read, and written again as it was)
+    # The ``segment`` section as read, when ``from_bytes`` left it to ``segment`` to parse.
+    description_document: object = field(default=None, repr=False, compare=False)
+    where: str = field(default="", repr=False, compare=False)
+    _parsed: SegmentDescription | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal when they say the same, whether or not ``segment`` was parsed yet."""
+        if not isinstance(other, SegmentManifest):
+            return NotImplemented
+        return self._said() == other._said()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable ``objects``, as the dataclass had
+
+    def _said(self) -> tuple[object, ...]:
+        return (
+            self.chunk_index,
+            self.compression,
+            self.encryption,
+            self.objects,
+            self.packed_frames,
+            self.segment,
+        )
+
+    @property
+    def segment(self) -> SegmentDescription | None:
+        """The segment's description (``None`` in manifests written before it existed),
+        parsed when first asked for if ``from_bytes`` was told to leave it
+        (``SegmentManifestError`` then, naming the object)."""
+        if self.description is not None or self.description_document is None:
+            return self.description
+        parsed = self._parsed
+        if parsed is None:
+            parsed = _parse_description(self.description_document, self.where)
+            object.__setattr__(self, "_parsed", parsed)
+        return parsed
 
     @property
     def version(self) -> int:
@@ -240,13 +275,19 @@ class SegmentManifest:
                 for name, digest in sorted(self.objects.items())
             },
         }
-        if self.segment is not None:
-            document["segment"] = self.segment.to_json()
+        if self.description is None and self._parsed is None and self.description_document:
+            document["segment"] = self.description_document  # never parsed: as it was read
+        elif (segment := self.segment) is not None:
+            document["segment"] = segment.to_json()
         return json.dumps(document, separators=(",", ":")).encode()
 
     @staticmethod
-    def from_bytes(data: bytes, *, where: str) -> SegmentManifest:
-        """``SegmentManifestError`` naming ``where`` (the object) and what is wrong."""
+    def from_bytes(data: bytes, *, where: str, describe: bool = True) -> SegmentManifest:
+        """``SegmentManifestError`` naming ``where`` (the object) and what is wrong.
+
+        ``describe=False`` leaves the ``segment`` section unparsed until ``segment`` is first
+        read: a read of records never needs it, and parsing it (the segment's metadata in
+        Kafka's serde, its leader epochs) was half of every cold read's manifest."""
         try:
             document = json.loads(data)
             if not isinstance(document, dict):
@@ -294,14 +335,26 @@ class SegmentManifest:
                     aad=_unb64(encryption["aad"]),
                 ),
                 objects=objects,
-                segment=None if segment is None else SegmentDescription.from_json(segment),
+                description=None
+                if segment is None or not describe
+                else _parse_description(segment, where),
                 packed_frames=version == FORMAT_VERSION,
+                description_document=None if describe else segment,
+                where=where,
             )
         except (ValueError, TypeError, KeyError, AttributeError, binascii.Error) as exc:
             detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
             raise SegmentManifestError(
                 f"segment manifest {where} is unreadable: {detail}"
             ) from None
+
+
+def _parse_description(document: object, where: str) -> SegmentDescription:
+    try:
+        return SegmentDescription.from_json(document)
+    except (ValueError, TypeError, KeyError, AttributeError, binascii.Error) as exc:
+        detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise SegmentManifestError(f"segment manifest {where} is unreadable: {detail}") from None
 
 
 def _int(value: object) -> int:

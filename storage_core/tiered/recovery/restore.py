@@ -131,7 +131,7 @@ def restore_segment(
     manifest = segment.manifest
     assert manifest is not None
     described = dataclasses.replace(
-        manifest, segment=dataclasses.replace(description, metadata=started)
+        manifest, description=dataclasses.replace(description, metadata=started)
     )
     suffixes = [RemoteObjectSuffix.LOG] + [RemoteObjectSuffix(name) for name in manifest.objects]
     stored = store.restore_segment_objects(
