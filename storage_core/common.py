@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import re
 import secrets
 from dataclasses import dataclass
@@ -102,7 +103,15 @@ class Uuid:
         ) + self.least_significant_bits.to_bytes(8, "big", signed=True)
 
     def __str__(self) -> str:
-        return base64.urlsafe_b64encode(self.to_bytes()).decode("ascii").rstrip("=")
+        return _uuid_text(self.most_significant_bits, self.least_significant_bits)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _uuid_text(most_significant_bits: int, least_significant_bits: int) -> str:
+    """Kafka's base64 form; cached: a read names its segment and topic ids several times."""
+    raw = most_significant_bits.to_bytes(8, "big", signed=True)
+    raw += least_significant_bits.to_bytes(8, "big", signed=True)
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
 ZERO_UUID = Uuid(0, 0)

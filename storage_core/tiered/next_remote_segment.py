@@ -31,7 +31,11 @@ class NextRemoteSegment:
         self._epochs: OrderedDict[TopicIdPartition, LeaderEpochLookup] = OrderedDict()
 
     def remember(self, partition: TopicIdPartition, epochs: LeaderEpochLookup) -> None:
-        """The leader-epoch cache a read of ``partition`` used (the newest one wins)."""
+        """The leader-epoch cache a read of ``partition`` used (the newest one wins). Every
+        remote read says so: when it is the one already known, nothing is written (the
+        order of eviction is then the order partitions were first seen, or changed)."""
+        if self._epochs.get(partition) is epochs:
+            return
         with self._lock:
             self._epochs[partition] = epochs
             self._epochs.move_to_end(partition)

@@ -2,7 +2,10 @@
 
 Reading a remote segment at an offset (or a timestamp) needs its offset (or time) index; these
 are fetched once from the remote storage manager and kept under
-``<log dir>/remote-log-index-cache/`` with Kafka's file names::
+``<log dir>/remote-log-index-cache/`` with Kafka's file names. Kafka fetches the time index
+with the others; here it is fetched when a timestamp lookup first needs it: a consumer reading
+at offsets never does, and it cost every cold read inside a segment a fetch, a file and a
+mapping (and a GET on S3)::
 
     <20-digit start offset>_<segment uuid>.index       OffsetIndex format (8-byte entries)
     <20-digit start offset>_<segment uuid>.timeindex   TimeIndex format (12-byte entries)
@@ -16,10 +19,11 @@ offset) and renamed into place, so a complete name always holds a complete file.
 transaction index is written as an empty file when the store has none (Kafka's
 ``RemoteIndexCache`` on ``RemoteResourceNotFoundException``: a segment without aborted
 transactions) or the metadata says it is empty (KIP-1058's ``txn_idx_empty``: nothing is
-fetched). On start the directory is scanned: complete entries are kept (all three files
-present; an entry cut short by a crash has no ``.txnindex`` and is fetched again), anything
-else is removed. An entry keeps its transaction index's bytes in memory (34 per aborted
-transaction, counted in the cache size) for ``collect_aborted_txns``.
+fetched). On start the directory is scanned: complete entries are kept (the offset and
+transaction indexes present, the time index if it was fetched; an entry cut short by a crash
+has no ``.txnindex`` and is fetched again), anything else is removed. An entry keeps its
+transaction index's bytes in memory (34 per aborted transaction, counted in the cache size)
+for ``collect_aborted_txns``.
 
 Entries are keyed by remote segment id and evicted least recently used first once their total
 size exceeds ``remote.log.index.file.cache.total.size.bytes``; ``remove`` drops the entry of
@@ -90,7 +94,7 @@ class RemoteIndexCacheEntry:
         segment_id: Uuid,
         start_offset: int,
         offset_index: OffsetIndex,
-        time_index: TimeIndex,
+        time_index: TimeIndex | None,
         txn_index_path: Path | None,
         *,
         aborted_txns: tuple[AbortedTxn, ...] = (),
@@ -98,22 +102,33 @@ class RemoteIndexCacheEntry:
         self.segment_id = segment_id
         self.start_offset = start_offset
         self.offset_index = offset_index
-        self.time_index = time_index
+        self.time_index = time_index  # None until a timestamp lookup fetches it
         self.txn_index_path = txn_index_path
         self.aborted_txns = aborted_txns
         self.users = 0
         self.evicted = False
-        # Fixed at creation: the files never change while cached.
-        self.size_bytes = (
-            offset_index.length + time_index.length + TXN_ENTRY_SIZE * len(aborted_txns)
-        )
+        self.time_index_lock = threading.Lock()  # one fetch of the time index at a time
+        # The files never change while cached; the time index adds its size once fetched.
+        self.size_bytes = offset_index.length + TXN_ENTRY_SIZE * len(aborted_txns)
+        if time_index is not None:
+            self.size_bytes += time_index.length
+
+    @property
+    def time_index_path(self) -> Path:
+        """Where the time index is (or goes), beside the offset index under its current name
+        (evicted entries' files are renamed)."""
+        path = self.offset_index.path
+        return path.with_name(path.name.replace(OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, 1))
 
     def lookup_offset(self, offset: int) -> int:
         """Byte position in the remote ``.log`` from which to scan for ``offset``."""
         return self.offset_index.lookup(offset).position
 
     def lookup_timestamp(self, timestamp: int, starting_offset: int) -> int:
-        """Byte position from which to scan for the first record at or after both targets."""
+        """Byte position from which to scan for the first record at or after both targets;
+        the time index must have been fetched (``RemoteIndexCache.lookup_timestamp``)."""
+        if self.time_index is None:
+            raise RuntimeError(f"remote segment {self.segment_id}: time index not fetched")
         entry: TimestampOffset = self.time_index.lookup(timestamp)
         return self.offset_index.lookup(max(entry.offset, starting_offset)).position
 
@@ -144,7 +159,8 @@ class RemoteIndexCacheEntry:
         segment can take the names while readers still use these (Kafka renames too)."""
         token = secrets.token_hex(4)
         self.offset_index.rename_to(_deleted_name(self.offset_index.path, token))
-        self.time_index.rename_to(_deleted_name(self.time_index.path, token))
+        if self.time_index is not None:
+            self.time_index.rename_to(_deleted_name(self.time_index.path, token))
         if self.txn_index_path is not None:
             target = _deleted_name(self.txn_index_path, token)
             with contextlib.suppress(FileNotFoundError):
@@ -153,7 +169,8 @@ class RemoteIndexCacheEntry:
 
     def _delete_files(self) -> None:
         self.offset_index.delete_if_exists()
-        self.time_index.delete_if_exists()
+        if self.time_index is not None:
+            self.time_index.delete_if_exists()
         if self.txn_index_path is not None:
             with contextlib.suppress(FileNotFoundError):
                 self.txn_index_path.unlink()
@@ -204,21 +221,18 @@ class RemoteIndexCache:
             stems.setdefault(path.stem, set()).add(path.suffix)
         for stem, suffixes in sorted(stems.items()):
             parsed = _parse_stem(stem)
-            if (
-                parsed is None
-                or not {
-                    OFFSET_INDEX_SUFFIX,
-                    TIME_INDEX_SUFFIX,
-                    TXN_INDEX_SUFFIX,
-                }
-                <= suffixes
-            ):
+            if parsed is None or not {OFFSET_INDEX_SUFFIX, TXN_INDEX_SUFFIX} <= suffixes:
                 for suffix in suffixes:
                     _unlink_quietly(self.cache_dir / (stem + suffix))
                 continue
             start_offset, segment_id = parsed
             try:
-                entry = self._open_entry(segment_id, start_offset, self.cache_dir / stem)
+                entry = self._open_entry(
+                    segment_id,
+                    start_offset,
+                    self.cache_dir / stem,
+                    with_time_index=TIME_INDEX_SUFFIX in suffixes,
+                )
             except (CorruptIndexError, ValueError, OSError) as exc:
                 logger.warning("dropping cached remote index stem=%s error=%s", stem, exc)
                 for suffix in suffixes:
@@ -235,31 +249,31 @@ class RemoteIndexCache:
         )
 
     @staticmethod
-    def _open_entry(segment_id: Uuid, start_offset: int, base: Path) -> RemoteIndexCacheEntry:
+    def _open_entry(
+        segment_id: Uuid, start_offset: int, base: Path, *, with_time_index: bool
+    ) -> RemoteIndexCacheEntry:
         offset_index = OffsetIndex(
             base.with_name(base.name + OFFSET_INDEX_SUFFIX), start_offset, writable=False
         )
-        time_index = TimeIndex(
-            base.with_name(base.name + TIME_INDEX_SUFFIX), start_offset, writable=False
-        )
+        time_index = None
         try:
             offset_index.sanity_check()
-            time_index.sanity_check()
+            if with_time_index:
+                time_index = _open_time_index(
+                    base.with_name(base.name + TIME_INDEX_SUFFIX), start_offset
+                )
+            txn_path = base.with_name(base.name + TXN_INDEX_SUFFIX)
+            txn_index = TransactionIndex(start_offset, txn_path)
+            try:
+                txn_index.sanity_check()
+                aborted = tuple(txn_index.all_entries())
+            finally:
+                txn_index.close()
         except BaseException:
             offset_index.close()
-            time_index.close()
+            if time_index is not None:
+                time_index.close()
             raise
-        txn_path = base.with_name(base.name + TXN_INDEX_SUFFIX)
-        txn_index = TransactionIndex(start_offset, txn_path)
-        try:
-            txn_index.sanity_check()
-            aborted = tuple(txn_index.all_entries())
-        except BaseException:
-            offset_index.close()
-            time_index.close()
-            raise
-        finally:
-            txn_index.close()
         return RemoteIndexCacheEntry(
             segment_id, start_offset, offset_index, time_index, txn_path, aborted_txns=aborted
         )
@@ -305,7 +319,40 @@ class RemoteIndexCache:
         self, metadata: RemoteLogSegmentMetadataLike, timestamp: int, starting_offset: int
     ) -> int:
         with self.acquire(metadata) as entry:
+            self._fetch_time_index(metadata, entry)
             return entry.lookup_timestamp(timestamp, starting_offset)
+
+    def _fetch_time_index(
+        self, metadata: RemoteLogSegmentMetadataLike, entry: RemoteIndexCacheEntry
+    ) -> None:
+        """Fetch the held entry's time index if it has none yet. It is written to a temporary
+        file of its own and put beside the offset index under the cache lock: an entry
+        evicted meanwhile has renamed its files (deleted with them), and a new entry of the
+        same segment may be fetching the same index under the original name."""
+        with entry.time_index_lock:
+            if entry.time_index is not None:
+                return
+            temp = self.cache_dir / (
+                f"{entry_file_stem(entry.start_offset, entry.segment_id)}"
+                f"{TIME_INDEX_SUFFIX}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+            )
+            try:
+                self._fetch_to_temp(metadata, IndexType.TIMESTAMP, temp)
+                with self._lock:
+                    target = entry.time_index_path
+                    os.replace(temp, target)
+                    try:
+                        time_index = _open_time_index(target, entry.start_offset)
+                    except BaseException:
+                        _unlink_quietly(target)
+                        raise
+                    entry.time_index = time_index
+                    entry.size_bytes += time_index.length
+                    if not entry.evicted:
+                        self._size_bytes += time_index.length
+                        self._evict_over_limit(keep=entry.segment_id)
+            finally:
+                _unlink_quietly(temp)
 
     def _get_or_load(self, metadata: RemoteLogSegmentMetadataLike) -> RemoteIndexCacheEntry:
         ref = RemoteSegmentRef.of(metadata)
@@ -361,15 +408,11 @@ class RemoteIndexCache:
         self, metadata: RemoteLogSegmentMetadataLike, ref: RemoteSegmentRef
     ) -> RemoteIndexCacheEntry:
         base = self.cache_dir / entry_file_stem(ref.start_offset, ref.segment_id)
-        targets = {
-            IndexType.OFFSET: base.with_name(base.name + OFFSET_INDEX_SUFFIX),
-            IndexType.TIMESTAMP: base.with_name(base.name + TIME_INDEX_SUFFIX),
-        }
+        offset_target = base.with_name(base.name + OFFSET_INDEX_SUFFIX)
         written: list[Path] = []
         try:
-            for index_type, target in targets.items():
-                self._fetch_to_file(metadata, index_type, target)
-                written.append(target)
+            self._fetch_to_file(metadata, IndexType.OFFSET, offset_target)
+            written.append(offset_target)
             txn_target = base.with_name(base.name + TXN_INDEX_SUFFIX)
             fetched = False
             if not getattr(metadata, "txn_idx_empty", False):
@@ -381,7 +424,7 @@ class RemoteIndexCache:
             if not fetched:
                 txn_target.write_bytes(b"")  # the entry is complete (Kafka's empty file)
             written.append(txn_target)
-            return self._open_entry(ref.segment_id, ref.start_offset, base)
+            return self._open_entry(ref.segment_id, ref.start_offset, base, with_time_index=False)
         except BaseException:
             for path in written:
                 _unlink_quietly(path)
@@ -391,6 +434,13 @@ class RemoteIndexCache:
         self, metadata: RemoteLogSegmentMetadataLike, index_type: IndexType, target: Path
     ) -> None:
         temp = target.with_name(target.name + TEMP_SUFFIX)
+        self._fetch_to_temp(metadata, index_type, temp)
+        os.replace(temp, target)
+
+    def _fetch_to_temp(
+        self, metadata: RemoteLogSegmentMetadataLike, index_type: IndexType, temp: Path
+    ) -> None:
+        """The index object into ``temp`` (removed if that fails)."""
         try:
             stream = self._rsm.fetch_index(metadata, index_type)
             with stream, open(temp, "wb") as out:
@@ -404,7 +454,6 @@ class RemoteIndexCache:
                         )
                     out.write(chunk)
                 out.flush()
-            os.replace(temp, target)
         except BaseException:
             _unlink_quietly(temp)
             raise
@@ -456,7 +505,8 @@ class RemoteIndexCache:
             self._closed = True
             for entry in self._entries.values():
                 entry.offset_index.close()
-                entry.time_index.close()
+                if entry.time_index is not None:
+                    entry.time_index.close()
             self._entries.clear()
             self._size_bytes = 0
 
@@ -469,6 +519,16 @@ def _parse_stem(stem: str) -> tuple[int, Uuid] | None:
         return int(offset_text), Uuid.from_string(uuid_text)
     except ValueError:
         return None
+
+
+def _open_time_index(path: Path, start_offset: int) -> TimeIndex:
+    time_index = TimeIndex(path, start_offset, writable=False)
+    try:
+        time_index.sanity_check()
+    except BaseException:
+        time_index.close()
+        raise
+    return time_index
 
 
 def _deleted_name(path: Path, token: str) -> Path:

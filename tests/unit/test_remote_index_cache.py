@@ -170,7 +170,7 @@ def test_entries_survive_a_restart_and_leftovers_are_cleaned(
     expected = cache.lookup_offset(a, a.start_offset + 9)
     cache.close()
     (log_dir / DIR_NAME / "00000000000000000005_junk.index.tmp").write_bytes(b"x")
-    (log_dir / DIR_NAME / (stem(tiered.copied[1]) + ".index")).write_bytes(b"")  # no timeindex
+    (log_dir / DIR_NAME / (stem(tiered.copied[1]) + ".index")).write_bytes(b"")  # no txnindex
     reopened = RemoteIndexCache(rsm, log_dir, max_size_bytes=1 << 20)
     try:
         assert reopened.lookup_offset(a, a.start_offset + 9) == expected
@@ -216,5 +216,85 @@ def test_many_threads_share_downloads_and_stay_within_the_limit(
                 future.result(timeout=30)
         assert cache.stats().size_bytes <= max(limit, one * 2)
         assert cache.stats().hits + cache.stats().misses == 400
+    finally:
+        cache.close()
+
+
+def local_timestamp_position(
+    tiered: TieredLog, metadata: RemoteLogSegmentMetadata, timestamp: int, starting: int
+) -> int:
+    segment = {s.base_offset: s for s in tiered.log.segments}[metadata.start_offset]
+    found = segment.time_index.lookup(timestamp)
+    return segment.offset_index.lookup(max(found.offset, starting)).position
+
+
+def test_the_time_index_is_fetched_when_a_timestamp_lookup_first_needs_it(
+    tiered: TieredLog, tmp_path: Path
+) -> None:
+    """A read at an offset fetches no time index; the first timestamp lookup fetches it
+    once, answers as the local indexes do, counts it in the cache size, and a restart keeps
+    entries with and without one."""
+    log_dir = tmp_path / "logs"
+    rsm = CountingRsm(tiered)
+    a, b = tiered.copied[:2]
+    cache = RemoteIndexCache(rsm, log_dir, max_size_bytes=1 << 20)
+    cache.lookup_offset(a, a.start_offset + 3)
+    cache.lookup_offset(b, b.start_offset + 3)
+    a_id, b_id = a.remote_log_segment_id.id, b.remote_log_segment_id.id
+    assert rsm.fetches[a_id, IndexType.TIMESTAMP] == 0
+    assert not list((log_dir / DIR_NAME).glob("*.timeindex"))
+    before = cache.stats().size_bytes
+
+    timestamps = [a.max_timestamp_ms - 20, a.max_timestamp_ms, 0]
+    for timestamp in timestamps:
+        assert cache.lookup_timestamp(a, timestamp, a.start_offset) == local_timestamp_position(
+            tiered, a, timestamp, a.start_offset
+        )
+    assert rsm.fetches[a_id, IndexType.TIMESTAMP] == 1
+    assert [p.name for p in (log_dir / DIR_NAME).glob("*.timeindex")] == [stem(a) + ".timeindex"]
+    assert cache.stats().size_bytes > before
+    cache.close()
+
+    reopened = RemoteIndexCache(rsm, log_dir, max_size_bytes=1 << 20)
+    try:
+        assert reopened.stats().entries == 2
+        assert reopened.lookup_timestamp(a, a.max_timestamp_ms, 0) == local_timestamp_position(
+            tiered, a, a.max_timestamp_ms, 0
+        )
+        assert reopened.lookup_timestamp(b, b.max_timestamp_ms, 0) == local_timestamp_position(
+            tiered, b, b.max_timestamp_ms, 0
+        )
+        assert rsm.fetches[a_id, IndexType.TIMESTAMP] == 1  # kept across the restart
+        assert rsm.fetches[b_id, IndexType.TIMESTAMP] == 1
+        assert rsm.fetches[a_id, IndexType.OFFSET] == rsm.fetches[b_id, IndexType.OFFSET] == 1
+    finally:
+        reopened.close()
+
+
+def test_a_time_index_fetched_for_an_evicted_entry_goes_with_it(
+    tiered: TieredLog, tmp_path: Path
+) -> None:
+    """An entry evicted while a reader holds it still answers timestamp lookups; the time
+    index fetched for it is deleted with its other files when the reader lets go, and never
+    takes the name of a newer entry of the same segment."""
+    a, b = tiered.copied[:2]
+    log_dir = tmp_path / "logs"
+    cache = RemoteIndexCache(tiered.rsm, log_dir, max_size_bytes=1)
+    try:
+        with cache.acquire(a) as held:
+            cache.lookup_offset(b, b.start_offset)  # evicts a while it is held
+            cache.lookup_offset(a, a.start_offset)  # a newer entry of a, then evicted by b
+            assert cache.lookup_timestamp(a, a.max_timestamp_ms, 0) == local_timestamp_position(
+                tiered, a, a.max_timestamp_ms, 0
+            )  # the newer entry's own time index
+            cache._fetch_time_index(a, held)
+            assert held.time_index is not None
+            assert held.time_index.path.name.endswith(".deleted")
+            assert held.lookup_timestamp(a.max_timestamp_ms, 0) == local_timestamp_position(
+                tiered, a, a.max_timestamp_ms, 0
+            )
+        assert not held.time_index.path.exists()
+        assert not list((log_dir / DIR_NAME).glob("*.deleted"))
+        assert not list((log_dir / DIR_NAME).glob("*.tmp"))
     finally:
         cache.close()
