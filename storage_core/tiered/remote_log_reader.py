@@ -56,6 +56,7 @@ from storage_core.log.leader_epoch_cache import EpochEntry
 from storage_core.log.log import TimestampAndOffset
 from storage_core.log.transaction_index import AbortedTxn
 from storage_core.records.batch import LOG_OVERHEAD, MIN_BATCH_LENGTH, RecordBatch
+from storage_core.tiered.chunked.chunk_cache import ChunkKey
 from storage_core.tiered.chunked.chunk_stream import ChunkStream
 from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
 from storage_core.tiered.metadata.metadata import RemoteLogSegmentMetadata
@@ -243,16 +244,20 @@ class RemoteLogReader:
                 f"partition {tip.topic_partition}: no remote segment holds offset {offset}"
                 f" (leader epoch {epoch}); the consumer should reset its position"
             )
+        # A read from memory collects the chunks it read and counts them as cache hits once
+        # it is served: one that gives up is read again on a reader thread, which counts.
+        memory_hits: list[ChunkKey] | None = [] if memory_only else None
         for _ in range(MAX_SEGMENTS_PER_READ):
             epoch_end = epoch_end_offset(epochs.epoch_entries(), epoch)
             try:
                 position = self._start_position(metadata, offset, memory_only)
-                data = self._read_from_segment(metadata, position, info, epoch_end, memory_only)
+                data = self._read_from_segment(metadata, position, info, epoch_end, memory_hits)
             except RemoteResourceNotFoundError as exc:
                 raise self._missing_object_error(metadata, exc) from exc
             if data is not None:
                 if info.include_aborted_txns:
                     data = self._add_aborted_transactions(data, metadata, epochs, local_log)
+                self._count_memory_hits(memory_hits)
                 return data
             # No batch at or after the offset in this segment: continue with the next one.
             next_offset = metadata.end_offset + 1
@@ -267,11 +272,16 @@ class RemoteLogReader:
             if following is None or next_epoch is None:
                 break
             metadata, epoch = following, next_epoch
+        self._count_memory_hits(memory_hits)
         return RemoteFetchData(
             fetch_offset=offset,
             records=b"",
             aborted_transactions=() if info.include_aborted_txns else None,
         )
+
+    def _count_memory_hits(self, hits: list[ChunkKey] | None) -> None:
+        if hits and isinstance(self._rsm, ChunkedRemoteStorageManager):
+            self._rsm.fetcher.cache.count_hits(len(hits))
 
     def _start_position(
         self, metadata: RemoteLogSegmentMetadata, offset: int, memory_only: bool = False
@@ -350,10 +360,12 @@ class RemoteLogReader:
         position: int,
         info: RemoteStorageFetchInfo,
         epoch_end: int | None,
-        memory_only: bool = False,
+        memory_hits: list[ChunkKey] | None = None,
     ) -> RemoteFetchData | None:
         """Whole batches from ``position`` holding offsets >= the fetch offset, ending below
-        ``epoch_end`` (exclusive; ``None``: the epoch is the latest one, no bound)."""
+        ``epoch_end`` (exclusive; ``None``: the epoch is the latest one, no bound). With
+        ``memory_hits`` from memory alone, the chunks read appended to it."""
+        memory_only = memory_hits is not None
         # The batches are views of the windows they were read in, and consecutive batches of
         # one window are taken as one slice of it: a read inside one cached chunk copies
         # nothing. Growing one buffer batch by batch cost a copy (and fresh pages) per batch,
@@ -362,10 +374,10 @@ class RemoteLogReader:
         out_size = out_end = 0
         last_offset = -1
         first_position = position
-        if memory_only:
+        if memory_hits is not None:
             if not isinstance(self._rsm, ChunkedRemoteStorageManager):
                 raise RemoteReadNeedsStoreError("the segments' bytes are the store's")
-            stream = self._rsm.fetch_cached_log_segment(metadata, position)
+            stream = self._rsm.fetch_cached_log_segment(metadata, position, memory_hits)
             check_crc = False  # only a chunked segment's manifest is cached
         else:
             stream = self._rsm.fetch_log_segment(metadata, position)

@@ -325,6 +325,52 @@ def test_a_memory_only_read_answers_from_cached_chunks_alone(
         tiered.log.close()
 
 
+def test_a_read_from_memory_counts_its_cache_hits_once_it_is_served(tmp_path: Path) -> None:
+    """A read from memory that stops at a chunk not cached is read again on a reader thread,
+    which counts that read's hits and misses: the chunks the first try had found are not
+    counted twice. A read from memory that is served counts each chunk it read once."""
+    rsm = load_remote_storage_manager(
+        "LocalTieredStorage",
+        {
+            "rsm.config.local.storage.dir": str(tmp_path / "remote"),
+            "rsm.config.local.fsync": "false",
+            "rsm.config.chunk.size": "1000",
+        },
+    )
+    tiered = build_tiered_log(tmp_path, rsm=rsm)
+    cache = RemoteIndexCache(tiered.rsm, tmp_path / "logs", max_size_bytes=1 << 20)
+    reader = RemoteLogReader(rsm=tiered.rsm, rlmm=tiered.rlmm, index_cache=cache, threads=2)
+    epochs = tiered.log.leader_epoch_cache
+    segment = tiered.copied[1]
+    whole_segment = RemoteStorageFetchInfo(
+        topic_id_partition=TIP,
+        fetch_offset=segment.start_offset,
+        max_bytes=1 << 20,
+        min_one_message=True,
+    )
+    try:
+        readable = rsm.segment_manifest(segment) and rsm.cached_readable_segment(segment)
+        chunks = readable.manifest.chunk_index
+        assert len(chunks) > 2
+        rsm.fetcher.chunk_part(readable, chunks.chunk(0), 0, 0)  # only the first one cached
+        before = rsm.fetcher.cache.stats()
+        with pytest.raises(RemoteReadNeedsStoreError, match="chunk 1 "):
+            reader.read(whole_segment, epochs, memory_only=True)
+        assert rsm.fetcher.cache.stats() == before  # chunk 0 was found, and not counted
+
+        threaded = reader.read(whole_segment, epochs)
+        after_thread = rsm.fetcher.cache.stats()
+        assert after_thread.hits == before.hits + 1  # chunk 0, counted by the thread's read
+        assert after_thread.misses == before.misses + len(chunks) - 1
+        served = reader.read(whole_segment, epochs, memory_only=True)
+        assert bytes(served.records) == bytes(threaded.records)
+        assert rsm.fetcher.cache.stats().hits == after_thread.hits + len(chunks)
+    finally:
+        reader.close()
+        cache.close()
+        tiered.log.close()
+
+
 def test_a_plain_segment_is_never_read_from_memory(
     tiered: TieredLog, reader: RemoteLogReader
 ) -> None:

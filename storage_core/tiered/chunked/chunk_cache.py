@@ -67,9 +67,10 @@ class ChunkCache:
 
     in_memory = False  # whether ``get`` reads no file (the bytes are in this process)
 
-    def get(self, key: ChunkKey, *, count_miss: bool = True) -> bytes | None:
-        """The chunk's bytes, or None; ``count_miss`` False for a look that is retried
-        elsewhere when it misses (that retry counts it)."""
+    def get(self, key: ChunkKey, *, count: bool = True) -> bytes | None:
+        """The chunk's bytes, or None; ``count`` False for a look that counts neither a hit
+        nor a miss (a read from memory, which counts its hits once it is served with
+        ``count_hits``, and is retried elsewhere, counted there, when it is not)."""
         now = self._clock()
         with self._lock:
             entry = self._entries.get(key)
@@ -77,7 +78,7 @@ class ChunkCache:
                 self._drop(key)
                 entry = None
             if entry is None:
-                if count_miss:
+                if count:
                     self._misses += 1
                 return None
             self._entries[key] = (entry[0], now)
@@ -87,10 +88,14 @@ class ChunkCache:
             if data is None:  # the bytes went away under us (disk): a miss
                 if key in self._entries:
                     self._drop(key)
-                self._misses += 1
+                self._misses += count
             else:
-                self._hits += 1
+                self._hits += count
         return data
+
+    def count_hits(self, hits: int) -> None:
+        with self._lock:
+            self._hits += hits
 
     def put(self, key: ChunkKey, data: bytes) -> None:
         if len(data) > self.max_bytes or not self._store(key, data):

@@ -103,18 +103,19 @@ class ChunkFetcher:
         return memoryview(data)[first:]
 
     def cached_chunk_part(
-        self, readable: ReadableSegment, chunk: Chunk, first: int, last: int
+        self, readable: ReadableSegment, chunk: Chunk, first: int, last: int, hits: list[ChunkKey]
     ) -> memoryview:
         """``chunk_part`` from a chunk cache in memory alone: ``RemoteReadNeedsStoreError``
         when the chunk is not there (a chunk being prefetched is not waited for) or when the
-        cache keeps its chunks on disk."""
+        cache keeps its chunks on disk. The look counts no hit: the chunk's key is appended to
+        ``hits``, for the reader to count once its read is served."""
         data = None
+        key = ChunkKey(str(readable.segment.segment_id), chunk.id)
         if self.cache.in_memory:
-            data = self.cache.get(
-                ChunkKey(str(readable.segment.segment_id), chunk.id), count_miss=False
-            )
+            data = self.cache.get(key, count=False)
         if data is None:
             raise RemoteReadNeedsStoreError(f"{_chunk_where(readable, chunk)} is not in memory")
+        hits.append(key)
         self._schedule_read_ahead(readable, chunk.id + 1)
         return memoryview(data)[first:]
 

@@ -22,7 +22,12 @@ from typing import BinaryIO
 
 from storage_core.log.leader_epoch_cache import parse_leader_epoch_checkpoint
 from storage_core.log.transaction_index import AbortedTxn
-from storage_core.tiered.chunked.chunk_cache import ChunkCache, DiskChunkCache, MemoryChunkCache
+from storage_core.tiered.chunked.chunk_cache import (
+    ChunkCache,
+    ChunkKey,
+    DiskChunkCache,
+    MemoryChunkCache,
+)
 from storage_core.tiered.chunked.chunk_fetcher import ChunkFetcher, ReadableSegment
 from storage_core.tiered.chunked.chunk_index import Chunk, ChunkIndex, frame_context
 from storage_core.tiered.chunked.chunk_stream import ChunkStream
@@ -203,15 +208,27 @@ class ChunkedRemoteStorageManager:
         return self._chunk_stream(readable, start_position, end_position, self.fetcher.chunk_part)
 
     def fetch_cached_log_segment(
-        self, remote_log_segment_metadata: RemoteLogSegmentMetadataLike, start_position: int
+        self,
+        remote_log_segment_metadata: RemoteLogSegmentMetadataLike,
+        start_position: int,
+        hits: list[ChunkKey],
     ) -> BinaryIO:
         """``fetch_log_segment`` from memory alone, for a read on the event loop: its stream
         raises ``RemoteReadNeedsStoreError`` as soon as it reaches a chunk that is not in a
         chunk cache in memory, and so does this call for a segment whose manifest is not
-        cached or that was copied in the plain format."""
+        cached or that was copied in the plain format. The chunks read are appended to
+        ``hits`` (uncounted: see ``ChunkFetcher.cached_chunk_part``)."""
         check_positions(start_position, None)
         readable = self.cached_readable_segment(remote_log_segment_metadata)
-        return self._chunk_stream(readable, start_position, None, self.fetcher.cached_chunk_part)
+        fetcher = self.fetcher
+        return self._chunk_stream(
+            readable,
+            start_position,
+            None,
+            lambda readable, chunk, first, last: fetcher.cached_chunk_part(
+                readable, chunk, first, last, hits
+            ),
+        )
 
     def cached_readable_segment(
         self, remote_log_segment_metadata: RemoteLogSegmentMetadataLike
