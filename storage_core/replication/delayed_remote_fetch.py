@@ -16,6 +16,7 @@ threads.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -122,12 +123,23 @@ async def complete_remote_reads(
 
 
 async def _outcome(future: Future[T], max_wait_ms: int) -> T:
-    """The read's outcome, waited for at most ``max_wait_ms`` (``TimeoutError``)."""
-    reading = asyncio.wrap_future(future)
-    reading.add_done_callback(_retrieve_outcome)  # a late failure is not "lost"
-    return await asyncio.wait_for(asyncio.shield(reading), max_wait_ms / 1000)
+    """The read's outcome, waited for at most ``max_wait_ms`` (``TimeoutError``; the read
+    carries on, for the next fetch). The reader thread wakes this task in one iteration of
+    the loop: wrapping its future in an asyncio one, shielded and waited for with
+    ``wait_for``, took three more, each spent before the answer leaves."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def wake(_: Future[T]) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+            loop.call_soon_threadsafe(_set_done, done)
+
+    future.add_done_callback(wake)
+    async with asyncio.timeout(max_wait_ms / 1000):
+        await done
+    return future.result()
 
 
-def _retrieve_outcome(future: asyncio.Future[T]) -> None:
-    if not future.cancelled():
-        future.exception()
+def _set_done(done: asyncio.Future[None]) -> None:
+    if not done.done():  # not cancelled by the timeout
+        done.set_result(None)
