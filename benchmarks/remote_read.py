@@ -32,7 +32,9 @@ copies, all read by the same broker:
 The remote tier is ``LocalTieredStorage`` in a directory beside the log dir (same disk); with
 ``--s3`` it is ``S3RemoteStorageManager`` against a moto server on loopback (moto is a Python
 process on the same CPUs: its figures bound nothing about real S3). Nothing is fsynced; the
-throughput figures are the best of ``--rounds`` and read warm page caches on both sides.
+throughput figures are the best of ``--rounds`` and read warm page caches on both sides, and
+"cold" is the broker's caches alone: after each restart every file of the local topic and of
+the local store is read once (``warm_page_cache``).
 
     python benchmarks/remote_read.py [--total-mib 64] [--rounds 2] [--s3] [--dir bench-data]
 """
@@ -89,6 +91,7 @@ CHUNK_CACHE_BYTES = 512 * 1024 * 1024  # holds both chunked topics: warm reads h
 PREFETCH_BYTES = 8 * 1024 * 1024  # two chunks ahead
 OFFLOAD_TIMEOUT_S = 300.0
 LOCAL, TIERED, CHUNKED, SEALED = "local", "tiered", "chunked", "sealed"
+TIER_DIR = "remote-tier"  # the local store's directory, beside the broker's
 REMOTE_TOPICS = (TIERED, CHUNKED, SEALED)
 BUCKET = "bench-tiered"
 
@@ -113,7 +116,7 @@ def remote_tier(
         "rsm.config.compression.enabled": "true",
     }
     if not use_s3:
-        storage_dir = work_dir / "remote-tier"
+        storage_dir = work_dir / TIER_DIR
         store = {
             "rsm.config.local.storage.dir": str(storage_dir),
             "rsm.config.local.fsync": "false",
@@ -273,10 +276,12 @@ def _serve_local(port: int, seconds: float) -> None:
 
 
 def restart_cold(broker: BrokerProcess, total_records: int) -> None:
-    """Restart the broker with an empty remote index cache; back once it knows the tier."""
+    """Restart the broker with an empty remote index cache; back once it knows the tier, the
+    files of both sides in the page cache (``warm_page_cache``)."""
     broker.stop()
     shutil.rmtree(broker.log_dir / "remote-log-index-cache", ignore_errors=True)
     broker.start()
+    warm_page_cache([broker.log_dir / f"{LOCAL}-0", broker.log_dir.parent.parent / TIER_DIR])
     for topic in REMOTE_TOPICS:
         wait_until(
             lambda topic=topic: (
@@ -285,6 +290,19 @@ def restart_cold(broker: BrokerProcess, total_records: int) -> None:
             f"{topic}: remote metadata after the restart",
             60,
         )
+
+
+def warm_page_cache(directories: list[Path]) -> None:
+    """Read every file under ``directories``: "cold" is the broker's caches, and both sides
+    read from the page cache. Machines may page out what was not read for a while (this one
+    pages out pages idle for 60 s): a file's first read then took 108-125 us here instead of
+    4-7, paid by whichever side's files had waited longer."""
+    for directory in directories:
+        for path in directory.rglob("*") if directory.is_dir() else ():
+            if path.is_file():
+                with path.open("rb") as file:
+                    while file.read(1 << 20):
+                        pass
 
 
 # ---------------------------------------------------------------------- the run
