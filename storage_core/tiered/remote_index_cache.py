@@ -250,8 +250,15 @@ class RemoteIndexCache:
 
     @staticmethod
     def _open_entry(
-        segment_id: Uuid, start_offset: int, base: Path, *, with_time_index: bool
+        segment_id: Uuid,
+        start_offset: int,
+        base: Path,
+        *,
+        with_time_index: bool,
+        txn_index_empty: bool = False,
     ) -> RemoteIndexCacheEntry:
+        """The entry of the files under ``base``, each checked; ``txn_index_empty``: its
+        transaction index was just written empty, and is not read back."""
         offset_index = OffsetIndex(
             base.with_name(base.name + OFFSET_INDEX_SUFFIX), start_offset, writable=False
         )
@@ -263,12 +270,14 @@ class RemoteIndexCache:
                     base.with_name(base.name + TIME_INDEX_SUFFIX), start_offset
                 )
             txn_path = base.with_name(base.name + TXN_INDEX_SUFFIX)
-            txn_index = TransactionIndex(start_offset, txn_path)
-            try:
-                txn_index.sanity_check()
-                aborted = tuple(txn_index.all_entries())
-            finally:
-                txn_index.close()
+            aborted: tuple[AbortedTxn, ...] = ()
+            if not txn_index_empty:
+                txn_index = TransactionIndex(start_offset, txn_path)
+                try:
+                    txn_index.sanity_check()
+                    aborted = tuple(txn_index.all_entries())
+                finally:
+                    txn_index.close()
         except BaseException:
             offset_index.close()
             if time_index is not None:
@@ -424,7 +433,13 @@ class RemoteIndexCache:
             if not fetched:
                 txn_target.write_bytes(b"")  # the entry is complete (Kafka's empty file)
             written.append(txn_target)
-            return self._open_entry(ref.segment_id, ref.start_offset, base, with_time_index=False)
+            return self._open_entry(
+                ref.segment_id,
+                ref.start_offset,
+                base,
+                with_time_index=False,
+                txn_index_empty=not fetched,
+            )
         except BaseException:
             for path in written:
                 _unlink_quietly(path)
