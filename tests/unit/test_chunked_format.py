@@ -29,6 +29,7 @@ from storage_core.tiered.chunked.errors import (
 )
 from storage_core.tiered.chunked.segment_manifest import SegmentManifest
 from storage_core.tiered.local_tiered_storage import LocalTieredStorage
+from storage_core.tiered.metadata import RemoteLogSegmentMetadata
 from storage_core.tiered.remote_object_keys import RemoteObjectSuffix, segment_keys
 from storage_core.tiered.remote_storage_manager import (
     IndexType,
@@ -470,15 +471,23 @@ def _with_custom_metadata(segment: RemoteSegmentRef, custom: bytes | None) -> ob
     return WithCustomMetadata()
 
 
-def test_the_manifest_describes_the_segment_in_kafkas_serde(tmp_path: Path) -> None:
-    """A restore reads a segment's metadata and the partition's leader epochs from its
-    manifest alone; manifests written before the section existed still read."""
-    data = closed_segment(tmp_path)
+def copy_described(
+    tmp_path: Path, data: LogSegmentData
+) -> tuple[RemoteSegmentRef, RemoteLogSegmentMetadata, str]:
+    """``data`` copied in chunks of 1,000 bytes by broker 2: its ref, metadata and the key of
+    its manifest."""
     manager = chunked(tmp_path, **{"rsm.config.chunk.size": "1000"})
     ref = segment_ref()
     metadata = closed_segment_metadata(ref, data, broker_id=2)
     manager.copy_log_segment_data(metadata, data)
-    key = segment_keys("", ref)[RemoteObjectSuffix.SEGMENT_MANIFEST]
+    return ref, metadata, segment_keys("", ref)[RemoteObjectSuffix.SEGMENT_MANIFEST]
+
+
+def test_the_manifest_describes_the_segment_in_kafkas_serde(tmp_path: Path) -> None:
+    """A restore reads a segment's metadata and the partition's leader epochs from its
+    manifest alone; manifests written before the section existed still read."""
+    data = closed_segment(tmp_path)
+    _ref, metadata, key = copy_described(tmp_path, data)
     stored = (tmp_path / "remote" / key).read_bytes()
     document = json.loads(stored)
     assert document["segment"]["topic"] == "chunked-topic"
@@ -509,11 +518,7 @@ def test_a_reader_parses_the_segment_section_only_when_it_is_asked_for(tmp_path:
     leaves it unparsed, so a damaged one fails only what reads it, naming the object, and a
     manifest written again keeps the section as it was."""
     data = closed_segment(tmp_path)
-    manager = chunked(tmp_path, **{"rsm.config.chunk.size": "1000"})
-    ref = segment_ref()
-    metadata = closed_segment_metadata(ref, data, broker_id=2)
-    manager.copy_log_segment_data(metadata, data)
-    key = segment_keys("", ref)[RemoteObjectSuffix.SEGMENT_MANIFEST]
+    ref, metadata, key = copy_described(tmp_path, data)
     path = tmp_path / "remote" / key
     intact = path.read_bytes()
     eager = SegmentManifest.from_bytes(intact, where=key)
@@ -552,11 +557,8 @@ def test_a_restored_logs_last_segment_closes_the_aborts_whose_markers_were_not_c
         AbortedTxn(producer_id=8, first_offset=40, last_offset=120, last_stable_offset=40),
     )
     data = dataclasses.replace(data, transaction_index=txn_index, aborted_txns_past_end=past)
+    _ref, metadata, key = copy_described(tmp_path, data)
     manager = chunked(tmp_path, **{"rsm.config.chunk.size": "1000"})
-    ref = segment_ref()
-    metadata = closed_segment_metadata(ref, data, broker_id=2)
-    manager.copy_log_segment_data(metadata, data)
-    key = segment_keys("", ref)[RemoteObjectSuffix.SEGMENT_MANIFEST]
     path = tmp_path / "remote" / key
     document = json.loads(path.read_bytes())
     assert document["segment"]["abortedPastEnd"] == [

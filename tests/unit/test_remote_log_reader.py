@@ -16,6 +16,7 @@ from storage_core.errors import KafkaStorageError, OffsetOutOfRangeError
 from storage_core.log.leader_epoch_cache import EpochEntry
 from storage_core.records import RecordBatch
 from storage_core.tiered import remote_log_reader
+from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
 from storage_core.tiered.remote_index_cache import RemoteIndexCache
 from storage_core.tiered.remote_log_reader import (
     RemoteLogReader,
@@ -256,6 +257,26 @@ def test_a_read_stops_where_the_lineage_ends_the_epoch_of_the_segment(
         reader.read(dataclasses.replace(info, fetch_offset=10), lineage)
 
 
+def chunked_reader(
+    tmp_path: Path, **settings: str
+) -> tuple[ChunkedRemoteStorageManager, TieredLog, RemoteIndexCache, RemoteLogReader]:
+    """A tiered log copied in the chunked format (to the local store, with ``settings``) and
+    a reader of it."""
+    rsm = load_remote_storage_manager(
+        "LocalTieredStorage",
+        {
+            "rsm.config.local.storage.dir": str(tmp_path / "remote"),
+            "rsm.config.local.fsync": "false",
+            **settings,
+        },
+    )
+    assert isinstance(rsm, ChunkedRemoteStorageManager)
+    tiered = build_tiered_log(tmp_path, rsm=rsm)
+    cache = RemoteIndexCache(tiered.rsm, tmp_path / "logs", max_size_bytes=1 << 20)
+    reader = RemoteLogReader(rsm=tiered.rsm, rlmm=tiered.rlmm, index_cache=cache, threads=2)
+    return rsm, tiered, cache, reader
+
+
 def test_a_memory_only_read_answers_from_cached_chunks_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -265,16 +286,7 @@ def test_a_memory_only_read_answers_from_cached_chunks_alone(
     was never downloaded, the aborted transactions of read_committed),
     ``RemoteReadNeedsStoreError`` and nothing read. A read of more batches or bytes than the
     event loop may take goes to a reader thread too."""
-    rsm = load_remote_storage_manager(
-        "LocalTieredStorage",
-        {
-            "rsm.config.local.storage.dir": str(tmp_path / "remote"),
-            "rsm.config.local.fsync": "false",
-        },
-    )
-    tiered = build_tiered_log(tmp_path, rsm=rsm)
-    cache = RemoteIndexCache(tiered.rsm, tmp_path / "logs", max_size_bytes=1 << 20)
-    reader = RemoteLogReader(rsm=tiered.rsm, rlmm=tiered.rlmm, index_cache=cache, threads=2)
+    rsm, tiered, cache, reader = chunked_reader(tmp_path)
     epochs = tiered.log.leader_epoch_cache
     second = tiered.copied[1]
     assert reader.reads_from_memory  # chunked, over the default chunk cache (memory)
@@ -329,17 +341,7 @@ def test_a_read_from_memory_counts_its_cache_hits_once_it_is_served(tmp_path: Pa
     """A read from memory that stops at a chunk not cached is read again on a reader thread,
     which counts that read's hits and misses: the chunks the first try had found are not
     counted twice. A read from memory that is served counts each chunk it read once."""
-    rsm = load_remote_storage_manager(
-        "LocalTieredStorage",
-        {
-            "rsm.config.local.storage.dir": str(tmp_path / "remote"),
-            "rsm.config.local.fsync": "false",
-            "rsm.config.chunk.size": "1000",
-        },
-    )
-    tiered = build_tiered_log(tmp_path, rsm=rsm)
-    cache = RemoteIndexCache(tiered.rsm, tmp_path / "logs", max_size_bytes=1 << 20)
-    reader = RemoteLogReader(rsm=tiered.rsm, rlmm=tiered.rlmm, index_cache=cache, threads=2)
+    rsm, tiered, cache, reader = chunked_reader(tmp_path, **{"rsm.config.chunk.size": "1000"})
     epochs = tiered.log.leader_epoch_cache
     segment = tiered.copied[1]
     whole_segment = RemoteStorageFetchInfo(
