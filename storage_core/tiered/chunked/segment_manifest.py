@@ -342,19 +342,23 @@ class SegmentManifest:
                 description_document=None if describe else segment,
                 where=where,
             )
-        except (ValueError, TypeError, KeyError, AttributeError, binascii.Error) as exc:
-            detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
-            raise SegmentManifestError(
-                f"segment manifest {where} is unreadable: {detail}"
-            ) from None
+        except _UNREADABLE as exc:
+            raise _unreadable(where, exc) from None
+
+
+_UNREADABLE = (ValueError, TypeError, KeyError, AttributeError, binascii.Error)
+
+
+def _unreadable(where: str, exc: Exception) -> SegmentManifestError:
+    detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+    return SegmentManifestError(f"segment manifest {where} is unreadable: {detail}")
 
 
 def _parse_description(document: object, where: str) -> SegmentDescription:
     try:
         return SegmentDescription.from_json(document)
-    except (ValueError, TypeError, KeyError, AttributeError, binascii.Error) as exc:
-        detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
-        raise SegmentManifestError(f"segment manifest {where} is unreadable: {detail}") from None
+    except _UNREADABLE as exc:
+        raise _unreadable(where, exc) from None
 
 
 def _int(value: object) -> int:
