@@ -348,6 +348,10 @@ class RemoteIndexCache:
             try:
                 self._fetch_to_temp(metadata, IndexType.TIMESTAMP, temp)
                 with self._lock:
+                    if self._closed:  # its entries are unmapped: nothing to add it to
+                        raise RemoteStorageError(
+                            "remote index cache is closed (broker shutting down)"
+                        )
                     target = entry.time_index_path
                     os.replace(temp, target)
                     try:

@@ -24,6 +24,7 @@ from storage_core.tiered.remote_storage_manager import (
     LogSegmentData,
     RemoteLogSegmentMetadataLike,
     RemoteSegmentRef,
+    RemoteStorageError,
     RemoteStream,
 )
 from tests.unit.tiered_fixtures import TieredLog, build_tiered_log
@@ -298,3 +299,19 @@ def test_a_time_index_fetched_for_an_evicted_entry_goes_with_it(
         assert not list((log_dir / DIR_NAME).glob("*.tmp"))
     finally:
         cache.close()
+
+
+def test_a_time_index_fetched_after_the_cache_closed_is_dropped(
+    tiered: TieredLog, tmp_path: Path
+) -> None:
+    """A timestamp lookup that outlives the broker's shutdown fails as every lookup then
+    does, and leaves no file behind."""
+    a = tiered.copied[0]
+    log_dir = tmp_path / "logs"
+    cache = RemoteIndexCache(tiered.rsm, log_dir, max_size_bytes=1 << 20)
+    with cache.acquire(a) as held:
+        cache.close()
+        with pytest.raises(RemoteStorageError, match="closed"):
+            cache._fetch_time_index(a, held)
+    assert held.time_index is None
+    assert not list((log_dir / DIR_NAME).glob("*.timeindex*"))
