@@ -124,9 +124,10 @@ async def complete_remote_reads(
 
 async def _outcome(future: Future[T], max_wait_ms: int) -> T:
     """The read's outcome, waited for at most ``max_wait_ms`` (``TimeoutError``; the read
-    carries on, for the next fetch). The reader thread wakes this task in one iteration of
-    the loop: wrapping its future in an asyncio one, shielded and waited for with
-    ``wait_for``, took three more, each spent before the answer leaves."""
+    carries on, for the next fetch). The reader thread's answer sets a future of the loop,
+    which wakes this task: wrapping its future in an asyncio one, shielded and waited for with
+    ``wait_for``, took two more iterations of the loop before the answer left (5 against 3,
+    counted by a callback that runs once an iteration)."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
 
