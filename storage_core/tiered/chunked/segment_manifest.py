@@ -275,10 +275,11 @@ class SegmentManifest:
                 for name, digest in sorted(self.objects.items())
             },
         }
-        if self.description is None and self._parsed is None and self.description_document:
-            document["segment"] = self.description_document  # never parsed: as it was read
-        elif (segment := self.segment) is not None:
-            document["segment"] = segment.to_json()
+        # Written again as it was read, unless a new description replaced it.
+        described = self.description
+        section = described.to_json() if described is not None else self.description_document
+        if section is not None:
+            document["segment"] = section
         return json.dumps(document, separators=(",", ":")).encode()
 
     @staticmethod
