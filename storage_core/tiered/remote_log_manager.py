@@ -79,8 +79,10 @@ from storage_core.tiered.remote_log_metrics import (
     register_chunk_cache,
 )
 from storage_core.tiered.remote_log_reader import (
+    MemoryReadMissError,
     RemoteFetchData,
     RemoteLogReader,
+    RemoteReadStart,
     RemoteStorageFetchInfo,
 )
 from storage_core.tiered.remote_read_faults import (
@@ -493,9 +495,9 @@ class RemoteLogManager:
                 metrics.mark_fetch(topic, len(data.records))
             return data
 
-        def read() -> RemoteFetchData:
+        def read(start: RemoteReadStart | None = None) -> RemoteFetchData:
             try:
-                data = reader.read(info, epochs, log)
+                data = reader.read(info, epochs, log, start=start)
             except OffsetOutOfRangeError:
                 if metrics is not None:
                     metrics.mark_fetch(topic, 0)
@@ -528,10 +530,14 @@ class RemoteLogManager:
         def submit() -> Future[RemoteFetchData]:
             # First from memory, here: a consumer reading on through cached chunks then needs
             # no trip to a reader thread and back (0.1-0.2 ms a fetch on two cores). A read
-            # that needs the store, or fails, runs on a reader thread, which reports failures.
+            # that needs the store, or fails, runs on a reader thread, which reports failures
+            # (from the segment the try found, if it got that far).
+            start = None
             if reader.reads_from_memory and not include_aborted_txns:
                 try:
                     data = reader.read(info, epochs, log, memory_only=True)
+                except MemoryReadMissError as miss:
+                    start = miss.start
                 except (RemoteReadNeedsStoreError, StorageError):
                     pass
                 else:
@@ -539,7 +545,7 @@ class RemoteLogManager:
                     answered.set_result(served(data))
                     return answered
             try:
-                return reader.submit(read)
+                return reader.submit(lambda: read(start))
             except StorageError:  # the reader queue is full
                 if metrics is not None:
                     metrics.mark_fetch_error(topic)

@@ -101,6 +101,24 @@ class RemoteReadQueueFullError(KafkaStorageError):
     """Too many remote reads are pending; the fetch should be retried later."""
 
 
+@dataclass(frozen=True, slots=True)
+class RemoteReadStart:
+    """The remote segment a read starts in, and the leader epoch it was found under."""
+
+    epoch: int
+    metadata: RemoteLogSegmentMetadata
+
+
+class MemoryReadMissError(RemoteReadNeedsStoreError):
+    """A read from memory gave up (``RemoteReadNeedsStoreError``) after finding where it
+    starts: ``start``, handed to the reader thread that takes the read over, which then need
+    not look the segment up again."""
+
+    def __init__(self, message: str, start: RemoteReadStart) -> None:
+        super().__init__(message)
+        self.start = start
+
+
 class LeaderEpochLookup(Protocol):
     """What a remote read needs of the partition's ``LeaderEpochFileCache``."""
 
@@ -216,6 +234,7 @@ class RemoteLogReader:
         local_log: LocalAbortedTxns | None = None,
         *,
         memory_only: bool = False,
+        start: RemoteReadStart | None = None,
     ) -> RemoteFetchData:
         """Kafka's ``RemoteLogManager.read`` (blocking; call it on a reader thread).
         ``local_log`` is the partition's log, searched last for aborted transactions.
@@ -224,14 +243,27 @@ class RemoteLogReader:
         nor a file: it raises ``RemoteReadNeedsStoreError`` as soon as it would (a segment's
         manifest, chunk or offset index not in memory, a plain segment, the aborted
         transactions of a read_committed fetch), and is then run on a reader thread.
-        A consumer reading on through cached chunks thus skips two trips between threads."""
+        A consumer reading on through cached chunks thus skips two trips between threads.
+        Once it has found the segment, it gives up with ``MemoryReadMissError``, whose
+        ``start`` the thread's read takes (``start``): a cold read looks its segment up once.
+        A segment deleted in between fails as one deleted while being read."""
         if memory_only and info.include_aborted_txns:
             raise RemoteReadNeedsStoreError("a read_committed read looks up transaction indexes")
         if memory_only and info.max_bytes > MEMORY_READ_MAX_BYTES:
             raise RemoteReadNeedsStoreError(f"{info.max_bytes} bytes: too long a read for the loop")
-        tip = info.topic_id_partition
-        offset = info.fetch_offset
-        self.next_segment.remember(tip, epochs)
+        self.next_segment.remember(info.topic_id_partition, epochs)
+        if start is None:
+            start = self._read_start(info.topic_id_partition, info.fetch_offset, epochs)
+        if not memory_only:
+            return self._read(info, epochs, local_log, start, None)
+        try:
+            return self._read(info, epochs, local_log, start, [])
+        except RemoteReadNeedsStoreError as exc:
+            raise MemoryReadMissError(str(exc), start) from None
+
+    def _read_start(
+        self, tip: TopicIdPartition, offset: int, epochs: LeaderEpochLookup
+    ) -> RemoteReadStart:
         epoch = epochs.epoch_for_offset(offset)
         if epoch is None:
             raise OffsetOutOfRangeError(
@@ -244,9 +276,23 @@ class RemoteLogReader:
                 f"partition {tip.topic_partition}: no remote segment holds offset {offset}"
                 f" (leader epoch {epoch}); the consumer should reset its position"
             )
-        # A read from memory collects the chunks it read and counts them as cache hits once
-        # it is served: one that gives up is read again on a reader thread, which counts.
-        memory_hits: list[ChunkKey] | None = [] if memory_only else None
+        return RemoteReadStart(epoch, metadata)
+
+    def _read(
+        self,
+        info: RemoteStorageFetchInfo,
+        epochs: LeaderEpochLookup,
+        local_log: LocalAbortedTxns | None,
+        start: RemoteReadStart,
+        memory_hits: list[ChunkKey] | None,
+    ) -> RemoteFetchData:
+        """``read`` from ``start``; from memory alone with ``memory_hits`` (the chunks read,
+        counted as cache hits once the read is served: one that gives up is read again on a
+        reader thread, which counts)."""
+        tip = info.topic_id_partition
+        offset = info.fetch_offset
+        epoch, metadata = start.epoch, start.metadata
+        memory_only = memory_hits is not None
         for _ in range(MAX_SEGMENTS_PER_READ):
             epoch_end = epoch_end_offset(epochs.epoch_entries(), epoch)
             try:

@@ -17,8 +17,11 @@ from storage_core.log.leader_epoch_cache import EpochEntry
 from storage_core.records import RecordBatch
 from storage_core.tiered import remote_log_reader
 from storage_core.tiered.chunked.chunked_storage_manager import ChunkedRemoteStorageManager
+from storage_core.tiered.metadata import RemoteLogSegmentMetadataUpdate
+from storage_core.tiered.metadata.states import RemoteLogSegmentState
 from storage_core.tiered.remote_index_cache import RemoteIndexCache
 from storage_core.tiered.remote_log_reader import (
+    MemoryReadMissError,
     RemoteLogReader,
     RemoteReadQueueFullError,
     RemoteStorageFetchInfo,
@@ -331,6 +334,54 @@ def test_a_memory_only_read_answers_from_cached_chunks_alone(
         monkeypatch.setattr(remote_log_reader, "MEMORY_READ_MAX_BYTES", (1 << 20) - 1)
         with pytest.raises(RemoteReadNeedsStoreError, match="too long a read for the loop"):
             reader.read(info(second.start_offset), epochs, memory_only=True)  # asks for 1 MiB
+    finally:
+        reader.close()
+        cache.close()
+        tiered.log.close()
+
+
+def test_a_read_taken_over_from_memory_reads_the_segment_the_memory_read_found(
+    tmp_path: Path,
+) -> None:
+    """A cold read tried from memory gives up once it has found its segment, and the reader
+    thread taking it over reads that segment: the same bytes as a read that looks it up. A
+    segment deleted in between fails as one deleted while being read (the consumer fetches
+    again and finds the new log start), not as lost records."""
+    rsm, tiered, cache, reader = chunked_reader(tmp_path)
+    epochs = tiered.log.leader_epoch_cache
+    second, third = tiered.copied[1], tiered.copied[2]
+
+    def info(offset: int) -> RemoteStorageFetchInfo:
+        return RemoteStorageFetchInfo(
+            topic_id_partition=TIP, fetch_offset=offset, max_bytes=1 << 20, min_one_message=True
+        )
+
+    try:
+        with pytest.raises(MemoryReadMissError) as miss:
+            reader.read(info(second.start_offset), epochs, memory_only=True)
+        start = miss.value.start
+        assert start.metadata.remote_log_segment_id == second.remote_log_segment_id
+        assert start.epoch == epochs.epoch_for_offset(second.start_offset)
+        taken_over = reader.read(info(second.start_offset), epochs, start=start)
+        assert split(bytes(taken_over.records))[0].base_offset == second.start_offset
+        assert bytes(taken_over.records) == bytes(
+            reader.read(info(second.start_offset), epochs).records
+        )
+
+        with pytest.raises(MemoryReadMissError) as miss:
+            reader.read(info(third.start_offset), epochs, memory_only=True)
+        tiered.rlmm.update_remote_log_segment_metadata(
+            RemoteLogSegmentMetadataUpdate(
+                remote_log_segment_id=third.remote_log_segment_id,
+                event_timestamp_ms=BASE_TIMESTAMP_MS,
+                state=RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
+                broker_id=0,
+            )
+        )
+        rsm.delete_log_segment_data(third)
+        with pytest.raises(RemoteStorageError, match="was deleted while being read") as failure:
+            reader.read(info(third.start_offset), epochs, start=miss.value.start)
+        assert not isinstance(failure.value, RemoteSegmentMissingError)
     finally:
         reader.close()
         cache.close()
