@@ -66,6 +66,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/broker_throughput.py
 	$(BIN)/python benchmarks/remote_read.py
 	$(BIN)/python benchmarks/remote_read_parallel.py
+	$(BIN)/python benchmarks/reader_round_trip.py
 	$(BIN)/python benchmarks/copy_throughput.py
 	$(BIN)/python benchmarks/cluster_metadata.py
 	$(BIN)/python benchmarks/replication.py

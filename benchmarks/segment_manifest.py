@@ -79,7 +79,9 @@ def parse_us(content: bytes, number: int, repeat: int) -> float:
     return round(min(timings) / number * 1e6, 1)
 
 
-def run(number: int, repeat: int, segment_mib: tuple[int, ...] = SEGMENT_MIB) -> list[dict]:
+def run(
+    number: int, repeat: int, segment_mib: tuple[int, ...] = SEGMENT_MIB
+) -> list[dict[str, int | float]]:
     rows = []
     for mib in segment_mib:
         versions = {}
