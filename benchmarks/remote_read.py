@@ -1,7 +1,7 @@
 """Consume from the remote tier against consume from the local log, on one broker process.
 
 Four topics get the same records (1 KiB random records stamped now, in 64 KiB batches, lean
-Produce requests, 4 MiB segments): ``local`` keeps its log; the three others
+Produce requests, 4 MiB segments or ``--segment-mib``): ``local`` keeps its log; the three others
 (remote.storage.enable, local.retention.ms=1) are fully offloaded: the RemoteLogManager task
 rolls the active segment, every segment is copied with the operations library (as a tiering
 job would), and local retention deletes the local copies until the local log start equals the
@@ -36,7 +36,8 @@ throughput figures are the best of ``--rounds`` and read warm page caches on bot
 "cold" is the broker's caches alone: after each restart every file of the local topic and of
 the local store is read once (``warm_page_cache``).
 
-    python benchmarks/remote_read.py [--total-mib 64] [--rounds 2] [--s3] [--dir bench-data]
+    python benchmarks/remote_read.py [--total-mib 64] [--rounds 2] [--segment-mib 4] [--s3]
+        [--dir bench-data]
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ SEGMENT_BYTES = 4 * 1024 * 1024
 FETCH_BYTES = (1024 * 1024, SEGMENT_BYTES)
 LATENCY_SEGMENTS = 8
 SAMPLE_PAUSE_S = 0.05  # the previous sample's prefetch (12 MiB at most) is done by then
-CHUNK_CACHE_BYTES = 512 * 1024 * 1024  # holds both chunked topics: warm reads hit
+CHUNK_CACHE_BYTES = 512 * 1024 * 1024  # at least: holds both chunked topics
 PREFETCH_BYTES = 8 * 1024 * 1024  # two chunks ahead
 OFFLOAD_TIMEOUT_S = 300.0
 LOCAL, TIERED, CHUNKED, SEALED = "local", "tiered", "chunked", "sealed"
@@ -156,14 +157,14 @@ def _tiers(
             rsm.close()
 
 
-def create_topics(port: int) -> None:
-    raw_wire.create_topic(port, LOCAL, configs={"segment.bytes": str(SEGMENT_BYTES)})
+def create_topics(port: int, segment_bytes: int = SEGMENT_BYTES) -> None:
+    raw_wire.create_topic(port, LOCAL, configs={"segment.bytes": str(segment_bytes)})
     for topic in REMOTE_TOPICS:
         raw_wire.create_topic(
             port,
             topic,
             configs={
-                "segment.bytes": str(SEGMENT_BYTES),
+                "segment.bytes": str(segment_bytes),
                 "remote.storage.enable": "true",
                 # Time, not size: size retention always keeps the newest closed segment.
                 "local.retention.ms": "1",
@@ -313,20 +314,28 @@ def mib_s(size: int, seconds: float) -> float:
     return round(size / (1024 * 1024) / seconds, 1)
 
 
-def run(work_dir: Path, total_mib: int, rounds: int, use_s3: bool) -> list[Row]:
+def run(
+    work_dir: Path,
+    total_mib: int,
+    rounds: int,
+    use_s3: bool,
+    segment_bytes: int = SEGMENT_BYTES,
+) -> list[Row]:
     rows: list[Row] = []
+    # Warm reads hit: the cache holds both chunked topics.
+    cache_bytes = max(CHUNK_CACHE_BYTES, 3 * total_mib << 20)
     with remote_tier(work_dir, use_s3) as (overrides, copiers):
         broker_overrides = {
             "remote.log.storage.system.enable": "true",
             "remote.log.metadata.topic.num.partitions": "1",
             "remote.log.manager.task.interval.ms": "200",
             "log.retention.check.interval.ms": "200",
-            "rsm.config.fetch.chunk.cache.size": str(CHUNK_CACHE_BYTES),
+            "rsm.config.fetch.chunk.cache.size": str(cache_bytes),
             "rsm.config.fetch.chunk.cache.prefetch.max.size": str(PREFETCH_BYTES),
             **overrides,
         }
         with BrokerProcess(work_dir / "broker", overrides=broker_overrides) as broker:
-            create_topics(broker.port)
+            create_topics(broker.port, segment_bytes)
             total_records = produce_both(broker.port, total_mib)
             log_bytes = sum(p.stat().st_size for p in (broker.log_dir / f"{LOCAL}-0").glob("*.log"))
             if list_offset(broker.bootstrap, LOCAL, LATEST)[0] != total_records:
@@ -427,6 +436,9 @@ def main() -> None:
     parser.add_argument("--total-mib", type=int, default=64, help="record bytes per topic")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--s3", action="store_true", help="remote tier in a moto S3 server")
+    parser.add_argument(
+        "--segment-mib", type=int, default=SEGMENT_BYTES >> 20, help="segment.bytes of every topic"
+    )
     parser.add_argument("--dir", type=Path, default=Path("bench-data"))
     args = parser.parse_args()
     command = shlex.join([Path(sys.executable).name, *sys.argv])
@@ -434,7 +446,7 @@ def main() -> None:
     shutil.rmtree(args.dir, ignore_errors=True)
     args.dir.mkdir(parents=True)
     try:
-        rows = run(args.dir.resolve(), args.total_mib, args.rounds, args.s3)
+        rows = run(args.dir.resolve(), args.total_mib, args.rounds, args.s3, args.segment_mib << 20)
     finally:
         shutil.rmtree(args.dir, ignore_errors=True)
     tier = "S3 (moto)" if args.s3 else "LocalTieredStorage"
