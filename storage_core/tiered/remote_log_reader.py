@@ -246,12 +246,16 @@ class RemoteLogReader:
         A consumer reading on through cached chunks thus skips two trips between threads.
         Once it has found the segment, it gives up with ``MemoryReadMissError``, whose
         ``start`` the thread's read takes (``start``): a cold read looks its segment up once.
-        A segment deleted in between fails as one deleted while being read."""
+        A segment deleted in between fails as one deleted while being read; a ``start`` whose
+        epoch no longer holds the offset in the leader-epoch cache (the lineage changed in
+        between) is looked up again."""
         if memory_only and info.include_aborted_txns:
             raise RemoteReadNeedsStoreError("a read_committed read looks up transaction indexes")
         if memory_only and info.max_bytes > MEMORY_READ_MAX_BYTES:
             raise RemoteReadNeedsStoreError(f"{info.max_bytes} bytes: too long a read for the loop")
         self.next_segment.remember(info.topic_id_partition, epochs)
+        if start is not None and epochs.epoch_for_offset(info.fetch_offset) != start.epoch:
+            start = None
         if start is None:
             start = self._read_start(info.topic_id_partition, info.fetch_offset, epochs)
         if not memory_only:

@@ -344,7 +344,8 @@ def test_a_read_taken_over_from_memory_reads_the_segment_the_memory_read_found(
     tmp_path: Path,
 ) -> None:
     """A cold read tried from memory gives up once it has found its segment, and the reader
-    thread taking it over reads that segment: the same bytes as a read that looks it up. A
+    thread taking it over reads that segment: the same bytes as a read that looks it up,
+    unless the leader-epoch lineage changed in between (then it looks it up again). A
     segment deleted in between fails as one deleted while being read (the consumer fetches
     again and finds the new log start), not as lost records."""
     rsm, tiered, cache, reader = chunked_reader(tmp_path)
@@ -364,9 +365,13 @@ def test_a_read_taken_over_from_memory_reads_the_segment_the_memory_read_found(
         assert start.epoch == epochs.epoch_for_offset(second.start_offset)
         taken_over = reader.read(info(second.start_offset), epochs, start=start)
         assert split(bytes(taken_over.records))[0].base_offset == second.start_offset
-        assert bytes(taken_over.records) == bytes(
-            reader.read(info(second.start_offset), epochs).records
-        )
+        looked_up = reader.read(info(second.start_offset), epochs)
+        assert bytes(taken_over.records) == bytes(looked_up.records)
+        # A start whose epoch no longer holds the offset (the lineage changed meanwhile): the
+        # segment is looked up again.
+        stale = dataclasses.replace(start, epoch=start.epoch + 100, metadata=third)
+        again = reader.read(info(second.start_offset), epochs, start=stale)
+        assert bytes(again.records) == bytes(looked_up.records)
 
         with pytest.raises(MemoryReadMissError) as miss:
             reader.read(info(third.start_offset), epochs, memory_only=True)
