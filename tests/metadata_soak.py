@@ -17,7 +17,7 @@ metadata topic's bytes on disk (``.log`` files) and records (log start to end), 
 remote segments are sampled.
 
 Flat means: for each series (RSS, descriptors, and the metadata topic's bytes and records per
-live remote segment), the peak of the last third (its largest sample but one) is at
+live remote segment), the peak of the last third (its 90th percentile) is at
 most ``FLAT_RATIO`` (1.2) times the peak of the second third, and the same for the means
 (not medians: a series alternating between two levels has a median that jumps between them)
 (the first third warms up: the first cycles fill the remote tier and the caches; the
@@ -137,9 +137,12 @@ class SoakResult:
 
 
 def _peak(values: Sequence[float]) -> float:
-    """The largest value but one: one sample caught in the moment between the metadata's
-    re-append and its cut, or in a topic's drop, is not a trend."""
-    return sorted(values)[-2]
+    """The 90th percentile. A topic drop empties its partitions of live segments before the
+    metadata of their segments is compacted away, so the metadata per live segment spikes for
+    a sample or two; whether a third's samples catch a spike's top is chance (a CI run's
+    thirds caught 973, 954 and 949 against 879 and 765, with means of 488 and 453, and 898 in
+    the first third). The sawtooth's tops last several samples: a rising one moves this."""
+    return statistics.quantiles(values, n=10)[-1]
 
 
 def flat_problems(samples: Sequence[Sample], series: Sequence[str] = SERIES) -> list[str]:
