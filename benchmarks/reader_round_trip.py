@@ -46,18 +46,22 @@ MAX_WAIT_MS = 30_000
 Row = dict[str, object]
 
 
+def spin() -> None:
+    json.dumps({"spin": list(range(64))})
+
+
 def busy(seconds: float) -> None:
     """Keep this thread running, as a loop serving fetches does."""
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
-        json.dumps({"spin": list(range(64))})
+        spin()
 
 
 async def busy_loop(seconds: float) -> None:
     """Keep the event loop running tasks, as one serving fetches does."""
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
-        json.dumps({"spin": list(range(64))})
+        spin()
         await asyncio.sleep(0)
 
 
